@@ -1,0 +1,20 @@
+"""A drop-in Python port of agentium's context-provider API, on lionctx's core.
+
+Names and option spellings follow agentium (``resolveContextProviders``,
+``RunContext`` with ``userId`` and friends); snake_case aliases are provided too.
+"""
+
+from lionctx.context import RunContext
+from lionctx.resolve import Resolution, resolve_context, resolve_context_providers
+
+resolveContextProviders = resolve_context_providers
+resolveContext = resolve_context
+
+__all__ = [
+    "Resolution",
+    "RunContext",
+    "resolveContext",
+    "resolveContextProviders",
+    "resolve_context",
+    "resolve_context_providers",
+]

@@ -1,0 +1,185 @@
+"""The run context every provider receives.
+
+``RunContext`` mirrors agentium's: run and session ids, the user and tenant, free
+metadata, per-session state, a cancel signal, dependencies, and ``get_state`` /
+``set_state``. Every field answers to its snake_case and its camelCase name, as an
+attribute and by key, so providers written against either API read it unchanged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+__all__ = ["RunContext", "coerce_run_context", "context_value"]
+
+# camelCase spelling -> field name
+_CAMEL = {
+    "runId": "run_id",
+    "sessionId": "session_id",
+    "userId": "user_id",
+    "tenantId": "tenant_id",
+    "sessionState": "session_state",
+}
+_SNAKE_TO_CAMEL = {v: k for k, v in _CAMEL.items()}
+
+
+def _new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class RunContext:
+    """Who and what a run is for. Passed to every provider's ``fetch(query, ctx)``."""
+
+    user_id: Any = None
+    tenant_id: Any = None
+    session_id: Any = None
+    run_id: str = field(default_factory=_new_run_id)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    session_state: dict[str, Any] = field(default_factory=dict)
+    dependencies: dict[str, Any] = field(default_factory=dict)
+    signal: Any = None
+    #: Keys a caller passed that RunContext has no field for; readable as attributes.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # camelCase views, so ctx.userId works as it does in agentium
+    @property
+    def runId(self) -> str:  # noqa: N802
+        return self.run_id
+
+    @property
+    def sessionId(self) -> Any:  # noqa: N802
+        return self.session_id
+
+    @property
+    def userId(self) -> Any:  # noqa: N802
+        return self.user_id
+
+    @property
+    def tenantId(self) -> Any:  # noqa: N802
+        return self.tenant_id
+
+    @property
+    def sessionState(self) -> dict[str, Any]:  # noqa: N802
+        return self.session_state
+
+    def get_state(self, key: str, default: Any = None) -> Any:
+        """Read ``session_state[key]``."""
+        return self.session_state.get(key, default)
+
+    def set_state(self, key: str, value: Any) -> None:
+        """Write ``session_state[key]``."""
+        self.session_state[key] = value
+
+    getState = get_state  # noqa: N815
+    setState = set_state  # noqa: N815
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not fields or properties.
+        extra = self.__dict__.get("extra")
+        if extra is not None and name in extra:
+            return extra[name]
+        raise AttributeError(f"RunContext has no attribute {name!r}")
+
+    def __getitem__(self, key: str) -> Any:
+        key = _CAMEL.get(key, key)
+        if key in _FIELD_NAMES:
+            return getattr(self, key)
+        if key in self.extra:
+            return self.extra[key]
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        key = _CAMEL.get(key, key)
+        return key in _FIELD_NAMES or key in self.extra
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Mapping-style read that accepts either spelling."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def to_dict(self, *, camel: bool = False) -> dict[str, Any]:
+        """The fields as a plain dict (``signal`` left out)."""
+        out: dict[str, Any] = {}
+        for name in _FIELD_NAMES:
+            if name in ("signal", "extra"):
+                continue
+            out[_SNAKE_TO_CAMEL.get(name, name) if camel else name] = getattr(self, name)
+        out.update(self.extra)
+        return out
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(RunContext))
+
+
+def context_value(ctx: Any, key: str, default: Any = None) -> Any:
+    """Read ``key`` (snake_case) from a RunContext, a mapping or any object.
+
+    Tries the snake_case and the camelCase spelling, as key or attribute.
+    """
+    if ctx is None:
+        return default
+    camel = _SNAKE_TO_CAMEL.get(key, key)
+    if isinstance(ctx, RunContext):
+        return ctx.get(key, default)
+    if isinstance(ctx, Mapping):
+        if key in ctx:
+            return ctx[key]
+        return ctx.get(camel, default)
+    value = getattr(ctx, key, _MISSING)
+    if value is _MISSING:
+        value = getattr(ctx, camel, default)
+    return value
+
+
+_MISSING = object()
+
+
+def coerce_run_context(ctx: Any = None, **overrides: Any) -> RunContext:
+    """Build a :class:`RunContext` from ``None``, a RunContext, a mapping or an object.
+
+    A RunContext is returned as is when there is nothing to override. Unknown keys of
+    a mapping (or public attributes of an object) land in ``extra``.
+    """
+    if isinstance(ctx, RunContext) and not overrides:
+        return ctx
+    values: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    if isinstance(ctx, RunContext):
+        values = {n: getattr(ctx, n) for n in _FIELD_NAMES if n != "extra"}
+        extra = dict(ctx.extra)
+    elif isinstance(ctx, Mapping):
+        items = dict(ctx)
+    elif ctx is not None:
+        items = {k: v for k, v in vars(ctx).items() if not k.startswith("_")} if hasattr(
+            ctx, "__dict__"
+        ) else {}
+    else:
+        items = {}
+    if not isinstance(ctx, RunContext):
+        for key, value in items.items():
+            if not isinstance(key, str):
+                raise TypeError(f"run context keys must be str, got {key!r}")
+            name = _CAMEL.get(key, key)
+            if name in _FIELD_NAMES and name != "extra":
+                values[name] = value
+            else:
+                extra[key] = value
+    for key, value in overrides.items():
+        name = _CAMEL.get(key, key)
+        if name not in _FIELD_NAMES or name == "extra":
+            raise TypeError(f"unknown run context field {key!r}")
+        values[name] = value
+    for name in ("metadata", "session_state", "dependencies"):
+        if values.get(name) is None:
+            values.pop(name, None)
+    if values.get("run_id") is None:
+        values.pop("run_id", None)
+    return RunContext(**values, extra=extra)

@@ -1,0 +1,69 @@
+"""What happened to one provider in one pass."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any, Optional
+
+__all__ = ["Outcome", "Status"]
+
+
+class Status(str, Enum):
+    """The fate of one provider in one pass."""
+
+    FIRED = "fired"
+    """Returned text that was kept (injected)."""
+    EMPTY = "empty"
+    """Returned ``None`` or ``""``."""
+    FAILED = "failed"
+    """Raised, returned a non-string, or its text could not be counted."""
+    TIMEOUT = "timeout"
+    """Ran past its own timeout or the pass's deadline; cancelled."""
+    SKIPPED_CAP = "skipped_cap"
+    """Returned more tokens than its own cap (``max_tokens``)."""
+    SKIPPED_BUDGET = "skipped_budget"
+    """Did not fit in what was left of the total budget."""
+    SKIPPED = "skipped"
+    """Not called at all (for example on a branch with no system message)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One provider's result for one pass.
+
+    ``text`` is the (framed, where the face frames) text the provider returned,
+    ``tokens`` its count, ``duration_ms`` the wall time of the call. ``reason``
+    says why anything that is not ``fired`` or ``empty`` ended as it did.
+    """
+
+    name: str
+    index: int
+    status: Status
+    text: Optional[str] = None
+    tokens: int = 0
+    duration_ms: float = 0.0
+    error_type: Optional[str] = None
+    error: Optional[str] = None
+    reason: Optional[str] = None
+    degradation_reason: Optional[str] = None
+    cached: bool = False
+    stale: bool = False
+    priority: float = 0
+    max_tokens: Optional[float] = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the provider returned text (kept or not)."""
+        return self.text is not None
+
+    def to_dict(self, *, include_text: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict; the text itself only when asked for."""
+        data = asdict(self)
+        data["status"] = self.status.value
+        if not include_text:
+            data.pop("text")
+        return data

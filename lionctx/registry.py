@@ -1,0 +1,338 @@
+"""Face one: LionAGI's ``ContextProviderRegistry`` and ``ProviderReport``.
+
+Semantics follow ADR-0008 D1, D2, D3, D5 and D7 and the shipped LionAGI 0.36:
+sequential retrieval in registration order by default, exceptions contained per
+provider, per-provider caps then a greedy priority budget, blocks in registration
+order, six accumulating ``stats`` counters, writeback after ``operate`` actions.
+
+Beyond LionAGI, without changing its five report lists: every report also carries
+one :class:`~lionctx.outcome.Outcome` per provider (status, reason, tokens, duration),
+the budget and the tokens used; a registry can opt into concurrent retrieval, a
+per-provider timeout and a deadline; values that could only fail mid-turn (a
+``None`` priority, a non-numeric cap or budget) are refused when they are set.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from time import perf_counter
+from typing import Any, Optional, Protocol, Union, runtime_checkable
+
+from .adapters import call_provide, provider_name
+from .admission import Candidate, admit
+from .gather import ProviderCall, gather, validate_seconds
+from .outcome import Outcome, Status
+from .tokens import TokenCounter, resolve_counter
+
+__all__ = ["ContextProvider", "ContextProviderRegistry", "ProviderReport"]
+
+logger = logging.getLogger(__name__)
+
+Number = Union[int, float]
+
+
+@runtime_checkable
+class ContextProvider(Protocol):
+    """LionAGI's structural provider protocol."""
+
+    async def provide(self, branch: Any, instruction: Any) -> Optional[str]: ...
+
+
+@dataclass(frozen=True)
+class ProviderReport:
+    """What one provider pass did.
+
+    The first five fields are LionAGI's: ``blocks[i]`` and ``fired[i]`` describe the
+    same kept block, in registration order; ``fired`` rows are
+    ``{"provider_name", "tokens"}``; ``skipped`` lists cap skips then budget skips;
+    ``failed`` lists providers that raised, returned a non-string or timed out;
+    ``degraded`` rows are ``{"provider_name", "reason"}``.
+    """
+
+    blocks: list[str] = field(default_factory=list)
+    fired: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    degraded: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    """One row per registered provider, in registration order."""
+    budget: Optional[Number] = None
+    used_tokens: int = 0
+    """Tokens of the kept blocks."""
+    offered_tokens: int = 0
+    """Tokens of every block providers returned, kept or not."""
+    duration_ms: float = 0.0
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the kept blocks, in order."""
+        return [row["provider_name"] for row in self.fired]
+
+    def to_dict(self, *, include_text: bool = False) -> dict[str, Any]:
+        """A JSON-ready view of the report."""
+        return {
+            "fired": [dict(r) for r in self.fired],
+            "skipped": list(self.skipped),
+            "failed": list(self.failed),
+            "degraded": [dict(r) for r in self.degraded],
+            "budget": self.budget,
+            "used_tokens": self.used_tokens,
+            "offered_tokens": self.offered_tokens,
+            "duration_ms": self.duration_ms,
+            "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
+            **({"blocks": list(self.blocks)} if include_text else {}),
+        }
+
+
+def _check_number(value: Any, label: str, *, allow_none: bool) -> Optional[Number]:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        expected = "a number or None" if allow_none else "a number"
+        raise TypeError(f"{label} must be {expected}, got {value!r}")
+    return value
+
+
+@dataclass(slots=True)
+class _Entry:
+    provider: Any
+    priority: Number
+    max_tokens: Optional[Number]
+    name: str
+    timeout: Optional[float] = None
+
+
+_STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
+              "writeback_records", "writeback_failed")
+
+
+class ContextProviderRegistry:
+    """An ordered list of context providers with priorities, caps and a total budget.
+
+    ``budget`` (default 2000 tokens) bounds the text kept per pass. By default
+    providers run one after another (LionAGI); ``concurrent=True`` runs them
+    together, ``timeout`` bounds each provider (seconds; ``register`` can override
+    it per provider), ``deadline`` bounds the whole pass, ``limit`` caps how many run
+    at once. ``counter`` is a tiktoken encoding name or a ``str -> int`` callable.
+    """
+
+    def __init__(
+        self,
+        budget: Number = 2000,
+        *,
+        concurrent: bool = False,
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+        limit: Optional[int] = None,
+        counter: Union[str, TokenCounter, None] = None,
+    ) -> None:
+        self._entries: list[_Entry] = []
+        self.budget = budget
+        self.concurrent = bool(concurrent)
+        self.timeout = timeout
+        self.deadline = deadline
+        self.limit = limit
+        if counter is not None and not isinstance(counter, str) and not callable(counter):
+            raise TypeError(f"counter must be an encoding name or a callable, got {counter!r}")
+        self._counter_spec = counter
+        self._counter: Optional[TokenCounter] = None
+        self.stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
+
+    # -- settings, checked when set ---------------------------------------------
+    @property
+    def budget(self) -> Number:
+        """Total tokens a pass may keep. Mutable; must be a number."""
+        return self._budget
+
+    @budget.setter
+    def budget(self, value: Number) -> None:
+        self._budget = _check_number(value, "budget", allow_none=False)  # type: ignore[assignment]
+
+    @property
+    def timeout(self) -> Optional[float]:
+        """Default per-provider timeout in seconds, or None."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, value: Optional[float]) -> None:
+        self._timeout = validate_seconds(value, "timeout")
+
+    @property
+    def deadline(self) -> Optional[float]:
+        """Deadline for a whole pass in seconds, or None."""
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, value: Optional[float]) -> None:
+        self._deadline = validate_seconds(value, "deadline")
+
+    @property
+    def limit(self) -> Optional[int]:
+        """How many providers may run at once in concurrent mode, or None."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: Optional[int]) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ValueError(f"limit must be a positive int or None, got {value!r}")
+        self._limit = value
+
+    # -- registration ------------------------------------------------------------
+    def register(
+        self,
+        provider: Any,
+        *,
+        priority: Number = 0,
+        max_tokens: Optional[Number] = None,
+        name: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Append ``provider``. No dedupe, no replacement by name.
+
+        The name is ``name``, else a truthy ``provider.name``, else the class name.
+        ``max_tokens`` caps this provider's block (falsy: no cap; strict ``>``).
+        ``priority`` decides who survives a budget conflict (higher first).
+        ``timeout`` overrides the registry's per-provider timeout.
+        """
+        priority = _check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
+        max_tokens = _check_number(max_tokens, "max_tokens", allow_none=True)
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a str or None, got {name!r}")
+        timeout = validate_seconds(timeout, "timeout")
+        self._entries.append(
+            _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout)
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (e.provider for e in self._entries)
+
+    @property
+    def names(self) -> list[str]:
+        """Provider names in registration order (a new list each time)."""
+        return [e.name for e in self._entries]
+
+    def copy(self) -> ContextProviderRegistry:
+        """A registry with the same entries and settings and fresh stats."""
+        new = ContextProviderRegistry(
+            self._budget, concurrent=self.concurrent, timeout=self._timeout,
+            deadline=self._deadline, limit=self._limit, counter=self._counter_spec,
+        )
+        new._entries = [
+            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout)
+            for e in self._entries
+        ]
+        return new
+
+    # -- passes ----------------------------------------------------------------
+    def _get_counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = resolve_counter(self._counter_spec)
+        return self._counter
+
+    def skipped_report(self) -> ProviderReport:
+        """The report of a pass that called nobody (a systemless branch)."""
+        names = self.names
+        return ProviderReport(
+            skipped=names,
+            outcomes=[
+                Outcome(e.name, i, Status.SKIPPED, reason="branch has no system message",
+                        priority=e.priority, max_tokens=e.max_tokens)
+                for i, e in enumerate(self._entries)
+            ],
+            budget=self._budget,
+        )
+
+    async def gather(self, branch: Any, instruction: Any) -> ProviderReport:
+        """Run every provider's ``provide(branch, instruction)`` and select within budget."""
+        entries = self._entries
+        if not entries:
+            return ProviderReport()
+        started = perf_counter()
+        calls = [
+            ProviderCall(e.name, e.provider, partial(call_provide, e.provider, branch, instruction),
+                         None, e.timeout, e.priority, e.max_tokens)
+            for e in entries
+        ]
+        outcomes = await gather(
+            calls, counter=self._get_counter(), concurrent=self.concurrent,
+            timeout=self._timeout, deadline=self._deadline, limit=self._limit,
+        )
+        report = build_report(outcomes, self._budget)
+        object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0)
+        self._count(report)
+        return report
+
+    def _count(self, report: ProviderReport) -> None:
+        stats = self.stats
+        if report.fired:
+            stats["recall_turns"] += 1
+            stats["blocks_injected"] += len(report.fired)
+        stats["failed"] += len(report.failed)
+        if report.degraded:
+            stats["degraded_turns"] += 1
+
+    async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
+        """Call each provider's optional ``writeback(branch, action_responses)`` in order.
+
+        An ``int`` return adds to ``stats["writeback_records"]``; an ``Exception``
+        adds to ``stats["writeback_failed"]``, is logged, and the next hook still runs.
+        """
+        for entry in list(self._entries):
+            hook = getattr(entry.provider, "writeback", None)
+            if hook is None:
+                continue
+            try:
+                result = await hook(branch, action_responses)
+            except Exception:
+                self.stats["writeback_failed"] += 1
+                logger.warning("context provider '%s' writeback raised; skipping",
+                               entry.name, exc_info=True)
+                continue
+            if isinstance(result, int):
+                self.stats["writeback_records"] += result
+
+
+def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderReport:
+    """Admission over gathered outcomes, then LionAGI's report lists."""
+    texted = [o for o in outcomes if o.status is Status.FIRED]
+    decision = admit(
+        [Candidate(o.tokens, o.priority, o.max_tokens) for o in texted], budget
+    )
+    for i in decision.skipped_cap:
+        o = texted[i]
+        o.status = Status.SKIPPED_CAP
+        o.reason = f"{o.tokens} tokens over its cap of {o.max_tokens:g}"
+    for i, room in zip(decision.skipped_budget, decision.room):
+        o = texted[i]
+        o.status = Status.SKIPPED_BUDGET
+        o.reason = f"{o.tokens} tokens did not fit the {room:g} left of budget {budget:g}"
+    kept = [texted[i] for i in decision.kept]
+    failed: list[str] = []
+    degraded: list[dict[str, Any]] = []
+    for o in outcomes:
+        if o.status is Status.FAILED or o.status is Status.TIMEOUT:
+            failed.append(o.name)
+        if o.degradation_reason is not None:
+            degraded.append({"provider_name": o.name, "reason": o.degradation_reason})
+    return ProviderReport(
+        blocks=[o.text for o in kept],  # type: ignore[misc]
+        fired=[{"provider_name": o.name, "tokens": o.tokens} for o in kept],
+        skipped=[texted[i].name for i in decision.skipped],
+        failed=failed,
+        degraded=degraded,
+        outcomes=outcomes,
+        budget=budget,
+        used_tokens=decision.used,
+        offered_tokens=sum(o.tokens for o in texted),
+    )

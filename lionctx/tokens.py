@@ -1,0 +1,172 @@
+"""Token counting, offline and exact.
+
+The default encoding is ``o200k_base``. Its ranks ship inside the package
+(``lionctx/data/o200k_base.tiktoken.gz``) and are checked against the official
+sha256 every time they are loaded, so counting never needs the network and never
+silently returns 0.
+
+Special-token text such as ``<|endoftext|>`` is counted as ordinary text: a
+counter that refuses or zeroes it would let such text slip past every cap.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tiktoken
+
+__all__ = [
+    "DEFAULT_ENCODING",
+    "O200K_SHA256",
+    "TokenCounter",
+    "TokenizerDataError",
+    "count_tokens",
+    "get_counter",
+    "resolve_counter",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ENCODING = "o200k_base"
+#: sha256 of the official, uncompressed ``o200k_base.tiktoken`` file.
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+DATA_DIR = Path(__file__).parent / "data"
+O200K_FILE = DATA_DIR / "o200k_base.tiktoken.gz"
+
+# The split pattern and special tokens of o200k_base, as OpenAI publishes them.
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+#: Anything that maps text to a token count.
+TokenCounter = Callable[[str], int]
+
+
+class TokenizerDataError(RuntimeError):
+    """The bundled tokenizer data is missing or corrupt."""
+
+
+_lock = threading.Lock()
+_encodings: dict[str, tiktoken.Encoding] = {}
+_counters: dict[str, TokenCounter] = {}
+
+
+def _load_o200k(path: Path = O200K_FILE) -> tiktoken.Encoding:
+    import tiktoken  # deferred: importing lionctx must not load the tokenizer
+
+    try:
+        raw = gzip.decompress(path.read_bytes())
+    except FileNotFoundError:
+        raise TokenizerDataError(
+            f"tokenizer data file {path} is missing; reinstall lionctx "
+            "(pip install --force-reinstall lionctx) to restore it"
+        ) from None
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise TokenizerDataError(
+            f"tokenizer data file {path} is unreadable ({exc}); reinstall lionctx "
+            "(pip install --force-reinstall lionctx) to restore it"
+        ) from None
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != O200K_SHA256:
+        raise TokenizerDataError(
+            f"tokenizer data file {path} is corrupt: sha256 {digest} does not match "
+            f"the official o200k_base hash {O200K_SHA256}; reinstall lionctx "
+            "(pip install --force-reinstall lionctx) to restore it"
+        )
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return tiktoken.Encoding(
+        name=DEFAULT_ENCODING,
+        pat_str=_O200K_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens=_O200K_SPECIAL,
+    )
+
+
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """Return the tiktoken encoding ``name``, loaded once and shared.
+
+    ``o200k_base`` comes from the bundled, hash-checked file. Any other name goes
+    through :func:`tiktoken.get_encoding`, which may need the network the first time.
+    """
+    enc = _encodings.get(name)
+    if enc is not None:
+        return enc
+    with _lock:
+        enc = _encodings.get(name)
+        if enc is None:
+            if name == DEFAULT_ENCODING:
+                enc = _load_o200k()
+            else:
+                import tiktoken
+
+                enc = tiktoken.get_encoding(name)
+            _encodings[name] = enc
+            logger.debug("loaded tokenizer encoding %s", name)
+    return enc
+
+
+def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
+    """Return a counter for ``encoding``; the encoding loads on its first call."""
+    counter = _counters.get(encoding)
+    if counter is not None:
+        return counter
+
+    state: list[Callable[[str], list[int]]] = []
+
+    def count(text: str) -> int:
+        if not state:
+            state.append(get_encoding(encoding).encode_ordinary)
+        # encode_ordinary == encode(text, disallowed_special=()): special-token text
+        # is split like any other text.
+        return len(state[0](text))
+
+    _counters[encoding] = count
+    return count
+
+
+def resolve_counter(counter: Union[str, TokenCounter, None]) -> TokenCounter:
+    """Turn ``None`` (default), an encoding name, or a callable into a counter."""
+    if counter is None:
+        return get_counter(DEFAULT_ENCODING)
+    if isinstance(counter, str):
+        return get_counter(counter)
+    if callable(counter):
+        return counter
+    raise TypeError(
+        f"counter must be None, a tiktoken encoding name or a callable str -> int, "
+        f"got {counter!r}"
+    )
+
+
+def count_tokens(text: str, encoding: Union[str, TokenCounter, None] = None) -> int:
+    """Count the tokens of ``text``.
+
+    ``encoding`` is a tiktoken encoding name (default ``o200k_base``, bundled and
+    offline) or any callable ``str -> int``. The count equals
+    ``len(encoding.encode(text, disallowed_special=()))``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"count_tokens() needs a str, got {type(text).__name__}")
+    return resolve_counter(encoding)(text)
