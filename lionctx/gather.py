@@ -17,6 +17,7 @@ Outcomes come back in registration order whatever order providers finished in.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -208,12 +209,42 @@ async def _sequential(calls: Sequence[ProviderCall], counter: TokenCounter,
     return outcomes
 
 
+def _asyncio_taskgroup() -> Optional[type]:
+    """asyncio.TaskGroup when running on asyncio (3.11+), else None.
+
+    anyio's task group costs about 20 us per task on asyncio; asyncio's own costs
+    about 4. Both give the same structure here: children are cancelled with the
+    group, the caller's cancellation propagates, and the tasks never raise an
+    Exception (each contains its provider's), so only BaseExceptions leave the group.
+    """
+    tg = getattr(asyncio, "TaskGroup", None)
+    if tg is None:
+        return None
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # another backend (trio)
+        return None
+    return tg
+
+
+async def _spawn(n: int, body: Callable[[int], Awaitable[None]]) -> None:
+    native = _asyncio_taskgroup()
+    if native is not None:
+        async with native() as group:
+            for i in range(n):
+                group.create_task(body(i))
+    else:
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(body, i)
+
+
 async def _concurrent(calls: Sequence[ProviderCall], counter: TokenCounter,
                       timeout: Optional[float], deadline: Optional[float],
                       limit: Optional[int]) -> list[Outcome]:
     n = len(calls)
     results: list[Optional[Outcome]] = [None] * n
-    starts: list[Optional[float]] = [None] * n
+    starts: Optional[list[Optional[float]]] = None if deadline is None else [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
 
     async def run(i: int) -> None:
@@ -223,16 +254,12 @@ async def _concurrent(calls: Sequence[ProviderCall], counter: TokenCounter,
             async with limiter:
                 results[i] = await _run_one(calls[i], i, counter, timeout, starts)
 
-    if deadline is None:
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(run, i)
+    if starts is None:
+        await _spawn(n, run)
         return results  # type: ignore[return-value]  # every task wrote its slot
 
     with anyio.move_on_after(deadline):
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(run, i)
+        await _spawn(n, run)
     out: list[Outcome] = []
     for i, o in enumerate(results):
         if o is None:

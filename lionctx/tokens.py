@@ -12,6 +12,7 @@ counter that refuses or zeroes it would let such text slip past every cap.
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import hashlib
 import logging
@@ -28,6 +29,7 @@ __all__ = [
     "O200K_SHA256",
     "TokenCounter",
     "TokenizerDataError",
+    "clear_token_cache",
     "count_tokens",
     "get_counter",
     "resolve_counter",
@@ -67,6 +69,7 @@ class TokenizerDataError(RuntimeError):
 _lock = threading.Lock()
 _encodings: dict[str, tiktoken.Encoding] = {}
 _counters: dict[str, TokenCounter] = {}
+_caches: list = []
 
 
 def _load_o200k(path: Path = O200K_FILE) -> tiktoken.Encoding:
@@ -127,23 +130,48 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return enc
 
 
+# Counts are cached: context is mostly stable from turn to turn (the same notes, the
+# same status text), and hashing a string is far cheaper than encoding it. Short texts
+# go in a large cache, long ones in a small one; huge texts are never kept.
+_SHORT_TEXT = 4096
+_LONG_TEXT = 1 << 20
+
+
 def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
-    """Return a counter for ``encoding``; the encoding loads on its first call."""
+    """Return a counter for ``encoding``; the encoding loads on its first call.
+
+    Counts are memoized per text (bounded: 4096 texts up to 4 KiB chars, 64 texts up
+    to 1 MiB chars); :func:`clear_token_cache` empties the caches.
+    """
     counter = _counters.get(encoding)
     if counter is not None:
         return counter
 
-    state: list[Callable[[str], list[int]]] = []
-
-    def count(text: str) -> int:
-        if not state:
-            state.append(get_encoding(encoding).encode_ordinary)
+    def encode_len(text: str) -> int:
         # encode_ordinary == encode(text, disallowed_special=()): special-token text
         # is split like any other text.
-        return len(state[0](text))
+        return len(get_encoding(encoding).encode_ordinary(text))
 
-    _counters[encoding] = count
-    return count
+    short = functools.lru_cache(maxsize=4096)(encode_len)
+    long = functools.lru_cache(maxsize=64)(encode_len)
+    _caches.extend((short, long))
+
+    def count(text: str) -> int:
+        n = len(text)
+        if n <= _SHORT_TEXT:
+            return short(text)
+        if n <= _LONG_TEXT:
+            return long(text)
+        return encode_len(text)
+
+    with _lock:
+        return _counters.setdefault(encoding, count)
+
+
+def clear_token_cache() -> None:
+    """Forget every memoized token count."""
+    for cache in _caches:
+        cache.cache_clear()
 
 
 def resolve_counter(counter: Union[str, TokenCounter, None]) -> TokenCounter:

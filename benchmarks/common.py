@@ -1,0 +1,71 @@
+"""Shared helpers for benchmarks: timing and the table every script prints."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Optional
+
+Row = dict[str, Any]
+
+
+def row(name: str, figure: float, baseline: Optional[float], unit: str, note: str = "",
+        baseline_name: str = "") -> Row:
+    """One line of the table: a figure, its same-run baseline and their ratio."""
+    ratio = figure / baseline if baseline else None
+    return {"name": name, "figure": figure, "baseline": baseline, "ratio": ratio,
+            "unit": unit, "note": note, "baseline_name": baseline_name}
+
+
+async def best_of(fn: Callable[[], Awaitable[Any]], repeat: int = 5, number: int = 1) -> float:
+    """Best wall time in seconds of ``number`` awaited calls, over ``repeat`` rounds."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            await fn()
+        times.append((time.perf_counter() - start) / number)
+    return min(times)
+
+
+def median_of(fn: Callable[[], Any], repeat: int = 5) -> float:
+    """Median wall time in seconds of a sync call."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def format_table(rows: list[Row]) -> str:
+    """A plain-text table: figure, baseline, ratio, note."""
+    def fmt(v: Any, unit: str) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:,.3f} {unit}".strip() if v < 100 else f"{v:,.1f} {unit}".strip()
+        return f"{v} {unit}".strip()
+
+    header = ("benchmark", "figure", "baseline", "ratio", "note")
+    lines = [header]
+    for r in rows:
+        base = fmt(r["baseline"], r["unit"])
+        if r.get("baseline_name") and r["baseline"] is not None:
+            base = f"{base} ({r['baseline_name']})"
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        lines.append((r["name"], fmt(r["figure"], r["unit"]), base, ratio, r["note"]))
+    widths = [max(len(str(line[i])) for line in lines) for i in range(5)]
+    out = []
+    for j, line in enumerate(lines):
+        out.append("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(line)).rstrip())
+        if j == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def machine_line() -> str:
+    """Where the figures came from."""
+    return f"cpus: {os.cpu_count()}"

@@ -1,0 +1,56 @@
+from types import SimpleNamespace
+
+import pytest
+
+from lionctx.context import RunContext, coerce_run_context, context_value
+
+
+def test_snake_and_camel_views():
+    ctx = RunContext(user_id="u", tenant_id="t", session_id="s", session_state={"k": 1})
+    assert ctx.userId == ctx["userId"] == ctx["user_id"] == "u"
+    assert ctx.tenantId == "t" and ctx.sessionId == "s"
+    assert ctx.sessionState is ctx.session_state
+    assert len(ctx.run_id) == 32 and ctx.runId == ctx.run_id
+    assert "userId" in ctx and "nope" not in ctx
+    with pytest.raises(KeyError):
+        ctx["nope"]
+    with pytest.raises(AttributeError):
+        ctx.nope
+
+
+def test_state_helpers():
+    ctx = RunContext()
+    ctx.setState("plan", "pro")
+    assert ctx.getState("plan") == "pro" == ctx.get_state("plan")
+    assert ctx.get_state("missing", 0) == 0
+
+
+def test_coerce_from_mapping_object_and_none():
+    ctx = coerce_run_context({"userId": "u", "tenantId": "t", "plan": "pro"})
+    assert ctx.user_id == "u" and ctx.tenant_id == "t" and ctx.plan == "pro"
+    ctx = coerce_run_context(SimpleNamespace(user_id="v", sessionState={"a": 1}))
+    assert ctx.user_id == "v" and ctx.session_state == {"a": 1}
+    assert coerce_run_context(None).user_id is None
+    rc = RunContext(user_id="x")
+    assert coerce_run_context(rc) is rc
+    over = coerce_run_context(rc, tenantId="t2")
+    assert over.user_id == "x" and over.tenant_id == "t2" and over.run_id == rc.run_id
+    with pytest.raises(TypeError, match="bogus"):
+        coerce_run_context(rc, bogus=1)
+    with pytest.raises(TypeError, match="keys"):
+        coerce_run_context({1: "x"})
+
+
+def test_context_value_reads_any_shape():
+    assert context_value({"userId": 1}, "user_id") == 1
+    assert context_value({"user_id": 2}, "user_id") == 2
+    assert context_value(SimpleNamespace(tenantId=3), "tenant_id") == 3
+    assert context_value(RunContext(session_id=4), "session_id") == 4
+    assert context_value(None, "user_id", "dflt") == "dflt"
+    assert context_value(object(), "user_id") is None
+
+
+def test_to_dict():
+    ctx = RunContext(user_id="u", extra={"plan": "pro"})
+    d = ctx.to_dict(camel=True)
+    assert d["userId"] == "u" and d["plan"] == "pro" and "signal" not in d

@@ -1,0 +1,127 @@
+import gzip
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lionctx import tokens
+from lionctx.tokens import (
+    O200K_FILE,
+    O200K_SHA256,
+    TokenizerDataError,
+    count_tokens,
+    get_encoding,
+    resolve_counter,
+)
+
+
+def test_known_counts():
+    assert count_tokens("") == 0
+    assert count_tokens("hello world") == 2
+    assert count_tokens("Hello, world!") == 4
+
+
+def test_special_token_text_counts_as_ordinary_text():
+    enc = get_encoding()
+    text = "before <|endoftext|> after <|endofprompt|>"
+    n = count_tokens(text)
+    assert n == len(enc.encode(text, disallowed_special=()))
+    assert n > count_tokens("before  after ")
+    # the special token text alone is several ordinary tokens, never 0
+    assert count_tokens("<|endoftext|>") > 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_count_equals_encode_with_no_disallowed_special(text):
+    enc = get_encoding()
+    assert count_tokens(text) == len(enc.encode(text, disallowed_special=()))
+
+
+def test_bundled_file_matches_official_hash():
+    import hashlib
+
+    raw = gzip.decompress(O200K_FILE.read_bytes())
+    assert hashlib.sha256(raw).hexdigest() == O200K_SHA256
+
+
+def test_missing_data_names_the_file(tmp_path):
+    missing = tmp_path / "nope.tiktoken.gz"
+    with pytest.raises(TokenizerDataError) as err:
+        tokens._load_o200k(missing)
+    assert str(missing) in str(err.value)
+    assert "reinstall" in str(err.value)
+
+
+def test_corrupt_data_is_refused_with_its_hash(tmp_path):
+    bad = tmp_path / "o200k_base.tiktoken.gz"
+    raw = gzip.decompress(O200K_FILE.read_bytes())
+    bad.write_bytes(gzip.compress(raw[:-10] + b"AAAA= 1\n"))
+    with pytest.raises(TokenizerDataError) as err:
+        tokens._load_o200k(bad)
+    assert str(bad) in str(err.value)
+    assert O200K_SHA256 in str(err.value)
+
+
+def test_not_gzip_is_refused(tmp_path):
+    bad = tmp_path / "o200k_base.tiktoken.gz"
+    bad.write_bytes(b"this is not gzip")
+    with pytest.raises(TokenizerDataError, match="unreadable"):
+        tokens._load_o200k(bad)
+
+
+def test_import_does_not_load_the_tokenizer():
+    code = (
+        "import sys, lionctx, agentium_compat\n"
+        "assert 'tiktoken' not in sys.modules, 'tiktoken imported'\n"
+        "n = lionctx.count_tokens('hi there')\n"
+        "assert 'tiktoken' in sys.modules\n"
+        "print(n)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "2"
+
+
+def test_first_load_is_once_and_thread_safe(monkeypatch):
+    monkeypatch.setattr(tokens, "_encodings", {})
+    calls = []
+    real = tokens._load_o200k
+
+    def counting_load(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(tokens, "_load_o200k", counting_load)
+    got = []
+    barrier = threading.Barrier(6)
+
+    def worker():
+        barrier.wait()
+        got.append(tokens.get_encoding())
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert len({id(e) for e in got}) == 1
+
+
+def test_pluggable_counter():
+    assert count_tokens("a b c", encoding=lambda s: len(s.split())) == 3
+    assert count_tokens("hello world", encoding="o200k_base") == 2
+    assert resolve_counter(len)("abcd") == 4
+    with pytest.raises(TypeError, match="counter"):
+        resolve_counter(42)  # type: ignore[arg-type]
+
+
+def test_non_str_is_refused():
+    with pytest.raises(TypeError, match="bytes"):
+        count_tokens(b"x")  # type: ignore[arg-type]
