@@ -7,7 +7,7 @@ happened to every source.
 
 from .admission import Admission, Candidate, admit
 from .context import RunContext, coerce_run_context
-from .gather import ProviderCall, gather
+from .gather import ProviderCall
 from .outcome import Outcome, Status
 from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
 from .render import escape_name, neutralize, render_lionagi, tag_block
@@ -32,7 +32,6 @@ __all__ = [
     "coerce_run_context",
     "count_tokens",
     "escape_name",
-    "gather",
     "neutralize",
     "render_lionagi",
     "resolve_context",
