@@ -30,7 +30,7 @@ import anyio
 from .outcome import Outcome, Status
 from .tokens import TokenCounter
 
-__all__ = ["ProviderCall", "gather", "validate_seconds"]
+__all__ = ["Observer", "ProviderCall", "gather", "validate_seconds"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,11 @@ def _degradation(provider: Any) -> Optional[str]:
 
 def _finish(call: ProviderCall, index: int, result: Any, start: float,
             counter: TokenCounter) -> Outcome:
-    """Validate what a provider returned and count it, inside containment."""
+    """Validate what a provider returned and count it, inside containment.
+
+    ``duration_ms`` is the provider's own time: counting is not charged to it.
+    """
+    elapsed = (perf_counter() - start) * 1000.0
     degraded = _degradation(call.provider)
     if degraded is not None:
         logger.warning("context provider %r degraded: %s", call.name, degraded)
@@ -124,6 +128,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                                call.name, exc_info=True)
                 out = _failed(call, index, start, exc)
                 out.degradation_reason = degraded
+                out.duration_ms = elapsed
                 return out
             out = Outcome(call.name, index, _FIRED, text, tokens, priority=call.priority,
                           max_tokens=call.max_tokens)
@@ -137,12 +142,32 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         logger.warning("context provider %r returned %s; skipping", call.name,
                        type(result).__name__)
         out = _failed(call, index, start, exc)
-    out.duration_ms = (perf_counter() - start) * 1000.0
+    out.duration_ms = elapsed
     out.degradation_reason = degraded
     return out
 
 
+Observer = Callable[[Outcome], None]
+
+
+def _notify(observe: Optional[Observer], outcome: Outcome) -> Outcome:
+    if observe is not None:
+        try:
+            observe(outcome)
+        except Exception:  # an observer must never cost the turn
+            logger.warning("outcome observer raised", exc_info=True)
+    return outcome
+
+
 async def _run_one(call: ProviderCall, index: int, counter: TokenCounter,
+                   timeout: Optional[float], starts: Optional[list[Optional[float]]],
+                   observe: Optional[Observer] = None) -> Outcome:
+    if observe is None:
+        return await _attempt(call, index, counter, timeout, starts)
+    return _notify(observe, await _attempt(call, index, counter, timeout, starts))
+
+
+async def _attempt(call: ProviderCall, index: int, counter: TokenCounter,
                    timeout: Optional[float], starts: Optional[list[Optional[float]]]) -> Outcome:
     start = perf_counter()
     if starts is not None:
@@ -177,35 +202,39 @@ async def gather(
     timeout: Optional[float] = None,
     deadline: Optional[float] = None,
     limit: Optional[int] = None,
+    observe: Optional[Observer] = None,
 ) -> list[Outcome]:
     """Run ``calls`` and return one outcome per call, in the order given.
 
     Outcomes of providers that returned text have status ``fired``; admission
-    (a later, separate step) may turn them into skips.
+    (a later, separate step) may turn them into skips. ``observe`` is called with
+    each outcome as soon as it is known (for live progress); its errors are logged
+    and ignored.
     """
     n = len(calls)
     if n == 0:
         return []
     if not concurrent or n == 1:
-        return await _sequential(calls, counter, timeout, deadline)
-    return await _concurrent(calls, counter, timeout, deadline, limit)
+        return await _sequential(calls, counter, timeout, deadline, observe)
+    return await _concurrent(calls, counter, timeout, deadline, limit, observe)
 
 
 async def _sequential(calls: Sequence[ProviderCall], counter: TokenCounter,
-                      timeout: Optional[float], deadline: Optional[float]) -> list[Outcome]:
+                      timeout: Optional[float], deadline: Optional[float],
+                      observe: Optional[Observer]) -> list[Outcome]:
     outcomes: list[Outcome] = []
     if deadline is None:
         for i, call in enumerate(calls):
-            outcomes.append(await _run_one(call, i, counter, timeout, None))
+            outcomes.append(await _run_one(call, i, counter, timeout, None, observe))
         return outcomes
     starts: list[Optional[float]] = [None] * len(calls)
     with anyio.move_on_after(deadline):
         for i, call in enumerate(calls):
-            outcomes.append(await _run_one(call, i, counter, timeout, starts))
+            outcomes.append(await _run_one(call, i, counter, timeout, starts, observe))
     for i in range(len(outcomes), len(calls)):
         why = (f"deadline of {deadline:g}s reached" if starts[i] is not None
                else f"not started: deadline of {deadline:g}s reached")
-        outcomes.append(_timed_out(calls[i], i, starts[i], why))
+        outcomes.append(_notify(observe, _timed_out(calls[i], i, starts[i], why)))
     return outcomes
 
 
@@ -241,7 +270,7 @@ async def _spawn(n: int, body: Callable[[int], Awaitable[None]]) -> None:
 
 async def _concurrent(calls: Sequence[ProviderCall], counter: TokenCounter,
                       timeout: Optional[float], deadline: Optional[float],
-                      limit: Optional[int]) -> list[Outcome]:
+                      limit: Optional[int], observe: Optional[Observer]) -> list[Outcome]:
     n = len(calls)
     results: list[Optional[Outcome]] = [None] * n
     starts: Optional[list[Optional[float]]] = None if deadline is None else [None] * n
@@ -249,10 +278,10 @@ async def _concurrent(calls: Sequence[ProviderCall], counter: TokenCounter,
 
     async def run(i: int) -> None:
         if limiter is None:
-            results[i] = await _run_one(calls[i], i, counter, timeout, starts)
+            results[i] = await _run_one(calls[i], i, counter, timeout, starts, observe)
         else:
             async with limiter:
-                results[i] = await _run_one(calls[i], i, counter, timeout, starts)
+                results[i] = await _run_one(calls[i], i, counter, timeout, starts, observe)
 
     if starts is None:
         await _spawn(n, run)
@@ -265,7 +294,7 @@ async def _concurrent(calls: Sequence[ProviderCall], counter: TokenCounter,
         if o is None:
             why = (f"deadline of {deadline:g}s reached" if starts[i] is not None
                    else f"not started: deadline of {deadline:g}s reached")
-            o = _timed_out(calls[i], i, starts[i], why)
             logger.warning("context provider %r: %s", calls[i].name, why)
+            o = _notify(observe, _timed_out(calls[i], i, starts[i], why))
         out.append(o)
     return out

@@ -24,7 +24,7 @@ from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 from .adapters import call_provide, provider_name
 from .admission import Candidate, admit
-from .gather import ProviderCall, gather, validate_seconds
+from .gather import Observer, ProviderCall, gather, validate_seconds
 from .outcome import Outcome, Status
 from .tokens import TokenCounter, resolve_counter
 
@@ -129,6 +129,7 @@ class ContextProviderRegistry:
         deadline: Optional[float] = None,
         limit: Optional[int] = None,
         counter: Union[str, TokenCounter, None] = None,
+        on_outcome: Optional[Observer] = None,
     ) -> None:
         self._entries: list[_Entry] = []
         self.budget = budget
@@ -141,6 +142,8 @@ class ContextProviderRegistry:
         self._counter_spec = counter
         self._counter: Optional[TokenCounter] = None
         self.stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
+        #: Called with each provider's outcome as soon as it is known (live progress).
+        self.on_outcome = on_outcome
 
     # -- settings, checked when set ---------------------------------------------
     @property
@@ -227,6 +230,7 @@ class ContextProviderRegistry:
         new = ContextProviderRegistry(
             self._budget, concurrent=self.concurrent, timeout=self._timeout,
             deadline=self._deadline, limit=self._limit, counter=self._counter_spec,
+            on_outcome=self.on_outcome,
         )
         new._entries = [
             _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout)
@@ -267,6 +271,7 @@ class ContextProviderRegistry:
         outcomes = await gather(
             calls, counter=self._get_counter(), concurrent=self.concurrent,
             timeout=self._timeout, deadline=self._deadline, limit=self._limit,
+            observe=self.on_outcome,
         )
         report = build_report(outcomes, self._budget)
         object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0)

@@ -22,7 +22,7 @@ from typing import Any, Optional, Union
 
 from .adapters import call_fetch, provider_name
 from .context import coerce_run_context
-from .gather import ProviderCall, gather, validate_seconds
+from .gather import Observer, ProviderCall, gather, validate_seconds
 from .outcome import Outcome, Status
 from .registry import build_report
 from .render import join_tagged, tag_block
@@ -72,6 +72,7 @@ async def resolve_context(
     budget: Optional[Number] = None,
     limit: Optional[int] = None,
     counter: Union[str, TokenCounter, None] = None,
+    on_outcome: Optional[Observer] = None,
 ) -> Resolution:
     """Resolve ``providers`` for ``query`` and return the string with its outcomes.
 
@@ -79,6 +80,7 @@ async def resolve_context(
     like one (snake_case or camelCase keys); providers receive a RunContext.
     ``timeout`` and ``deadline`` are seconds. With ``budget``, blocks are admitted
     greedily in list order until the budget (tokens of the tagged blocks) is spent.
+    ``on_outcome`` is called with each provider's outcome as soon as it is known.
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise TypeError(f"providers must be a list of context providers, got {providers!r}")
@@ -98,7 +100,8 @@ async def resolve_context(
         calls.append(ProviderCall(name, provider, partial(call_fetch, provider, query, run_ctx),
                                   partial(tag_block, name)))
     outcomes = await gather(calls, counter=resolve_counter(counter), concurrent=True,
-                            timeout=timeout, deadline=deadline, limit=limit)
+                            timeout=timeout, deadline=deadline, limit=limit,
+                            observe=on_outcome)
     report = build_report(outcomes, budget)
     text = join_tagged(report.blocks)
     return Resolution(text, outcomes, budget, report.used_tokens, (perf_counter() - started) * 1000.0)

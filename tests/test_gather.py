@@ -313,3 +313,26 @@ def test_validate_seconds():
     for bad in ("5", True):
         with pytest.raises(TypeError, match="deadline"):
             validate_seconds(bad, "deadline")
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_observer_sees_each_outcome_as_it_lands(concurrent):
+    seen = []
+
+    async def slow():
+        await anyio.sleep(0.05)
+        return "slow"
+
+    def observe(outcome):
+        seen.append((outcome.name, outcome.status))
+        if outcome.name == "fast":
+            raise RuntimeError("observer bug must not cost the turn")
+
+    out = await gather([call("slow", slow), call("fast", returning("fast")),
+                        call("hang", partial(anyio.sleep, 10))],
+                       counter=words, concurrent=concurrent, observe=observe, deadline=0.2)
+    assert [o.status for o in out] == [Status.FIRED, Status.FIRED, Status.TIMEOUT]
+    assert sorted(seen) == [("fast", Status.FIRED), ("hang", Status.TIMEOUT),
+                            ("slow", Status.FIRED)]
+    if concurrent:
+        assert seen[0] == ("fast", Status.FIRED)  # completion order, not list order

@@ -171,3 +171,11 @@ async def test_agentium_names():
 
     out = await agentium_compat.resolveContextProviders([P("a", "x")], "q", {"userId": 1})
     assert out == tag_block("a", "x")
+
+
+async def test_on_outcome_reports_progress():
+    seen = []
+    res = await resolve_context([P("a", "x"), P("b", None)], "q", {},
+                                on_outcome=lambda o: seen.append(o.name))
+    assert sorted(seen) == ["a", "b"]
+    assert res.fired == ["a"]
