@@ -7,12 +7,30 @@ Names and option spellings follow agentium (``resolveContextProviders``,
 from lionctx.context import RunContext
 from lionctx.resolve import Resolution, resolve_context, resolve_context_providers
 
+from .agent import Agent, InstructionContext, RunResult
+from .models import OpenAIChatModel, openai
+from .providers import (
+    CachedContextProvider,
+    DatabaseContextProvider,
+    FilesystemContextProvider,
+    HttpContextProvider,
+)
+
 resolveContextProviders = resolve_context_providers
 resolveContext = resolve_context
 
 __all__ = [
+    "Agent",
+    "CachedContextProvider",
+    "DatabaseContextProvider",
+    "FilesystemContextProvider",
+    "HttpContextProvider",
+    "InstructionContext",
+    "OpenAIChatModel",
     "Resolution",
     "RunContext",
+    "RunResult",
+    "openai",
     "resolveContext",
     "resolveContextProviders",
     "resolve_context",

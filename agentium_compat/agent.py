@@ -1,0 +1,410 @@
+"""agentium's ``Agent``, with context providers wired into the instructions resolver.
+
+::
+
+    agent = Agent(
+        name="support-bot",
+        model=openai("gpt-4o"),
+        instructions=lambda c: f"You are a support assistant.\\n\\n{c['context']}\\n\\nBe concise.",
+        context_providers=[notes, status, profile],
+    )
+    result = await agent.run("Is the API down?", user_id="u1", tenant_id="acme")
+
+Each run builds a :class:`~lionctx.RunContext` from its keywords (snake_case or
+camelCase), resolves the providers with the user's input as the query (concurrent,
+allSettled, ``<context name="...">`` tags, list order), and hands the string to the
+instructions: a function receives an :class:`InstructionContext` (``c.context`` and
+``c["context"]``, plus every run-context field in both spellings); a plain string
+gets the context appended as its own section after a blank line, as agentium
+appends system-prompt sections. An explicit ``context=`` wins: providers are then
+not called.
+
+The request goes through the same turn machinery as :class:`lionctx.Branch`.
+
+Context engine (optional, as on a Branch: none unless ``context_engine=`` or
+``engine_config=`` asks). An agent serves many conversations, so each
+``session_id`` gets its own engine: runs without a session id use the agent's engine
+itself, and each new session id gets a ``clone_for_agent()`` of it. Every run is a
+turn for that session's engine (``select_context``, ``update_from_response``,
+compaction, ``on_turn_complete``); the conversation after the run, compacted when
+the engine compressed it, is ``RunResult.history``: pass it as ``messages=`` next
+time. ``agent.end_session(session_id)``, ``agent.reset(session_id)`` and ``await
+agent.aclose()`` (every session) end sessions.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import anyio
+
+from lionctx.adapters import fetch_method, provider_name
+from lionctx.branch import Branch, Instruction
+from lionctx.context import RunContext, coerce_run_context
+from lionctx.engines.base import ContextEngine
+from lionctx.engines.host import EngineSession, summary_model
+from lionctx.engines.loader import clone_engine, resolve_context_engine
+from lionctx.gather import validate_seconds
+from lionctx.models.base import ChatModel, ChatResponse
+from lionctx.resolve import Resolution, resolve_context
+
+__all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
+
+logger = logging.getLogger(__name__)
+
+# run() keywords in either spelling -> RunContext field
+_RUN_KEYS = {
+    "user_id": "user_id", "userId": "user_id",
+    "tenant_id": "tenant_id", "tenantId": "tenant_id",
+    "session_id": "session_id", "sessionId": "session_id",
+    "session_state": "session_state", "sessionState": "session_state",
+    "run_id": "run_id", "runId": "run_id",
+    "metadata": "metadata",
+    "dependencies": "dependencies",
+    "signal": "signal",
+}
+
+
+class InstructionContext:
+    """What an instructions function receives.
+
+    ``context`` is the resolved context string (``""`` when there is none), by
+    attribute and by key; ``input`` is the user's input; every
+    :class:`~lionctx.RunContext` field (``user_id``/``userId``, ``tenant_id``/
+    ``tenantId``, ``session_state``/``sessionState``, ``run_id``/``runId``,
+    ``session_id``/``sessionId``, ``metadata`` ...) reads through.
+    """
+
+    __slots__ = ("agent", "context", "input", "run_context")
+
+    def __init__(self, context: str, run_context: RunContext, input: str,  # noqa: A002
+                 agent: str) -> None:
+        self.context = context
+        self.run_context = run_context
+        self.input = input
+        self.agent = agent
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names that are not slots: the run context's fields and views.
+        return getattr(self.run_context, name)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in ("context", "input", "agent"):
+            return getattr(self, key)
+        return self.run_context[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in ("context", "input", "agent") or key in self.run_context
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Mapping-style read that accepts either spelling."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __repr__(self) -> str:
+        return (f"InstructionContext(agent={self.agent!r}, context=<{len(self.context)} chars>, "
+                f"user_id={self.run_context.user_id!r}, tenant_id={self.run_context.tenant_id!r})")
+
+
+Instructions = Union[str, Callable[[InstructionContext], Union[str, Awaitable[str]]]]
+
+
+@dataclass
+class RunResult:
+    """The outcome of one :meth:`Agent.run`.
+
+    ``output`` is the reply text, ``usage`` the server's usage dict (or ``None``),
+    ``context_report`` the provider resolution (``None`` when ``context=`` was given
+    or the agent has no providers), ``messages`` exactly the messages sent (after
+    a context engine's selection). ``history`` is the conversation after this run
+    without the system message: the given ``messages``, the input and the reply
+    (each with its ``message_uid``), compacted when a context engine compressed it;
+    pass it as ``messages=`` to continue the conversation.
+    """
+
+    output: str
+    usage: Optional[dict[str, Any]]
+    context_report: Optional[Resolution]
+    messages: list[dict[str, Any]]
+    context: str = ""
+    system: Optional[str] = None
+    run_context: RunContext = field(default_factory=RunContext)
+    response: Optional[ChatResponse] = field(default=None, repr=False)
+    agent: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def text(self) -> str:
+        """Same as ``output``."""
+        return self.output
+
+    @property
+    def contextReport(self) -> Optional[Resolution]:  # noqa: N802 - agentium spelling
+        return self.context_report
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (context text included, provider texts not)."""
+        return {
+            "agent": self.agent,
+            "output": self.output,
+            "usage": self.usage,
+            "context": self.context,
+            "context_report": (self.context_report.to_dict()
+                               if self.context_report is not None else None),
+            "messages": [dict(m) for m in self.messages],
+            "run_id": self.run_context.run_id,
+        }
+
+
+def _check_providers(providers: Any) -> list[Any]:
+    if providers is None:
+        return []
+    if isinstance(providers, (str, bytes, Mapping)) or not isinstance(providers, Sequence):
+        raise TypeError(f"context_providers must be a list of providers, got {providers!r}")
+    for i, p in enumerate(providers):
+        if fetch_method(p) is None:
+            raise TypeError(
+                f"context_providers[{i}] ({provider_name(p)}) has no fetch(query, ctx) "
+                "or fetchContext(query, ctx) method"
+            )
+    return list(providers)
+
+
+class Agent:
+    """An agent with instructions, a model and optional context providers.
+
+    ``instructions``: a string, or a function (sync or async) of an
+    :class:`InstructionContext` returning the system text. ``context_providers``
+    are resolved on every run; ``context_budget`` (tokens of the tagged blocks),
+    ``context_timeout`` (seconds per provider) and ``context_deadline`` (seconds for
+    all) pass through to :func:`lionctx.resolve_context`. ``model_settings``
+    (``temperature``...) go into every request. Without ``model`` an
+    :class:`~lionctx.OpenAIChatModel` is configured from the environment.
+
+    ``context_engine`` / ``engine_config``: as for :class:`lionctx.Branch` (default:
+    no engine). The engine serves runs without a ``session_id``; each session id
+    gets its own clone (see the module docs).
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: Optional[ChatModel] = None,
+        instructions: Instructions = "",
+        context_providers: Optional[Sequence[Any]] = None,
+        context_budget: Optional[float] = None,
+        context_timeout: Optional[float] = None,
+        context_deadline: Optional[float] = None,
+        model_settings: Optional[Mapping[str, Any]] = None,
+        contextProviders: Optional[Sequence[Any]] = None,  # noqa: N803 - agentium spelling
+        context_engine: Union[ContextEngine, str, None] = None,
+        engine_config: Any = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty str, got {name!r}")
+        if not (isinstance(instructions, str) or callable(instructions)):
+            raise TypeError(f"instructions must be a str or a function, got "
+                            f"{type(instructions).__name__}")
+        if context_providers is not None and contextProviders is not None:
+            raise TypeError("pass context_providers or contextProviders, not both")
+        if context_budget is not None and (isinstance(context_budget, bool) or
+                                           not isinstance(context_budget, (int, float))):
+            raise TypeError(f"context_budget must be a number or None, got {context_budget!r}")
+        if model_settings is not None and not isinstance(model_settings, Mapping):
+            raise TypeError(f"model_settings must be a mapping, got {model_settings!r}")
+        if model is None:
+            from lionctx.models.openai_chat import OpenAIChatModel
+
+            model = OpenAIChatModel()
+        elif not callable(getattr(model, "complete", None)):
+            raise TypeError(f"model must have complete() (a ChatModel), got {type(model).__name__}")
+        self.name = name
+        self.model = model
+        self.instructions = instructions
+        self.context_providers = _check_providers(
+            context_providers if context_providers is not None else contextProviders)
+        self.context_budget = context_budget
+        self.context_timeout = validate_seconds(context_timeout, "context_timeout")
+        self.context_deadline = validate_seconds(context_deadline, "context_deadline")
+        self.model_settings = dict(model_settings or {})
+        self._engine: Optional[ContextEngine] = None
+        if context_engine is not None or engine_config is not None:
+            self._engine = resolve_context_engine(context_engine, engine_config,
+                                                  model=summary_model(model))
+        # session key (None: runs without a session id) -> that conversation's engine
+        self._sessions: dict[Optional[str], EngineSession] = {}
+        self._sessions_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"Agent(name={self.name!r}, model={self.model!r}, "
+                f"context_providers={[provider_name(p) for p in self.context_providers]})")
+
+    # -- context engine --------------------------------------------------------------
+    @property
+    def context_engine(self) -> Optional[ContextEngine]:
+        """The engine of runs without a session id (``None``: the agent has no engine)."""
+        return self._engine
+
+    def context_engine_for(self, session_id: Any = None) -> Optional[ContextEngine]:
+        """The engine serving ``session_id``'s runs, or ``None`` before its first run
+        (and always without an engine)."""
+        if session_id is None:
+            return self._engine
+        session = self._sessions.get(str(session_id))
+        return session.engine if session is not None else None
+
+    def _session_for(self, session_id: Any) -> Optional[EngineSession]:
+        engine = self._engine
+        if engine is None:
+            return None
+        key = None if session_id is None else str(session_id)
+        with self._sessions_lock:
+            session = self._sessions.get(key)
+            if session is None:
+                if key is not None:  # a conversation of its own: its own engine state
+                    engine = clone_engine(engine, model=summary_model(self.model))
+                session = EngineSession(engine, session_id=key)
+                self._sessions[key] = session
+            return session
+
+    def end_session(self, session_id: Any = None) -> None:
+        """End ``session_id``'s engine session (``on_session_end``) and forget its
+        engine; without a session id, end the session of runs that gave none."""
+        key = None if session_id is None else str(session_id)
+        with self._sessions_lock:
+            session = self._sessions.get(key) if key is None else self._sessions.pop(key, None)
+        if session is not None:
+            session.end()
+
+    def reset(self, session_id: Any = None) -> None:
+        """``session_id``'s conversation starts over: ``on_session_end`` then
+        ``on_session_reset`` on its engine (kept, with its settings)."""
+        session = self._sessions.get(None if session_id is None else str(session_id))
+        if session is not None:
+            session.reset()
+
+    async def aclose(self) -> None:
+        """End every engine session (in a worker thread). The model is not closed."""
+        with self._sessions_lock:
+            sessions = list(self._sessions.values())
+            self._sessions = {k: v for k, v in self._sessions.items() if k is None}
+        for session in sessions:
+            if session.active:
+                await anyio.to_thread.run_sync(session.end)
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+    async def _resolve_instructions(self, ictx: InstructionContext) -> str:
+        instructions = self.instructions
+        if isinstance(instructions, str):
+            if instructions and ictx.context:
+                return f"{instructions}\n\n{ictx.context}"
+            return instructions or ictx.context
+        result = instructions(ictx)
+        if inspect.isawaitable(result):
+            result = await result
+        if not isinstance(result, str):
+            raise TypeError(f"agent {self.name!r}: instructions function returned "
+                            f"{type(result).__name__}, expected str")
+        return result
+
+    async def run(
+        self,
+        input: str,  # noqa: A002 - agentium's name
+        options: Optional[Mapping[str, Any]] = None,
+        *,
+        context: Union[str, Resolution, None] = None,
+        run_context: Any = None,
+        messages: Optional[Sequence[Mapping[str, Any]]] = None,
+        **keywords: Any,
+    ) -> RunResult:
+        """Run one turn for ``input``.
+
+        Run-context keywords: ``user_id``, ``tenant_id``, ``session_id``,
+        ``session_state``, ``run_id``, ``metadata``, ``dependencies``, ``signal``
+        (camelCase accepted: ``userId``, ``tenantId``...), either as keywords or in
+        an agentium-style ``options`` mapping (which may also hold ``context``).
+        ``run_context`` is a base RunContext (or mapping) the keywords override.
+        ``context`` (a str, or a :class:`~lionctx.Resolution`) skips the providers.
+        ``messages`` is prior conversation (no system message) sent before the input.
+        """
+        if not isinstance(input, str):
+            raise TypeError(f"input must be a str, got {type(input).__name__}")
+        given: dict[str, Any] = {}
+        if options is not None:
+            if not isinstance(options, Mapping):
+                raise TypeError(f"options must be a mapping, got {type(options).__name__}")
+            opts = dict(options)
+            if "context" in opts:
+                if context is not None:
+                    raise TypeError("context given twice: in options and as a keyword")
+                context = opts.pop("context")
+            for key in ("run_context", "runContext", "messages"):
+                if key in opts:
+                    raise TypeError(f"pass {key!r} as a keyword, not in options")
+            given.update(self._run_fields(opts))
+        for key, value in self._run_fields(keywords).items():
+            if key in given:
+                raise TypeError(f"{key} given twice")
+            given[key] = value
+        ctx = coerce_run_context(run_context, **{k: v for k, v in given.items() if v is not None})
+        if messages is not None:
+            messages = list(messages)
+            if any(isinstance(m, Mapping) and m.get("role") == "system" for m in messages[:1]):
+                raise ValueError("messages must not start with a system message: the agent's "
+                                 "instructions are its system message")
+
+        report: Optional[Resolution] = None
+        if context is not None:
+            if isinstance(context, Resolution):
+                report, text = context, context.text
+            elif isinstance(context, str):
+                text = context
+            else:
+                raise TypeError(f"context must be a str or a Resolution, got "
+                                f"{type(context).__name__}")
+        elif self.context_providers:
+            report = await resolve_context(
+                self.context_providers, input, ctx, budget=self.context_budget,
+                timeout=self.context_timeout, deadline=self.context_deadline)
+            text = report.text
+        else:
+            text = ""
+
+        system = await self._resolve_instructions(InstructionContext(text, ctx, input, self.name))
+        branch = Branch(system or None, self.model, run_context=ctx, messages=messages,
+                        name=self.name)
+        # The per-run branch serves this session's engine (its lifecycle is the agent's).
+        branch._engine_session = self._session_for(ctx.session_id)
+        request, response = await branch._communicate(Instruction(input), **self.model_settings)
+        stored = branch.messages
+        history = stored[1:] if system and stored and stored[0].get("role") == "system" else stored
+        return RunResult(
+            output=response.text, usage=response.usage, context_report=report,
+            messages=request, context=text, system=system or None, run_context=ctx,
+            response=response, agent=self.name, history=list(history),
+        )
+
+    @staticmethod
+    def _run_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            name = _RUN_KEYS.get(key)
+            if name is None:
+                raise TypeError(f"unknown run option {key!r}")
+            if name in out:
+                raise TypeError(f"{name} given twice (as {key!r})")
+            out[name] = value
+        return out

@@ -1,0 +1,209 @@
+"""The context-engine contract: one engine owns a session's compaction policy.
+
+A context engine decides when a conversation is compacted and how
+(:meth:`ContextEngine.should_compress` / :meth:`ContextEngine.compress`), learns the
+token usage of every model response (:meth:`ContextEngine.update_from_response`), and
+may optionally choose the messages of each request (:meth:`ContextEngine.select_context`)
+and observe finished turns (:meth:`ContextEngine.on_turn_complete`).
+
+The optional hooks are no-ops here. A host checks with :func:`overrides` whether an
+engine replaced them and skips the ones it did not, so an engine that implements
+neither costs nothing per request.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["ContextEngine", "overrides", "usage_counts"]
+
+
+class ContextEngine(ABC):
+    """Base class of every context engine.
+
+    Subclasses implement :attr:`name`, :meth:`update_from_response`,
+    :meth:`should_compress` and :meth:`compress`, and keep the counters below up to
+    date. Everything else has a working default.
+
+    Calls may arrive on any thread; an instance shared across sessions must be
+    thread-safe. Hosts give each agent its own :meth:`clone_for_agent` copy.
+    """
+
+    #: Prompt tokens of the last model response.
+    last_prompt_tokens: int = 0
+    #: Completion tokens of the last model response.
+    last_completion_tokens: int = 0
+    #: Total tokens of the last model response.
+    last_total_tokens: int = 0
+    #: Prompt size at which compaction triggers.
+    threshold_tokens: int = 0
+    #: The model's full context window, in tokens (0 when unknown).
+    context_length: int = 0
+    #: How many times :meth:`compress` compacted a conversation.
+    compression_count: int = 0
+
+    # -- required -------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Short identifier; must match the ``context.engine`` configuration value."""
+
+    @abstractmethod
+    def update_from_response(self, usage: Mapping[str, Any]) -> None:
+        """Record the usage dict of one model response.
+
+        Update :attr:`last_prompt_tokens`, :attr:`last_completion_tokens` and
+        :attr:`last_total_tokens`; :func:`usage_counts` reads the common spellings.
+        """
+
+    @abstractmethod
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        """Return True when compaction should run this turn."""
+
+    @abstractmethod
+    def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Compact ``messages`` and return a new, valid OpenAI-format message list.
+
+        ``focus_topic`` is an optional hint from a manual compaction request; engines
+        that support guided compaction keep what relates to it, others ignore it.
+        """
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def on_session_start(self, session_id: str | None = None, **kwargs: Any) -> None:
+        """A conversation begins."""
+
+    def on_session_end(
+        self,
+        session_id: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A session boundary: exit, reset or shutdown."""
+
+    def on_session_reset(self) -> None:
+        """The conversation was cleared: forget per-session counters."""
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.last_total_tokens = 0
+        self.compression_count = 0
+
+    def update_model(
+        self,
+        model: str | None = None,
+        *,
+        context_length: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """The host switched models; ``context_length`` is the new window when known."""
+        if context_length is not None:
+            if not isinstance(context_length, int) or isinstance(context_length, bool):
+                raise TypeError(f"context_length must be an int, got {context_length!r}")
+            if context_length < 0:
+                raise ValueError(f"context_length must be >= 0, got {context_length!r}")
+            self.context_length = context_length
+
+    # -- engine tools ---------------------------------------------------------------
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        """Tools this engine offers the model: ``{"name", "description", "parameters"}``."""
+        return []
+
+    def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """Run one of this engine's tools and return its result as a string."""
+        return json.dumps({"error": f"Unknown tool: {name}"})
+
+    # -- agents ---------------------------------------------------------------------
+
+    def clone_for_agent(self) -> ContextEngine:
+        """Return an independent engine for one more agent (default: a deep copy).
+
+        Override when the engine holds something a deep copy cannot or should not
+        duplicate (a connection, a client, a lock).
+        """
+        return copy.deepcopy(self)
+
+    # -- optional per-turn hooks (skipped by hosts unless overridden) ---------------
+
+    def select_context(
+        self,
+        request_messages: list[dict[str, Any]],
+        *,
+        conversation_messages: list[dict[str, Any]] | None = None,
+        incoming_message: dict[str, Any] | None = None,
+        budget_tokens: int = 0,
+    ) -> list[dict[str, Any]] | None:
+        """Choose the messages of THIS request, or return None to leave it unchanged.
+
+        Request-only: stored history never changes because of it. An exception, an
+        empty or non-list result, or a list holding a non-dict leaves the request
+        untouched, and so does a result that adds or alters a system message.
+        """
+        return None
+
+    def on_turn_complete(
+        self,
+        messages: list[dict[str, Any]],
+        usage: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Observe a finished turn (copies of the transcript); the return value is ignored."""
+        return None
+
+
+def overrides(engine: object, hook: str) -> bool:
+    """True when ``engine``'s ``hook`` is not :class:`ContextEngine`'s own default.
+
+    An identity check on the underlying function, so a host can skip inherited no-op
+    hooks without calling them or copying anything for them.
+    """
+    base = ContextEngine.__dict__.get(hook)
+    if base is None:
+        raise ValueError(f"ContextEngine has no hook named {hook!r}")
+    attr = getattr(engine, hook, None)
+    if attr is None or not callable(attr):
+        return False
+    return getattr(attr, "__func__", attr) is not base
+
+
+def _int_field(source: Any, *keys: str) -> int | None:
+    for key in keys:
+        value = source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    return None
+
+
+def usage_counts(usage: Any) -> tuple[int, int, int] | None:
+    """``(prompt, completion, total)`` tokens from a usage dict or object, or None.
+
+    Reads OpenAI chat spellings (``prompt_tokens``, ``completion_tokens``,
+    ``total_tokens``) and the ``input_tokens`` / ``output_tokens`` spellings; a
+    missing total is prompt + completion. Returns None when no count is present.
+    """
+    if usage is None:
+        return None
+    prompt = _int_field(usage, "prompt_tokens", "input_tokens")
+    completion = _int_field(usage, "completion_tokens", "output_tokens")
+    total = _int_field(usage, "total_tokens")
+    if prompt is None and completion is None and total is None:
+        return None
+    prompt = prompt or 0
+    completion = completion or 0
+    if total is None:
+        total = prompt + completion
+    return prompt, completion, total

@@ -1,0 +1,651 @@
+"""What a host (Branch, Agent) does with a context engine, as plain functions.
+
+One turn, in order::
+
+    request = apply_select_context(engine, request, conversation_messages=history,
+                                   incoming_message=user_msg)   # before each request
+    after_response(engine, response.usage)                      # after each response
+    new_history = maybe_compress(engine, history, prompt_tokens)  # after the turn
+    notify_turn_complete(engine, history, usage, turn_id=...)    # at the end
+
+plus :func:`engine_tools` (offered to the model as function tools) and
+:func:`dispatch_engine_tool` (a call to one of them).
+
+Everything here fails open: whatever an engine raises or returns, the request goes
+out as it would have without the engine, stored history is only replaced by a valid
+compaction, and the turn goes on. Hooks an engine did not override are never called
+and nothing is copied for them.
+
+Beyond the reference host, a selection or compaction may not grant itself system
+authority: adding a ``system``/``developer`` message beyond the original system
+prefix, or changing that prefix, is refused with a warning.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .base import ContextEngine, overrides, usage_counts
+from .identity import PERSISTENCE_ONLY_FIELDS, UID_FIELD, is_uid, new_uid
+
+__all__ = [
+    "EngineSession",
+    "ThreadBridgeModel",
+    "after_response",
+    "apply_select_context",
+    "dispatch_engine_tool",
+    "engine_tools",
+    "maybe_compress",
+    "notify_turn_complete",
+    "selection_problem",
+    "summary_model",
+    "tool_pairing_problems",
+    "usage_dict",
+]
+
+logger = logging.getLogger(__name__)
+
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+_KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+class ThreadBridgeModel:
+    """``complete_sync`` over an async-only chat model, for engines in worker threads.
+
+    Engine hooks are synchronous, and hosts run :meth:`ContextEngine.compress` with
+    ``anyio.to_thread.run_sync``. From such a worker thread ``complete_sync`` hands the
+    call back to the event loop (``anyio.from_thread.run``) and waits for the reply.
+    Called from any other thread it raises RuntimeError, which the built-in
+    compressor turns into its fallback note.
+    """
+
+    def __init__(self, model: Any) -> None:
+        if not callable(getattr(model, "complete", None)):
+            raise TypeError(f"model must have an async complete(), got {type(model).__name__}")
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"ThreadBridgeModel({self.model!r})"
+
+    def complete_sync(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Any:
+        """Run ``model.complete(messages, **kwargs)`` on the host's event loop."""
+        from anyio import from_thread
+
+        return from_thread.run(functools.partial(self.model.complete, messages, **kwargs))
+
+
+def summary_model(model: Any) -> Any:
+    """What a compressor can summarize with for a host's chat ``model``.
+
+    The model itself when it has ``complete_sync``; a :class:`ThreadBridgeModel` when
+    it only has an async ``complete``; None otherwise (or for None).
+    """
+    if model is None:
+        return None
+    if callable(getattr(model, "complete_sync", None)):
+        return model
+    if callable(getattr(model, "complete", None)):
+        return ThreadBridgeModel(model)
+    return None
+
+
+def _label(engine: object) -> str:
+    """The engine's name for log lines; never raises."""
+    try:
+        name = engine.name  # type: ignore[attr-defined]
+    except Exception:
+        name = None
+    return name if isinstance(name, str) and name else type(engine).__name__
+
+
+def _role(message: Mapping[str, Any]) -> str | None:
+    role = message.get("role")
+    return role.strip().lower() if isinstance(role, str) else None
+
+
+def _system_view(message: Mapping[str, Any]) -> tuple[str | None, str, Any]:
+    """What makes two system messages the same instruction: role, content, name."""
+    content = json.dumps(message.get("content"), sort_keys=True, default=repr)
+    return _role(message), content, message.get("name")
+
+
+def _system_prefix_len(messages: Sequence[Mapping[str, Any]]) -> int:
+    n = 0
+    for message in messages:
+        if _role(message) not in _SYSTEM_ROLES:
+            break
+        n += 1
+    return n
+
+
+def _authority_problem(
+    original: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """Why ``candidate`` gains system authority over ``original``, or None.
+
+    The candidate must start with exactly the original leading system messages; any
+    other system message in it must be one the original already had after its prefix
+    (keeping, moving or dropping those is fine; repeating one is not).
+    """
+    n_orig = _system_prefix_len(original)
+    n_cand = _system_prefix_len(candidate)
+    orig_prefix = [_system_view(m) for m in original[:n_orig]]
+    if n_cand < n_orig or [_system_view(m) for m in candidate[:n_orig]] != orig_prefix:
+        return (
+            f"changes the system prefix ({n_orig} original system message(s), "
+            f"{n_cand} returned)"
+        )
+    allowed = Counter(
+        _system_view(m) for m in original[n_orig:] if _role(m) in _SYSTEM_ROLES
+    )
+    for index in range(n_orig, len(candidate)):
+        message = candidate[index]
+        if _role(message) in _SYSTEM_ROLES:
+            key = _system_view(message)
+            if allowed[key] <= 0:
+                return f"adds a {_role(message)} message at index {index}"
+            allowed[key] -= 1
+    return None
+
+
+def _shape_problem(result: object) -> str | None:
+    """Why ``result`` is not a usable message list, or None."""
+    if not isinstance(result, list):
+        return f"returned {type(result).__name__}, not a list"
+    if not result:
+        return "returned an empty list"
+    for index, message in enumerate(result):
+        if not isinstance(message, dict):
+            return f"returned a {type(message).__name__} at index {index}, not a dict"
+        role = _role(message)
+        if role not in _KNOWN_ROLES:
+            return f"returned a message with role {message.get('role')!r} at index {index}"
+    return None
+
+
+def selection_problem(
+    original: Sequence[Mapping[str, Any]], result: object
+) -> str | None:
+    """Why ``result`` may not replace ``original`` as a request, or None if it may.
+
+    Refused: a non-list, an empty list, a list holding a non-dict or a message with
+    a missing or unknown role, and any result that adds a system message beyond the
+    original system prefix or changes that prefix.
+    """
+    problem = _shape_problem(result)
+    if problem is None:
+        problem = _authority_problem(original, result)  # type: ignore[arg-type]
+    return problem
+
+
+def tool_pairing_problems(messages: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """Tool-call pairing faults in an OpenAI message list.
+
+    ``("orphan_result", id)``: a ``tool`` message not directly preceded by the
+    assistant call it answers (its group). ``("unanswered_call", id)``: an assistant
+    tool call whose result does not follow it. An empty set means every call sits
+    with its results.
+    """
+    problems: set[tuple[str, str]] = set()
+    open_ids: set[str] | None = None
+    answered: set[str] = set()
+
+    def close() -> None:
+        if open_ids:
+            for call_id in open_ids - answered:
+                problems.add(("unanswered_call", call_id))
+
+    for message in messages:
+        role = _role(message)
+        if role == "tool":
+            call_id = str(message.get("tool_call_id"))
+            if open_ids is None or call_id not in open_ids:
+                problems.add(("orphan_result", call_id))
+            else:
+                answered.add(call_id)
+            continue
+        close()
+        open_ids = None
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls:
+            open_ids = {
+                str(call.get("id")) if isinstance(call, Mapping) else repr(call)
+                for call in calls
+            }
+            answered = set()
+    close()
+    return problems
+
+
+def usage_dict(usage: Any) -> dict[str, Any] | None:
+    """A plain-dict copy of a usage dict or usage object, or None."""
+    if usage is None:
+        return None
+    if isinstance(usage, Mapping):
+        return copy.deepcopy(dict(usage))
+    dump = getattr(usage, "model_dump", None)
+    if callable(dump):
+        try:
+            dumped = dump()
+        except Exception:
+            dumped = None
+        if isinstance(dumped, dict):
+            return dumped
+    counts = usage_counts(usage)
+    if counts is None:
+        return None
+    prompt, completion, total = counts
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+
+
+def _wire_key(message: Mapping[str, Any]) -> str:
+    """The message as a provider sees it, for matching copies of one message."""
+    view = {k: v for k, v in message.items() if k not in PERSISTENCE_ONLY_FIELDS}
+    return json.dumps(view, sort_keys=True, default=repr)
+
+
+# -- per-request selection -----------------------------------------------------------
+
+
+def apply_select_context(
+    engine: ContextEngine,
+    request_messages: list[dict[str, Any]],
+    *,
+    conversation_messages: Sequence[Mapping[str, Any]] | None,
+    incoming_message: Mapping[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """Return the messages to send for one request after the engine's selection.
+
+    Not overridden: ``request_messages`` itself, untouched, and nothing is copied.
+    Otherwise the engine gets a deep copy of the request (so mutating it cannot leak
+    into a fail-open request), deep copies of ``conversation_messages`` and
+    ``incoming_message``, and ``budget_tokens`` = its ``context_length`` (or 0).
+    An exception, ``None``, ``[]``, a non-list, a list holding a non-dict, or a
+    selection that adds or alters system messages leaves the request unchanged,
+    with a warning for every case but ``None``. A valid selection is used as is.
+    The selection is request-only: no stored message is changed by it.
+    """
+    if not overrides(engine, "select_context"):
+        return request_messages
+    label = _label(engine)
+    try:
+        budget = engine.context_length or 0
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+            budget = 0
+        result = engine.select_context(
+            copy.deepcopy(request_messages),
+            conversation_messages=copy.deepcopy(
+                list(conversation_messages) if conversation_messages is not None else None
+            ),
+            incoming_message=copy.deepcopy(
+                dict(incoming_message) if incoming_message is not None else None
+            ),
+            budget_tokens=budget,
+        )
+    except Exception as exc:
+        logger.warning(
+            "context engine %r select_context raised %s; using the unmodified request",
+            label,
+            type(exc).__name__,
+        )
+        return request_messages
+    if result is None:
+        return request_messages
+    problem = selection_problem(request_messages, result)
+    if problem is not None:
+        logger.warning(
+            "context engine %r select_context %s; using the unmodified request",
+            label,
+            problem,
+        )
+        return request_messages
+    return result  # type: ignore[return-value]
+
+
+# -- after each response -------------------------------------------------------------
+
+
+def after_response(engine: ContextEngine, usage: Any) -> None:
+    """Give the engine one response's usage (as a dict copy); errors are contained.
+
+    A response without usage is not reported: the engine keeps its last counts.
+    """
+    as_dict = usage_dict(usage)
+    if as_dict is None:
+        return
+    try:
+        engine.update_from_response(as_dict)
+    except Exception as exc:
+        logger.warning(
+            "context engine %r update_from_response raised %s; ignored",
+            _label(engine),
+            type(exc).__name__,
+        )
+
+
+# -- compaction ----------------------------------------------------------------------
+
+
+def _carry_identity(
+    original: Sequence[Mapping[str, Any]], result: list[dict[str, Any]], mint: bool
+) -> None:
+    """Keep ``message_uid`` rules on a compacted history, in place.
+
+    An engine-set valid uid is kept. A row that dropped its uid but is an unchanged
+    copy of an original message gets that message's uid (and tool-call uids) back; a
+    row that is new gets a fresh uid when ``mint`` is true (rows are minted at insert).
+    """
+    by_key: dict[str, list[Mapping[str, Any]]] = {}
+    for message in original:
+        if is_uid(message.get(UID_FIELD)):
+            by_key.setdefault(_wire_key(message), []).append(message)
+    taken = {m[UID_FIELD] for m in result if is_uid(m.get(UID_FIELD))}
+    for message in result:
+        if is_uid(message.get(UID_FIELD)):
+            continue
+        if UID_FIELD in message:
+            logger.debug("replacing malformed message_uid %r", message[UID_FIELD])
+            del message[UID_FIELD]
+        for source in by_key.get(_wire_key(message), ()):
+            if source[UID_FIELD] not in taken:
+                for field in PERSISTENCE_ONLY_FIELDS:
+                    if field in source and field not in message:
+                        message[field] = copy.deepcopy(source[field])
+                taken.add(source[UID_FIELD])
+                break
+        else:
+            if mint:
+                message[UID_FIELD] = new_uid()
+
+
+def maybe_compress(
+    engine: ContextEngine,
+    messages: list[dict[str, Any]],
+    prompt_tokens: int | None,
+    *,
+    focus_topic: str | None = None,
+    force: bool = False,
+    mint_uids: bool = True,
+) -> list[dict[str, Any]] | None:
+    """Compact the stored history when the engine asks for it.
+
+    Calls ``should_compress(prompt_tokens)`` (skipped when ``force``), then
+    ``compress`` on a private deep snapshot of ``messages``. Returns the new history
+    to store, or None to keep ``messages`` as they are: when no compaction is due,
+    and, with a warning, when the engine raises or returns something that is not a
+    valid message list, adds system authority, or breaks a tool call / result pair
+    that was intact. An engine that hands back an equal list changed nothing, so
+    that is None too. ``messages`` itself is never modified.
+
+    On the returned list, rows keep their uids: an engine-set uid is kept, an
+    unchanged copy of an original message that lost its uid gets it back, and a new
+    row gets a fresh one (unless ``mint_uids`` is false).
+    """
+    label = _label(engine)
+    if not force:
+        try:
+            due = engine.should_compress(prompt_tokens)
+        except Exception as exc:
+            logger.warning(
+                "context engine %r should_compress raised %s; history kept",
+                label,
+                type(exc).__name__,
+            )
+            return None
+        if not due:
+            return None
+    try:
+        result = engine.compress(
+            copy.deepcopy(messages), current_tokens=prompt_tokens, focus_topic=focus_topic
+        )
+    except Exception as exc:
+        logger.warning(
+            "context engine %r compress raised %s; history kept", label, type(exc).__name__
+        )
+        return None
+    if result == messages:
+        return None  # nothing was compacted: keep the stored rows as they are
+    problem = _shape_problem(result) or _authority_problem(messages, result)  # type: ignore[arg-type]
+    if problem is None:
+        introduced = tool_pairing_problems(result) - tool_pairing_problems(messages)  # type: ignore[arg-type]
+        if introduced:
+            kind, call_id = sorted(introduced)[0]
+            problem = f"breaks a tool call / result pair ({kind} {call_id!r})"
+    if problem is not None:
+        logger.warning("context engine %r compress %s; history kept", label, problem)
+        return None
+    _carry_identity(messages, result, mint_uids)  # type: ignore[arg-type]
+    return result  # type: ignore[return-value]
+
+
+# -- end of turn ---------------------------------------------------------------------
+
+
+def notify_turn_complete(
+    engine: ContextEngine,
+    transcript: Sequence[Mapping[str, Any]],
+    usage: Any,
+    *,
+    turn_id: str,
+    task_id: str | None = None,
+    api_call_count: int = 0,
+    interrupted: bool = False,
+    failed: bool = False,
+    turn_exit_reason: str = "completed",
+) -> None:
+    """Tell the engine a turn finished; skipped when it did not override the hook.
+
+    The engine gets copies of the transcript (equal, not the same objects) and of the
+    last response's usage dict (or None), plus the turn's keywords. Errors are logged
+    and ignored; the return value is ignored.
+    """
+    if not overrides(engine, "on_turn_complete"):
+        return
+    try:
+        engine.on_turn_complete(
+            copy.deepcopy([dict(m) for m in transcript]),
+            usage_dict(usage),
+            turn_id=turn_id,
+            task_id=task_id,
+            api_call_count=api_call_count,
+            interrupted=interrupted,
+            failed=failed,
+            turn_exit_reason=turn_exit_reason,
+        )
+    except Exception as exc:
+        logger.warning(
+            "context engine %r on_turn_complete raised %s; ignored",
+            _label(engine),
+            type(exc).__name__,
+        )
+
+
+# -- engine tools --------------------------------------------------------------------
+
+
+def engine_tools(engine: ContextEngine) -> list[dict[str, Any]]:
+    """The engine's tools as OpenAI function tools.
+
+    Each ``{"name", "description", "parameters"}`` entry becomes
+    ``{"type": "function", "function": {...}}`` (entries already in that form pass
+    through). A malformed entry is left out with a warning; a raising
+    ``get_tool_schemas`` offers no tools.
+    """
+    label = _label(engine)
+    try:
+        schemas = engine.get_tool_schemas()
+    except Exception as exc:
+        logger.warning(
+            "context engine %r get_tool_schemas raised %s; no engine tools offered",
+            label,
+            type(exc).__name__,
+        )
+        return []
+    if not schemas:
+        return []
+    if not isinstance(schemas, (list, tuple)):
+        logger.warning(
+            "context engine %r get_tool_schemas returned %s, not a list; no engine tools",
+            label,
+            type(schemas).__name__,
+        )
+        return []
+    tools: list[dict[str, Any]] = []
+    for index, schema in enumerate(schemas):
+        spec = schema
+        if isinstance(schema, Mapping) and schema.get("type") == "function":
+            spec = schema.get("function")
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            logger.warning(
+                "context engine %r tool schema %d has no name; left out", label, index
+            )
+            continue
+        function: dict[str, Any] = {"name": spec["name"]}
+        if spec.get("description") is not None:
+            function["description"] = str(spec["description"])
+        parameters = spec.get("parameters")
+        function["parameters"] = (
+            copy.deepcopy(dict(parameters))
+            if isinstance(parameters, Mapping)
+            else {"type": "object", "properties": {}}
+        )
+        tools.append({"type": "function", "function": function})
+    return tools
+
+
+def dispatch_engine_tool(
+    engine: ContextEngine, name: str, args: Mapping[str, Any] | str | None, **kwargs: Any
+) -> str:
+    """Run one engine tool call and return the tool result text.
+
+    ``args`` may be the raw JSON arguments string from the model. A failure (bad
+    JSON, an exception in the engine) becomes a JSON error result for the model
+    rather than an error for the turn; a non-string return value is JSON-encoded.
+    """
+    label = _label(engine)
+    if args is None or args == "":
+        parsed: Any = {}
+    elif isinstance(args, str):
+        try:
+            parsed = json.loads(args)
+        except ValueError:
+            return json.dumps({"error": f"arguments for tool {name!r} are not valid JSON"})
+    else:
+        parsed = args
+    if not isinstance(parsed, Mapping):
+        return json.dumps({"error": f"arguments for tool {name!r} must be a JSON object"})
+    try:
+        result = engine.handle_tool_call(name, dict(parsed), **kwargs)
+    except Exception as exc:
+        logger.warning(
+            "context engine %r tool %r raised %s", label, name, type(exc).__name__
+        )
+        return json.dumps({"error": f"tool {name!r} failed: {type(exc).__name__}"})
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, default=str)
+    except (TypeError, ValueError):
+        return str(result)
+
+
+# -- session lifecycle ---------------------------------------------------------------
+
+
+class EngineSession:
+    """One engine bound to one conversation, and that conversation's session lifecycle.
+
+    :meth:`start` calls ``on_session_start`` once, before the first turn; :meth:`end`
+    calls ``on_session_end`` with copies of the messages; :meth:`reset` ends the
+    session and calls ``on_session_reset``. After :meth:`end` or :meth:`reset` the
+    next :meth:`start` begins a new session. Hook errors are logged and ignored;
+    hooks the engine did not override are skipped (``on_session_reset`` has a real
+    default and always runs).
+
+    ``session_id``: the id every session of this conversation reports; when None,
+    :meth:`start` uses the id it is given, else mints one per session.
+    """
+
+    def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
+        if not isinstance(engine, ContextEngine):
+            raise TypeError(f"engine must be a ContextEngine, got {type(engine).__name__}")
+        self.engine = engine
+        self._fixed_id = session_id
+        #: The current (or last) session's id; None before the first start.
+        self.session_id: str | None = session_id
+        self._active = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"EngineSession(engine={_label(self.engine)!r}, session_id={self.session_id!r}, "
+                f"active={self._active})")
+
+    @property
+    def active(self) -> bool:
+        """True between :meth:`start` and :meth:`end`."""
+        return self._active
+
+    def start(self, session_id: Any = None) -> None:
+        """Begin a session unless one is active (``on_session_start``)."""
+        with self._lock:
+            if self._active:
+                return
+            self._active = True
+            chosen = self._fixed_id or (str(session_id) if session_id is not None else None)
+            self.session_id = chosen or new_uid()
+            sid = self.session_id
+        if not overrides(self.engine, "on_session_start"):
+            return
+        try:
+            self.engine.on_session_start(session_id=sid)
+        except Exception as exc:
+            logger.warning(
+                "context engine %r on_session_start raised %s; ignored",
+                _label(self.engine),
+                type(exc).__name__,
+            )
+
+    def end(self, messages: Sequence[Mapping[str, Any]] | None = None) -> bool:
+        """End the active session (``on_session_end``); False when none was active."""
+        with self._lock:
+            if not self._active:
+                return False
+            self._active = False
+            sid = self.session_id
+        if overrides(self.engine, "on_session_end"):
+            try:
+                self.engine.on_session_end(
+                    session_id=sid,
+                    messages=(
+                        copy.deepcopy([dict(m) for m in messages]) if messages is not None else None
+                    ),
+                )
+            except Exception as exc:
+                logger.warning(
+                    "context engine %r on_session_end raised %s; ignored",
+                    _label(self.engine),
+                    type(exc).__name__,
+                )
+        return True
+
+    def reset(self, messages: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """End the active session, then ``on_session_reset``: the conversation was cleared."""
+        self.end(messages)
+        try:
+            self.engine.on_session_reset()
+        except Exception as exc:
+            logger.warning(
+                "context engine %r on_session_reset raised %s; ignored",
+                _label(self.engine),
+                type(exc).__name__,
+            )

@@ -1,0 +1,146 @@
+"""Chat messages as plain OpenAI-format dicts, and their stable identity.
+
+Stored messages carry a ``message_uid`` (32 hex characters, minted once when the
+message is first stored and kept across copies). Assistant messages with tool calls
+carry ``_tool_call_uids`` (``{tool_call_id: uid}``) and each tool result the matching
+``_tool_call_uid``. These keys, with ``_absorbed_message_uids``, exist for
+persistence and context engines only: :func:`strip_persistence_fields` removes them
+from every copy that goes to a model.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
+__all__ = [
+    "PERSISTENCE_ONLY_FIELDS",
+    "assistant_message",
+    "ensure_tool_call_uids",
+    "ensure_uid",
+    "is_uid",
+    "message_text",
+    "new_uid",
+    "strip_persistence_fields",
+    "system_message",
+    "tool_message",
+    "user_message",
+]
+
+#: Keys that live on stored messages and never go on the wire.
+PERSISTENCE_ONLY_FIELDS: frozenset[str] = frozenset(
+    {"message_uid", "_absorbed_message_uids", "_tool_call_uids", "_tool_call_uid"}
+)
+
+_UID = re.compile(r"[0-9a-f]{32}")
+
+
+def new_uid() -> str:
+    """A fresh message uid: 32 lowercase hex characters."""
+    return uuid.uuid4().hex
+
+
+def is_uid(value: Any) -> bool:
+    """True when ``value`` is a well-formed message uid."""
+    return isinstance(value, str) and _UID.fullmatch(value) is not None
+
+
+def _check_message(msg: Any) -> None:
+    if not isinstance(msg, dict):
+        raise TypeError(f"a message must be a dict, got {type(msg).__name__}: {msg!r}")
+    role = msg.get("role")
+    if not isinstance(role, str) or not role:
+        raise ValueError(f"a message needs a non-empty str 'role', got {role!r} in {msg!r}")
+
+
+def ensure_uid(msg: dict[str, Any]) -> dict[str, Any]:
+    """Give ``msg`` a ``message_uid`` if it has none; return ``msg`` (same object).
+
+    An existing uid is kept as is (an engine may have stamped its own), so calling
+    this again, or on a copy, never changes a message's identity.
+    """
+    _check_message(msg)
+    if not msg.get("message_uid"):
+        msg["message_uid"] = new_uid()
+    return msg
+
+
+def ensure_tool_call_uids(msg: dict[str, Any]) -> dict[str, str]:
+    """Mint ``_tool_call_uids`` for an assistant message's ``tool_calls``.
+
+    Calls that repeat a provider id share one uid. Existing entries are kept.
+    Returns the ``{tool_call_id: uid}`` map (empty when there are no tool calls).
+    """
+    _check_message(msg)
+    calls = msg.get("tool_calls") or []
+    if not calls:
+        return {}
+    uids = msg.get("_tool_call_uids")
+    if not isinstance(uids, dict):
+        uids = {}
+    for call in calls:
+        call_id = call.get("id") if isinstance(call, Mapping) else None
+        if isinstance(call_id, str) and call_id not in uids:
+            uids[call_id] = new_uid()
+    msg["_tool_call_uids"] = uids
+    return uids
+
+
+def strip_persistence_fields(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of ``messages`` without the persistence-only keys, ready to send.
+
+    The input is never modified; every returned dict is a new (shallow) copy.
+    """
+    out: list[dict[str, Any]] = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, Mapping):
+            raise TypeError(
+                f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}"
+            )
+        out.append({k: v for k, v in msg.items() if k not in PERSISTENCE_ONLY_FIELDS})
+    return out
+
+
+def message_text(msg: Mapping[str, Any]) -> str:
+    """The text of a message: its ``content`` string, or its text parts joined."""
+    content = msg.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return str(content)
+
+
+def system_message(content: str) -> dict[str, Any]:
+    """``{"role": "system", "content": content}``."""
+    return {"role": "system", "content": content}
+
+
+def user_message(content: str) -> dict[str, Any]:
+    """``{"role": "user", "content": content}``."""
+    return {"role": "user", "content": content}
+
+
+def assistant_message(
+    content: Optional[str], tool_calls: Optional[list[dict[str, Any]]] = None
+) -> dict[str, Any]:
+    """An assistant message; ``tool_calls`` only when there are some."""
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        msg["tool_calls"] = [dict(c) for c in tool_calls]
+    return msg
+
+
+def tool_message(tool_call_id: str, content: str) -> dict[str, Any]:
+    """The result of one tool call."""
+    return {"role": "tool", "tool_call_id": tool_call_id, "content": content}

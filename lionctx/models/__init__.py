@@ -1,0 +1,35 @@
+"""Model adapters. ``OpenAIChatModel`` speaks to any OpenAI-compatible server.
+
+Importing this package does not import ``openai``; the first call does.
+"""
+
+from .base import (
+    ChatModel,
+    ChatResponse,
+    ChatStream,
+    ModelAuthError,
+    ModelConfigError,
+    ModelConnectionError,
+    ModelError,
+    ModelResponseError,
+)
+from .openai_chat import DEFAULT_MODEL, OpenAIChatModel, OpenAIChatStream
+from .tools import ActionResponse, Tool, as_tool, run_tool_call
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "ActionResponse",
+    "ChatModel",
+    "ChatResponse",
+    "ChatStream",
+    "ModelAuthError",
+    "ModelConfigError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelResponseError",
+    "OpenAIChatModel",
+    "OpenAIChatStream",
+    "Tool",
+    "as_tool",
+    "run_tool_call",
+]

@@ -1,0 +1,108 @@
+"""What a chat model adapter promises: the response type, the protocol, the errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, runtime_checkable
+
+__all__ = [
+    "ChatModel",
+    "ChatResponse",
+    "ChatStream",
+    "ModelAuthError",
+    "ModelConfigError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelResponseError",
+]
+
+
+class ModelError(RuntimeError):
+    """A model call failed. Messages never carry the API key."""
+
+
+class ModelConfigError(ModelError):
+    """The adapter is not configured well enough to make a call (e.g. no API key)."""
+
+
+class ModelConnectionError(ModelError):
+    """The model server could not be reached, or did not answer in time."""
+
+
+class ModelResponseError(ModelError):
+    """The server answered with an error status or an unusable body."""
+
+    def __init__(self, message: str, status_code: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ModelAuthError(ModelResponseError):
+    """The server refused the credentials (HTTP 401 or 403)."""
+
+
+@dataclass
+class ChatResponse:
+    """One model reply.
+
+    ``tool_calls`` are OpenAI-format dicts
+    (``{"id", "type": "function", "function": {"name", "arguments"}}``, with
+    ``arguments`` the JSON string the model produced). ``usage`` is the server's
+    usage dict (``prompt_tokens``, ``completion_tokens``, ``total_tokens``, ...) or
+    ``None`` when it sent none. ``raw`` is the client's own response object.
+    """
+
+    content: Optional[str]
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: Optional[dict[str, Any]] = None
+    finish_reason: Optional[str] = None
+    model: Optional[str] = None
+    raw: Any = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        """``content``, or ``""`` when the reply had none (e.g. only tool calls)."""
+        return self.content or ""
+
+    def to_message(self) -> dict[str, Any]:
+        """The assistant message to store for this reply."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = [
+                {**c, "function": dict(c.get("function") or {})} for c in self.tool_calls
+            ]
+        return msg
+
+
+@runtime_checkable
+class ChatStream(Protocol):
+    """An async iterator of text deltas; ``response`` and ``usage`` once it ends."""
+
+    response: Optional[ChatResponse]
+    usage: Optional[dict[str, Any]]
+
+    def __aiter__(self) -> AsyncIterator[str]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything a :class:`~lionctx.Branch` or an Agent can send requests through."""
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        **kwargs: Any,
+    ) -> ChatResponse: ...
+
+    def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        **kwargs: Any,
+    ) -> ChatStream: ...

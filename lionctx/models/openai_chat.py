@@ -1,0 +1,414 @@
+"""An OpenAI-compatible chat model over the ``openai`` package.
+
+Any server that speaks the chat-completions API works through ``base_url``
+(OpenAI, Azure-style gateways, vLLM, Ollama, llama.cpp, the bundled
+:class:`lionctx.testing.LocalOpenAIServer`). Configuration comes from arguments,
+else the environment: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, and the model name
+from ``LIONCTX_MODEL`` (default :data:`DEFAULT_MODEL`).
+
+Nothing is checked or imported at construction: the ``openai`` package is imported,
+and a missing key reported, on the first call. A server on a loopback address
+(127.0.0.1, ``localhost``, ``::1``) may be used without a key; local servers do not
+check one, so a placeholder is sent. Errors name the server (without credentials)
+and never contain the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import weakref
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+from ..messages import strip_persistence_fields
+from .base import (
+    ChatResponse,
+    ModelAuthError,
+    ModelConfigError,
+    ModelConnectionError,
+    ModelError,
+    ModelResponseError,
+)
+
+__all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "OpenAIChatStream"]
+
+logger = logging.getLogger(__name__)
+
+#: The model name used when neither an argument nor ``LIONCTX_MODEL`` gives one.
+DEFAULT_MODEL = "gpt-4o-mini"
+_DEFAULT_ENDPOINT = "https://api.openai.com/v1"
+_LOCAL_PLACEHOLDER_KEY = "lionctx-local-no-key"
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _is_loopback(url: Optional[str]) -> bool:
+    if not url:
+        return False
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return host in _LOOPBACK or host.startswith("127.")
+
+
+def _public_url(url: Optional[str]) -> str:
+    """``url`` without user info, query or fragment: safe to show in an error."""
+    if not url:
+        return _DEFAULT_ENDPOINT
+    try:
+        parts = urlsplit(url)
+        netloc = parts.hostname or ""
+        if ":" in netloc:
+            netloc = f"[{netloc}]"
+        if parts.port is not None:
+            netloc = f"{netloc}:{parts.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    except ValueError:
+        return "<unparsable base_url>"
+
+
+def _opt_str(value: Any, label: str) -> Optional[str]:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{label} must be a str or None, got {type(value).__name__}")
+    return value
+
+
+class OpenAIChatModel:
+    """Chat completions through ``openai.AsyncOpenAI`` (and ``openai.OpenAI`` for sync).
+
+    ``model``: model name (else ``LIONCTX_MODEL``, else :data:`DEFAULT_MODEL`).
+    ``base_url``: server root, e.g. ``http://127.0.0.1:8000/v1`` (else
+    ``OPENAI_BASE_URL``, else OpenAI). ``api_key``: else ``OPENAI_API_KEY``.
+    ``timeout`` (seconds) and ``max_retries`` go to the client. ``params`` are
+    default request parameters (``temperature`` and so on) that every call sends
+    unless it overrides them. ``include_usage`` asks streaming servers for a final
+    usage chunk (``stream_options``); turn it off for servers that reject it.
+    """
+
+    def __init__(
+        self,
+        model: Optional[str] = None,
+        *,
+        base_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        params: Optional[Mapping[str, Any]] = None,
+        include_usage: bool = True,
+    ) -> None:
+        model = _opt_str(model, "model") or os.environ.get("LIONCTX_MODEL") or DEFAULT_MODEL
+        base_url = _opt_str(base_url, "base_url") or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = _opt_str(api_key, "api_key") or os.environ.get("OPENAI_API_KEY") or None
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if params is not None and not isinstance(params, Mapping):
+            raise TypeError(f"params must be a mapping or None, got {type(params).__name__}")
+        self.model: str = model
+        self.base_url: Optional[str] = base_url
+        self._api_key: Optional[str] = api_key
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.params: dict[str, Any] = dict(params or {})
+        self.include_usage = bool(include_usage)
+        # One async client per event loop: an httpx pool must not cross loops.
+        self._aclients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._aclient_noloop: Any = None
+        self._sync_client: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"OpenAIChatModel(model={self.model!r}, base_url={_public_url(self.base_url)!r}, "
+                f"api_key={'set' if self._api_key else 'unset'})")
+
+    @property
+    def has_api_key(self) -> bool:
+        """True when a key was given or found in the environment."""
+        return self._api_key is not None
+
+    # -- clients -----------------------------------------------------------------
+    def _key(self) -> str:
+        if self._api_key:
+            return self._api_key
+        if _is_loopback(self.base_url):
+            return _LOCAL_PLACEHOLDER_KEY
+        raise ModelConfigError(
+            f"no API key for {_public_url(self.base_url)}: pass api_key= to the model or "
+            "set OPENAI_API_KEY (servers on 127.0.0.1/localhost need none)"
+        )
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        return {"api_key": self._key(), "base_url": self.base_url, "timeout": self.timeout,
+                "max_retries": self.max_retries}
+
+    def _async_client(self) -> Any:
+        kwargs = self._client_kwargs()
+        try:
+            loop: Any = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio through anyio): one shared client
+            loop = None
+        client = self._aclients.get(loop) if loop is not None else self._aclient_noloop
+        if client is None:
+            import openai  # deferred: importing lionctx must stay light
+
+            client = openai.AsyncOpenAI(**kwargs)
+            if loop is not None:
+                self._aclients[loop] = client
+            else:
+                self._aclient_noloop = client
+        return client
+
+    def _client(self) -> Any:
+        kwargs = self._client_kwargs()
+        with self._lock:
+            if self._sync_client is None:
+                import openai
+
+                self._sync_client = openai.OpenAI(**kwargs)
+            return self._sync_client
+
+    async def aclose(self) -> None:
+        """Close the async client of the running loop (others close with their loop)."""
+        try:
+            loop: Any = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        client = self._aclients.pop(loop, None) if loop is not None else self._aclient_noloop
+        if loop is None:
+            self._aclient_noloop = None
+        if client is not None:
+            await client.close()
+
+    def close(self) -> None:
+        """Close the sync client."""
+        with self._lock:
+            client, self._sync_client = self._sync_client, None
+        if client is not None:
+            client.close()
+
+    # -- requests ----------------------------------------------------------------
+    def _body(self, messages: Sequence[Mapping[str, Any]],
+              tools: Optional[Sequence[Mapping[str, Any]]], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise TypeError(f"messages must be a list of message dicts, got {type(messages).__name__}")
+        if "stream" in kwargs:
+            raise TypeError("pass no 'stream' keyword: call stream() to stream a reply")
+        sent = strip_persistence_fields(messages)
+        for i, msg in enumerate(sent):
+            role = msg.get("role")
+            if not isinstance(role, str) or not role:
+                raise ValueError(f"message {i} needs a non-empty str 'role', got {role!r}")
+        body: dict[str, Any] = {"model": self.model, **self.params, **kwargs, "messages": sent}
+        if tools:
+            if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+                raise TypeError(f"tools must be a list of tool specs, got {type(tools).__name__}")
+            body["tools"] = [dict(t) for t in tools]
+        if "tool_choice" in body and body["tool_choice"] is None:
+            del body["tool_choice"]
+        return body
+
+    def _scrub(self, text: str) -> str:
+        key = self._api_key
+        if key and key in text:
+            text = text.replace(key, "***")
+        return text
+
+    def _wrap(self, exc: BaseException) -> ModelError:
+        """Turn an ``openai`` exception into a :class:`ModelError` without secrets."""
+        import openai
+
+        where = _public_url(self.base_url)
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelConnectionError(f"model server {where} did not answer within "
+                                        f"{self.timeout:g}s")
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            detail = f" ({type(cause).__name__})" if cause is not None else ""
+            return ModelConnectionError(f"could not reach the model server at {where}{detail}")
+        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            # The body may echo part of the key: leave it out.
+            return ModelAuthError(
+                f"model server {where} refused the API key (HTTP {exc.status_code}); check "
+                "api_key= or OPENAI_API_KEY", exc.status_code,
+            )
+        if isinstance(exc, openai.APIStatusError):
+            message = self._scrub(str(getattr(exc, "message", "") or exc))[:500]
+            return ModelResponseError(
+                f"model server {where} answered HTTP {exc.status_code} for model "
+                f"{self.model!r}: {message}", exc.status_code,
+            )
+        return ModelResponseError(f"model call to {where} failed: "
+                                  f"{type(exc).__name__}: {self._scrub(str(exc))[:500]}")
+
+    def _parse(self, completion: Any) -> ChatResponse:
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            raise ModelResponseError(
+                f"model server {_public_url(self.base_url)} returned no choices")
+        choice = choices[0]
+        message = choice.message
+        calls = []
+        for call in getattr(message, "tool_calls", None) or []:
+            fn = getattr(call, "function", None)
+            calls.append({
+                "id": call.id,
+                "type": getattr(call, "type", None) or "function",
+                "function": {"name": getattr(fn, "name", None),
+                             "arguments": getattr(fn, "arguments", None) or ""},
+            })
+        usage = completion.usage.model_dump(exclude_none=True) if completion.usage else None
+        return ChatResponse(content=message.content, tool_calls=calls, usage=usage,
+                            finish_reason=choice.finish_reason,
+                            model=getattr(completion, "model", None), raw=completion)
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """Send one chat-completions request and return the reply.
+
+        ``tools`` are OpenAI function-tool specs. Other keywords (``temperature``,
+        ``tool_choice``, ``model`` ...) go into the request body. Persistence-only
+        message fields (``message_uid`` and friends) are stripped first.
+        """
+        body = self._body(messages, tools, kwargs)
+        client = self._async_client()
+        import openai
+
+        try:
+            completion = await client.chat.completions.create(**body)
+        except openai.OpenAIError as exc:
+            raise self._wrap(exc) from exc
+        return self._parse(completion)
+
+    def complete_sync(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """:meth:`complete` through the synchronous client (safe in a worker thread)."""
+        body = self._body(messages, tools, kwargs)
+        client = self._client()
+        import openai
+
+        try:
+            completion = client.chat.completions.create(**body)
+        except openai.OpenAIError as exc:
+            raise self._wrap(exc) from exc
+        return self._parse(completion)
+
+    def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        **kwargs: Any,
+    ) -> OpenAIChatStream:
+        """Stream a reply: iterate the result for text deltas.
+
+        When the iteration ends, ``stream.response`` holds the whole reply (text,
+        tool calls, finish reason) and ``stream.usage`` the usage the server sent.
+        The request is made on the first iteration; bad arguments fail here.
+        """
+        body = self._body(messages, tools, kwargs)
+        body["stream"] = True
+        if self.include_usage and "stream_options" not in body:
+            body["stream_options"] = {"include_usage": True}
+        return OpenAIChatStream(self, body)
+
+
+class OpenAIChatStream:
+    """Text deltas of one streamed reply. Close it (or exhaust it) to free the connection."""
+
+    def __init__(self, model: OpenAIChatModel, body: dict[str, Any]) -> None:
+        self._model = model
+        self._body = body
+        self._gen: Optional[AsyncIterator[str]] = None
+        self.response: Optional[ChatResponse] = None
+        self.usage: Optional[dict[str, Any]] = None
+        self.content: str = ""
+        """The text received so far."""
+
+    def __aiter__(self) -> OpenAIChatStream:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._gen is None:
+            self._gen = self._events()
+        return await self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop reading and close the HTTP response."""
+        if self._gen is not None:
+            await self._gen.aclose()  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> OpenAIChatStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def _events(self) -> AsyncIterator[str]:
+        import openai
+
+        model = self._model
+        client = model._async_client()
+        try:
+            stream = await client.chat.completions.create(**self._body)
+        except openai.OpenAIError as exc:
+            raise model._wrap(exc) from exc
+        parts: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        finish: Optional[str] = None
+        model_name: Optional[str] = None
+        try:
+            async for chunk in stream:
+                model_name = getattr(chunk, "model", None) or model_name
+                if getattr(chunk, "usage", None):
+                    self.usage = chunk.usage.model_dump(exclude_none=True)
+                for choice in chunk.choices or []:
+                    if choice.index not in (0, None):
+                        continue
+                    delta = choice.delta
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                    if delta is None:
+                        continue
+                    for tc in getattr(delta, "tool_calls", None) or []:
+                        slot = calls.setdefault(tc.index, {
+                            "id": None, "type": "function",
+                            "function": {"name": None, "arguments": ""}})
+                        if tc.id:
+                            slot["id"] = tc.id
+                        fn = getattr(tc, "function", None)
+                        if fn is not None:
+                            if fn.name:
+                                slot["function"]["name"] = fn.name
+                            if fn.arguments:
+                                slot["function"]["arguments"] += fn.arguments
+                    text = getattr(delta, "content", None)
+                    if text:
+                        parts.append(text)
+                        self.content += text
+                        yield text
+        except openai.OpenAIError as exc:
+            raise model._wrap(exc) from exc
+        finally:
+            await stream.close()
+        self.response = ChatResponse(
+            content="".join(parts) if parts or not calls else None,
+            tool_calls=[calls[i] for i in sorted(calls)],
+            usage=self.usage, finish_reason=finish, model=model_name, raw=None,
+        )

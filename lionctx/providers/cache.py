@@ -1,0 +1,380 @@
+"""Caching: a TTL cache with single flight, and ``CachedContextProvider`` on top of it.
+
+:class:`FlightCache` is shared by the HTTP provider and the caching wrapper.
+
+Rules the providers rely on:
+
+* A value is kept for ``ttl`` seconds (a :class:`cachetools.TTLCache` on the
+  monotonic clock). ``None`` and failures are never stored.
+* Single flight: while a load for a key is in progress, other callers for that key
+  wait for it and share its result (value, ``None`` or failure) instead of starting
+  their own. A thousand concurrent cold calls make one load.
+* If the caller leading a load is cancelled (its own timeout, say), the load is
+  abandoned and one of the waiters leads a new one; nobody waits forever.
+* With ``stale_on_error``, a failed refresh serves the last good value, marked stale.
+  A load that returns ``None`` forgets the last good value: the source said "nothing".
+
+Everything runs on one event loop; the cache itself is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, Optional, TypeVar
+
+import anyio
+from cachetools import LRUCache, TTLCache
+
+from ..adapters import (call_fetch, call_provide, fetch_method, provider_name,
+                        query_from_instruction, run_context_from_branch)
+from ..context import context_value
+from .base import ContextSource, ProvidedText
+
+__all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
+           "default_key", "validate_ttl"]
+
+V = TypeVar("V")
+
+_MISSING: Any = object()
+
+
+class Source(str, Enum):
+    """Where a value handed out by :class:`FlightCache` came from."""
+
+    FRESH = "fresh"
+    """This caller ran the load."""
+    SHARED = "shared"
+    """Another caller's in-flight load, awaited."""
+    CACHED = "cached"
+    """A stored value inside its TTL."""
+    STALE = "stale"
+    """The last good value, served because a refresh failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit(Generic[V]):
+    """A value (or ``None``), where it came from, and for stale values the failure."""
+
+    value: Optional[V]
+    source: Source
+    error: Optional[BaseException] = None
+
+    @property
+    def from_cache(self) -> bool:
+        """True when this caller did not run the load itself."""
+        return self.source is not Source.FRESH
+
+
+class SharedFetchError(Exception):
+    """The load another caller was running for the same key failed.
+
+    ``original`` is that load's exception; the message repeats its type and text.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"{type(original).__name__}: {original}")
+        self.original = original
+
+
+class _Flight:
+    __slots__ = ("done", "value", "error", "abandoned")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.value: Any = None
+        self.error: Optional[BaseException] = None
+        self.abandoned = False
+
+
+def validate_ttl(value: Any, label: str, *, allow_zero: bool) -> float:
+    """Check a TTL in seconds: a finite number, positive (or zero when allowed)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{label} must be a number of seconds, got {value!r}")
+    if math.isnan(value) or math.isinf(value) or value < 0 or (value == 0 and not allow_zero):
+        need = "zero or a positive" if allow_zero else "a positive"
+        raise ValueError(f"{label} must be {need}, finite number of seconds, got {value!r}")
+    return float(value)
+
+
+class FlightCache(Generic[V]):
+    """TTL cache plus single flight for async loads, keyed by any hashable.
+
+    ``ttl=0`` stores nothing and coalesces nothing: every call runs its own load
+    (``stale_on_error`` still remembers the last good value).
+    """
+
+    def __init__(
+        self,
+        ttl: float,
+        *,
+        maxsize: int = 1024,
+        stale_on_error: bool = False,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = validate_ttl(ttl, "ttl", allow_zero=True)
+        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+            raise ValueError(f"maxsize must be a positive int, got {maxsize!r}")
+        self.maxsize = maxsize
+        self.stale_on_error = bool(stale_on_error)
+        self._fresh: Optional[TTLCache[Hashable, V]] = (
+            TTLCache(maxsize, self.ttl, timer) if self.ttl > 0 else None
+        )
+        self._last_good: Optional[LRUCache[Hashable, V]] = (
+            LRUCache(maxsize) if self.stale_on_error else None
+        )
+        self._flights: dict[Hashable, _Flight] = {}
+
+    def __len__(self) -> int:
+        return 0 if self._fresh is None else len(self._fresh)
+
+    def peek(self, key: Hashable) -> Optional[V]:
+        """The stored, unexpired value for ``key``, or ``None``; never loads."""
+        if self._fresh is None:
+            return None
+        return self._fresh.get(key)
+
+    def clear(self) -> None:
+        """Forget every stored and last-good value (in-flight loads are unaffected)."""
+        if self._fresh is not None:
+            self._fresh.clear()
+        if self._last_good is not None:
+            self._last_good.clear()
+
+    def invalidate(self, key: Hashable) -> None:
+        """Forget the stored and last-good value for ``key``."""
+        if self._fresh is not None:
+            self._fresh.pop(key, None)
+        if self._last_good is not None:
+            self._last_good.pop(key, None)
+
+    async def get(self, key: Hashable, load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
+        """The value for ``key``: stored, shared from an in-flight load, or loaded now.
+
+        A failing load raises its exception in the caller that ran it and
+        :class:`SharedFetchError` in callers that waited for it, unless a stale value
+        can be served instead.
+        """
+        hash(key)  # an unhashable key fails here, before any load starts
+        if self._fresh is None:
+            return await self._load_uncoalesced(key, load)
+        while True:
+            value = self._fresh.get(key, _MISSING)
+            if value is not _MISSING:
+                return Hit(value, Source.CACHED)
+            flight = self._flights.get(key)
+            if flight is None:
+                break
+            await flight.done.wait()
+            if flight.abandoned:
+                continue  # its leader was cancelled: look again, maybe lead
+            if flight.error is not None:
+                stale = self._stale(key, flight.error)
+                if stale is None:
+                    raise SharedFetchError(flight.error) from flight.error
+                return stale
+            return Hit(flight.value, Source.SHARED)
+        return await self._lead(key, load)
+
+    async def _lead(self, key: Hashable, load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
+        flight = _Flight()
+        self._flights[key] = flight
+        try:
+            value = await load()
+        except Exception as exc:
+            flight.error = exc
+            stale = self._stale(key, exc)
+            if stale is None:
+                raise
+            return stale
+        except BaseException:
+            # Cancelled (or worse): let the waiters take over rather than inherit it.
+            flight.abandoned = True
+            raise
+        else:
+            flight.value = value
+            self._store(key, value)
+            return Hit(value, Source.FRESH)
+        finally:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+            flight.done.set()
+
+    async def _load_uncoalesced(self, key: Hashable,
+                                load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
+        try:
+            value = await load()
+        except Exception as exc:
+            stale = self._stale(key, exc)
+            if stale is None:
+                raise
+            return stale
+        self._store(key, value)
+        return Hit(value, Source.FRESH)
+
+    def _store(self, key: Hashable, value: Optional[V]) -> None:
+        if value is None:
+            if self._last_good is not None:
+                self._last_good.pop(key, None)
+            return
+        if self._fresh is not None:
+            self._fresh[key] = value
+        if self._last_good is not None:
+            self._last_good[key] = value
+
+    def _stale(self, key: Hashable, exc: BaseException) -> Optional[Hit[V]]:
+        if self._last_good is not None:
+            stale = self._last_good.get(key, _MISSING)
+            if stale is not _MISSING:
+                return Hit(stale, Source.STALE, exc)
+        return None
+
+
+# -- the caching wrapper for any provider -------------------------------------------
+
+KeyFunc = Callable[[str, Any], Hashable]
+
+
+def _hashable(value: Any) -> Hashable:
+    try:
+        hash(value)
+    except TypeError:
+        return ("unhashable", type(value).__name__, repr(value))
+    return value  # type: ignore[no-any-return]
+
+
+def default_key(query: str, ctx: Any) -> Hashable:
+    """``(tenant_id, user_id, query)``: one user's context is never served to another."""
+    return (_hashable(context_value(ctx, "tenant_id")), _hashable(context_value(ctx, "user_id")),
+            query)
+
+
+def _reason_of(provider: Any) -> Optional[str]:
+    try:
+        reason = getattr(provider, "degradation_reason", None)
+    except Exception:  # a property that raises is no reason
+        return None
+    return reason if isinstance(reason, str) and reason else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    text: str
+    reason: Optional[str]
+    stale: bool
+
+
+class CachedContextProvider(ContextSource):
+    """Cache any provider's text for ``ttl`` seconds, per key.
+
+    Args:
+        inner: A provider with ``fetch(query, ctx)`` (or ``fetchContext``) or
+            ``provide(branch, instruction)``.
+        ttl: Seconds a value is kept (positive).
+        key: ``(query, ctx) -> hashable``. The default, :func:`default_key`, is
+            ``(tenant_id, user_id, query)``; pass a coarser key (say
+            ``lambda q, ctx: "all"``) only when the text is the same for everyone.
+        maxsize: Keys kept at most (least recently used go first).
+        stale_on_error: When a refresh raises, serve the last good value for the
+            key, marked stale.
+        name: Defaults to the inner provider's name.
+
+    ``None`` and exceptions are never cached; concurrent calls for one key share
+    one call to ``inner``. The inner provider's ``degradation_reason`` at the time
+    a value was made travels with the cached value.
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        ttl: float,
+        *,
+        key: Optional[KeyFunc] = None,
+        maxsize: int = 1024,
+        stale_on_error: bool = False,
+        name: Optional[str] = None,
+    ) -> None:
+        if fetch_method(inner) is None and not callable(getattr(inner, "provide", None)):
+            raise TypeError(f"inner must be a context provider with fetch() or provide(), "
+                            f"got {inner!r}")
+        validate_ttl(ttl, "ttl", allow_zero=False)
+        if key is not None and not callable(key):
+            raise TypeError(f"key must be a function of (query, ctx), got {key!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"name must be a non-empty str or None, got {name!r}")
+        self.inner = inner
+        self.key: KeyFunc = key or default_key
+        self._name = name
+        self._cache: FlightCache[_Stored] = FlightCache(ttl, maxsize=maxsize,
+                                                        stale_on_error=stale_on_error)
+        self.degradation_reason = None
+
+    @property  # type: ignore[override]
+    def name(self) -> str:
+        """The explicit name, else the inner provider's."""
+        return provider_name(self.inner, self._name)
+
+    @property
+    def ttl(self) -> float:
+        return self._cache.ttl
+
+    def __repr__(self) -> str:
+        return f"CachedContextProvider({self.inner!r}, ttl={self.ttl:g})"
+
+    def clear(self) -> None:
+        """Forget every cached value."""
+        self._cache.clear()
+
+    def invalidate(self, query: str, ctx: Any = None) -> None:
+        """Forget the value cached for ``(query, ctx)``."""
+        self._cache.invalidate(self.key(query, ctx))
+
+    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
+        """The inner provider's text for ``(query, ctx)``, from the cache when fresh."""
+        return await self._get(query, ctx, functools.partial(call_fetch, self.inner, query, ctx))
+
+    async def provide(self, branch: Any, instruction: Any) -> Optional[str]:
+        """LionAGI face; a provide-only inner provider is called through ``provide``."""
+        query = query_from_instruction(instruction)
+        ctx = run_context_from_branch(branch)
+        if fetch_method(self.inner) is not None:
+            call = functools.partial(call_fetch, self.inner, query, ctx)
+        else:
+            call = functools.partial(call_provide, self.inner, branch, instruction)
+        return await self._get(query, ctx, call)
+
+    async def _get(self, query: str, ctx: Any,
+                   call: Callable[[], Awaitable[Any]]) -> Optional[str]:
+        key = self.key(query, ctx)
+        try:
+            hit = await self._cache.get(key, functools.partial(self._load, call))
+        except Exception:
+            self.degradation_reason = _reason_of(self.inner)
+            raise
+        stored = hit.value
+        if stored is None:
+            self.degradation_reason = _reason_of(self.inner)
+            return None
+        if hit.source is Source.STALE:
+            err = hit.error
+            self.degradation_reason = (f"served a stale value: {type(err).__name__}: {err}")
+            return ProvidedText(stored.text, cached=True, stale=True)
+        self.degradation_reason = stored.reason
+        if hit.from_cache or stored.stale:
+            return ProvidedText(stored.text, cached=hit.from_cache, stale=stored.stale)
+        return stored.text
+
+    async def _load(self, call: Callable[[], Awaitable[Any]]) -> Optional[_Stored]:
+        result = await call()
+        if result is None:
+            return None
+        if not isinstance(result, str):
+            raise TypeError(f"provider returned {type(result).__name__}, expected str or None")
+        if not str.__len__(result):
+            return None
+        return _Stored(str.__add__("", result), _reason_of(self.inner),
+                       bool(getattr(result, "stale", False)))

@@ -1,0 +1,118 @@
+"""``DatabaseContextProvider``: any function of the run context, as a provider.
+
+The agentium page's form is a name and an async ``fetch(ctx) -> str | None``; the
+published agentium code calls the name ``label`` and passes ``(query, ctx)``. Both
+are accepted, and so is a plain (sync) function, which runs in a worker thread so
+a blocking database driver does not stall the event loop.
+
+For a database that needs no server, see
+:class:`~lionctx.providers.sqlite.SqliteContextProvider` (also reachable as
+``DatabaseContextProvider.sqlite(...)``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional
+
+import anyio
+
+from .base import ContextSource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sqlite import SqliteContextProvider
+
+__all__ = ["DatabaseContextProvider"]
+
+
+def _is_async(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _wants_query(fn: Any) -> bool:
+    """True when ``fn`` takes two positional arguments, ``(query, ctx)``."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False  # a builtin we cannot inspect: assume the page's fetch(ctx)
+    positional = required = 0
+    var = False
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            var = True
+        elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional += 1
+            required += p.default is p.empty
+    # Required parameters decide: fetch(ctx, limit=5) is the page's form.
+    if required:
+        return required >= 2
+    return positional >= 2 or var
+
+
+class DatabaseContextProvider(ContextSource):
+    """Adapt ``fetch`` to a context provider named ``name`` (or ``label``).
+
+    Args:
+        name: The provider's name in reports and ``<context name="...">``.
+        fetch: ``fetch(ctx)`` or ``fetch(query, ctx)``, async or sync, returning
+            ``str | None``. A sync function runs in a worker thread.
+        label: The published agentium spelling of ``name``.
+        takes_query: Force the calling convention when the signature is ambiguous
+            (``True``: ``fetch(query, ctx)``; ``False``: ``fetch(ctx)``).
+    """
+
+    def __init__(
+        self,
+        name: Optional[str] = None,
+        fetch: Optional[Callable[..., Any]] = None,
+        *,
+        label: Optional[str] = None,
+        takes_query: Optional[bool] = None,
+    ) -> None:
+        if name is not None and label is not None and name != label:
+            raise ValueError(f"give name or label, not both (got name={name!r}, "
+                             f"label={label!r})")
+        chosen = name if name is not None else label
+        if not isinstance(chosen, str) or not chosen:
+            raise ValueError(f"name (or label) must be a non-empty str, got {chosen!r}")
+        if fetch is None or not callable(fetch):
+            raise TypeError(f"fetch must be a function of (ctx) or (query, ctx), got {fetch!r}")
+        if takes_query is not None and not isinstance(takes_query, bool):
+            raise TypeError(f"takes_query must be a bool or None, got {takes_query!r}")
+        self.name = chosen
+        self._fn = fetch
+        self._async = _is_async(fetch)
+        self.takes_query = _wants_query(fetch) if takes_query is None else takes_query
+        self.degradation_reason = None
+
+    @property
+    def label(self) -> str:
+        """The published agentium spelling of ``name``."""
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"DatabaseContextProvider(name={self.name!r}, fetch={self._fn!r})"
+
+    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
+        """Call the wrapped function with ``ctx`` (and ``query`` if it takes it)."""
+        args = (query, ctx) if self.takes_query else (ctx,)
+        if self._async:
+            return await self._fn(*args)
+        result = await anyio.to_thread.run_sync(functools.partial(self._fn, *args))
+        if inspect.isawaitable(result):  # a plain function that returned a coroutine
+            result = await result
+        return result  # type: ignore[no-any-return]
+
+    @staticmethod
+    def sqlite(database: Any, sql: str, **options: Any) -> SqliteContextProvider:
+        """An embedded SQLite provider; see :class:`SqliteContextProvider`."""
+        from .sqlite import SqliteContextProvider
+
+        return SqliteContextProvider(database, sql, **options)

@@ -1,0 +1,453 @@
+"""``HttpContextProvider``: the text of one HTTP endpoint, as context.
+
+Returns the response text; ``None`` on a network error, a timeout, a non-2xx
+status, a refused host or a body over the size cap, with the reason in
+``last_error`` and ``degradation_reason`` (the registry reports it as
+``degraded``). No retries.
+
+Safety:
+
+* ``allowed_hosts`` (default: only the host of ``url``) is checked before every
+  request, the first and each redirect hop, which are followed here rather than by
+  httpx so no request ever goes to a host that is not allowed. A redirect to
+  another origin drops the caller's headers.
+* The body is streamed and reading stops past ``max_response_bytes``; an oversized
+  response is a failure, never a truncated string.
+* Header values, the URL's password and its query string never appear in a log
+  line, a reason or an error message.
+
+One ``httpx.AsyncClient`` per provider (or the one passed in) is kept open and
+pooled across turns; ``async with provider`` or ``await provider.aclose()`` closes
+the one the provider made. With ``cache_ttl > 0`` a good value is kept for that
+many seconds and concurrent cold calls share one request
+(:class:`~lionctx.providers.cache.FlightCache`); with ``stale_on_error`` a failed
+refresh serves the last good value, marked stale.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+import anyio
+import anyio.lowlevel
+
+from .base import ContextSource, ProvidedText
+from .cache import FlightCache, SharedFetchError, Source, validate_ttl
+
+if TYPE_CHECKING:  # pragma: no cover
+    import httpx
+
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "HttpContextProvider",
+           "HttpFetchError"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
+DEFAULT_MAX_REDIRECTS = 5
+
+Body = Union[str, bytes, Mapping[str, Any], list[Any], None]
+Transform = Callable[[str], Union[Optional[str], Awaitable[Optional[str]]]]
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
+_HOST_ENTRY = re.compile(
+    r"^(?P<wild>\*\.)?(?P<host>[a-z0-9_](?:[a-z0-9._-]*[a-z0-9_])?|\[[0-9a-f:.]+\])"
+    r"(?::(?P<port>\d{1,5}))?$"
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_CACHE_KEY = "response"
+# Header values shorter than this are not treated as secrets to scrub from text;
+# scrubbing "1" or "on" would garble every message.
+_MIN_SECRET = 4
+
+
+class HttpFetchError(Exception):
+    """Why one fetch got no text. The message is already free of secrets."""
+
+
+class _Host:
+    __slots__ = ("host", "port", "wildcard")
+
+    def __init__(self, host: str, port: Optional[int], wildcard: bool) -> None:
+        self.host, self.port, self.wildcard = host, port, wildcard
+
+    def allows(self, host: str, port: int) -> bool:
+        if self.port is not None and self.port != port:
+            return False
+        if self.wildcard:
+            return host.endswith("." + self.host)
+        return host == self.host
+
+    def __repr__(self) -> str:
+        star = "*." if self.wildcard else ""
+        port = f":{self.port}" if self.port is not None else ""
+        return f"{star}{self.host}{port}"
+
+
+def _norm_host(host: str) -> str:
+    host = host.lower().rstrip(".")
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 literal, spelled as in allowed_hosts
+    return host
+
+
+def _parse_hosts(value: Any) -> list[_Host]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"allowed_hosts must be a list of host names, got {value!r}")
+    hosts: list[_Host] = []
+    for entry in value:
+        if not isinstance(entry, str):
+            raise TypeError(f"allowed_hosts entries must be str, got {entry!r}")
+        m = _HOST_ENTRY.match(entry.strip().lower().rstrip("."))
+        if m is None:
+            raise ValueError(
+                f"allowed_hosts entry {entry!r} is not a host name, 'host:port', "
+                f"'*.domain' or '[ipv6]'")
+        port = int(m["port"]) if m["port"] else None
+        if port is not None and not 0 < port < 65536:
+            raise ValueError(f"allowed_hosts entry {entry!r} has an invalid port")
+        hosts.append(_Host(m["host"], port, bool(m["wild"])))
+    if not hosts:
+        raise ValueError("allowed_hosts must name at least one host")
+    return hosts
+
+
+def _url_port(url: httpx.URL) -> int:
+    return url.port or _DEFAULT_PORTS.get(url.scheme, 0)
+
+
+def _safe_url(url: httpx.URL) -> str:
+    """The URL without its user info and query string, for messages."""
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
+
+
+def _check_number(value: Any, label: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{label} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{label} must be >= {minimum}, got {value!r}")
+    return value
+
+
+class HttpContextProvider(ContextSource):
+    """The response text of ``url``, fetched before each turn (or cached).
+
+    Args:
+        url: An ``http`` or ``https`` URL.
+        method: The HTTP method (default ``GET``).
+        headers: Request headers. Their values are treated as secrets.
+        body: A ``str`` or ``bytes`` sent as is; a dict or list sent as JSON with a
+            JSON content type unless ``headers`` sets one.
+        timeout: Seconds for the whole fetch, redirects and body included (5).
+        cache_ttl: Seconds to keep a good response; 0 (default) fetches every time.
+        name: The provider's name in reports and ``<context name="...">``.
+        allowed_hosts: Hosts that may be requested, the first request and every
+            redirect: ``"example.com"``, ``"example.com:8443"``, ``"*.example.com"``.
+            Default: only the host of ``url``.
+        max_response_bytes: Largest body accepted (1 MiB); a larger one is a failure.
+        max_redirects: Redirects followed at most (5).
+        transform: ``text -> str | None`` (sync or async), applied to the body;
+            what it returns is what is cached and returned.
+        stale_on_error: Serve the last good value, marked stale, when a fetch fails.
+        client: An ``httpx.AsyncClient`` to use instead of the provider's own; the
+            provider never closes it, and never lets it follow redirects itself.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        headers: Optional[Mapping[str, str]] = None,
+        body: Body = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        cache_ttl: float = 0.0,
+        name: str = "http",
+        allowed_hosts: Optional[Iterable[str]] = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_redirects: int = DEFAULT_MAX_REDIRECTS,
+        transform: Optional[Transform] = None,
+        stale_on_error: bool = False,
+        client: Optional[httpx.AsyncClient] = None,
+    ) -> None:
+        import httpx  # deferred: importing lionctx should not import httpx
+
+        self._secrets: list[str] = []
+        self.url = self._check_url(url, httpx)
+        if not isinstance(method, str) or not _TOKEN.match(method):
+            raise ValueError(f"method must be an HTTP method name such as 'GET', got {method!r}")
+        self.method = method.upper()
+        self._headers = self._check_headers(headers)
+        self._content = self._encode_body(body)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
+        if not timeout > 0 or math.isinf(timeout):
+            raise ValueError(f"timeout must be a positive, finite number of seconds, "
+                             f"got {timeout!r}")
+        self.timeout = float(timeout)
+        self.cache_ttl = validate_ttl(cache_ttl, "cache_ttl", allow_zero=True)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty str, got {name!r}")
+        self.name = name
+        if allowed_hosts is None:
+            self.allowed_hosts = [_Host(_norm_host(self.url.host), None, False)]
+        else:
+            self.allowed_hosts = _parse_hosts(allowed_hosts)
+            if not self._allowed(self.url):
+                raise ValueError(
+                    f"allowed_hosts {self.allowed_hosts!r} does not include the host of url "
+                    f"({self.url.host}:{_url_port(self.url)})")
+        self.max_response_bytes = _check_number(max_response_bytes, "max_response_bytes", 1)
+        self.max_redirects = _check_number(max_redirects, "max_redirects", 0)
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable or None, got {transform!r}")
+        self.transform = transform
+        self.stale_on_error = bool(stale_on_error)
+        if client is not None and not isinstance(client, httpx.AsyncClient):
+            raise TypeError(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
+        self._given_client = client
+        self._client: Optional[httpx.AsyncClient] = None
+        self._client_token: Any = None
+        self._cache: Optional[FlightCache[str]] = (
+            FlightCache(self.cache_ttl, maxsize=1, stale_on_error=self.stale_on_error)
+            if self.cache_ttl > 0 or self.stale_on_error else None
+        )
+        self.last_error: Optional[str] = None
+        self.degradation_reason = None
+
+    # -- construction checks ----------------------------------------------------------
+    def _check_url(self, url: Any, httpx: Any) -> httpx.URL:
+        if not isinstance(url, (str, httpx.URL)):
+            raise TypeError(f"url must be a str, got {type(url).__name__}")
+        try:
+            parsed = httpx.URL(url)
+        except Exception:
+            raise ValueError("url is not a valid URL") from None
+        if parsed.scheme not in ("http", "https"):
+            raise ValueError(f"url must use http or https, got scheme {parsed.scheme!r}")
+        if not parsed.host:
+            raise ValueError("url must name a host")
+        if parsed.password:
+            self._secrets.append(parsed.password)
+        if parsed.query:
+            self._secrets.append(parsed.query.decode("ascii", "replace"))
+        return parsed
+
+    def _check_headers(self, headers: Any) -> dict[str, str]:
+        if headers is None:
+            return {}
+        if not isinstance(headers, Mapping):
+            raise TypeError(f"headers must be a mapping of str to str, got "
+                            f"{type(headers).__name__}")
+        out: dict[str, str] = {}
+        for key, value in headers.items():
+            if not isinstance(key, str) or not _TOKEN.match(key):
+                raise ValueError(f"headers: {key!r} is not a valid header name")
+            # Values are secrets: say what is wrong, never what they are.
+            if not isinstance(value, str):
+                raise TypeError(f"headers[{key!r}] must be a str, got {type(value).__name__}")
+            if any(c in value for c in "\r\n\x00"):
+                raise ValueError(f"headers[{key!r}] must not contain line breaks or NUL")
+            out[key] = value
+            if len(value.strip()) >= _MIN_SECRET:
+                self._secrets.append(value.strip())
+                # "Bearer abc...": the token alone is as secret as the whole value
+                self._secrets.extend(p for p in value.split() if len(p) >= _MIN_SECRET)
+        self._secrets.sort(key=len, reverse=True)
+        return out
+
+    def _encode_body(self, body: Any) -> Optional[bytes]:
+        if body is None:
+            return None
+        if isinstance(body, str):
+            return body.encode("utf-8")
+        if isinstance(body, bytes):
+            return body
+        if isinstance(body, (Mapping, list)):
+            try:
+                data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"body could not be sent as JSON: {exc}") from None
+            if not any(k.lower() == "content-type" for k in self._headers):
+                self._headers["Content-Type"] = "application/json"
+            return data
+        raise TypeError(f"body must be a str, bytes, dict, list or None, got "
+                        f"{type(body).__name__}")
+
+    # -- public -----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return (f"HttpContextProvider({_safe_url(self.url)!r}, method={self.method!r}, "
+                f"name={self.name!r})")
+
+    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
+        """The response text (``query`` and ``ctx`` do not change the request)."""
+        try:
+            if self._cache is None:
+                value: Optional[str] = await self._load()
+                source = Source.FRESH
+                error: Optional[BaseException] = None
+            else:
+                hit = await self._cache.get(_CACHE_KEY, self._load)
+                value, source, error = hit.value, hit.source, hit.error
+        except HttpFetchError as exc:
+            return self._failed(str(exc))
+        except SharedFetchError as exc:
+            if isinstance(exc.original, HttpFetchError):
+                return self._failed(str(exc.original))
+            raise
+        if source is Source.STALE:
+            why = str(error) if isinstance(error, HttpFetchError) else type(error).__name__
+            self.last_error = why
+            self.degradation_reason = f"served a stale value: {why}"
+            logger.warning("context provider %r %s", self.name, self.degradation_reason)
+            return ProvidedText(value, cached=True, stale=True)  # type: ignore[arg-type]
+        self.last_error = None
+        self.degradation_reason = None
+        if value is not None and source is not Source.FRESH:
+            return ProvidedText(value, cached=True)
+        return value
+
+    def clear_cache(self) -> None:
+        """Forget the cached value (and the last good one)."""
+        if self._cache is not None:
+            self._cache.clear()
+
+    async def aclose(self) -> None:
+        """Close the client this provider made (a client passed in stays open)."""
+        client, self._client = self._client, None
+        token, self._client_token = self._client_token, None
+        if client is not None:
+            if token == anyio.lowlevel.current_token():
+                await client.aclose()
+            # else: made on an event loop that is gone; its sockets went with it
+
+    async def __aenter__(self) -> HttpContextProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+    # -- internals --------------------------------------------------------------------
+    def _failed(self, reason: str) -> None:
+        self.last_error = reason
+        self.degradation_reason = reason
+        logger.warning("context provider %r got no text: %s", self.name, reason)
+        return None
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+    def _allowed(self, url: httpx.URL) -> bool:
+        host, port = _norm_host(url.host), _url_port(url)
+        return any(h.allows(host, port) for h in self.allowed_hosts)
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._given_client is not None:
+            return self._given_client
+        token = anyio.lowlevel.current_token()
+        if self._client is None or self._client_token != token:
+            import httpx
+
+            # A client belongs to the event loop that made it; a new loop (a second
+            # anyio.run / asyncio.run) gets a new client.
+            self._client = httpx.AsyncClient(follow_redirects=False,
+                                             timeout=httpx.Timeout(self.timeout))
+            self._client_token = token
+        return self._client
+
+    async def _load(self) -> Optional[str]:
+        import httpx
+
+        client = self._get_client()
+        try:
+            with anyio.fail_after(self.timeout):
+                text = await self._request(client)
+        except TimeoutError:
+            raise HttpFetchError(f"timed out after {self.timeout:g}s") from None
+        except httpx.TimeoutException:
+            raise HttpFetchError(f"timed out after {self.timeout:g}s") from None
+        except httpx.HTTPError as exc:
+            raise HttpFetchError(self._scrub(f"{type(exc).__name__}: {exc}")) from None
+        except OSError as exc:
+            raise HttpFetchError(self._scrub(f"{type(exc).__name__}: {exc}")) from None
+        if text is None or self.transform is None:
+            return text
+        try:
+            out = self.transform(text)
+            if inspect.isawaitable(out):
+                out = await out
+        except Exception as exc:
+            raise HttpFetchError(
+                self._scrub(f"transform raised {type(exc).__name__}: {exc}")) from None
+        if out is not None and not isinstance(out, str):
+            raise HttpFetchError(f"transform returned {type(out).__name__}, not str or None")
+        return out or None
+
+    async def _request(self, client: httpx.AsyncClient) -> Optional[str]:
+        url = self.url
+        method = self.method
+        content = self._content
+        headers = self._headers
+        origin = (url.scheme, _norm_host(url.host), _url_port(url))
+        for _hop in range(self.max_redirects + 1):
+            if not self._allowed(url):
+                raise HttpFetchError(
+                    f"refused: host {url.host}:{_url_port(url)} is not in allowed_hosts")
+            async with client.stream(method, url, headers=headers, content=content,
+                                     follow_redirects=False, timeout=self.timeout) as resp:
+                status = resp.status_code
+                if resp.is_redirect:
+                    nxt = self._redirect_target(url, resp.headers["location"])
+                    if status == 303 or (status in (301, 302) and method == "POST"):
+                        method = "GET" if method != "HEAD" else method
+                        content = None
+                        headers = {k: v for k, v in headers.items()
+                                   if k.lower() not in ("content-type", "content-length")}
+                    if (nxt.scheme, _norm_host(nxt.host), _url_port(nxt)) != origin:
+                        headers = {}  # the caller's headers were meant for the first origin
+                    url = nxt
+                    continue
+                if not 200 <= status < 300:
+                    raise HttpFetchError(f"{method} {_safe_url(url)} returned HTTP {status}")
+                return await self._read_body(resp, url)
+        raise HttpFetchError(f"more than {self.max_redirects} redirects")
+
+    def _redirect_target(self, url: httpx.URL, location: str) -> httpx.URL:
+        try:
+            nxt = url.join(location)
+        except Exception:
+            raise HttpFetchError("refused: redirect to an invalid URL") from None
+        if nxt.scheme not in ("http", "https"):
+            raise HttpFetchError(f"refused: redirect to a {nxt.scheme!r} URL")
+        if not nxt.host:
+            raise HttpFetchError("refused: redirect to a URL without a host")
+        return nxt
+
+    async def _read_body(self, resp: httpx.Response, url: httpx.URL) -> Optional[str]:
+        cap = self.max_response_bytes
+        declared = resp.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise HttpFetchError(f"response of {declared} bytes is over max_response_bytes "
+                                 f"({cap})")
+        buf = bytearray()
+        async for chunk in resp.aiter_bytes():
+            buf += chunk
+            if len(buf) > cap:
+                raise HttpFetchError(f"response body is over max_response_bytes ({cap})")
+        if not buf:
+            return None
+        charset = resp.charset_encoding or "utf-8"
+        try:
+            return buf.decode(charset, errors="replace")
+        except LookupError:
+            return buf.decode("utf-8", errors="replace")

@@ -1,0 +1,212 @@
+"""``SqliteContextProvider``: rows from an embedded SQLite database, as context.
+
+The database default that needs no server. Built from a database path, one SQL
+query with named parameters, and a formatter:
+
+* Parameters are always bound, never formatted into the SQL. Each call binds
+  ``:query`` (the user's input), ``:user_id``, ``:tenant_id``, ``:session_id`` and
+  ``:run_id`` from the run context (also as ``:userId``, ``:tenantId``,
+  ``:sessionId``, ``:runId``), plus any ``params`` given.
+* The connection is read-only twice over: opened with ``mode=ro``, and an
+  authorizer that allows reading and nothing else (no writes, ``ATTACH`` or
+  ``PRAGMA``).
+* The query runs in a worker thread; if the turn gives up on it (a timeout), the
+  running statement is interrupted rather than left to finish.
+* At most ``max_rows`` rows are read. The default formatter writes one
+  ``column: value`` line per column and separates rows with a blank line; no row
+  gives ``None``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import anyio
+
+from ..context import context_value
+from .base import ContextSource
+
+__all__ = ["SqliteContextProvider", "format_rows"]
+
+Row = dict[str, Any]
+Formatter = Callable[[list[Row]], Optional[str]]
+Params = Union[Mapping[str, Any], Callable[[str, Any], Mapping[str, Any]], None]
+
+# Bound on every call: parameter name -> run context field (None: the query).
+_BUILTIN: dict[str, Optional[str]] = {
+    "query": None,
+    "user_id": "user_id", "userId": "user_id",
+    "tenant_id": "tenant_id", "tenantId": "tenant_id",
+    "session_id": "session_id", "sessionId": "session_id",
+    "run_id": "run_id", "runId": "run_id",
+}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_READ_ONLY_START = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(select|with|values)\b",
+                              re.IGNORECASE | re.DOTALL)
+_ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ,
+                              sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)})
+
+
+def _authorize(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_OK if action in _ALLOWED_ACTIONS else sqlite3.SQLITE_DENY
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    return str(value)
+
+
+def format_rows(rows: list[Row]) -> Optional[str]:
+    """``column: value`` per line, rows separated by a blank line; ``None`` if no rows."""
+    if not rows:
+        return None
+    return "\n\n".join("\n".join(f"{k}: {_show(v)}" for k, v in row.items()) for row in rows)
+
+
+def _bindable(value: Any) -> Any:
+    if value is None or isinstance(value, (int, float, str, bytes)):
+        return value
+    return str(value)  # a UUID, say: bind its text rather than fail the turn
+
+
+class _Running:
+    """The connection a worker thread is using, so a cancelled turn can interrupt it."""
+
+    __slots__ = ("lock", "conn", "cancelled")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.conn: Optional[sqlite3.Connection] = None
+        self.cancelled = False
+
+    def interrupt(self) -> None:
+        with self.lock:
+            self.cancelled = True
+            if self.conn is not None:
+                self.conn.interrupt()
+
+
+class SqliteContextProvider(ContextSource):
+    """Rows of one read-only SQL query, with parameters bound from the turn.
+
+    Args:
+        database: Path of an existing SQLite file (never created or written).
+        sql: One ``SELECT`` (or ``WITH`` / ``VALUES``) statement using named
+            parameters such as ``:user_id`` and ``:query``.
+        params: More parameters: a mapping, or ``(query, ctx) -> mapping`` called
+            on each turn. They may not reuse the built-in names.
+        formatter: ``rows -> str | None``, rows as dicts in column order
+            (default :func:`format_rows`).
+        max_rows: Rows read at most (default 20).
+        name: The provider's name in reports and ``<context name="...">``.
+    """
+
+    def __init__(
+        self,
+        database: Union[str, os.PathLike[str]],
+        sql: str,
+        *,
+        params: Params = None,
+        formatter: Optional[Formatter] = None,
+        max_rows: int = 20,
+        name: str = "sqlite",
+    ) -> None:
+        if not isinstance(database, (str, os.PathLike)):
+            raise TypeError(f"database must be a path, got {database!r}")
+        raw = os.fspath(database)
+        if not isinstance(raw, str) or not raw or raw == ":memory:" or "\x00" in raw:
+            raise ValueError(f"database must be the path of a SQLite file, got {database!r}")
+        if not isinstance(sql, str) or not sql.strip():
+            raise ValueError(f"sql must be a non-empty str, got {sql!r}")
+        if not _READ_ONLY_START.match(sql):
+            raise ValueError("sql must be a single read-only query starting with SELECT, "
+                             f"WITH or VALUES, got {sql[:60]!r}")
+        if not sqlite3.complete_statement(sql.rstrip().rstrip(";") + ";"):
+            raise ValueError(f"sql is not a complete statement: {sql[:60]!r}")
+        if params is not None and not callable(params):
+            if not isinstance(params, Mapping):
+                raise TypeError(f"params must be a mapping or a function of (query, ctx), "
+                                f"got {params!r}")
+            self._check_params(params)
+        if formatter is not None and not callable(formatter):
+            raise TypeError(f"formatter must be callable or None, got {formatter!r}")
+        if isinstance(max_rows, bool) or not isinstance(max_rows, int):
+            raise TypeError(f"max_rows must be an int, got {max_rows!r}")
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1, got {max_rows!r}")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty str, got {name!r}")
+        self.database = str(Path(raw).absolute())
+        self._uri = Path(self.database).as_uri() + "?mode=ro"
+        self.sql = sql
+        self.params = params
+        self.formatter: Formatter = formatter or format_rows
+        self.max_rows = max_rows
+        self.name = name
+        self.degradation_reason = None
+
+    def __repr__(self) -> str:
+        return f"SqliteContextProvider({self.database!r}, name={self.name!r})"
+
+    @staticmethod
+    def _check_params(params: Mapping[Any, Any]) -> None:
+        for key in params:
+            if not isinstance(key, str) or not _NAME.match(key):
+                raise ValueError(f"params: {key!r} is not a valid parameter name")
+            if key in _BUILTIN:
+                raise ValueError(f"params: {key!r} is bound from the turn and cannot be "
+                                 f"given here")
+
+    def bindings(self, query: str, ctx: Any) -> dict[str, Any]:
+        """The named parameters one call binds."""
+        bind = {
+            key: _bindable(query if field is None else context_value(ctx, field))
+            for key, field in _BUILTIN.items()
+        }
+        extra = self.params(query, ctx) if callable(self.params) else self.params
+        if extra:
+            if not isinstance(extra, Mapping):
+                raise TypeError(f"params() returned {type(extra).__name__}, not a mapping")
+            self._check_params(extra)
+            bind.update({k: _bindable(v) for k, v in extra.items()})
+        return bind
+
+    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
+        """Run the query for this turn and format the rows (``None`` when none)."""
+        bind = self.bindings(query, ctx)
+        running = _Running()
+        try:
+            rows = await anyio.to_thread.run_sync(self._run, bind, running,
+                                                  abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            running.interrupt()  # stop the statement the thread is still running
+            raise
+        return self.formatter(rows) if rows else None
+
+    def _run(self, bind: dict[str, Any], running: _Running) -> list[Row]:
+        conn = sqlite3.connect(self._uri, uri=True, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            with running.lock:
+                if running.cancelled:
+                    return []
+                running.conn = conn
+            conn.set_authorizer(_authorize)
+            cur = conn.execute(self.sql, bind)
+            if cur.description is None:
+                return []
+            columns = [d[0] for d in cur.description]
+            return [dict(zip(columns, row)) for row in cur.fetchmany(self.max_rows)]
+        finally:
+            with running.lock:
+                running.conn = None
+            conn.close()

@@ -1,0 +1,431 @@
+"""A small OpenAI-compatible chat server on 127.0.0.1, for tests, examples and demos.
+
+It implements ``POST /v1/chat/completions`` (plain JSON, and server-sent events when
+``stream`` is true, with a final usage chunk when ``stream_options.include_usage``
+is set) and ``GET /v1/models``, and records every request body it receives.
+
+By default it answers as an **offline echo model**: no language model is involved;
+the reply is a fixed, clearly labelled text built from the last user message and
+the names of the ``<context name="...">`` blocks it saw. Tests script exact replies,
+tool calls and errors with :meth:`LocalOpenAIServer.script`.
+
+Usage counts are whitespace-separated words, not model tokens: deterministic and
+good enough to check that usage flows through.
+
+::
+
+    with LocalOpenAIServer() as srv:
+        model = OpenAIChatModel("any", base_url=srv.base_url)
+        ...
+        srv.requests[-1]["messages"]   # exactly what the client sent
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional, Union
+
+__all__ = ["ECHO_LABEL", "LocalOpenAIServer", "RecordedRequest", "Reply", "echo_reply"]
+
+logger = logging.getLogger(__name__)
+
+#: Every default reply starts with this label, so nobody mistakes it for a model.
+ECHO_LABEL = "[offline echo model]"
+_TAG_NAME = re.compile(r'<context name="([^"]*)">')
+_HOST = "127.0.0.1"
+_MAX_BODY = 32 * 1024 * 1024
+
+
+@dataclass
+class Reply:
+    """One scripted answer.
+
+    ``tool_calls`` entries are ``{"name": ..., "arguments": dict or JSON str}`` with
+    an optional ``"id"``. A ``status`` other than 200 answers with an OpenAI-style
+    error body carrying ``error``.
+    """
+
+    content: Optional[str] = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: Optional[dict[str, int]] = None
+    finish_reason: Optional[str] = None
+    status: int = 200
+    error: Optional[str] = None
+
+    @classmethod
+    def calling(cls, name: str, arguments: Union[Mapping[str, Any], str, None] = None,
+                *, id: Optional[str] = None) -> Reply:  # noqa: A002 - OpenAI's field name
+        """A reply that makes one tool call."""
+        call: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        if id is not None:
+            call["id"] = id
+        return cls(tool_calls=[call])
+
+    @classmethod
+    def failure(cls, status: int, message: str = "scripted failure") -> Reply:
+        """An HTTP error reply."""
+        return cls(status=status, error=message)
+
+
+ScriptItem = Union[Reply, str, Mapping[str, Any], Callable[[dict[str, Any]], Any]]
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server received it. Headers are kept in memory only."""
+
+    method: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content
+                         if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def echo_reply(body: Mapping[str, Any]) -> str:
+    """The offline echo model's deterministic answer to a chat request body."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+    last_user = next((_text(m.get("content")) for m in reversed(messages)
+                      if m.get("role") == "user"), "")
+    names: list[str] = []
+    for m in messages:
+        if m.get("role") in ("system", "developer", "user"):
+            names.extend(_TAG_NAME.findall(_text(m.get("content"))))
+    said = " ".join(last_user.split())
+    if len(said) > 200:
+        said = said[:197] + "..."
+    text = f"{ECHO_LABEL} You said: {said}"
+    if names:
+        text += f" | context seen: {', '.join(names)}"
+    return text
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+class LocalOpenAIServer:
+    """An OpenAI-compatible server on 127.0.0.1 in a background thread.
+
+    ``port=0`` picks a free port. ``models`` are the ids ``GET /v1/models`` lists
+    (the first is reported as the answering model when a request names none).
+    With ``api_key``, requests without ``Authorization: Bearer <api_key>`` get 401.
+    """
+
+    def __init__(self, *, port: int = 0, models: tuple[str, ...] = ("lionctx-echo",),
+                 api_key: Optional[str] = None) -> None:
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an int in 0..65535, got {port!r}")
+        if not models or not all(isinstance(m, str) and m for m in models):
+            raise ValueError(f"models must be non-empty str ids, got {models!r}")
+        self._port = port
+        self.models = tuple(models)
+        self._api_key = api_key
+        self._lock = threading.Lock()
+        self._script: deque[ScriptItem] = deque()
+        self._received: list[RecordedRequest] = []
+        self._httpd: Optional[ThreadingHTTPServer] = None
+        self._thread: Optional[threading.Thread] = None
+        self._counter = 0
+
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self) -> LocalOpenAIServer:
+        """Bind and serve in a daemon thread. Returns ``self``."""
+        if self._httpd is not None:
+            return self
+        httpd = ThreadingHTTPServer((_HOST, self._port), _Handler)
+        httpd.daemon_threads = True
+        httpd.owner = self  # type: ignore[attr-defined]
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                         name=f"lionctx-openai-server-{self.port}", daemon=True)
+        self._thread.start()
+        logger.info("local OpenAI-compatible server on %s", self.base_url)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> LocalOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        if self._httpd is None:
+            raise RuntimeError("server is not running; call start() first")
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://{_HOST}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` for OpenAI clients: ``http://127.0.0.1:PORT/v1``."""
+        return f"{self.url}/v1"
+
+    # -- scripting and records ------------------------------------------------------
+    def script(self, *replies: ScriptItem) -> LocalOpenAIServer:
+        """Queue replies for the next chat requests, in order; echo resumes after.
+
+        Each item is a :class:`Reply`, a str (text reply), a dict of Reply fields,
+        or a callable that gets the request body and returns one of those.
+        """
+        for item in replies:
+            if not (isinstance(item, (Reply, str, Mapping)) or callable(item)):
+                raise TypeError(f"cannot script {type(item).__name__}: {item!r}")
+        with self._lock:
+            self._script.extend(replies)
+        return self
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not used yet."""
+        with self._lock:
+            return len(self._script)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of every chat-completions request, oldest first."""
+        with self._lock:
+            return [r.body for r in self._received
+                    if r.method == "POST" and r.path.endswith("/chat/completions")]
+
+    @property
+    def last_request(self) -> dict[str, Any]:
+        """The most recent chat-completions body."""
+        reqs = self.requests
+        if not reqs:
+            raise LookupError("no chat request received yet")
+        return reqs[-1]
+
+    @property
+    def received(self) -> list[RecordedRequest]:
+        """Every request received (any path), oldest first."""
+        with self._lock:
+            return list(self._received)
+
+    def clear(self) -> None:
+        """Forget recorded requests and queued replies."""
+        with self._lock:
+            self._received.clear()
+            self._script.clear()
+
+    # -- answering (called from handler threads) ---------------------------------
+    def _record(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self._received.append(req)
+
+    def _next_id(self) -> int:
+        with self._lock:
+            self._counter += 1
+            return self._counter
+
+    def _authorized(self, headers: Mapping[str, str]) -> bool:
+        if self._api_key is None:
+            return True
+        got = headers.get("authorization", "")
+        return hmac.compare_digest(got.encode(), f"Bearer {self._api_key}".encode())
+
+    def _reply_for(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            item = self._script.popleft() if self._script else None
+        if item is None:
+            return Reply(content=echo_reply(body))
+        if callable(item) and not isinstance(item, (Reply, Mapping)):
+            item = item(body)
+        if isinstance(item, Reply):
+            return item
+        if isinstance(item, str):
+            return Reply(content=item)
+        if isinstance(item, Mapping):
+            return Reply(**item)
+        raise TypeError(f"scripted callable returned {type(item).__name__}")
+
+    def _tool_calls(self, reply: Reply) -> list[dict[str, Any]]:
+        calls = []
+        for call in reply.tool_calls:
+            args = call.get("arguments", {})
+            calls.append({
+                "id": call.get("id") or f"call_{self._next_id():012d}",
+                "type": "function",
+                "function": {"name": call["name"],
+                             "arguments": args if isinstance(args, str)
+                             else json.dumps(args, sort_keys=True)},
+            })
+        return calls
+
+    def _usage(self, body: dict[str, Any], reply: Reply) -> dict[str, int]:
+        if reply.usage is not None:
+            return dict(reply.usage)
+        prompt = sum(_words(_text(m.get("content"))) for m in body.get("messages") or []
+                     if isinstance(m, Mapping))
+        completion = _words(reply.content or "") + sum(
+            _words(str(c.get("arguments", ""))) for c in reply.tool_calls)
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion}
+
+
+def _error_body(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "lionctx-local-openai/1"
+    protocol_version = "HTTP/1.0"  # one request per connection: streaming ends at close
+
+    @property
+    def owner(self) -> LocalOpenAIServer:
+        return self.server.owner  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        logger.debug("local openai server: " + format, *args)
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _headers(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.headers.items()}
+
+    def do_GET(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        self.owner._record(RecordedRequest("GET", path, None, self._headers()))
+        if not self.owner._authorized(self._headers()):
+            self._send_json(401, _error_body("invalid api key", "authentication_error"))
+        elif path.rstrip("/") in ("/v1/models", "/models"):
+            self._send_json(200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "lionctx"}
+                for m in self.owner.models]})
+        else:
+            self._send_json(404, _error_body(f"no route for GET {path}"))
+
+    def do_POST(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_BODY:
+            self._send_json(400, _error_body("bad Content-Length"))
+            return
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            self.owner._record(RecordedRequest("POST", path, None, self._headers()))
+            self._send_json(400, _error_body("body is not valid JSON"))
+            return
+        owner = self.owner
+        owner._record(RecordedRequest("POST", path, body, self._headers()))
+        if not owner._authorized(self._headers()):
+            self._send_json(401, _error_body("invalid api key", "authentication_error"))
+            return
+        if path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send_json(404, _error_body(f"no route for POST {path}"))
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._send_json(400, _error_body("body must be an object with a 'messages' list"))
+            return
+        try:
+            reply = owner._reply_for(body)
+        except Exception as exc:  # a broken script must show up in the test, as a 500
+            logger.exception("scripted reply failed")
+            self._send_json(500, _error_body(f"scripted reply failed: {exc}", "server_error"))
+            return
+        if reply.status != 200:
+            kind = "authentication_error" if reply.status in (401, 403) else "server_error"
+            self._send_json(reply.status, _error_body(reply.error or "error", kind))
+            return
+        calls = owner._tool_calls(reply)
+        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+        usage = owner._usage(body, reply)
+        model = body.get("model") or owner.models[0]
+        cid = f"chatcmpl-{owner._next_id()}"
+        try:
+            if body.get("stream"):
+                opts = body.get("stream_options") or {}
+                self._stream(cid, model, reply, calls, finish,
+                             usage if opts.get("include_usage") else None)
+            else:
+                message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+                if calls:
+                    message["tool_calls"] = calls
+                self._send_json(200, {
+                    "id": cid, "object": "chat.completion", "created": int(time.time()),
+                    "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                                 "logprobs": None}],
+                    "usage": usage,
+                })
+        except (BrokenPipeError, ConnectionResetError):
+            logger.debug("client went away before the reply was written")
+
+    def _stream(self, cid: str, model: str, reply: Reply, calls: list[dict[str, Any]],
+                finish: str, usage: Optional[dict[str, int]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish_reason: Optional[str] = None) -> None:
+            self._event({"id": cid, "object": "chat.completion.chunk", "created": created,
+                         "model": model, "choices": [{"index": 0, "delta": delta,
+                                                      "finish_reason": finish_reason}]})
+
+        chunk({"role": "assistant", "content": ""})
+        for piece in re.findall(r"\S+\s*|\s+", reply.content or ""):
+            chunk({"content": piece})
+        for i, call in enumerate(calls):
+            fn = call["function"]
+            chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                   "function": {"name": fn["name"], "arguments": ""}}]})
+            args = fn["arguments"]
+            half = len(args) // 2
+            for piece in (args[:half], args[half:]):
+                if piece:
+                    chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+        chunk({}, finish)
+        if usage is not None:
+            self._event({"id": cid, "object": "chat.completion.chunk", "created": created,
+                         "model": model, "choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _event(self, payload: dict[str, Any]) -> None:
+        self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+        self.wfile.flush()
