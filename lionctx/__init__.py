@@ -3,33 +3,79 @@
 Gather context from many sources right before a model turn, keep it inside a token
 budget, inject it into that one request (never into stored history), and report what
 happened to every source.
+
+The core (registry, resolve, gather, admission, render, tokens) imports eagerly and
+light; the turn layer, providers, models and engines load on first use, so
+``import lionctx`` pulls in neither ``openai``, ``httpx`` nor ``tiktoken``.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .admission import Admission, Candidate, admit
-from .branch import Branch, ContextBlock, Instruction, OperateResult
 from .context import RunContext, coerce_run_context
-from .engines import (
-    ContextCompressor,
-    ContextEngine,
-    list_context_engines,
-    register_context_engine,
-)
 from .gather import ProviderCall
-from .models import ChatResponse, OpenAIChatModel
 from .outcome import Outcome, Status
-from .providers import (
-    CachedContextProvider,
-    ContextSource,
-    DatabaseContextProvider,
-    FilesystemContextProvider,
-    HttpContextProvider,
-    ProvidedText,
-    SqliteContextProvider,
-)
 from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
 from .render import escape_name, neutralize, render_lionagi, tag_block
 from .resolve import Resolution, resolve_context, resolve_context_providers
 from .tokens import TokenizerDataError, count_tokens
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .branch import Branch, ContextBlock, Instruction, OperateResult
+    from .engines import (
+        ContextCompressor,
+        ContextEngine,
+        list_context_engines,
+        register_context_engine,
+    )
+    from .models import ChatResponse, OpenAIChatModel
+    from .providers import (
+        CachedContextProvider,
+        ContextSource,
+        DatabaseContextProvider,
+        FilesystemContextProvider,
+        HttpContextProvider,
+        ProvidedText,
+        SqliteContextProvider,
+    )
+
+# name -> module that defines it, imported on first access
+_LAZY = {
+    "Branch": ".branch",
+    "ContextBlock": ".branch",
+    "Instruction": ".branch",
+    "OperateResult": ".branch",
+    "ContextCompressor": ".engines",
+    "ContextEngine": ".engines",
+    "list_context_engines": ".engines",
+    "register_context_engine": ".engines",
+    "ChatResponse": ".models",
+    "OpenAIChatModel": ".models",
+    "CachedContextProvider": ".providers",
+    "ContextSource": ".providers",
+    "DatabaseContextProvider": ".providers",
+    "FilesystemContextProvider": ".providers",
+    "HttpContextProvider": ".providers",
+    "ProvidedText": ".providers",
+    "SqliteContextProvider": ".providers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lionctx' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
