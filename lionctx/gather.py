@@ -28,7 +28,7 @@ from typing import Any, Optional
 import anyio
 
 from .outcome import Outcome, Status
-from .tokens import TokenCounter
+from .tokens import TokenCounter, prepare_counter
 
 __all__ = ["Observer", "ProviderCall", "gather", "validate_seconds"]
 
@@ -214,6 +214,7 @@ async def gather(
     n = len(calls)
     if n == 0:
         return []
+    await prepare_counter(counter)
     if not concurrent or n == 1:
         return await _sequential(calls, counter, timeout, deadline, observe)
     return await _concurrent(calls, counter, timeout, deadline, limit, observe)

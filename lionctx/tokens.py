@@ -32,6 +32,7 @@ __all__ = [
     "clear_token_cache",
     "count_tokens",
     "get_counter",
+    "prepare_counter",
     "resolve_counter",
 ]
 
@@ -164,8 +165,23 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
             return long(text)
         return encode_len(text)
 
+    count.encoding_name = encoding  # type: ignore[attr-defined]  # read by prepare_counter
     with _lock:
         return _counters.setdefault(encoding, count)
+
+
+async def prepare_counter(counter: TokenCounter) -> None:
+    """Load a counter's encoding in a worker thread if it is not loaded yet.
+
+    Gather calls this before any provider's timer starts: the first load takes most
+    of a second, and on the event loop it would stall every provider running beside
+    it (and could time them out).
+    """
+    name = getattr(counter, "encoding_name", None)
+    if name is not None and name not in _encodings:
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(get_encoding, name)
 
 
 def clear_token_cache() -> None:

@@ -336,3 +336,25 @@ async def test_observer_sees_each_outcome_as_it_lands(concurrent):
                             ("slow", Status.FIRED)]
     if concurrent:
         assert seen[0] == ("fast", Status.FIRED)  # completion order, not list order
+
+
+async def test_first_pass_loads_the_encoding_off_the_event_loop(monkeypatch):
+    # Loading takes most of a second; on the event loop it would stall (and time out)
+    # providers running beside the first one to finish.
+    import threading
+
+    from lionctx import tokens
+
+    monkeypatch.setattr(tokens, "_encodings", {})
+    threads = []
+    real = tokens._load_o200k
+
+    def recording_load(*a, **k):
+        threads.append(threading.current_thread())
+        return real(*a, **k)
+
+    monkeypatch.setattr(tokens, "_load_o200k", recording_load)
+    out = await gather([call("a", returning("hello")), call("b", returning("world"))],
+                       counter=tokens.get_counter(), concurrent=True, timeout=5)
+    assert [o.status for o in out] == [Status.FIRED, Status.FIRED]
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()

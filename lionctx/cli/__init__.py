@@ -1,0 +1,211 @@
+"""The ``lionctx`` command: ``lionctx demo`` and ``lionctx resolve``.
+
+``lionctx demo`` shows the whole job on embedded sample sources, offline (see
+:mod:`lionctx.demo`). ``lionctx resolve`` is a dry run of an agent's context: it
+builds providers from flags or a TOML file, resolves them for one query through
+either face, and prints the rendered context and what happened to every source.
+
+Exit status: 0 when the command ran (a resolve whose sources failed still ran: the
+report says so), 1 when the demo's model call failed, 2 with a one-line message for
+bad arguments or an unreadable or invalid config, 130 when interrupted. Only the
+entry point imports this package, so ``import lionctx`` stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn, Optional
+
+from .resolve import DEFAULT_TIMEOUT, cmd_resolve
+from .sources import KINDS, UsageError, arg_type, one_line, parse_float, parse_int
+from .sources import ModifierAction as _ModifierAction
+from .sources import SourceAction as _SourceAction
+
+__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError",
+           "build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    return run_demo(color=args.color, offline=args.offline, timeout=args.timeout)
+
+
+# -- parser -----------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``lionctx resolve: error: ... (see --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)} "
+                              f"(see '{self.prog} --help')\n")
+
+
+_RESOLVE_HELP = """\
+sources (repeatable; each is one provider, in the order given):
+  --fs [NAME=]PATH        the files under PATH matching --glob (default **/*.md)
+  --http [NAME=]URL       the body of a GET to URL; only URL's own host is allowed
+  --sqlite [NAME=]DB      the rows of --sql (required) from the SQLite file DB,
+                          opened read-only; the query may use :query, :user_id,
+                          :tenant_id, :session_id and :run_id
+
+  --name, --priority, --cap, --glob and --sql apply to the source just before
+  them, so these two are the same:
+      --fs notes=./docs --priority 2 --cap 400
+      --fs ./docs --name notes --priority 2 --cap 400
+  A source's name defaults to the last part of its path or URL. Write a path that
+  contains "=" as ./a=b. Priorities and caps are used by the lionagi face (higher
+  priority survives a budget conflict; a block over its cap is skipped); the
+  agentium face admits in source order and has neither.
+
+config file (--config FILE, TOML): top-level query, user, tenant, budget, timeout,
+deadline, face, concurrent; then one [[providers]] table per source:
+  [[providers]]
+  kind = "fs"              # fs | http | sqlite
+  path = "docs"            # fs: path (relative to the config file), glob,
+  glob = "**/*.md"         #   encoding, max_file_size, max_files
+  name = "notes"           # http: url, method, headers, allowed_hosts,
+  priority = 2             #   max_response_bytes, max_redirects, body
+  cap = 400                # sqlite: database, sql, max_rows, params
+Sources from flags come after the config's; flags override its settings.
+
+output: text (the rendered context, then the report table; colour on a terminal
+unless NO_COLOR is set) or json (context, budget, used_tokens and one outcome per
+provider). While sources run, a status line is drawn on stderr when it is a
+terminal. Exit status: 0 when the resolve ran, even if sources failed; 2 for bad
+arguments or an unreadable config.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``lionctx`` argument parser."""
+    from .. import __version__
+
+    parser = _Parser(
+        prog="lionctx",
+        description="Pre-turn context for LLM agents: gather from many sources, fit a "
+                    "token budget, inject for one request, report every source.",
+    )
+    parser.add_argument("--version", action="version", version=f"lionctx {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    demo = sub.add_parser(
+        "demo", help="show lionctx at work on built-in sample sources (offline)",
+        description="Start sample sources (notes in a temp folder, a SQLite user profile, "
+                    "an HTTP status endpoint on 127.0.0.1), resolve context for a sample "
+                    "question through both faces, print the reports and the system "
+                    "prompt, then run one agent turn: against OPENAI_BASE_URL / "
+                    "OPENAI_API_KEY when set, else against a bundled offline echo model. "
+                    "Everything it starts is stopped and removed before it exits.")
+    demo.add_argument("--offline", action="store_true",
+                      help="use the offline echo model even when OPENAI_* is set")
+    demo.add_argument("--timeout", type=arg_type(lambda t: parse_float(t, "value",
+                                                                         positive=True)),
+                      default=0.5, metavar="SECONDS",
+                      help="per-source timeout (default 0.5; the sample incidents "
+                           "endpoint takes 30 s, to show a contained timeout)")
+    demo.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                      help="colour output (default: auto, i.e. on a terminal unless "
+                           "NO_COLOR is set)")
+    demo.add_argument("-v", "--verbose", action="count", default=0,
+                      help="log warnings (-v) or debug detail (-vv) to stderr")
+    demo.set_defaults(handler=_cmd_demo)
+
+    res = sub.add_parser(
+        "resolve", help="dry-run an agent's context: resolve sources and report",
+        description="Resolve context from the given sources for one query, as an agent "
+                    "would right before its model call, and show what each source did.",
+        epilog=_RESOLVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = res.add_argument_group("sources")
+    src.add_argument("--fs", action=_SourceAction, const="fs", metavar="[NAME=]PATH",
+                     dest="sources", help="a folder of files")
+    src.add_argument("--http", action=_SourceAction, const="http", metavar="[NAME=]URL",
+                     dest="sources", help="an HTTP(S) endpoint")
+    src.add_argument("--sqlite", action=_SourceAction, const="sqlite", metavar="[NAME=]DB",
+                     dest="sources", help="a SQLite database file (with --sql)")
+    src.add_argument("--glob", action=_ModifierAction, const=("glob", ("fs",)),
+                     metavar="PATTERN", help="which files of the --fs before it")
+    src.add_argument("--sql", action=_ModifierAction, const=("sql", ("sqlite",)),
+                     metavar="QUERY", help="the query for the --sqlite before it")
+    src.add_argument("--name", action=_ModifierAction, const=("name", KINDS),
+                     metavar="NAME", help="name of the source before it")
+    src.add_argument("--priority", action=_ModifierAction, const=("priority", KINDS),
+                     type=arg_type(lambda t: parse_float(t, "value")),
+                     metavar="N", help="priority of the source before it (default 0)")
+    src.add_argument("--cap", action=_ModifierAction, const=("cap", KINDS),
+                     type=arg_type(lambda t: parse_int(t, "value", 1)),
+                     metavar="TOKENS", help="token cap of the source before it")
+    src.add_argument("--config", metavar="FILE", help="a TOML file declaring sources")
+    opts = res.add_argument_group("resolve options")
+    opts.add_argument("--query", "-q", help="the user's question (default: empty)")
+    opts.add_argument("--user", help="the user id providers see (RunContext.user_id)")
+    opts.add_argument("--tenant", help="the tenant id providers see")
+    opts.add_argument("--budget", type=arg_type(lambda t: parse_float(t, "value", minimum=0)),
+                      metavar="TOKENS",
+                      help="total tokens kept (default 2000 for lionagi, none for agentium)")
+    opts.add_argument("--timeout", type=arg_type(lambda t: parse_float(t, "value", positive=True)),
+                      metavar="SECONDS",
+                      help=f"per-source timeout (default {DEFAULT_TIMEOUT:g})")
+    opts.add_argument("--deadline", type=arg_type(lambda t: parse_float(t, "value", positive=True)),
+                      metavar="SECONDS", help="deadline for the whole pass (default none)")
+    opts.add_argument("--face", choices=("lionagi", "agentium"),
+                      help="lionagi: a ContextProviderRegistry pass (default); agentium: "
+                           "resolve_context (concurrent, list order)")
+    opts.add_argument("--concurrent", action="store_true", default=None,
+                      help="lionagi face: run sources together (default: one by one, as "
+                           "LionAGI does)")
+    out = res.add_argument_group("output")
+    out.add_argument("--format", choices=("text", "json"), default="text",
+                     help="text for people (default), json for scripts")
+    out.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                     help="colour in text output (default: auto)")
+    out.add_argument("-v", "--verbose", action="count", default=0,
+                     help="log warnings (-v) or debug detail (-vv) to stderr")
+    res.set_defaults(handler=cmd_resolve)
+    return parser
+
+
+def _configure_logging(verbose: int) -> None:
+    # The report carries every failure; logs (with their tracebacks) only on request.
+    root = logging.getLogger()
+    if verbose <= 0:
+        root.addHandler(logging.NullHandler())
+        return
+    logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.WARNING,
+                        stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``lionctx`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return EXIT_OK
+    _configure_logging(getattr(args, "verbose", 0))
+    try:
+        return int(handler(args))
+    except UsageError as exc:
+        print(f"lionctx {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"lionctx {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `lionctx resolve ... | head`: the reader left; that is not an error.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the final flush
+        except OSError:
+            pass
+        return EXIT_OK
+

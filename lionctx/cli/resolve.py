@@ -1,0 +1,206 @@
+"""``lionctx resolve``: one pass over the given sources, printed as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Optional
+
+from .sources import (
+    SourceSpec,
+    UsageError,
+    assign_names,
+    build_provider,
+    read_config,
+    tidy_number,
+)
+from .terminal import LiveStatus, Style, format_table, summary_line, want_color
+
+__all__ = ["DEFAULT_TIMEOUT", "Plan", "make_plan", "build_providers", "cmd_resolve", "run_plan"]
+
+#: Per-source timeout when neither a flag nor the config gives one: a dry run
+#: should never hang on a source.
+DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass
+class Plan:
+    """Everything ``lionctx resolve`` will do, checked."""
+
+    specs: list[SourceSpec]
+    query: str
+    user: Optional[str]
+    tenant: Optional[str]
+    face: str
+    budget: Optional[float]
+    timeout: Optional[float]
+    deadline: Optional[float]
+    concurrent: bool
+    fmt: str
+    color: str
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Merge the config file (if any) and the flags; flags win."""
+    settings: dict[str, Any] = {}
+    specs: list[SourceSpec] = []
+    if args.config is not None:
+        settings, specs = read_config(Path(args.config))
+    specs += list(args.sources or [])
+    if not specs:
+        raise UsageError("no sources: give at least one --fs, --http or --sqlite, "
+                         "or --config FILE")
+
+    def pick(key: str, default: Any) -> Any:
+        value = getattr(args, key)
+        if value is not None:
+            return value
+        return settings.get(key, default)
+
+    face = pick("face", "lionagi")
+    budget = pick("budget", 2000 if face == "lionagi" else None)
+    if budget is not None:
+        budget = tidy_number(budget)
+    for spec in specs:
+        spec.priority = tidy_number(spec.priority)
+    plan = Plan(
+        specs=specs,
+        query=pick("query", ""),
+        user=pick("user", None),
+        tenant=pick("tenant", None),
+        face=face,
+        budget=budget,
+        timeout=pick("timeout", DEFAULT_TIMEOUT),
+        deadline=pick("deadline", None),
+        concurrent=pick("concurrent", False),
+        fmt=args.format,
+        color=args.color,
+    )
+    assign_names(specs)
+    return plan
+
+
+def build_providers(plan: Plan) -> list[Any]:
+    """One provider per source, in order; a bad option is a :class:`UsageError`."""
+    return [build_provider(s, plan.timeout) for s in plan.specs]
+
+
+async def run_plan(plan: Plan, providers: list[Any],
+                   live: Optional[LiveStatus] = None) -> dict[str, Any]:
+    """Resolve once through the chosen face, then close the providers.
+
+    Returns ``{"context", "outcomes", "report", "budget", "used_tokens",
+    "offered_tokens", "duration_ms"}``.
+    """
+    import anyio
+
+    from ..context import RunContext
+
+    ctx = RunContext(user_id=plan.user, tenant_id=plan.tenant)
+    observer = live.on_outcome if live is not None and live.enabled else None
+    try:
+        async with anyio.create_task_group() as tg:
+            if live is not None and observer is not None:
+                live.start()
+                tg.start_soon(live.tick)
+            if plan.face == "lionagi":
+                result = await _resolve_lionagi(plan, providers, ctx, observer)
+            else:
+                result = await _resolve_agentium(plan, providers, ctx, observer)
+            tg.cancel_scope.cancel()  # stops the ticker
+    finally:
+        if live is not None:
+            live.clear()
+        with anyio.CancelScope(shield=True):
+            for p in providers:
+                close = getattr(p, "aclose", None)
+                if close is not None:
+                    await close()
+    return result
+
+
+async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
+                           observer: Any) -> dict[str, Any]:
+    from ..branch import Branch, Instruction
+    from ..render import join_tagged, tag_block
+
+    branch = Branch(None, run_context=ctx, name="lionctx-resolve")
+    registry = branch.providers
+    registry.budget = plan.budget if plan.budget is not None else 2000
+    registry.concurrent = plan.concurrent
+    registry.timeout = plan.timeout
+    registry.deadline = plan.deadline
+    registry.on_outcome = observer
+    for spec, provider in zip(plan.specs, providers):
+        registry.register(provider, priority=spec.priority, max_tokens=spec.cap,
+                          name=spec.name)
+    report = await registry.gather(branch, Instruction(plan.query))
+    context = join_tagged(tag_block(row["provider_name"], text)
+                          for row, text in zip(report.fired, report.blocks))
+    return {"context": context, "outcomes": report.outcomes, "report": report.to_dict(),
+            "budget": report.budget, "used_tokens": report.used_tokens,
+            "offered_tokens": report.offered_tokens, "duration_ms": report.duration_ms}
+
+
+async def _resolve_agentium(plan: Plan, providers: list[Any], ctx: Any,
+                            observer: Any) -> dict[str, Any]:
+    from ..resolve import resolve_context
+
+    resolution = await resolve_context(providers, plan.query, ctx, timeout=plan.timeout,
+                                       deadline=plan.deadline, budget=plan.budget,
+                                       on_outcome=observer)
+    return {"context": resolution.text, "outcomes": resolution.outcomes,
+            "report": resolution.to_dict(), "budget": resolution.budget,
+            "used_tokens": resolution.used_tokens, "offered_tokens": None,
+            "duration_ms": resolution.duration_ms}
+
+
+def _print_text(plan: Plan, result: dict[str, Any], out: IO[str]) -> None:
+    style = Style(want_color(plan.color, out))
+    context = result["context"]
+    if context:
+        out.write(context + "\n")
+    else:
+        out.write(style("(no context: nothing was kept)", "dim") + "\n")
+    out.write("\n" + style(f"-- report ({plan.face} face) --", "cyan") + "\n")
+    out.write(format_table(result["outcomes"], style,
+                           kinds=[s.kind for s in plan.specs],
+                           show_priority=plan.face == "lionagi") + "\n")
+    out.write(summary_line(result["outcomes"], result["budget"], result["used_tokens"],
+                           result["duration_ms"], offered=result["offered_tokens"]) + "\n")
+
+
+def _json_document(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
+    doc: dict[str, Any] = {"face": plan.face, "query": plan.query, "user": plan.user,
+                           "tenant": plan.tenant, "context": result["context"]}
+    report = dict(result["report"])
+    report.pop("text", None)  # Resolution's name for what both faces call "context"
+    doc.update(report)
+    sources = {s.name: s.kind for s in plan.specs}
+    for row in doc["outcomes"]:
+        row["source"] = sources.get(row["name"])
+    return doc
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    """``lionctx resolve``: exit status 0 when the pass ran, whatever the sources did."""
+    import anyio
+
+    plan = make_plan(args)
+    providers = build_providers(plan)
+    if plan.face == "agentium":
+        ignored = [s.name for s in plan.specs if s.priority or s.cap is not None]
+        if ignored:
+            print(f"lionctx resolve: note: the agentium face has no priorities or caps; "
+                  f"ignored for {', '.join(str(n) for n in ignored)}", file=sys.stderr)
+    live = LiveStatus([s.name or "" for s in plan.specs])
+    result = anyio.run(run_plan, plan, providers, live)
+    if plan.fmt == "json":
+        json.dump(_json_document(plan, result), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        _print_text(plan, result, sys.stdout)
+    return 0

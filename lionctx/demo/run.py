@@ -1,0 +1,288 @@
+"""``lionctx demo``: the whole job, on this machine, in a couple of seconds.
+
+1. Build the sources (:func:`~lionctx.demo.world.demo_world`): notes in a temp
+   folder, a SQLite user profile, a status endpoint on 127.0.0.1, and a slow
+   incidents endpoint that will time out on purpose.
+2. LionAGI face: a :class:`~lionctx.ContextProviderRegistry` on a
+   :class:`~lionctx.Branch` with priorities, caps, a budget and per-provider
+   timeouts; print its report and the exact system prompt the model would receive.
+3. agentium face: :func:`~lionctx.resolve_context` over the same provider objects;
+   print its report.
+4. One agent turn (``agentium_compat.Agent``) with that context, against
+   ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` when set, else against the bundled
+   :class:`~lionctx.testing.LocalOpenAIServer`, an offline echo model.
+5. Stop both servers and remove the folder, whatever happened; print what was
+   cleaned up (the ports and the folder), so anyone can check.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import IO, Any, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+from ..cli.terminal import LiveStatus, Style, format_table, summary_line, want_color
+from . import samples
+from .world import DemoWorld, demo_world
+
+__all__ = ["run_demo"]
+
+#: Tokens kept per pass, on both faces: the notes, profile and status fit (about 230
+#: tokens, 250 tagged); the archive (about 180 more) does not.
+BUDGET = 300
+#: How long any source may take (``--timeout``); the incidents endpoint takes 30 s.
+SOURCE_TIMEOUT = 0.5
+
+_KINDS = ["fs", "sqlite", "http", "http", "fs"]
+
+
+@dataclass
+class _Run:
+    out: IO[str]
+    style: Style
+    live: LiveStatus
+    world: DemoWorld
+    model: Any
+    model_label: str
+    echo: bool
+    timeout: float = 0.5
+
+    def say(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def heading(self, text: str) -> None:
+        self.say()
+        self.say(self.style(text, "bold", "cyan"))
+
+    def framed(self, title: str, text: str) -> None:
+        self.say(self.style(f"----- {title} -----", "dim"))
+        self.say(text)
+        self.say(self.style("----- end -----", "dim"))
+
+
+def _public_url(url: str) -> str:
+    """``url`` without credentials, query or fragment: safe to print."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    except ValueError:
+        return "<unparsable URL>"
+
+
+def _providers(world: DemoWorld, timeout: float) -> list[Any]:
+    from ..providers import (
+        FilesystemContextProvider,
+        HttpContextProvider,
+        SqliteContextProvider,
+    )
+
+    # The pass's timeout decides; the HTTP client's own is a backstop behind it.
+    http_timeout = max(5.0, timeout + 1.0)
+    return [
+        FilesystemContextProvider(world.notes, glob="*.md", name="notes"),
+        SqliteContextProvider(world.database, samples.PROFILE_SQL, name="profile"),
+        HttpContextProvider(f"{world.status.url}/status", name="status",
+                            timeout=http_timeout),
+        HttpContextProvider(f"{world.status.url}/incidents", name="incidents",
+                            timeout=http_timeout),
+        FilesystemContextProvider(world.archive, glob="*.md", name="archive"),
+    ]
+
+
+def _describe_sources(run: _Run) -> None:
+    w = run.world
+    rows = [
+        ("notes", "fs", f"{w.notes} ({len(samples.NOTES)} files)"),
+        ("profile", "sqlite", f"{w.database} (query: {samples.PROFILE_SQL})"),
+        ("status", "http", f"{w.status.url}/status"),
+        ("incidents", "http", f"{w.status.url}/incidents (answers after "
+                              f"{w.status.slow_seconds:g}s: will time out on purpose)"),
+        ("archive", "fs", f"{w.archive} ({len(samples.ARCHIVE)} long file)"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, kind, where in rows:
+        run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {where}")
+
+
+async def _lionagi_face(run: _Run, providers: list[Any]) -> None:
+    from ..branch import Branch, ContextBlock, Instruction
+    from ..context import RunContext
+
+    notes, profile, status, incidents, archive = providers
+    run.heading("1. LionAGI face: a ContextProviderRegistry on a Branch")
+    run.say(f"   budget {BUDGET} tokens, concurrent, timeout {run.timeout:g}s per "
+            "source; higher priority wins a budget conflict")
+    branch = Branch(samples.SYSTEM_PROMPT, run.model,
+                    run_context=RunContext(user_id=samples.USER_ID), name="support")
+    registry = branch.providers
+    registry.budget = BUDGET
+    registry.concurrent = True
+    registry.timeout = run.timeout
+    registry.on_outcome = run.live.on_outcome if run.live.enabled else None
+    registry.register(notes, priority=2, max_tokens=300)
+    registry.register(profile, priority=3)
+    registry.register(status, priority=3)
+    registry.register(incidents, priority=1)
+    registry.register(archive, priority=0)
+    report = await _with_live(run, registry.gather(branch, Instruction(samples.QUESTION)))
+    run.say()
+    run.say(format_table(report.outcomes, run.style, kinds=_KINDS))
+    run.say(summary_line(report.outcomes, report.budget, report.used_tokens,
+                         report.duration_ms, offered=report.offered_tokens))
+    run.say()
+    request = branch.build_request(
+        samples.QUESTION,
+        blocks=[ContextBlock(row["provider_name"], text)
+                for row, text in zip(report.fired, report.blocks)])
+    run.framed("system prompt the model would receive (Branch, render='tags')",
+               request[0]["content"])
+
+
+async def _agentium_face(run: _Run, providers: list[Any]) -> Any:
+    from ..context import RunContext
+    from ..resolve import resolve_context
+
+    run.heading("2. agentium face: resolve_context over the same provider objects")
+    run.say(f"   concurrent, allSettled, blocks in list order, timeout {run.timeout:g}s, "
+            f"budget {BUDGET} tokens (counted on the tagged blocks)")
+    resolution = await _with_live(run, resolve_context(
+        providers, samples.QUESTION, RunContext(user_id=samples.USER_ID),
+        timeout=run.timeout, budget=BUDGET,
+        on_outcome=run.live.on_outcome if run.live.enabled else None))
+    run.say()
+    run.say(format_table(resolution.outcomes, run.style, kinds=_KINDS, show_priority=False))
+    run.say(summary_line(resolution.outcomes, resolution.budget, resolution.used_tokens,
+                         resolution.duration_ms))
+    return resolution
+
+
+async def _agent_turn(run: _Run, providers: list[Any], resolution: Any) -> int:
+    from agentium_compat import Agent
+
+    from ..models import ModelError
+
+    run.heading("3. One agent turn: Agent('support-bot').run(question), context from step 2")
+    run.say(f"   model: {run.model_label}")
+    agent = Agent(name="support-bot", model=run.model, instructions=samples.SYSTEM_PROMPT,
+                  context_providers=providers, context_budget=BUDGET,
+                  context_timeout=run.timeout)
+    try:
+        result = await agent.run(samples.QUESTION, user_id=samples.USER_ID,
+                                 context=resolution)
+    except ModelError as exc:
+        run.say(run.style(f"   the model call failed: {exc}", "red", "bold"))
+        return 1
+    run.say()
+    run.framed("system prompt sent", result.system or "")
+    run.framed("user message sent", samples.QUESTION)
+    run.say()
+    run.say(run.style("reply:", "bold"))
+    run.say(result.output)
+    if result.usage:
+        usage = ", ".join(f"{k} {v}" for k, v in result.usage.items()
+                          if isinstance(v, int) and not isinstance(v, bool))
+        suffix = " (words, not model tokens: echo server)" if run.echo else ""
+        run.say(run.style(f"usage: {usage}{suffix}", "dim"))
+    return 0
+
+
+async def _with_live(run: _Run, awaitable: Any) -> Any:
+    """Await ``awaitable`` while the live line (stderr terminals only) ticks."""
+    import anyio
+
+    if not run.live.enabled:
+        return await awaitable
+    run.live.start()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.live.tick)
+            result = await awaitable
+            tg.cancel_scope.cancel()
+    finally:
+        run.live.clear()
+    return result
+
+
+async def _main(run: _Run) -> int:
+    import anyio
+
+    providers = _providers(run.world, run.timeout)
+    try:
+        await _lionagi_face(run, providers)
+        resolution = await _agentium_face(run, providers)
+        return await _agent_turn(run, providers, resolution)
+    finally:
+        with anyio.CancelScope(shield=True):
+            for p in providers:
+                close = getattr(p, "aclose", None)
+                if close is not None:
+                    await close()
+            await run.model.aclose()
+
+
+def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, Optional[int]]:
+    """The model for the turn: (model, label, is_echo, local server port or None)."""
+    from agentium_compat import openai
+
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if not offline and (base_url or os.environ.get("OPENAI_API_KEY")):
+        model = openai()
+        where = _public_url(model.base_url or "https://api.openai.com/v1")
+        return model, f"{model.model} at {where} (from OPENAI_BASE_URL / OPENAI_API_KEY)", \
+            False, None
+    from ..testing import LocalOpenAIServer
+
+    server = stack.enter_context(LocalOpenAIServer())
+    model = openai("lionctx-echo", base_url=server.base_url)
+    label = (f"offline echo model at {server.base_url}: no language model, no network; it "
+             "repeats the question and names the context blocks it received "
+             "(set OPENAI_BASE_URL / OPENAI_API_KEY for a real model)")
+    return model, label, True, server.port
+
+
+def run_demo(*, color: str = "auto", offline: bool = False,
+             timeout: float = SOURCE_TIMEOUT, out: Optional[IO[str]] = None) -> int:
+    """Run the demo, printing to ``out`` (stdout); returns the exit status.
+
+    ``offline`` uses the echo model even when ``OPENAI_*`` is set; ``timeout`` is
+    the per-source timeout in seconds. Errors and Ctrl-C propagate, after
+    everything the demo started is stopped and removed.
+    """
+    import anyio
+
+    out = out if out is not None else sys.stdout
+    style = Style(want_color(color, out))
+    live = LiveStatus(["notes", "profile", "status", "incidents", "archive"])
+    ports: list[int] = []
+    root = None
+    out.write(style("lionctx demo", "bold") + ": pre-turn context from five sources, "
+              "all on this machine\n")
+    try:
+        with ExitStack() as stack:
+            world = stack.enter_context(demo_world())
+            root = world.root
+            ports.append(world.status.port)
+            model, label, echo, model_port = _pick_model(stack, offline)
+            if model_port is not None:
+                ports.append(model_port)
+            run = _Run(out, style, live, world, model, label, echo, timeout)
+            run.say(f"question: {samples.QUESTION}")
+            run.say(f"user:     {samples.USER_ID}")
+            run.say("sources:")
+            _describe_sources(run)
+            return int(anyio.run(_main, run))
+    finally:
+        # The ``with`` has stopped the servers and removed the folder by now, on
+        # every way out (a finished run, an error, Ctrl-C).
+        live.clear()
+        if root is not None:
+            out.write("\n" + style(f"cleaned up: servers on 127.0.0.1 ports "
+                                   f"{' '.join(str(p) for p in ports)} stopped; "
+                                   f"removed {root}", "dim") + "\n")
+            out.flush()
