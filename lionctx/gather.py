@@ -107,44 +107,39 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     degraded = _degradation(call.provider)
     if degraded is not None:
         logger.warning("context provider %r degraded: %s", call.name, degraded)
-    if result is None:
-        out = Outcome(call.name, index, _EMPTY, priority=call.priority,
-                      max_tokens=call.max_tokens)
-    elif isinstance(result, str):
-        if not str.__len__(result):
-            out = Outcome(call.name, index, _EMPTY, priority=call.priority,
-                          max_tokens=call.max_tokens)
-        else:
-            try:
-                # Plain str, whatever subclass came back: what we count is what we send.
-                text = result if type(result) is str else str.__add__("", result)
-                if call.frame is not None:
-                    text = call.frame(text)
-                tokens = counter(text)
-                if type(tokens) is not int or tokens < 0:
-                    raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
-            except Exception as exc:
-                logger.warning("context provider %r output could not be counted",
-                               call.name, exc_info=True)
-                out = _failed(call, index, start, exc)
-                out.degradation_reason = degraded
-                out.duration_ms = elapsed
-                return out
-            out = Outcome(call.name, index, _FIRED, text, tokens, priority=call.priority,
-                          max_tokens=call.max_tokens)
-            if type(result) is not str:
-                out.cached = bool(getattr(result, "cached", False))
-                out.stale = bool(getattr(result, "stale", False))
-    else:
-        exc = TypeError(
-            f"provider returned {type(result).__name__}, expected str or None"
-        )
+    if result is None or (isinstance(result, str) and not str.__len__(result)):
+        return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, None,
+                       degraded, False, False, call.priority, call.max_tokens)
+    if not isinstance(result, str):
         logger.warning("context provider %r returned %s; skipping", call.name,
                        type(result).__name__)
+        out = _failed(call, index, start, TypeError(
+            f"provider returned {type(result).__name__}, expected str or None"))
+        out.duration_ms = elapsed
+        out.degradation_reason = degraded
+        return out
+    plain = type(result) is str
+    try:
+        # Plain str, whatever subclass came back: what we count is what we send.
+        text = result if plain else str.__add__("", result)
+        if call.frame is not None:
+            text = call.frame(text)
+        tokens = counter(text)
+        if type(tokens) is not int or tokens < 0:
+            raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
+    except Exception as exc:
+        logger.warning("context provider %r output could not be counted", call.name,
+                       exc_info=True)
         out = _failed(call, index, start, exc)
-    out.duration_ms = elapsed
-    out.degradation_reason = degraded
-    return out
+        out.duration_ms = elapsed
+        out.degradation_reason = degraded
+        return out
+    if plain:
+        return Outcome(call.name, index, _FIRED, text, tokens, elapsed, None, None, None,
+                       degraded, False, False, call.priority, call.max_tokens)
+    return Outcome(call.name, index, _FIRED, text, tokens, elapsed, None, None, None,
+                   degraded, bool(getattr(result, "cached", False)),
+                   bool(getattr(result, "stale", False)), call.priority, call.max_tokens)
 
 
 Observer = Callable[[Outcome], None]
@@ -160,14 +155,6 @@ def _notify(observe: Optional[Observer], outcome: Outcome) -> Outcome:
 
 
 async def _run_one(call: ProviderCall, index: int, counter: TokenCounter,
-                   timeout: Optional[float], starts: Optional[list[Optional[float]]],
-                   observe: Optional[Observer] = None) -> Outcome:
-    if observe is None:
-        return await _attempt(call, index, counter, timeout, starts)
-    return _notify(observe, await _attempt(call, index, counter, timeout, starts))
-
-
-async def _attempt(call: ProviderCall, index: int, counter: TokenCounter,
                    timeout: Optional[float], starts: Optional[list[Optional[float]]]) -> Outcome:
     start = perf_counter()
     if starts is not None:
@@ -226,12 +213,14 @@ async def _sequential(calls: Sequence[ProviderCall], counter: TokenCounter,
     outcomes: list[Outcome] = []
     if deadline is None:
         for i, call in enumerate(calls):
-            outcomes.append(await _run_one(call, i, counter, timeout, None, observe))
+            o = await _run_one(call, i, counter, timeout, None)
+            outcomes.append(o if observe is None else _notify(observe, o))
         return outcomes
     starts: list[Optional[float]] = [None] * len(calls)
     with anyio.move_on_after(deadline):
         for i, call in enumerate(calls):
-            outcomes.append(await _run_one(call, i, counter, timeout, starts, observe))
+            o = await _run_one(call, i, counter, timeout, starts)
+            outcomes.append(o if observe is None else _notify(observe, o))
     for i in range(len(outcomes), len(calls)):
         why = (f"deadline of {deadline:g}s reached" if starts[i] is not None
                else f"not started: deadline of {deadline:g}s reached")
@@ -279,10 +268,11 @@ async def _concurrent(calls: Sequence[ProviderCall], counter: TokenCounter,
 
     async def run(i: int) -> None:
         if limiter is None:
-            results[i] = await _run_one(calls[i], i, counter, timeout, starts, observe)
+            o = await _run_one(calls[i], i, counter, timeout, starts)
         else:
             async with limiter:
-                results[i] = await _run_one(calls[i], i, counter, timeout, starts, observe)
+                o = await _run_one(calls[i], i, counter, timeout, starts)
+        results[i] = o if observe is None else _notify(observe, o)
 
     if starts is None:
         await _spawn(n, run)
