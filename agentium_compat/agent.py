@@ -39,19 +39,20 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import anyio
 
 from lionctx.adapters import fetch_method, provider_name
 from lionctx.branch import Branch, Instruction
 from lionctx.context import RunContext, coerce_run_context
-from lionctx.engines.base import ContextEngine
-from lionctx.engines.host import EngineSession, summary_model
-from lionctx.engines.loader import clone_engine, resolve_context_engine
 from lionctx.gather import validate_seconds
 from lionctx.models.base import ChatModel, ChatResponse
 from lionctx.resolve import Resolution, resolve_context
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lionctx.engines.base import ContextEngine
+    from lionctx.engines.host import EngineSession
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
@@ -237,6 +238,10 @@ class Agent:
         self.model_settings = dict(model_settings or {})
         self._engine: Optional[ContextEngine] = None
         if context_engine is not None or engine_config is not None:
+            # lionctx.engines loads only for agents that use an engine
+            from lionctx.engines.host import summary_model
+            from lionctx.engines.loader import resolve_context_engine
+
             self._engine = resolve_context_engine(context_engine, engine_config,
                                                   model=summary_model(model))
         # session key (None: runs without a session id) -> that conversation's engine
@@ -265,6 +270,9 @@ class Agent:
         engine = self._engine
         if engine is None:
             return None
+        from lionctx.engines.host import EngineSession, summary_model
+        from lionctx.engines.loader import clone_engine
+
         key = None if session_id is None else str(session_id)
         with self._sessions_lock:
             session = self._sessions.get(key)

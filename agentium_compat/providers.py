@@ -18,15 +18,16 @@ spelling.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, NoReturn, Optional
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Optional
 
 from lionctx.providers import cache as _cache
 from lionctx.providers import database as _database
 from lionctx.providers import filesystem as _filesystem
 from lionctx.providers import http as _http
+from lionctx.providers.base import check_duration
 
 __all__ = [
     "CachedContextProvider",
@@ -36,11 +37,17 @@ __all__ = [
 ]
 
 _MISSING: Any = object()
+# A quoted value (left as it is) or a word that may be a lionctx option name.
+_QUOTED_OR_WORD = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\w+\b")
 
 
-def _merge(cls_name: str, options: Optional[Mapping[str, Any]], given: dict[str, Any],
-           allowed: Mapping[str, str]) -> dict[str, Any]:
-    """One dict of options from a positional mapping and keywords; unknown ones refused."""
+def _options(cls_name: str, options: Optional[Mapping[str, Any]], given: dict[str, Any],
+             table: Mapping[str, str], required: Optional[str] = None) -> dict[str, Any]:
+    """One dict of lionctx keyword arguments from a positional mapping and keywords.
+
+    ``table`` maps agentium spellings to lionctx ones; an unknown option, one given
+    twice, or a missing ``required`` one is refused by its agentium name.
+    """
     merged: dict[str, Any] = {}
     if options is not None:
         if not isinstance(options, Mapping):
@@ -51,32 +58,33 @@ def _merge(cls_name: str, options: Optional[Mapping[str, Any]], given: dict[str,
             if key in merged:
                 raise TypeError(f"{cls_name} got option {key!r} twice")
             merged[key] = value
-    camel_of = {snake: camel for camel, snake in allowed.items()}
+    camel_of = {snake: camel for camel, snake in table.items()}
     for key in merged:
-        if key not in allowed:
+        if key not in table:
             hint = f" (agentium spells it {camel_of[key]!r})" if key in camel_of else ""
             raise TypeError(f"{cls_name} got an unknown option {key!r}{hint}")
-    return merged
+    if required is not None and required not in merged:
+        raise TypeError(f"{cls_name} needs {required}")
+    return {table[k]: v for k, v in merged.items()}
+
+
+@contextmanager
+def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
+    """Re-raise a construction error with lionctx's option names in agentium's spelling.
+
+    Quoted values are left alone: the message still shows the bad value as given.
+    """
+    camel_of = {snake: camel for camel, snake in table.items() if snake != camel}
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        message = _QUOTED_OR_WORD.sub(lambda m: camel_of.get(m[0], m[0]), str(exc))
+        raise type(exc)(message) from None
 
 
 def _ms(value: Any, label: str, *, allow_zero: bool) -> float:
     """Milliseconds to seconds, refusing bad values by their agentium name."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{label} must be a number of milliseconds, got {value!r}")
-    if math.isnan(value) or math.isinf(value) or value < 0 or (value == 0 and not allow_zero):
-        need = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{label} must be a finite number of milliseconds {need}, "
-                         f"got {value!r}")
-    return value / 1000.0
-
-
-def _reraise(exc: Exception, names: Mapping[str, str]) -> NoReturn:
-    """The same error, with lionctx's option names replaced by agentium's."""
-    message = str(exc)
-    for camel, snake in names.items():
-        if camel != snake:
-            message = re.sub(rf"\b{snake}\b", camel, message)
-    raise type(exc)(message) from None
+    return check_duration(value, label, allow_zero=allow_zero, unit="milliseconds") / 1000.0
 
 
 _FS_OPTIONS = {"basePath": "base_path", "glob": "glob", "encoding": "encoding",
@@ -95,18 +103,12 @@ class FilesystemContextProvider(_filesystem.FilesystemContextProvider):
                  encoding: Any = _MISSING, maxFileSize: Any = _MISSING,  # noqa: N803
                  maxFiles: Any = _MISSING, name: Any = _MISSING,  # noqa: N803
                  **unknown: Any) -> None:
-        opts = _merge("FilesystemContextProvider", options, {
+        kwargs = _options("FilesystemContextProvider", options, {
             "basePath": basePath, "glob": glob, "encoding": encoding,
             "maxFileSize": maxFileSize, "maxFiles": maxFiles, "name": name, **unknown,
-        }, _FS_OPTIONS)
-        if "basePath" not in opts:
-            raise TypeError("FilesystemContextProvider needs basePath")
-        kwargs = {_FS_OPTIONS[k]: v for k, v in opts.items()}
-        base = kwargs.pop("base_path")
-        try:
-            super().__init__(base, **kwargs)
-        except (TypeError, ValueError) as exc:
-            _reraise(exc, _FS_OPTIONS)
+        }, _FS_OPTIONS, required="basePath")
+        with _agentium_names(_FS_OPTIONS):
+            super().__init__(kwargs.pop("base_path"), **kwargs)
 
     @property
     def basePath(self) -> str:  # noqa: N802
@@ -149,25 +151,19 @@ class HttpContextProvider(_http.HttpContextProvider):
                  maxRedirects: Any = _MISSING, transform: Any = _MISSING,  # noqa: N803
                  staleOnError: Any = _MISSING, client: Any = _MISSING,  # noqa: N803
                  **unknown: Any) -> None:
-        opts = _merge("HttpContextProvider", options, {
+        kwargs = _options("HttpContextProvider", options, {
             "url": url, "method": method, "headers": headers, "body": body,
             "timeoutMs": timeoutMs, "cacheTtlMs": cacheTtlMs, "name": name,
             "allowedHosts": allowedHosts, "maxResponseBytes": maxResponseBytes,
             "maxRedirects": maxRedirects, "transform": transform,
             "staleOnError": staleOnError, "client": client, **unknown,
-        }, _HTTP_OPTIONS)
-        if "url" not in opts:
-            raise TypeError("HttpContextProvider needs url")
-        if "timeoutMs" in opts:
-            opts["timeoutMs"] = _ms(opts["timeoutMs"], "timeoutMs", allow_zero=False)
-        if "cacheTtlMs" in opts:
-            opts["cacheTtlMs"] = _ms(opts["cacheTtlMs"], "cacheTtlMs", allow_zero=True)
-        kwargs = {_HTTP_OPTIONS[k]: v for k, v in opts.items()}
-        target = kwargs.pop("url")
-        try:
-            super().__init__(target, **kwargs)
-        except (TypeError, ValueError) as exc:
-            _reraise(exc, _HTTP_OPTIONS)
+        }, _HTTP_OPTIONS, required="url")
+        if "timeout" in kwargs:
+            kwargs["timeout"] = _ms(kwargs["timeout"], "timeoutMs", allow_zero=False)
+        if "cache_ttl" in kwargs:
+            kwargs["cache_ttl"] = _ms(kwargs["cache_ttl"], "cacheTtlMs", allow_zero=True)
+        with _agentium_names(_HTTP_OPTIONS):
+            super().__init__(kwargs.pop("url"), **kwargs)
 
     @property
     def timeoutMs(self) -> float:  # noqa: N802
@@ -182,6 +178,9 @@ class HttpContextProvider(_http.HttpContextProvider):
         return self.last_error
 
 
+_DB_OPTIONS = {"name": "name", "label": "label", "fetch": "fetch"}
+
+
 class DatabaseContextProvider(_database.DatabaseContextProvider):
     """agentium's ``DatabaseContextProvider``: a name and a ``fetch`` function.
 
@@ -192,17 +191,21 @@ class DatabaseContextProvider(_database.DatabaseContextProvider):
     def __init__(self, options: Optional[Mapping[str, Any]] = None, /, *,
                  name: Any = _MISSING, label: Any = _MISSING, fetch: Any = _MISSING,
                  **unknown: Any) -> None:
-        opts = _merge("DatabaseContextProvider", options,
-                      {"name": name, "label": label, "fetch": fetch, **unknown},
-                      {"name": "name", "label": "label", "fetch": "fetch"})
-        super().__init__(opts.get("name"), opts.get("fetch"), label=opts.get("label"))
+        kwargs = _options("DatabaseContextProvider", options,
+                          {"name": name, "label": label, "fetch": fetch, **unknown},
+                          _DB_OPTIONS)
+        super().__init__(kwargs.get("name"), kwargs.get("fetch"), label=kwargs.get("label"))
+
+
+_CACHE_OPTIONS = {"maxSize": "maxsize", "staleOnError": "stale_on_error"}
 
 
 class CachedContextProvider(_cache.CachedContextProvider):
     """agentium's caching recipe, built in: ``CachedContextProvider(inner, ttlMs)``.
 
-    Values are kept per ``(tenantId, userId, query)`` unless ``key`` says otherwise;
-    ``None`` and errors are never cached, and concurrent calls share one fetch.
+    Values are kept per ``(tenantId, userId, sessionId, query)`` unless ``key`` says
+    otherwise; ``None`` and errors are never cached, and concurrent calls share one
+    fetch.
     """
 
     def __init__(self, inner: Any, ttlMs: Any,  # noqa: N803
@@ -210,11 +213,9 @@ class CachedContextProvider(_cache.CachedContextProvider):
                  maxSize: int = 1024, staleOnError: bool = False,  # noqa: N803
                  name: Optional[str] = None) -> None:
         ttl = _ms(ttlMs, "ttlMs", allow_zero=False)
-        try:
+        with _agentium_names(_CACHE_OPTIONS):
             super().__init__(inner, ttl, key=key, maxsize=maxSize,
                              stale_on_error=staleOnError, name=name)
-        except (TypeError, ValueError) as exc:
-            _reraise(exc, {"maxSize": "maxsize", "staleOnError": "stale_on_error"})
 
     @property
     def ttlMs(self) -> float:  # noqa: N802

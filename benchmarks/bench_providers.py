@@ -66,15 +66,6 @@ async def _median_async(fn: Callable[[], Awaitable[Any]], n: int) -> float:
     return statistics.median(times)
 
 
-def _median_sync(fn: Callable[[], Any], n: int) -> float:
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _nothing() -> None:
     return None
 
@@ -177,7 +168,8 @@ async def _http_rows(srv: LoopbackServer) -> list[Row]:
     rows: list[Row] = []
     url = srv.url("/ok")
     n = 300
-    async with httpx.AsyncClient() as client:
+    # Configured as the provider's own client is (no environment proxies), for a fair pair.
+    async with httpx.AsyncClient(trust_env=False) as client:
         await client.get(url)
 
         async def bare() -> None:

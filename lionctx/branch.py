@@ -61,27 +61,14 @@ import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import aclosing, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 import anyio
 
 from .context import RunContext, coerce_run_context
-from .engines.base import ContextEngine, overrides, usage_counts
-from .engines.compressor import ContextCompressor
-from .engines.host import (
-    EngineSession,
-    after_response,
-    apply_select_context,
-    dispatch_engine_tool,
-    engine_tools,
-    maybe_compress,
-    notify_turn_complete,
-    summary_model,
-)
-from .engines.loader import clone_engine, resolve_context_engine
 from .messages import (
     ensure_tool_call_uids,
     ensure_uid,
@@ -95,6 +82,23 @@ from .models.base import ChatModel, ChatResponse, ModelResponseError
 from .models.tools import ActionResponse, Tool, as_tool, run_tool_call
 from .registry import ContextProviderRegistry, ProviderReport
 from .render import join_tagged, render_lionagi, tag_block
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engines.base import ContextEngine
+    from .engines.host import EngineSession
+
+# lionctx.engines is imported only by branches that have an engine: the plain path
+# stays free of it. _host() caches the module (a function-level import per call costs).
+_engine_host: Any = None
+
+
+def _host() -> Any:
+    global _engine_host
+    if _engine_host is None:
+        from .engines import host
+
+        _engine_host = host
+    return _engine_host
 
 __all__ = ["Branch", "ContextBlock", "Instruction", "OperateResult", "RenderMode"]
 
@@ -226,11 +230,8 @@ class _EngineTurn:
         return self.session.engine
 
 
-def _with_summarizer(engine: ContextEngine, model: Any) -> ContextEngine:
-    """A built-in compressor given without a model summarizes through the branch's."""
-    if isinstance(engine, ContextCompressor) and engine.model is None and engine.summarize is None:
-        engine.model = summary_model(model)
-    return engine
+#: What ``Branch._engine_turn`` gives without an engine: nothing, at no cost.
+_NO_ENGINE_TURN: AbstractAsyncContextManager[None] = nullcontext()
 
 
 class Branch:
@@ -254,7 +255,7 @@ class Branch:
     section, or a YAML/TOML path) giving ``engine`` (default ``"compressor"`` once a
     configuration is given), ``plugin_paths`` and ``compressor`` settings; an
     explicit ``context_engine`` name wins over its ``engine``. The built-in
-    compressor summarizes with this branch's model (a :class:`ContextCompressor`
+    compressor summarizes with this branch's model (a :class:`~lionctx.ContextCompressor`
     instance without a model or summarizer gets it too).
     """
 
@@ -305,10 +306,13 @@ class Branch:
         """The most recent model reply on this branch (any task; last writer wins)."""
         self._engine_session: Optional[EngineSession] = None
         if context_engine is not None or engine_config is not None:
+            from .engines.host import EngineSession, summary_model
+            from .engines.loader import resolve_context_engine
+
             engine = resolve_context_engine(context_engine, engine_config,
                                             model=summary_model(model))
             if engine is not None:
-                self._engine_session = EngineSession(_with_summarizer(engine, model))
+                self._engine_session = EngineSession(engine)
 
     def __repr__(self) -> str:
         providers = len(self._context_providers) if self._context_providers is not None else 0
@@ -408,9 +412,12 @@ class Branch:
         if with_providers and self._context_providers is not None:
             new._context_providers = self._context_providers.copy()
         if self._engine_session is not None:
+            from .engines.host import EngineSession, summary_model
+            from .engines.loader import clone_engine
+
             # Its own engine (clone_for_agent) and its own session.
             engine = clone_engine(self._engine_session.engine, model=summary_model(self.model))
-            new._engine_session = EngineSession(_with_summarizer(engine, self.model))
+            new._engine_session = EngineSession(engine)
         return new
 
     # -- engine session ------------------------------------------------------------
@@ -448,9 +455,10 @@ class Branch:
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
 
-    @asynccontextmanager
-    async def _engine_turn(self, *, record: bool = True) -> AsyncIterator[Optional[_EngineTurn]]:
-        """The engine's view of one turn: yields None (and does nothing) without an engine.
+    def _engine_turn(self, *, record: bool = True) -> AbstractAsyncContextManager[
+            Optional[_EngineTurn]]:
+        """The engine's view of one turn: ``async with`` gives the turn's state, or None
+        (and nothing happens) without an engine.
 
         On normal exit: compaction (when ``record``), then ``on_turn_complete``. When
         the body raises, ``on_turn_complete`` reports the failure or interruption and
@@ -458,8 +466,12 @@ class Branch:
         """
         session = self._engine_session
         if session is None:
-            yield None
-            return
+            return _NO_ENGINE_TURN
+        return self._run_engine_turn(session, record)
+
+    @asynccontextmanager
+    async def _run_engine_turn(self, session: EngineSession, record: bool) -> AsyncIterator[
+            _EngineTurn]:
         session.start(self.run_context.session_id)
         turn = _EngineTurn(session, new_uid(), self.run_context.run_id, record)
         try:
@@ -478,10 +490,11 @@ class Branch:
 
     def _turn_complete(self, turn: _EngineTurn, *, failed: bool = False,
                        interrupted: bool = False, exit_reason: str) -> None:
+        host = _host()
         engine = turn.engine
-        if not overrides(engine, "on_turn_complete"):
+        if not host.overrides(engine, "on_turn_complete"):
             return  # nothing built for an engine that does not observe turns
-        notify_turn_complete(
+        host.notify_turn_complete(
             engine, [*self._messages, *turn.pending], turn.usage,
             turn_id=turn.turn_id, task_id=turn.task_id, api_call_count=turn.api_calls,
             interrupted=interrupted, failed=failed, turn_exit_reason=exit_reason,
@@ -489,8 +502,9 @@ class Branch:
 
     async def _compact(self, turn: _EngineTurn) -> None:
         """``should_compress`` here, then ``compress`` in a worker thread when due."""
+        host = _host()
         engine = turn.engine
-        counts = usage_counts(turn.usage)
+        counts = host.usage_counts(turn.usage)
         prompt_tokens = counts[0] if counts is not None else None
         try:
             due = engine.should_compress(prompt_tokens)
@@ -502,7 +516,7 @@ class Branch:
             return
         snapshot = list(self._messages)
         compacted = await anyio.to_thread.run_sync(
-            functools.partial(maybe_compress, engine, snapshot, prompt_tokens, force=True))
+            functools.partial(host.maybe_compress, engine, snapshot, prompt_tokens, force=True))
         if compacted is None:
             return
         current = self._messages
@@ -550,9 +564,12 @@ class Branch:
         """
         request = self._render_request(instruction, blocks, turn)
         session = self._engine_session
-        if not select or session is None or not overrides(session.engine, "select_context"):
+        if not select or session is None:
             return request
-        selected = apply_select_context(
+        host = _host()
+        if not host.overrides(session.engine, "select_context"):
+            return request
+        selected = host.apply_select_context(
             session.engine, request, conversation_messages=self._messages,
             incoming_message=instruction.to_message() if instruction is not None else None)
         if selected is request:
@@ -635,7 +652,7 @@ class Branch:
         self.last_response = response
         if engine_turn is not None:
             engine_turn.usage = response.usage
-            after_response(engine_turn.engine, response.usage)
+            _host().after_response(engine_turn.engine, response.usage)
         yield response
 
     async def _complete(self, request: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
@@ -835,7 +852,7 @@ class Branch:
         if eturn is None:
             return frozenset()
         names: set[str] = set()
-        for spec in engine_tools(eturn.engine):
+        for spec in _host().engine_tools(eturn.engine):
             name = spec["function"]["name"]
             if name in user_tools or name in names:
                 logger.warning("context engine %r tool %r is left out: %s", self._engine_label(),
@@ -854,7 +871,7 @@ class Branch:
         call_id = call.get("id") or ""
         raw = fn_part.get("arguments")
         content = await anyio.to_thread.run_sync(functools.partial(
-            dispatch_engine_tool, eturn.engine, name, raw, turn_id=eturn.turn_id,
+            _host().dispatch_engine_tool, eturn.engine, name, raw, turn_id=eturn.turn_id,
             task_id=eturn.task_id, tool_call_id=call_id))
         try:
             args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})

@@ -659,7 +659,8 @@ def resolve_context_engine(
     - Neither given: None. Hosts run no engine unless asked.
     - An engine instance: used as is. The instance registered with
       :func:`register_context_engine` is shared, so the host gets its
-      ``clone_for_agent()`` instead (:func:`clone_engine`).
+      ``clone_for_agent()`` instead (:func:`clone_engine`). A
+      :class:`ContextCompressor` given without a model or summarizer gets ``model``.
     - An engine name (``"compressor"``, a plugin's name): resolved like
       ``context.engine`` by :func:`engine_for_agent`; ``config`` may still give
       ``plugin_paths`` and ``compressor`` settings, and the name wins over its
@@ -690,6 +691,9 @@ def resolve_context_engine(
             )
         if engine is _registered:
             return clone_engine(engine, model=model)
+        if (isinstance(engine, ContextCompressor) and engine.model is None
+                and engine.summarize is None and model is not None):
+            engine.model = model  # a compressor with nothing to summarize with: the host's
         return engine
     if isinstance(engine, str):
         name = engine.strip()

@@ -9,12 +9,15 @@ registered in a :class:`~lionctx.ContextProviderRegistry` and passed to
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import math
+import os
+from typing import Any, Optional, Union
 
 from ..adapters import query_from_instruction, run_context_from_branch
 from ..context import RunContext
 
-__all__ = ["ContextSource", "ProvidedText"]
+__all__ = ["ContextSource", "ProvidedText", "check_count", "check_duration", "check_name",
+           "check_path"]
 
 
 class ProvidedText(str):
@@ -56,3 +59,43 @@ class ContextSource:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+# -- option checks shared by the built-in providers -------------------------------------
+# Each names the option and the bad value, so a wrong setting fails at construction.
+
+def check_name(value: Any, label: str = "name") -> str:
+    """A provider name: a non-empty ``str``."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{label} must be a non-empty str, got {value!r}")
+    return value
+
+
+def check_count(value: Any, label: str, minimum: int) -> int:
+    """An ``int`` (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{label} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{label} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def check_duration(value: Any, label: str, *, allow_zero: bool,
+                   unit: str = "seconds") -> float:
+    """A finite number of ``unit``, positive (or zero when allowed)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{label} must be a number of {unit}, got {value!r}")
+    if math.isnan(value) or math.isinf(value) or value < 0 or (value == 0 and not allow_zero):
+        need = "zero or a positive" if allow_zero else "a positive"
+        raise ValueError(f"{label} must be {need}, finite number of {unit}, got {value!r}")
+    return float(value)
+
+
+def check_path(value: Any, label: str) -> str:
+    """A non-empty filesystem path (``str`` or path-like) without NUL characters."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{label} must be a str or path, got {value!r}")
+    raw: Union[str, bytes] = os.fspath(value)
+    if not isinstance(raw, str) or not raw or "\x00" in raw:
+        raise ValueError(f"{label} must be a non-empty path without NUL, got {value!r}")
+    return raw

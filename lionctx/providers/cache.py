@@ -20,7 +20,6 @@ Everything runs on one event loop; the cache itself is not thread-safe.
 from __future__ import annotations
 
 import functools
-import math
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -33,10 +32,10 @@ from cachetools import LRUCache, TTLCache
 from ..adapters import (call_fetch, call_provide, fetch_method, provider_name,
                         query_from_instruction, run_context_from_branch)
 from ..context import context_value
-from .base import ContextSource, ProvidedText
+from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
 
 __all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
-           "default_key", "validate_ttl"]
+           "default_key"]
 
 V = TypeVar("V")
 
@@ -91,16 +90,6 @@ class _Flight:
         self.abandoned = False
 
 
-def validate_ttl(value: Any, label: str, *, allow_zero: bool) -> float:
-    """Check a TTL in seconds: a finite number, positive (or zero when allowed)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{label} must be a number of seconds, got {value!r}")
-    if math.isnan(value) or math.isinf(value) or value < 0 or (value == 0 and not allow_zero):
-        need = "zero or a positive" if allow_zero else "a positive"
-        raise ValueError(f"{label} must be {need}, finite number of seconds, got {value!r}")
-    return float(value)
-
-
 class FlightCache(Generic[V]):
     """TTL cache plus single flight for async loads, keyed by any hashable.
 
@@ -116,10 +105,8 @@ class FlightCache(Generic[V]):
         stale_on_error: bool = False,
         timer: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.ttl = validate_ttl(ttl, "ttl", allow_zero=True)
-        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
-            raise ValueError(f"maxsize must be a positive int, got {maxsize!r}")
-        self.maxsize = maxsize
+        self.ttl = check_duration(ttl, "ttl", allow_zero=True)
+        self.maxsize = check_count(maxsize, "maxsize", 1)
         self.stale_on_error = bool(stale_on_error)
         self._fresh: Optional[TTLCache[Hashable, V]] = (
             TTLCache(maxsize, self.ttl, timer) if self.ttl > 0 else None
@@ -161,7 +148,7 @@ class FlightCache(Generic[V]):
         """
         hash(key)  # an unhashable key fails here, before any load starts
         if self._fresh is None:
-            return await self._load_uncoalesced(key, load)
+            return await self._load(key, load)  # nothing stored: nothing to share
         while True:
             value = self._fresh.get(key, _MISSING)
             if value is not _MISSING:
@@ -184,28 +171,25 @@ class FlightCache(Generic[V]):
         flight = _Flight()
         self._flights[key] = flight
         try:
-            value = await load()
+            hit = await self._load(key, load)
         except Exception as exc:
             flight.error = exc
-            stale = self._stale(key, exc)
-            if stale is None:
-                raise
-            return stale
+            raise
         except BaseException:
             # Cancelled (or worse): let the waiters take over rather than inherit it.
             flight.abandoned = True
             raise
         else:
-            flight.value = value
-            self._store(key, value)
-            return Hit(value, Source.FRESH)
+            # Waiters get what this caller got: the value, or the failure (then stale).
+            flight.value, flight.error = hit.value, hit.error
+            return hit
         finally:
             if self._flights.get(key) is flight:
                 del self._flights[key]
             flight.done.set()
 
-    async def _load_uncoalesced(self, key: Hashable,
-                                load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
+    async def _load(self, key: Hashable, load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
+        """Run ``load``: store a good value; on failure serve the stale one or raise."""
         try:
             value = await load()
         except Exception as exc:
@@ -239,18 +223,40 @@ class FlightCache(Generic[V]):
 KeyFunc = Callable[[str, Any], Hashable]
 
 
-def _hashable(value: Any) -> Hashable:
+def _identity(value: Any) -> Hashable:
+    """An id as a key part: typed, so ``1``, ``True`` and ``"1"`` stay different users."""
+    kind = type(value).__qualname__
     try:
         hash(value)
     except TypeError:
-        return ("unhashable", type(value).__name__, repr(value))
-    return value  # type: ignore[no-any-return]
+        return (kind, "unhashable", repr(value))
+    return (kind, value)
 
 
 def default_key(query: str, ctx: Any) -> Hashable:
-    """``(tenant_id, user_id, query)``: one user's context is never served to another."""
-    return (_hashable(context_value(ctx, "tenant_id")), _hashable(context_value(ctx, "user_id")),
-            query)
+    """``(tenant_id, user_id, session_id, query)``: one user's (or, for visitors
+    without a user id, one session's) context is never served to another."""
+    return (*(_identity(context_value(ctx, field))
+              for field in ("tenant_id", "user_id", "session_id")), query)
+
+
+class _Same:
+    """A key part equal only to one object: the branch a provide-only value came from.
+
+    It holds the branch, so while the value is cached no new branch can take its
+    ``id``; it works for branches that are unhashable or not weak-referenceable.
+    """
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
 
 
 def _reason_of(provider: Any) -> Optional[str]:
@@ -276,8 +282,10 @@ class CachedContextProvider(ContextSource):
             ``provide(branch, instruction)``.
         ttl: Seconds a value is kept (positive).
         key: ``(query, ctx) -> hashable``. The default, :func:`default_key`, is
-            ``(tenant_id, user_id, query)``; pass a coarser key (say
-            ``lambda q, ctx: "all"``) only when the text is the same for everyone.
+            ``(tenant_id, user_id, session_id, query)``, plus the branch itself when
+            ``inner`` only has ``provide`` (it may read the branch); pass a coarser
+            key (say ``lambda q, ctx: "all"``) only when the text is the same for
+            everyone.
         maxsize: Keys kept at most (least recently used go first).
         stale_on_error: When a refresh raises, serve the last good value for the
             key, marked stale.
@@ -301,14 +309,12 @@ class CachedContextProvider(ContextSource):
         if fetch_method(inner) is None and not callable(getattr(inner, "provide", None)):
             raise TypeError(f"inner must be a context provider with fetch() or provide(), "
                             f"got {inner!r}")
-        validate_ttl(ttl, "ttl", allow_zero=False)
+        check_duration(ttl, "ttl", allow_zero=False)
         if key is not None and not callable(key):
             raise TypeError(f"key must be a function of (query, ctx), got {key!r}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise ValueError(f"name must be a non-empty str or None, got {name!r}")
         self.inner = inner
         self.key: KeyFunc = key or default_key
-        self._name = name
+        self._name = None if name is None else check_name(name)
         self._cache: FlightCache[_Stored] = FlightCache(ttl, maxsize=maxsize,
                                                         stale_on_error=stale_on_error)
         self.degradation_reason = None
@@ -335,21 +341,23 @@ class CachedContextProvider(ContextSource):
 
     async def fetch(self, query: str, ctx: Any) -> Optional[str]:
         """The inner provider's text for ``(query, ctx)``, from the cache when fresh."""
-        return await self._get(query, ctx, functools.partial(call_fetch, self.inner, query, ctx))
+        call = functools.partial(call_fetch, self.inner, query, ctx)
+        return await self._get(self.key(query, ctx), call)
 
     async def provide(self, branch: Any, instruction: Any) -> Optional[str]:
         """LionAGI face; a provide-only inner provider is called through ``provide``."""
         query = query_from_instruction(instruction)
         ctx = run_context_from_branch(branch)
+        key = self.key(query, ctx)
         if fetch_method(self.inner) is not None:
             call = functools.partial(call_fetch, self.inner, query, ctx)
         else:
             call = functools.partial(call_provide, self.inner, branch, instruction)
-        return await self._get(query, ctx, call)
+            if self.key is default_key:
+                key = (key, _Same(branch))  # what it returns may depend on the branch
+        return await self._get(key, call)
 
-    async def _get(self, query: str, ctx: Any,
-                   call: Callable[[], Awaitable[Any]]) -> Optional[str]:
-        key = self.key(query, ctx)
+    async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> Optional[str]:
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))
         except Exception:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import anyio
 
-from .base import ContextSource
+from .base import ContextSource, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sqlite import SqliteContextProvider
@@ -79,9 +79,7 @@ class DatabaseContextProvider(ContextSource):
         if name is not None and label is not None and name != label:
             raise ValueError(f"give name or label, not both (got name={name!r}, "
                              f"label={label!r})")
-        chosen = name if name is not None else label
-        if not isinstance(chosen, str) or not chosen:
-            raise ValueError(f"name (or label) must be a non-empty str, got {chosen!r}")
+        chosen = check_name(name if name is not None else label, "name (or label)")
         if fetch is None or not callable(fetch):
             raise TypeError(f"fetch must be a function of (ctx) or (query, ctx), got {fetch!r}")
         if takes_query is not None and not isinstance(takes_query, bool):

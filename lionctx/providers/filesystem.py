@@ -47,7 +47,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 import anyio
 
-from .base import ContextSource, ProvidedText
+from .base import ContextSource, ProvidedText, check_count, check_name, check_path
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]
@@ -178,7 +178,7 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
 
 
 class GlobMatcher:
-    """A compiled glob: ``initial()``, then ``step`` into directories, ``match_file``."""
+    """A compiled glob: ``initial()``, then ``step`` into directories, ``file_test``."""
 
     def __init__(self, pattern: str) -> None:
         if not isinstance(pattern, str):
@@ -263,10 +263,6 @@ class GlobMatcher:
         if len(lasts) == 1:
             return lasts[0].matches
         return lambda name: any(seg.matches(name) for seg in lasts)
-
-    def match_file(self, states: States, name: str) -> bool:
-        """Whether a file called ``name`` in a directory with ``states`` matches."""
-        return self.file_test(states)(name)
 
 
 @functools.lru_cache(maxsize=64)
@@ -363,14 +359,6 @@ class _Frame:
         self.i = 0
 
 
-def _check_size(value: Any, label: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{label} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{label} must be >= {minimum}, got {value!r}")
-    return value
-
-
 class FilesystemContextProvider(ContextSource):
     """Files matching ``glob`` under ``base_path``, each headed by its relative path.
 
@@ -398,27 +386,19 @@ class FilesystemContextProvider(ContextSource):
         max_files: int = DEFAULT_MAX_FILES,
         name: str = "filesystem",
     ) -> None:
-        if not isinstance(base_path, (str, os.PathLike)):
-            raise TypeError(f"base_path must be a str or path, got {base_path!r}")
-        raw = os.fspath(base_path)
-        if not isinstance(raw, str) or not raw:
-            raise ValueError(f"base_path must be a non-empty path, got {base_path!r}")
-        if "\x00" in raw:
-            raise ValueError("base_path must not contain a NUL character")
+        raw = check_path(base_path, "base_path")
         if not isinstance(encoding, str):
             raise TypeError(f"encoding must be a str, got {encoding!r}")
         try:
             self.encoding = codecs.lookup(encoding).name
         except LookupError:
             raise ValueError(f"encoding {encoding!r} is not a known text encoding") from None
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty str, got {name!r}")
         self.base_path = os.path.abspath(raw)
         self.glob = glob
         self._matcher = _compiled_glob(glob) if isinstance(glob, str) else GlobMatcher(glob)
-        self.max_file_size = _check_size(max_file_size, "max_file_size", 0)
-        self.max_files = _check_size(max_files, "max_files", 1)
-        self.name = name
+        self.max_file_size = check_count(max_file_size, "max_file_size", 0)
+        self.max_files = check_count(max_files, "max_files", 1)
+        self.name = check_name(name)
         self.degradation_reason = None
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []

@@ -9,12 +9,20 @@ Safety:
 
 * ``allowed_hosts`` (default: only the host of ``url``) is checked before every
   request, the first and each redirect hop, which are followed here rather than by
-  httpx so no request ever goes to a host that is not allowed. A redirect to
-  another origin drops the caller's headers.
+  httpx so no request ever goes to a host that is not allowed. Hosts are compared
+  as they go on the wire (IDNA-encoded, lower case, no trailing dot, IPv6
+  canonical), so another spelling of an address (``127.1``, ``0x7f.0.0.1``) is
+  simply another host, and refused. A redirect to another origin drops the
+  caller's headers.
+* The provider's own client ignores proxy settings in the environment
+  (``trust_env=False``): an ``HTTP_PROXY`` would be one more host receiving every
+  request and its headers.
 * The body is streamed and reading stops past ``max_response_bytes``; an oversized
   response is a failure, never a truncated string.
 * Header values, the URL's password and its query string never appear in a log
-  line, a reason or an error message.
+  line, a reason or an error message. That includes httpx's own ``HTTP Request:``
+  line (INFO), which shows the whole URL: a filter on the ``httpx`` logger takes the
+  secrets of every live provider out of it.
 
 One ``httpx.AsyncClient`` per provider (or the one passed in) is kept open and
 pooled across turns; ``async with provider`` or ``await provider.aclose()`` closes
@@ -27,18 +35,20 @@ refresh serves the last good value, marked stale.
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import json
 import logging
-import math
 import re
+import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 import anyio
 import anyio.lowlevel
 
-from .base import ContextSource, ProvidedText
-from .cache import FlightCache, SharedFetchError, Source, validate_ttl
+from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
+from .cache import FlightCache, SharedFetchError, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -56,10 +66,12 @@ Body = Union[str, bytes, Mapping[str, Any], list[Any], None]
 Transform = Callable[[str], Union[Optional[str], Awaitable[Optional[str]]]]
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
-_HOST_ENTRY = re.compile(
-    r"^(?P<wild>\*\.)?(?P<host>[a-z0-9_](?:[a-z0-9._-]*[a-z0-9_])?|\[[0-9a-f:.]+\])"
-    r"(?::(?P<port>\d{1,5}))?$"
-)
+# What httpx can send as a header value: visible ASCII, spaces and tabs. Anything else
+# fails mid-request with the value in the error message, so it is refused up front.
+_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
+_HOST_ENTRY = re.compile(r"^(?P<wild>\*\.)?(?P<host>\[[^\]]+\]|[^\[\]:/@\s]+)"
+                         r"(?::(?P<port>\d{1,5}))?$")
+_WIRE_NAME = re.compile(r"^[a-z0-9_](?:[a-z0-9._-]*[a-z0-9_])?$")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _CACHE_KEY = "response"
 # Header values shorter than this are not treated as secrets to scrub from text;
@@ -69,6 +81,47 @@ _MIN_SECRET = 4
 
 class HttpFetchError(Exception):
     """Why one fetch got no text. The message is already free of secrets."""
+
+
+def _redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:  # longest first, so a secret's parts go with it
+        if secret in text:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+class _HttpxLogScrubber(logging.Filter):
+    """Takes live providers' secrets out of httpx's own log lines (it logs full URLs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.providers: weakref.WeakSet[HttpContextProvider] = weakref.WeakSet()
+        self.lock = threading.Lock()  # httpx may log from worker threads
+
+    def add(self, provider: HttpContextProvider) -> None:
+        with self.lock:
+            self.providers.add(provider)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        with self.lock:
+            live = list(self.providers)
+        secrets = sorted({s for p in live for s in p._secrets}, key=len, reverse=True)
+        if secrets:
+            message = record.getMessage()
+            clean = _redact(message, secrets)
+            if clean != message:
+                record.msg, record.args = clean, None
+        return True
+
+
+_HTTPX_LOG = _HttpxLogScrubber()
+
+
+def _scrub_httpx_log_for(provider: HttpContextProvider) -> None:
+    logger_ = logging.getLogger("httpx")
+    if _HTTPX_LOG not in logger_.filters:
+        logger_.addFilter(_HTTPX_LOG)
+    _HTTPX_LOG.add(provider)
 
 
 class _Host:
@@ -90,29 +143,56 @@ class _Host:
         return f"{star}{self.host}{port}"
 
 
-def _norm_host(host: str) -> str:
-    host = host.lower().rstrip(".")
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"  # an IPv6 literal, spelled as in allowed_hosts
+def _wire_host(raw: str) -> str:
+    """A host as compared: lower case, no trailing dot, IPv6 in canonical brackets."""
+    host = raw.lower().rstrip(".")
+    if ":" in host:  # an IPv6 literal (httpx gives it without brackets)
+        try:
+            host = ipaddress.IPv6Address(host).compressed
+        except ValueError:
+            pass  # not an address: it stays as written, and matches nothing else
+        return f"[{host}]"
     return host
 
 
+def _url_host(url: httpx.URL) -> str:
+    """The host httpx will connect to: the ASCII (IDNA) bytes, never a decoded form."""
+    return _wire_host(url.raw_host.decode("ascii", "replace"))
+
+
 def _parse_hosts(value: Any) -> list[_Host]:
+    import httpx
+
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise TypeError(f"allowed_hosts must be a list of host names, got {value!r}")
     hosts: list[_Host] = []
     for entry in value:
         if not isinstance(entry, str):
             raise TypeError(f"allowed_hosts entries must be str, got {entry!r}")
-        m = _HOST_ENTRY.match(entry.strip().lower().rstrip("."))
+        bad = (f"allowed_hosts entry {entry!r} is not a host name, 'host:port', "
+               f"'*.domain' or '[ipv6]'")
+        m = _HOST_ENTRY.match(entry.strip())
         if m is None:
-            raise ValueError(
-                f"allowed_hosts entry {entry!r} is not a host name, 'host:port', "
-                f"'*.domain' or '[ipv6]'")
+            raise ValueError(bad)
+        host = m["host"]
+        if host.startswith("["):
+            try:
+                host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
+            except ValueError:
+                raise ValueError(bad) from None
+        else:
+            if not host.isascii():
+                try:  # the IDNA form httpx puts on the wire
+                    host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
+                except Exception:
+                    raise ValueError(bad) from None
+            host = _wire_host(host)
+            if not _WIRE_NAME.match(host):
+                raise ValueError(bad)
         port = int(m["port"]) if m["port"] else None
         if port is not None and not 0 < port < 65536:
             raise ValueError(f"allowed_hosts entry {entry!r} has an invalid port")
-        hosts.append(_Host(m["host"], port, bool(m["wild"])))
+        hosts.append(_Host(host, port, bool(m["wild"])))
     if not hosts:
         raise ValueError("allowed_hosts must name at least one host")
     return hosts
@@ -122,18 +202,19 @@ def _url_port(url: httpx.URL) -> int:
     return url.port or _DEFAULT_PORTS.get(url.scheme, 0)
 
 
+def _target_problem(url: httpx.URL) -> Optional[str]:
+    """Why ``url`` cannot be requested at all, or ``None``."""
+    if url.scheme not in ("http", "https"):
+        return f"a {url.scheme!r} URL (only http and https)"
+    if not url.raw_host:
+        return "a URL without a host"
+    return None
+
+
 def _safe_url(url: httpx.URL) -> str:
     """The URL without its user info and query string, for messages."""
     port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url.host}{port}{url.path}"
-
-
-def _check_number(value: Any, label: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{label} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{label} must be >= {minimum}, got {value!r}")
-    return value
+    return f"{url.scheme}://{_url_host(url)}{port}{url.path}"
 
 
 class HttpContextProvider(ContextSource):
@@ -157,7 +238,9 @@ class HttpContextProvider(ContextSource):
             what it returns is what is cached and returned.
         stale_on_error: Serve the last good value, marked stale, when a fetch fails.
         client: An ``httpx.AsyncClient`` to use instead of the provider's own; the
-            provider never closes it, and never lets it follow redirects itself.
+            provider never closes it, and never lets it follow redirects itself. Its
+            proxy and ``trust_env`` settings are the caller's: the host checks apply
+            to the URL, not to a proxy the client was told to use.
     """
 
     def __init__(
@@ -185,27 +268,21 @@ class HttpContextProvider(ContextSource):
             raise ValueError(f"method must be an HTTP method name such as 'GET', got {method!r}")
         self.method = method.upper()
         self._headers = self._check_headers(headers)
+        self._secrets.sort(key=len, reverse=True)  # longest first: see _redact
         self._content = self._encode_body(body)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
-        if not timeout > 0 or math.isinf(timeout):
-            raise ValueError(f"timeout must be a positive, finite number of seconds, "
-                             f"got {timeout!r}")
-        self.timeout = float(timeout)
-        self.cache_ttl = validate_ttl(cache_ttl, "cache_ttl", allow_zero=True)
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty str, got {name!r}")
-        self.name = name
+        self.timeout = check_duration(timeout, "timeout", allow_zero=False)
+        self.cache_ttl = check_duration(cache_ttl, "cache_ttl", allow_zero=True)
+        self.name = check_name(name)
         if allowed_hosts is None:
-            self.allowed_hosts = [_Host(_norm_host(self.url.host), None, False)]
+            self.allowed_hosts = [_Host(_url_host(self.url), None, False)]
         else:
             self.allowed_hosts = _parse_hosts(allowed_hosts)
             if not self._allowed(self.url):
                 raise ValueError(
                     f"allowed_hosts {self.allowed_hosts!r} does not include the host of url "
-                    f"({self.url.host}:{_url_port(self.url)})")
-        self.max_response_bytes = _check_number(max_response_bytes, "max_response_bytes", 1)
-        self.max_redirects = _check_number(max_redirects, "max_redirects", 0)
+                    f"({_url_host(self.url)}:{_url_port(self.url)})")
+        self.max_response_bytes = check_count(max_response_bytes, "max_response_bytes", 1)
+        self.max_redirects = check_count(max_redirects, "max_redirects", 0)
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable or None, got {transform!r}")
         self.transform = transform
@@ -221,6 +298,8 @@ class HttpContextProvider(ContextSource):
         )
         self.last_error: Optional[str] = None
         self.degradation_reason = None
+        if self._secrets:
+            _scrub_httpx_log_for(self)
 
     # -- construction checks ----------------------------------------------------------
     def _check_url(self, url: Any, httpx: Any) -> httpx.URL:
@@ -230,13 +309,18 @@ class HttpContextProvider(ContextSource):
             parsed = httpx.URL(url)
         except Exception:
             raise ValueError("url is not a valid URL") from None
-        if parsed.scheme not in ("http", "https"):
-            raise ValueError(f"url must use http or https, got scheme {parsed.scheme!r}")
-        if not parsed.host:
-            raise ValueError("url must name a host")
-        if parsed.password:
-            self._secrets.append(parsed.password)
-        if parsed.query:
+        problem = _target_problem(parsed)
+        if problem is not None:
+            raise ValueError(f"url must be an http or https URL with a host, got {problem}")
+        if parsed.userinfo:
+            # As written (percent-encoded, as httpx logs it) and decoded; a user name
+            # alone ("https://TOKEN@host") is a token.
+            raw = parsed.userinfo.decode("ascii", "replace")
+            user, _, password = raw.partition(":")
+            for secret in (password, parsed.password) if password else (user, parsed.username):
+                if len(secret) >= _MIN_SECRET:
+                    self._secrets.append(secret)
+        if len(parsed.query) >= _MIN_SECRET:
             self._secrets.append(parsed.query.decode("ascii", "replace"))
         return parsed
 
@@ -253,14 +337,14 @@ class HttpContextProvider(ContextSource):
             # Values are secrets: say what is wrong, never what they are.
             if not isinstance(value, str):
                 raise TypeError(f"headers[{key!r}] must be a str, got {type(value).__name__}")
-            if any(c in value for c in "\r\n\x00"):
-                raise ValueError(f"headers[{key!r}] must not contain line breaks or NUL")
+            if not _HEADER_VALUE.match(value):
+                raise ValueError(f"headers[{key!r}] must be printable ASCII: no line breaks, "
+                                 f"control or non-ASCII characters")
             out[key] = value
             if len(value.strip()) >= _MIN_SECRET:
                 self._secrets.append(value.strip())
                 # "Bearer abc...": the token alone is as secret as the whole value
                 self._secrets.extend(p for p in value.split() if len(p) >= _MIN_SECRET)
-        self._secrets.sort(key=len, reverse=True)
         return out
 
     def _encode_body(self, body: Any) -> Optional[bytes]:
@@ -342,13 +426,10 @@ class HttpContextProvider(ContextSource):
         return None
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, "[redacted]")
-        return text
+        return _redact(text, self._secrets)
 
     def _allowed(self, url: httpx.URL) -> bool:
-        host, port = _norm_host(url.host), _url_port(url)
+        host, port = _url_host(url), _url_port(url)
         return any(h.allows(host, port) for h in self.allowed_hosts)
 
     def _get_client(self) -> httpx.AsyncClient:
@@ -360,7 +441,8 @@ class HttpContextProvider(ContextSource):
 
             # A client belongs to the event loop that made it; a new loop (a second
             # anyio.run / asyncio.run) gets a new client.
-            self._client = httpx.AsyncClient(follow_redirects=False,
+            # trust_env=False: no proxy (or CA settings) from the environment.
+            self._client = httpx.AsyncClient(follow_redirects=False, trust_env=False,
                                              timeout=httpx.Timeout(self.timeout))
             self._client_token = token
         return self._client
@@ -372,13 +454,13 @@ class HttpContextProvider(ContextSource):
         try:
             with anyio.fail_after(self.timeout):
                 text = await self._request(client)
-        except TimeoutError:
+        except (TimeoutError, httpx.TimeoutException):
             raise HttpFetchError(f"timed out after {self.timeout:g}s") from None
-        except httpx.TimeoutException:
-            raise HttpFetchError(f"timed out after {self.timeout:g}s") from None
-        except httpx.HTTPError as exc:
-            raise HttpFetchError(self._scrub(f"{type(exc).__name__}: {exc}")) from None
-        except OSError as exc:
+        except HttpFetchError:
+            raise
+        except Exception as exc:
+            # Network errors, and what a hostile answer can make httpx raise (an
+            # unparsable Location is an IDNAError): a reason, scrubbed of secrets.
             raise HttpFetchError(self._scrub(f"{type(exc).__name__}: {exc}")) from None
         if text is None or self.transform is None:
             return text
@@ -398,11 +480,11 @@ class HttpContextProvider(ContextSource):
         method = self.method
         content = self._content
         headers = self._headers
-        origin = (url.scheme, _norm_host(url.host), _url_port(url))
+        origin = (url.scheme, _url_host(url), _url_port(url))
         for _hop in range(self.max_redirects + 1):
             if not self._allowed(url):
                 raise HttpFetchError(
-                    f"refused: host {url.host}:{_url_port(url)} is not in allowed_hosts")
+                    f"refused: host {_url_host(url)}:{_url_port(url)} is not in allowed_hosts")
             async with client.stream(method, url, headers=headers, content=content,
                                      follow_redirects=False, timeout=self.timeout) as resp:
                 status = resp.status_code
@@ -413,13 +495,13 @@ class HttpContextProvider(ContextSource):
                         content = None
                         headers = {k: v for k, v in headers.items()
                                    if k.lower() not in ("content-type", "content-length")}
-                    if (nxt.scheme, _norm_host(nxt.host), _url_port(nxt)) != origin:
+                    if (nxt.scheme, _url_host(nxt), _url_port(nxt)) != origin:
                         headers = {}  # the caller's headers were meant for the first origin
                     url = nxt
                     continue
                 if not 200 <= status < 300:
                     raise HttpFetchError(f"{method} {_safe_url(url)} returned HTTP {status}")
-                return await self._read_body(resp, url)
+                return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")
 
     def _redirect_target(self, url: httpx.URL, location: str) -> httpx.URL:
@@ -427,13 +509,12 @@ class HttpContextProvider(ContextSource):
             nxt = url.join(location)
         except Exception:
             raise HttpFetchError("refused: redirect to an invalid URL") from None
-        if nxt.scheme not in ("http", "https"):
-            raise HttpFetchError(f"refused: redirect to a {nxt.scheme!r} URL")
-        if not nxt.host:
-            raise HttpFetchError("refused: redirect to a URL without a host")
+        problem = _target_problem(nxt)
+        if problem is not None:
+            raise HttpFetchError(f"refused: redirect to {problem}")
         return nxt
 
-    async def _read_body(self, resp: httpx.Response, url: httpx.URL) -> Optional[str]:
+    async def _read_body(self, resp: httpx.Response) -> Optional[str]:
         cap = self.max_response_bytes
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:

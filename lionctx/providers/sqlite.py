@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 import anyio
 
 from ..context import context_value
-from .base import ContextSource
+from .base import ContextSource, check_count, check_name, check_path
 
 __all__ = ["SqliteContextProvider", "format_rows"]
 
@@ -120,10 +120,8 @@ class SqliteContextProvider(ContextSource):
         max_rows: int = 20,
         name: str = "sqlite",
     ) -> None:
-        if not isinstance(database, (str, os.PathLike)):
-            raise TypeError(f"database must be a path, got {database!r}")
-        raw = os.fspath(database)
-        if not isinstance(raw, str) or not raw or raw == ":memory:" or "\x00" in raw:
+        raw = check_path(database, "database")
+        if raw == ":memory:":
             raise ValueError(f"database must be the path of a SQLite file, got {database!r}")
         if not isinstance(sql, str) or not sql.strip():
             raise ValueError(f"sql must be a non-empty str, got {sql!r}")
@@ -139,19 +137,13 @@ class SqliteContextProvider(ContextSource):
             self._check_params(params)
         if formatter is not None and not callable(formatter):
             raise TypeError(f"formatter must be callable or None, got {formatter!r}")
-        if isinstance(max_rows, bool) or not isinstance(max_rows, int):
-            raise TypeError(f"max_rows must be an int, got {max_rows!r}")
-        if max_rows < 1:
-            raise ValueError(f"max_rows must be >= 1, got {max_rows!r}")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty str, got {name!r}")
+        self.max_rows = check_count(max_rows, "max_rows", 1)
+        self.name = check_name(name)
         self.database = str(Path(raw).absolute())
         self._uri = Path(self.database).as_uri() + "?mode=ro"
         self.sql = sql
         self.params = params
         self.formatter: Formatter = formatter or format_rows
-        self.max_rows = max_rows
-        self.name = name
         self.degradation_reason = None
 
     def __repr__(self) -> str:

@@ -153,3 +153,21 @@ def test_cached_bad_ttl_named_ttl_ms() -> None:
 def test_options_given_twice_are_refused(notes: Path) -> None:
     with pytest.raises(TypeError, match="twice"):
         FilesystemContextProvider({"basePath": str(notes)}, basePath=str(notes))
+
+
+def test_errors_rename_options_but_never_the_bad_value(notes: Path) -> None:
+    # The message names the option in agentium's spelling and quotes the value as given.
+    with pytest.raises(ValueError) as info:
+        FilesystemContextProvider(basePath=str(notes), glob="../max_files/*.md")
+    assert "'../max_files/*.md'" in str(info.value) and "glob" in str(info.value)
+    with pytest.raises(ValueError) as info2:
+        HttpContextProvider(url="http://a/", allowedHosts=["cache_ttl:99999999"])
+    assert "'cache_ttl:99999999'" in str(info2.value) and "allowedHosts" in str(info2.value)
+
+
+def test_agentium_defaults(notes: Path) -> None:
+    fs = FilesystemContextProvider(basePath=str(notes))
+    assert (fs.glob, fs.encoding, fs.maxFileSize, fs.maxFiles) == ("**/*.md", "utf-8",
+                                                                   100 * 1024, 20)
+    http = HttpContextProvider(url="http://127.0.0.1:9/")
+    assert (http.method, http.timeoutMs, http.cacheTtlMs) == ("GET", 5000, 0)

@@ -8,6 +8,7 @@ Endpoints:
 
 * ``/ok`` -> 200 ``text``; ``/text?body=...`` -> that body
 * ``/slow?s=SECONDS`` -> sleeps, then 200 ``slow``
+* ``/gate`` -> holds its answer until the test sets ``server.gate``, then 200 ``gated``
 * ``/status/CODE`` -> that status with a short body
 * ``/switch`` -> the status and body in ``server.switch`` (tests flip it)
 * ``/redirect?to=URL&code=302`` -> a redirect to ``URL``
@@ -79,6 +80,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/slow":
             time.sleep(float(q.get("s", ["1"])[0]))
             self._send(200, b"slow")
+        elif path == "/gate":
+            owner.gate.wait(timeout=60)  # a bound so a failed test cannot hang a thread
+            self._send(200, b"gated")
         elif path.startswith("/status/"):
             code = int(path.rsplit("/", 1)[1])
             self._send(code, f"status {code}".encode())
@@ -142,6 +146,7 @@ class LoopbackServer:
         self.requests: list[Seen] = []
         self.ok_body = "hello from ok"
         self.switch: tuple[int, str] = (200, "switch on")
+        self.gate = threading.Event()
         self._server = self._Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
         self.port: int = self._server.server_address[1]
@@ -167,6 +172,7 @@ class LoopbackServer:
         return self
 
     def stop(self) -> None:
+        self.gate.set()  # never leave a handler thread holding an answer
         self._server.shutdown()
         self._server.server_close()
 

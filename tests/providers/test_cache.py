@@ -24,16 +24,16 @@ pytestmark = pytest.mark.anyio
 class Profiles:
     """A source that counts its calls and answers per user."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self) -> None:
         self.calls: list[tuple[str, Any, Any]] = []
-        self.delay = delay
+        self.gate: Optional[anyio.Event] = None  # when set, calls wait for it to open
         self.fail = False
         self.answer_none = False
 
     async def __call__(self, query: str, ctx: Any) -> Optional[str]:
         self.calls.append((query, ctx.user_id, ctx.tenant_id))
-        if self.delay:
-            await anyio.sleep(self.delay)
+        if self.gate is not None:
+            await self.gate.wait()
         if self.fail:
             raise RuntimeError("profile store down")
         if self.answer_none:
@@ -41,8 +41,8 @@ class Profiles:
         return f"profile of {ctx.user_id}@{ctx.tenant_id} for {query}"
 
 
-def wrapped(delay: float = 0.0, **kw: Any) -> tuple[CachedContextProvider, Profiles]:
-    source = Profiles(delay)
+def wrapped(**kw: Any) -> tuple[CachedContextProvider, Profiles]:
+    source = Profiles()
     inner = DatabaseContextProvider("profile", source)
     return CachedContextProvider(inner, 60, **kw), source
 
@@ -87,10 +87,11 @@ async def test_flight_cache_waiters_share_the_leaders_failure() -> None:
     cache: FlightCache[str] = FlightCache(60)
     loads: list[int] = []
     errors: list[BaseException] = []
+    gate = anyio.Event()
 
     async def load() -> str:
         loads.append(1)
-        await anyio.sleep(0.05)
+        await gate.wait()
         raise ValueError("upstream broke")
 
     async def call() -> None:
@@ -102,6 +103,8 @@ async def test_flight_cache_waiters_share_the_leaders_failure() -> None:
     async with anyio.create_task_group() as tg:
         for _ in range(10):
             tg.start_soon(call)
+        await anyio.wait_all_tasks_blocked()  # one leads the load, nine wait for it
+        gate.set()
     assert len(loads) == 1
     assert sum(isinstance(e, ValueError) for e in errors) == 1
     shared = [e for e in errors if isinstance(e, SharedFetchError)]
@@ -168,7 +171,8 @@ async def test_none_and_errors_are_never_cached() -> None:
 
 
 async def test_a_thousand_concurrent_calls_make_one_inner_call() -> None:
-    p, source = wrapped(delay=0.05)
+    p, source = wrapped()
+    source.gate = anyio.Event()
     ctx = RunContext(user_id="u")
     results: list[Any] = []
 
@@ -178,6 +182,8 @@ async def test_a_thousand_concurrent_calls_make_one_inner_call() -> None:
     async with anyio.create_task_group() as tg:
         for _ in range(1000):
             tg.start_soon(call)
+        await anyio.wait_all_tasks_blocked()  # every call is in: one inside, 999 waiting
+        source.gate.set()
     assert len(source.calls) == 1
     assert set(results) == {"profile of u@None for q"} and len(results) == 1000
 
@@ -287,3 +293,60 @@ def test_never_serves_one_users_value_to_another(calls: list[tuple[Any, Any, str
         assert len(source.calls) == len(set(calls))  # one inner call per distinct key
 
     anyio.run(run)
+
+
+# -- adversarial: who may share a cached value ---------------------------------------------
+
+async def test_anonymous_sessions_do_not_share_values() -> None:
+    # No user id (a visitor who has not logged in): the session is who they are.
+    async def cart(ctx: Any) -> str:
+        return f"cart: {ctx.session_state.get('cart')}"
+
+    p = CachedContextProvider(DatabaseContextProvider("cart", cart), 60)
+    a = RunContext(session_id="s-a", session_state={"cart": "alice's items"})
+    b = RunContext(session_id="s-b", session_state={"cart": "bob's items"})
+    assert await p.fetch("q", a) == "cart: alice's items"
+    assert await p.fetch("q", b) == "cart: bob's items"
+    again = await p.fetch("q", a)
+    assert again == "cart: alice's items" and isinstance(again, ProvidedText) and again.cached
+
+
+async def test_provide_only_values_stay_with_their_branch() -> None:
+    # A LionAGI provider may read the branch itself; branches without a run context
+    # all look alike to (tenant, user, session, query), so the branch is in the key.
+    calls: list[str] = []
+
+    class Memory:
+        name = "memory"
+
+        async def provide(self, branch: Any, instruction: Any) -> str:
+            calls.append(branch.owner)
+            return f"memories of {branch.owner}"
+
+    p = CachedContextProvider(Memory(), 60)
+    alice, bob = SimpleNamespace(owner="alice"), SimpleNamespace(owner="bob")
+    assert await p.provide(alice, "hi") == "memories of alice"
+    assert await p.provide(bob, "hi") == "memories of bob"
+    again = await p.provide(alice, "hi")
+    assert again == "memories of alice" and isinstance(again, ProvidedText) and again.cached
+    assert calls == ["alice", "bob"]
+
+
+async def test_ids_of_different_types_are_different_users() -> None:
+    p, source = wrapped()
+    assert await p.fetch("q", RunContext(user_id=1)) == "profile of 1@None for q"
+    assert await p.fetch("q", RunContext(user_id=True)) == "profile of True@None for q"
+    assert await p.fetch("q", RunContext(user_id="1")) == "profile of 1@None for q"
+    assert len(source.calls) == 3
+
+
+async def test_invalidate_forgets_one_key_only() -> None:
+    p, source = wrapped()
+    a, b = RunContext(user_id="a"), RunContext(user_id="b")
+    await p.fetch("q", a)
+    await p.fetch("q", b)
+    p.invalidate("q", a)
+    await p.fetch("q", a)
+    again = await p.fetch("q", b)
+    assert isinstance(again, ProvidedText) and again.cached
+    assert [c[1] for c in source.calls] == ["a", "b", "a"]

@@ -11,6 +11,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
     resolve_context_providers
@@ -222,8 +224,8 @@ async def test_header_values_never_reach_logs_or_errors(
 
 async def test_url_secrets_stay_out_of_our_messages(
         srv: LoopbackServer, caplog: pytest.LogCaptureFixture) -> None:
-    # httpx itself logs request URLs at INFO: secrets belong in headers. What lionctx
-    # says about a URL drops its password and query string.
+    # What lionctx says about a URL drops its password and query string (httpx's own
+    # log line is covered below).
     caplog.set_level(logging.DEBUG, logger="lionctx")
     url = srv.url("/status/500").replace("http://", f"http://user:{SECRET}@") + f"?key={SECRET}"
     p = HttpContextProvider(url, timeout=0.3)
@@ -311,17 +313,24 @@ async def test_stale_on_error_without_a_cache(srv: LoopbackServer) -> None:
 
 
 async def test_a_thousand_cold_calls_make_one_request(srv: LoopbackServer) -> None:
-    p = HttpContextProvider(srv.url("/slow?s=0.3"), cache_ttl=60)
+    p = HttpContextProvider(srv.url("/gate"), cache_ttl=60)
     results: list[Any] = []
 
     async def call() -> None:
         results.append(await p.fetch("q", None))
 
-    async with anyio.create_task_group() as tg:
-        for _ in range(1000):
-            tg.start_soon(call)
-    assert srv.count("/slow") == 1
-    assert results == ["slow"] * 1000
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(1000):
+                tg.start_soon(call)
+            # Every call is in: one waiting on the server, which holds its answer,
+            # and 999 waiting for that one. Then the server may answer.
+            await anyio.wait_all_tasks_blocked()
+            srv.gate.set()
+    finally:
+        srv.gate.set()
+    assert srv.count("/gate") == 1
+    assert results == ["gated"] * 1000
     await p.aclose()
 
 
@@ -356,8 +365,7 @@ async def test_cancelled_leader_hands_the_fetch_to_a_waiter(srv: LoopbackServer)
                 await anyio.sleep(0.01)
         for _ in range(5):
             tg.start_soon(call)
-        for _ in range(20):
-            await anyio.sleep(0)  # let the waiters start waiting
+        await anyio.wait_all_tasks_blocked()  # the waiters are waiting for the leader
         leader.cancel()
     assert results == ["slow"] * 5
     assert srv.count("/slow") == 2  # the abandoned request, and one for the waiters
@@ -449,3 +457,102 @@ def test_allowed_hosts_forms() -> None:
         httpx.URL("http://127.0.0.1:8081/"))
     assert allowed(httpx.URL("http://[::1]:5/"))
     assert not allowed(httpx.URL("http://allowed.example.com@evil.net/"))
+
+
+# -- adversarial: proxies, host spellings, header values ---------------------------------
+
+@pytest.fixture
+def proxy() -> Iterator[LoopbackServer]:
+    """A server standing where an environment proxy would point."""
+    with LoopbackServer() as server:
+        yield server
+
+
+async def test_proxy_environment_variables_are_ignored(
+        srv: LoopbackServer, proxy: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An env proxy is another host that would receive every request, headers included.
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                "all_proxy"):
+        monkeypatch.setenv(var, proxy.url(""))
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    async with HttpContextProvider(srv.url("/ok"), headers={"Authorization": SECRET}) as p:
+        assert await p.fetch("q", None) == "hello from ok"
+    assert proxy.count() == 0
+    assert srv.count("/ok") == 1
+
+
+@pytest.mark.parametrize("spelling", [
+    "127.1", "0x7f.0.0.1", "2130706433", "0177.0.0.1", "[::ffff:127.0.0.1]", "localhost",
+    "127.0.0.1.nip.io", "xn--a.com", "evil.invalid",
+])
+async def test_other_spellings_of_an_allowed_address_get_no_request(
+        srv: LoopbackServer, spelling: str) -> None:
+    # Each of these reaches this very server (or nothing) if it is connected to; the
+    # allowlist names 127.0.0.1 only, so none of them may be requested.
+    target = f"http://{spelling}:{srv.port}/ok"
+    p = HttpContextProvider(srv.url(f"/redirect?to={target}"), allowed_hosts=[srv.host])
+    assert await p.fetch("q", None) is None
+    assert p.last_error  # refused, or (0177...) a Location httpx itself cannot parse
+    assert srv.count("/ok") == 0
+    await p.aclose()
+
+
+def test_hosts_are_compared_as_they_go_on_the_wire() -> None:
+    # httpx connects to the IDNA (punycode) form; allowed_hosts may be written either way.
+    p = HttpContextProvider("http://bücher.example/x", allowed_hosts=["BÜCHER.example"])
+    assert p._allowed(httpx.URL("http://xn--bcher-kva.example/"))
+    assert p._allowed(httpx.URL("http://Bücher.example./"))  # case and a trailing dot
+    r = HttpContextProvider("http://a.example:8080/", allowed_hosts=["A.Example.:8080"])
+    assert r._allowed(httpx.URL("http://a.example.:8080/"))
+    assert not r._allowed(httpx.URL("http://a.example:8081/"))
+    assert not p._allowed(httpx.URL("http://bucher.example/"))
+    q = HttpContextProvider("http://[::1]:8080/", allowed_hosts=["[0:0::1]:8080"])
+    assert q._allowed(httpx.URL("http://[0:0:0:0:0:0:0:1]:8080/"))
+    assert not q._allowed(httpx.URL("http://[::ffff:127.0.0.1]:8080/"))
+    for entry in ["a.example:80:80", "[not-an-address]", "exa%mple.com", "*", "user@a.example"]:
+        with pytest.raises(ValueError, match="allowed_hosts"):
+            HttpContextProvider("http://a.example/", allowed_hosts=[entry])
+
+
+@pytest.mark.parametrize("value", [f"Bearer {SECRET}\x01", f"Bearer {SECRET}\x7f",
+                                   f"Bearer s\u00e9{SECRET}", f"Bearer {SECRET}\u2028"])
+def test_header_values_that_cannot_be_sent_are_refused_without_echo(value: str) -> None:
+    # httpx or h11 would fail on these mid-request with the value (or part of it) in
+    # the message; refuse them up front, naming the header only.
+    with pytest.raises(ValueError) as info:
+        HttpContextProvider("http://127.0.0.1:9/", headers={"Authorization": value})
+    assert "Authorization" in str(info.value)
+    assert SECRET not in str(info.value) and "\\x" not in str(info.value)
+
+
+def test_a_tab_inside_a_header_value_is_fine() -> None:
+    HttpContextProvider("http://127.0.0.1:9/", headers={"X-List": "a,\tb"})
+
+
+async def test_url_secrets_stay_out_of_httpx_own_log_lines(
+        srv: LoopbackServer, caplog: pytest.LogCaptureFixture) -> None:
+    # httpx logs every request URL at INFO, query string and user info included.
+    caplog.set_level(logging.DEBUG)
+    url = srv.url("/ok").replace("http://", f"http://user:{SECRET}@") + f"?key={SECRET}-q"
+    async with HttpContextProvider(url) as p:
+        assert await p.fetch("q", None) == "hello from ok"
+    lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert any("HTTP Request: GET" in m for m in lines)  # the line is still there
+    assert SECRET not in caplog.text
+    seen = srv.seen("/ok")[0]
+    assert seen.headers["Authorization"].startswith("Basic ")  # the password was sent
+
+
+_LOOPBACK_ONLY = HttpContextProvider("http://127.0.0.1:8080/", allowed_hosts=["127.0.0.1:8080"])
+
+
+@given(st.text(alphabet="0127.xXfF:[]@%-_aAlocht", min_size=1, max_size=24))
+def test_allowed_only_when_the_wire_host_is_the_allowed_one(spelling: str) -> None:
+    # Whatever the spelling, the decision is about the bytes httpx would connect to.
+    try:
+        url = httpx.URL(f"http://{spelling}:8080/x")
+        wire = url.raw_host
+    except Exception:
+        return  # httpx cannot even build it, so it cannot be requested
+    assert _LOOPBACK_ONLY._allowed(url) == (wire.rstrip(b".") == b"127.0.0.1")
