@@ -14,6 +14,7 @@ from .providers import (
     DatabaseContextProvider,
     FilesystemContextProvider,
     HttpContextProvider,
+    SourceUnavailable,
 )
 
 resolveContextProviders = resolve_context_providers
@@ -30,6 +31,7 @@ __all__ = [
     "Resolution",
     "RunContext",
     "RunResult",
+    "SourceUnavailable",
     "openai",
     "resolveContext",
     "resolveContextProviders",

@@ -30,6 +30,14 @@ compaction, ``on_turn_complete``); the conversation after the run, compacted whe
 the engine compressed it, is ``RunResult.history``: pass it as ``messages=`` next
 time. ``agent.end_session(session_id)``, ``agent.reset(session_id)`` and ``await
 agent.aclose()`` (every session) end sessions.
+
+A long-running server sees many session ids, so an agent keeps at most
+``max_sessions`` (default 1024) of their engines: a run for a new session id beyond
+that evicts the least recently run session, whose engine gets ``on_session_end``
+(in a worker thread, during that run; errors are logged, never raised) and is
+dropped. Sessions with a run in flight are never evicted (the bound may then be
+exceeded until they finish). An evicted session id that runs again starts a new
+session with a fresh engine. Runs without a session id are not counted.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -91,8 +100,19 @@ class InstructionContext:
         self.agent = agent
 
     def __getattr__(self, name: str) -> Any:
-        # Only for names that are not slots: the run context's fields and views.
-        return getattr(self.run_context, name)
+        # Reached only for names that are not set slots: the run context's fields
+        # and views. Dunders and our own slots (unset while copy/pickle rebuild the
+        # object) must fail plainly, else self.run_context would recurse here.
+        if (name.startswith("__") and name.endswith("__")) or name in InstructionContext.__slots__:
+            raise AttributeError(f"InstructionContext has no attribute {name!r}")
+        try:
+            run_context = object.__getattribute__(self, "run_context")
+        except AttributeError:
+            raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
+        try:
+            return getattr(run_context, name)
+        except AttributeError:
+            raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
 
     def __getitem__(self, key: str) -> Any:
         if key in ("context", "input", "agent"):
@@ -136,7 +156,8 @@ class RunResult:
     messages: list[dict[str, Any]]
     context: str = ""
     system: Optional[str] = None
-    run_context: RunContext = field(default_factory=RunContext)
+    # Left out of the repr: its dependencies/session_state may hold clients and keys.
+    run_context: RunContext = field(default_factory=RunContext, repr=False)
     response: Optional[ChatResponse] = field(default=None, repr=False)
     agent: str = ""
     history: list[dict[str, Any]] = field(default_factory=list, repr=False)
@@ -191,7 +212,9 @@ class Agent:
 
     ``context_engine`` / ``engine_config``: as for :class:`lionctx.Branch` (default:
     no engine). The engine serves runs without a ``session_id``; each session id
-    gets its own clone (see the module docs).
+    gets its own clone (see the module docs). ``max_sessions``: how many session
+    ids keep an engine at once (default 1024); beyond it the least recently run
+    session is ended (``on_session_end``) and forgotten.
     """
 
     def __init__(
@@ -208,9 +231,14 @@ class Agent:
         contextProviders: Optional[Sequence[Any]] = None,  # noqa: N803 - agentium spelling
         context_engine: Union[ContextEngine, str, None] = None,
         engine_config: Any = None,
+        max_sessions: int = 1024,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty str, got {name!r}")
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int):
+            raise TypeError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
         if not (isinstance(instructions, str) or callable(instructions)):
             raise TypeError(f"instructions must be a str or a function, got "
                             f"{type(instructions).__name__}")
@@ -244,8 +272,12 @@ class Agent:
 
             self._engine = resolve_context_engine(context_engine, engine_config,
                                                   model=summary_model(model))
-        # session key (None: runs without a session id) -> that conversation's engine
-        self._sessions: dict[Optional[str], EngineSession] = {}
+        self.max_sessions = max_sessions
+        # session key (None: runs without a session id) -> that conversation's
+        # engine, least recently run first; bounded by max_sessions (see _evict).
+        self._sessions: OrderedDict[Optional[str], EngineSession] = OrderedDict()
+        # session -> runs in flight; entries leave at zero, so it stays small
+        self._running: dict[EngineSession, int] = {}
         self._sessions_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -266,13 +298,14 @@ class Agent:
         session = self._sessions.get(str(session_id))
         return session.engine if session is not None else None
 
-    def _session_for(self, session_id: Any) -> Optional[EngineSession]:
-        engine = self._engine
-        if engine is None:
-            return None
+    def _acquire_session(self, session_id: Any) -> tuple[EngineSession, list[EngineSession]]:
+        """The session serving ``session_id``'s run, marked in flight, and the
+        sessions evicted to make room (the caller ends them). Needs an engine."""
         from lionctx.engines.host import EngineSession, summary_model
         from lionctx.engines.loader import clone_engine
 
+        engine = self._engine
+        assert engine is not None
         key = None if session_id is None else str(session_id)
         with self._sessions_lock:
             session = self._sessions.get(key)
@@ -281,7 +314,46 @@ class Agent:
                     engine = clone_engine(engine, model=summary_model(self.model))
                 session = EngineSession(engine, session_id=key)
                 self._sessions[key] = session
-            return session
+            else:
+                self._sessions.move_to_end(key)
+            self._running[session] = self._running.get(session, 0) + 1
+            return session, self._evict_locked()
+
+    def _evict_locked(self) -> list[EngineSession]:
+        """Drop the least recently run idle sessions beyond ``max_sessions``."""
+        excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
+        if excess <= 0:
+            return []
+        victims: list[Optional[str]] = []
+        for key, session in self._sessions.items():  # oldest first
+            if len(victims) == excess:
+                break
+            if key is not None and not self._running.get(session):
+                victims.append(key)
+        return [self._sessions.pop(key) for key in victims]
+
+    def _release_session(self, session: EngineSession) -> None:
+        with self._sessions_lock:
+            left = self._running.get(session, 0) - 1
+            if left > 0:
+                self._running[session] = left
+            else:
+                self._running.pop(session, None)
+
+    async def _end_evicted(self, sessions: list[EngineSession]) -> None:
+        # Shielded: an evicted session is gone from the agent either way, so its
+        # on_session_end must run even if this run is being cancelled.
+        with anyio.CancelScope(shield=True):
+            for session in sessions:
+                logger.debug("agent %r: session %r evicted (max_sessions=%d)", self.name,
+                             session.session_id, self.max_sessions)
+                if not session.active:
+                    continue
+                try:
+                    await anyio.to_thread.run_sync(session.end)
+                except Exception as exc:  # EngineSession contains hook errors; be sure
+                    logger.warning("agent %r: ending evicted session raised %s; ignored",
+                                   self.name, type(exc).__name__)
 
     def end_session(self, session_id: Any = None) -> None:
         """End ``session_id``'s engine session (``on_session_end``) and forget its
@@ -303,7 +375,7 @@ class Agent:
         """End every engine session (in a worker thread). The model is not closed."""
         with self._sessions_lock:
             sessions = list(self._sessions.values())
-            self._sessions = {k: v for k, v in self._sessions.items() if k is None}
+            self._sessions = OrderedDict((k, v) for k, v in self._sessions.items() if k is None)
         for session in sessions:
             if session.active:
                 await anyio.to_thread.run_sync(session.end)
@@ -394,9 +466,20 @@ class Agent:
         system = await self._resolve_instructions(InstructionContext(text, ctx, input, self.name))
         branch = Branch(system or None, self.model, run_context=ctx, messages=messages,
                         name=self.name)
-        # The per-run branch serves this session's engine (its lifecycle is the agent's).
-        branch._engine_session = self._session_for(ctx.session_id)
-        request, response = await branch._communicate(Instruction(input), **self.model_settings)
+        if self._engine is None:
+            request, response = await branch._communicate(Instruction(input),
+                                                          **self.model_settings)
+        else:
+            session, evicted = self._acquire_session(ctx.session_id)
+            try:
+                await self._end_evicted(evicted)
+                # The per-run branch serves this session's engine (its lifecycle is
+                # the agent's).
+                branch._engine_session = session
+                request, response = await branch._communicate(Instruction(input),
+                                                              **self.model_settings)
+            finally:
+                self._release_session(session)
         stored = branch.messages
         history = stored[1:] if system and stored and stored[0].get("role") == "system" else stored
         return RunResult(

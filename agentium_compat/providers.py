@@ -14,6 +14,12 @@ Options may also come as one dict, as in JavaScript:
 ``FilesystemContextProvider({"basePath": "./notes"})``. Times are milliseconds.
 An unknown or invalid option is refused with an error that names it in agentium's
 spelling.
+
+As on the agentium page, ``fetch()`` returns ``None`` when the source could not
+answer (the reason is in ``lastError``). ``resolveContext`` and the LionAGI registry
+report such a provider ``failed`` with that reason rather than ``empty``; the merged
+string is the same either way. A provider's own ``retrieve(query, ctx)`` raises
+:class:`SourceUnavailable` for it.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from lionctx.providers import cache as _cache
 from lionctx.providers import database as _database
 from lionctx.providers import filesystem as _filesystem
 from lionctx.providers import http as _http
-from lionctx.providers.base import check_duration
+from lionctx.providers.base import SourceUnavailable, check_duration
 
 __all__ = [
     "CachedContextProvider",
     "DatabaseContextProvider",
     "FilesystemContextProvider",
     "HttpContextProvider",
+    "SourceUnavailable",
 ]
 
 _MISSING: Any = object()
@@ -126,6 +133,11 @@ class FilesystemContextProvider(_filesystem.FilesystemContextProvider):
     def lastSkipped(self) -> list[tuple[str, str]]:  # noqa: N802
         return self.last_skipped
 
+    @property
+    def lastError(self) -> Optional[str]:  # noqa: N802
+        """Why the last call failed (for example a missing ``basePath``), or None."""
+        return self.last_error
+
 
 _HTTP_OPTIONS = {"url": "url", "method": "method", "headers": "headers", "body": "body",
                  "timeoutMs": "timeout", "cacheTtlMs": "cache_ttl", "name": "name",
@@ -175,6 +187,7 @@ class HttpContextProvider(_http.HttpContextProvider):
 
     @property
     def lastError(self) -> Optional[str]:  # noqa: N802
+        """Why the last request failed, or None."""
         return self.last_error
 
 
@@ -195,6 +208,11 @@ class DatabaseContextProvider(_database.DatabaseContextProvider):
                           {"name": name, "label": label, "fetch": fetch, **unknown},
                           _DB_OPTIONS)
         super().__init__(kwargs.get("name"), kwargs.get("fetch"), label=kwargs.get("label"))
+
+    @property
+    def lastError(self) -> Optional[str]:  # noqa: N802
+        """What the last call to ``fetch`` raised, or None."""
+        return self.last_error
 
 
 _CACHE_OPTIONS = {"maxSize": "maxsize", "staleOnError": "stale_on_error"}
@@ -220,3 +238,8 @@ class CachedContextProvider(_cache.CachedContextProvider):
     @property
     def ttlMs(self) -> float:  # noqa: N802
         return self.ttl * 1000.0
+
+    @property
+    def lastError(self) -> Optional[str]:  # noqa: N802
+        """Why the last call failed (the inner provider's reason), or None."""
+        return self.last_error

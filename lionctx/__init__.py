@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .admission import Admission, Candidate, admit
 from .context import RunContext, coerce_run_context
 from .gather import ProviderCall
-from .outcome import Outcome, Status
+from .outcome import Outcome, SourceUnavailable, Status
 from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
 from .render import escape_name, neutralize, render_lionagi, tag_block
 from .resolve import Resolution, resolve_context, resolve_context_providers
@@ -103,6 +103,7 @@ __all__ = [
     "ProviderReport",
     "Resolution",
     "RunContext",
+    "SourceUnavailable",
     "SqliteContextProvider",
     "Status",
     "TokenizerDataError",

@@ -8,6 +8,11 @@ Each face calls providers through one function here, so a provider of either sha
 works on either face: a fetch-only provider registered on a branch gets the
 instruction's text as its query and the branch's run context; a built-in provider
 implements both methods through :class:`lionctx.providers.base.ContextSource`.
+
+A ``ContextSource`` is called through its ``retrieve(query, ctx)`` on both faces:
+it raises ``SourceUnavailable`` when its source could not answer, so the report says
+``failed`` with the reason, where its ``fetch`` would have returned ``None``
+(``empty``). Any other provider is called exactly as its face defines.
 """
 
 from __future__ import annotations
@@ -23,15 +28,21 @@ __all__ = [
     "fetch_method",
     "provider_name",
     "query_from_instruction",
+    "retrieve_method",
     "run_context_from_branch",
 ]
 
 
-def provider_name(provider: Any, explicit: Optional[str] = None) -> str:
-    """Explicit name, then a truthy ``name``, then ``label``, then the class name."""
+def provider_name(provider: Any, explicit: Optional[str] = None, *,
+                  agentium: bool = False) -> str:
+    """Explicit name, then a truthy ``name``, then the class name (ADR-0008 D1).
+
+    ``agentium=True`` also accepts the published agentium code's ``label`` after
+    ``name``.
+    """
     if explicit:
         return explicit
-    for attr in ("name", "label"):
+    for attr in (("name", "label") if agentium else ("name",)):
         try:
             value = getattr(provider, attr, None)
         except Exception:
@@ -46,6 +57,21 @@ def fetch_method(provider: Any) -> Any:
     method = getattr(provider, "fetch", None)
     if method is None or not callable(method):
         method = getattr(provider, "fetchContext", None)
+    return method if callable(method) else None
+
+
+def retrieve_method(provider: Any) -> Any:
+    """The failure-raising ``retrieve(query, ctx)`` of a ContextSource, or None.
+
+    Only a class that :class:`lionctx.providers.base.ContextSource` marks as
+    answering through ``retrieve`` qualifies (read from the class, so an instance
+    attribute cannot claim it): an unrelated object's ``retrieve`` method may mean
+    anything, and a subclass that overrides ``fetch`` is called through its
+    override.
+    """
+    if getattr(type(provider), "_lionctx_retrieves", False) is not True:
+        return None
+    method = getattr(provider, "retrieve", None)
     return method if callable(method) else None
 
 
@@ -86,7 +112,14 @@ async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:
 
 
 async def call_fetch(provider: Any, query: str, ctx: Any) -> Any:
-    """agentium face: ``fetch(query, ctx)`` (or ``fetchContext``); sync results accepted."""
+    """agentium face: ``fetch(query, ctx)`` (or ``fetchContext``); sync results accepted.
+
+    A ContextSource is called through ``retrieve`` instead (same text, but a source
+    that could not answer raises ``SourceUnavailable`` rather than returning None).
+    """
+    retrieve = retrieve_method(provider)
+    if retrieve is not None:
+        return await retrieve(query, ctx)
     fetch = fetch_method(provider)
     if fetch is None:
         raise AttributeError(

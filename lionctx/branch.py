@@ -60,6 +60,7 @@ import dataclasses
 import functools
 import json
 import logging
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
 from contextvars import ContextVar
@@ -106,7 +107,6 @@ logger = logging.getLogger(__name__)
 
 RenderMode = Literal["tags", "lionagi"]
 _RENDER_MODES = ("tags", "lionagi")
-_UNSET: Any = object()
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,21 @@ class _EngineTurn:
         return self.session.engine
 
 
+class _ReportKey:
+    """One task's handle on one report: the task's context holds only this key and
+    the branch holds the report, so a branch's reports die with the branch."""
+
+    __slots__ = ("__weakref__",)
+
+
+#: The current task's report keys: id(branch) -> (weakref to the branch, key). One
+#: module-level variable (a variable per branch would pin every report in a
+#: long-lived task's context); the mapping is copied on write, never mutated, so a
+#: child task's turn never shows in its parent.
+_REPORT_KEYS: ContextVar[Mapping[int, tuple[weakref.ref[Any], _ReportKey]]] = ContextVar(
+    "lionctx_branch_report_keys")
+
+
 #: What ``Branch._engine_turn`` gives without an engine: nothing, at no cost.
 _NO_ENGINE_TURN: AbstractAsyncContextManager[None] = nullcontext()
 
@@ -300,8 +315,10 @@ class Branch:
         # LionAGI's private attributes: no registry until someone asks for one.
         self._context_providers: Optional[ContextProviderRegistry] = None
         self._last_context_report: Optional[ProviderReport] = None
-        # One variable per branch: each task sees the report of its own last pass.
-        self._report_var: ContextVar[Any] = ContextVar(f"lionctx_branch_report_{id(self):x}")
+        # Each task's own last report, keyed by the _ReportKey its context holds: the
+        # entry goes when that context drops the key or when this branch goes.
+        self._task_reports: weakref.WeakKeyDictionary[_ReportKey, ProviderReport] = (
+            weakref.WeakKeyDictionary())
         self.last_response: Optional[ChatResponse] = None
         """The most recent model reply on this branch (any task; last writer wins)."""
         self._engine_session: Optional[EngineSession] = None
@@ -386,11 +403,21 @@ class Branch:
         task (last writer wins); ``None`` before any pass. Turns on a branch with
         no registered provider leave it unchanged.
         """
-        value = self._report_var.get(_UNSET)
-        return self._last_context_report if value is _UNSET else value
+        entry = _REPORT_KEYS.get({}).get(id(self))
+        if entry is not None and entry[0]() is self:
+            report = self._task_reports.get(entry[1])
+            if report is not None:
+                return report
+        return self._last_context_report
 
     def _set_report(self, report: ProviderReport) -> None:
-        self._report_var.set(report)
+        key = _ReportKey()
+        self._task_reports[key] = report
+        # Copy on write, dropping entries of collected branches: the mapping stays as
+        # small as the set of live branches this task ran turns on.
+        keys = {bid: e for bid, e in _REPORT_KEYS.get({}).items() if e[0]() is not None}
+        keys[id(self)] = (weakref.ref(self), key)
+        _REPORT_KEYS.set(keys)
         self._last_context_report = report
 
     def _store(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -506,13 +533,7 @@ class Branch:
         engine = turn.engine
         counts = host.usage_counts(turn.usage)
         prompt_tokens = counts[0] if counts is not None else None
-        try:
-            due = engine.should_compress(prompt_tokens)
-        except Exception as exc:
-            logger.warning("context engine %r should_compress raised %s; history kept",
-                           self._engine_label(), type(exc).__name__)
-            return
-        if not due:
+        if not host.compression_due(engine, prompt_tokens):
             return
         snapshot = list(self._messages)
         compacted = await anyio.to_thread.run_sync(

@@ -66,6 +66,13 @@ class RunContext:
     def sessionState(self) -> dict[str, Any]:  # noqa: N802
         return self.session_state
 
+    def __repr__(self) -> str:
+        # Dependencies, state and extras can hold clients and secrets: show keys only.
+        return (f"RunContext(user_id={self.user_id!r}, tenant_id={self.tenant_id!r}, "
+                f"session_id={self.session_id!r}, run_id={self.run_id!r}, "
+                f"metadata={sorted(self.metadata)!r}, session_state={sorted(self.session_state)!r}, "
+                f"dependencies={sorted(self.dependencies)!r}, extra={sorted(self.extra)!r})")
+
     def get_state(self, key: str, default: Any = None) -> Any:
         """Read ``session_state[key]``."""
         return self.session_state.get(key, default)
@@ -158,9 +165,18 @@ def coerce_run_context(ctx: Any = None, **overrides: Any) -> RunContext:
     elif isinstance(ctx, Mapping):
         items = dict(ctx)
     elif ctx is not None:
-        items = {k: v for k, v in vars(ctx).items() if not k.startswith("_")} if hasattr(
-            ctx, "__dict__"
-        ) else {}
+        # Any object: its public attributes (when it has a __dict__), then every known
+        # field in either spelling, which also reaches slots and properties.
+        items = {k: v for k, v in getattr(ctx, "__dict__", {}).items() if not k.startswith("_")}
+        for name in _FIELD_NAMES:
+            if name in ("extra",):
+                continue
+            for spelling in (name, _SNAKE_TO_CAMEL.get(name, name)):
+                if spelling not in items:
+                    value = getattr(ctx, spelling, _MISSING)
+                    if value is not _MISSING:
+                        items[spelling] = value
+                        break
     else:
         items = {}
     if not isinstance(ctx, RunContext):

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 import anyio
 
-from .outcome import Outcome, Status
+from .outcome import Outcome, SourceUnavailable, Status
 from .tokens import TokenCounter, prepare_counter
 
 __all__ = ["Observer", "ProviderCall", "gather", "validate_seconds"]
@@ -69,12 +69,27 @@ def validate_seconds(value: Any, label: str) -> Optional[float]:
     return float(value)
 
 
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # an exception whose __str__ raises must not escape containment
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def _log_failure(call: ProviderCall, exc: BaseException) -> None:
+    if isinstance(exc, SourceUnavailable):  # expected: the reason says it all
+        logger.warning("context provider %r unavailable: %s", call.name, _message(exc))
+    else:
+        logger.warning("context provider %r raised; skipping", call.name, exc_info=exc)
+
+
 def _failed(call: ProviderCall, index: int, start: float, exc: BaseException) -> Outcome:
+    message = _message(exc)
     return Outcome(
         call.name, index, _FAILED,
         duration_ms=(perf_counter() - start) * 1000.0,
-        error_type=type(exc).__name__, error=str(exc),
-        reason=f"{type(exc).__name__}: {exc}",
+        error_type=type(exc).__name__, error=message,
+        reason=f"{type(exc).__name__}: {message}",
         priority=call.priority, max_tokens=call.max_tokens,
     )
 
@@ -164,7 +179,7 @@ async def _run_one(call: ProviderCall, index: int, counter: TokenCounter,
         try:
             result = await call.invoke()
         except Exception as exc:
-            logger.warning("context provider %r raised; skipping", call.name, exc_info=True)
+            _log_failure(call, exc)
             return _failed(call, index, start, exc)
     else:
         with anyio.move_on_after(limit) as scope:
@@ -172,8 +187,7 @@ async def _run_one(call: ProviderCall, index: int, counter: TokenCounter,
                 result = await call.invoke()
             except Exception as exc:
                 if not scope.cancel_called:
-                    logger.warning("context provider %r raised; skipping", call.name,
-                                   exc_info=True)
+                    _log_failure(call, exc)
                     return _failed(call, index, start, exc)
         if scope.cancel_called:
             logger.warning("context provider %r timed out after %gs", call.name, limit)
@@ -201,7 +215,12 @@ async def gather(
     n = len(calls)
     if n == 0:
         return []
-    await prepare_counter(counter)
+    try:
+        await prepare_counter(counter)
+    except Exception:
+        # A missing or corrupt encoding fails each provider's count inside its own
+        # containment below, with the reason; it never costs the pass.
+        logger.warning("could not load the token encoding", exc_info=True)
     if not concurrent or n == 1:
         return await _sequential(calls, counter, timeout, deadline, observe)
     return await _concurrent(calls, counter, timeout, deadline, limit, observe)

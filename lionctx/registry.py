@@ -88,10 +88,22 @@ class ProviderReport:
         }
 
 
-def _check_number(value: Any, label: str, *, allow_none: bool) -> Optional[Number]:
+def check_limit(value: Any) -> Optional[int]:
+    """Check an optional concurrency limit: a positive int or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"limit must be a positive int or None, got {value!r}")
+    if value < 1:
+        raise ValueError(f"limit must be a positive int or None, got {value!r}")
+    return value
+
+
+def check_number(value: Any, label: str, *, allow_none: bool) -> Optional[Number]:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or (isinstance(value, float) and math.isnan(value))):
         expected = "a number or None" if allow_none else "a number"
         raise TypeError(f"{label} must be {expected}, got {value!r}")
     return value
@@ -153,7 +165,7 @@ class ContextProviderRegistry:
 
     @budget.setter
     def budget(self, value: Number) -> None:
-        self._budget = _check_number(value, "budget", allow_none=False)  # type: ignore[assignment]
+        self._budget = check_number(value, "budget", allow_none=False)  # type: ignore[assignment]
 
     @property
     def timeout(self) -> Optional[float]:
@@ -180,10 +192,7 @@ class ContextProviderRegistry:
 
     @limit.setter
     def limit(self, value: Optional[int]) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ValueError(f"limit must be a positive int or None, got {value!r}")
-        self._limit = value
+        self._limit = check_limit(value)
 
     # -- registration ------------------------------------------------------------
     def register(
@@ -202,8 +211,8 @@ class ContextProviderRegistry:
         ``priority`` decides who survives a budget conflict (higher first).
         ``timeout`` overrides the registry's per-provider timeout.
         """
-        priority = _check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
-        max_tokens = _check_number(max_tokens, "max_tokens", allow_none=True)
+        priority = check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
+        max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str or None, got {name!r}")
         timeout = validate_seconds(timeout, "timeout")
@@ -294,10 +303,10 @@ class ContextProviderRegistry:
         adds to ``stats["writeback_failed"]``, is logged, and the next hook still runs.
         """
         for entry in list(self._entries):
-            hook = getattr(entry.provider, "writeback", None)
-            if hook is None:
-                continue
             try:
+                hook = getattr(entry.provider, "writeback", None)
+                if hook is None:
+                    continue
                 result = await hook(branch, action_responses)
             except Exception:
                 self.stats["writeback_failed"] += 1

@@ -24,7 +24,7 @@ from .adapters import call_fetch, provider_name
 from .context import coerce_run_context
 from .gather import Observer, ProviderCall, gather, validate_seconds
 from .outcome import Outcome, Status
-from .registry import build_report
+from .registry import build_report, check_limit, check_number
 from .render import join_tagged, tag_block
 from .tokens import TokenCounter, resolve_counter
 
@@ -88,15 +88,13 @@ async def resolve_context(
         raise TypeError(f"query must be a str, got {type(query).__name__}")
     timeout = validate_seconds(timeout, "timeout")
     deadline = validate_seconds(deadline, "deadline")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))):
-        raise TypeError(f"budget must be a number or None, got {budget!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    budget = check_number(budget, "budget", allow_none=True)
+    limit = check_limit(limit)
     started = perf_counter()
     run_ctx = coerce_run_context(ctx)
     calls = []
     for provider in providers:
-        name = provider_name(provider)
+        name = provider_name(provider, agentium=True)
         calls.append(ProviderCall(name, provider, partial(call_fetch, provider, query, run_ctx),
                                   partial(tag_block, name)))
     outcomes = await gather(calls, counter=resolve_counter(counter), concurrent=True,

@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
@@ -133,16 +134,19 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
 
 # Counts are cached: context is mostly stable from turn to turn (the same notes, the
 # same status text), and hashing a string is far cheaper than encoding it. Short texts
-# go in a large cache, long ones in a small one; huge texts are never kept.
-_SHORT_TEXT = 4096
-_LONG_TEXT = 1 << 20
+# are their own keys; longer ones are keyed by a digest, so the cache never holds them.
+_SHORT_TEXT = 2048
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
 
 
 def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
     """Return a counter for ``encoding``; the encoding loads on its first call.
 
-    Counts are memoized per text (bounded: 4096 texts up to 4 KiB chars, 64 texts up
-    to 1 MiB chars); :func:`clear_token_cache` empties the caches.
+    Counts are memoized (bounded: 2048 texts of up to 2048 chars kept as keys, and
+    256 longer texts kept only as a digest); :func:`clear_token_cache` empties them.
     """
     counter = _counters.get(encoding)
     if counter is not None:
@@ -153,17 +157,22 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         # is split like any other text.
         return len(get_encoding(encoding).encode_ordinary(text))
 
-    short = functools.lru_cache(maxsize=4096)(encode_len)
-    long = functools.lru_cache(maxsize=64)(encode_len)
-    _caches.extend((short, long))
+    short = functools.lru_cache(maxsize=2048)(encode_len)
+    long: OrderedDict[bytes, int] = OrderedDict()
+    _caches.extend((short.cache_clear, long.clear))
 
     def count(text: str) -> int:
-        n = len(text)
-        if n <= _SHORT_TEXT:
+        if len(text) <= _SHORT_TEXT:
             return short(text)
-        if n <= _LONG_TEXT:
-            return long(text)
-        return encode_len(text)
+        key = _digest(text)
+        n = long.get(key)
+        if n is None:
+            n = encode_len(text)
+            with _lock:
+                long[key] = n
+                if len(long) > 256:
+                    long.popitem(last=False)
+        return n
 
     count.encoding_name = encoding  # type: ignore[attr-defined]  # read by prepare_counter
     with _lock:
@@ -186,8 +195,8 @@ async def prepare_counter(counter: TokenCounter) -> None:
 
 def clear_token_cache() -> None:
     """Forget every memoized token count."""
-    for cache in _caches:
-        cache.cache_clear()
+    for clear in _caches:
+        clear()
 
 
 def resolve_counter(counter: Union[str, TokenCounter, None]) -> TokenCounter:

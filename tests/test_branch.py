@@ -737,3 +737,67 @@ def test_branch_example_runs_offline_and_against_a_configured_server(configured,
         assert server.requests and {r["model"] for r in server.requests} == {"configured-model"}
     else:
         assert "offline echo server" in out.stdout and server.requests == []
+
+
+# -- report lifetime ------------------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_a_collected_branch_leaves_no_report_alive_in_a_long_lived_task(server, model):
+    import gc
+    import weakref
+
+    report_refs = []
+    branch_refs = []
+    for i in range(30):
+        branch = Branch(SYSTEM, model)
+        branch.providers.register(Static("notes", f"raw provider text {i}"))
+        await branch.chat(f"q{i}")
+        assert branch.last_context_report.blocks == [f"raw provider text {i}"]
+        report_refs.append(weakref.ref(branch.last_context_report))
+        branch_refs.append(weakref.ref(branch))
+        del branch
+    gc.collect()
+    assert [r for r in branch_refs if r() is not None] == []
+    # this task is still alive and ran every turn: it must not pin their reports
+    assert [r for r in report_refs if r() is not None] == []
+    # and the next turn in this task prunes the dead branches' (tiny) keys too
+    from lionctx.branch import _REPORT_KEYS
+
+    last = Branch(SYSTEM, model)
+    last.providers.register(Static("notes", "last"))
+    await last.chat("q")
+    assert list(_REPORT_KEYS.get({})) == [id(last)]
+
+
+@pytest.mark.anyio
+async def test_report_lookup_survives_dead_branches_and_reused_ids(server, model):
+    import gc
+
+    keep = Branch(SYSTEM, model)
+    keep.providers.register(Static("notes", "kept"))
+    await keep.chat("a")
+    kept_report = keep.last_context_report
+    for _ in range(10):
+        other = Branch(SYSTEM, model)
+        other.providers.register(Static("notes", "gone"))
+        await other.chat("b")
+        del other
+        gc.collect()
+        # a new branch (possibly at the same address) has no report of its own
+        fresh = Branch(SYSTEM, model)
+        assert fresh.last_context_report is None
+        del fresh
+    assert keep.last_context_report is kept_report
+
+
+def test_report_of_a_plain_thread_context_is_per_branch(model):
+    # Outside any task (the thread's own context), reports are still per branch.
+    async def one(branch, text):
+        branch.providers.register(Static("notes", text))
+        await branch._context_for(Instruction("q"))
+
+    a, b = Branch(SYSTEM, model), Branch(SYSTEM, model)
+    anyio.run(one, a, "for a")
+    anyio.run(one, b, "for b")
+    assert a.last_context_report.blocks == ["for a"]
+    assert b.last_context_report.blocks == ["for b"]

@@ -973,3 +973,32 @@ def test_a_branch_without_engine_never_loads_the_engines_package():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] False"
+
+
+@pytest.mark.anyio
+async def test_should_compress_whose_answer_cannot_be_tested_keeps_history():
+    from lionctx import Branch, OpenAIChatModel
+    from lionctx.engines import ContextEngine
+    from lionctx.testing import LocalOpenAIServer
+
+    class Liar:
+        def __bool__(self):
+            raise RuntimeError("no truth here")
+
+    class Engine(ContextEngine):
+        name = "liar"
+
+        def update_from_response(self, usage):
+            pass
+
+        def should_compress(self, prompt_tokens=None):
+            return Liar()
+
+        def compress(self, messages, current_tokens=None, focus_topic=None):
+            raise AssertionError("must not be called")
+
+    with LocalOpenAIServer() as server:
+        branch = Branch("sys", OpenAIChatModel("m", base_url=server.base_url),
+                        context_engine=Engine())
+        await branch.communicate("hello")
+        assert [m["role"] for m in branch.messages] == ["system", "user", "assistant"]

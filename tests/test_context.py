@@ -54,3 +54,34 @@ def test_to_dict():
     ctx = RunContext(user_id="u", extra={"plan": "pro"})
     d = ctx.to_dict(camel=True)
     assert d["userId"] == "u" and d["plan"] == "pro" and "signal" not in d
+
+
+def test_coerce_reads_slots_and_properties():
+    from dataclasses import dataclass as dc
+
+    @dc(slots=True)
+    class Slotted:
+        userId: str  # noqa: N815
+        tenant_id: str
+
+    class Props:
+        @property
+        def user_id(self):
+            return "prop-user"
+
+        @property
+        def sessionId(self):  # noqa: N802
+            return "s1"
+
+    ctx = coerce_run_context(Slotted("u1", "t1"))
+    assert ctx.user_id == "u1" and ctx.tenant_id == "t1"
+    ctx = coerce_run_context(Props())
+    assert ctx.user_id == "prop-user" and ctx.session_id == "s1"
+
+
+def test_repr_shows_keys_not_values():
+    ctx = RunContext(user_id="u", dependencies={"db": "postgres://user:hunter2@h"},
+                     session_state={"token": "sk-secret"}, extra={"apiKey": "k-123"})
+    text = repr(ctx)
+    assert "hunter2" not in text and "sk-secret" not in text and "k-123" not in text
+    assert "'db'" in text and "'token'" in text and "'u'" in text

@@ -358,3 +358,33 @@ async def test_first_pass_loads_the_encoding_off_the_event_loop(monkeypatch):
                        counter=tokens.get_counter(), concurrent=True, timeout=5)
     assert [o.status for o in out] == [Status.FIRED, Status.FIRED]
     assert len(threads) == 1 and threads[0] is not threading.main_thread()
+
+
+async def test_exception_whose_str_raises_is_still_contained():
+    class Nasty(Exception):
+        def __str__(self):
+            raise RuntimeError("no str for you")
+
+    async def boom():
+        raise Nasty()
+
+    out = await gather([call("n", boom), call("ok", returning("fine"))], counter=words,
+                       concurrent=True)
+    assert out[0].status is Status.FAILED
+    assert out[0].error == "<unprintable Nasty>"
+    assert out[1].status is Status.FIRED
+
+
+async def test_expected_unavailability_is_logged_in_one_line(caplog):
+    from lionctx.outcome import SourceUnavailable
+
+    async def down():
+        raise SourceUnavailable("HTTP 503 from http://127.0.0.1:1/status")
+
+    caplog.set_level(logging.WARNING, logger="lionctx.gather")
+    out = await gather([call("status", down)], counter=words)
+    assert out[0].status is Status.FAILED
+    assert out[0].reason == "SourceUnavailable: HTTP 503 from http://127.0.0.1:1/status"
+    records = [r for r in caplog.records if "status" in r.getMessage()]
+    assert records and all(r.exc_info is None for r in records)
+    assert "HTTP 503" in records[0].getMessage()

@@ -479,3 +479,43 @@ def test_report_lists_agree_with_outcomes(specs, budget):
     if budget >= 0:
         assert report.used_tokens <= budget
     assert not math.isnan(report.used_tokens)
+
+
+async def test_unloadable_encoding_fails_each_provider_not_the_pass():
+    reg = ContextProviderRegistry(counter="no-such-encoding")
+    reg.register(Static("x", name="a"))
+    reg.register(Static(None, name="b"))
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.failed == ["a"]
+    assert report.outcomes[1].status is Status.EMPTY
+
+
+async def test_writeback_property_that_raises_is_contained():
+    class Bad(Static):
+        @property
+        def writeback(self):
+            raise RuntimeError("no hook")
+
+    reg = ContextProviderRegistry()
+    reg.register(Bad("x", name="bad"))
+    await reg.gather_writeback(BRANCH, [1])
+    assert reg.stats["writeback_failed"] == 1
+
+
+def test_huge_numbers_and_limit_types():
+    reg = ContextProviderRegistry(budget=10**400)
+    reg.register(Static("x"), max_tokens=10**400, priority=10**400)
+    with pytest.raises(TypeError, match="limit"):
+        ContextProviderRegistry(limit="2")  # type: ignore[arg-type]
+
+
+def test_label_is_not_a_lionagi_name():
+    class Labelled:
+        label = "from-label"
+
+        async def provide(self, branch, instruction):
+            return "x"
+
+    reg = ContextProviderRegistry()
+    reg.register(Labelled())
+    assert reg.names == ["Labelled"]

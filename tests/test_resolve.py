@@ -4,6 +4,8 @@ from types import SimpleNamespace
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lionctx import RunContext, Status, count_tokens, resolve_context, resolve_context_providers
 from lionctx.render import tag_block
@@ -179,3 +181,182 @@ async def test_on_outcome_reports_progress():
                                 on_outcome=lambda o: seen.append(o.name))
     assert sorted(seen) == ["a", "b"]
     assert res.fired == ["a"]
+
+
+# -- honest failures: a ContextSource is called through retrieve() ------------------------
+
+async def _lionagi_report(*providers):
+    from lionctx import ContextProviderRegistry
+
+    reg = ContextProviderRegistry()
+    for p in providers:
+        reg.register(p)
+    return await reg.gather(SimpleNamespace(run_context=RunContext(user_id="u")), "q")
+
+
+def _sources():
+    from lionctx.providers import ContextSource, SourceUnavailable
+
+    class Down(ContextSource):
+        name = "down"
+
+        async def retrieve(self, query, ctx):
+            raise SourceUnavailable(f"index offline (query {len(query)} chars)")
+
+    class Nothing(ContextSource):
+        name = "nothing"
+
+        async def retrieve(self, query, ctx):
+            return None
+
+    class Old(ContextSource):
+        """Written to the fetch-only contract: still works, its None is `empty`."""
+
+        name = "old"
+
+        async def fetch(self, query, ctx):
+            return None if query == "none" else f"old:{query}"
+
+    return Down(), Nothing(), Old()
+
+
+async def test_a_source_that_cannot_answer_is_failed_on_both_faces_and_none_from_fetch():
+    down, nothing, _ = _sources()
+    ok = P("ok", "kept")
+    res = await resolve_context([down, nothing, ok], "q", {})
+    assert [(o.name, o.status) for o in res.outcomes] == [
+        ("down", Status.FAILED), ("nothing", Status.EMPTY), ("ok", Status.FIRED)]
+    assert res.outcomes[0].error_type == "SourceUnavailable"
+    assert res.outcomes[0].error == "index offline (query 1 chars)"
+    assert res.outcomes[0].reason == "SourceUnavailable: index offline (query 1 chars)"
+    # the merged string is what it would be without the failed source
+    assert res.text == tag_block("ok", "kept")
+    assert await resolve_context_providers([down, nothing, ok], "q", {}) == res.text
+    report = await _lionagi_report(down, nothing)
+    assert report.failed == ["down"] and report.blocks == []
+    assert [o.status for o in report.outcomes] == [Status.FAILED, Status.EMPTY]
+    # agentium's fetch(): null, the reason kept
+    assert await down.fetch("q", {}) is None
+    assert down.last_error == "index offline (query 1 chars)"
+    assert await nothing.fetch("q", {}) is None and nothing.last_error is None
+
+
+async def test_fetch_only_subclasses_and_third_party_providers_work_as_before():
+    from lionctx.adapters import call_fetch, retrieve_method
+
+    _, _, old = _sources()
+    assert retrieve_method(old) is None  # its fetch override is what it means
+    assert await old.retrieve("x", {}) == "old:x"
+    res = await resolve_context([old, P("none", None)], "none", {})
+    assert [o.status for o in res.outcomes] == [Status.EMPTY, Status.EMPTY]
+    assert (await _lionagi_report(old)).blocks == ["old:q"]
+
+    class Retriever:
+        """Not a ContextSource: its retrieve() means something else and is never called."""
+
+        name = "third-party"
+
+        def retrieve(self, *args):
+            raise AssertionError("retrieve must not be called")
+
+        async def fetch(self, query, ctx):
+            return f"fetched {query}"
+
+    assert retrieve_method(Retriever()) is None
+    assert await call_fetch(Retriever(), "q", {}) == "fetched q"
+    obj = P("p", "v")
+    obj._lionctx_retrieves = True  # an instance attribute cannot claim retrieve()
+    obj.retrieve = Retriever().retrieve
+    assert retrieve_method(obj) is None
+    assert await resolve_context_providers([obj, Retriever()], "q", {}) == (
+        tag_block("p", "v") + "\n\n" + tag_block("third-party", "fetched q"))
+
+
+async def test_a_subclass_that_overrides_fetch_of_a_builtin_is_called_through_it(tmp_path):
+    from lionctx.providers import FilesystemContextProvider
+
+    class Shouting(FilesystemContextProvider):
+        async def fetch(self, query, ctx):
+            text = await super().fetch(query, ctx)
+            return None if text is None else text.upper()
+
+    (tmp_path / "a.md").write_text("quiet")
+    p = Shouting(tmp_path, name="notes")
+    assert await resolve_context_providers([p], "q", {}) == tag_block("notes", "# A.MD\nQUIET")
+    assert (await _lionagi_report(p)).blocks == ["# A.MD\nQUIET"]
+    gone = Shouting(tmp_path / "missing", name="gone")
+    res = await resolve_context([gone], "q", {})
+    assert res.outcomes[0].status is Status.EMPTY  # its fetch said None, and it is heard
+    assert "is not a directory" in gone.last_error
+
+
+async def test_nan_budget_and_bad_limit_type_are_refused():
+    with pytest.raises(TypeError, match="budget"):
+        await resolve_context([P("a", "x")], "q", {}, budget=float("nan"))
+    with pytest.raises(TypeError, match="limit"):
+        await resolve_context([P("a", "x")], "q", {}, limit=2.0)
+
+
+async def test_a_source_without_retrieve_says_so_and_costs_one_row():
+    from lionctx.providers import ContextSource
+
+    class Unfinished(ContextSource):
+        name = "unfinished"
+
+    class CallsUp(ContextSource):
+        name = "calls-up"
+
+        async def fetch(self, query, ctx):
+            return await super().fetch(query, ctx)  # nothing above it implements one
+
+    for p in (Unfinished(), CallsUp()):
+        with pytest.raises(NotImplementedError, match="retrieve"):
+            await p.fetch("q", {})
+        res = await resolve_context([p, P("ok", "x")], "q", {})
+        assert res.outcomes[0].status is Status.FAILED
+        assert res.outcomes[0].error_type == "NotImplementedError"
+        assert res.text == tag_block("ok", "x")
+
+
+# Each answer: None, "", some text, or ("down", reason) for a source that cannot answer.
+_ANSWERS = st.lists(st.one_of(st.just(None), st.just(""), st.text(min_size=1, max_size=20),
+                              st.builds(lambda s: ("down", s), st.text(max_size=20))),
+                    max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(answers=_ANSWERS)
+def test_failures_never_change_the_merged_text_only_the_report(answers):
+    from lionctx.providers import ContextSource, SourceUnavailable
+
+    class Source(ContextSource):
+        def __init__(self, i, answer):
+            self.name, self.answer = f"s{i}", answer
+
+        async def retrieve(self, query, ctx):
+            if isinstance(self.answer, tuple):
+                raise SourceUnavailable(self.answer[1])
+            return self.answer
+
+    sources = [Source(i, a) for i, a in enumerate(answers)]
+    answered = [s for s in sources if isinstance(s.answer, str) and s.answer]
+
+    async def main():
+        res = await resolve_context(sources, "q", {})
+        only_answers = await resolve_context_providers(answered, "q", {})
+        fetched = [await s.fetch("q", {}) for s in sources]
+        report = await _lionagi_report(*sources)
+        return res, only_answers, fetched, report
+
+    res, only_answers, fetched, report = anyio.run(main)
+    assert res.text == only_answers
+    want = [Status.FAILED if isinstance(a, tuple) else Status.FIRED if a else Status.EMPTY
+            for a in answers]
+    assert [o.status for o in res.outcomes] == want
+    assert [o.status for o in report.outcomes] == want
+    assert report.failed == [s.name for s in sources if isinstance(s.answer, tuple)]
+    for s, got, o in zip(sources, fetched, res.outcomes):
+        if isinstance(s.answer, tuple):
+            assert got is None and s.last_error == s.answer[1] == o.error
+        else:
+            assert got == s.answer

@@ -125,3 +125,20 @@ def test_pluggable_counter():
 def test_non_str_is_refused():
     with pytest.raises(TypeError, match="bytes"):
         count_tokens(b"x")  # type: ignore[arg-type]
+
+
+def test_long_texts_are_counted_exactly_and_not_kept():
+    enc = get_encoding()
+    text = "".join(f"line {i}: lorem ipsum <|endoftext|> dolor\n" for i in range(2000))
+    before = sys.getrefcount(text)
+    assert count_tokens(text) == len(enc.encode(text, disallowed_special=()))
+    assert count_tokens(text) == len(enc.encode(text, disallowed_special=()))  # cached path
+    assert sys.getrefcount(text) == before  # the cache holds a digest, not the text
+
+
+def test_clear_token_cache():
+    from lionctx.tokens import clear_token_cache
+
+    count_tokens("abc " * 1000)
+    clear_token_cache()
+    assert count_tokens("abc " * 1000) == count_tokens("abc " * 1000)

@@ -69,7 +69,11 @@ def _fmt_number(value: Optional[float]) -> str:
 def outcome_reason(o: Outcome) -> str:
     """Why a provider ended as it did, plus any degradation and cache facts."""
     parts = []
-    if o.reason:
+    if o.error_type == "SourceUnavailable" and o.error:
+        # A source that could not answer: its message is the whole reason (the
+        # status column already says it failed).
+        parts.append(o.error)
+    elif o.reason:
         parts.append(o.reason)
     if o.degradation_reason and o.degradation_reason != o.reason:
         parts.append(o.degradation_reason if o.status is Status.EMPTY

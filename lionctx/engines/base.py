@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ContextEngine", "overrides", "usage_counts"]
+__all__ = ["ContextEngine", "engine_label", "overrides", "usage_counts"]
 
 
 class ContextEngine(ABC):
@@ -174,6 +174,18 @@ def overrides(engine: object, hook: str) -> bool:
     if attr is None or not callable(attr):
         return False
     return getattr(attr, "__func__", attr) is not base
+
+
+def engine_label(engine: object) -> str:
+    """An engine's name for log lines and warnings; never raises.
+
+    Its ``name`` when that is a non-empty string, else its class name.
+    """
+    try:
+        name = engine.name  # type: ignore[attr-defined]
+    except Exception:
+        name = None
+    return name if isinstance(name, str) and name else type(engine).__name__
 
 
 def _int_field(source: Any, *keys: str) -> int | None:

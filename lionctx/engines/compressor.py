@@ -17,8 +17,10 @@ one group that is kept or summarized whole, so a call is never split from its re
 The summary comes from ``model.complete_sync(messages)`` (any object whose result has
 ``.content``; the same adapter the host chats with) or from a ``summarize(messages,
 previous_summary)`` callable. It aims at ``summary_percent`` (20%) of the threshold
-and is cut there. On a later pass the previous summary is updated rather than
-stacked. If summarizing fails (it raises, returns nothing, or no summarizer was
+and is cut there. On a later pass the previous summary (the marked message right
+after the head, where every pass puts it) is updated rather than stacked; a marked
+message anywhere else is ordinary text, so pasting or echoing the marker cannot
+make the engine swallow a message. If summarizing fails (it raises, returns nothing, or no summarizer was
 given) a fixed fallback note takes its place, so the turn is never lost.
 
 Identity: the summary is an engine-authored row, not a fold of the messages it
@@ -69,6 +71,8 @@ Summarizer = Callable[[list[dict[str, Any]], "str | None"], str]
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _RESULT_ROLES = frozenset({"tool", "function"})
+#: Roles a summary message can have (never a system role).
+_SUMMARY_ROLES = frozenset({"user", "assistant"})
 #: Approximate per-message framing tokens of the chat format.
 _MESSAGE_OVERHEAD = 4
 #: Flat estimate for a non-text content part (an image, audio).
@@ -278,12 +282,46 @@ class ContextCompressor(ContextEngine):
     # -- compaction -----------------------------------------------------------------
 
     def is_summary(self, message: Mapping[str, Any]) -> bool:
-        """True for a summary message this engine (or an earlier run of it) wrote."""
+        """True when ``message`` looks like a summary this engine (or an earlier run of
+        it) wrote: it is the current summary row, or a user/assistant message whose
+        text starts with :data:`SUMMARY_MARKER`.
+
+        Anyone can type the marker, so :meth:`compress` trusts a marked message as an
+        earlier summary only where this engine puts summaries: right after the
+        protected head (or under the uid of the current summary row).
+        """
         uid = message.get(UID_FIELD)
         if is_uid(uid) and uid == self.summary_uid:
             return True
         content = message.get("content")
-        return isinstance(content, str) and content.startswith(SUMMARY_MARKER)
+        return (
+            _role(message) in _SUMMARY_ROLES
+            and isinstance(content, str)
+            and content.startswith(SUMMARY_MARKER)
+        )
+
+    def _summary_units(
+        self, messages: Sequence[Mapping[str, Any]], units: list[tuple[int, int]], head_end: int
+    ) -> set[int]:
+        """Indexes of the units that are earlier summaries.
+
+        The run of marked single messages right after the head (where every pass
+        puts its summary), and the current summary row wherever it is. A marked
+        message anywhere else (a user pasting a summary, a model echoing one) is an
+        ordinary message.
+        """
+        found = set()
+        k = head_end
+        while k < len(units) and units[k][1] - units[k][0] == 1 and self.is_summary(
+            messages[units[k][0]]
+        ):
+            found.add(k)
+            k += 1
+        if self.summary_uid is not None:
+            for k, (start, end) in enumerate(units):
+                if end - start == 1 and messages[start].get(UID_FIELD) == self.summary_uid:
+                    found.add(k)
+        return found
 
     def compress(
         self,
@@ -316,10 +354,12 @@ class ContextCompressor(ContextEngine):
         head_messages = 0
         while head_end < len(units) and head_messages < self.protect_first_n:
             start, end = units[head_end]
-            if self.is_summary(messages[start]):
+            if end - start == 1 and self.is_summary(messages[start]):
                 break
             head_messages += end - start
             head_end += 1
+        summary_units = self._summary_units(messages, units, head_end)
+        summary_starts = {units[k][0] for k in summary_units}
 
         # Tail: whole groups from the end, within the message cap and token budget.
         tail_start = len(units)
@@ -328,7 +368,7 @@ class ContextCompressor(ContextEngine):
         budget = self.tail_budget_tokens
         while tail_start > head_end:
             start, end = units[tail_start - 1]
-            if self.is_summary(messages[start]):
+            if tail_start - 1 in summary_units:
                 break
             size = end - start
             tokens = sum(self._tokens(messages[i]) for i in range(start, end))
@@ -344,16 +384,17 @@ class ContextCompressor(ContextEngine):
 
         last_user = None
         for index in range(len(messages) - 1, n_system - 1, -1):
-            if _role(messages[index]) == "user" and not self.is_summary(messages[index]):
+            if _role(messages[index]) == "user" and index not in summary_starts:
                 last_user = index
                 break
 
         previous: list[dict[str, Any]] = []
         folded: list[dict[str, Any]] = []
         kept_middle: list[dict[str, Any]] = []
-        for start, end in units[head_end:tail_start]:
+        for k in range(head_end, tail_start):
+            start, end = units[k]
             first = messages[start]
-            if self.is_summary(first) and end - start == 1:
+            if k in summary_units:
                 previous.append(first)
             elif (start == last_user) or _role(first) in _SYSTEM_ROLES:
                 kept_middle.extend(messages[start:end])

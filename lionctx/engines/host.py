@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import ContextEngine, overrides, usage_counts
+from .base import ContextEngine, engine_label, overrides, usage_counts
 from .identity import PERSISTENCE_ONLY_FIELDS, UID_FIELD, is_uid, new_uid
 
 __all__ = [
@@ -97,15 +97,6 @@ def summary_model(model: Any) -> Any:
     if callable(getattr(model, "complete", None)):
         return ThreadBridgeModel(model)
     return None
-
-
-def _label(engine: object) -> str:
-    """The engine's name for log lines; never raises."""
-    try:
-        name = engine.name  # type: ignore[attr-defined]
-    except Exception:
-        name = None
-    return name if isinstance(name, str) and name else type(engine).__name__
 
 
 def _role(message: Mapping[str, Any]) -> str | None:
@@ -248,10 +239,17 @@ def usage_dict(usage: Any) -> dict[str, Any] | None:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
 
 
-def _wire_key(message: Mapping[str, Any]) -> str:
-    """The message as a provider sees it, for matching copies of one message."""
+def _wire_key(message: Mapping[str, Any]) -> str | None:
+    """The message as a provider sees it, for matching copies of one message.
+
+    None when the message cannot be serialized (mixed key types, cycles): such a row
+    matches nothing and is treated as new.
+    """
     view = {k: v for k, v in message.items() if k not in PERSISTENCE_ONLY_FIELDS}
-    return json.dumps(view, sort_keys=True, default=repr)
+    try:
+        return json.dumps(view, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 # -- per-request selection -----------------------------------------------------------
@@ -277,7 +275,7 @@ def apply_select_context(
     """
     if not overrides(engine, "select_context"):
         return request_messages
-    label = _label(engine)
+    label = engine_label(engine)
     try:
         budget = engine.context_length or 0
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
@@ -301,7 +299,10 @@ def apply_select_context(
         return request_messages
     if result is None:
         return request_messages
-    problem = selection_problem(request_messages, result)
+    try:
+        problem = selection_problem(request_messages, result)
+    except Exception as exc:  # an engine's list we cannot even inspect is refused
+        problem = f"returned messages that cannot be checked ({type(exc).__name__})"
     if problem is not None:
         logger.warning(
             "context engine %r select_context %s; using the unmodified request",
@@ -328,7 +329,7 @@ def after_response(engine: ContextEngine, usage: Any) -> None:
     except Exception as exc:
         logger.warning(
             "context engine %r update_from_response raised %s; ignored",
-            _label(engine),
+            engine_label(engine),
             type(exc).__name__,
         )
 
@@ -345,10 +346,12 @@ def _carry_identity(
     copy of an original message gets that message's uid (and tool-call uids) back; a
     row that is new gets a fresh uid when ``mint`` is true (rows are minted at insert).
     """
-    by_key: dict[str, list[Mapping[str, Any]]] = {}
+    by_key: dict[str | None, list[Mapping[str, Any]]] = {}
     for message in original:
         if is_uid(message.get(UID_FIELD)):
-            by_key.setdefault(_wire_key(message), []).append(message)
+            key = _wire_key(message)
+            if key is not None:
+                by_key.setdefault(key, []).append(message)
     taken = {m[UID_FIELD] for m in result if is_uid(m.get(UID_FIELD))}
     for message in result:
         if is_uid(message.get(UID_FIELD)):
@@ -356,7 +359,8 @@ def _carry_identity(
         if UID_FIELD in message:
             logger.debug("replacing malformed message_uid %r", message[UID_FIELD])
             del message[UID_FIELD]
-        for source in by_key.get(_wire_key(message), ()):
+        key = _wire_key(message)
+        for source in by_key.get(key, ()) if key is not None else ():
             if source[UID_FIELD] not in taken:
                 for field in PERSISTENCE_ONLY_FIELDS:
                     if field in source and field not in message:
@@ -366,6 +370,17 @@ def _carry_identity(
         else:
             if mint:
                 message[UID_FIELD] = new_uid()
+
+
+def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
+    """``should_compress(prompt_tokens)``, contained: an error (even in the truth
+    test of what it returned) means "not due", with a warning."""
+    try:
+        return bool(engine.should_compress(prompt_tokens))
+    except Exception as exc:
+        logger.warning("context engine %r should_compress raised %s; history kept",
+                       engine_label(engine), type(exc).__name__)
+        return False
 
 
 def maybe_compress(
@@ -383,27 +398,17 @@ def maybe_compress(
     ``compress`` on a private deep snapshot of ``messages``. Returns the new history
     to store, or None to keep ``messages`` as they are: when no compaction is due,
     and, with a warning, when the engine raises or returns something that is not a
-    valid message list, adds system authority, or breaks a tool call / result pair
-    that was intact. An engine that hands back an equal list changed nothing, so
+    valid message list (or one that cannot even be inspected), adds system
+    authority, or breaks a tool call / result pair that was intact. An engine that hands back an equal list changed nothing, so
     that is None too. ``messages`` itself is never modified.
 
     On the returned list, rows keep their uids: an engine-set uid is kept, an
     unchanged copy of an original message that lost its uid gets it back, and a new
     row gets a fresh one (unless ``mint_uids`` is false).
     """
-    label = _label(engine)
-    if not force:
-        try:
-            due = engine.should_compress(prompt_tokens)
-        except Exception as exc:
-            logger.warning(
-                "context engine %r should_compress raised %s; history kept",
-                label,
-                type(exc).__name__,
-            )
-            return None
-        if not due:
-            return None
+    label = engine_label(engine)
+    if not force and not compression_due(engine, prompt_tokens):
+        return None
     try:
         result = engine.compress(
             copy.deepcopy(messages), current_tokens=prompt_tokens, focus_topic=focus_topic
@@ -413,19 +418,32 @@ def maybe_compress(
             "context engine %r compress raised %s; history kept", label, type(exc).__name__
         )
         return None
-    if result == messages:
+    try:
+        problem = _compaction_problem(messages, result)
+    except Exception as exc:  # a list we cannot even inspect is refused
+        problem = f"returned messages that cannot be checked ({type(exc).__name__})"
+    if problem == "":
         return None  # nothing was compacted: keep the stored rows as they are
-    problem = _shape_problem(result) or _authority_problem(messages, result)  # type: ignore[arg-type]
-    if problem is None:
-        introduced = tool_pairing_problems(result) - tool_pairing_problems(messages)  # type: ignore[arg-type]
-        if introduced:
-            kind, call_id = sorted(introduced)[0]
-            problem = f"breaks a tool call / result pair ({kind} {call_id!r})"
     if problem is not None:
         logger.warning("context engine %r compress %s; history kept", label, problem)
         return None
     _carry_identity(messages, result, mint_uids)  # type: ignore[arg-type]
     return result  # type: ignore[return-value]
+
+
+def _compaction_problem(
+    original: list[dict[str, Any]], result: object
+) -> str | None:
+    """Why ``result`` may not replace ``original``; ``""`` when it equals it."""
+    if result == original:
+        return ""
+    problem = _shape_problem(result) or _authority_problem(original, result)  # type: ignore[arg-type]
+    if problem is None:
+        introduced = tool_pairing_problems(result) - tool_pairing_problems(original)  # type: ignore[arg-type]
+        if introduced:
+            kind, call_id = sorted(introduced)[0]
+            problem = f"breaks a tool call / result pair ({kind} {call_id!r})"
+    return problem
 
 
 # -- end of turn ---------------------------------------------------------------------
@@ -465,7 +483,7 @@ def notify_turn_complete(
     except Exception as exc:
         logger.warning(
             "context engine %r on_turn_complete raised %s; ignored",
-            _label(engine),
+            engine_label(engine),
             type(exc).__name__,
         )
 
@@ -481,7 +499,7 @@ def engine_tools(engine: ContextEngine) -> list[dict[str, Any]]:
     through). A malformed entry is left out with a warning; a raising
     ``get_tool_schemas`` offers no tools.
     """
-    label = _label(engine)
+    label = engine_label(engine)
     try:
         schemas = engine.get_tool_schemas()
     except Exception as exc:
@@ -502,25 +520,53 @@ def engine_tools(engine: ContextEngine) -> list[dict[str, Any]]:
         return []
     tools: list[dict[str, Any]] = []
     for index, schema in enumerate(schemas):
-        spec = schema
-        if isinstance(schema, Mapping) and schema.get("type") == "function":
-            spec = schema.get("function")
-        if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        try:
+            function = _function_spec(schema)
+        except Exception as exc:
+            logger.warning(
+                "context engine %r tool schema %d (%s) is unusable (%s); left out",
+                label, index, _schema_name(schema), type(exc).__name__,
+            )
+            continue
+        if function is None:
             logger.warning(
                 "context engine %r tool schema %d has no name; left out", label, index
             )
             continue
-        function: dict[str, Any] = {"name": spec["name"]}
-        if spec.get("description") is not None:
-            function["description"] = str(spec["description"])
-        parameters = spec.get("parameters")
-        function["parameters"] = (
-            copy.deepcopy(dict(parameters))
-            if isinstance(parameters, Mapping)
-            else {"type": "object", "properties": {}}
-        )
         tools.append({"type": "function", "function": function})
     return tools
+
+
+def _schema_name(schema: object) -> str:
+    """A tool schema's name for a log line; never raises."""
+    try:
+        if isinstance(schema, Mapping):
+            inner = schema.get("function")
+            name = (inner if isinstance(inner, Mapping) else schema).get("name")
+            if isinstance(name, str):
+                return repr(name)
+    except Exception:
+        pass
+    return "unnamed"
+
+
+def _function_spec(schema: object) -> dict[str, Any] | None:
+    """One engine tool schema as an OpenAI ``function`` object; None without a name."""
+    spec = schema
+    if isinstance(schema, Mapping) and schema.get("type") == "function":
+        spec = schema.get("function")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        return None
+    function: dict[str, Any] = {"name": spec["name"]}
+    if spec.get("description") is not None:
+        function["description"] = str(spec["description"])
+    parameters = spec.get("parameters")
+    function["parameters"] = (
+        copy.deepcopy(dict(parameters))
+        if isinstance(parameters, Mapping)
+        else {"type": "object", "properties": {}}
+    )
+    return function
 
 
 def dispatch_engine_tool(
@@ -532,13 +578,13 @@ def dispatch_engine_tool(
     JSON, an exception in the engine) becomes a JSON error result for the model
     rather than an error for the turn; a non-string return value is JSON-encoded.
     """
-    label = _label(engine)
+    label = engine_label(engine)
     if args is None or args == "":
         parsed: Any = {}
     elif isinstance(args, str):
         try:
             parsed = json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):  # the model's text: any shape, any depth
             return json.dumps({"error": f"arguments for tool {name!r} are not valid JSON"})
     else:
         parsed = args
@@ -555,8 +601,12 @@ def dispatch_engine_tool(
         return result
     try:
         return json.dumps(result, default=str)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
         return str(result)
+    except Exception:  # RecursionError included
+        return json.dumps({"error": f"tool {name!r} returned a result that cannot be encoded"})
 
 
 # -- session lifecycle ---------------------------------------------------------------
@@ -587,8 +637,8 @@ class EngineSession:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return (f"EngineSession(engine={_label(self.engine)!r}, session_id={self.session_id!r}, "
-                f"active={self._active})")
+        return (f"EngineSession(engine={engine_label(self.engine)!r}, "
+                f"session_id={self.session_id!r}, active={self._active})")
 
     @property
     def active(self) -> bool:
@@ -611,7 +661,7 @@ class EngineSession:
         except Exception as exc:
             logger.warning(
                 "context engine %r on_session_start raised %s; ignored",
-                _label(self.engine),
+                engine_label(self.engine),
                 type(exc).__name__,
             )
 
@@ -633,7 +683,7 @@ class EngineSession:
             except Exception as exc:
                 logger.warning(
                     "context engine %r on_session_end raised %s; ignored",
-                    _label(self.engine),
+                    engine_label(self.engine),
                     type(exc).__name__,
                 )
         return True
@@ -646,6 +696,6 @@ class EngineSession:
         except Exception as exc:
             logger.warning(
                 "context engine %r on_session_reset raised %s; ignored",
-                _label(self.engine),
+                engine_label(self.engine),
                 type(exc).__name__,
             )

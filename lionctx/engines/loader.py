@@ -56,7 +56,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Union
 
-from .base import ContextEngine
+from .base import ContextEngine, engine_label
 from .compressor import ContextCompressor
 
 __all__ = [
@@ -250,7 +250,7 @@ class PluginContext:
                 "context engine plugin %s tried to register a second engine (%s); "
                 "only one engine is allowed, refused",
                 self.source,
-                _safe_name(engine),
+                engine_label(engine),
             )
             return False
         self.engine = engine
@@ -276,8 +276,8 @@ def register_context_engine(engine: object) -> bool:
         if _registered is not None:
             logger.warning(
                 "register_context_engine: engine %r is already registered; refused %r",
-                _safe_name(_registered),
-                _safe_name(engine),
+                engine_label(_registered),
+                engine_label(engine),
             )
             return False
         _registered = engine
@@ -294,14 +294,6 @@ def clear_registered_context_engine() -> None:
     global _registered
     with _lock:
         _registered = None
-
-
-def _safe_name(engine: object) -> str:
-    try:
-        name = engine.name  # type: ignore[attr-defined]
-    except Exception:
-        name = None
-    return name if isinstance(name, str) and name else type(engine).__name__
 
 
 # -- directory plugins ---------------------------------------------------------------
@@ -537,7 +529,7 @@ def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> 
     if not isinstance(name, str) or not name:
         raise ValueError(f"engine name must be a non-empty string, got {name!r}")
     registered = _registered
-    if registered is not None and _safe_name(registered) == name:
+    if registered is not None and engine_label(registered) == name:
         return registered
     paths = _search_paths(search_paths, {})
     for directory in _plugin_dirs(paths):
@@ -600,9 +592,9 @@ def engine_for_agent(
     clone = _clone_or_none(shared, name)
     if clone is None:
         return builtin()
-    if _safe_name(clone) != name:
+    if engine_label(clone) != name:
         logger.warning(
-            "context engine configured as %r reports the name %r", name, _safe_name(clone)
+            "context engine configured as %r reports the name %r", name, engine_label(clone)
         )
     return clone
 
@@ -639,7 +631,7 @@ def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
     """
     if not isinstance(shared, ContextEngine):
         raise TypeError(f"shared must be a ContextEngine, got {type(shared).__name__}")
-    clone = _clone_or_none(shared, _safe_name(shared))
+    clone = _clone_or_none(shared, engine_label(shared))
     return clone if clone is not None else ContextCompressor(model=model)
 
 
@@ -687,7 +679,7 @@ def resolve_context_engine(
         if config is not None:
             raise ValueError(
                 f"engine_config is for choosing an engine by name; it cannot configure the "
-                f"given engine instance {_safe_name(engine)!r}"
+                f"given engine instance {engine_label(engine)!r}"
             )
         if engine is _registered:
             return clone_engine(engine, model=model)
@@ -761,7 +753,7 @@ def list_context_engines(
     registered = _registered
     if registered is not None:
         doc = inspect.getdoc(type(registered)) or ""
-        add(_safe_name(registered), doc.split("\n", 1)[0], None, "registered", lambda: None)
+        add(engine_label(registered), doc.split("\n", 1)[0], None, "registered", lambda: None)
     for directory in _plugin_dirs(_search_paths(search_paths, _context_section(config))):
         meta = _plugin_meta(directory)
         description = meta.get("description")

@@ -8,15 +8,22 @@ from ``LIONCTX_MODEL`` (default :data:`DEFAULT_MODEL`).
 
 Nothing is checked or imported at construction: the ``openai`` package is imported,
 and a missing key reported, on the first call. A server on a loopback address
-(127.0.0.1, ``localhost``, ``::1``) may be used without a key; local servers do not
-check one, so a placeholder is sent. Errors name the server (without credentials)
-and never contain the key.
+(an IP in 127.0.0.0/8, ``::1``, or exactly ``localhost``) may be used without a key;
+local servers do not check one, so a placeholder is sent. A name that merely starts
+like one (``127.example.com``) is remote and needs a real key.
+
+Errors name the server (without credentials) and never contain the key: the
+``openai`` exception is not chained (its message and its request carry the
+server's body and our headers); the status code and the server's error type are
+kept in our error instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import re
 import os
 import threading
 import weakref
@@ -42,17 +49,30 @@ logger = logging.getLogger(__name__)
 DEFAULT_MODEL = "gpt-4o-mini"
 _DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 _LOCAL_PLACEHOLDER_KEY = "lionctx-local-no-key"
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+#: Shortest run of the key's characters that counts as (part of) the key in a text.
+_KEY_FRAGMENT = 8
+#: What a server's error type/code must look like to be repeated in our error.
+_ERROR_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 
 def _is_loopback(url: Optional[str]) -> bool:
+    """True for a loopback IP (127.0.0.0/8, ``::1``, IPv4-mapped 127/8) or exactly
+    ``localhost``. Any other name is remote, whatever it starts with."""
     if not url:
         return False
     try:
         host = urlsplit(url).hostname or ""
     except ValueError:
         return False
-    return host in _LOOPBACK or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a DNS name: it may resolve anywhere
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 def _public_url(url: Optional[str]) -> str:
@@ -215,10 +235,36 @@ class OpenAIChatModel:
         return body
 
     def _scrub(self, text: str) -> str:
+        """``text`` with the key, and any run of 8+ of its characters, masked as ``***``
+        (servers echo keys partly: ``sk-proj-abc...****``)."""
         key = self._api_key
-        if key and key in text:
+        if not key or not text:
+            return text
+        if key in text:
             text = text.replace(key, "***")
-        return text
+        size = min(_KEY_FRAGMENT, len(key))
+        if not any(key[i:i + size] in text for i in range(len(key) - size + 1)):
+            return text
+        out: list[str] = []
+        i = 0
+        while i < len(text):
+            end = i
+            # the longest run starting here that is a substring of the key
+            while end < len(text) and text[i:end + 1] in key:
+                end += 1
+            if end - i >= size:
+                out.append("***")
+                i = end
+            else:
+                out.append(text[i])
+                i += 1
+        return "".join(out)
+
+    def _error_word(self, value: Any) -> Optional[str]:
+        """A server's error type/code when it is a short identifier that is not the key."""
+        if isinstance(value, str) and _ERROR_WORD.fullmatch(value) and self._scrub(value) == value:
+            return value
+        return None
 
     def _wrap(self, exc: BaseException) -> ModelError:
         """Turn an ``openai`` exception into a :class:`ModelError` without secrets."""
@@ -233,19 +279,23 @@ class OpenAIChatModel:
             detail = f" ({type(cause).__name__})" if cause is not None else ""
             return ModelConnectionError(f"could not reach the model server at {where}{detail}")
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-            # The body may echo part of the key: leave it out.
+            # The body may echo part of the key: leave it out, keep its type and code.
+            kinds = [w for w in (self._error_word(getattr(exc, "type", None)),
+                                 self._error_word(getattr(exc, "code", None))) if w]
+            detail = ", ".join([f"HTTP {exc.status_code}", *dict.fromkeys(kinds)])
             return ModelAuthError(
-                f"model server {where} refused the API key (HTTP {exc.status_code}); check "
+                f"model server {where} refused the API key ({detail}); check "
                 "api_key= or OPENAI_API_KEY", exc.status_code,
             )
         if isinstance(exc, openai.APIStatusError):
-            message = self._scrub(str(getattr(exc, "message", "") or exc))[:500]
+            # Scrub before cutting: a cut could split the key below the fragment size.
+            message = self._scrub(str(getattr(exc, "message", "") or exc)[:2000])[:500]
             return ModelResponseError(
                 f"model server {where} answered HTTP {exc.status_code} for model "
                 f"{self.model!r}: {message}", exc.status_code,
             )
         return ModelResponseError(f"model call to {where} failed: "
-                                  f"{type(exc).__name__}: {self._scrub(str(exc))[:500]}")
+                                  f"{type(exc).__name__}: {self._scrub(str(exc)[:2000])[:500]}")
 
     def _parse(self, completion: Any) -> ChatResponse:
         choices = getattr(completion, "choices", None) or []
@@ -288,8 +338,11 @@ class OpenAIChatModel:
         try:
             completion = await client.chat.completions.create(**body)
         except openai.OpenAIError as exc:
-            raise self._wrap(exc) from exc
-        return self._parse(completion)
+            error = self._wrap(exc)
+        else:
+            return self._parse(completion)
+        # Raised outside the handler: the openai error is neither cause nor context.
+        raise error
 
     def complete_sync(
         self,
@@ -306,8 +359,10 @@ class OpenAIChatModel:
         try:
             completion = client.chat.completions.create(**body)
         except openai.OpenAIError as exc:
-            raise self._wrap(exc) from exc
-        return self._parse(completion)
+            error = self._wrap(exc)
+        else:
+            return self._parse(completion)
+        raise error  # outside the handler: nothing of the openai error is chained
 
     def stream(
         self,
@@ -365,10 +420,13 @@ class OpenAIChatStream:
 
         model = self._model
         client = model._async_client()
+        error: Optional[ModelError] = None
         try:
             stream = await client.chat.completions.create(**self._body)
         except openai.OpenAIError as exc:
-            raise model._wrap(exc) from exc
+            error = model._wrap(exc)
+        if error is not None:
+            raise error  # outside the handler: nothing of the openai error is chained
         parts: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         finish: Optional[str] = None
@@ -404,9 +462,11 @@ class OpenAIChatStream:
                         self.content += text
                         yield text
         except openai.OpenAIError as exc:
-            raise model._wrap(exc) from exc
+            error = model._wrap(exc)
         finally:
             await stream.close()
+        if error is not None:
+            raise error
         self.response = ChatResponse(
             content="".join(parts) if parts or not calls else None,
             tool_calls=[calls[i] for i in sorted(calls)],

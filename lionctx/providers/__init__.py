@@ -4,9 +4,15 @@ Every provider here answers ``await p.fetch(query, ctx)`` (agentium) and
 ``await p.provide(branch, instruction)`` (LionAGI), so one object can be registered
 in a :class:`~lionctx.ContextProviderRegistry` and passed to
 :func:`~lionctx.resolve_context_providers` unchanged.
+
+A source that could not answer (an HTTP error, a missing database...) is reported
+``failed`` with its reason on both faces; called directly, ``fetch`` returns
+``None`` for it, as agentium documents, and keeps the reason in ``last_error``.
+Each provider implements ``retrieve(query, ctx)``, which raises
+:class:`SourceUnavailable` for such a failure.
 """
 
-from .base import ContextSource, ProvidedText
+from .base import ContextSource, ProvidedText, SourceUnavailable
 from .cache import CachedContextProvider, FlightCache, SharedFetchError, default_key
 from .database import DatabaseContextProvider
 from .filesystem import FilesystemContextProvider
@@ -23,6 +29,7 @@ __all__ = [
     "HttpFetchError",
     "ProvidedText",
     "SharedFetchError",
+    "SourceUnavailable",
     "SqliteContextProvider",
     "default_key",
     "format_rows",

@@ -1,23 +1,40 @@
-"""The base every built-in provider shares: one provider, two faces.
+"""The base every built-in provider shares: one provider, two faces, honest failures.
 
-A subclass implements ``async fetch(query, ctx) -> str | None`` (agentium). The base
-supplies ``provide(branch, instruction)`` (LionAGI) by calling ``fetch`` with the
-instruction's text as the query and the branch's run context, so the object can be
-registered in a :class:`~lionctx.ContextProviderRegistry` and passed to
-:func:`~lionctx.resolve_context_providers` unchanged.
+A subclass implements ``async retrieve(query, ctx) -> str | None``: text, ``None``
+when the source has nothing for this query, or :class:`SourceUnavailable` when the
+source could not answer (network error, timeout, missing database...). The base
+supplies the two faces on top of it:
+
+* ``fetch(query, ctx)`` (agentium): ``retrieve`` with a failure turned into
+  ``None``, as the agentium page documents, the reason kept in ``last_error``;
+* ``provide(branch, instruction)`` (LionAGI): ``retrieve`` with the instruction's
+  text as the query and the branch's run context.
+
+The engines (:class:`~lionctx.ContextProviderRegistry` through ``provide``,
+:func:`~lionctx.resolve_context` through :func:`lionctx.adapters.call_fetch`) call
+``retrieve``, so a source that could not answer is reported ``failed`` with its
+reason instead of looking like a source with nothing to say (``empty``). The merged
+text is the same either way: a failed source contributes nothing.
+
+A subclass written to the older contract (it overrides ``fetch`` only) keeps
+working: ``fetch`` is then what every face calls, and its ``None`` is ``empty``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-from typing import Any, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
 from ..adapters import query_from_instruction, run_context_from_branch
 from ..context import RunContext
+from ..outcome import SourceUnavailable
 
-__all__ = ["ContextSource", "ProvidedText", "check_count", "check_duration", "check_name",
-           "check_path"]
+__all__ = ["ContextSource", "ProvidedText", "SourceUnavailable", "check_count",
+           "check_duration", "check_name", "check_path"]
+
+logger = logging.getLogger(__name__)
 
 
 class ProvidedText(str):
@@ -41,21 +58,72 @@ class ContextSource:
     """Base class for providers that serve both faces.
 
     ``name`` is the stable name used in ``<context name="...">`` and in reports.
-    ``degradation_reason`` is set by a fetch that worked only in part (for example
-    files skipped); gather reports it as ``degraded``.
+    ``degradation_reason`` is set by a call that worked only in part (for example
+    files skipped, or a stale value served); gather reports it as ``degraded``.
+    ``last_error`` is why the last call failed, or ``None`` (with concurrent calls,
+    the last one to finish wins).
     """
 
     name: str = ""
     degradation_reason: Optional[str] = None
+    last_error: Optional[str] = None
 
-    async def fetch(self, query: str, ctx: Any) -> Optional[str]:  # pragma: no cover - abstract
-        """Return the context text for ``query`` in ``ctx``, or ``None``."""
-        raise NotImplementedError
+    #: True when the faces call ``retrieve``; False for a subclass that overrides
+    #: ``fetch`` (its override is what it means to be called). Set per class below;
+    #: :func:`lionctx.adapters.retrieve_method` reads it.
+    _lionctx_retrieves: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._lionctx_retrieves = cls.fetch is ContextSource.fetch
+
+    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+        """Return the context text for ``query`` in ``ctx``, or ``None`` when there is none.
+
+        Raise :class:`SourceUnavailable` (message: the reason, without secrets) when
+        the source could not answer. Subclasses implement this.
+        """
+        if not type(self)._lionctx_retrieves:
+            return await self.fetch(query, ctx)  # written to the fetch-only contract
+        raise NotImplementedError(f"{type(self).__name__} must implement "
+                                  f"retrieve(query, ctx)")
+
+    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
+        """agentium face: the text, or ``None``, also when the source could not answer.
+
+        The reason for a failure is kept in ``last_error``. Any other exception
+        (a bug, a wrapped function's own error) propagates.
+        """
+        if type(self).retrieve is ContextSource.retrieve:
+            # Neither method implemented (or a fetch override calling up to here):
+            # say so rather than bounce between the two.
+            raise NotImplementedError(f"{type(self).__name__} must implement "
+                                      f"retrieve(query, ctx)")
+        try:
+            return await self.retrieve(query, ctx)
+        except SourceUnavailable as exc:
+            self.last_error = str(exc)
+            logger.warning("context provider %r got no text: %s", self.name, exc)
+            return None
 
     async def provide(self, branch: Any, instruction: Any) -> Optional[str]:
-        """LionAGI face: the same fetch, with the instruction's text as the query."""
+        """LionAGI face: ``retrieve`` with the instruction's text as the query.
+
+        A source that could not answer raises :class:`SourceUnavailable`, which the
+        registry reports as ``failed`` with its reason.
+        """
         ctx: RunContext = run_context_from_branch(branch)
-        return await self.fetch(query_from_instruction(instruction), ctx)
+        query = query_from_instruction(instruction)
+        if type(self)._lionctx_retrieves:
+            return await self.retrieve(query, ctx)
+        return await self.fetch(query, ctx)
+
+    def _unavailable(self, reason: str) -> SourceUnavailable:
+        """Record ``reason`` as this call's failure and return the exception to raise."""
+        self.last_error = reason
+        self.degradation_reason = None  # an outright failure is not a partial success
+        logger.debug("context provider %r could not answer: %s", self.name, reason)
+        return SourceUnavailable(reason)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

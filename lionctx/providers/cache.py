@@ -32,7 +32,8 @@ from cachetools import LRUCache, TTLCache
 from ..adapters import (call_fetch, call_provide, fetch_method, provider_name,
                         query_from_instruction, run_context_from_branch)
 from ..context import context_value
-from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
+from .base import (ContextSource, ProvidedText, SourceUnavailable, check_count,
+                   check_duration, check_name)
 
 __all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
            "default_key"]
@@ -267,6 +268,13 @@ def _reason_of(provider: Any) -> Optional[str]:
     return reason if isinstance(reason, str) and reason else None
 
 
+def _why(exc: Optional[BaseException]) -> str:
+    """A failure as a reason: a SourceUnavailable's message is one already."""
+    if isinstance(exc, SourceUnavailable):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 @dataclass(frozen=True, slots=True)
 class _Stored:
     text: str
@@ -279,7 +287,8 @@ class CachedContextProvider(ContextSource):
 
     Args:
         inner: A provider with ``fetch(query, ctx)`` (or ``fetchContext``) or
-            ``provide(branch, instruction)``.
+            ``provide(branch, instruction)``. A built-in provider is called through
+            its ``retrieve``, so its failures reach this wrapper as failures.
         ttl: Seconds a value is kept (positive).
         key: ``(query, ctx) -> hashable``. The default, :func:`default_key`, is
             ``(tenant_id, user_id, session_id, query)``, plus the branch itself when
@@ -292,8 +301,11 @@ class CachedContextProvider(ContextSource):
         name: Defaults to the inner provider's name.
 
     ``None`` and exceptions are never cached; concurrent calls for one key share
-    one call to ``inner``. The inner provider's ``degradation_reason`` at the time
-    a value was made travels with the cached value.
+    one call to ``inner``. A failure propagates (``failed`` in reports, with the
+    inner provider's reason; ``None`` from ``fetch`` when it is a
+    :class:`~lionctx.providers.base.SourceUnavailable`), unless ``stale_on_error``
+    serves the last good value. The inner provider's ``degradation_reason`` at the
+    time a value was made travels with the cached value.
     """
 
     def __init__(
@@ -339,13 +351,16 @@ class CachedContextProvider(ContextSource):
         """Forget the value cached for ``(query, ctx)``."""
         self._cache.invalidate(self.key(query, ctx))
 
-    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
+    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
         """The inner provider's text for ``(query, ctx)``, from the cache when fresh."""
         call = functools.partial(call_fetch, self.inner, query, ctx)
         return await self._get(self.key(query, ctx), call)
 
     async def provide(self, branch: Any, instruction: Any) -> Optional[str]:
-        """LionAGI face; a provide-only inner provider is called through ``provide``."""
+        """LionAGI face; a provide-only inner provider is called through ``provide``.
+
+        A failure propagates, as from ``retrieve``.
+        """
         query = query_from_instruction(instruction)
         ctx = run_context_from_branch(branch)
         key = self.key(query, ctx)
@@ -360,17 +375,27 @@ class CachedContextProvider(ContextSource):
     async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> Optional[str]:
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))
-        except Exception:
+        except SharedFetchError as exc:
             self.degradation_reason = _reason_of(self.inner)
+            self.last_error = _why(exc.original)
+            if isinstance(exc.original, SourceUnavailable):
+                # Waiters share the leader's failure: the same reason, the same kind.
+                raise SourceUnavailable(str(exc.original)) from exc
+            raise
+        except Exception as exc:
+            self.degradation_reason = _reason_of(self.inner)
+            self.last_error = _why(exc)
             raise
         stored = hit.value
+        if hit.source is Source.STALE:
+            why = _why(hit.error)
+            self.last_error = why
+            self.degradation_reason = f"served a stale value: {why}"
+            return ProvidedText(stored.text, cached=True, stale=True)  # type: ignore[union-attr]
+        self.last_error = None
         if stored is None:
             self.degradation_reason = _reason_of(self.inner)
             return None
-        if hit.source is Source.STALE:
-            err = hit.error
-            self.degradation_reason = (f"served a stale value: {type(err).__name__}: {err}")
-            return ProvidedText(stored.text, cached=True, stale=True)
         self.degradation_reason = stored.reason
         if hit.from_cache or stored.stale:
             return ProvidedText(stored.text, cached=hit.from_cache, stale=stored.stale)

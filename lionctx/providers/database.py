@@ -5,6 +5,12 @@ published agentium code calls the name ``label`` and passes ``(query, ctx)``. Bo
 are accepted, and so is a plain (sync) function, which runs in a worker thread so
 a blocking database driver does not stall the event loop.
 
+What the function returns is the answer (``None``: nothing for this query, reported
+``empty``); what it raises propagates as is, so the engines report ``failed`` with
+its type and message. A function that raises
+:class:`~lionctx.providers.base.SourceUnavailable` gets the built-in providers'
+treatment: ``failed`` in reports, ``None`` from ``fetch``.
+
 For a database that needs no server, see
 :class:`~lionctx.providers.sqlite.SqliteContextProvider` (also reachable as
 ``DatabaseContextProvider.sqlite(...)``).
@@ -19,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import anyio
 
-from .base import ContextSource, check_name
+from .base import ContextSource, SourceUnavailable, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sqlite import SqliteContextProvider
@@ -98,14 +104,22 @@ class DatabaseContextProvider(ContextSource):
     def __repr__(self) -> str:
         return f"DatabaseContextProvider(name={self.name!r}, fetch={self._fn!r})"
 
-    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
+    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
         """Call the wrapped function with ``ctx`` (and ``query`` if it takes it)."""
         args = (query, ctx) if self.takes_query else (ctx,)
-        if self._async:
-            return await self._fn(*args)
-        result = await anyio.to_thread.run_sync(functools.partial(self._fn, *args))
-        if inspect.isawaitable(result):  # a plain function that returned a coroutine
-            result = await result
+        try:
+            if self._async:
+                result = await self._fn(*args)
+            else:
+                result = await anyio.to_thread.run_sync(functools.partial(self._fn, *args))
+                if inspect.isawaitable(result):  # a plain function that returned a coroutine
+                    result = await result
+        except Exception as exc:
+            # The function's own error, unchanged; remembered for those who look.
+            self.last_error = (str(exc) if isinstance(exc, SourceUnavailable)
+                               else f"{type(exc).__name__}: {exc}")
+            raise
+        self.last_error = None
         return result  # type: ignore[no-any-return]
 
     @staticmethod

@@ -17,7 +17,9 @@ Safety. The walk never reads outside the base path:
 
 Every file that matched but was not included is listed, with the reason, in
 ``last_skipped`` and summarised in ``degradation_reason`` (the registry reports it
-as ``degraded``).
+as ``degraded``). A base path that is missing or cannot be listed is a failure:
+``retrieve`` raises :class:`~lionctx.providers.base.SourceUnavailable` with the
+reason (reported ``failed``); ``fetch`` returns ``None`` with it in ``last_error``.
 
 Speed. The whole walk and every read happen in one worker-thread hop
 (``anyio.to_thread.run_sync``): measured against ``aiofiles``, which pays a thread
@@ -47,7 +49,8 @@ from typing import Any, NamedTuple, Optional, Union
 
 import anyio
 
-from .base import ContextSource, ProvidedText, check_count, check_name, check_path
+from .base import (ContextSource, ProvidedText, SourceUnavailable, check_count, check_name,
+                   check_path)
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]
@@ -410,20 +413,35 @@ class FilesystemContextProvider(ContextSource):
         return (f"FilesystemContextProvider({self.base_path!r}, glob={self.glob!r}, "
                 f"name={self.name!r})")
 
-    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
-        """Read the matching files (``query`` and ``ctx`` do not change what is read)."""
+    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+        """Read the matching files (``query`` and ``ctx`` do not change what is read).
+
+        Raises :class:`~lionctx.providers.base.SourceUnavailable` when the base path
+        is missing or cannot be listed; a file that cannot be read is skipped.
+        """
         plan = self._plan
         if plan is not None and plan.size <= _INLINE_STATS and self._unchanged(plan):
             # A few stat calls cost less than the round trip to a worker thread.
+            self.last_error = None
             return self._same_again()
         try:
             scan = await anyio.to_thread.run_sync(self._refresh, plan)
+        except OSError as exc:
+            # Files and subdirectories become skips inside the walk; what reaches
+            # here is the base path itself.
+            raise self._unavailable(self._root_reason(exc)) from None
         except Exception:
             self.degradation_reason = None
             raise
+        self.last_error = None
         if scan is None:
             return self._same_again()
         return self._publish(scan)
+
+    def _root_reason(self, exc: OSError) -> str:
+        if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+            return f"base_path {self.base_path!r} is not a directory"
+        return f"base_path {self.base_path!r} could not be listed: {_os_reason(exc)}"
 
     def invalidate(self) -> None:
         """Forget what was read; the next call reads every file again."""

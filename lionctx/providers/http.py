@@ -1,9 +1,10 @@
 """``HttpContextProvider``: the text of one HTTP endpoint, as context.
 
-Returns the response text; ``None`` on a network error, a timeout, a non-2xx
-status, a refused host or a body over the size cap, with the reason in
-``last_error`` and ``degradation_reason`` (the registry reports it as
-``degraded``). No retries.
+Returns the response text. A network error, a timeout, a non-2xx status, a refused
+host or a body over the size cap is a failure: ``retrieve`` raises
+:class:`~lionctx.providers.base.SourceUnavailable` with the reason, so both faces
+report the provider ``failed`` with it, and ``fetch`` returns ``None`` as the
+agentium page documents, with the reason in ``last_error``. No retries.
 
 Safety:
 
@@ -47,7 +48,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import anyio
 import anyio.lowlevel
 
-from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
+from .base import (ContextSource, ProvidedText, SourceUnavailable, check_count,
+                   check_duration, check_name)
 from .cache import FlightCache, SharedFetchError, Source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,8 +81,12 @@ _CACHE_KEY = "response"
 _MIN_SECRET = 4
 
 
-class HttpFetchError(Exception):
-    """Why one fetch got no text. The message is already free of secrets."""
+class HttpFetchError(SourceUnavailable):
+    """Why one request got no text. The message is already free of secrets.
+
+    Raised inside the provider; ``retrieve`` passes the reason on as a plain
+    :class:`~lionctx.providers.base.SourceUnavailable`.
+    """
 
 
 def _redact(text: str, secrets: Iterable[str]) -> str:
@@ -370,8 +376,14 @@ class HttpContextProvider(ContextSource):
         return (f"HttpContextProvider({_safe_url(self.url)!r}, method={self.method!r}, "
                 f"name={self.name!r})")
 
-    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
-        """The response text (``query`` and ``ctx`` do not change the request)."""
+    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+        """The response text (``query`` and ``ctx`` do not change the request).
+
+        ``None`` for an empty body (or a ``transform`` that returned nothing); raises
+        :class:`~lionctx.providers.base.SourceUnavailable` when the request failed,
+        unless ``stale_on_error`` can serve the last good value (marked stale, with
+        the failure in ``degradation_reason``).
+        """
         try:
             if self._cache is None:
                 value: Optional[str] = await self._load()
@@ -381,10 +393,10 @@ class HttpContextProvider(ContextSource):
                 hit = await self._cache.get(_CACHE_KEY, self._load)
                 value, source, error = hit.value, hit.source, hit.error
         except HttpFetchError as exc:
-            return self._failed(str(exc))
+            raise self._unavailable(str(exc)) from None
         except SharedFetchError as exc:
             if isinstance(exc.original, HttpFetchError):
-                return self._failed(str(exc.original))
+                raise self._unavailable(str(exc.original)) from None
             raise
         if source is Source.STALE:
             why = str(error) if isinstance(error, HttpFetchError) else type(error).__name__
@@ -419,12 +431,6 @@ class HttpContextProvider(ContextSource):
         await self.aclose()
 
     # -- internals --------------------------------------------------------------------
-    def _failed(self, reason: str) -> None:
-        self.last_error = reason
-        self.degradation_reason = reason
-        logger.warning("context provider %r got no text: %s", self.name, reason)
-        return None
-
     def _scrub(self, text: str) -> str:
         return _redact(text, self._secrets)
 
@@ -500,7 +506,7 @@ class HttpContextProvider(ContextSource):
                     url = nxt
                     continue
                 if not 200 <= status < 300:
-                    raise HttpFetchError(f"{method} {_safe_url(url)} returned HTTP {status}")
+                    raise HttpFetchError(f"HTTP {status} from {_safe_url(url)}")
                 return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")
 

@@ -14,7 +14,12 @@ query with named parameters, and a formatter:
   running statement is interrupted rather than left to finish.
 * At most ``max_rows`` rows are read. The default formatter writes one
   ``column: value`` line per column and separates rows with a blank line; no row
-  gives ``None``.
+  gives ``None`` (reported ``empty``).
+* A database error (a missing file, a locked database, a statement the authorizer
+  refuses) is a failure: ``retrieve`` raises
+  :class:`~lionctx.providers.base.SourceUnavailable` with SQLite's message, which
+  never holds a bound value, so both faces report ``failed`` with the reason;
+  ``fetch`` returns ``None`` and keeps the reason in ``last_error``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any, Optional, Union
 import anyio
 
 from ..context import context_value
-from .base import ContextSource, check_count, check_name, check_path
+from .base import ContextSource, SourceUnavailable, check_count, check_name, check_path
 
 __all__ = ["SqliteContextProvider", "format_rows"]
 
@@ -172,8 +177,12 @@ class SqliteContextProvider(ContextSource):
             bind.update({k: _bindable(v) for k, v in extra.items()})
         return bind
 
-    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
-        """Run the query for this turn and format the rows (``None`` when none)."""
+    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+        """Run the query for this turn and format the rows (``None`` when none).
+
+        Raises :class:`~lionctx.providers.base.SourceUnavailable` on a database
+        error; a ``params`` function or ``formatter`` that raises propagates as is.
+        """
         bind = self.bindings(query, ctx)
         running = _Running()
         try:
@@ -182,11 +191,19 @@ class SqliteContextProvider(ContextSource):
         except anyio.get_cancelled_exc_class():
             running.interrupt()  # stop the statement the thread is still running
             raise
+        except SourceUnavailable as exc:
+            raise self._unavailable(str(exc)) from None
+        self.last_error = None
         return self.formatter(rows) if rows else None
 
     def _run(self, bind: dict[str, Any], running: _Running) -> list[Row]:
-        conn = sqlite3.connect(self._uri, uri=True, isolation_level=None,
-                               check_same_thread=False)
+        # sqlite3's messages name the file, the SQL's own words or the failure,
+        # never a bound value, so they can be the reason as they are.
+        try:
+            conn = sqlite3.connect(self._uri, uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise SourceUnavailable(f"cannot open {self.database}: {exc}") from None
         try:
             with running.lock:
                 if running.cancelled:
@@ -198,6 +215,8 @@ class SqliteContextProvider(ContextSource):
                 return []
             columns = [d[0] for d in cur.description]
             return [dict(zip(columns, row)) for row in cur.fetchmany(self.max_rows)]
+        except sqlite3.Error as exc:
+            raise SourceUnavailable(f"query failed: {type(exc).__name__}: {exc}") from None
         finally:
             with running.lock:
                 running.conn = None

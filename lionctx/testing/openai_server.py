@@ -43,6 +43,10 @@ ECHO_LABEL = "[offline echo model]"
 _TAG_NAME = re.compile(r'<context name="([^"]*)">')
 _HOST = "127.0.0.1"
 _MAX_BODY = 32 * 1024 * 1024
+#: Header names whose values are credentials: never shown in a repr.
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key",
+                             "cookie", "set-cookie"})
+_QUERY = re.compile(r"\?[^\s\"]*")
 
 
 @dataclass
@@ -79,14 +83,31 @@ class Reply:
 ScriptItem = Union[Reply, str, Mapping[str, Any], Callable[[dict[str, Any]], Any]]
 
 
+class _Headers(dict[str, str]):
+    """Received headers (lower-case names). Its repr masks credential values, so a
+    failing test's output never shows the key."""
+
+    def __repr__(self) -> str:
+        return repr({k: "***" if k.lower() in _SECRET_HEADERS else v for k, v in self.items()})
+
+
 @dataclass
 class RecordedRequest:
-    """One request as the server received it. Headers are kept in memory only."""
+    """One request as the server received it (path without its query string).
+
+    ``headers`` are kept in memory only, with lower-case names; they are left out of
+    this object's repr, and their own repr masks credentials (``authorization``,
+    ``x-api-key``...). Index them to read the real values.
+    """
 
     method: str
     path: str
     body: Any
-    headers: dict[str, str]
+    headers: dict[str, str] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.headers, _Headers):
+            self.headers = _Headers(self.headers)
 
 
 def _text(content: Any) -> str:
@@ -126,23 +147,35 @@ class LocalOpenAIServer:
     ``port=0`` picks a free port. ``models`` are the ids ``GET /v1/models`` lists
     (the first is reported as the answering model when a request names none).
     With ``api_key``, requests without ``Authorization: Bearer <api_key>`` get 401.
+    ``max_records``: how many received requests are kept (oldest dropped first), so
+    a long-running demo server does not grow without bound.
     """
 
     def __init__(self, *, port: int = 0, models: tuple[str, ...] = ("lionctx-echo",),
-                 api_key: Optional[str] = None) -> None:
+                 api_key: Optional[str] = None, max_records: int = 10_000) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in 0..65535, got {port!r}")
         if not models or not all(isinstance(m, str) and m for m in models):
             raise ValueError(f"models must be non-empty str ids, got {models!r}")
+        if api_key is not None and not isinstance(api_key, str):
+            raise TypeError(f"api_key must be a str or None, got {type(api_key).__name__}")
+        if (isinstance(max_records, bool) or not isinstance(max_records, int)
+                or max_records < 1):
+            raise ValueError(f"max_records must be an int >= 1, got {max_records!r}")
         self._port = port
         self.models = tuple(models)
         self._api_key = api_key
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
-        self._received: list[RecordedRequest] = []
+        self._received: deque[RecordedRequest] = deque(maxlen=max_records)
         self._httpd: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
         self._counter = 0
+
+    def __repr__(self) -> str:
+        where = self.base_url if self._httpd is not None else "stopped"
+        return (f"LocalOpenAIServer({where}, models={list(self.models)!r}, "
+                f"api_key={'set' if self._api_key else 'unset'})")
 
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> LocalOpenAIServer:
@@ -308,7 +341,9 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.owner  # type: ignore[attr-defined]
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        logger.debug("local openai server: " + format, *args)
+        # The request line may carry a key in its query string (?api-key=...): drop it.
+        safe = tuple(_QUERY.sub("?...", a) if isinstance(a, str) else a for a in args)
+        logger.debug("local openai server: " + format, *safe)
 
     def _send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()

@@ -311,3 +311,54 @@ def test_support_bot_example_runs_offline_and_against_a_configured_server(config
         assert "elevated error rates" in body["messages"][0]["content"]
     else:
         assert server.requests == []
+
+
+# -- InstructionContext is an ordinary object ----------------------------------------
+
+def _ictx():
+    from lionctx import RunContext
+
+    rc = RunContext(user_id="u", tenant_id="t", metadata={"m": [1]}, extra={"plan": "pro"})
+    return InstructionContext("ctx text", rc, "hi", "bot")
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_instruction_context_copies_and_pickles(how):
+    import copy
+    import pickle
+
+    ictx = _ictx()
+    if how == "copy":
+        other = copy.copy(ictx)
+        assert other.run_context is ictx.run_context
+    elif how == "deepcopy":
+        other = copy.deepcopy(ictx)
+        assert other.run_context is not ictx.run_context
+        assert other.metadata == {"m": [1]} and other.metadata is not ictx.metadata
+    else:
+        other = pickle.loads(pickle.dumps(ictx))
+    assert (other.context, other.input, other.agent) == ("ctx text", "hi", "bot")
+    assert other.userId == "u" and other["tenantId"] == "t" and other.plan == "pro"
+
+
+def test_instruction_context_missing_names_raise_attribute_error_without_recursion():
+    bare = InstructionContext.__new__(InstructionContext)  # slots not set yet
+    for name in ("run_context", "context", "user_id", "__deepcopy__", "__setstate__"):
+        with pytest.raises(AttributeError, match=name):
+            getattr(bare, name)
+    assert not hasattr(bare, "__reduce_foo__")
+    ictx = _ictx()
+    with pytest.raises(AttributeError, match="no_such_field"):
+        ictx.no_such_field
+    assert getattr(ictx, "__deepcopy__", None) is None
+
+
+@pytest.mark.anyio
+async def test_run_result_repr_leaves_out_the_run_context_dependencies(server, model):
+    secret = "db-password-not-for-logs"
+    agent = Agent(name="a", model=model, instructions="sys")
+    result = await agent.run("hi", dependencies={"db_password": secret},
+                             session_state={"token": secret})
+    assert result.run_context.dependencies["db_password"] == secret
+    assert secret not in repr(result) and secret not in str(result)
+    assert "output=" in repr(result) and "agent='a'" in repr(result)

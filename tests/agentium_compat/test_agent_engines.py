@@ -19,7 +19,7 @@ from lionctx.engines import (
 from lionctx.messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx.models import ModelResponseError
 from lionctx.render import tag_block
-from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply
+from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply, echo_reply
 
 INSTRUCTIONS = "You are a support assistant."
 
@@ -251,3 +251,105 @@ async def test_agent_compressor_compacts_the_returned_history(server, model):
     assert history[0]["role"] != "system"  # the instructions are not part of the history
     wire = json.dumps(server.requests)
     assert not any(field in wire for field in PERSISTENCE_ONLY_FIELDS)
+
+
+# -- a bounded number of sessions ----------------------------------------------------
+
+def _session_ends(engine):
+    return [c[1] for c in engine.calls if c[0] == "on_session_end"]
+
+
+@pytest.mark.anyio
+async def test_least_recently_used_session_is_evicted_and_ended(server, model):
+    rec = Recorder()
+    agent = Agent(name="bot", model=model, context_engine=rec, max_sessions=2)
+    assert agent.max_sessions == 2
+    await agent.run("1", session_id="a")
+    await agent.run("2", session_id="b")
+    a, b = agent.context_engine_for("a"), agent.context_engine_for("b")
+    await agent.run("3", session_id="a")  # a is now the most recent
+    await agent.run("4")  # runs without a session id never count and are never evicted
+    await agent.run("5", session_id="c")
+    assert agent.context_engine_for("b") is None  # evicted, forgotten
+    assert _session_ends(b) == ["b"]
+    assert agent.context_engine_for("a") is a and _session_ends(a) == []
+    assert agent.context_engine_for(None) is rec and _session_ends(rec) == []
+    # b comes back as a new conversation with a fresh engine and session
+    await agent.run("6", session_id="b")
+    b2 = agent.context_engine_for("b")
+    # (a clone copies the agent's engine, calls so far included)
+    assert b2 is not b and ("on_session_start", "b") in b2.calls and _session_ends(b2) == []
+    assert _session_ends(a) == ["a"]  # a was now the least recently used
+
+
+@pytest.mark.anyio
+async def test_the_bound_holds_over_many_sessions(server, model):
+    rec = Recorder()
+    agent = Agent(name="bot", model=model, context_engine=rec, max_sessions=5)
+    engines = []
+    for i in range(40):
+        await agent.run("x", session_id=f"s{i}")
+        engines.append(agent.context_engine_for(f"s{i}"))
+        assert sum(k is not None for k in agent._sessions) <= 5
+    live = [i for i in range(40) if agent.context_engine_for(f"s{i}") is not None]
+    assert live == list(range(35, 40))
+    assert all(_session_ends(engines[i]) == [f"s{i}"] for i in range(35))
+    assert all(_session_ends(engines[i]) == [] for i in range(35, 40))
+
+
+@pytest.mark.anyio
+async def test_a_raising_on_session_end_at_eviction_costs_nothing(server, model, caplog):
+    class Grumpy(Recorder):
+        def on_session_end(self, session_id=None, messages=None, **kwargs):
+            super().on_session_end(session_id, messages)
+            raise RuntimeError("flush failed")
+
+    caplog.set_level(logging.WARNING)
+    agent = Agent(name="bot", model=model, context_engine=Grumpy(), max_sessions=1)
+    await agent.run("x", session_id="a")
+    first = agent.context_engine_for("a")
+    result = await agent.run("y", session_id="b")
+    assert result.output.endswith("y")
+    assert _session_ends(first) == ["a"]
+    assert any("on_session_end" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.anyio
+async def test_a_session_with_a_run_in_flight_is_not_evicted(server, model):
+    import threading
+
+    import anyio
+
+    release = threading.Event()
+
+    def hold_a(body):
+        if body["messages"][-1]["content"] == "slow a":
+            release.wait(30)  # the handler thread holds run a until the test lets go
+        return echo_reply(body)
+
+    server.script(hold_a)
+    agent = Agent(name="bot", model=model, context_engine=Recorder(), max_sessions=1)
+    done = {}
+
+    async def run_a():
+        done["a"] = await agent.run("slow a", session_id="a")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_a)
+        with anyio.fail_after(30):
+            while not server.requests:
+                await anyio.sleep(0.01)
+        a = agent.context_engine_for("a")
+        await agent.run("quick b", session_id="b")  # over the bound: a is busy, kept
+        assert _session_ends(a) == []
+        release.set()
+    assert done["a"].output.endswith("slow a")
+    await agent.run("c", session_id="c")  # now both idle: back under the bound
+    assert _session_ends(a) == ["a"]
+    assert [k for k in agent._sessions if k is not None] == ["c"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "10", None])
+def test_max_sessions_is_checked(model, bad):
+    with pytest.raises((TypeError, ValueError), match="max_sessions"):
+        Agent(name="bot", model=model, max_sessions=bad)

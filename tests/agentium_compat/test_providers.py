@@ -13,8 +13,8 @@ import pytest
 import lionctx
 from agentium_compat import (CachedContextProvider, DatabaseContextProvider,
                              FilesystemContextProvider, HttpContextProvider, RunContext,
-                             resolveContextProviders)
-from lionctx import ContextProviderRegistry
+                             SourceUnavailable, resolveContext, resolveContextProviders)
+from lionctx import ContextProviderRegistry, Status
 from tests.providers.http_server import LoopbackServer
 
 pytestmark = pytest.mark.anyio
@@ -115,8 +115,56 @@ async def test_disallowed_redirect_never_reaches_the_other_host(srv: LoopbackSer
                                 allowedHosts=[srv.host])
         assert await resolveContextProviders([p], "q", {}) == ""
         assert p.lastError.startswith("refused:")
+        res = await resolveContext([p], "q", {})
+        assert res.outcomes[0].status is Status.FAILED
+        assert res.outcomes[0].error == p.lastError
         assert other.count() == 0
         await p.aclose()
+
+
+async def test_a_failing_endpoint_is_null_from_fetch_and_failed_in_reports(
+        srv: LoopbackServer) -> None:
+    # The page: "returns null and silently continues". The reports say why.
+    status = HttpContextProvider(url=srv.url("/status/500?apiKey=k-123456"),
+                                 name="status-feed")
+    assert await status.fetch("q", {}) is None
+    reason = f"HTTP 500 from http://127.0.0.1:{srv.port}/status/500"
+    assert status.lastError == reason
+
+    async def profile(ctx: Any) -> str:
+        return "plan: pro"
+
+    providers = [status, DatabaseContextProvider(name="profile", fetch=profile)]
+    text = await resolveContextProviders(providers, "q", {"userId": "u"})
+    assert text == '<context name="profile">\nplan: pro\n</context>'  # the same string
+    res = await resolveContext(providers, "q", {"userId": "u"})
+    assert res.text == text
+    assert [(o.name, o.status, o.error) for o in res.outcomes] == [
+        ("status-feed", Status.FAILED, reason), ("profile", Status.FIRED, None)]
+    assert "k-123456" not in json.dumps(res.to_dict())
+    reg = ContextProviderRegistry()
+    for p in providers:
+        reg.register(p)
+    report = await reg.gather(SimpleNamespace(run_context=RunContext(user_id="u")), "q")
+    assert report.failed == ["status-feed"] and report.blocks == ["plan: pro"]
+    assert report.outcomes[0].error == reason
+    await status.aclose()
+
+
+async def test_last_error_on_every_wrapper(tmp_path: Path) -> None:
+    fs = FilesystemContextProvider(basePath=str(tmp_path / "missing"))
+    assert await fs.fetch("q", {}) is None and "is not a directory" in fs.lastError
+
+    async def down(ctx: Any) -> str:
+        raise SourceUnavailable("profile service unreachable")
+
+    db = DatabaseContextProvider(name="profile", fetch=down)
+    cached = CachedContextProvider(db, 1000)
+    assert await cached.fetch("q", {}) is None
+    assert cached.lastError == db.lastError == "profile service unreachable"
+    res = await resolveContext([cached], "q", {})
+    assert res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].error == "profile service unreachable"
 
 
 @pytest.mark.parametrize("cls, kw, exc, word", [

@@ -80,8 +80,9 @@ def test_a_failing_and_a_slow_source_cost_one_row_each_and_exit_0(server, notes)
     assert proc.stderr == ""
     table = rows(proc.stdout)
     assert table["notes"][2] == "fired"
-    assert table["broken"][2] == "empty"
-    assert "returned HTTP 500" in " ".join(table["broken"])
+    assert table["broken"][2] == "failed"
+    assert f"HTTP 500 from {server.url}/status/500" in " ".join(table["broken"])
+    assert "SourceUnavailable" not in " ".join(table["broken"])
     assert table["slow"][2] == "timeout"
     assert "timed out after 0.5s" in " ".join(table["slow"])
     assert '<context name="notes">' in proc.stdout
@@ -203,8 +204,9 @@ max_response_bytes = 1
 """)
     doc = resolve_json("--config", str(config))
     (outcome,) = doc["outcomes"]
-    assert outcome["status"] == "empty"
-    assert "max_response_bytes" in outcome["degradation_reason"]
+    assert outcome["status"] == "failed" and outcome["error_type"] == "SourceUnavailable"
+    assert "max_response_bytes (1)" in outcome["error"]
+    assert doc["context"] == ""
 
 
 # -- errors: exit 2, one line, no traceback -----------------------------------------

@@ -19,7 +19,9 @@ def sample() -> list[Outcome]:
         Outcome("notes", 0, Status.FIRED, "t", 120, 3.25, priority=2, max_tokens=400),
         Outcome("status", 1, Status.TIMEOUT, duration_ms=500.0,
                 reason="timed out after 0.5s"),
-        Outcome("feed", 2, Status.EMPTY, degradation_reason="GET ... returned HTTP 500"),
+        Outcome("feed", 2, Status.FAILED, error_type="SourceUnavailable",
+                error="HTTP 500 from http://127.0.0.1:9/feed",
+                reason="SourceUnavailable: HTTP 500 from http://127.0.0.1:9/feed"),
         Outcome("old", 3, Status.SKIPPED_BUDGET, "t", 90, 1.0,
                 reason="90 tokens did not fit the 10 left of budget 130", cached=True),
     ]
@@ -32,11 +34,23 @@ def test_table_has_a_row_per_provider_with_status_tokens_and_reason():
     assert lines[1].split() == ["notes", "fs", "fired", "120", "3.2", "2", "400"]
     assert lines[2].split()[:5] == ["status", "http", "timeout", "-", "500.0"]
     assert lines[2].endswith("timed out after 0.5s")
-    assert lines[3].endswith("GET ... returned HTTP 500")
+    assert lines[3].split()[:4] == ["feed", "http", "failed", "-"]
+    assert lines[3].endswith("  HTTP 500 from http://127.0.0.1:9/feed")  # no class name
     assert lines[4].endswith("did not fit the 10 left of budget 130; cached")
     # columns line up: every status starts where the header's does
     col = lines[0].index("status")
     assert all(line[col:].split()[0] in {s.value for s in Status} for line in lines[1:])
+
+
+def test_reason_column_for_other_failures_and_partial_answers():
+    raised = Outcome("db", 0, Status.FAILED, error_type="RuntimeError", error="db down",
+                     reason="RuntimeError: db down")
+    half = Outcome("index", 1, Status.EMPTY, degradation_reason="2 shards offline")
+    part = Outcome("notes", 2, Status.FIRED, "t", 5, degradation_reason="skipped 1 file(s)")
+    lines = format_table([raised, half, part], Style(False)).splitlines()
+    assert lines[1].endswith("RuntimeError: db down")  # a raise keeps its type
+    assert lines[2].endswith("2 shards offline")
+    assert lines[3].endswith("degraded: skipped 1 file(s)")
 
 
 def test_table_without_priority_columns_for_the_agentium_face():
@@ -63,7 +77,7 @@ def test_colour_marks_status_only_when_enabled():
 def test_summary_line_counts_statuses_and_budget():
     line = summary_line(sample(), 130, 120, 512.4, offered=210)
     assert line == ("budget: 120 of 130 tokens used (providers offered 210) | 1 fired, "
-                    "1 empty, 1 timeout, 1 skipped_budget | 512 ms")
+                    "1 failed, 1 timeout, 1 skipped_budget | 512 ms")
     assert summary_line([], None, 0, 0).startswith("budget: none set, 0 tokens used")
 
 

@@ -381,3 +381,40 @@ def test_compaction_invariants(history, extra, context_length, protect_last_n, f
     check_compaction(grown, again)
     if summaries(out) and summaries(again):
         assert summaries(again)[0][UID_FIELD] == summaries(out)[0][UID_FIELD]
+
+
+# -- the summary marker is not a credential ------------------------------------------
+
+
+def test_a_reply_that_starts_with_the_marker_is_not_taken_for_a_summary():
+    history = chat(40)
+    question = {"role": "user", "content": "What do you remember?", UID_FIELD: new_uid()}
+    echo = {"role": "assistant", "content": f"{SUMMARY_MARKER}\nI remember lorem ipsum.",
+            UID_FIELD: new_uid()}
+    history += [question, echo]
+    summarize = Recorder()
+    out = ContextCompressor(context_length=4096, summarize=summarize).compress(history)
+    assert out[-2:] == [question, echo]  # the tail is still there, echo and all
+    (folded, previous), = summarize.calls
+    assert previous is None  # nothing was mistaken for an earlier summary
+
+
+def test_a_user_message_that_starts_with_the_marker_is_kept_as_the_last_user_message():
+    history = chat(40)
+    pasted = {"role": "user", "content": f"{SUMMARY_MARKER}\nwhat did I ask first?",
+              UID_FIELD: new_uid()}
+    history.append(pasted)
+    for i in range(30):
+        history += stored([
+            {"role": "assistant", "content": None, "tool_calls": [call(f"p{i}")]},
+            {"role": "tool", "tool_call_id": f"p{i}", "content": "file body " * 60},
+        ])
+    summarize = Recorder()
+    engine = ContextCompressor(context_length=4096, summarize=summarize)
+    out = engine.compress(history)
+    assert pasted in out
+    (folded, previous), = summarize.calls
+    assert previous is None and pasted not in folded
+    summary = out[4]
+    assert summary["content"] == f"{SUMMARY_MARKER}\nSUMMARY TEXT"
+    assert summary[UID_FIELD] != pasted[UID_FIELD]

@@ -524,3 +524,74 @@ def test_builtin_compressor_through_the_host_hook_chain():
     # the compressor did not override the per-request hooks, so they cost nothing
     req = [{"role": "user", "content": NoCopy()}]
     assert apply_select_context(engine, req, conversation_messages=req, incoming_message=req[0]) is req
+
+
+# -- hostile or broken engines and models never cost the turn ------------------------
+
+
+def test_deeply_nested_tool_arguments_from_the_model_become_an_error_result():
+    engine = Tooled()
+    nested = "[" * 100_000 + "]" * 100_000
+    out = json.loads(dispatch_engine_tool(engine, "ctx_grep", nested))
+    assert "not valid JSON" in out["error"]
+
+
+def test_a_tool_result_that_cannot_be_encoded_is_returned_as_text():
+    class Deep(Engine):
+        def handle_tool_call(self, name, args, **kwargs):
+            value = []
+            for _ in range(100_000):
+                value = [value]
+            return value
+
+    out = dispatch_engine_tool(Deep(), "deep", {})
+    assert isinstance(out, str) and "error" in json.loads(out)
+
+
+def test_should_compress_answer_whose_truth_raises_keeps_history(caplog):
+    class Unclear:
+        def __bool__(self):
+            raise ValueError("ambiguous")
+
+    class Broken(Engine):
+        def should_compress(self, prompt_tokens=None):
+            return Unclear()
+
+    caplog.set_level(logging.WARNING, logger=HOST)
+    assert maybe_compress(Broken(), stored(request()), 500) is None
+    assert "should_compress raised ValueError" in warnings_from(caplog)[0]
+
+
+def test_selection_that_cannot_be_checked_falls_open(caplog):
+    # sort_keys cannot order int and str keys: checking the prefix itself fails
+    odd = {"role": "system", "content": [{1: "a", "b": 2}]}
+    caplog.set_level(logging.WARNING, logger=HOST)
+    req = request()
+    out = apply_select_context(Selector(lambda r: [odd] + r[1:]), req,
+                               conversation_messages=req, incoming_message=None)
+    assert out is req
+    assert "test-engine" in warnings_from(caplog)[0]
+
+
+def test_compaction_with_rows_that_cannot_be_keyed_still_gets_uids():
+    history = stored(request())
+    odd = {"role": "user", "content": "summary", "meta": {1: "a", "b": 2}}
+    out = maybe_compress(Compactor(lambda m: [m[0], odd, m[3]]), history, 500)
+    assert out is not None and is_uid(out[1][UID_FIELD])
+    assert out[2][UID_FIELD] == history[3][UID_FIELD]
+
+
+def test_a_tool_schema_that_cannot_be_copied_is_left_out(caplog):
+    import threading
+
+    class Locked(Engine):
+        def get_tool_schemas(self):
+            return [
+                {"name": "bad", "parameters": {"type": "object", "lock": threading.Lock()}},
+                {"name": "good"},
+            ]
+
+    caplog.set_level(logging.WARNING, logger=HOST)
+    tools = engine_tools(Locked())
+    assert [t["function"]["name"] for t in tools] == ["good"]
+    assert "bad" in warnings_from(caplog)[0]

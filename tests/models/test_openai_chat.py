@@ -7,6 +7,8 @@ import sys
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lionctx.messages import ensure_uid, new_uid
 from lionctx.models import (
@@ -280,3 +282,120 @@ def test_importing_lionctx_imports_neither_openai_nor_tiktoken():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False False"
+
+
+# -- secrets never travel with an error ------------------------------------------------
+
+def _all_text_of(err: BaseException) -> str:
+    """Everything a user could see of an error: str, repr, chained errors, traceback."""
+    import traceback
+
+    parts = [str(err), repr(err), "".join(traceback.format_exception(err))]
+    for linked in (err.__cause__, err.__context__):
+        if linked is not None:
+            parts += [str(linked), repr(linked),
+                      "".join(traceback.format_exception(linked))]
+    return "\n".join(parts)
+
+
+ECHOING_BODIES = [
+    f"Incorrect API key provided: {KEY}. You can find your API key at the dashboard.",
+    f"key {KEY[:-4]}**** is not allowed",  # a long fragment of the key
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [401, 403])
+@pytest.mark.parametrize("body", ECHOING_BODIES)
+async def test_auth_error_body_echoing_the_key_reaches_no_error_part(server, model, status, body):
+    for call in ("complete", "stream", "complete_sync"):
+        server.script(Reply.failure(status, body))
+        with pytest.raises(ModelAuthError) as info:
+            if call == "complete":
+                await model.complete([{"role": "user", "content": "x"}])
+            elif call == "stream":
+                async for _ in model.stream([{"role": "user", "content": "x"}]):
+                    pass
+            else:
+                await anyio.to_thread.run_sync(
+                    model.complete_sync, [{"role": "user", "content": "x"}])
+        err = info.value
+        assert err.status_code == status
+        # what is useful survives: the status and the server's error type
+        assert f"HTTP {status}" in str(err) and "authentication_error" in str(err)
+        assert err.__cause__ is None
+        assert err.__context__ is None or err.__suppress_context__
+        seen = _all_text_of(err)
+        assert KEY not in seen and KEY[:-4] not in seen, call
+        assert "Incorrect API key" not in seen
+
+
+@pytest.mark.anyio
+async def test_other_status_errors_keep_no_chained_openai_error(server, model):
+    server.script(Reply.failure(500, f"backend exploded near {KEY[:-4]}"),
+                  Reply.failure(429, f"slow down {KEY}"))
+    for status in (500, 429):
+        with pytest.raises(ModelResponseError) as info:
+            await model.complete([{"role": "user", "content": "x"}])
+        assert info.value.status_code == status
+        assert info.value.__cause__ is None
+        seen = _all_text_of(info.value)
+        assert KEY not in seen and KEY[:-4] not in seen
+    assert "backend exploded" in str(info.value) or "slow down" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_connection_errors_keep_no_chained_openai_error():
+    port = _free_port()
+    model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY,
+                            max_retries=0)
+    with pytest.raises(ModelConnectionError) as info:
+        await model.complete([{"role": "user", "content": "x"}])
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert KEY not in _all_text_of(info.value)
+
+
+def test_scrub_masks_long_key_fragments_only():
+    model = OpenAIChatModel("m", base_url="http://127.0.0.1:1/v1", api_key=KEY)
+    assert model._scrub(f"a {KEY} b") == "a *** b"
+    assert model._scrub(f"x{KEY[3:20]}y") == "x***y"
+    assert model._scrub("sk-t 4242 ok") == "sk-t 4242 ok"  # short pieces are not secrets
+    assert OpenAIChatModel("m", base_url="http://127.0.0.1:1/v1")._scrub(KEY) == KEY
+
+
+# -- loopback detection ---------------------------------------------------------------
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:8000/v1", "http://127.3.4.5/v1", "http://localhost:1/v1",
+    "http://LOCALHOST:1/v1", "http://[::1]:8000/v1", "http://[::ffff:127.0.0.1]:8000/v1",
+])
+def test_loopback_servers_get_the_placeholder_key(url, clean_env):
+    assert OpenAIChatModel("m", base_url=url)._key() == "lionctx-local-no-key"
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.example.com/v1", "http://127.0.0.1.nip.io/v1", "http://localhost.example.com/v1",
+    "http://127/v1", "http://1270.0.0.1/v1", "http://10.0.0.1/v1", "http://0.0.0.0/v1",
+    "http://[::2]/v1", "http://[::ffff:10.0.0.1]/v1", "https://api.openai.com/v1", "",
+])
+def test_names_that_only_look_local_need_a_real_key(url, clean_env):
+    model = OpenAIChatModel("m", base_url=url or None)
+    with pytest.raises(ModelConfigError, match="no API key"):
+        model.complete_sync([{"role": "user", "content": "x"}])
+
+
+@given(label=st.from_regex(r"[a-z0-9-]{1,20}", fullmatch=True),
+       tld=st.sampled_from(["com", "net", "io", "example"]))
+def test_a_dns_name_is_never_loopback_by_its_prefix(label, tld):
+    from lionctx.models.openai_chat import _is_loopback
+
+    assert not _is_loopback(f"http://127.{label}.{tld}/v1")
+    assert not _is_loopback(f"http://localhost.{label}.{tld}/v1")
+
+
+@given(before=st.text(max_size=40), after=st.text(max_size=40),
+       start=st.integers(0, len(KEY) - 8), size=st.integers(8, len(KEY)))
+def test_scrubbed_text_holds_no_long_piece_of_the_key(before, after, start, size):
+    model = OpenAIChatModel("m", base_url="http://127.0.0.1:1/v1", api_key=KEY)
+    out = model._scrub(before + KEY[start:start + size] + after)
+    assert not any(KEY[i:i + 8] in out for i in range(len(KEY) - 7))

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
     resolve_context_providers
 from lionctx.providers import (CachedContextProvider, DatabaseContextProvider,
-                               FilesystemContextProvider, FlightCache, ProvidedText,
-                               SharedFetchError)
+                               FilesystemContextProvider, FlightCache, HttpContextProvider,
+                               ProvidedText, SharedFetchError, SourceUnavailable)
 from lionctx.providers.cache import Source
 
 pytestmark = pytest.mark.anyio
@@ -350,3 +350,71 @@ async def test_invalidate_forgets_one_key_only() -> None:
     again = await p.fetch("q", b)
     assert isinstance(again, ProvidedText) and again.cached
     assert [c[1] for c in source.calls] == ["a", "b", "a"]
+
+
+# -- over a built-in provider that fails: failures are reported, never cached -------------
+
+async def registry_report(provider: Any) -> Any:
+    reg = ContextProviderRegistry()
+    reg.register(provider)
+    return await reg.gather(SimpleNamespace(run_context=RunContext(user_id="u")), "q")
+
+
+@pytest.fixture
+def srv() -> Any:
+    from .http_server import LoopbackServer
+
+    with LoopbackServer() as server:
+        yield server
+
+
+async def test_a_failing_http_inner_is_failed_with_its_reason_and_never_cached(srv: Any) -> None:
+    srv.switch = (500, "down")
+    http = HttpContextProvider(srv.url("/switch?token=abcdef"), name="status")
+    p = CachedContextProvider(http, 60, key=lambda query, ctx: "all")
+    reason = f"HTTP 500 from http://127.0.0.1:{srv.port}/switch"
+    res = await resolve_context([p], "q", None)
+    assert res.text == ""
+    assert [(o.name, o.status, o.error_type, o.error) for o in res.outcomes] == [
+        ("status", Status.FAILED, "SourceUnavailable", reason)]
+    report = await registry_report(p)
+    assert report.failed == ["status"] and report.outcomes[0].error == reason
+    assert await p.fetch("q", None) is None  # agentium: null, reason kept
+    assert p.last_error == reason and http.last_error == reason
+    with pytest.raises(SourceUnavailable, match="HTTP 500"):
+        await p.retrieve("q", None)
+    assert srv.count("/switch") == 4  # nothing was cached
+    srv.switch = (200, "all good")
+    assert await p.fetch("q", None) == "all good"
+    again = await p.fetch("q", None)
+    assert again == "all good" and isinstance(again, ProvidedText) and again.cached
+    assert srv.count("/switch") == 5 and p.last_error is None
+    await http.aclose()
+
+
+async def test_stale_on_error_over_a_failing_http_inner(srv: Any) -> None:
+    http = HttpContextProvider(srv.url("/switch"), name="status")
+    p = CachedContextProvider(http, 0.05, stale_on_error=True, key=lambda query, ctx: "all")
+    assert await p.fetch("q", None) == "switch on"
+    srv.switch = (503, "down")
+    await anyio.sleep(0.2)  # past the TTL
+    report = await registry_report(p)
+    out = report.outcomes[0]
+    # A failed refresh no longer reads as "nothing": the last good value is served.
+    assert out.status is Status.FIRED and out.stale and out.cached
+    assert report.blocks == ["switch on"] and report.failed == []
+    assert out.degradation_reason == (
+        f"served a stale value: HTTP 503 from http://127.0.0.1:{srv.port}/switch")
+    res = await resolve_context([p], "q", None)
+    assert res.outcomes[0].stale and res.text == '<context name="status">\nswitch on\n</context>'
+    await http.aclose()
+
+
+async def test_waiters_share_the_failure_as_the_same_reason(srv: Any) -> None:
+    http = HttpContextProvider(srv.url("/slow?s=1"), timeout=0.3, name="slow")
+    p = CachedContextProvider(http, 60)
+    res = await resolve_context([p] * 5, "q", None)
+    assert [(o.status, o.error_type, o.error) for o in res.outcomes] == [
+        (Status.FAILED, "SourceUnavailable", "timed out after 0.3s")] * 5
+    assert srv.count("/slow") == 1  # one request, its failure shared and not cached
+    await http.aclose()

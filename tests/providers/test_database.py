@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
     resolve_context_providers
-from lionctx.providers import DatabaseContextProvider, SqliteContextProvider, format_rows
+from lionctx.providers import (DatabaseContextProvider, SourceUnavailable,
+                               SqliteContextProvider, format_rows)
 
 pytestmark = pytest.mark.anyio
 
@@ -101,6 +102,52 @@ async def test_a_raising_function_costs_one_row() -> None:
     report = await reg.gather(SimpleNamespace(), "x")
     assert report.failed == ["broken"] and report.blocks == ["ok"]
     assert "db down" in report.outcomes[0].reason
+
+
+async def test_the_functions_own_error_propagates_as_is() -> None:
+    # The wrapped function's exception is its own word: fetch() does not hide it, and
+    # the engines report it with its type and message.
+    async def broken(ctx: Any) -> str:
+        raise LookupError("no shard for tenant")
+
+    p = DatabaseContextProvider("profile", broken)
+    with pytest.raises(LookupError, match="no shard"):
+        await p.fetch("q", None)
+    assert p.last_error == "LookupError: no shard for tenant"
+    res = await resolve_context([p], "q", None)
+    out = res.outcomes[0]
+    assert out.status is Status.FAILED and out.error_type == "LookupError"
+    assert out.error == "no shard for tenant"
+
+
+async def test_none_stays_empty_and_clears_last_error() -> None:
+    answers: list[Any] = [RuntimeError("down"), None]
+
+    def load(ctx: Any) -> Optional[str]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    p = DatabaseContextProvider("profile", load)
+    with pytest.raises(RuntimeError):
+        await p.fetch("q", None)
+    assert p.last_error == "RuntimeError: down"
+    report = await report_for(p)
+    assert report.outcomes[0].status is Status.EMPTY and report.failed == []
+    assert p.last_error is None
+
+
+async def test_a_function_may_say_its_source_is_unavailable() -> None:
+    async def load(ctx: Any) -> str:
+        raise SourceUnavailable("profile service answered 503")
+
+    p = DatabaseContextProvider("profile", load)
+    assert await p.fetch("q", None) is None  # agentium: null, and carry on
+    assert p.last_error == "profile service answered 503"
+    report = await report_for(p)
+    assert report.failed == ["profile"]
+    assert report.outcomes[0].error == "profile service answered 503"
 
 
 @pytest.mark.parametrize("kw, exc, word", [
@@ -201,6 +248,7 @@ async def test_sqlite_authorizer_allows_reading_only(db: Path) -> None:
     res = await resolve_context([p], "q", None)
     assert res.outcomes[0].status is Status.FAILED
     assert "not authorized" in res.outcomes[0].reason
+    assert await p.fetch("q", None) is None and "not authorized" in p.last_error
     ok = SqliteContextProvider(db, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL "
                                    "SELECT i + 1 FROM n WHERE i < 2) SELECT i FROM n")
     assert await ok.fetch("q", None) == "i: 1\n\ni: 2"
@@ -219,7 +267,40 @@ async def test_sqlite_missing_file_fails_and_is_not_created(tmp_path: Path) -> N
     p = SqliteContextProvider(path, "SELECT 1 AS one")
     report = await report_for(p)
     assert report.failed == ["sqlite"]
+    reason = f"cannot open {path}: unable to open database file"
+    assert report.outcomes[0].error_type == "SourceUnavailable"
+    assert report.outcomes[0].error == reason
+    res = await resolve_context([p], "q", None)
+    assert res.text == "" and res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].error == reason
+    assert await p.fetch("q", None) is None and p.last_error == reason
     assert not path.exists()
+
+
+async def test_sqlite_database_errors_are_failures_that_name_no_bound_value(
+        tmp_path: Path, db: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database, just sixteen+ bytes of text" * 20)
+    secret = "tok-9f8e7d6c5b4a"
+    cases = [
+        (SqliteContextProvider(garbage, "SELECT name FROM users"), "file is not a database"),
+        (SqliteContextProvider(db, "SELECT x FROM missing_table WHERE k = :query"),
+         "no such table: missing_table"),
+    ]
+    for p, words in cases:
+        res = await resolve_context([p], secret, {"userId": secret})
+        out = res.outcomes[0]
+        assert out.status is Status.FAILED and out.error_type == "SourceUnavailable"
+        assert out.error.startswith("query failed: ") and words in out.error
+        assert secret not in out.reason
+        assert await p.fetch(secret, None) is None and words in p.last_error
+
+
+async def test_sqlite_no_row_is_empty_not_failed(db: Path) -> None:
+    p = SqliteContextProvider(db, "SELECT name FROM users WHERE id = :user_id")
+    assert await p.fetch("q", {"userId": "u1"}) == "name: Ada"
+    res = await resolve_context([p], "q", {"userId": "nobody"})
+    assert res.outcomes[0].status is Status.EMPTY and p.last_error is None
 
 
 async def test_sqlite_runs_in_a_worker_thread_and_is_interrupted_on_timeout(db: Path) -> None:

@@ -400,10 +400,54 @@ async def test_both_faces(tree: Path) -> None:
 async def test_missing_base_path_costs_one_row(tmp_path: Path) -> None:
     p = FilesystemContextProvider(tmp_path / "nope")
     report = await registry_report(p)
-    assert report.failed == ["filesystem"]
-    assert "is not a directory" in report.outcomes[0].reason
+    assert report.failed == ["filesystem"] and report.degraded == []
+    reason = f"base_path {str(tmp_path / 'nope')!r} is not a directory"
+    assert report.outcomes[0].error_type == "SourceUnavailable"
+    assert report.outcomes[0].error == reason
     res = await resolve_context([p], "q", None)
     assert res.text == "" and res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].error == reason
+    assert await p.fetch("q", None) is None  # agentium: null, reason kept
+    assert p.last_error == reason
+
+
+async def test_a_base_path_that_comes_back_clears_the_failure(tmp_path: Path) -> None:
+    base = tmp_path / "later"
+    p = FilesystemContextProvider(base)
+    assert await p.fetch("q", None) is None and p.last_error
+    write(base, {"a.md": "here now"})
+    assert await p.fetch("q", None) == "# a.md\nhere now"
+    assert p.last_error is None
+    base_file = tmp_path / "file.md"
+    base_file.write_text("a file, not a folder")
+    res = await resolve_context([FilesystemContextProvider(base_file)], "q", None)
+    assert res.outcomes[0].status is Status.FAILED and "is not a directory" in \
+        res.outcomes[0].error
+
+
+async def test_a_base_path_that_cannot_be_opened_is_a_failure(tmp_path: Path) -> None:
+    # Not "missing": the name is too long to open at all (works as any user, root too).
+    p = FilesystemContextProvider(tmp_path / ("n" * 300))
+    res = await resolve_context([p], "q", None)
+    out = res.outcomes[0]
+    assert out.status is Status.FAILED
+    assert out.error.endswith("could not be listed: unreadable: File name too long")
+    assert await p.fetch("q", None) is None and p.last_error == out.error
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root reads any directory")
+async def test_an_unreadable_base_path_is_a_failure(tmp_path: Path) -> None:
+    base = tmp_path / "locked"
+    write(base, {"a.md": "secret plans"})
+    base.chmod(0)
+    try:
+        res = await resolve_context([FilesystemContextProvider(base)], "q", None)
+    finally:
+        base.chmod(0o755)
+    out = res.outcomes[0]
+    assert out.status is Status.FAILED and "permission denied" in out.error
+    assert res.text == ""
 
 
 async def test_text_cannot_close_its_context_block(tree: Path) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
     resolve_context_providers
-from lionctx.providers import HttpContextProvider, ProvidedText
+from lionctx.providers import HttpContextProvider, ProvidedText, SourceUnavailable
 
 from .http_server import LoopbackServer
 
@@ -97,22 +97,79 @@ async def test_transform_shapes_the_text(srv: LoopbackServer) -> None:
     await q.aclose()
 
 
-# -- failures: None, with the reason where callers see it -------------------------------
+# -- failures: `failed` with the reason in reports, None from fetch() -------------------
 
 @pytest.mark.parametrize("path, words", [
-    ("/status/500", "HTTP 500"),
-    ("/status/404", "HTTP 404"),
+    ("/status/500", "HTTP 500 from http://127.0.0.1:{port}/status/500"),
+    ("/status/404", "HTTP 404 from http://127.0.0.1:{port}/status/404"),
     ("/drop", "RemoteProtocolError"),
 ])
-async def test_failures_return_none_with_a_reason(srv: LoopbackServer, path: str,
-                                                  words: str) -> None:
-    p = HttpContextProvider(srv.url(path))
+async def test_failures_are_reported_failed_and_fetch_returns_none(
+        srv: LoopbackServer, path: str, words: str) -> None:
+    words = words.format(port=srv.port)
+    p = HttpContextProvider(srv.url(path), name="feed")
+    # agentium's fetch(): None, the reason kept where a direct caller can read it
     assert await p.fetch("q", None) is None
-    assert words in p.last_error
+    assert words in p.last_error and p.degradation_reason is None
+    # LionAGI face: a failure, not "no context available"
     report = await report_for(p)
-    assert report.blocks == [] and report.failed == []
-    assert report.outcomes[0].status is Status.EMPTY
-    assert words in report.degraded[0]["reason"]
+    assert report.blocks == [] and report.failed == ["feed"] and report.degraded == []
+    out = report.outcomes[0]
+    assert out.status is Status.FAILED and out.error_type == "SourceUnavailable"
+    assert words in out.error and words in out.reason
+    # agentium face: the same
+    res = await resolve_context([p], "q", None)
+    assert res.text == "" and res.outcomes[0].status is Status.FAILED
+    assert words in res.outcomes[0].error
+    # and retrieve() itself raises it
+    with pytest.raises(SourceUnavailable, match=words.split(" from ")[0]):
+        await p.retrieve("q", None)
+    await p.aclose()
+
+
+async def test_a_failure_leaves_the_merged_text_as_if_the_source_were_absent(
+        srv: LoopbackServer) -> None:
+    ok = HttpContextProvider(srv.url("/ok"), name="ok")
+    broken = HttpContextProvider(srv.url("/status/500?key=abc123"), name="broken")
+    alone = await resolve_context([ok], "q", None)
+    both = await resolve_context([broken, ok], "q", None)
+    assert both.text == alone.text == '<context name="ok">\nhello from ok\n</context>'
+    assert await resolve_context_providers([broken, ok], "q", None) == alone.text
+    assert [(o.name, o.status) for o in both.outcomes] == [("broken", Status.FAILED),
+                                                           ("ok", Status.FIRED)]
+    assert both.outcomes[0].error == f"HTTP 500 from http://127.0.0.1:{srv.port}/status/500"
+    reg = ContextProviderRegistry()
+    reg.register(broken)
+    reg.register(ok)
+    report = await reg.gather(SimpleNamespace(run_context=None), "q")
+    assert report.blocks == ["hello from ok"] and report.failed == ["broken"]
+    assert reg.stats["failed"] == 1
+    await ok.aclose()
+    await broken.aclose()
+
+
+async def test_a_refused_host_is_failed_and_gets_no_request(
+        srv: LoopbackServer, other: LoopbackServer) -> None:
+    p = HttpContextProvider(srv.url(f"/redirect?to={other.url('/ok')}"), name="feed",
+                            allowed_hosts=[srv.host])
+    res = await resolve_context([p], "q", None)
+    out = res.outcomes[0]
+    assert out.status is Status.FAILED and res.text == ""
+    assert out.error == f"refused: host {other.host} is not in allowed_hosts"
+    report = await report_for(p)
+    assert report.failed == ["feed"] and report.outcomes[0].error == out.error
+    assert await p.fetch("q", None) is None and p.last_error == out.error
+    assert other.count() == 0  # nothing was sent to the host that is not allowed
+    await p.aclose()
+
+
+async def test_a_success_after_a_failure_clears_last_error(srv: LoopbackServer) -> None:
+    srv.switch = (502, "bad gateway")
+    p = HttpContextProvider(srv.url("/switch"))
+    assert await p.fetch("q", None) is None and "HTTP 502" in p.last_error
+    srv.switch = (200, "fine")
+    assert await p.fetch("q", None) == "fine"
+    assert p.last_error is None
     await p.aclose()
 
 
@@ -120,6 +177,9 @@ async def test_timeout_is_a_failure(srv: LoopbackServer) -> None:
     p = HttpContextProvider(srv.url("/slow?s=3"), timeout=0.2)
     assert await p.fetch("q", None) is None
     assert p.last_error == "timed out after 0.2s"
+    res = await resolve_context([p], "q", None)  # the provider's own timeout, not the pass's
+    assert res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].error == "timed out after 0.2s"
     await p.aclose()
 
 
@@ -129,6 +189,8 @@ async def test_connection_refused_is_a_failure() -> None:
     p = HttpContextProvider(url)
     assert await p.fetch("q", None) is None
     assert "ConnectError" in p.last_error
+    report = await report_for(p)
+    assert report.failed == ["http"] and "ConnectError" in report.outcomes[0].error
     await p.aclose()
 
 
@@ -138,6 +200,9 @@ async def test_oversized_body_is_a_failure_not_a_truncation(srv: LoopbackServer,
     p = HttpContextProvider(srv.url(path), max_response_bytes=1000)
     assert await p.fetch("q", None) is None
     assert "max_response_bytes (1000)" in p.last_error
+    res = await resolve_context([p], "q", None)
+    assert res.outcomes[0].status is Status.FAILED
+    assert "max_response_bytes (1000)" in res.outcomes[0].error
     exact = HttpContextProvider(srv.url("/big?n=1000"), max_response_bytes=1000)
     assert await exact.fetch("q", None) == "x" * 1000
     await p.aclose()
@@ -230,8 +295,12 @@ async def test_url_secrets_stay_out_of_our_messages(
     url = srv.url("/status/500").replace("http://", f"http://user:{SECRET}@") + f"?key={SECRET}"
     p = HttpContextProvider(url, timeout=0.3)
     res = await resolve_context([p], "q", None)
-    assert res.outcomes[0].degradation_reason == (
-        f"GET http://127.0.0.1:{srv.port}/status/500 returned HTTP 500")
+    out = res.outcomes[0]
+    assert out.status is Status.FAILED
+    assert out.error == f"HTTP 500 from http://127.0.0.1:{srv.port}/status/500"
+    assert SECRET not in json.dumps(out.to_dict())
+    report = await report_for(p)
+    assert report.outcomes[0].error == out.error
     assert SECRET not in repr(p)
     ours = [r.getMessage() for r in caplog.records if r.name.startswith("lionctx")]
     assert ours and not any(SECRET in m for m in ours)
@@ -297,6 +366,7 @@ async def test_stale_on_error_serves_the_last_good_value_marked_stale(
     assert report.blocks == ["switch on"]
     assert "HTTP 503" in out.degradation_reason and "stale" in out.degradation_reason
     assert "HTTP 503" in p.last_error
+    assert report.failed == []  # a stale value is a degraded success, not a failure
     await p.aclose()
 
 
@@ -347,7 +417,14 @@ async def test_waiters_share_a_failure_and_do_not_cache_it(srv: LoopbackServer) 
     assert results == [None] * 50
     assert srv.count("/slow") == 1
     assert p.last_error == "timed out after 0.3s"
+    # Through the engine, every waiter is reported with the leader's reason.
+    q = HttpContextProvider(srv.url("/slow?s=1"), cache_ttl=60, timeout=0.3, name="slow")
+    res = await resolve_context([q] * 5, "q", None)
+    assert [(o.status, o.error) for o in res.outcomes] == [
+        (Status.FAILED, "timed out after 0.3s")] * 5
+    assert srv.count("/slow") == 2
     await p.aclose()
+    await q.aclose()
 
 
 async def test_cancelled_leader_hands_the_fetch_to_a_waiter(srv: LoopbackServer) -> None:

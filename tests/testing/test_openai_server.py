@@ -148,3 +148,51 @@ def test_bad_settings_are_refused(kwargs):
 def test_unscriptable_items_are_refused(server):
     with pytest.raises(TypeError, match="cannot script"):
         server.script(42)
+
+
+# -- secrets stay out of reprs and logs ------------------------------------------------
+
+SECRET = "sk-server-test-secret-9876"
+
+
+def test_recorded_request_repr_hides_the_authorization_header():
+    with LocalOpenAIServer(api_key=SECRET) as srv:
+        with openai.OpenAI(base_url=srv.base_url, api_key=SECRET, max_retries=0) as c:
+            c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        httpx.get(srv.base_url + "/models", headers={"Authorization": f"Bearer {SECRET}",
+                                                     "X-Api-Key": SECRET, "Cookie": SECRET})
+        received = srv.received
+        shown = repr(received) + str(received) + repr(srv) + str(srv)
+        shown += "".join(repr(r.headers) + str(r.headers) for r in received)
+    assert SECRET not in shown
+    # the values are still there for tests that check them
+    assert received[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert received[1].headers["x-api-key"] == SECRET
+    assert "content-type" in repr(received[0].headers)  # harmless headers still show
+
+
+def test_request_log_lines_leave_out_query_strings(caplog):
+    caplog.set_level("DEBUG", logger="lionctx.testing.openai_server")
+    with LocalOpenAIServer() as srv:
+        r = httpx.get(srv.base_url + f"/models?api-key={SECRET}")
+        assert r.status_code == 200
+        r = httpx.get(srv.base_url + f"/nope?token={SECRET}")
+        assert r.status_code == 404
+    assert "/v1/models" in caplog.text  # the request is still logged
+    assert SECRET not in caplog.text
+
+
+def test_records_are_bounded_oldest_dropped():
+    with LocalOpenAIServer(max_records=3) as srv:
+        for i in range(5):
+            httpx.post(srv.base_url + "/chat/completions",
+                       json={"messages": [{"role": "user", "content": f"m{i}"}]})
+        assert [b["messages"][0]["content"] for b in srv.requests] == ["m2", "m3", "m4"]
+        assert len(srv.received) == 3
+
+
+@pytest.mark.parametrize("kwargs", [{"max_records": 0}, {"max_records": True},
+                                    {"max_records": "9"}, {"api_key": 5}])
+def test_bad_record_limit_or_key_is_refused(kwargs):
+    with pytest.raises((ValueError, TypeError), match=next(iter(kwargs))):
+        LocalOpenAIServer(**kwargs)
