@@ -17,7 +17,7 @@ from lionctx.messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx.models import ActionResponse, ModelResponseError
 from lionctx.outcome import Status
 from lionctx.render import render_lionagi, tag_block
-from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply
+from lionctx.testing import ECHO_LABEL, Reply
 
 SYSTEM = "You are helpful."
 
@@ -55,12 +55,6 @@ class BadOutput:
 
     async def provide(self, branch, instruction):
         return 42
-
-
-@pytest.fixture
-def server():
-    with LocalOpenAIServer() as srv:
-        yield srv
 
 
 @pytest.fixture

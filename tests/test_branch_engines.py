@@ -144,12 +144,6 @@ def lookup(q: str) -> str:
 
 
 @pytest.fixture
-def server():
-    with LocalOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 def model(server):
     m = OpenAIChatModel("test-model", base_url=server.base_url, api_key="k", max_retries=0,
                         timeout=30)
@@ -979,7 +973,6 @@ def test_a_branch_without_engine_never_loads_the_engines_package():
 async def test_should_compress_whose_answer_cannot_be_tested_keeps_history():
     from lionctx import Branch, OpenAIChatModel
     from lionctx.engines import ContextEngine
-    from lionctx.testing import LocalOpenAIServer
 
     class Liar:
         def __bool__(self):

@@ -49,7 +49,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 import anyio
 
-from .base import (ContextSource, ProvidedText, SourceUnavailable, check_count, check_name,
+from .base import (ContextSource, ProvidedText, check_count, check_name,
                    check_path)
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",

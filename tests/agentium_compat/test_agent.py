@@ -19,7 +19,7 @@ from agentium_compat import (
 from lionctx import Resolution
 from lionctx.outcome import Status
 from lionctx.render import tag_block
-from lionctx.testing import ECHO_LABEL, LocalOpenAIServer
+from lionctx.testing import ECHO_LABEL
 
 
 class Fetch:
@@ -59,12 +59,6 @@ class Slow:
 
 def support_instructions(c):
     return f"\nYou are a support assistant. Use the context below.\n\n{c['context']}\n\nBe concise."
-
-
-@pytest.fixture
-def server():
-    with LocalOpenAIServer() as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from lionctx.engines import (
 from lionctx.messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx.models import ModelResponseError
 from lionctx.render import tag_block
-from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply, echo_reply
+from lionctx.testing import ECHO_LABEL, Reply, echo_reply
 
 INSTRUCTIONS = "You are a support assistant."
 
@@ -76,12 +76,6 @@ class Fetch:
 
     async def fetch(self, query, ctx):
         return self.text
-
-
-@pytest.fixture
-def server():
-    with LocalOpenAIServer() as srv:
-        yield srv
 
 
 @pytest.fixture

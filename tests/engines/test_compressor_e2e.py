@@ -30,12 +30,6 @@ def is_summary_request(body):
 
 
 @pytest.fixture
-def server():
-    with testing.LocalOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 def model(server):
     m = models.OpenAIChatModel("lionctx-echo", base_url=server.base_url, max_retries=0, timeout=30)
     yield m

@@ -29,12 +29,6 @@ ADD_SPEC = {"type": "function", "function": {
 
 
 @pytest.fixture
-def server():
-    with LocalOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 def model(server):
     return OpenAIChatModel("test-model", base_url=server.base_url, api_key=KEY, max_retries=0)
 

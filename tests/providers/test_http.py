@@ -467,7 +467,7 @@ async def test_one_pooled_client_across_turns(srv: LoopbackServer) -> None:
 
 async def test_a_caller_client_is_used_and_left_open(srv: LoopbackServer) -> None:
     async with httpx.AsyncClient(follow_redirects=True) as client:
-        p = HttpContextProvider(srv.url(f"/redirect?to=http://elsewhere.invalid/"),
+        p = HttpContextProvider(srv.url("/redirect?to=http://elsewhere.invalid/"),
                                 client=client)
         assert await p.fetch("q", None) is None  # the provider still checks each hop
         assert p.last_error.startswith("refused:")
