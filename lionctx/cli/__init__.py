@@ -24,6 +24,7 @@ from .resolve import DEFAULT_TIMEOUT, cmd_resolve
 from .sources import KINDS, UsageError, arg_type, one_line, parse_float, parse_int
 from .sources import ModifierAction as _ModifierAction
 from .sources import SourceAction as _SourceAction
+from .terminal import visible
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError",
            "build_parser", "main"]
@@ -46,8 +47,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``lionctx resolve: error: ... (see --help)``."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)} "
-                              f"(see '{self.prog} --help')\n")
+        shown = visible(one_line(message), multiline=False)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {shown} (see '{self.prog} --help')\n")
 
 
 _RESOLVE_HELP = """\
@@ -180,8 +181,17 @@ def _configure_logging(verbose: int) -> None:
     if verbose <= 0:
         root.addHandler(logging.NullHandler())
         return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_VisibleFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.WARNING,
-                        stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+                        handlers=[handler])
+
+
+class _VisibleFormatter(logging.Formatter):
+    """Log lines can quote a source's words: controls are spelled out on stderr too."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -196,7 +206,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return int(handler(args))
     except UsageError as exc:
-        print(f"lionctx {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+        shown = visible(one_line(str(exc)), multiline=False)
+        print(f"lionctx {args.command}: error: {shown}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"lionctx {args.command}: interrupted", file=sys.stderr)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
+from .closing import opened
 from .sources import (
     SourceSpec,
     UsageError,
@@ -17,9 +20,18 @@ from .sources import (
     read_config,
     tidy_number,
 )
-from .terminal import LiveStatus, Style, format_table, summary_line, want_color
+from .terminal import (
+    LiveStatus,
+    Style,
+    format_table,
+    json_safe,
+    summary_line,
+    visible,
+    want_color,
+)
 
-__all__ = ["DEFAULT_TIMEOUT", "Plan", "make_plan", "build_providers", "cmd_resolve", "run_plan"]
+__all__ = ["DEFAULT_TIMEOUT", "Plan", "make_plan", "open_providers", "cmd_resolve",
+           "run_plan"]
 
 #: Per-source timeout when neither a flag nor the config gives one: a dry run
 #: should never hang on a source.
@@ -83,14 +95,24 @@ def make_plan(args: argparse.Namespace) -> Plan:
     return plan
 
 
-def build_providers(plan: Plan) -> list[Any]:
-    """One provider per source, in order; a bad option is a :class:`UsageError`."""
-    return [build_provider(s, plan.timeout) for s in plan.specs]
+@asynccontextmanager
+async def open_providers(
+    plan: Plan, build: Optional[Callable[[SourceSpec], Any]] = None,
+) -> AsyncIterator[list[Any]]:
+    """One provider per source, in order, all closed when the block ends.
+
+    A bad option is a :class:`UsageError`; the providers built before it are
+    closed first. ``build`` makes one provider from a spec (default:
+    :func:`~lionctx.cli.sources.build_provider` with the plan's timeout).
+    """
+    make = build if build is not None else (lambda spec: build_provider(spec, plan.timeout))
+    async with opened(plan.specs, make) as providers:
+        yield providers
 
 
 async def run_plan(plan: Plan, providers: list[Any],
                    live: Optional[LiveStatus] = None) -> dict[str, Any]:
-    """Resolve once through the chosen face, then close the providers.
+    """Resolve once through the chosen face (the caller closes the providers).
 
     Returns ``{"context", "outcomes", "report", "budget", "used_tokens",
     "offered_tokens", "duration_ms"}``.
@@ -114,11 +136,6 @@ async def run_plan(plan: Plan, providers: list[Any],
     finally:
         if live is not None:
             live.clear()
-        with anyio.CancelScope(shield=True):
-            for p in providers:
-                close = getattr(p, "aclose", None)
-                if close is not None:
-                    await close()
     return result
 
 
@@ -162,7 +179,7 @@ def _print_text(plan: Plan, result: dict[str, Any], out: IO[str]) -> None:
     style = Style(want_color(plan.color, out))
     context = result["context"]
     if context:
-        out.write(context + "\n")
+        out.write(visible(context) + "\n")  # source text: controls spelled out
     else:
         out.write(style("(no context: nothing was kept)", "dim") + "\n")
     out.write("\n" + style(f"-- report ({plan.face} face) --", "cyan") + "\n")
@@ -185,22 +202,34 @@ def _json_document(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _note_ignored(plan: Plan) -> None:
+    if plan.face != "agentium":
+        return
+    ignored = [s.name for s in plan.specs if s.priority or s.cap is not None]
+    if ignored:
+        names = visible(", ".join(str(n) for n in ignored), multiline=False)
+        print(f"lionctx resolve: note: the agentium face has no priorities or caps; "
+              f"ignored for {names}", file=sys.stderr)
+
+
+async def _resolve(plan: Plan, live: LiveStatus) -> dict[str, Any]:
+    async with open_providers(plan) as providers:
+        _note_ignored(plan)  # only once every source was accepted
+        return await run_plan(plan, providers, live)
+
+
 def cmd_resolve(args: argparse.Namespace) -> int:
     """``lionctx resolve``: exit status 0 when the pass ran, whatever the sources did."""
     import anyio
 
     plan = make_plan(args)
-    providers = build_providers(plan)
-    if plan.face == "agentium":
-        ignored = [s.name for s in plan.specs if s.priority or s.cap is not None]
-        if ignored:
-            print(f"lionctx resolve: note: the agentium face has no priorities or caps; "
-                  f"ignored for {', '.join(str(n) for n in ignored)}", file=sys.stderr)
     live = LiveStatus([s.name or "" for s in plan.specs])
-    result = anyio.run(run_plan, plan, providers, live)
+    result = anyio.run(_resolve, plan, live)
     if plan.fmt == "json":
-        json.dump(_json_document(plan, result), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        # Exact text (a parser reads back every character), with nothing a terminal
+        # would act on left raw: json escapes C0, json_safe the rest.
+        text = json.dumps(_json_document(plan, result), indent=2, ensure_ascii=False)
+        sys.stdout.write(json_safe(text) + "\n")
     else:
         _print_text(plan, result, sys.stdout)
     return 0

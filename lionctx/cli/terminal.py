@@ -7,6 +7,7 @@ unset. The live status line goes to stderr, only when stderr is a terminal.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -15,8 +16,46 @@ from typing import IO, Optional
 
 from ..outcome import Outcome, Status
 
-__all__ = ["LiveStatus", "Style", "format_table", "outcome_reason", "summary_line",
-           "want_color"]
+__all__ = ["LiveStatus", "Style", "format_table", "json_safe", "outcome_reason",
+           "summary_line", "visible", "want_color"]
+
+# Characters a terminal acts on instead of showing: C0 controls, DEL, C1 controls
+# (ESC and CSI start sequences that retitle the window, clear the screen, move the
+# cursor...), and the bidi overrides and isolates, which reorder what is shown so
+# text can read as something it is not. Source text, reasons, names and paths are
+# printed with these spelled out. "\n" and "\t" stay in multi-line text, and so does
+# the "\r" of a "\r\n" line end (it only returns to a column the "\n" leaves anyway);
+# a lone "\r" could overwrite the line, so it is spelled out.
+_BIDI = "\u202a-\u202e\u2066-\u2069"
+_UNSAFE_LINES = re.compile(f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}]")
+_UNSAFE_CELL = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
+# What json.dumps(ensure_ascii=False) leaves raw (it escapes only U+0000-U+001F).
+_UNSAFE_JSON = re.compile(f"[\x7f-\x9f{_BIDI}]")
+
+
+def _spelled(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str, *, multiline: bool = True) -> str:
+    """``text`` safe to print: control and bidi characters become ``\\x1b``, ``\\u202e``...
+
+    ``multiline`` keeps line breaks and tabs (for a block of text); without it they
+    are spelled out too (for a table cell or a one-line message). Any other text,
+    backslashes included, is unchanged.
+    """
+    pattern = _UNSAFE_LINES if multiline else _UNSAFE_CELL
+    return pattern.sub(_spelled, text)
+
+
+def json_safe(document: str) -> str:
+    """JSON text with DEL, C1 and bidi characters as ``\\u`` escapes.
+
+    They can occur only inside JSON strings, where the escape means the same
+    character, so a parser reads back exactly the same values.
+    """
+    return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
 
 
 class Style:
@@ -104,15 +143,17 @@ def format_table(
     rows: list[list[str]] = []
     statuses: list[Status] = []
     for o in outcomes:
-        row = [o.name]
+        # Names and reasons can carry a source's own words: printed spelled out.
+        row = [visible(o.name, multiline=False)]
         if kinds is not None:
-            row.append(kinds[o.index] if o.index < len(kinds) else "")
+            row.append(visible(kinds[o.index], multiline=False)
+                       if o.index < len(kinds) else "")
         has_text = o.status not in (Status.FAILED, Status.TIMEOUT, Status.EMPTY,
                                     Status.SKIPPED)
         row += [o.status.value, str(o.tokens) if has_text else "-", f"{o.duration_ms:.1f}"]
         if show_priority:
             row += [_fmt_number(o.priority), _fmt_number(o.max_tokens)]
-        row.append(outcome_reason(o))
+        row.append(visible(outcome_reason(o), multiline=False))
         rows.append(row)
         statuses.append(o.status)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
@@ -187,10 +228,11 @@ class LiveStatus:
         """The status line as it would be drawn now."""
         # "ok" rather than "fired": admission has not run yet, a block may still be cut.
         finished = ", ".join(
-            f"{self.done[i].name} "
+            f"{visible(self.done[i].name, multiline=False)} "
             f"{'ok' if self.done[i].status is Status.FIRED else self.done[i].status.value}"
             for i in sorted(self.done))
-        waiting = [n for i, n in enumerate(self.names) if i not in self.done]
+        waiting = [visible(n, multiline=False) for i, n in enumerate(self.names)
+                   if i not in self.done]
         elapsed = time.monotonic() - self.started
         # Waiting sources first: they are what a long line must not lose.
         text = f"resolving {len(self.done)}/{len(self.names)} ({elapsed:.1f}s)"

@@ -19,12 +19,21 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
-from ..cli.terminal import LiveStatus, Style, format_table, summary_line, want_color
+from ..cli.closing import aclose_all
+from ..cli.terminal import (
+    LiveStatus,
+    Style,
+    format_table,
+    summary_line,
+    visible,
+    want_color,
+)
 from . import samples
 from .world import DemoWorld, demo_world
 
@@ -60,7 +69,7 @@ class _Run:
 
     def framed(self, title: str, text: str) -> None:
         self.say(self.style(f"----- {title} -----", "dim"))
-        self.say(text)
+        self.say(visible(text))  # provider and model text: controls spelled out
         self.say(self.style("----- end -----", "dim"))
 
 
@@ -75,7 +84,11 @@ def _public_url(url: str) -> str:
         return "<unparsable URL>"
 
 
-def _providers(world: DemoWorld, timeout: float) -> list[Any]:
+Factory = Callable[[], Any]
+
+
+def _sources(world: DemoWorld, timeout: float) -> list[Factory]:
+    """How to build the five providers, in order (built one by one by ``_main``)."""
     from ..providers import (
         FilesystemContextProvider,
         HttpContextProvider,
@@ -85,13 +98,13 @@ def _providers(world: DemoWorld, timeout: float) -> list[Any]:
     # The pass's timeout decides; the HTTP client's own is a backstop behind it.
     http_timeout = max(5.0, timeout + 1.0)
     return [
-        FilesystemContextProvider(world.notes, glob="*.md", name="notes"),
-        SqliteContextProvider(world.database, samples.PROFILE_SQL, name="profile"),
-        HttpContextProvider(f"{world.status.url}/status", name="status",
-                            timeout=http_timeout),
-        HttpContextProvider(f"{world.status.url}/incidents", name="incidents",
-                            timeout=http_timeout),
-        FilesystemContextProvider(world.archive, glob="*.md", name="archive"),
+        lambda: FilesystemContextProvider(world.notes, glob="*.md", name="notes"),
+        lambda: SqliteContextProvider(world.database, samples.PROFILE_SQL, name="profile"),
+        lambda: HttpContextProvider(f"{world.status.url}/status", name="status",
+                                    timeout=http_timeout),
+        lambda: HttpContextProvider(f"{world.status.url}/incidents", name="incidents",
+                                    timeout=http_timeout),
+        lambda: FilesystemContextProvider(world.archive, glob="*.md", name="archive"),
     ]
 
 
@@ -107,7 +120,7 @@ def _describe_sources(run: _Run) -> None:
     ]
     width = max(len(r[0]) for r in rows)
     for name, kind, where in rows:
-        run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {where}")
+        run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {visible(where, multiline=False)}")
 
 
 async def _lionagi_face(run: _Run, providers: list[Any]) -> None:
@@ -168,7 +181,7 @@ async def _agent_turn(run: _Run, providers: list[Any], resolution: Any) -> int:
     from ..models import ModelError
 
     run.heading("3. One agent turn: Agent('support-bot').run(question), context from step 2")
-    run.say(f"   model: {run.model_label}")
+    run.say(f"   model: {visible(run.model_label, multiline=False)}")
     agent = Agent(name="support-bot", model=run.model, instructions=samples.SYSTEM_PROMPT,
                   context_providers=providers, context_budget=BUDGET,
                   context_timeout=run.timeout)
@@ -176,19 +189,20 @@ async def _agent_turn(run: _Run, providers: list[Any], resolution: Any) -> int:
         result = await agent.run(samples.QUESTION, user_id=samples.USER_ID,
                                  context=resolution)
     except ModelError as exc:
-        run.say(run.style(f"   the model call failed: {exc}", "red", "bold"))
+        shown = visible(str(exc), multiline=False)
+        run.say(run.style(f"   the model call failed: {shown}", "red", "bold"))
         return 1
     run.say()
     run.framed("system prompt sent", result.system or "")
     run.framed("user message sent", samples.QUESTION)
     run.say()
     run.say(run.style("reply:", "bold"))
-    run.say(result.output)
+    run.say(visible(result.output))  # a real model's reply is text from outside
     if result.usage:
         usage = ", ".join(f"{k} {v}" for k, v in result.usage.items()
                           if isinstance(v, int) and not isinstance(v, bool))
         suffix = " (words, not model tokens: echo server)" if run.echo else ""
-        run.say(run.style(f"usage: {usage}{suffix}", "dim"))
+        run.say(run.style(visible(f"usage: {usage}{suffix}", multiline=False), "dim"))
     return 0
 
 
@@ -209,21 +223,23 @@ async def _with_live(run: _Run, awaitable: Any) -> Any:
     return result
 
 
-async def _main(run: _Run) -> int:
-    import anyio
+async def _main(run: _Run, sources: Optional[Sequence[Factory]] = None) -> int:
+    """Build the providers one by one, run the three steps, close everything.
 
-    providers = _providers(run.world, run.timeout)
+    Whatever happens (a provider that fails to build, an error, Ctrl-C), every
+    provider built so far and the model are closed, each on its own: one close
+    that fails is logged and does not keep the others open or hide the result.
+    """
+    factories = sources if sources is not None else _sources(run.world, run.timeout)
+    providers: list[Any] = []
     try:
+        for make in factories:
+            providers.append(make())
         await _lionagi_face(run, providers)
         resolution = await _agentium_face(run, providers)
         return await _agent_turn(run, providers, resolution)
     finally:
-        with anyio.CancelScope(shield=True):
-            for p in providers:
-                close = getattr(p, "aclose", None)
-                if close is not None:
-                    await close()
-            await run.model.aclose()
+        await aclose_all([*providers, run.model])
 
 
 def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, Optional[int]]:
@@ -284,5 +300,6 @@ def run_demo(*, color: str = "auto", offline: bool = False,
         if root is not None:
             out.write("\n" + style(f"cleaned up: servers on 127.0.0.1 ports "
                                    f"{' '.join(str(p) for p in ports)} stopped; "
-                                   f"removed {root}", "dim") + "\n")
+                                   f"removed {visible(str(root), multiline=False)}",
+                                   "dim") + "\n")
             out.flush()

@@ -222,6 +222,7 @@ BAD_CONFIGS = {
     "bad-option.toml": '[[providers]]\nkind = "fs"\npath = "."\nmax_files = 0\n',
     "bad-option-type.toml": '[[providers]]\nkind = "fs"\npath = "."\nmax_files = "x"\n',
     "no-sql.toml": '[[providers]]\nkind = "sqlite"\ndatabase = "x.db"\n',
+    "bad-glob.toml": '[[providers]]\nkind = "fs"\npath = "."\nglob = "*.[md"\n',
     "empty.toml": "",
 }
 
@@ -238,6 +239,8 @@ def bad_invocations(notes: Path, tmp_path: Path, url: str) -> list[list[str]]:
         ["--fs", str(notes), "--name", "a", "--name", "b"],
         ["--fs", str(tmp_path / "missing")],
         ["--fs", str(notes), "--glob", "../*.md"],
+        ["--fs", str(notes), "--glob", "["],
+        ["--fs", str(notes), "--glob", "{*.md,*.[tx}"],
         ["--fs", f"a={notes}", "--fs", f"a={notes}"],
         ["--sqlite", str(tmp_path / "missing.db"), "--sql", SQL],
         ["--sqlite", str(tmp_path / "x.db")],
@@ -363,3 +366,126 @@ def test_console_script_runs_the_same_command(notes):
                           capture_output=True, text=True, env=clean_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["outcomes"][0]["status"] == "fired"
+
+
+# -- review fixes (issue 6): escapes, closing, invalid globs, JSON purity -----------
+
+# Retitles the terminal, rings the bell, clears the screen; a CSI as one C1
+# character; a right-to-left override that makes "exe.png" read as "gnp.exe".
+HOSTILE = "title\x1b]0;pwned\x07\x1b[2J csi\x9b31m del\x7f \u202egnp.exe\u202c \u2066iso\u2069 end"
+RAW = ["\x1b", "\x07", "\x9b", "\x7f", "\u202e", "\u202c", "\u2066", "\u2069"]
+
+
+def hostile_sources(server, tmp_path, profile_db) -> list[str]:
+    from urllib.parse import quote
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "evil\x1b[2J.md").write_text("file \x1b]0;x\x07 text\n")
+    return ["--http", f"{server.url}/text?body={quote(HOSTILE)}", "--name", "feed\x1b[31m",
+            "--fs", str(folder),
+            # fails at run time with a reason that quotes the table name
+            "--sqlite", str(profile_db), "--sql", 'SELECT 1 FROM "gone\x1b[2J"']
+
+
+def test_text_output_spells_out_control_and_bidi_characters(server, tmp_path, profile_db):
+    proc = run_cli("resolve", "-vv", *hostile_sources(server, tmp_path, profile_db))
+    assert proc.returncode == 0, proc.stderr
+    for stream in (proc.stdout, proc.stderr):
+        assert not [c for c in RAW if c in stream]
+    out = proc.stdout
+    assert ("title\\x1b]0;pwned\\x07\\x1b[2J csi\\x9b31m del\\x7f \\u202egnp.exe\\u202c "
+            "\\u2066iso\\u2069 end") in out
+    assert "# evil\\x1b[2J.md\nfile \\x1b]0;x\\x07 text" in out
+    table = rows(out)
+    assert table["feed\\x1b[31m"][2] == "fired"
+    assert table["profile"][2] == "failed"
+    assert 'no such table: gone\\x1b[2J' in " ".join(table["profile"])
+    assert "gone\\x1b[2J" in proc.stderr  # -vv logs quote it, spelled out too
+
+
+def test_json_output_keeps_the_exact_text_and_nothing_else_on_stdout(server, tmp_path,
+                                                                    profile_db):
+    proc = run_cli("resolve", "-vv", "--format", "json",
+                   *hostile_sources(server, tmp_path, profile_db))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr  # -vv: the logs went to stderr...
+    doc = json.loads(proc.stdout)  # ...and stdout is the JSON document alone
+    assert not [c for c in RAW if c in proc.stdout + proc.stderr]
+    assert doc["context"].startswith(tag_block("feed\x1b[31m", HOSTILE) + "\n\n")
+    assert "# evil\x1b[2J.md\nfile \x1b]0;x\x07 text\n" in doc["context"]
+    by_name = {o["name"]: o for o in doc["outcomes"]}
+    assert list(by_name) == ["feed\x1b[31m", "kb", "profile"]
+    assert "no such table: gone\x1b[2J" in by_name["profile"]["reason"]
+    for outcome in doc["outcomes"]:
+        for key in ("status", "reason", "tokens", "duration_ms", "source"):
+            assert key in outcome, (key, outcome)
+        assert isinstance(outcome["duration_ms"], float) and outcome["duration_ms"] >= 0
+    assert [o["status"] for o in doc["outcomes"]] == ["fired", "fired", "failed"]
+    assert by_name["kb"]["tokens"] > 0 and by_name["kb"]["reason"] is None
+
+
+def test_an_invalid_glob_is_exit_2_naming_it(notes, tmp_path):
+    for glob in ("[", "*.[md", "docs/[!/x.md"):
+        proc = run_cli("resolve", "--fs", str(notes), "--glob", glob)
+        assert proc.returncode == 2, (glob, proc.stdout)
+        assert proc.stdout == ""
+        assert proc.stderr.count("\n") == 1
+        assert f"glob {glob!r} has a '[' with no closing ']'" in proc.stderr
+    # a literal "[" written as a class, and an ordinary class, still work
+    (notes / "[draft].md").write_text("draft\n")
+    doc = resolve_json("--fs", str(notes), "--glob", "[[]draft].md")
+    assert doc["outcomes"][0]["status"] == "fired" and "draft" in doc["context"]
+    doc = resolve_json("--fs", str(notes), "--glob", "[pr]*.md")
+    assert "# phone.md" in doc["context"] and "# refunds.md" in doc["context"]
+
+
+def test_a_bad_later_source_is_exit_2_and_leaks_nothing(server, profile_db, tmp_path):
+    proc = run_cli("resolve", "--http", f"{server.url}/text",
+                   "--sqlite", str(profile_db), "--sql", SQL,
+                   "--fs", str(tmp_path / "missing"),
+                   env=clean_env(PYTHONDEVMODE="1", PYTHONWARNINGS="always"))
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "is not a directory" in proc.stderr
+    for leak in ("ResourceWarning", "unclosed", "Traceback", "Task was destroyed"):
+        assert leak not in proc.stderr
+    assert server.paths == []
+
+
+@pytest.mark.anyio
+async def test_a_provider_that_fails_to_close_hides_no_result_and_no_other_close(
+        server, notes):
+    from lionctx.cli import build_parser
+    from lionctx.cli.resolve import make_plan, open_providers, run_plan
+    from lionctx.providers import FilesystemContextProvider, HttpContextProvider
+
+    closed: list[str] = []
+
+    class BadClose(FilesystemContextProvider):
+        async def aclose(self) -> None:
+            closed.append(self.name)
+            raise OSError("cannot close")
+
+    class Http(HttpContextProvider):
+        async def aclose(self) -> None:
+            used = self._client is not None  # it fetched: it holds a client
+            await super().aclose()
+            closed.append(f"{self.name} (client {'closed' if used else 'never made'})")
+
+    args = build_parser().parse_args(["resolve", "--format", "json", "--fs", f"a={notes}",
+                                      "--http", f"b={server.url}/text?body=up",
+                                      "--fs", f"c={notes}"])
+    plan = make_plan(args)
+
+    def build(spec):
+        if spec.kind == "http":
+            return Http(spec.target, name=spec.name)
+        return BadClose(spec.target, name=spec.name)
+
+    async with open_providers(plan, build) as providers:
+        result = await run_plan(plan, providers)
+    assert [o.status.value for o in result["outcomes"]] == ["fired", "fired", "fired"]
+    assert tag_block("b", "up") in result["context"]
+    assert closed == ["a", "b (client closed)", "c"]

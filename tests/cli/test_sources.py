@@ -16,6 +16,7 @@ from lionctx.cli.sources import (
     UsageError,
     assign_names,
     build_provider,
+    check_glob,
     read_config,
 )
 from lionctx.providers import FilesystemContextProvider, HttpContextProvider
@@ -132,3 +133,58 @@ def test_missing_toml_support_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tomli", None)
     with pytest.raises(UsageError, match=r"Python 3\.11\+ or the 'tomli' package"):
         read_config(tmp_path / "c.toml")
+
+
+# -- globs the fs provider would take literally ---------------------------------------
+
+def _fnmatch_takes_a_bracket_literally(segment: str) -> bool:
+    """The oracle: fnmatch's own translation has an escaped '[' outside any class.
+
+    (For text without backslashes: a class that starts with '[' translates to
+    '[\\[', so an escaped '[' right after a '[' is a class member, not a literal.)
+    """
+    import fnmatch
+
+    return re.search(r"(?<!\[)\\\[", fnmatch.translate(segment)) is not None
+
+
+@given(st.text(alphabet="[]!-a*?", max_size=12))
+@example("[")
+@example("[]")
+@example("[!]")
+@example("[]]")
+@example("[[]")
+@example("a[!]b]")
+def test_check_glob_refuses_exactly_the_brackets_fnmatch_would_take_literally(segment):
+    literal = _fnmatch_takes_a_bracket_literally(segment)
+    if not segment.strip():
+        return  # the provider's own "must not be empty" error
+    if literal:
+        with pytest.raises(UsageError, match=re.escape(f"glob {segment!r} has a '['")):
+            check_glob(segment, "--fs x")
+    else:
+        check_glob(segment, "--fs x")
+
+
+def test_check_glob_names_the_glob_and_where_it_was_written():
+    with pytest.raises(UsageError, match=re.escape(
+            "--fs ./kb: glob '[' has a '[' with no closing ']' "
+            "(write '[[]' to match a literal '[')")):
+        check_glob("[", "--fs ./kb")
+    # per path segment and per brace alternative, as the provider matches them
+    for bad in ("docs[/*.md", "{*.md,*.[tx}", "**/a[b"):
+        with pytest.raises(UsageError, match="no closing"):
+            check_glob(bad, "here")
+    for good in ("**/*.md", "[[]x]", "[!.]*", "{a,b}/[ab]?.txt", "{a,b"):
+        check_glob(good, "here")
+    # the provider's own checks come first, with its own words
+    with pytest.raises(UsageError, match=r"^here: glob must not climb out"):
+        check_glob("../x[", "here")
+
+
+def test_build_provider_refuses_an_unclosed_bracket_from_a_flag_or_a_config(tmp_path):
+    spec = SourceSpec("fs", str(tmp_path), "--config c.toml: providers[0]", name="kb",
+                      glob="*.[md")
+    with pytest.raises(UsageError, match=re.escape(
+            "--config c.toml: providers[0]: glob '*.[md' has a '['")):
+        build_provider(spec, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 
@@ -10,7 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lionctx.cli.terminal import LiveStatus, Style, format_table, summary_line, want_color
+from lionctx.cli.terminal import (
+    LiveStatus,
+    Style,
+    format_table,
+    json_safe,
+    summary_line,
+    visible,
+    want_color,
+)
 from lionctx.outcome import Outcome, Status
 
 
@@ -137,3 +146,68 @@ def test_live_status_waits_for_its_delay_before_drawing():
     live.on_outcome(Outcome("a", 0, Status.FIRED, "x", 1))
     live.clear()
     assert stream.getvalue() == ""
+
+
+# -- control and bidi characters are shown, never acted on ---------------------------
+
+UNSAFE = ([chr(c) for c in range(0x20) if chr(c) not in "\n\t\r"] + ["\x7f"]
+          + [chr(c) for c in range(0x80, 0xA0)]
+          + [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)])
+
+
+def unspell(text: str) -> str:
+    """Undo visible() for text that had no backslashes of its own."""
+    return re.sub(r"\\x([0-9a-f]{2})|\\u([0-9a-f]{4})",
+                  lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+
+
+def test_visible_spells_out_terminal_sequences_and_bidi_overrides():
+    assert visible("\x1b]0;title\x07\x1b[2J") == "\\x1b]0;title\\x07\\x1b[2J"
+    assert visible("pay \u202eusd.exe") == "pay \\u202eusd.exe"
+    assert visible("\u2066x\u2069 \x9b2J \x7f") == "\\u2066x\\u2069 \\x9b2J \\x7f"
+    assert visible("line 1\r\nline\t2\n") == "line 1\r\nline\t2\n"  # line ends stay
+    assert visible("100%\roverwritten") == "100%\\x0doverwritten"  # a lone \r does not
+    assert visible("a\nb\tc\r\n", multiline=False) == "a\\x0ab\\x09c\\x0d\\x0a"
+    assert visible("C:\\path é ünïcode 😀") == "C:\\path é ünïcode 😀"
+
+
+@given(st.text(alphabet=st.sampled_from(UNSAFE + ["\n", "\t", "\r", "a", "é", "\\", "\u200f"])))
+def test_visible_leaves_nothing_a_terminal_acts_on(text):
+    shown = visible(text)
+    assert not any(c in shown for c in UNSAFE)
+    assert "\r" not in shown.replace("\r\n", "")
+    cell = visible(text, multiline=False)
+    assert not any(c in cell for c in UNSAFE + ["\n", "\t", "\r"])
+
+
+@given(st.text().filter(lambda t: "\\" not in t))
+def test_visible_loses_nothing(text):
+    assert unspell(visible(text)) == text
+    assert unspell(visible(text, multiline=False)) == text
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(), inner, max_size=3), max_leaves=8))
+def test_json_safe_round_trips_and_leaves_no_unsafe_character(value):
+    text = json_safe(json.dumps(value, ensure_ascii=False, indent=2))
+    assert json.loads(text) == value
+    assert not any(c in text for c in UNSAFE)
+
+
+def test_table_and_live_line_spell_out_names_and_reasons():
+    evil = "x\x1b]0;pwned\x07\u202e"
+    outcomes = [Outcome(evil, 0, Status.FAILED, reason=f"boom {evil}\nsecond line",
+                        error_type="ValueError", error="boom")]
+    table = format_table(outcomes, Style(False), kinds=["http\x1b[2J"])
+    assert "\x1b" not in table and "\x07" not in table and "\u202e" not in table
+    assert "x\\x1b]0;pwned\\x07\\u202e" in table
+    assert "http\\x1b[2J" in table
+    assert len(table.splitlines()) == 2  # the reason's line break stays in its cell
+    stream = io.StringIO()
+    live = LiveStatus([evil, "b\x1b[2J"], stream, enabled=True, delay=0)
+    live.start()
+    live.on_outcome(Outcome(evil, 0, Status.FIRED, "x", 1))
+    drawn = stream.getvalue().removeprefix("\r\x1b[2K")
+    assert "\x1b" not in drawn and "\u202e" not in drawn
+    assert "waiting for b\\x1b[2J | x\\x1b]0;pwned\\x07\\u202e ok" in drawn

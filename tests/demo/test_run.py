@@ -3,12 +3,18 @@ with a dead model, and interrupted. Every run must leave nothing behind."""
 
 from __future__ import annotations
 
+import io
 import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from lionctx.demo.world import demo_world
+from lionctx.models.openai_chat import OpenAIChatModel
+from lionctx.providers import HttpContextProvider
 from lionctx.testing import ECHO_LABEL, LocalOpenAIServer
 
 from ..cli.helpers import RUN_TIMEOUT, clean_env, port_is_closed, run_cli
@@ -141,3 +147,97 @@ def test_demo_interrupted_cleans_up_and_exits_130():
     assert err == "lionctx demo: interrupted\n"
     assert "reply:" not in out
     assert_left_nothing(out, expected_ports=2)
+
+
+# -- closing (in process) and text from outside (subprocess) ------------------------
+
+class _RecordingModel(OpenAIChatModel):
+    """The real chat model, noting that it was closed."""
+
+    closed = False
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        self.closed = True
+
+
+def _demo_run(world, server, out):
+    from lionctx.cli.terminal import LiveStatus, Style
+    from lionctx.demo.run import _Run
+
+    model = _RecordingModel("lionctx-echo", base_url=server.base_url, api_key="unused")
+    live = LiveStatus([], enabled=False)
+    return _Run(out, Style(False), live, world, model, "echo", True, 0.5)
+
+
+@pytest.mark.anyio
+async def test_demo_closes_every_provider_and_the_model_when_one_close_fails():
+    from lionctx.demo.run import _main, _sources
+    from lionctx.providers import FilesystemContextProvider
+
+    closed: list[str] = []
+
+    class BadClose(FilesystemContextProvider):
+        async def aclose(self) -> None:
+            closed.append(self.name)
+            raise RuntimeError("archive cannot close")
+
+    class Http(HttpContextProvider):
+        async def aclose(self) -> None:
+            await super().aclose()
+            closed.append(self.name)
+
+    out = io.StringIO()
+    with demo_world() as world, LocalOpenAIServer() as server:
+        run = _demo_run(world, server, out)
+        sources = _sources(world, run.timeout)
+        url = world.status.url
+        sources[2] = lambda: Http(f"{url}/status", name="status")
+        sources[3] = lambda: Http(f"{url}/incidents", name="incidents", timeout=5)
+        sources[4] = lambda: BadClose(world.archive, glob="*.md", name="archive")
+        status = await _main(run, sources)
+    assert status == 0  # the failed close neither hid the result nor raised
+    assert "[offline echo model] You said:" in out.getvalue()
+    assert closed == ["status", "incidents", "archive"]
+    assert run.model.closed
+
+
+@pytest.mark.anyio
+async def test_demo_closes_what_it_built_when_a_later_provider_fails_to_build():
+    from lionctx.demo.run import _main, _sources
+
+    closed: list[str] = []
+
+    class Http(HttpContextProvider):
+        async def aclose(self) -> None:
+            await super().aclose()
+            closed.append(self.name)
+
+    def broken():
+        raise ValueError("the archive cannot be built")
+
+    out = io.StringIO()
+    with demo_world() as world, LocalOpenAIServer() as server:
+        run = _demo_run(world, server, out)
+        sources = _sources(world, run.timeout)
+        sources[2] = lambda: Http(f"{world.status.url}/status", name="status")
+        sources[3] = broken
+        with pytest.raises(ValueError, match="cannot be built"):
+            await _main(run, sources)
+    assert closed == ["status"]
+    assert run.model.closed
+    assert out.getvalue() == ""  # nothing ran
+
+
+def test_demo_spells_out_control_characters_in_a_model_reply():
+    hostile = "ok\x1b]0;pwned\x07\x1b[2J \u202egnp.exe"
+    with LocalOpenAIServer(models=("house-model",)) as srv:
+        srv.script(hostile)
+        proc = run_cli("demo", env=clean_env(OPENAI_BASE_URL=srv.base_url,
+                                             OPENAI_API_KEY="sk-test-not-a-real-key",
+                                             LIONCTX_MODEL="house-model"))
+    assert proc.returncode == 0, proc.stderr
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in proc.stdout + proc.stderr
+    reply = proc.stdout[proc.stdout.index("reply:\n") + len("reply:\n"):].splitlines()[0]
+    assert reply == "ok\\x1b]0;pwned\\x07\\x1b[2J \\u202egnp.exe"
