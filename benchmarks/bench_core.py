@@ -5,7 +5,9 @@
   provider's latency (L), measured in this run as one provider alone.
 * Overhead: N providers that answer at once with a short text. The engine's cost per
   provider (gather, validation, counting, admission, report) against a bare loop that
-  awaits each provider and counts its text, the least any engine can do.
+  awaits each provider and counts its text, the least any engine can do. Once with
+  the same text every turn (counts are memoized, as for stable context) and once with
+  new text every turn (every count tokenizes).
 
 Run: ``python -m benchmarks.bench_core``.
 """
@@ -107,10 +109,46 @@ async def _overhead(rows: list[Row]) -> None:
                      "includes tag framing and escaping", "bare loop"))
 
 
+class Fresh:
+    """Answers at once with text it never returned before: no count is cached."""
+
+    def __init__(self, i: int) -> None:
+        self.name = f"p{i}"
+        self.n = 0
+
+    async def provide(self, branch, instruction):
+        self.n += 1
+        return f"{SHORT} ({self.name}/{self.n})"
+
+
+async def _overhead_uncached(rows: list[Row]) -> None:
+    n = 100
+    bare_providers = [Fresh(i) for i in range(n)]
+    reg_providers = [Fresh(i + n) for i in range(n)]
+
+    async def bare() -> None:
+        for p in bare_providers:
+            count_tokens(await p.provide(None, "q"))
+
+    seq = ContextProviderRegistry(budget=10**9)
+    for p in reg_providers:
+        seq.register(p)
+    t_bare = await best_of(bare, repeat=7, number=10)
+    t_seq = await best_of(lambda: seq.gather(None, "q"), repeat=7, number=10)
+    per_bare = t_bare / n * 1e6
+    rows.append(row("per provider, new text every turn: bare await + count", per_bare, None,
+                    "us", "tokenizing a short text, uncached"))
+    rows.append(row("per provider, new text every turn: registry sequential", t_seq / n * 1e6,
+                    per_bare, "us",
+                    f"engine overhead {(t_seq - t_bare) / n * 1e6:.2f} us on top of tokenizing",
+                    "bare loop"))
+
+
 async def _run() -> list[Row]:
     rows: list[Row] = []
     await _fanout(rows)
     await _overhead(rows)
+    await _overhead_uncached(rows)
     return rows
 
 
