@@ -342,7 +342,8 @@ async def test_report_extras_budget_used_and_outcomes():
     assert report.budget == 100
     assert report.used_tokens == report.offered_tokens == count_tokens("a b")
     assert [o.name for o in report.outcomes] == ["a", "n"]
-    assert report.duration_ms >= 0
+    took = report.duration_ms  # present and a float; its size is for benchmarks
+    assert isinstance(took, float) and took >= 0.0
     data = report.to_dict()
     assert data["outcomes"][0]["status"] == "fired" and "text" not in data["outcomes"][0]
 

@@ -420,7 +420,8 @@ def test_json_output_keeps_the_exact_text_and_nothing_else_on_stdout(server, tmp
     for outcome in doc["outcomes"]:
         for key in ("status", "reason", "tokens", "duration_ms", "source"):
             assert key in outcome, (key, outcome)
-        assert isinstance(outcome["duration_ms"], float) and outcome["duration_ms"] >= 0
+        took = outcome["duration_ms"]  # present and a float; its size is for benchmarks
+        assert isinstance(took, float) and took >= 0
     assert [o["status"] for o in doc["outcomes"]] == ["fired", "fired", "failed"]
     assert by_name["kb"]["tokens"] > 0 and by_name["kb"]["reason"] is None
 
