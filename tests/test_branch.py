@@ -795,3 +795,112 @@ def test_report_of_a_plain_thread_context_is_per_branch(model):
     anyio.run(one, b, "for b")
     assert a.last_context_report.blocks == ["for a"]
     assert b.last_context_report.blocks == ["for b"]
+
+
+# -- coverage audit additions: ADR-0008 D4, D5, D7 turn semantics ---------------------
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("op", ["chat", "communicate", "run"])
+async def test_blocks_of_a_failed_turn_never_reach_the_next_request(server, model, op):
+    # D4 (LionAGI 0.36: no injection slot): blocks live in one call only, so a turn
+    # whose model call failed leaves nothing behind for the next turn to send.
+    branch = Branch(SYSTEM, model)
+    p = Static("notes", "STALE-BLOCK")
+    branch.providers.register(p)
+    server.script(Reply.failure(500, "down"))
+
+    async def turn(text):
+        if op == "run":
+            async for _ in branch.run(text):
+                pass
+        else:
+            await getattr(branch, op)(text)
+
+    with pytest.raises(ModelResponseError):
+        await turn("first")
+    assert "STALE-BLOCK" in sent(server)[0]["content"]  # it was in the failed request
+    p.text = None
+    await turn("second")
+    assert len(server.requests) == 2
+    assert all("STALE-BLOCK" not in str(m.get("content")) for m in sent(server))
+    assert sent(server)[0] == {"role": "system", "content": SYSTEM}
+    assert "STALE-BLOCK" not in stored_text(branch)
+    assert not any(isinstance(v, (list, tuple)) and "STALE-BLOCK" in v
+                   for v in vars(branch).values())
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("op", ["chat", "communicate", "run", "operate"])
+async def test_an_error_escaping_gather_prevents_the_request(server, model, op):
+    # D4: an error escaping gather() (outside its containment) prevents compilation:
+    # no request is sent and nothing is recorded.
+    class Abort(BaseException):
+        pass
+
+    class Aborting:
+        name = "aborting"
+
+        async def provide(self, branch, instruction):
+            raise Abort()
+
+    branch = Branch(SYSTEM, model)
+    branch.providers.register(Aborting())
+    before = [dict(m) for m in branch.messages]
+    with pytest.raises(Abort):
+        if op == "run":
+            async for _ in branch.run("q"):
+                pass
+        elif op == "operate":
+            await branch.operate("q", tools=[add])
+        else:
+            await getattr(branch, op)("q")
+    assert server.requests == []
+    assert branch.messages == before
+    assert branch.last_context_report is None  # the report is saved only after gather
+
+
+@pytest.mark.anyio
+async def test_a_systemless_pass_overwrites_the_previous_report(server, model):
+    # D5: last_context_report is overwritten by the next provider-bearing or systemless
+    # pass; a systemless pass calls nobody and lists every name in skipped.
+    branch = Branch(SYSTEM, model)
+    a, b = Static("a", "A"), Static("b", "B")
+    branch.providers.register(a)
+    branch.providers.register(b)
+    await branch.chat("one")
+    first = branch.last_context_report
+    assert first.names == ["a", "b"]
+    branch.system = None
+    await branch.chat("two")
+    second = branch.last_context_report
+    assert second is not first
+    assert second.skipped == ["a", "b"] and second.blocks == [] and second.fired == []
+    assert len(a.calls) == len(b.calls) == 1  # not called on the systemless turn
+    branch.system = SYSTEM
+    await branch.chat("three")
+    third = branch.last_context_report
+    assert third is not second and third.names == ["a", "b"]
+    assert first.names == ["a", "b"]  # an old report is not rewritten
+
+
+@pytest.mark.anyio
+async def test_writeback_once_per_operate_with_only_the_non_none_responses(server, model):
+    # D7: operate drops None action responses, then calls gather_writeback once (not
+    # once per round) with the rest, in order, after all rounds.
+    branch = Branch(SYSTEM, model)
+    p = WithWriteback("memory", "MEM", writeback_result=1)
+    branch.providers.register(p)
+    server.script(
+        Reply(tool_calls=[{"name": "missing_tool", "arguments": {}, "id": "c1"},
+                          {"name": "add", "arguments": {"a": 1, "b": 2}, "id": "c2"}]),
+        Reply.calling("add", {"a": 3, "b": 4}, id="c3"),
+        "done")
+    result = await branch.operate("go", tools=[add])
+    assert result.rounds == 3 and result.output == "done"
+    assert [a is None for a in result.action_responses] == [True, False, False]
+    assert len(p.writebacks) == 1
+    wb_branch, responses = p.writebacks[0]
+    assert wb_branch is branch
+    assert responses == [ActionResponse("c2", "add", {"a": 1, "b": 2}, 3),
+                         ActionResponse("c3", "add", {"a": 3, "b": 4}, 7)]
+    assert branch.providers.stats["writeback_records"] == 1

@@ -520,3 +520,247 @@ def test_label_is_not_a_lionagi_name():
     reg = ContextProviderRegistry()
     reg.register(Labelled())
     assert reg.names == ["Labelled"]
+
+
+# --- coverage audit additions: ADR-0008 D1, D2, D3, D5, D7 exact semantics -----------
+
+async def test_same_name_twice_is_two_entries_both_called_no_replacement():
+    # D1: no duplicate-name check, no replacement by name, no unregister method.
+    first, second = Static("one", name="dup"), Static("two", name="dup")
+    reg = ContextProviderRegistry()
+    reg.register(first)
+    reg.register(second)
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert len(first.calls) == 1 and len(second.calls) == 1
+    assert report.blocks == ["one", "two"]
+    assert report.names == ["dup", "dup"]
+    assert not hasattr(reg, "unregister")
+
+
+async def test_default_pass_runs_providers_one_at_a_time_in_registration_order():
+    # D2: sequential, in registration order, no parallel tasks, no timeout by default.
+    log = []
+
+    class Step:
+        def __init__(self, name, pause):
+            self.name, self.pause = name, pause
+
+        async def provide(self, branch, instruction):
+            log.append(("start", self.name))
+            await anyio.sleep(self.pause)  # a yield point: a parallel pass would interleave
+            log.append(("end", self.name))
+            return self.name
+
+    reg = ContextProviderRegistry()
+    assert reg.concurrent is False and reg.timeout is None and reg.deadline is None
+    for name, pause in (("c", 0.02), ("a", 0), ("b", 0.01)):
+        reg.register(Step(name, pause))
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert log == [("start", "c"), ("end", "c"), ("start", "a"), ("end", "a"),
+                   ("start", "b"), ("end", "b")]
+    assert report.blocks == ["c", "a", "b"]
+
+
+async def test_base_exception_from_a_provider_escapes_gather_and_stops_the_pass():
+    # D2: a BaseException outside Exception is not contained.
+    class Abort(BaseException):
+        pass
+
+    class Aborting:
+        name = "aborting"
+
+        async def provide(self, branch, instruction):
+            raise Abort()
+
+    later = Static("later", name="later")
+    reg = ContextProviderRegistry()
+    reg.register(Static("first", name="first"))
+    reg.register(Aborting())
+    reg.register(later)
+    with pytest.raises(Abort):
+        await reg.gather(BRANCH, INSTRUCTION)
+    assert later.calls == []
+    assert all(v == 0 for v in reg.stats.values())
+
+
+async def test_a_result_whose_truthiness_check_raises_is_a_contained_failure():
+    # REFERENCE 1: an object whose truthiness check raises also fails (not escapes).
+    class NoBool:
+        def __bool__(self):
+            raise RuntimeError("ambiguous truth value")
+
+        def __len__(self):
+            raise RuntimeError("no len either")
+
+    reg = ContextProviderRegistry()
+    reg.register(Static(NoBool(), name="nobool"))
+    reg.register(Static("ok", name="ok"))
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.failed == ["nobool"]
+    assert report.blocks == ["ok"]
+    assert report.outcomes[0].status is Status.FAILED
+
+
+async def test_a_failing_provider_is_attempted_once_per_pass_no_retry():
+    # D2: a transient failure is attempted once.
+    class Flaky:
+        name = "flaky"
+
+        def __init__(self):
+            self.calls = 0
+
+        async def provide(self, branch, instruction):
+            self.calls += 1
+            if self.calls == 1:
+                raise ConnectionError("transient")
+            return "recovered"
+
+    flaky = Flaky()
+    reg = ContextProviderRegistry()
+    reg.register(flaky)
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert flaky.calls == 1
+    assert report.failed == ["flaky"] and report.blocks == []
+    report = await reg.gather(BRANCH, INSTRUCTION)  # the next pass calls it again, once
+    assert flaky.calls == 2 and report.blocks == ["recovered"]
+
+
+async def test_every_provider_is_called_before_selection_even_those_dropped():
+    # D2/P3: the budget bounds selected text, not retrieval: dropped blocks were fetched.
+    capped = Static("a b c d e f g h", name="capped")
+    dropped = Static("x y z", name="dropped")
+    kept = Static("k", name="kept")
+    reg = ContextProviderRegistry(budget=count_tokens("k"))
+    reg.register(capped, max_tokens=1)
+    reg.register(dropped, priority=-1)
+    reg.register(kept)
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.names == ["kept"] and report.skipped == ["capped", "dropped"]
+    assert len(capped.calls) == len(dropped.calls) == len(kept.calls) == 1
+
+
+async def test_kept_blocks_come_back_in_registration_order_not_priority_order():
+    # D3: priority affects admission only; blocks and fired are rebuilt in registration order.
+    reg = ContextProviderRegistry(counter=lambda t: len(t.split()))
+    reg.register(Static("a", name="p0"), priority=0)
+    reg.register(Static("b", name="p9"), priority=9)
+    reg.register(Static("c", name="p4"), priority=4)
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.blocks == ["a", "b", "c"]
+    assert report.fired == [{"provider_name": "p0", "tokens": 1},
+                            {"provider_name": "p9", "tokens": 1},
+                            {"provider_name": "p4", "tokens": 1}]
+    assert all(set(row) == {"provider_name", "tokens"} and type(row["tokens"]) is int
+               for row in report.fired)
+
+
+async def test_equal_priorities_fill_the_budget_in_registration_order():
+    # D3: stable sort; ties keep registration order under budget pressure.
+    reg = ContextProviderRegistry(budget=2, counter=lambda t: len(t.split()))
+    for name in ("first", "second", "third"):
+        reg.register(Static("w", name=name), priority=1)
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.names == ["first", "second"] and report.skipped == ["third"]
+
+
+async def test_oversized_high_priority_block_skipped_while_a_smaller_later_one_fits():
+    # D3: greedy walk goes on after a skip.
+    reg = ContextProviderRegistry(budget=3, counter=lambda t: len(t.split()))
+    reg.register(Static("w w w w", name="big"), priority=9)
+    reg.register(Static("w w", name="mid"), priority=5)
+    reg.register(Static("w w", name="low"), priority=1)
+    reg.register(Static("w", name="tiny"), priority=0)
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.names == ["mid", "tiny"]
+    assert report.skipped == ["big", "low"]
+    assert report.used_tokens == 3
+
+
+async def test_negative_budget_skips_text_and_zero_token_block_fits_zero_budget():
+    # D3: zero or negative budget skips any block with a positive count; a zero-token
+    # block fits a zero budget.
+    reg = ContextProviderRegistry(budget=0, counter=lambda t: len(t.split()))
+    reg.register(Static(" ", name="zero-tokens"))  # non-empty text that counts 0
+    reg.register(Static("w", name="one-token"))
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.names == ["zero-tokens"] and report.skipped == ["one-token"]
+    assert report.fired == [{"provider_name": "zero-tokens", "tokens": 0}]
+    reg.budget = -5
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.names == [] and report.skipped == ["zero-tokens", "one-token"]
+
+
+async def test_no_cap_by_default_and_none_cap_keeps_a_large_block_whole():
+    # D3: max_tokens=None means no per-provider cap; nothing is ever truncated.
+    text = "word " * 500
+    reg = ContextProviderRegistry(budget=10**6)
+    reg.register(Static(text, name="default"))
+    reg.register(Static(text, name="none"), max_tokens=None)
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.blocks == [text, text] and report.skipped == []
+
+
+async def test_report_is_frozen_but_its_lists_are_mutable_and_fresh_per_pass():
+    # D5: frozen at the attribute level only; each pass builds a new report.
+    import dataclasses
+
+    reg = ContextProviderRegistry()
+    empty1 = await reg.gather(BRANCH, INSTRUCTION)
+    empty2 = await reg.gather(BRANCH, INSTRUCTION)
+    assert empty1 is not empty2
+    empty1.skipped.append("mutated")
+    assert empty2.skipped == []
+    reg.register(Static("x", name="x"))
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.blocks = []  # type: ignore[misc]
+    report.blocks.append("added by a caller")
+    report.failed.append("also")
+    assert report.blocks == ["x", "added by a caller"] and report.failed == ["also"]
+    again = await reg.gather(BRANCH, INSTRUCTION)
+    assert again.blocks == ["x"] and again.failed == []
+
+
+async def test_failed_lists_the_name_only_and_the_log_carries_the_traceback(caplog):
+    # D5: failed holds names without the exception value; the warning has the traceback.
+    caplog.set_level(logging.WARNING)
+    reg = ContextProviderRegistry()
+    reg.register(Raising())
+    report = await reg.gather(BRANCH, INSTRUCTION)
+    assert report.failed == ["raising"]
+    assert all(isinstance(n, str) for n in report.failed)
+    records = [r for r in caplog.records if "raising" in r.getMessage()]
+    assert records and records[0].exc_info and isinstance(records[0].exc_info[1], RuntimeError)
+
+
+async def test_writeback_hooks_run_one_after_another_and_a_raiser_logs_a_traceback(caplog):
+    # D7: hooks execute sequentially in registration order; an Exception is warned with
+    # its traceback and contained; later hooks still run; nothing is returned.
+    log = []
+
+    class Hook(Static):
+        def __init__(self, name, pause, fail=False):
+            super().__init__("x", name)
+            self.pause, self.fail = pause, fail
+
+        async def writeback(self, branch, responses):
+            log.append(("start", self.name))
+            await anyio.sleep(self.pause)
+            log.append(("end", self.name))
+            if self.fail:
+                raise ValueError("write refused")
+            return 1
+
+    caplog.set_level(logging.WARNING)
+    reg = ContextProviderRegistry()
+    reg.register(Hook("slow", 0.02))
+    reg.register(Hook("failing", 0, fail=True))
+    reg.register(Hook("last", 0))
+    result = await reg.gather_writeback(BRANCH, ["r"])
+    assert result is None
+    assert log == [("start", "slow"), ("end", "slow"), ("start", "failing"),
+                   ("end", "failing"), ("start", "last"), ("end", "last")]
+    assert reg.stats["writeback_records"] == 2 and reg.stats["writeback_failed"] == 1
+    records = [r for r in caplog.records
+               if r.getMessage() == "context provider 'failing' writeback raised; skipping"]
+    assert len(records) == 1 and isinstance(records[0].exc_info[1], ValueError)

@@ -356,3 +356,93 @@ async def test_run_result_repr_leaves_out_the_run_context_dependencies(server, m
     assert result.run_context.dependencies["db_password"] == secret
     assert secret not in repr(result) and secret not in str(result)
     assert "output=" in repr(result) and "agent='a'" in repr(result)
+
+
+# -- coverage audit additions: REFERENCE.md section 2 ----------------------------------
+
+@pytest.mark.anyio
+async def test_providers_receive_the_whole_run_context(server, model):
+    # REFERENCE 2: RunContext carries runId, sessionId, userId, tenantId, metadata,
+    # sessionState, a cancel signal, dependencies, and getState/setState; providers
+    # get the same RunContext the agent sees.
+    seen = {}
+    signal = anyio.Event()
+    db = object()
+
+    class Inspect:
+        name = "inspect"
+
+        async def fetch(self, query, ctx):
+            seen.update(
+                ids=(ctx.runId, ctx.run_id, ctx.sessionId, ctx.userId, ctx.tenantId),
+                metadata=ctx.metadata, state=ctx.getState("cart"),
+                signal=ctx.signal, db=ctx.dependencies["db"], ctx=ctx,
+            )
+            ctx.setState("seen_by_provider", True)
+            return "ok"
+
+    agent = Agent(name="a", model=model, instructions="S", context_providers=[Inspect()])
+    result = await agent.run("q", runId="run-1", sessionId="s-1", userId="u-1",
+                             tenantId="t-1", metadata={"plan": "pro"},
+                             sessionState={"cart": 3}, signal=signal,
+                             dependencies={"db": db})
+    assert seen["ids"] == ("run-1", "run-1", "s-1", "u-1", "t-1")
+    assert seen["metadata"] == {"plan": "pro"} and seen["state"] == 3
+    assert seen["signal"] is signal and seen["db"] is db
+    assert seen["ctx"] is result.run_context
+    assert result.run_context.getState("seen_by_provider") is True
+
+
+@pytest.mark.anyio
+async def test_string_instructions_sections_when_context_or_instructions_are_empty(
+        server, model):
+    # REFERENCE 2: the Agent appends system-prompt sections with "\n\n": no section (and
+    # no separator) for an empty context, and no leading separator for empty instructions.
+    class Nothing:
+        name = "nothing"
+
+        async def fetch(self, query, ctx):
+            return None
+
+    agent = Agent(name="a", model=model, instructions="Be kind.",
+                  context_providers=[Nothing()])
+    result = await agent.run("q")
+    assert result.context == ""
+    assert server.last_request["messages"][0] == {"role": "system", "content": "Be kind."}
+    only_context = Agent(name="b", model=model, instructions="",
+                         context_providers=[Fetch("p", "P")])
+    await only_context.run("q")
+    assert server.last_request["messages"][0] == {"role": "system",
+                                                  "content": tag_block("p", "P")}
+    two = Agent(name="c", model=model, instructions="Be kind.",
+                context_providers=[Fetch("p", "P"), Nothing(), Fetch("q", "Q")])
+    await two.run("q")
+    assert server.last_request["messages"][0]["content"] == (
+        "Be kind.\n\n" + tag_block("p", "P") + "\n\n" + tag_block("q", "Q"))
+
+
+@pytest.mark.anyio
+async def test_agent_context_is_in_provider_list_order_not_completion_order(server, model):
+    # REFERENCE 2: output in the order of the providers list, never in completion order.
+    gate = anyio.Event()
+
+    class Late:
+        name = "late"
+
+        async def fetch(self, query, ctx):
+            with anyio.fail_after(5):  # a sequential resolve would wait here forever
+                await gate.wait()  # finishes only after the second provider has finished
+            return "L"
+
+    class Early:
+        name = "early"
+
+        async def fetch(self, query, ctx):
+            gate.set()
+            return "E"
+
+    agent = Agent(name="a", model=model, instructions=lambda c: c.context,
+                  context_providers=[Late(), Early()])
+    result = await agent.run("q")
+    assert result.context == tag_block("late", "L") + "\n\n" + tag_block("early", "E")
+    assert server.last_request["messages"][0]["content"] == result.context
