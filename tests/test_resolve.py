@@ -6,6 +6,8 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lionctx import RunContext, Status, count_tokens, resolve_context, resolve_context_providers
 from lionctx.render import tag_block
@@ -360,3 +362,33 @@ def test_failures_never_change_the_merged_text_only_the_report(answers):
             assert got is None and s.last_error == s.answer[1] == o.error
         else:
             assert got == s.answer
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=12)), min_size=1, max_size=6),
+       st.randoms(use_true_random=False))
+def test_same_inputs_same_bytes_whatever_the_completion_order(values, rnd):
+    order = list(range(len(values)))
+    rnd.shuffle(order)
+
+    async def run():
+        events = [anyio.Event() for _ in values]
+
+        class Ordered:
+            def __init__(self, i):
+                self.name = f"p{i}"
+                self.i = i
+
+            async def fetch(self, query, ctx):
+                await events[self.i].wait()
+                pos = order.index(self.i)
+                if pos + 1 < len(order):
+                    events[order[pos + 1]].set()  # let the next one in the order finish
+                return values[self.i]
+
+        events[order[0]].set()
+        return await resolve_context_providers([Ordered(i) for i in range(len(values))],
+                                               "q", {})
+
+    expected = "\n\n".join(tag_block(f"p{i}", v) for i, v in enumerate(values) if v)
+    assert anyio.run(run) == expected
