@@ -6,8 +6,6 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from lionctx import RunContext, Status, count_tokens, resolve_context, resolve_context_providers
 from lionctx.render import tag_block
