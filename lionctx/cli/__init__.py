@@ -14,6 +14,7 @@ entry point imports this package, so ``import lionctx`` stays light.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import sys
@@ -209,7 +210,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         shown = visible(one_line(str(exc)), multiline=False)
         print(f"lionctx {args.command}: error: {shown}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # On Python 3.10, anyio's runner lets Ctrl-C out of anyio.run() as the main
+        # task's CancelledError rather than KeyboardInterrupt; here, outside any event
+        # loop, both mean the user interrupted the command.
         print(f"lionctx {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
