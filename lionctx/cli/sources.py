@@ -290,50 +290,14 @@ def _config_source(table: dict[str, Any], index: int, base: Path, where: str) ->
 
 # -- building providers -------------------------------------------------------------
 
-def _unclosed_bracket(segment: str) -> bool:
-    """True when a ``[`` in ``segment`` opens no class: fnmatch would take it literally.
-
-    Scans the way :func:`fnmatch.translate` does: after ``[`` an optional ``!``,
-    then a ``]`` that is a member rather than the end, then up to the next ``]``.
-    """
-    i, n = 0, len(segment)
-    while i < n:
-        c = segment[i]
-        i += 1
-        if c != "[":
-            continue
-        j = i
-        if j < n and segment[j] == "!":
-            j += 1
-        if j < n and segment[j] == "]":
-            j += 1
-        while j < n and segment[j] != "]":
-            j += 1
-        if j >= n:
-            return True
-        i = j + 1
-    return False
-
-
 def check_glob(pattern: str, where: str) -> None:
-    """A UsageError naming ``pattern`` unless it is a glob the fs provider can use.
-
-    The provider's own matcher compiles it first (relative, no ``..``, not empty).
-    It takes a ``[`` that opens no class (``"["``, ``"*.[md"``) as a literal
-    character, as fnmatch does, so such a glob quietly matches no file; on the
-    command line that is almost always a typo, so it is refused here with the
-    way to write a literal ``[`` (``[[]``).
-    """
-    from ..providers.filesystem import GlobMatcher, expand_braces
+    """A UsageError naming ``pattern`` unless the fs provider's matcher accepts it."""
+    from ..providers.filesystem import GlobMatcher
 
     try:
         GlobMatcher(pattern)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {one_line(str(exc))}") from None
-    for alternative in expand_braces(pattern):
-        if any(_unclosed_bracket(seg) for seg in alternative.split("/")):
-            raise UsageError(f"{where}: glob {pattern!r} has a '[' with no closing ']' "
-                             "(write '[[]' to match a literal '[')")
 
 
 def _default_name(spec: SourceSpec) -> str:

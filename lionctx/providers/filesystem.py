@@ -159,6 +159,31 @@ def expand_braces(pattern: str) -> list[str]:
     return [pattern]
 
 
+def _unclosed_bracket(segment: str) -> bool:
+    """True when a ``[`` in ``segment`` opens no class (fnmatch would take it literally).
+
+    Scans the way :func:`fnmatch.translate` does: after ``[`` an optional ``!``,
+    then a ``]`` that is a member rather than the end, then up to the next ``]``.
+    """
+    i, n = 0, len(segment)
+    while i < n:
+        c = segment[i]
+        i += 1
+        if c != "[":
+            continue
+        j = i
+        if j < n and segment[j] == "!":
+            j += 1
+        if j < n and segment[j] == "]":
+            j += 1
+        while j < n and segment[j] != "]":
+            j += 1
+        if j >= n:
+            return True
+        i = j + 1
+    return False
+
+
 def _split(pattern: str, original: str) -> tuple[Seg, ...]:
     if pattern.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", pattern):
         raise ValueError(f"glob must be relative to the base path, got {original!r}")
@@ -169,6 +194,11 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
         if part == ".." or part.startswith("..\\") or part.endswith("\\..") or "\\..\\" in part:
             raise ValueError(f"glob must not climb out of the base path with '..', "
                              f"got {original!r}")
+        if _unclosed_bracket(part):
+            # fnmatch would match such a '[' literally, so the glob would quietly find
+            # nothing; it is almost always a typo.
+            raise ValueError(f"glob {original!r} has a '[' with no closing ']' "
+                             "(write '[[]' to match a literal '[')")
         if part == "**":
             if segs and segs[-1] is _DOUBLE:
                 continue  # a/**/**/b is a/**/b

@@ -11,7 +11,6 @@ from agentium_compat import Agent, openai
 from lionctx.engines import (
     SUMMARY_MARKER,
     ContextCompressor,
-    ContextEngine,
     clear_registered_context_engine,
     register_context_engine,
     tool_pairing_problems,
@@ -20,53 +19,9 @@ from lionctx.messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx.models import ModelResponseError
 from lionctx.render import tag_block
 from lionctx.testing import ECHO_LABEL, Reply, echo_reply
+from tests.engines.recording import Recorder
 
 INSTRUCTIONS = "You are a support assistant."
-
-
-class Recorder(ContextEngine):
-    """Overrides every optional hook and records each call."""
-
-    def __init__(self, context_length=32_000):
-        self.context_length = context_length
-        self.calls = []
-        self.selection = None
-
-    @property
-    def name(self):
-        return "recorder"
-
-    def names(self):
-        return [c[0] for c in self.calls]
-
-    def update_from_response(self, usage):
-        self.calls.append(("update_from_response", usage))
-
-    def should_compress(self, prompt_tokens=None):
-        self.calls.append(("should_compress", prompt_tokens))
-        return False
-
-    def compress(self, messages, current_tokens=None, focus_topic=None):
-        return messages
-
-    def on_session_start(self, session_id=None, **kwargs):
-        self.calls.append(("on_session_start", session_id))
-
-    def on_session_end(self, session_id=None, messages=None, **kwargs):
-        self.calls.append(("on_session_end", session_id, messages))
-
-    def on_session_reset(self):
-        super().on_session_reset()
-        self.calls.append(("on_session_reset",))
-
-    def select_context(self, request_messages, *, conversation_messages=None,
-                       incoming_message=None, budget_tokens=0):
-        self.calls.append(("select_context", request_messages, conversation_messages,
-                           incoming_message, budget_tokens))
-        return self.selection(request_messages) if self.selection else None
-
-    def on_turn_complete(self, messages, usage=None, **kwargs):
-        self.calls.append(("on_turn_complete", messages, usage, kwargs))
 
 
 class Fetch:
@@ -116,7 +71,7 @@ async def test_plain_agent_returns_the_history_to_continue_with(server, model):
 
 @pytest.mark.anyio
 async def test_agent_run_calls_every_hook_in_order(server, model):
-    rec = Recorder()
+    rec = Recorder(context_length=32_000)
     agent = Agent(name="bot", model=model, instructions=INSTRUCTIONS, context_engine=rec,
                   context_providers=[Fetch("notes", "status: all green")])
     assert agent.context_engine is rec

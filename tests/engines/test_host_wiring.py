@@ -17,24 +17,12 @@ from lionctx.engines import (
     resolve_context_engine,
     summary_model,
 )
+from tests.engines.recording import Plain
 
 
-class Engine(ContextEngine):
+class Engine(Plain):
     def __init__(self):
-        self.calls = []
-
-    @property
-    def name(self):
-        return "wired"
-
-    def update_from_response(self, usage):
-        pass
-
-    def should_compress(self, prompt_tokens=None):
-        return False
-
-    def compress(self, messages, current_tokens=None, focus_topic=None):
-        return messages
+        super().__init__("wired")
 
 
 class Lifecycle(Engine):

@@ -545,3 +545,12 @@ def test_globs_that_climb_are_always_refused(parts: list[str]) -> None:
             GlobMatcher(pattern)
     else:
         GlobMatcher(pattern)
+
+
+@pytest.mark.parametrize("glob", ["[", "*.[md", "docs[/*.md", "{*.md,*.[tx}"])
+def test_unclosed_bracket_glob_is_refused_at_construction(tmp_path, glob):
+    # fnmatch would take such a '[' literally and the glob would quietly match nothing
+    with pytest.raises(ValueError) as err:
+        FilesystemContextProvider(tmp_path, glob=glob)
+    assert repr(glob) in str(err.value) and "no closing ']'" in str(err.value)
+    FilesystemContextProvider(tmp_path, glob="[[]x]")  # the literal-'[' spelling works
