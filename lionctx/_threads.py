@@ -1,0 +1,171 @@
+"""Worker threads that a timeout can walk away from.
+
+Blocking work of a provider (a SQLite query, a directory walk, a sync ``fetch``)
+runs in a worker thread. Python cannot stop a thread, so a timeout or deadline
+*abandons* it: the awaiting coroutine returns at once (anyio's
+``abandon_on_cancel``), the thread runs on, and whatever it returns later is
+dropped, never injected.
+
+Abandoned threads still hold memory and a core, so lionctx keeps its own bounded
+pool, apart from anyio's default limiter (which the host application shares):
+
+* at most :func:`max_threads` lionctx threads run at once, process-wide; a call
+  waits for a slot under its own timeout;
+* one source (``key``) may leave at most ``per_key_abandoned`` threads stuck; past
+  that it fails fast with :class:`WorkersExhausted` naming the count, so a hung
+  source costs its own row and never the threads healthy sources need;
+* when every slot is held by an abandoned thread, calls fail fast the same way
+  instead of waiting for threads that may never return.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from .outcome import SourceUnavailable
+
+__all__ = ["WorkersExhausted", "max_threads", "run_in_worker", "set_max_threads", "stats"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class WorkersExhausted(SourceUnavailable):
+    """No lionctx worker thread can be had: earlier calls are stuck in them."""
+
+
+_lock = threading.Lock()
+_max = 32
+_per_key = 4
+_running = 0
+_abandoned = 0
+_abandoned_by_key: dict[Hashable, int] = {}
+
+
+def max_threads() -> int:
+    """How many lionctx worker threads may run at once (default 32)."""
+    return _max
+
+
+def set_max_threads(n: int, *, per_key_abandoned: int | None = None) -> None:
+    """Set the process-wide worker-thread bound (and, optionally, the per-source cap
+    on abandoned threads, default 4)."""
+    global _max, _per_key
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"max threads must be an int >= 1, got {n!r}")
+    if per_key_abandoned is not None:
+        if (isinstance(per_key_abandoned, bool) or not isinstance(per_key_abandoned, int)
+                or per_key_abandoned < 1):
+            raise ValueError(
+                f"per_key_abandoned must be an int >= 1, got {per_key_abandoned!r}")
+        _per_key = per_key_abandoned
+    _max = n
+
+
+def stats() -> dict[str, int]:
+    """Threads running now and how many of them were abandoned by a timeout."""
+    with _lock:
+        return {"running": _running, "abandoned": _abandoned, "max": _max}
+
+
+def _try_take(key: Hashable) -> str | None:
+    """Take a slot; ``None`` when taken, else why waiting is pointless ("" = wait)."""
+    global _running
+    with _lock:
+        stuck = _abandoned_by_key.get(key, 0)
+        if stuck >= _per_key:
+            return (f"{stuck} earlier calls of this source are still stuck in worker "
+                    "threads after their timeout")
+        if _running < _max:
+            _running += 1
+            return None
+        if _abandoned >= _max:
+            return (f"all {_max} lionctx worker threads are held by calls abandoned "
+                    "after their timeout")
+        return ""
+
+
+async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
+    """Run ``fn()`` in a lionctx worker thread; a cancel (timeout) abandons it.
+
+    ``key`` names the source for the per-source cap on stuck threads. Raises
+    :class:`WorkersExhausted` at once when waiting could not help.
+    """
+    delay = 0.001
+    while True:
+        why = _try_take(key)
+        if why is None:
+            break
+        if why:
+            logger.warning("worker threads exhausted: %s", why)
+            raise WorkersExhausted(why)
+        # Saturated by live (not stuck) threads: wait for one, under the caller's
+        # timeout. Polling keeps this free of any one event loop's primitives.
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+    state = {"abandoned": False, "done": False}
+
+    def work() -> T:
+        global _running, _abandoned
+        try:
+            return fn()
+        finally:
+            with _lock:
+                _running -= 1
+                state["done"] = True
+                if state["abandoned"]:
+                    _abandoned -= 1
+                    left = _abandoned_by_key.get(key, 1) - 1
+                    if left:
+                        _abandoned_by_key[key] = left
+                    else:
+                        _abandoned_by_key.pop(key, None)
+
+    try:
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True,
+                                              limiter=_unbounded())
+    except BaseException:
+        global _abandoned
+        with _lock:
+            if not state["done"]:
+                # The thread runs on; its result will be dropped with this frame.
+                state["abandoned"] = True
+                _abandoned += 1
+                _abandoned_by_key[key] = _abandoned_by_key.get(key, 0) + 1
+        raise
+
+
+def _unbounded() -> anyio.CapacityLimiter:
+    # Our own accounting above is the bound; anyio's default limiter (40 tokens,
+    # shared with the host application) must not be consumed by lionctx's threads.
+    limiter = _limiters.get(None)
+    if limiter is None:
+        limiter = _limiters.set(anyio.CapacityLimiter(1_000_000))
+    return limiter
+
+
+class _LimiterVar:
+    """One CapacityLimiter per event loop (anyio's primitives belong to a loop)."""
+
+    def __init__(self) -> None:
+        from anyio.lowlevel import RunVar
+
+        self._var: RunVar[anyio.CapacityLimiter] = RunVar("lionctx_limiter")
+
+    def get(self, default: None) -> anyio.CapacityLimiter | None:
+        return self._var.get(default)
+
+    def set(self, value: anyio.CapacityLimiter) -> anyio.CapacityLimiter:
+        self._var.set(value)
+        return value
+
+
+_limiters = _LimiterVar()
