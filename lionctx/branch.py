@@ -561,7 +561,7 @@ class Branch:
         if self.system is None and not self.inject_systemless:
             self._set_report(registry.skipped_report())
             return ()
-        report = await registry.gather(self, instruction)
+        report = await registry.gather(self, instruction, tagged=self.render == "tags")
         self._set_report(report)
         return tuple(ContextBlock(row["provider_name"], text)
                      for row, text in zip(report.fired, report.blocks))

@@ -24,8 +24,9 @@ from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 from .adapters import call_provide, provider_name
 from .admission import Candidate, admit
-from .gather import Observer, ProviderCall, gather, validate_seconds
+from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
+from .render import tag_block
 from .tokens import TokenCounter, resolve_counter
 
 __all__ = ["ContextProvider", "ContextProviderRegistry", "ProviderReport"]
@@ -66,6 +67,10 @@ class ProviderReport:
     offered_tokens: int = 0
     """Tokens of every block providers returned, kept or not."""
     duration_ms: float = 0.0
+    """Wall time of the pass, not counting the one-time tokenizer load."""
+    tokenizer_load_ms: float = 0.0
+    """Time spent loading the token encoding before any provider started (the
+    first pass in a process only; 0 afterwards)."""
 
     @property
     def names(self) -> list[str]:
@@ -83,6 +88,7 @@ class ProviderReport:
             "used_tokens": self.used_tokens,
             "offered_tokens": self.offered_tokens,
             "duration_ms": self.duration_ms,
+            "tokenizer_load_ms": self.tokenizer_load_ms,
             "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
             **({"blocks": list(self.blocks)} if include_text else {}),
         }
@@ -116,6 +122,7 @@ class _Entry:
     max_tokens: Optional[Number]
     name: str
     timeout: Optional[float] = None
+    max_chars: Optional[int] = None
 
 
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
@@ -130,6 +137,8 @@ class ContextProviderRegistry:
     together, ``timeout`` bounds each provider (seconds; ``register`` can override
     it per provider), ``deadline`` bounds the whole pass, ``limit`` caps how many run
     at once. ``counter`` is a tiktoken encoding name or a ``str -> int`` callable.
+    ``max_chars`` is the size limit of one provider's text (default 1,000,000
+    characters; ``register`` can override it): longer text is skipped uncounted.
     """
 
     def __init__(
@@ -142,8 +151,10 @@ class ContextProviderRegistry:
         limit: Optional[int] = None,
         counter: Union[str, TokenCounter, None] = None,
         on_outcome: Optional[Observer] = None,
+        max_chars: Optional[int] = None,
     ) -> None:
         self._entries: list[_Entry] = []
+        self.max_chars = max_chars
         self.budget = budget
         self.concurrent = bool(concurrent)
         self.timeout = timeout
@@ -186,6 +197,15 @@ class ContextProviderRegistry:
         self._deadline = validate_seconds(value, "deadline")
 
     @property
+    def max_chars(self) -> Optional[int]:
+        """Size limit of one provider's text in characters (None: the default)."""
+        return self._max_chars
+
+    @max_chars.setter
+    def max_chars(self, value: Optional[int]) -> None:
+        self._max_chars = validate_max_chars(value)
+
+    @property
     def limit(self) -> Optional[int]:
         """How many providers may run at once in concurrent mode, or None."""
         return self._limit
@@ -203,21 +223,25 @@ class ContextProviderRegistry:
         max_tokens: Optional[Number] = None,
         name: Optional[str] = None,
         timeout: Optional[float] = None,
+        max_chars: Optional[int] = None,
     ) -> None:
         """Append ``provider``. No dedupe, no replacement by name.
 
         The name is ``name``, else a truthy ``provider.name``, else the class name.
         ``max_tokens`` caps this provider's block (falsy: no cap; strict ``>``).
         ``priority`` decides who survives a budget conflict (higher first).
-        ``timeout`` overrides the registry's per-provider timeout.
+        ``timeout`` overrides the registry's per-provider timeout and ``max_chars``
+        its size limit.
         """
         priority = check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
         max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str or None, got {name!r}")
         timeout = validate_seconds(timeout, "timeout")
+        max_chars = validate_max_chars(max_chars)
         self._entries.append(
-            _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout)
+            _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout,
+                   max_chars)
         )
 
     def __bool__(self) -> bool:
@@ -239,10 +263,10 @@ class ContextProviderRegistry:
         new = ContextProviderRegistry(
             self._budget, concurrent=self.concurrent, timeout=self._timeout,
             deadline=self._deadline, limit=self._limit, counter=self._counter_spec,
-            on_outcome=self.on_outcome,
+            on_outcome=self.on_outcome, max_chars=self._max_chars,
         )
         new._entries = [
-            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout)
+            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.max_chars)
             for e in self._entries
         ]
         return new
@@ -266,24 +290,36 @@ class ContextProviderRegistry:
             budget=self._budget,
         )
 
-    async def gather(self, branch: Any, instruction: Any) -> ProviderReport:
-        """Run every provider's ``provide(branch, instruction)`` and select within budget."""
+    async def gather(self, branch: Any, instruction: Any, *, tagged: bool = False
+                     ) -> ProviderReport:
+        """Run every provider's ``provide(branch, instruction)`` and select within budget.
+
+        LionAGI counts each block's bare text. ``tagged=True`` (what a branch that
+        renders ``<context>`` tags passes) counts each block as it is sent, tag and
+        joining blank line included, so the budget bounds the bytes the model gets;
+        ``blocks`` still hold the bare text.
+        """
         entries = self._entries
         if not entries:
             return ProviderReport()
         started = perf_counter()
         calls = [
             ProviderCall(e.name, e.provider, partial(call_provide, e.provider, branch, instruction),
-                         None, e.timeout, e.priority, e.max_tokens)
+                         partial(tag_block, e.name) if tagged else None, e.timeout, e.priority,
+                         e.max_tokens, e.max_chars, False)
             for e in entries
         ]
+        timing: dict[str, float] = {}
         outcomes = await gather(
             calls, counter=self._get_counter(), concurrent=self.concurrent,
             timeout=self._timeout, deadline=self._deadline, limit=self._limit,
-            observe=self.on_outcome,
+            observe=self.on_outcome, budget=self._budget, max_chars=self._max_chars,
+            timing=timing,
         )
         report = build_report(outcomes, self._budget)
-        object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0)
+        load = timing.get("tokenizer_load_ms", 0.0)
+        object.__setattr__(report, "tokenizer_load_ms", load)
+        object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0 - load)
         self._count(report)
         return report
 
@@ -317,6 +353,10 @@ class ContextProviderRegistry:
                 self.stats["writeback_records"] += result
 
 
+def _tokens(o: Outcome) -> str:
+    return f"{o.tokens} tokens" if o.exact else f"at least {o.tokens} tokens (counting stopped)"
+
+
 def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderReport:
     """Admission over gathered outcomes, then LionAGI's report lists."""
     texted = [o for o in outcomes if o.status is Status.FIRED]
@@ -326,11 +366,11 @@ def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderR
     for i in decision.skipped_cap:
         o = texted[i]
         o.status = Status.SKIPPED_CAP
-        o.reason = f"{o.tokens} tokens over its cap of {o.max_tokens:g}"
+        o.reason = f"{_tokens(o)} over its cap of {o.max_tokens:g}"
     for i, room in zip(decision.skipped_budget, decision.room):
         o = texted[i]
         o.status = Status.SKIPPED_BUDGET
-        o.reason = f"{o.tokens} tokens did not fit the {room:g} left of budget {budget:g}"
+        o.reason = f"{_tokens(o)} did not fit the {room:g} left of budget {budget:g}"
     kept = [texted[i] for i in decision.kept]
     failed: list[str] = []
     degraded: list[dict[str, Any]] = []
@@ -342,7 +382,8 @@ def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderR
     return ProviderReport(
         blocks=[o.text for o in kept],  # type: ignore[misc]
         fired=[{"provider_name": o.name, "tokens": o.tokens} for o in kept],
-        skipped=[texted[i].name for i in decision.skipped],
+        skipped=[o.name for o in outcomes if o.status is Status.SKIPPED_SIZE]
+        + [texted[i].name for i in decision.skipped],
         failed=failed,
         degraded=degraded,
         outcomes=outcomes,

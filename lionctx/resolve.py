@@ -22,7 +22,7 @@ from typing import Any, Optional, Union
 
 from .adapters import call_fetch, provider_name
 from .context import coerce_run_context
-from .gather import Observer, ProviderCall, gather, validate_seconds
+from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
 from .registry import build_report, check_limit, check_number
 from .render import join_tagged, tag_block
@@ -42,6 +42,9 @@ class Resolution:
     budget: Optional[Number] = None
     used_tokens: int = 0
     duration_ms: float = 0.0
+    """Wall time of the pass, not counting the one-time tokenizer load."""
+    tokenizer_load_ms: float = 0.0
+    """Time spent loading the token encoding (the first pass in a process only)."""
 
     def __str__(self) -> str:
         return self.text
@@ -58,6 +61,7 @@ class Resolution:
             "budget": self.budget,
             "used_tokens": self.used_tokens,
             "duration_ms": self.duration_ms,
+            "tokenizer_load_ms": self.tokenizer_load_ms,
             "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
         }
 
@@ -73,6 +77,7 @@ async def resolve_context(
     limit: Optional[int] = None,
     counter: Union[str, TokenCounter, None] = None,
     on_outcome: Optional[Observer] = None,
+    max_chars: Optional[int] = None,
 ) -> Resolution:
     """Resolve ``providers`` for ``query`` and return the string with its outcomes.
 
@@ -81,6 +86,8 @@ async def resolve_context(
     ``timeout`` and ``deadline`` are seconds. With ``budget``, blocks are admitted
     greedily in list order until the budget (tokens of the tagged blocks) is spent.
     ``on_outcome`` is called with each provider's outcome as soon as it is known.
+    ``max_chars`` is the size limit of one provider's text (default 1,000,000
+    characters): longer text is skipped uncounted.
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise TypeError(f"providers must be a list of context providers, got {providers!r}")
@@ -90,6 +97,7 @@ async def resolve_context(
     deadline = validate_seconds(deadline, "deadline")
     budget = check_number(budget, "budget", allow_none=True)
     limit = check_limit(limit)
+    max_chars = validate_max_chars(max_chars)
     started = perf_counter()
     run_ctx = coerce_run_context(ctx)
     calls = []
@@ -97,12 +105,16 @@ async def resolve_context(
         name = provider_name(provider, agentium=True)
         calls.append(ProviderCall(name, provider, partial(call_fetch, provider, query, run_ctx),
                                   partial(tag_block, name)))
+    timing: dict[str, float] = {}
     outcomes = await gather(calls, counter=resolve_counter(counter), concurrent=True,
                             timeout=timeout, deadline=deadline, limit=limit,
-                            observe=on_outcome)
+                            observe=on_outcome, budget=budget, max_chars=max_chars,
+                            timing=timing)
     report = build_report(outcomes, budget)
     text = join_tagged(report.blocks)
-    return Resolution(text, outcomes, budget, report.used_tokens, (perf_counter() - started) * 1000.0)
+    load = timing.get("tokenizer_load_ms", 0.0)
+    return Resolution(text, outcomes, budget, report.used_tokens,
+                      (perf_counter() - started) * 1000.0 - load, load)
 
 
 async def resolve_context_providers(

@@ -154,12 +154,13 @@ async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
     for spec, provider in zip(plan.specs, providers):
         registry.register(provider, priority=spec.priority, max_tokens=spec.cap,
                           name=spec.name)
-    report = await registry.gather(branch, Instruction(plan.query))
+    report = await registry.gather(branch, Instruction(plan.query), tagged=True)
     context = join_tagged(tag_block(row["provider_name"], text)
                           for row, text in zip(report.fired, report.blocks))
     return {"context": context, "outcomes": report.outcomes, "report": report.to_dict(),
             "budget": report.budget, "used_tokens": report.used_tokens,
-            "offered_tokens": report.offered_tokens, "duration_ms": report.duration_ms}
+            "offered_tokens": report.offered_tokens, "duration_ms": report.duration_ms,
+            "tokenizer_load_ms": report.tokenizer_load_ms}
 
 
 async def _resolve_agentium(plan: Plan, providers: list[Any], ctx: Any,
@@ -172,7 +173,8 @@ async def _resolve_agentium(plan: Plan, providers: list[Any], ctx: Any,
     return {"context": resolution.text, "outcomes": resolution.outcomes,
             "report": resolution.to_dict(), "budget": resolution.budget,
             "used_tokens": resolution.used_tokens, "offered_tokens": None,
-            "duration_ms": resolution.duration_ms}
+            "duration_ms": resolution.duration_ms,
+            "tokenizer_load_ms": resolution.tokenizer_load_ms}
 
 
 def _print_text(plan: Plan, result: dict[str, Any], out: IO[str]) -> None:
