@@ -21,6 +21,7 @@ import inspect
 from functools import partial
 from typing import Any, Optional
 
+from ._text import make_encodable
 from ._threads import run_in_worker
 from .context import RunContext, coerce_run_context
 
@@ -57,9 +58,7 @@ def provider_name(provider: Any, explicit: Optional[str] = None, *,
 
 
 def _encodable_name(name: str) -> str:
-    if name.isascii():
-        return name
-    return name.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return make_encodable(name)[0]
 
 
 # Whether a provide/fetch function is ``async def``, by function object: the check

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -38,8 +37,10 @@ from time import perf_counter
 from typing import Any, Optional
 
 import anyio
+import anyio.lowlevel
 
 from .outcome import Outcome, SourceUnavailable, Status
+from ._text import make_encodable
 from ._threads import run_in_worker
 from .tokens import TokenCounter, count_bounded, prepare_counter
 
@@ -58,7 +59,6 @@ DEFAULT_MAX_CHARS = 1_000_000
 # Texts longer than this are counted in a worker thread, off the event loop.
 _THREAD_CHARS = 65_536
 _COUNT_KEY = "lionctx.tokens"
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -162,11 +162,13 @@ def _fatal_from_provider(exc: BaseException) -> bool:
     return True
 
 
-def _raise_if_cancel_requested() -> None:
-    # A provider may catch the caller's CancelledError and return text: asyncio's
-    # cancel is delivered once, so without this check the turn would go on.
-    if _cancel_requested():
-        raise asyncio.CancelledError("the caller cancelled the turn")
+async def _reraise_cancellation() -> None:
+    """Deliver a cancellation a provider swallowed (it caught CancelledError and
+    answered): asyncio delivers ``task.cancel()`` once, so the turn would go on."""
+    # An anyio cancel scope re-delivers its own cancellation at a checkpoint (and
+    # only its own is absorbed by it); a plain task.cancel() must be raised anew.
+    await anyio.lowlevel.checkpoint()
+    raise asyncio.CancelledError()
 
 
 def _message(exc: BaseException) -> str:
@@ -217,18 +219,6 @@ def _degradation(provider: Any) -> Optional[str]:
 
 def _add_reason(current: Optional[str], more: str) -> str:
     return more if current is None else f"{current}; {more}"
-
-
-def _encodable(text: str) -> tuple[str, int]:
-    """``text`` with every lone surrogate replaced by U+FFFD, and how many were."""
-    if text.isascii():
-        return text, 0
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        clean, n = _SURROGATE.subn("\ufffd", text)
-        return clean, n
-    return text, 0
 
 
 @dataclass(slots=True)
@@ -328,7 +318,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     try:
         # Plain str, whatever subclass came back: what we count is what we send.
         text = result if plain else str.__add__("", result)
-        text, replaced = _encodable(text)
+        text, replaced = make_encodable(text)
         if replaced:
             why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded as "
                    "UTF-8, with U+FFFD")
@@ -463,7 +453,8 @@ async def gather(
         outcomes = await _sequential(calls, ps, deadline, observe)
     else:
         outcomes = await _concurrent(calls, ps, deadline, limit, observe)
-    _raise_if_cancel_requested()
+    if _cancel_requested():
+        await _reraise_cancellation()
     return outcomes
 
 
@@ -486,14 +477,16 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: Option
     if deadline is None:
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps, None)
-            _raise_if_cancel_requested()
+            if _cancel_requested():
+                await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
         return outcomes
     starts: list[Optional[float]] = [None] * len(calls)
     with anyio.move_on_after(deadline):
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps, starts)
-            _raise_if_cancel_requested()
+            if _cancel_requested():
+                await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
     for i in range(len(outcomes), len(calls)):
         why = (f"deadline of {deadline:g}s reached" if starts[i] is not None
