@@ -136,12 +136,19 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
 
 # Counts are cached: context is mostly stable from turn to turn (the same notes, the
 # same status text), and hashing a string is far cheaper than encoding it. Short texts
-# are their own keys; longer ones are keyed by a digest, so the cache never holds them.
+# are their own keys; longer ones are keyed by their hash (see _digest), so the cache
+# never holds them.
 _SHORT_TEXT = 2048
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+def _digest(text: str) -> tuple[int, int]:
+    """The memo key of a long text, which the memo never holds.
+
+    Python's own string hash: keyed per process (SipHash with a random key, so
+    nobody can craft a collision), computed once and cached on the string object,
+    so a source that returns the same string every turn is looked up for free.
+    """
+    return (len(text), hash(text))
 
 
 def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
@@ -161,10 +168,10 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return len(get_encoding(encoding).encode_ordinary(text))
 
     short = functools.lru_cache(maxsize=2048)(encode_len)
-    long: OrderedDict[bytes, int] = OrderedDict()
+    long: OrderedDict[tuple[int, int], int] = OrderedDict()
     _caches.extend((short.cache_clear, long.clear))
 
-    def remember(key: bytes, n: int) -> None:
+    def remember(key: tuple[int, int], n: int) -> None:
         with _lock:
             long[key] = n
             if len(long) > 256:
