@@ -190,7 +190,8 @@ async def test_connection_refused_is_a_failure() -> None:
     assert await p.fetch("q", None) is None
     assert "ConnectError" in p.last_error
     report = await report_for(p)
-    assert report.failed == ["http"] and "ConnectError" in report.outcomes[0].error
+    name = url.removeprefix("http://")  # unnamed: host:port/path
+    assert report.failed == [name] and "ConnectError" in report.outcomes[0].error
     await p.aclose()
 
 
@@ -532,7 +533,10 @@ def test_allowed_hosts_forms() -> None:
     assert not allowed(httpx.URL("http://evilexample.com/"))
     assert allowed(httpx.URL("http://127.0.0.1:8080/")) and not allowed(
         httpx.URL("http://127.0.0.1:8081/"))
-    assert allowed(httpx.URL("http://[::1]:5/"))
+    # No port in the entry: the scheme's default port, and the URL's own for its host.
+    assert allowed(httpx.URL("http://[::1]/")) and not allowed(httpx.URL("http://[::1]:5/"))
+    assert allowed(httpx.URL("http://api.example.com:8080/"))
+    assert not allowed(httpx.URL("http://www.example.com:8080/"))
     assert not allowed(httpx.URL("http://allowed.example.com@evil.net/"))
 
 
