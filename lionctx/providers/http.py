@@ -119,10 +119,13 @@ def default_name(url: Union[str, httpx.URL]) -> str:
     slash; never the scheme, user info, query string or fragment:
     ``https://status.example.com/api/current?key=...`` is named
     ``status.example.com/api/current``. The CLI names ``--http`` sources with it.
+    Two providers for the same host and path get the same name: give one ``name=``.
     """
     import httpx
 
     parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
+    if not parsed.raw_host:
+        return "http"  # not an absolute URL: the provider refuses it anyway
     port = f":{parsed.port}" if parsed.port else ""
     path = parsed.raw_path.split(b"?", 1)[0].decode("ascii", "replace").rstrip("/")
     return f"{url_host(parsed)}{port}{path}" or "http"
