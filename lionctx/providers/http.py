@@ -15,15 +15,29 @@ Safety:
   canonical), so another spelling of an address (``127.1``, ``0x7f.0.0.1``) is
   simply another host, and refused. A redirect to another origin drops the
   caller's headers.
+* Ports: an entry with a port (``host:8443``) allows that port only. An entry
+  without one allows the default port of the request's scheme (80 for ``http``,
+  443 for ``https``) and, for the host of ``url`` itself, the port of ``url``; no
+  other port. The default allowlist is the host of ``url`` under that rule.
+* A wildcard (``*.example.com``) matches host names below the domain, never an IP
+  address: a wildcard over a numeric or IPv6 suffix (``*.0.0.1``) is refused when
+  the provider is built, and no wildcard matches an address in any spelling.
 * The provider's own client ignores proxy settings in the environment
   (``trust_env=False``): an ``HTTP_PROXY`` would be one more host receiving every
   request and its headers.
 * The body is streamed and reading stops past ``max_response_bytes``; an oversized
-  response is a failure, never a truncated string.
-* Header values, the URL's password and its query string never appear in a log
-  line, a reason or an error message. That includes httpx's own ``HTTP Request:``
-  line (INFO), which shows the whole URL: a filter on the ``httpx`` logger takes the
-  secrets of every live provider out of it.
+  response is a failure, never a truncated string. The cap counts *decoded* bytes
+  as they are decoded: the provider asks for ``gzip, deflate`` only, decodes the
+  ``Content-Encoding`` itself (at most two layers) in steps that never produce more
+  than the cap allows, and refuses any other encoding, so a gzip bomb costs about
+  the cap in memory, not the bomb's size. The bytes on the wire are capped too.
+* Header values, the URL's password and its query string (whole, and each
+  parameter's value of 4+ characters, as written, decoded and re-encoded) never
+  appear in a log line, a reason or an error message. That includes httpx's own
+  ``HTTP Request:`` line (INFO), which shows the whole URL, also after a redirect
+  that keeps one parameter, and httpcore's DEBUG trace, which shows response headers
+  (a ``Location``): a filter on the ``httpx`` and ``httpcore`` loggers takes the
+  secrets of every live provider out of them.
 
 One ``httpx.AsyncClient`` per provider (or the one passed in) is kept open and
 pooled across turns; ``async with provider`` or ``await provider.aclose()`` closes
@@ -201,11 +215,15 @@ class HttpContextProvider(ContextSource):
             JSON content type unless ``headers`` sets one.
         timeout: Seconds for the whole fetch, redirects and body included (5).
         cache_ttl: Seconds to keep a good response; 0 (default) fetches every time.
-        name: The provider's name in reports and ``<context name="...">``.
+        name: The provider's name in reports and ``<context name="...">``. Default:
+            ``host[:port]/path`` of ``url`` (see :func:`default_name`), never its
+            query string, user info or fragment.
         allowed_hosts: Hosts that may be requested, the first request and every
             redirect: ``"example.com"``, ``"example.com:8443"``, ``"*.example.com"``.
-            Default: only the host of ``url``.
-        max_response_bytes: Largest body accepted (1 MiB); a larger one is a failure.
+            An entry without a port allows the scheme's default port, and for the
+            host of ``url`` that URL's port. Default: only the host of ``url``.
+        max_response_bytes: Largest body accepted (1 MiB), counted after decoding
+            gzip or deflate; a larger one is a failure.
         max_redirects: Redirects followed at most (5).
         transform: ``text -> str | None`` (sync or async), applied to the body;
             what it returns is what is cached and returned.
