@@ -55,6 +55,7 @@ the stored text unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import functools
@@ -63,7 +64,6 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
@@ -230,19 +230,12 @@ class _EngineTurn:
         return self.session.engine
 
 
-class _ReportKey:
-    """One task's handle on one report: the task's context holds only this key and
-    the branch holds the report, so a branch's reports die with the branch."""
-
-    __slots__ = ("__weakref__",)
-
-
-#: The current task's report keys: id(branch) -> (weakref to the branch, key). One
-#: module-level variable (a variable per branch would pin every report in a
-#: long-lived task's context); the mapping is copied on write, never mutated, so a
-#: child task's turn never shows in its parent.
-_REPORT_KEYS: ContextVar[Mapping[int, tuple[weakref.ref[Any], _ReportKey]]] = ContextVar(
-    "lionctx_branch_report_keys")
+def _task_key() -> Any:
+    """The running asyncio task (reports are kept per task), or None elsewhere."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running asyncio loop (another backend, or sync code)
+        return None
 
 
 #: What ``Branch._engine_turn`` gives without an engine: nothing, at no cost.
@@ -315,9 +308,10 @@ class Branch:
         # LionAGI's private attributes: no registry until someone asks for one.
         self._context_providers: Optional[ContextProviderRegistry] = None
         self._last_context_report: Optional[ProviderReport] = None
-        # Each task's own last report, keyed by the _ReportKey its context holds: the
-        # entry goes when that context drops the key or when this branch goes.
-        self._task_reports: weakref.WeakKeyDictionary[_ReportKey, ProviderReport] = (
+        # Each task's own last report, keyed weakly by the task: the entry goes when
+        # the task ends or when this branch goes. O(1) per turn, whatever the number
+        # of branches a task serves.
+        self._task_reports: weakref.WeakKeyDictionary[Any, ProviderReport] = (
             weakref.WeakKeyDictionary())
         self.last_response: Optional[ChatResponse] = None
         """The most recent model reply on this branch (any task; last writer wins)."""
@@ -403,21 +397,17 @@ class Branch:
         task (last writer wins); ``None`` before any pass. Turns on a branch with
         no registered provider leave it unchanged.
         """
-        entry = _REPORT_KEYS.get({}).get(id(self))
-        if entry is not None and entry[0]() is self:
-            report = self._task_reports.get(entry[1])
+        key = _task_key()
+        if key is not None:
+            report = self._task_reports.get(key)
             if report is not None:
                 return report
         return self._last_context_report
 
     def _set_report(self, report: ProviderReport) -> None:
-        key = _ReportKey()
-        self._task_reports[key] = report
-        # Copy on write, dropping entries of collected branches: the mapping stays as
-        # small as the set of live branches this task ran turns on.
-        keys = {bid: e for bid, e in _REPORT_KEYS.get({}).items() if e[0]() is not None}
-        keys[id(self)] = (weakref.ref(self), key)
-        _REPORT_KEYS.set(keys)
+        key = _task_key()
+        if key is not None:
+            self._task_reports[key] = report
         self._last_context_report = report
 
     def _store(self, msg: dict[str, Any]) -> dict[str, Any]:
