@@ -154,6 +154,9 @@ class ContextProviderRegistry:
         max_chars: Optional[int] = None,
     ) -> None:
         self._entries: list[_Entry] = []
+        # The calls of a pass, built once per (entries, tagged) and reused: a pass
+        # allocates nothing per provider but its outcome.
+        self._calls: dict[bool, list[ProviderCall]] = {}
         self.max_chars = max_chars
         self.budget = budget
         self.concurrent = bool(concurrent)
@@ -243,6 +246,7 @@ class ContextProviderRegistry:
             _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout,
                    max_chars)
         )
+        self._calls.clear()
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -303,18 +307,21 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport()
         started = perf_counter()
-        calls = [
-            ProviderCall(e.name, e.provider, partial(call_provide, e.provider, branch, instruction),
-                         partial(tag_block, e.name) if tagged else None, e.timeout, e.priority,
-                         e.max_tokens, e.max_chars, False)
-            for e in entries
-        ]
+        tagged = bool(tagged)
+        calls = self._calls.get(tagged)
+        if calls is None:
+            calls = self._calls[tagged] = [
+                ProviderCall(e.name, e.provider, partial(call_provide, e.provider),
+                             partial(tag_block, e.name) if tagged else None, e.timeout,
+                             e.priority, e.max_tokens, e.max_chars, False)
+                for e in entries
+            ]
         timing: dict[str, float] = {}
         outcomes = await gather(
             calls, counter=self._get_counter(), concurrent=self.concurrent,
             timeout=self._timeout, deadline=self._deadline, limit=self._limit,
             observe=self.on_outcome, budget=self._budget, max_chars=self._max_chars,
-            timing=timing,
+            timing=timing, args=(branch, instruction),
         )
         report = build_report(outcomes, self._budget)
         load = timing.get("tokenizer_load_ms", 0.0)

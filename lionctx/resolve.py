@@ -103,13 +103,13 @@ async def resolve_context(
     calls = []
     for provider in providers:
         name = provider_name(provider, agentium=True)
-        calls.append(ProviderCall(name, provider, partial(call_fetch, provider, query, run_ctx),
+        calls.append(ProviderCall(name, provider, partial(call_fetch, provider),
                                   partial(tag_block, name)))
     timing: dict[str, float] = {}
     outcomes = await gather(calls, counter=resolve_counter(counter), concurrent=True,
                             timeout=timeout, deadline=deadline, limit=limit,
                             observe=on_outcome, budget=budget, max_chars=max_chars,
-                            timing=timing)
+                            timing=timing, args=(query, run_ctx))
     report = build_report(outcomes, budget)
     text = join_tagged(report.blocks)
     load = timing.get("tokenizer_load_ms", 0.0)
