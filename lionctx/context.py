@@ -17,6 +17,7 @@ they were given leaves a field unset (see :func:`context_value`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import uuid
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
@@ -43,7 +44,12 @@ def _new_run_id() -> str:
 
 @dataclass
 class RunContext:
-    """Who and what a run is for. Passed to every provider's ``fetch(query, ctx)``."""
+    """Who and what a run is for. Passed to every provider's ``fetch(query, ctx)``.
+
+    The constructor takes either spelling: ``RunContext(user_id="u1")`` or
+    ``RunContext(userId="u1")`` (also ``runId``, ``sessionId``, ``tenantId``,
+    ``sessionState``).
+    """
 
     user_id: Any = None
     tenant_id: Any = None
@@ -135,6 +141,22 @@ class RunContext:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(RunContext))
+_dataclass_init = RunContext.__init__
+
+
+def _init_any_spelling(self: RunContext, *args: Any, **kwargs: Any) -> None:
+    # agentium users write RunContext(userId="u1"): take the camelCase spellings too.
+    for camel, snake in _CAMEL.items():
+        if camel in kwargs:
+            if snake in kwargs:
+                raise TypeError(f"RunContext got both {camel!r} and {snake!r}")
+            kwargs[snake] = kwargs.pop(camel)
+    _dataclass_init(self, *args, **kwargs)
+
+
+_init_any_spelling.__doc__ = _dataclass_init.__doc__
+_init_any_spelling.__signature__ = inspect.signature(_dataclass_init)  # type: ignore[attr-defined]
+RunContext.__init__ = _init_any_spelling  # type: ignore[method-assign]
 
 
 def context_value(ctx: Any, key: str, default: Any = None) -> Any:
