@@ -103,3 +103,73 @@ def test_instruction_text_plain_content_and_images():
 def test_wrapping_a_non_provider_names_it():
     with pytest.raises(TypeError, match="has no fetch"):
         provider(object())
+
+
+class Static:
+    def __init__(self, name: str, text: str) -> None:
+        self.name = name
+        self.text = text
+
+    async def provide(self, branch, instruction):
+        return self.text
+
+
+@pytest.mark.parametrize("guidance", ["Be brief.", "Line one.\nLine two."])
+async def test_render_lionagi_fold_is_exactly_lionagis_guidance_value(server, tmp_path, guidance):
+    """What ``render="lionagi"`` matches: the fold string, byte for byte. LionAGI sends
+    it as the YAML ``Guidance`` value of its first instruction; lionctx's message
+    framing around it is lionctx's own (see the README)."""
+    import yaml
+
+    from lionctx import Branch as LionctxBranch
+    from lionctx import OpenAIChatModel, render_lionagi
+
+    system = "You are helpful."
+    blocks = ["BLOCK-A\nsecond line", "BLOCK-B"]
+    real = make_branch(server, tmp_path, system)
+    for i, text in enumerate(blocks):
+        real.providers.register(Static(f"p{i}", text), priority=10 - i)
+    await real.chat("question one", guidance=guidance)
+    lionagi_user = server.requests[-1]["messages"][0]["content"]
+    doc = yaml.safe_load(lionagi_user)
+    fold = render_lionagi(system, blocks, guidance)
+    assert doc["Guidance"] == fold  # the fold is exact...
+    assert doc["Instruction"] == "question one"
+
+    ours = LionctxBranch(system, OpenAIChatModel("lionctx-echo", base_url=server.base_url,
+                                                 api_key="k", max_retries=0), render="lionagi")
+    for i, text in enumerate(blocks):
+        ours.providers.register(Static(f"p{i}", text), priority=10 - i)
+    await ours.chat("question one", guidance=guidance)
+    lionctx_user = server.requests[-1]["messages"][0]["content"]
+    assert lionctx_user == fold + "\n\nquestion one"  # ...the framing is lionctx's own
+    assert lionctx_user != lionagi_user
+
+
+async def test_second_turn_differs_from_lionagi_as_documented(server, tmp_path):
+    """On turn two both fold into the first instruction; LionAGI's fold keeps that
+    instruction's guidance, lionctx's fold has none (the guidance follows in the
+    stored text). The README states exactly this."""
+    import yaml
+
+    from lionctx import Branch as LionctxBranch
+    from lionctx import OpenAIChatModel, render_lionagi
+
+    real = make_branch(server, tmp_path, "SYS.")
+    real.providers.register(Static("a", "BLOCK"))
+    server.script("r1", "r2")
+    await real.communicate("q1", guidance="G1.")
+    await real.communicate("q2", guidance="G2.")
+    first, _, current = server.requests[-1]["messages"]
+    assert yaml.safe_load(first["content"])["Guidance"] == render_lionagi("SYS.", ["BLOCK"], "G1.")
+    assert yaml.safe_load(current["content"]) == {"Guidance": "G2.", "Instruction": "q2"}
+
+    ours = LionctxBranch("SYS.", OpenAIChatModel("m", base_url=server.base_url, api_key="k",
+                                                 max_retries=0), render="lionagi")
+    ours.providers.register(Static("a", "BLOCK"))
+    server.script("r1", "r2")
+    await ours.communicate("q1", guidance="G1.")
+    await ours.communicate("q2", guidance="G2.")
+    first, _, current = server.requests[-1]["messages"]
+    assert first["content"] == render_lionagi("SYS.", ["BLOCK"], "") + "\n\nG1.\n\nq1"
+    assert current["content"] == "G2.\n\nq2"
