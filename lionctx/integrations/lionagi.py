@@ -19,16 +19,60 @@ What they get from LionAGI:
   read the one bound with :func:`lionctx.bind_run_context` around the turn.
 
 A provider that only has ``fetch(query, ctx)`` (agentium style) gets a ``provide`` with
-:func:`provider`. Nothing here imports ``lionagi``: it reads the objects LionAGI passes.
+:func:`provider`. LionAGI counts tokens with tiktoken's ``o200k_base``, which tiktoken
+downloads on first use; offline (or to skip the download) call
+:func:`use_bundled_tokenizer` once, which seeds tiktoken's cache from lionctx's
+bundled, hash-checked copy. Nothing here imports ``lionagi``.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from ..adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
 
-__all__ = ["LionagiProvider", "instruction_text", "provider"]
+__all__ = ["LionagiProvider", "instruction_text", "provider", "use_bundled_tokenizer"]
+
+logger = logging.getLogger(__name__)
+
+#: Where tiktoken fetches o200k_base from; its cache file is named by this URL's sha1.
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+
+
+def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Seed tiktoken's cache with lionctx's bundled ``o200k_base``; return the file.
+
+    The directory is ``cache_dir``, else ``$TIKTOKEN_CACHE_DIR``, else a
+    ``lionctx-tiktoken`` folder in the temp directory; ``TIKTOKEN_CACHE_DIR`` is set
+    to it, so tiktoken (and LionAGI's tokenizer) reads it instead of downloading.
+    The file is written only when missing or not byte-identical (sha256-checked).
+    Call it before the first token count of the process: tiktoken keeps an encoding
+    once loaded.
+    """
+    from ..tokens import O200K_FILE, O200K_SHA256
+
+    folder = Path(cache_dir or os.environ.get("TIKTOKEN_CACHE_DIR")
+                  or Path(tempfile.gettempdir()) / "lionctx-tiktoken")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / hashlib.sha1(O200K_URL.encode()).hexdigest()
+    if not (target.is_file()
+            and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256):
+        raw = gzip.decompress(O200K_FILE.read_bytes())
+        if hashlib.sha256(raw).hexdigest() != O200K_SHA256:
+            raise RuntimeError(f"lionctx's bundled tokenizer data {O200K_FILE} is corrupt; "
+                               "reinstall lionctx")
+        partial = target.with_name(target.name + f".{os.getpid()}.tmp")
+        partial.write_bytes(raw)
+        os.replace(partial, target)  # atomic: a concurrent reader never sees half a file
+        logger.debug("seeded tiktoken cache %s", target)
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    return target
 
 
 def instruction_text(content: Any) -> str:
