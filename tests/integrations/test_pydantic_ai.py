@@ -80,3 +80,23 @@ async def test_two_runs_two_resolves(server):
 def test_wrong_argument_named_at_construction(kwargs, match):
     with pytest.raises((TypeError, ValueError), match=match):
         context_instructions([KB()], **kwargs)
+
+
+async def test_concurrent_runs_each_resolve_once_for_their_own_user(server):
+    import anyio
+
+    kb = KB()
+    ctx_instructions = context_instructions([kb])
+    agent = make_agent(server, [ctx_instructions])
+    results = {}
+
+    async def run(user):
+        results[user] = await agent.run(f"question of {user}", deps={"user_id": user})
+
+    async with anyio.create_task_group() as tg:
+        for user in ("a", "b", "c"):
+            tg.start_soon(run, user)
+    assert sorted(kb.calls) == [("question of a", "a"), ("question of b", "b"),
+                                ("question of c", "c")]
+    assert ctx_instructions.resolves == 3
+    assert len({id(ctx_instructions.report_for(r)) for r in results.values()}) == 3
