@@ -217,7 +217,9 @@ def bind_run_context(ctx: Any = None, /, **fields: Any) -> Iterator[RunContext]:
     provider called with no ``ctx`` at all gets this whole context. Bindings nest
     (the inner one wins inside its block) and follow ``await``, tasks started
     inside the block and lionctx's worker threads; concurrent turns each see their
-    own.
+    own. Anything that takes a run context and is given none while a binding is
+    active adopts the bound one (a ``lionctx.Branch`` built inside the block keeps
+    it as its own).
     """
     run_ctx = coerce_run_context(ctx, **fields)
     token = _BOUND.set(run_ctx)
