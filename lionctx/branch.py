@@ -44,8 +44,12 @@ Hooks the engine did not override are skipped without copying anything.
 
 Rendering. ``render="tags"`` (default): the request's system message is the system
 text, a blank line, then each block in its ``<context name="...">`` tag, blocks
-separated by blank lines. ``render="lionagi"`` reproduces LionAGI's fold byte for
-byte: no system message is sent; the first user message of the request starts with
+separated by blank lines. ``render="lionagi"`` builds LionAGI's fold byte for
+byte (the value LionAGI 0.36 sends as its first instruction's ``Guidance``); the
+message around it is lionctx's own, not LionAGI's YAML, and on a later turn
+LionAGI's fold keeps the first instruction's guidance where lionctx's fold has none
+(the guidance follows in the stored text): no system message is sent; the first user
+message of the request starts with
 exactly ``system + "\\n".join(blocks) + guidance`` (guidance is that instruction's
 own guidance when it is the current one, else empty), followed by a blank line and
 the instruction text. An instruction with guidance is stored as
