@@ -411,6 +411,15 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass,
         logger.warning("context provider %r %s", call.name, why)
         return _timed_out(call, index, start, why)
     assert outcome is not None
+    ran = perf_counter() - start
+    if ran > limit + max(0.1, limit * 0.25):
+        # The limit's timer could not fire: the event loop was blocked (sync code
+        # such as time.sleep in an async provider, this one or another). Nothing can
+        # preempt that; what came back past the limit is still dropped.
+        why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
+               "(sync work in an async provider cannot be cut off; run it in a thread)")
+        logger.warning("context provider %r %s", call.name, why)
+        return _timed_out(call, index, start, why)
     return outcome
 
 
