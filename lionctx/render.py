@@ -71,8 +71,9 @@ _READS_AS = {
     **{c: "e" for c in "\u0435\u0415\u0395"},
     **{c: "x" for c in "\u0445\u0425\u03c7\u03a7"},
 }
-#: ASCII characters that can come right after an opener that starts a tag.
-_MAY_FOLLOW = frozenset("/cC \x7f" + "".join(map(chr, range(0x20))))
+# Whitespace and ASCII controls, an optional "/", more of them: what may sit between
+# an opener and "context" (a prefix of the rule's own gap).
+_ASCII_GAP = re.compile(r"[\s\x00-\x1f\x7f]*(?:/[\s\x00-\x1f\x7f]*)?")
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Cs"})
 _WORD = "context"
 
@@ -204,9 +205,12 @@ def _neutralize_walk(text: str) -> str:
     last = 0
     for match in _OPENER.finditer(text):
         at = match.start()
-        after = text[at + 1:at + 2]
-        if after and after < "\x80" and after not in _MAY_FOLLOW:
-            continue  # the common "<b", "<=", "a<1": no walk needed
+        # The common "<b", "</p>", "< 3": past the ASCII gap and slash, an ASCII
+        # character other than c/C settles it without the walk.
+        gap_end = _ASCII_GAP.match(text, at + 1).end()  # type: ignore[union-attr]
+        after = text[gap_end:gap_end + 1]
+        if after and after < "\x80" and after not in "cC":
+            continue
         if _is_tag_start(text, at + 1):
             parts.append(text[last:at])
             parts.append("&lt;")
