@@ -560,7 +560,7 @@ class Branch:
         return tuple(ContextBlock(row["provider_name"], text)
                      for row, text in zip(report.fired, report.blocks))
 
-    def _prepare_request(
+    async def _prepare_request(
         self,
         instruction: Optional[Instruction],
         blocks: Sequence[ContextBlock] = (),
@@ -584,7 +584,7 @@ class Branch:
         host = _host()
         if not host.overrides(session.engine, "select_context"):
             return request
-        selected = host.apply_select_context(
+        selected = await host.apply_select_context_async(
             session.engine, request, conversation_messages=self._messages,
             incoming_message=instruction.to_message() if instruction is not None else None)
         if selected is request:
@@ -681,7 +681,7 @@ class Branch:
                         **kwargs: Any) -> tuple[list[dict[str, Any]], ChatResponse]:
         """One non-streaming request without recording: (request sent, reply)."""
         blocks = await self._context_for(instruction)
-        request = self._prepare_request(instruction, blocks)
+        request = await self._prepare_request(instruction, blocks)
         return request, await self._complete(request, engine_turn=engine_turn, **kwargs)
 
     async def _communicate(self, instruction: Instruction, **kwargs: Any) -> tuple[
@@ -711,8 +711,8 @@ class Branch:
         Calls no provider, runs no context engine (no ``select_context``) and
         records nothing: a way to see the rendering.
         """
-        return self._prepare_request(_as_instruction(instruction, guidance),
-                                     tuple(_as_block(b) for b in blocks), select=False)
+        return self._render_request(_as_instruction(instruction, guidance),
+                                    tuple(_as_block(b) for b in blocks), ())
 
     async def chat(
         self, instruction: Union[str, Instruction], *, guidance: Optional[str] = None,
@@ -757,7 +757,7 @@ class Branch:
         ins = _as_instruction(instruction, guidance)
         async with self._engine_turn() as eturn:
             blocks = await self._context_for(ins)
-            request = self._prepare_request(ins, blocks)
+            request = await self._prepare_request(ins, blocks)
             self._store(ins.to_message())
             response: Optional[ChatResponse] = None
             async with aclosing(self._send(request, stream=True, engine_turn=eturn,
@@ -821,7 +821,7 @@ class Branch:
             rounds = 0
             stopped: Literal["done", "max_rounds"] = "done"
             while True:
-                request = self._prepare_request(ins, blocks, turn=turn)
+                request = await self._prepare_request(ins, blocks, turn=turn)
                 response = await self._complete(request, tools=specs or None,
                                                 engine_turn=eturn, **kwargs)
                 rounds += 1
