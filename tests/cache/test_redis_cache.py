@@ -419,3 +419,17 @@ async def test_agentium_spellings_take_a_shared_cache(
     assert (await other.fetch("q", ctx)).cached
     assert srv.count("/ok") == 1
     await cache.aclose()
+
+
+def test_the_scale_out_example_runs() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).parents[2] / "examples" / "scale_out.py"
+    out = subprocess.run([sys.executable, str(example), "3", "50"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].endswith("150 answers, 1 upstream request(s)"), out.stdout
+    assert lines[1].endswith("150 answers, 3 upstream request(s)"), out.stdout
