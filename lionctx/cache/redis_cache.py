@@ -138,6 +138,9 @@ class RedisCache:
             served but not shared, and a larger one read back is refused.
         stale_ttl: Seconds the last good value is kept for ``stale_on_error``
             (default one day).
+        max_connections: Redis commands in flight at once from this process
+            (default 16); more wait for a slot, and that wait is not counted
+            against ``op_timeout`` (it is this process's queue, not Redis being slow).
         clock: Monotonic clock for the circuit (tests inject one).
     """
 
@@ -153,6 +156,7 @@ class RedisCache:
         wait: float = 10.0,
         max_value_bytes: int = 4 * 1024 * 1024,
         stale_ttl: float = 86400.0,
+        max_connections: int = 16,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if (url is None) == (client is None):
@@ -178,6 +182,12 @@ class RedisCache:
                 or max_value_bytes < 1:
             raise ValueError(f"max_value_bytes must be an int >= 1, got {max_value_bytes!r}")
         self.max_value_bytes = max_value_bytes
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) \
+                or max_connections < 1:
+            raise ValueError(f"max_connections must be an int >= 1, got {max_connections!r}")
+        self.max_connections = max_connections
+        self._slots: Optional[anyio.Semaphore] = None
+        self._slots_token: Any = None
         if not callable(clock):
             raise TypeError(f"clock must be a function returning seconds, got {clock!r}")
         self._url = url
@@ -229,7 +239,8 @@ class RedisCache:
             self._client = redis.asyncio.Redis.from_url(
                 self._url, socket_timeout=self.op_timeout,
                 socket_connect_timeout=self.op_timeout, retry_on_timeout=False,
-                health_check_interval=0)
+                health_check_interval=0, max_connections=self.max_connections,
+                lib_name=None, lib_version=None)  # no CLIENT SETINFO round trip per connection
             self._client_token = token
             self._scripts.clear()
         return self._client
@@ -243,9 +254,13 @@ class RedisCache:
 
     async def _op(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
         """Run one Redis command under ``op_timeout``; any failure is SharedCacheError."""
+        token = anyio.lowlevel.current_token()
+        if self._slots is None or self._slots_token != token:
+            self._slots, self._slots_token = anyio.Semaphore(self.max_connections), token
         try:
-            with anyio.fail_after(self.op_timeout):
-                return await fn(self._redis())
+            async with self._slots:
+                with anyio.fail_after(self.op_timeout):
+                    return await fn(self._redis())
         except TimeoutError:
             raise SharedCacheError(f"no answer within {self.op_timeout:g}s") from None
         except Exception as exc:
@@ -428,11 +443,15 @@ class _SharedCache:
                 except SharedCacheError:
                     return  # the lease lapses; another process may take over
 
+        payload: Optional[bytes] = None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(keep_lease)
                 try:
                     value = await load()
+                    if value is not None:
+                        # Counted while the lease is still renewed.
+                        payload = await self._encode(value)
                 except Exception as exc:
                     error = exc
                 finally:
@@ -455,7 +474,6 @@ class _SharedCache:
         if value is None:
             note = await self._quietly(lambda r: _forget(r, names, release, token))
             return Hit(None, Source.FRESH, note=note)
-        payload = await self._encode(value)
         ttl_ms = max(1, int(self.ttl * 1000))
         stale_ms = max(ttl_ms, int(owner.stale_ttl * 1000)) if self.stale_on_error else 0
         if payload is None:  # too large to share: served, not stored
@@ -567,13 +585,18 @@ async def _fail(r: Any, names: dict[str, str], marker: str, ttl_ms: int, release
 
 
 async def _count(text: str) -> tuple[Optional[int], Optional[str]]:
-    """The default counter's count of ``text`` (memoized there, so gather's is free)."""
-    from ..tokens import DEFAULT_ENCODING, get_counter, prepare_counter
+    """The default counter's count of ``text`` (memoized there, so gather's is free).
 
+    Only once the encoding is loaded (gather loads it before any provider runs):
+    loading it here would stall the event loop, and the lease, for most of a second.
+    The value is then stored without a count, and a hit counts it as usual.
+    """
+    from .. import tokens
+
+    if tokens.DEFAULT_ENCODING not in tokens._encodings:
+        return None, None
     try:
-        counter = get_counter(DEFAULT_ENCODING)
-        await prepare_counter(counter)
-        return counter(text), DEFAULT_ENCODING
+        return tokens.get_counter(tokens.DEFAULT_ENCODING)(text), tokens.DEFAULT_ENCODING
     except Exception:  # counting is an optimisation; never the reason a value is lost
         logger.debug("could not count a value to share", exc_info=True)
         return None, None

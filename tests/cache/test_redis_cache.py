@@ -22,7 +22,7 @@ from lionctx.context import RunContext
 from lionctx.providers import CachedContextProvider, HttpContextProvider
 from lionctx.providers.cache import FlightCache
 from lionctx.testing.redis_server import LocalRedisServer
-from lionctx.tokens import get_counter
+from lionctx.tokens import get_counter, prepare_counter
 from tests.cache import workers
 from tests.providers.http_server import LoopbackServer
 
@@ -94,6 +94,7 @@ def test_in_process_is_the_default(srv: LoopbackServer) -> None:
 async def test_a_value_is_shared_with_its_token_count(
         redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:
     srv.ok_body = "the status feed says: all systems nominal " * 20
+    await prepare_counter(get_counter())  # as gather does before any provider runs
     cache = RedisCache(redis_server.url, namespace=namespace)
     first = HttpContextProvider(srv.url("/ok"), cache_ttl=60, cache=cache)
     second = HttpContextProvider(srv.url("/ok"), cache_ttl=60, cache=cache)  # another worker
@@ -389,7 +390,8 @@ def test_many_users_across_processes_never_share(redis_server: LocalRedisServer,
         for proc in procs:
             proc.join(timeout=10)
     calls = 0
-    for _, (inner_calls, got) in results:
+    for _, (inner_calls, got, reasons) in results:
+        assert reasons == [], reasons
         calls += inner_calls
         assert len(got) == len(users)
         for (tenant, user, query), text in got:
@@ -433,3 +435,25 @@ def test_the_scale_out_example_runs() -> None:
     lines = out.stdout.splitlines()
     assert lines[0].endswith("150 answers, 1 upstream request(s)"), out.stdout
     assert lines[1].endswith("150 answers, 3 upstream request(s)"), out.stdout
+
+
+async def test_a_live_owner_keeps_its_lease_past_its_length(
+        redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:
+    # The lease is 0.5 s, the fetch 1.5 s: without renewal the waiter would take over
+    # and make a second request.
+    cache = RedisCache(redis_server.url, namespace=namespace, lease=0.5)
+    url = srv.url("/slow?s=1.5")
+    owner = HttpContextProvider(url, cache_ttl=60, cache=cache)
+    waiter = HttpContextProvider(url, cache_ttl=60, cache=cache)
+    got: list[Any] = []
+
+    async def call(p: HttpContextProvider) -> None:
+        got.append(await p.retrieve("", None))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, owner)
+        await anyio.sleep(0.1)
+        tg.start_soon(call, waiter)
+    assert got == ["slow", "slow"]
+    assert srv.count("/slow") == 1
+    await cache.aclose()

@@ -63,22 +63,27 @@ def users_worker(redis_url: str, namespace: str, requests: list[tuple[str, str, 
     """Each (tenant, user, query) once, all concurrently; puts what each one got."""
     from lionctx.context import RunContext
 
-    async def main() -> tuple[int, list[tuple[tuple[str, str, str], Optional[str]]]]:
+    async def main() -> tuple[int, list[tuple[tuple[str, str, str], Optional[str]]], list[str]]:
         cache = RedisCache(redis_url, namespace=namespace)
         inner = Profiles()
         provider = CachedContextProvider(inner, 60, cache=cache)
         got: list[tuple[tuple[str, str, str], Optional[str]]] = []
+        reasons: set[str] = set()
 
         async def one(req: tuple[str, str, str]) -> None:
             tenant, user, query = req
             ctx = RunContext(tenant_id=tenant, user_id=user, session_id="s")
-            got.append((req, await provider.retrieve(query, ctx)))
+            text = await provider.retrieve(query, ctx)
+            if provider.degradation_reason:
+                reasons.add(provider.degradation_reason)
+            got.append((req, text))
 
         await anyio.to_thread.run_sync(go.wait)
         async with anyio.create_task_group() as tg:
             for req in requests:
                 tg.start_soon(one, req)
         await cache.aclose()
-        return inner.calls, [(r, None if t is None else str.__add__("", t)) for r, t in got]
+        return inner.calls, [(r, None if t is None else str.__add__("", t)) for r, t in got], \
+            sorted(reasons)
 
     out.put((os.getpid(), anyio.run(main)))
