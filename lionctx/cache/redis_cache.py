@@ -239,8 +239,7 @@ class RedisCache:
             self._client = redis.asyncio.Redis.from_url(
                 self._url, socket_timeout=self.op_timeout,
                 socket_connect_timeout=self.op_timeout, retry_on_timeout=False,
-                health_check_interval=0, max_connections=self.max_connections,
-                lib_name=None, lib_version=None)  # no CLIENT SETINFO round trip per connection
+                health_check_interval=0, max_connections=self.max_connections)
             self._client_token = token
             self._scripts.clear()
         return self._client
