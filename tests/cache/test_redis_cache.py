@@ -457,3 +457,16 @@ async def test_a_live_owner_keeps_its_lease_past_its_length(
     assert got == ["slow", "slow"]
     assert srv.count("/slow") == 1
     await cache.aclose()
+
+
+async def test_clear_namespace_deletes_only_its_own_keys(
+        redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:
+    mine = RedisCache(redis_server.url, namespace=namespace)
+    other = RedisCache(redis_server.url, namespace=namespace + "x")
+    for cache in (mine, other):
+        await HttpContextProvider(srv.url("/ok"), cache_ttl=60, cache=cache).retrieve("", None)
+    assert await mine.clear_namespace() == 1
+    assert await _keys(redis_server, namespace) == {}
+    assert len(await _keys(redis_server, namespace + "x")) == 1
+    await mine.aclose()
+    await other.aclose()
