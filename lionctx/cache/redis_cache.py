@@ -418,7 +418,7 @@ class _SharedCache:
                         reason = self._failure_of(err, holder)
                         if reason is not None:
                             return await self._stale_or_raise(
-                                key, names, SharedFetchError(self.remote_error(reason)))
+                                key, names, self.remote_error(reason), shared=True)
                     if not leased:
                         break  # the owner is gone (done, failed or dead): try to lead
             except SharedCacheError as exc:
@@ -493,7 +493,12 @@ class _SharedCache:
         return None
 
     async def _stale_or_raise(self, key: Hashable, names: dict[str, str],
-                              error: BaseException, note: Optional[str] = None) -> Hit[Any]:
+                              error: BaseException, note: Optional[str] = None,
+                              shared: bool = False) -> Hit[Any]:
+        """The last good value, marked stale, if the provider wants one; else raise.
+
+        ``shared``: the failure was another worker's (raised as SharedFetchError).
+        """
         if self.stale_on_error:
             try:
                 raw = await self.owner._op(lambda r: r.get(names["last"]))
@@ -504,6 +509,8 @@ class _SharedCache:
             stale = self.local._stale(key, error)
             if stale is not None:
                 return Hit(stale.value, Source.STALE, error, note)
+        if shared:
+            raise SharedFetchError(error)
         raise error
 
     def _failure_of(self, raw: bytes, holder: bytes) -> Optional[str]:
@@ -534,6 +541,8 @@ class _SharedCache:
         if not isinstance(raw, (bytes, str)) or len(raw) > self.owner.max_value_bytes:
             raise _Garbage("a stored value that is too large or not bytes")
         try:
+            if isinstance(raw, bytes):  # as encoded: lone surrogates survive the trip
+                raw = raw.decode("utf-8", "surrogatepass")
             data = json.loads(raw)
             if not isinstance(data, dict) or data.get("format") != _FORMAT:
                 raise ValueError("unknown format")

@@ -470,3 +470,50 @@ async def test_clear_namespace_deletes_only_its_own_keys(
     assert len(await _keys(redis_server, namespace + "x")) == 1
     await mine.aclose()
     await other.aclose()
+
+
+async def test_waiters_get_the_stale_value_with_the_owners_reason(
+        redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:
+    cache = RedisCache(redis_server.url, namespace=namespace)
+    calls = {"n": 0}
+
+    async def flaky(text: str) -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return "good status"
+        await anyio.sleep(0.3)
+        raise RuntimeError("feed broke")
+
+    def provider() -> HttpContextProvider:
+        return HttpContextProvider(srv.url("/ok"), cache_ttl=60, stale_on_error=True,
+                                   transform=flaky, cache=cache)
+
+    assert await provider().retrieve("", None) == "good status"
+    client = aredis.Redis.from_url(redis_server.url)
+    try:
+        (key,) = [k async for k in client.scan_iter(match=f"{namespace}:*:val:*")]
+        await client.delete(key)  # expired
+    finally:
+        await client.aclose()
+    res = await resolve_context([provider(), provider(), provider()], "q")
+    assert srv.count("/ok") == 2  # one refresh for the three
+    for row in res.outcomes:
+        assert row.status.value == "fired" and row.stale, row
+        assert "good status" in row.text
+        assert "feed broke" in row.degradation_reason, row.degradation_reason
+    await cache.aclose()
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(st.characters(blacklist_categories=()), min_size=1, max_size=200),
+       reason=st.one_of(st.none(), st.text(max_size=50)), stale=st.booleans())
+def test_a_stored_value_comes_back_exactly(text: str, reason: Any, stale: bool) -> None:
+    from lionctx.providers.cache import _STORED_CODEC, _Stored
+
+    cache = RedisCache("redis://localhost", namespace="app")
+    bound = cache.bind(kind="cached", scope="s", ttl=5, maxsize=4, stale_on_error=True,
+                       wait=None, codec=_STORED_CODEC, remote_error=RuntimeError)
+    payload = anyio.run(bound._encode, _Stored(text, reason, stale))
+    back = bound._decode(payload)
+    assert (back.text, back.reason, back.stale) == (text, reason, stale)
+    assert isinstance(back.text, CountedText)
