@@ -28,7 +28,9 @@ class CountedText(ProvidedText):
     def __new__(cls, value: str, *, cached: bool = False, stale: bool = False,
                 token_count: Optional[int] = None,
                 token_encoding: Optional[str] = None) -> CountedText:
-        obj = super().__new__(cls, value, cached=cached, stale=stale)
+        obj = str.__new__(cls, value)
+        obj.cached = cached
+        obj.stale = stale
         obj.token_count = token_count
         obj.token_encoding = token_encoding
         return obj

@@ -236,6 +236,7 @@ class RedisCache:
 
             # A client belongs to the event loop that made it; a new loop gets its own.
             # No retries here: a failure falls back at once and opens the circuit.
+            assert self._url is not None  # a RedisCache has a url or a client
             self._client = redis.asyncio.Redis.from_url(
                 self._url, socket_timeout=self.op_timeout,
                 socket_connect_timeout=self.op_timeout, retry_on_timeout=False,

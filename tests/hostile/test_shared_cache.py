@@ -102,8 +102,8 @@ async def test_a_forged_meta_reason_of_the_wrong_type_is_refused(
     await cache.aclose()
 
 
-async def test_an_oversized_value_is_refused(redis_server: LocalRedisServer,
-                                            namespace: str, srv: LoopbackServer) -> None:  # noqa: F811
+async def test_an_oversized_value_is_refused(
+        redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:  # noqa: F811
     from lionctx.providers import HttpContextProvider
 
     cache = RedisCache(redis_server.url, namespace=namespace, max_value_bytes=1000)
