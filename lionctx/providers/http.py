@@ -223,7 +223,7 @@ def _safe_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{_url_host(url)}{port}{url.path}"
 
 
-def provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
+def _provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
     from ..cache.counted import provided as keep_count  # a shared-cache hit keeps its count
 
     return keep_count(value, cached=cached, stale=stale)
@@ -430,11 +430,11 @@ class HttpContextProvider(ContextSource):
             self.degradation_reason = "; ".join(filter(None, (f"served a stale value: {why}",
                                                               note)))
             logger.warning("context provider %r %s", self.name, self.degradation_reason)
-            return provided(value, cached=True, stale=True)  # type: ignore[arg-type]
+            return _provided(value, cached=True, stale=True)  # type: ignore[arg-type]
         self.last_error = None
         self.degradation_reason = note
         if value is not None and source is not Source.FRESH:
-            return provided(value, cached=True)
+            return _provided(value, cached=True)
         return value
 
     def clear_cache(self) -> None:
