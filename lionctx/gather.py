@@ -269,6 +269,14 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, counted: str, stored: st
                    degraded, cached, stale, call.priority, call.max_tokens, exact)
 
 
+def _carried_count(result: Any, counter: TokenCounter) -> Optional[int]:
+    if getattr(type(result), "token_count", None) is None and not hasattr(result, "token_count"):
+        return None
+    from .cache.counted import known_token_count  # only texts from a shared cache get here
+
+    return known_token_count(result, counter)
+
+
 def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseException,
                   elapsed: float, degraded: Optional[str]) -> Outcome:
     logger.warning("context provider %r output could not be counted", call.name,
@@ -331,6 +339,12 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         bound = _bound(call, ps)
         if call.frame is not None:
             bound -= ps.join_cost
+        if not plain and call.frame is None and not replaced:
+            # A shared-cache hit carries the count its fetcher made (RedisCache).
+            known = _carried_count(result, ps.counter)
+            if known is not None:
+                return _counted(call, index, ps, counted, stored, known, True, elapsed,
+                                degraded, cached, stale)
         if len(counted) > _THREAD_CHARS:
             return _Big(counted, stored, bound, elapsed, degraded, cached, stale)
         tokens, exact = count_bounded(ps.counter, counted, bound)
