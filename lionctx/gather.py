@@ -270,7 +270,7 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, counted: str, stored: st
 
 
 def _carried_count(result: Any, counter: TokenCounter) -> Optional[int]:
-    if getattr(type(result), "token_count", None) is None and not hasattr(result, "token_count"):
+    if not hasattr(result, "token_count"):
         return None
     from .cache.counted import known_token_count  # only texts from a shared cache get here
 
