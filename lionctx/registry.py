@@ -22,7 +22,7 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Optional, Protocol, Union, runtime_checkable
 
-from .adapters import call_provide, provider_name
+from .adapters import provide_invoker, provider_name
 from .admission import Candidate, admit
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
@@ -311,7 +311,7 @@ class ContextProviderRegistry:
         calls = self._calls.get(tagged)
         if calls is None:
             calls = self._calls[tagged] = [
-                ProviderCall(e.name, e.provider, partial(call_provide, e.provider),
+                ProviderCall(e.name, e.provider, provide_invoker(e.provider),
                              partial(tag_block, e.name) if tagged else None, e.timeout,
                              e.priority, e.max_tokens, e.max_chars, False)
                 for e in entries

@@ -20,7 +20,7 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Optional, Union
 
-from .adapters import call_fetch, provider_name
+from .adapters import fetch_invoker, provider_name
 from .context import coerce_run_context
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
@@ -103,7 +103,7 @@ async def resolve_context(
     calls = []
     for provider in providers:
         name = provider_name(provider, agentium=True)
-        calls.append(ProviderCall(name, provider, partial(call_fetch, provider),
+        calls.append(ProviderCall(name, provider, fetch_invoker(provider),
                                   partial(tag_block, name)))
     timing: dict[str, float] = {}
     outcomes = await gather(calls, counter=resolve_counter(counter), concurrent=True,
