@@ -26,9 +26,9 @@ Provider text cannot end its own block early or open a fake one. The rule
   look like Latin ones as those (``с С ϲ Ϲ`` c, ``о О ο Ο`` o, ``Ν`` n, ``т Т Τ`` t,
   ``е Е Ε`` e, ``х Х χ Χ`` x).
 * When that reading is: optional whitespace, an optional ``/``, optional whitespace,
-  then ``context``, not followed by a letter, digit or ``_`` (the first following
-  character that is not of category Cc or Cf decides; an opener there counts as no
-  letter), the opener is replaced by ``&lt;``.
+  then ``context``, not directly followed by a letter, digit or ``_`` (an invisible
+  character or an opener right after ``context`` ends the word: ``<context\x1f0``
+  is treated as a tag), the opener is replaced by ``&lt;``.
 
 Nothing else in the text changes: every character other than such an opener stays
 as it is, in place. The result depends on the text alone (no locale, no state), and
@@ -83,7 +83,7 @@ _A_INV = r"[\x00-\x1f\x7f]"
 _A_GAP = r"[\s\x00-\x1f\x7f]*"
 _ASCII_TAG_START = re.compile(
     "<(?=" + _A_GAP + "(?:/" + _A_GAP + ")?"
-    + (_A_INV + "*").join(_WORD) + "(?!" + _A_INV + r"*\w))",
+    + (_A_INV + "*").join(_WORD) + r"(?!\w))",
     re.IGNORECASE,
 )
 
@@ -107,21 +107,14 @@ def _invisible(ch: str) -> bool:
     )
 
 
-def _removed(ch: str) -> bool:
-    """Dropped by the normalization the guarantee is stated in (Cc, Cf)."""
-    cp = ord(ch)
-    if cp < 0x80:
-        return cp < 0x20 or cp == 0x7F
-    return unicodedata.category(ch) in ("Cc", "Cf")
-
-
 def _reading(text: str, start: int) -> Iterator[str | None]:
     """How the rule reads ``text[start:]``: visible characters, folded; ``None``
-    for an invisible one the normalization keeps (it ends a word)."""
+    for an invisible one (skipped inside the word, but it ends one)."""
     for i in range(start, len(text)):
         ch = text[i]
         if ch < "\x80":
             if ch < " " or ch == "\x7f":
+                yield None  # skipped inside the word, but it ends one
                 continue
             yield ch.lower()
             continue
@@ -129,8 +122,7 @@ def _reading(text: str, start: int) -> Iterator[str | None]:
             yield "<"  # may become "&lt;": never part of a word (some are letters)
             continue
         if _invisible(ch):
-            if not _removed(ch):
-                yield None
+            yield None
             continue
         mapped = _READS_AS.get(ch)
         if mapped is not None:

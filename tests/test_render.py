@@ -171,13 +171,17 @@ def test_lookalike_openers_are_neutralized():
         "<\u2215context>": "&lt;\u2215context>",
         "</\u0441\u043entext>": "&lt;/\u0441\u043entext>",
         "<\u0338/context>": "&lt;\u0338/context>",
+        # An invisible character right after "context" ends the word: a reader may
+        # well see a tag there, so it is treated as one.
+        "</context\u200bx>": "&lt;/context\u200bx>",
+        "<context\x1f0": "&lt;context\x1f0",
     }
     for text, expected in cases.items():
         assert neutralize(text) == expected, text
 
 
 def test_lookalike_text_that_is_no_tag_is_untouched():
-    for text in ["\uff1ccontexts\uff1e", "</context\u200bx>", "\u2039 b \u203a", "\u3008\u3009",
+    for text in ["\uff1ccontexts\uff1e", "\u2039 b \u203a", "\u3008\u3009",
                  "</con text>", "x \uff1c y", "caf\u00e9 < cr\u00e8me", "</\u2105ntext>"]:
         assert neutralize(text) == text, text
 
