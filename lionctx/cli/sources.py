@@ -310,9 +310,10 @@ def _default_name(spec: SourceSpec) -> str:
             return "http"
         segment = parts.path.rstrip("/").rsplit("/", 1)[-1]
         return segment or parts.hostname or "http"
-    stem = Path(spec.target.rstrip("/\\")).stem if spec.kind == "sqlite" else \
-        Path(spec.target.rstrip("/\\")).name
-    return stem or spec.kind
+    from ..providers._names import name_from_path
+
+    # The same name the provider itself would take when unnamed.
+    return name_from_path(spec.target, fallback=spec.kind, strip_suffix=spec.kind == "sqlite")
 
 
 def assign_names(specs: Sequence[SourceSpec]) -> None:
