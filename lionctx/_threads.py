@@ -111,10 +111,16 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
         await anyio.sleep(delay)
         delay = min(delay * 2, 0.02)
 
-    state = {"abandoned": False, "done": False}
+    state = {"abandoned": False, "done": False, "started": False, "gave_up": False}
 
     def work() -> T:
         global _running, _abandoned
+        with _lock:
+            if state["gave_up"]:
+                # Cancelled before this thread picked the call up: nobody waits for
+                # it and its slot is already free, so do not run it at all.
+                return None  # type: ignore[return-value]
+            state["started"] = True
         try:
             return fn()
         finally:
@@ -133,9 +139,14 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True,
                                               limiter=_unbounded())
     except BaseException:
-        global _abandoned
+        global _abandoned, _running
         with _lock:
-            if not state["done"]:
+            if not state["started"]:
+                # Cancelled before any thread ran it (at anyio's checkpoint, or while
+                # queued: anyio then skips it). Free the slot now; nothing is stuck.
+                state["gave_up"] = True
+                _running -= 1
+            elif not state["done"]:
                 # The thread runs on; its result will be dropped with this frame.
                 state["abandoned"] = True
                 _abandoned += 1

@@ -261,3 +261,25 @@ async def test_the_cache_wrapper_never_stores_an_abandoned_result(
     assert second.text == '<context name="db">\nfresh\n</context>'
     third = await resolve_context([cached], "q", None, timeout=2)
     assert third.outcomes[0].cached and third.text == second.text
+
+
+async def test_calls_cancelled_before_a_thread_ran_them_leave_nothing_stuck(
+        tmp_path: Path) -> None:
+    # A timeout so short it fires before any worker thread picks the call up. Such
+    # calls used to count as stuck forever, so after a few of them the source (and
+    # after 32, every source) failed with WorkersExhausted for good.
+    tree(tmp_path, 3)
+    p = FilesystemContextProvider(tmp_path)
+    before = _threads.stats()
+    for _ in range(3 * _threads._per_key):
+        with anyio.move_on_after(0):
+            await p.fetch("", None)
+        res = await resolve_context([p], "q", None, timeout=1e-6)
+        assert res.outcomes[0].status is Status.TIMEOUT
+    for _ in range(200):  # anything that did start finishes at once
+        if _threads.stats()["abandoned"] == before["abandoned"]:
+            break
+        await anyio.sleep(0.01)
+    assert _threads.stats()["running"] == before["running"]
+    res = await resolve_context([p], "q", None, timeout=5)
+    assert res.outcomes[0].status is Status.FIRED, res.outcomes[0].reason
