@@ -283,3 +283,48 @@ async def test_calls_cancelled_before_a_thread_ran_them_leave_nothing_stuck(
     assert _threads.stats()["running"] == before["running"]
     res = await resolve_context([p], "q", None, timeout=5)
     assert res.outcomes[0].status is Status.FIRED, res.outcomes[0].reason
+
+
+async def test_a_burst_of_calls_to_a_hung_source_cannot_take_the_pool(
+        release: threading.Event) -> None:
+    def stuck(ctx: Any) -> str:
+        release.wait(30)
+        return "never"
+
+    def healthy(ctx: Any) -> str:
+        return "healthy answer"
+
+    rows: list[Any] = []
+
+    async def stuck_turn() -> None:
+        res = await resolve_context([DatabaseContextProvider("stuck", stuck)], "q", None,
+                                    timeout=0.2)
+        rows.append(res.outcomes[0])
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(44):  # all at once, before any of them has been abandoned
+            tg.start_soon(stuck_turn)
+    assert all(o.status is Status.TIMEOUT for o in rows)
+    # The hung source holds a bounded share of the pool, not all of it.
+    assert _threads.stats()["abandoned"] <= max(_threads._per_key, _threads.max_threads() // 4)
+    res = await resolve_context([DatabaseContextProvider("healthy", healthy)], "q", None,
+                                timeout=1.0)
+    assert res.outcomes[0].status is Status.FIRED, res.outcomes[0].reason
+
+
+async def test_a_busy_healthy_source_still_gets_every_call_done() -> None:
+    def quick(ctx: Any) -> str:
+        time.sleep(0.01)
+        return "ok"
+
+    p = DatabaseContextProvider("quick", quick)
+    results: list[Any] = []
+
+    async def turn() -> None:
+        res = await resolve_context([p], "q", None, timeout=10)
+        results.append(res.outcomes[0].status)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(100):
+            tg.start_soon(turn)
+    assert results == [Status.FIRED] * 100
