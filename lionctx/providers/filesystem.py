@@ -33,9 +33,9 @@ deadline returns the turn at once and tells the walk to stop at its next entry; 
 abandoned walk never touches the provider's warm cache, which only a finished
 call updates.
 
-Speed. The whole walk and every read happen in one worker-thread hop: measured against ``aiofiles``, which pays a thread
-hop per open, read and close, one batched hop was 8 to 20 times faster for 20
-files on a 2-core VM (see ``benchmarks/bench_providers.py``). Files whose inode, size, mtime and
+Speed. The whole walk and every read happen in one worker-thread hop: measured
+against ``aiofiles``, which pays a thread hop per open, read and close, one batched
+hop was 8 to 20 times faster for 20 files on a 2-core VM (see ``benchmarks/bench_providers.py``). Files whose inode, size, mtime and
 ctime are unchanged since the last turn are not read again. A warm turn first
 checks, with stat calls only, every directory the last walk listed and every file
 it looked at; if none changed, the last result stands and nothing is listed or
