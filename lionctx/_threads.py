@@ -14,6 +14,10 @@ pool, apart from anyio's default limiter (which the host application shares):
 * one source (``key``) may leave at most ``per_key_abandoned`` threads stuck; past
   that it fails fast with :class:`WorkersExhausted` naming the count, so a hung
   source costs its own row and never the threads healthy sources need;
+* one source (a ``key`` other than ``None``) holds at most a quarter of the pool
+  at once (at least ``per_key_abandoned``); its further calls wait for one of its
+  own threads, so a burst of calls to a source that hangs cannot take the pool
+  before any of them has been abandoned;
 * when every slot is held by an abandoned thread, calls fail fast the same way
   instead of waiting for threads that may never return.
 """
@@ -47,6 +51,7 @@ _per_key = 4
 _running = 0
 _abandoned = 0
 _abandoned_by_key: dict[Hashable, int] = {}
+_held_by_key: dict[Hashable, int] = {}  # threads a key holds now, live or abandoned
 
 
 def max_threads() -> int:
@@ -83,8 +88,12 @@ def _try_take(key: Hashable) -> str | None:
         if stuck >= _per_key:
             return (f"{stuck} earlier calls of this source are still stuck in worker "
                     "threads after their timeout")
+        if key is not None and _held_by_key.get(key, 0) >= max(_per_key, _max // 4):
+            return ""  # wait for one of this source's own threads
         if _running < _max:
             _running += 1
+            if key is not None:
+                _held_by_key[key] = _held_by_key.get(key, 0) + 1
             return None
         if _abandoned >= _max:
             return (f"all {_max} lionctx worker threads are held by calls abandoned "
@@ -111,15 +120,22 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
         await anyio.sleep(delay)
         delay = min(delay * 2, 0.02)
 
-    state = {"abandoned": False, "done": False}
+    state = {"abandoned": False, "done": False, "started": False, "gave_up": False}
 
     def work() -> T:
         global _running, _abandoned
+        with _lock:
+            if state["gave_up"]:
+                # Cancelled before this thread picked the call up: nobody waits for
+                # it and its slot is already free, so do not run it at all.
+                return None  # type: ignore[return-value]
+            state["started"] = True
         try:
             return fn()
         finally:
             with _lock:
                 _running -= 1
+                _release_key(key)
                 state["done"] = True
                 if state["abandoned"]:
                     _abandoned -= 1
@@ -133,14 +149,31 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True,
                                               limiter=_unbounded())
     except BaseException:
-        global _abandoned
+        global _abandoned, _running
         with _lock:
-            if not state["done"]:
+            if not state["started"]:
+                # Cancelled before any thread ran it (at anyio's checkpoint, or while
+                # queued: anyio then skips it). Free the slot now; nothing is stuck.
+                state["gave_up"] = True
+                _running -= 1
+                _release_key(key)
+            elif not state["done"]:
                 # The thread runs on; its result will be dropped with this frame.
                 state["abandoned"] = True
                 _abandoned += 1
                 _abandoned_by_key[key] = _abandoned_by_key.get(key, 0) + 1
         raise
+
+
+def _release_key(key: Hashable) -> None:
+    # Called with _lock held, once per slot taken.
+    if key is None:
+        return
+    left = _held_by_key.get(key, 1) - 1
+    if left:
+        _held_by_key[key] = left
+    else:
+        _held_by_key.pop(key, None)
 
 
 def _unbounded() -> anyio.CapacityLimiter:

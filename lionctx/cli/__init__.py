@@ -60,8 +60,8 @@ sources (repeatable; each is one provider, in the order given):
                           opened read-only; the query may use :query, :user_id,
                           :tenant_id, :session_id and :run_id
 
-  --name, --priority, --cap, --glob and --sql apply to the source just before
-  them, so these two are the same:
+  --name, --priority, --cap, --glob, --max-files, --max-file-size and --sql
+  apply to the source just before them, so these two are the same:
       --fs notes=./docs --priority 2 --cap 400
       --fs ./docs --name notes --priority 2 --cap 400
   A source's name defaults to the last part of its path, or host[:port]/path of
@@ -77,7 +77,8 @@ deadline, face, concurrent; then one [[providers]] table per source:
   glob = "**/*.md"         #   encoding, max_file_size, max_files
   name = "notes"           # http: url, method, headers, allowed_hosts,
   priority = 2             #   max_response_bytes, max_redirects, body
-  cap = 400                # sqlite: database, sql, max_rows, params
+  cap = 400                # sqlite: database, sql, max_rows, params,
+                           #   busy_timeout
 Sources from flags come after the config's; flags override its settings.
 
 output: text (the rendered context, then the report table; colour on a terminal
@@ -136,6 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
                      dest="sources", help="a SQLite database file (with --sql)")
     src.add_argument("--glob", action=_ModifierAction, const=("glob", ("fs",)),
                      metavar="PATTERN", help="which files of the --fs before it")
+    src.add_argument("--max-files", action=_ModifierAction,
+                     const=("options.max_files", ("fs",)),
+                     type=arg_type(lambda t: parse_int(t, "value", 1)), metavar="N",
+                     help="files the --fs before it includes at most (default 20; "
+                          "the rest are reported)")
+    src.add_argument("--max-file-size", action=_ModifierAction,
+                     const=("options.max_file_size", ("fs",)),
+                     type=arg_type(lambda t: parse_int(t, "value", 0)), metavar="BYTES",
+                     help="largest file the --fs before it includes (default 102400)")
     src.add_argument("--sql", action=_ModifierAction, const=("sql", ("sqlite",)),
                      metavar="QUERY", help="the query for the --sqlite before it")
     src.add_argument("--name", action=_ModifierAction, const=("name", KINDS),

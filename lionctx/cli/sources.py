@@ -1,8 +1,8 @@
 """Sources of ``lionctx resolve``: the flags, the TOML config, and the providers they build.
 
 Flags: ``--fs [NAME=]PATH``, ``--http [NAME=]URL``, ``--sqlite [NAME=]DB`` each add a
-source; ``--name``, ``--priority``, ``--cap``, ``--glob`` and ``--sql`` modify the
-source just before them. A config file declares the same sources as
+source; ``--name``, ``--priority``, ``--cap``, ``--glob``, ``--max-files``,
+``--max-file-size`` and ``--sql`` modify the source just before them. A config file declares the same sources as
 ``[[providers]]`` tables. Every user mistake becomes a :class:`UsageError` whose
 message names the bad value and where it was written.
 """
@@ -141,7 +141,8 @@ class SourceAction(argparse.Action):
 
 
 class ModifierAction(argparse.Action):
-    """``--name/--priority/--cap/--glob/--sql``: applies to the source just before it."""
+    """``--name/--priority/--cap/--glob/--max-files/--max-file-size/--sql``: applies to
+    the source just before it."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: Optional[str] = None) -> None:
@@ -158,7 +159,11 @@ class ModifierAction(argparse.Action):
         if field_name in spec.set_fields:
             raise argparse.ArgumentError(self, f"given twice for {spec.origin}")
         spec.set_fields.add(field_name)
-        setattr(spec, field_name, values)
+        if field_name.startswith("options."):
+            # A constructor keyword of the provider (--max-files -> max_files).
+            spec.options[field_name[len("options."):]] = values
+        else:
+            setattr(spec, field_name, values)
 
 
 # -- config ------------------------------------------------------------------------
@@ -173,7 +178,8 @@ _KIND_KEYS: dict[str, dict[str, str]] = {
     "http": {"url": "", "method": "method", "headers": "headers",
              "allowed_hosts": "allowed_hosts", "max_response_bytes": "max_response_bytes",
              "max_redirects": "max_redirects", "body": "body"},
-    "sqlite": {"database": "", "sql": "sql", "max_rows": "max_rows", "params": "params"},
+    "sqlite": {"database": "", "sql": "sql", "max_rows": "max_rows", "params": "params",
+               "busy_timeout": "busy_timeout"},
 }
 _TARGET_KEY = {"fs": "path", "http": "url", "sqlite": "database"}
 
@@ -308,9 +314,10 @@ def _default_name(spec: SourceSpec) -> str:
             return default_name(spec.target)
         except Exception:
             return "http"  # not a URL: building the provider will say so
-    stem = Path(spec.target.rstrip("/\\")).stem if spec.kind == "sqlite" else \
-        Path(spec.target.rstrip("/\\")).name
-    return stem or spec.kind
+    from ..providers._names import name_from_path
+
+    # The same name the provider itself would take when unnamed.
+    return name_from_path(spec.target, fallback=spec.kind, strip_suffix=spec.kind == "sqlite")
 
 
 def assign_names(specs: Sequence[SourceSpec]) -> None:

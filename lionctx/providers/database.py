@@ -2,8 +2,11 @@
 
 The agentium page's form is a name and an async ``fetch(ctx) -> str | None``; the
 published agentium code calls the name ``label`` and passes ``(query, ctx)``. Both
-are accepted, and so is a plain (sync) function, which runs in a worker thread so
-a blocking database driver does not stall the event loop.
+are accepted, and so is a plain (sync) function, which runs in a lionctx worker
+thread (:func:`lionctx._threads.run_in_worker`) so a blocking database driver does
+not stall the event loop. A timeout or deadline abandons that thread: the turn goes
+on at once, the function's late result is dropped, and a source whose calls keep
+hanging fails fast (``WorkersExhausted``) once it has a few threads stuck.
 
 What the function returns is the answer (``None``: nothing for this query, reported
 ``empty``); what it raises propagates as is, so the engines report ``failed`` with
@@ -23,8 +26,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
 
-import anyio
-
+from .._threads import run_in_worker
 from .base import ContextSource, SourceUnavailable, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,6 +42,14 @@ def _is_async(fn: Any) -> bool:
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
     return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _wants_query(fn: Any) -> bool:
@@ -95,6 +105,9 @@ class DatabaseContextProvider(ContextSource):
         self._async = _is_async(fetch)
         self.takes_query = _wants_query(fetch) if takes_query is None else takes_query
         self.degradation_reason = None
+        # Threads stuck in this function are capped per function, so providers
+        # built per request around one function share one cap.
+        self._worker_key: Any = ("database", fetch) if _hashable(fetch) else ("database", self)
 
     @property
     def label(self) -> str:
@@ -111,7 +124,9 @@ class DatabaseContextProvider(ContextSource):
             if self._async:
                 result = await self._fn(*args)
             else:
-                result = await anyio.to_thread.run_sync(functools.partial(self._fn, *args))
+                # Abandoned on a timeout: the late result dies with that thread.
+                result = await run_in_worker(functools.partial(self._fn, *args),
+                                             key=self._worker_key)
                 if inspect.isawaitable(result):  # a plain function that returned a coroutine
                     result = await result
         except Exception as exc:

@@ -3,8 +3,14 @@
 Each included file becomes ``# relative/posix/path``, a newline and its content;
 files are joined with a blank line, ordered by relative path; ``None`` when no file
 is included. Files over ``max_file_size`` bytes are skipped (the size comes from the
-listing, before any read); ``max_files`` counts files included, and the walk stops
-once it has that many.
+listing, before any read); ``max_files`` counts files included. Once it has that
+many, the walk reads nothing more but goes on listing, so every further matching
+file is accounted for (``over max_files``) rather than silently dropped.
+
+A name that is not valid UTF-8 (``bad-\xff.md``) is shown with U+FFFD in its place
+(``bad-\ufffd.md``) in the header, ``last_included`` and ``last_skipped``, and the
+call is reported ``degraded`` naming the file: whatever the provider emits can be
+encoded and sent to a model.
 
 Safety. The walk never reads outside the base path:
 
@@ -21,10 +27,15 @@ as ``degraded``). A base path that is missing or cannot be listed is a failure:
 ``retrieve`` raises :class:`~lionctx.providers.base.SourceUnavailable` with the
 reason (reported ``failed``); ``fetch`` returns ``None`` with it in ``last_error``.
 
-Speed. The whole walk and every read happen in one worker-thread hop
-(``anyio.to_thread.run_sync``): measured against ``aiofiles``, which pays a thread
-hop per open, read and close, one batched hop was 8 to 20 times faster for 20
-files on a 2-core VM (see ``benchmarks/bench_providers.py``). Files whose inode, size, mtime and
+Time. The walk runs in a lionctx worker thread
+(:func:`lionctx._threads.run_in_worker`, keyed by the base path): a timeout or
+deadline returns the turn at once and tells the walk to stop at its next entry; an
+abandoned walk never touches the provider's warm cache, which only a finished
+call updates.
+
+Speed. The whole walk and every read happen in one worker-thread hop: measured
+against ``aiofiles``, which pays a thread hop per open, read and close, one batched
+hop was 8 to 20 times faster for 20 files on a 2-core VM (see ``benchmarks/bench_providers.py``). Files whose inode, size, mtime and
 ctime are unchanged since the last turn are not read again. A warm turn first
 checks, with stat calls only, every directory the last walk listed and every file
 it looked at; if none changed, the last result stands and nothing is listed or
@@ -42,6 +53,7 @@ import logging
 import os
 import re
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -49,6 +61,8 @@ from typing import Any, NamedTuple, Optional, Union
 
 import anyio
 
+from .._threads import WorkersExhausted, run_in_worker
+from ._names import name_from_path
 from .base import (ContextSource, ProvidedText, check_count, check_name,
                    check_path)
 
@@ -71,6 +85,29 @@ _RACY_NS = 2_000_000_000
 _REASON_NAMES = 5
 # Directories one walk may enter: bounds what a maze of symlinks can cost.
 _MAX_DIRS = 10_000
+# How often (in directory entries) a listing checks whether it was abandoned.
+_STOP_EVERY = 256
+
+
+class _Abandoned(Exception):
+    """The call that started this walk gave up on it (timeout): stop walking."""
+
+
+def _shown(rel: str) -> str:
+    """``rel`` as it may be emitted: undecodable bytes become U+FFFD."""
+    try:
+        rel.encode("utf-8")
+        return rel
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = os.fsencode(rel)  # the bytes the name really has
+    except UnicodeEncodeError:  # a lone surrogate fsencode cannot map back
+        return rel.encode("utf-8", "replace").decode("utf-8")
+    return raw.decode("utf-8", "replace")
+
+
+_NEVER = threading.Event()  # never set: a walk nobody can abandon
 
 
 # -- glob -----------------------------------------------------------------------
@@ -402,11 +439,15 @@ class FilesystemContextProvider(ContextSource):
         encoding: Text encoding of the files (default UTF-8); a file that does not
             decode is skipped.
         max_file_size: Largest file included, in bytes (default 100 KB).
-        max_files: How many files to include at most (default 20).
-        name: The provider's name in reports and ``<context name="...">``.
+        max_files: How many files to include at most (default 20); matching
+            files past it are listed as skipped (``over max_files N``).
+        name: The provider's name in reports and ``<context name="...">``; by
+            default the base folder's name (``./notes`` -> ``notes``),
+            ``filesystem`` when it has none.
 
     After each call, ``last_skipped`` lists ``(relative path, reason)`` for every
-    matching file left out, and ``last_included`` the paths included.
+    matching file left out, and ``last_included`` the paths included (names that
+    are not valid UTF-8 shown with U+FFFD).
     """
 
     def __init__(
@@ -417,7 +458,7 @@ class FilesystemContextProvider(ContextSource):
         encoding: str = "utf-8",
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
         max_files: int = DEFAULT_MAX_FILES,
-        name: str = "filesystem",
+        name: Optional[str] = None,
     ) -> None:
         raw = check_path(base_path, "base_path")
         if not isinstance(encoding, str):
@@ -431,7 +472,8 @@ class FilesystemContextProvider(ContextSource):
         self._matcher = _compiled_glob(glob) if isinstance(glob, str) else GlobMatcher(glob)
         self.max_file_size = check_count(max_file_size, "max_file_size", 0)
         self.max_files = check_count(max_files, "max_files", 1)
-        self.name = check_name(name)
+        self.name = check_name(name) if name is not None else name_from_path(
+            self.base_path, fallback="filesystem")
         self.degradation_reason = None
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []
@@ -454,8 +496,18 @@ class FilesystemContextProvider(ContextSource):
             # A few stat calls cost less than the round trip to a worker thread.
             self.last_error = None
             return self._same_again()
+        stop = threading.Event()
         try:
-            scan = await anyio.to_thread.run_sync(self._refresh, plan)
+            # Stuck walks are capped per folder, whichever provider started them.
+            scan = await run_in_worker(functools.partial(self._refresh, plan, stop),
+                                       key=("filesystem", self.base_path))
+        except anyio.get_cancelled_exc_class():
+            stop.set()  # the abandoned walk stops at its next entry
+            raise
+        except WorkersExhausted as exc:
+            self.last_error = str(exc)
+            self.degradation_reason = None
+            raise
         except OSError as exc:
             # Files and subdirectories become skips inside the walk; what reaches
             # here is the base path itself.
@@ -488,16 +540,31 @@ class FilesystemContextProvider(ContextSource):
 
     def _publish(self, scan: _Scan) -> Optional[str]:
         self._files = scan.files
-        self.last_skipped = scan.skipped
-        self.last_included = [rel for rel, _ in scan.included]
-        if scan.skipped:
-            shown = ", ".join(f"{rel} ({why})" for rel, why in scan.skipped[:_REASON_NAMES])
-            more = len(scan.skipped) - _REASON_NAMES
-            tail = f" and {more} more" if more > 0 else ""
-            self.degradation_reason = f"skipped {len(scan.skipped)} file(s): {shown}{tail}"
+        # Names go out (headers, reports, logs) only in a form UTF-8 can carry.
+        renamed = [rel for rel, _ in (*scan.included, *scan.skipped) if _shown(rel) != rel]
+        included = [(_shown(rel), text) for rel, text in scan.included] if renamed \
+            else scan.included
+        skipped = [(_shown(rel), why) for rel, why in scan.skipped] if renamed \
+            else scan.skipped
+        self.last_skipped = skipped
+        self.last_included = [rel for rel, _ in included]
+        over = f"over max_files {self.max_files}"
+        parts: list[str] = []
+        others = [(rel, why) for rel, why in skipped if why != over]
+        if others:
+            parts.append(f"skipped {len(others)} file(s): "
+                         + _some(f"{rel} ({why})" for rel, why in others))
+        dropped = [rel for rel, why in skipped if why == over]
+        if dropped:
+            parts.append(f"left out {len(dropped)} more matching file(s), {over}: "
+                         + _some(dropped))
+        if renamed:
+            parts.append(f"{len(renamed)} file name(s) not valid UTF-8, shown with "
+                         "U+FFFD: " + _some(_shown(rel) for rel in renamed))
+        self.degradation_reason = "; ".join(parts) or None
+        if self.degradation_reason is not None:
             logger.debug("%s: %s", self.name, self.degradation_reason)
-        else:
-            self.degradation_reason = None
+        scan = _Scan(included, skipped, scan.files, scan.plan, scan.reads)
         output = _render(scan.included) if scan.included else None
         self._output = output
         self._plan = scan.plan
@@ -526,14 +593,16 @@ class FilesystemContextProvider(ContextSource):
             return False
         return True
 
-    def _refresh(self, plan: Optional[_Plan]) -> Optional[_Scan]:
+    def _refresh(self, plan: Optional[_Plan],
+                 stop: Optional[threading.Event] = None) -> Optional[_Scan]:
         """In the worker thread: ``None`` if nothing changed, else a new walk."""
         if plan is not None and self._unchanged(plan):
             return None
-        return self._scan()
+        return self._scan(stop)
 
     # -- the walk (in a worker thread) -----------------------------------------------------
-    def _scan(self) -> _Scan:
+    def _scan(self, stop: Optional[threading.Event] = None) -> _Scan:
+        stopped = (stop or _NEVER).is_set
         listed_at = time.time_ns()
         n_reads = 0
         old = self._files
@@ -554,17 +623,26 @@ class FilesystemContextProvider(ContextSource):
             trusted = listed_at - root_key[2] > _RACY_NS
             plan_dirs.append((base_real, root_key))
             stack.append(_Frame(root, "", base_real, root_key[:2],
-                                self._list(root, base_real, self._matcher.initial())))
+                                self._list(root, base_real, self._matcher.initial(),
+                                           stopped)))
+            over = f"over max_files {limit}"
             while stack:
                 frame = stack[-1]
                 entries = frame.entries
                 i = frame.i
                 fd, prefix, real = frame.fd, frame.prefix, frame.real
                 pushed = False
-                while i < len(entries) and len(included) < limit:
+                while i < len(entries):
+                    if stopped():
+                        raise _Abandoned
                     _, name, is_dir, is_link, entry, states = entries[i]
                     i += 1
                     rel = prefix + name
+                    if not is_dir and len(included) >= limit:
+                        # Enough files: the rest are listed, never read, and each
+                        # is accounted for rather than silently dropped.
+                        skipped.append((rel, over))
+                        continue
                     target: Optional[str] = None
                     if is_link:
                         trusted = False
@@ -586,7 +664,7 @@ class FilesystemContextProvider(ContextSource):
                         cfd, creal, cst = child
                         dirs += 1
                         try:
-                            centries = self._list(cfd, creal, states)
+                            centries = self._list(cfd, creal, states, stopped)
                         except OSError as exc:
                             self._close_dir(cfd)
                             trusted = False
@@ -631,8 +709,6 @@ class FilesystemContextProvider(ContextSource):
                     else:
                         included.append((rel, seen.text))
                 frame.i = i
-                if len(included) >= limit:
-                    break
                 if not pushed:
                     stack.pop()
                     self._close_dir(frame.fd)
@@ -642,13 +718,16 @@ class FilesystemContextProvider(ContextSource):
         plan = _Plan(root_key[:2], plan_dirs, plan_files) if trusted else None
         return _Scan(included, skipped, files, plan, n_reads)
 
-    def _list(self, fd: Any, real: str, states: States) -> list[Entry]:
+    def _list(self, fd: Any, real: str, states: States,
+              stopped: Callable[[], bool] = _NEVER.is_set) -> list[Entry]:
         """The entries of one directory worth visiting, in relative-path order."""
         matcher = self._matcher
         is_match = matcher.file_test(states)
         out: list[Entry] = []
         with os.scandir(fd if _FD_WALK else real) as it:
-            for entry in it:
+            for n, entry in enumerate(it):
+                if not n % _STOP_EVERY and stopped():
+                    raise _Abandoned  # a huge directory: do not list it for nobody
                 name = entry.name
                 try:
                     is_link = entry.is_symlink()
@@ -775,6 +854,14 @@ class FilesystemContextProvider(ContextSource):
         if "\x00" in text:
             return _Seen(key, None, "binary (contains NUL characters)")
         return _Seen(key, text, None)
+
+
+def _some(items: Iterable[str]) -> str:
+    """The first few items, comma-separated, then "and N more"."""
+    listed = list(items)
+    shown = ", ".join(listed[:_REASON_NAMES])
+    more = len(listed) - _REASON_NAMES
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def _render(included: list[tuple[str, str]]) -> str:

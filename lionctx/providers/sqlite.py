@@ -10,8 +10,14 @@ query with named parameters, and a formatter:
 * The connection is read-only twice over: opened with ``mode=ro``, and an
   authorizer that allows reading and nothing else (no writes, ``ATTACH`` or
   ``PRAGMA``).
-* The query runs in a worker thread; if the turn gives up on it (a timeout), the
-  running statement is interrupted rather than left to finish.
+* The query runs in a lionctx worker thread (:func:`lionctx._threads.run_in_worker`);
+  if the turn gives up on it (a timeout), the thread is abandoned and the running
+  statement interrupted rather than left to finish.
+* A database locked by another connection is waited for at most ``busy_timeout``
+  seconds, by default the time left before this call's own timeout or the pass's
+  deadline (less a tenth, so the lock is reported as ``failed`` with its reason
+  rather than as a timeout), or 5 s when neither is set. Then the call fails with
+  ``database is locked by another connection (waited ...)``.
 * At most ``max_rows`` rows are read. The default formatter writes one
   ``column: value`` line per column and separates rows with a blank line; no row
   gives ``None`` (reported ``empty``).
@@ -24,6 +30,7 @@ query with named parameters, and a formatter:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sqlite3
@@ -34,8 +41,11 @@ from typing import Any, Optional, Union
 
 import anyio
 
+from .._threads import WorkersExhausted, run_in_worker
 from ..context import context_value
-from .base import ContextSource, SourceUnavailable, check_count, check_name, check_path
+from ._names import name_from_path
+from .base import (ContextSource, SourceUnavailable, check_count, check_duration,
+                   check_name, check_path)
 
 __all__ = ["SqliteContextProvider", "format_rows"]
 
@@ -51,11 +61,20 @@ _BUILTIN: dict[str, Optional[str]] = {
     "session_id": "session_id", "sessionId": "session_id",
     "run_id": "run_id", "runId": "run_id",
 }
+# sqlite3's own default wait for a lock, kept when no timeout bounds the call.
+_DEFAULT_BUSY = 5.0
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _READ_ONLY_START = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(select|with|values)\b",
                               re.IGNORECASE | re.DOTALL)
 _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ,
                               sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)})
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, getattr(sqlite3, "SQLITE_LOCKED", 6))
+    return "locked" in str(exc)
 
 
 def _authorize(action: int, *_: Any) -> int:
@@ -112,7 +131,12 @@ class SqliteContextProvider(ContextSource):
         formatter: ``rows -> str | None``, rows as dicts in column order
             (default :func:`format_rows`).
         max_rows: Rows read at most (default 20).
-        name: The provider's name in reports and ``<context name="...">``.
+        name: The provider's name in reports and ``<context name="...">``; by
+            default the database file's name without its extension
+            (``profile.db`` -> ``profile``), ``sqlite`` if it has none.
+        busy_timeout: Seconds to wait for a lock held by another connection
+            (``None``: the time left before the call's timeout or deadline, less
+            a tenth; 5 s when there is neither). ``0`` fails at once.
     """
 
     def __init__(
@@ -123,7 +147,8 @@ class SqliteContextProvider(ContextSource):
         params: Params = None,
         formatter: Optional[Formatter] = None,
         max_rows: int = 20,
-        name: str = "sqlite",
+        name: Optional[str] = None,
+        busy_timeout: Optional[float] = None,
     ) -> None:
         raw = check_path(database, "database")
         if raw == ":memory:":
@@ -143,8 +168,11 @@ class SqliteContextProvider(ContextSource):
         if formatter is not None and not callable(formatter):
             raise TypeError(f"formatter must be callable or None, got {formatter!r}")
         self.max_rows = check_count(max_rows, "max_rows", 1)
-        self.name = check_name(name)
+        self.busy_timeout = (None if busy_timeout is None else
+                             check_duration(busy_timeout, "busy_timeout", allow_zero=True))
         self.database = str(Path(raw).absolute())
+        self.name = check_name(name) if name is not None else name_from_path(
+            self.database, fallback="sqlite", strip_suffix=True)
         self._uri = Path(self.database).as_uri() + "?mode=ro"
         self.sql = sql
         self.params = params
@@ -185,23 +213,38 @@ class SqliteContextProvider(ContextSource):
         """
         bind = self.bindings(query, ctx)
         running = _Running()
+        busy = self._busy_seconds()
         try:
-            rows = await anyio.to_thread.run_sync(self._run, bind, running,
-                                                  abandon_on_cancel=True)
+            # Stuck threads are capped per database file, whichever provider asks.
+            rows = await run_in_worker(lambda: self._run(bind, running, busy),
+                                       key=("sqlite", self.database))
         except anyio.get_cancelled_exc_class():
             running.interrupt()  # stop the statement the thread is still running
             raise
+        except WorkersExhausted as exc:
+            self._unavailable(str(exc))
+            raise  # its own type: the row says the threads ran out, not the database
         except SourceUnavailable as exc:
             raise self._unavailable(str(exc)) from None
         self.last_error = None
         return self.formatter(rows) if rows else None
 
-    def _run(self, bind: dict[str, Any], running: _Running) -> list[Row]:
+    def _busy_seconds(self) -> float:
+        """How long this call waits for a lock (see ``busy_timeout``)."""
+        if self.busy_timeout is not None:
+            return self.busy_timeout
+        left = anyio.current_effective_deadline() - anyio.current_time()
+        if math.isinf(left):
+            return _DEFAULT_BUSY
+        # Give up on the lock a little before the timeout, so the row says why.
+        return max(0.0, left * 0.9)
+
+    def _run(self, bind: dict[str, Any], running: _Running, busy: float) -> list[Row]:
         # sqlite3's messages name the file, the SQL's own words or the failure,
         # never a bound value, so they can be the reason as they are.
         try:
             conn = sqlite3.connect(self._uri, uri=True, isolation_level=None,
-                                   check_same_thread=False)
+                                   check_same_thread=False, timeout=busy)
         except sqlite3.Error as exc:
             raise SourceUnavailable(f"cannot open {self.database}: {exc}") from None
         try:
@@ -216,6 +259,10 @@ class SqliteContextProvider(ContextSource):
             columns = [d[0] for d in cur.description]
             return [dict(zip(columns, row)) for row in cur.fetchmany(self.max_rows)]
         except sqlite3.Error as exc:
+            if _is_busy(exc):
+                raise SourceUnavailable(
+                    f"database is locked by another connection (waited {busy:.3g}s, "
+                    "busy_timeout)") from None
             raise SourceUnavailable(f"query failed: {type(exc).__name__}: {exc}") from None
         finally:
             with running.lock:

@@ -1,8 +1,15 @@
-"""Shared pieces for the attacks: a model on the bundled local server."""
+"""Shared pieces for the attacks: a model on the bundled local server, a provider of
+fixed text, and an event that releases stuck worker threads at teardown."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
 
 import pytest
 
-from lionctx import OpenAIChatModel, count_tokens
+from lionctx import OpenAIChatModel, _threads, count_tokens
 
 
 @pytest.fixture(autouse=True)
@@ -15,6 +22,21 @@ def _tokenizer_loaded():
 @pytest.fixture
 def model(server):
     return OpenAIChatModel("test-model", base_url=server.base_url, api_key="k", max_retries=0)
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """An event stuck work waits on; set at teardown, then abandoned threads drain.
+
+    Abandoned worker threads outlive their test; letting them finish here keeps one
+    test's stuck threads from counting against the next test's sources.
+    """
+    event = threading.Event()
+    yield event
+    event.set()
+    until = time.monotonic() + 10
+    while _threads.stats()["abandoned"] and time.monotonic() < until:
+        time.sleep(0.01)
 
 
 class Static:

@@ -266,7 +266,7 @@ async def test_sqlite_missing_file_fails_and_is_not_created(tmp_path: Path) -> N
     path = tmp_path / "absent.db"
     p = SqliteContextProvider(path, "SELECT 1 AS one")
     report = await report_for(p)
-    assert report.failed == ["sqlite"]
+    assert report.failed == ["absent"]
     reason = f"cannot open {path}: unable to open database file"
     assert report.outcomes[0].error_type == "SourceUnavailable"
     assert report.outcomes[0].error == reason

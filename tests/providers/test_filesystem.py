@@ -131,15 +131,17 @@ async def test_max_files_counts_files_included(tree: Path) -> None:
     write(tree, files)
     p = FilesystemContextProvider(tree, max_files=2)
     assert await p.fetch("", None) == "# b.md\nb\n\n# c.md\nc"
-    assert p.last_skipped == [("a.md", "not valid utf-8")]
+    assert p.last_skipped == [("a.md", "not valid utf-8"), ("d.md", "over max_files 2")]
+    assert p.degradation_reason == ("skipped 1 file(s): a.md (not valid utf-8); left out "
+                                    "1 more matching file(s), over max_files 2: d.md")
 
 
-async def test_walk_stops_once_it_has_enough(tree: Path) -> None:
+async def test_walk_stops_reading_once_it_has_enough(tree: Path) -> None:
     write(tree, {"a.md": "a", "b.md": "b", "z/late.md": b"\xff late and broken"})
     p = counting(tree, max_files=2)
     assert await p.fetch("", None) == "# a.md\na\n\n# b.md\nb"
-    assert p.reads == ["a.md", "b.md"]
-    assert p.last_skipped == []  # z/late.md was never reached
+    assert p.reads == ["a.md", "b.md"]  # z/late.md is listed, never read
+    assert p.last_skipped == [("z/late.md", "over max_files 2")]
 
 
 # -- hostile trees ---------------------------------------------------------------------
@@ -163,7 +165,7 @@ async def test_symlinks_that_escape_are_skipped(tree: Path, outside: Path) -> No
     }
     report = await registry_report(p)
     assert "TOP-SECRET" not in "".join(report.blocks)
-    assert report.degraded and report.degraded[0]["provider_name"] == "filesystem"
+    assert report.degraded and report.degraded[0]["provider_name"] == "base"
 
 
 async def test_symlinks_inside_are_followed(tree: Path) -> None:
@@ -302,9 +304,9 @@ def age(root: Path, seconds: float = 60) -> None:
 class ScanCounting(FilesystemContextProvider):
     scans = 0
 
-    def _scan(self) -> Any:
+    def _scan(self, *args: Any) -> Any:
         type(self).scans += 1
-        return super()._scan()
+        return super()._scan(*args)
 
 
 @pytest.mark.parametrize("count", [3, 80])  # checked on the loop, and in a thread
@@ -400,7 +402,7 @@ async def test_both_faces(tree: Path) -> None:
 async def test_missing_base_path_costs_one_row(tmp_path: Path) -> None:
     p = FilesystemContextProvider(tmp_path / "nope")
     report = await registry_report(p)
-    assert report.failed == ["filesystem"] and report.degraded == []
+    assert report.failed == ["nope"] and report.degraded == []
     reason = f"base_path {str(tmp_path / 'nope')!r} is not a directory"
     assert report.outcomes[0].error_type == "SourceUnavailable"
     assert report.outcomes[0].error == reason

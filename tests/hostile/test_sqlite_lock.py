@@ -1,0 +1,94 @@
+"""A SQLite database locked by another connection must fail the row within the bound.
+
+sqlite3 waits 5 s for a lock by default, silently. The provider waits at most
+``busy_timeout``: by default a little less than the time left before the call's
+timeout or deadline, so the row says ``database is locked`` instead of holding
+the turn (or a worker thread) for 5 s.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context
+from lionctx.providers import SqliteContextProvider
+
+pytestmark = pytest.mark.anyio
+
+SQL = "SELECT name FROM users WHERE id = :user_id"
+LOCKED = "database is locked by another connection"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "profiles.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE users (id TEXT, name TEXT)")
+    con.execute("INSERT INTO users VALUES ('u1', 'Ada')")
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.fixture
+def locked(db: Path) -> Iterator[Path]:
+    """The database, with another connection holding an exclusive lock on it."""
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    yield db
+    holder.execute("ROLLBACK")
+    holder.close()
+
+
+async def test_default_wait_follows_the_timeout(locked: Path) -> None:
+    p = SqliteContextProvider(locked, SQL)
+    start = time.perf_counter()
+    res = await resolve_context([p], "q", {"userId": "u1"}, timeout=0.5)
+    took = time.perf_counter() - start
+    row = res.outcomes[0]
+    assert row.status is Status.FAILED, row
+    assert row.reason is not None and LOCKED in row.reason
+    assert took < 2.0  # sqlite3 alone would wait 5 s
+    assert p.last_error is not None and LOCKED in p.last_error
+
+
+async def test_default_wait_follows_the_registry_deadline(locked: Path) -> None:
+    reg = ContextProviderRegistry(deadline=0.5)
+    reg.register(SqliteContextProvider(locked, SQL, name="profile"))
+    start = time.perf_counter()
+    report = await reg.gather(SimpleNamespace(run_context=RunContext(user_id="u1")), "q")
+    assert time.perf_counter() - start < 2.0
+    assert report.failed == ["profile"]
+    assert LOCKED in (report.outcomes[0].reason or "")
+
+
+async def test_explicit_busy_timeout(locked: Path) -> None:
+    p = SqliteContextProvider(locked, SQL, busy_timeout=0.2)
+    start = time.perf_counter()
+    assert await p.fetch("q", {"userId": "u1"}) is None  # no timeout anywhere
+    assert time.perf_counter() - start < 2.0
+    assert p.last_error == f"{LOCKED} (waited 0.2s, busy_timeout)"
+
+
+async def test_a_lock_released_within_the_wait_is_waited_for(db: Path) -> None:
+    import threading
+
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    threading.Timer(0.2, lambda: (holder.execute("ROLLBACK"), holder.close())).start()
+    p = SqliteContextProvider(db, SQL, busy_timeout=3)
+    assert await p.fetch("q", {"userId": "u1"}) == "name: Ada"
+
+
+def test_bad_busy_timeout_is_refused_naming_it(db: Path) -> None:
+    for bad, err in ((-1, ValueError), (float("nan"), ValueError), ("1", TypeError),
+                     (True, TypeError)):
+        with pytest.raises(err, match="busy_timeout"):
+            SqliteContextProvider(db, SQL, busy_timeout=bad)
+    assert SqliteContextProvider(db, SQL, busy_timeout=0).busy_timeout == 0.0
