@@ -22,7 +22,9 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Optional, Protocol, Union, runtime_checkable
 
+from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from .adapters import call_provide, provider_name
+from .breaker import Breakers, coerce_breakers
 from .admission import Candidate, admit
 from .gather import Observer, ProviderCall, gather, validate_seconds
 from .outcome import Outcome, Status
@@ -66,6 +68,12 @@ class ProviderReport:
     offered_tokens: int = 0
     """Tokens of every block providers returned, kept or not."""
     duration_ms: float = 0.0
+    cache_break: Optional[Any] = None
+    """The first block that differs from the previous pass's (a
+    :class:`~lionctx.stability.CacheBreak`), ``None`` when none does."""
+    prefix_stable: Optional[bool] = None
+    """The injected blocks are byte-identical to the previous pass's (``None`` on the
+    first pass)."""
 
     @property
     def names(self) -> list[str]:
@@ -84,6 +92,8 @@ class ProviderReport:
             "offered_tokens": self.offered_tokens,
             "duration_ms": self.duration_ms,
             "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
+            "prefix_stable": self.prefix_stable,
+            "cache_break": self.cache_break.to_dict() if self.cache_break is not None else None,
             **({"blocks": list(self.blocks)} if include_text else {}),
         }
 
@@ -116,6 +126,7 @@ class _Entry:
     max_tokens: Optional[Number]
     name: str
     timeout: Optional[float] = None
+    volatile: bool = False
 
 
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
@@ -130,6 +141,13 @@ class ContextProviderRegistry:
     together, ``timeout`` bounds each provider (seconds; ``register`` can override
     it per provider), ``deadline`` bounds the whole pass, ``limit`` caps how many run
     at once. ``counter`` is a tiktoken encoding name or a ``str -> int`` callable.
+
+    Production (issue 13): ``breaker`` (default ``True``) gives each provider a
+    circuit breaker (see :mod:`lionctx.breaker`; ``False`` turns them off, a
+    :class:`~lionctx.breaker.BreakerSettings` or :class:`~lionctx.breaker.Breakers`
+    configures them); ``dedupe=True`` skips a block whose text an earlier provider
+    of the same pass returned. Every report carries ``prefix_stable`` and
+    ``cache_break`` against this registry's previous pass.
     """
 
     def __init__(
@@ -142,8 +160,15 @@ class ContextProviderRegistry:
         limit: Optional[int] = None,
         counter: Union[str, TokenCounter, None] = None,
         on_outcome: Optional[Observer] = None,
+        breaker: Any = True,
+        dedupe: bool = False,
     ) -> None:
         self._entries: list[_Entry] = []
+        # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
+        # the previous pass's block digests (for the cache-break report).
+        self.breakers: Optional[Breakers] = coerce_breakers(breaker)
+        self.dedupe = bool(dedupe)
+        self._last_digests: Optional[tuple[tuple[str, str], ...]] = None
         self.budget = budget
         self.concurrent = bool(concurrent)
         self.timeout = timeout
@@ -203,21 +228,31 @@ class ContextProviderRegistry:
         max_tokens: Optional[Number] = None,
         name: Optional[str] = None,
         timeout: Optional[float] = None,
+        volatile: Optional[bool] = None,
     ) -> None:
-        """Append ``provider``. No dedupe, no replacement by name.
+        """Append ``provider``. No replacement by name.
 
         The name is ``name``, else a truthy ``provider.name``, else the class name.
         ``max_tokens`` caps this provider's block (falsy: no cap; strict ``>``).
         ``priority`` decides who survives a budget conflict (higher first).
         ``timeout`` overrides the registry's per-provider timeout.
+        ``volatile=True`` marks a source whose text changes from turn to turn: a
+        tag-rendering branch puts its block after every stable one (prompt caches).
+        ``None`` (default) takes the provider's own ``volatile`` attribute when it is
+        ``True``.
         """
         priority = check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
         max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str or None, got {name!r}")
         timeout = validate_seconds(timeout, "timeout")
+        if volatile is None:
+            volatile = getattr(provider, "volatile", False) is True
+        if not isinstance(volatile, bool):
+            raise TypeError(f"volatile must be a bool, got {volatile!r}")
         self._entries.append(
-            _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout)
+            _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout,
+                   volatile)
         )
 
     def __bool__(self) -> bool:
@@ -240,9 +275,12 @@ class ContextProviderRegistry:
             self._budget, concurrent=self.concurrent, timeout=self._timeout,
             deadline=self._deadline, limit=self._limit, counter=self._counter_spec,
             on_outcome=self.on_outcome,
+            breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock)
+                     if self.breakers is not None else False),
+            dedupe=self.dedupe,
         )
         new._entries = [
-            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout)
+            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.volatile)
             for e in self._entries
         ]
         return new
@@ -272,20 +310,46 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport()
         started = perf_counter()
+        hooks = _p13.PassHooks.start(self.breakers, entries)  # issue 13
         calls = [
             ProviderCall(e.name, e.provider, partial(call_provide, e.provider, branch, instruction),
                          None, e.timeout, e.priority, e.max_tokens)
-            for e in entries
+            for e in hooks.select(entries)  # issue 13: was `entries`
         ]
         outcomes = await gather(
             calls, counter=self._get_counter(), concurrent=self.concurrent,
             timeout=self._timeout, deadline=self._deadline, limit=self._limit,
-            observe=self.on_outcome,
+            observe=hooks.observer(self.on_outcome),  # issue 13: was `self.on_outcome`
         )
+        outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13
         report = build_report(outcomes, self._budget)
+        self._p13_finish(hooks, report)  # issue 13
         object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0)
         self._count(report)
         return report
+
+    # -- issue 13 hooks: breakers, dedupe, digests and cache break, traces --------
+    def _p13_merge(self, hooks: _p13.PassHooks, outcomes: list[Outcome],
+                   branch: Any) -> list[Outcome]:
+        entries = self._entries
+        history = None
+        if getattr(branch, "dedupe_history", False):
+            from .messages import message_text
+
+            history = [message_text(m) for m in getattr(branch, "messages", ())
+                       if m.get("role") != "system"]
+        return hooks.merge(
+            outcomes, [e.name for e in entries], [e.priority for e in entries],
+            [e.max_tokens for e in entries], [e.volatile for e in entries],
+            dedupe_on=self.dedupe, history=history)
+
+    def _p13_finish(self, hooks: _p13.PassHooks, report: ProviderReport) -> None:
+        current, brk, stable = hooks.finish(
+            "lionagi", report.outcomes, self._last_digests, concurrent=self.concurrent,
+            budget=self._budget, used_tokens=report.used_tokens)
+        self._last_digests = current
+        object.__setattr__(report, "cache_break", brk)
+        object.__setattr__(report, "prefix_stable", stable)
 
     def _count(self, report: ProviderReport) -> None:
         stats = self.stats

@@ -20,7 +20,9 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Optional, Union
 
+from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from .adapters import call_fetch, provider_name
+from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
 from .gather import Observer, ProviderCall, gather, validate_seconds
 from .outcome import Outcome, Status
@@ -42,6 +44,13 @@ class Resolution:
     budget: Optional[Number] = None
     used_tokens: int = 0
     duration_ms: float = 0.0
+    digests: tuple[tuple[str, str], ...] = ()
+    """``(name, digest)`` of each block in ``text``, in order: pass this resolution
+    as the next turn's ``previous=`` to learn whether the prefix stayed stable."""
+    cache_break: Optional[Any] = None
+    """The first block that differs from ``previous``'s, ``None`` when none does."""
+    prefix_stable: Optional[bool] = None
+    """``text`` is byte-identical to ``previous``'s (``None`` without ``previous``)."""
 
     def __str__(self) -> str:
         return self.text
@@ -59,6 +68,8 @@ class Resolution:
             "used_tokens": self.used_tokens,
             "duration_ms": self.duration_ms,
             "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
+            "prefix_stable": self.prefix_stable,
+            "cache_break": self.cache_break.to_dict() if self.cache_break is not None else None,
         }
 
 
@@ -73,6 +84,10 @@ async def resolve_context(
     limit: Optional[int] = None,
     counter: Union[str, TokenCounter, None] = None,
     on_outcome: Optional[Observer] = None,
+    breaker: Any = True,
+    dedupe: bool = False,
+    previous: Any = None,
+    history: Optional[Sequence[str]] = None,
 ) -> Resolution:
     """Resolve ``providers`` for ``query`` and return the string with its outcomes.
 
@@ -81,6 +96,16 @@ async def resolve_context(
     ``timeout`` and ``deadline`` are seconds. With ``budget``, blocks are admitted
     greedily in list order until the budget (tokens of the tagged blocks) is spent.
     ``on_outcome`` is called with each provider's outcome as soon as it is known.
+
+    Production options: ``breaker`` (``True``, the default: the
+    process-wide circuit breakers, one per provider instance; ``False``: off; or a
+    :class:`~lionctx.breaker.Breakers` / :class:`~lionctx.breaker.BreakerSettings`),
+    ``dedupe=True`` (the same text from two providers is injected once), ``previous``
+    (the previous turn's :class:`Resolution`: the result then says whether the text
+    is byte-identical to it and, if not, which block changed first), ``history``
+    (earlier message texts of the conversation: a block one of them holds verbatim
+    is skipped). A provider with a true ``volatile`` attribute is rendered after
+    the others.
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise TypeError(f"providers must be a list of context providers, got {providers!r}")
@@ -90,6 +115,8 @@ async def resolve_context(
     deadline = validate_seconds(deadline, "deadline")
     budget = check_number(budget, "budget", allow_none=True)
     limit = check_limit(limit)
+    boards = coerce_breakers(breaker, DEFAULT_BREAKERS)
+    prior = _previous_digests(previous)
     started = perf_counter()
     run_ctx = coerce_run_context(ctx)
     calls = []
@@ -97,12 +124,44 @@ async def resolve_context(
         name = provider_name(provider, agentium=True)
         calls.append(ProviderCall(name, provider, partial(call_fetch, provider, query, run_ctx),
                                   partial(tag_block, name)))
-    outcomes = await gather(calls, counter=resolve_counter(counter), concurrent=True,
-                            timeout=timeout, deadline=deadline, limit=limit,
-                            observe=on_outcome)
+    hooks = _p13.PassHooks.start(boards, providers)  # issue 13
+    outcomes = await gather(hooks.select(calls), counter=resolve_counter(counter),  # issue 13
+                            concurrent=True, timeout=timeout, deadline=deadline, limit=limit,
+                            observe=hooks.observer(on_outcome))  # issue 13
+    outcomes = hooks.merge(outcomes, [c.name for c in calls],  # issue 13
+                           volatile=[_volatile(p) for p in providers], dedupe_on=bool(dedupe),
+                           body=_untagged, history=history)
     report = build_report(outcomes, budget)
-    text = join_tagged(report.blocks)
-    return Resolution(text, outcomes, budget, report.used_tokens, (perf_counter() - started) * 1000.0)
+    digests, brk, stable = hooks.finish("agentium", outcomes, prior, concurrent=True,  # issue 13
+                                        budget=budget, used_tokens=report.used_tokens)
+    text = join_tagged(o.text for o in _p13.ordered_kept(outcomes))  # issue 13: volatile last
+    return Resolution(text, outcomes, budget, report.used_tokens,
+                      (perf_counter() - started) * 1000.0, digests, brk, stable)
+
+
+# -- issue 13 helpers ---------------------------------------------------------------
+def _volatile(provider: Any) -> bool:
+    try:
+        return getattr(provider, "volatile", False) is True
+    except Exception:  # a property that raises declares nothing
+        return False
+
+
+def _untagged(outcome: Outcome) -> str:
+    from .dedupe import untag
+
+    return untag(outcome.name, outcome.text or "", tag_block)
+
+
+def _previous_digests(previous: Any) -> Optional[tuple[tuple[str, str], ...]]:
+    if previous is None:
+        return None
+    if isinstance(previous, Resolution):
+        return previous.digests
+    if isinstance(previous, (tuple, list)) and all(
+            isinstance(d, (tuple, list)) and len(d) == 2 for d in previous):
+        return tuple((str(a), str(b)) for a, b in previous)
+    raise TypeError(f"previous must be a Resolution or its digests, got {previous!r}")
 
 
 async def resolve_context_providers(
