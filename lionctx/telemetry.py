@@ -49,10 +49,17 @@ def enabled() -> bool:
     on = _state["enabled"]
     if on is None:
         on = (os.environ.get("LIONCTX_OTEL", "1").strip().lower() not in ("0", "false", "off", "no")
-              and importlib.util.find_spec("opentelemetry") is not None
-              and importlib.util.find_spec("opentelemetry.trace") is not None)
+              and _installed())
         _state["enabled"] = on
     return bool(on)
+
+
+def _installed() -> bool:
+    try:
+        return (importlib.util.find_spec("opentelemetry") is not None
+                and importlib.util.find_spec("opentelemetry.trace") is not None)
+    except (ImportError, ValueError, AttributeError):  # blocked or half-installed
+        return False
 
 
 def set_enabled(on: Optional[bool]) -> None:
