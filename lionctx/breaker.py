@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import threading
 import time
 import weakref
@@ -63,6 +64,11 @@ class BreakerSettings:
                              f"({self.cooldown!r})")
 
 
+_STATE = operator.attrgetter("_state")
+_FAILURES = operator.attrgetter("_failures")
+_STATUS = operator.attrgetter("status")
+
+
 class CircuitBreaker:
     """One source's breaker: closed, open (until a time) or half-open (one trial out)."""
 
@@ -99,9 +105,11 @@ class CircuitBreaker:
     def allow(self) -> tuple[bool, Optional[str]]:
         """May the source be called now? ``(True, None)`` closed, ``(True,
         "half_open")`` for the one trial, ``(False, reason)`` while open."""
+        if self._state is CLOSED:  # the hot path: a plain read, no lock
+            return True, None
         with self._lock:
             state = self._state
-            if state == CLOSED:
+            if state is CLOSED:
                 return True, None
             now = self._clock()
             if state == OPEN:
@@ -120,6 +128,8 @@ class CircuitBreaker:
 
     def record(self, ok: bool) -> None:
         """The result of a call that :meth:`allow` let through."""
+        if ok and self._failures == 0 and self._state is CLOSED:
+            return  # the hot path: nothing to change, no lock
         with self._lock:
             if ok:
                 self._state = CLOSED
@@ -147,10 +157,6 @@ class CircuitBreaker:
         return f"CircuitBreaker(state={self._state!r}, failures={self._failures})"
 
 
-def _failed(outcome: Outcome) -> bool:
-    return outcome.status is Status.FAILED or outcome.status is Status.TIMEOUT
-
-
 class Breakers:
     """The breakers of a set of sources, one per key (a registry entry, or a
     provider instance on the agentium face).
@@ -167,6 +173,9 @@ class Breakers:
         self._lock = threading.Lock()
         self._weak: weakref.WeakKeyDictionary[Any, CircuitBreaker] = weakref.WeakKeyDictionary()
         self._strong: dict[int, tuple[Any, CircuitBreaker]] = {}
+        # The last pass's keys and breakers: a registry passes the same entries each
+        # turn, so the lookups are skipped (checked by identity, key by key).
+        self._last: Optional[tuple[tuple[Any, ...], list[CircuitBreaker]]] = None
 
     def get(self, key: Any) -> CircuitBreaker:
         """The breaker for ``key``, created closed on first use."""
@@ -193,34 +202,62 @@ class Breakers:
                 self._strong[id(key)] = entry
             return entry[1]
 
-    def admit(self, keys: Sequence[Any]) -> tuple[list[int], dict[int, str], list[str | None]]:
-        """Before a pass: ``(positions to call, {position: skip reason}, circuit
-        state per position)`` for the sources ``keys`` in order."""
+    def admit(self, keys: Sequence[Any]) -> tuple[list[CircuitBreaker], list[int],
+                                                  dict[int, str], Optional[list[Optional[str]]]]:
+        """Before a pass: ``(breaker per key, positions to call, {position: skip
+        reason}, circuit state per position or None when all are closed)``."""
+        cached = self._last
+        if (cached is not None and len(cached[0]) == len(keys)
+                and all(map(operator.is_, cached[0], keys))):
+            breakers = cached[1]  # the same sources as last pass (a registry's entries)
+        else:
+            strong = self._strong
+            breakers = []
+            for key in keys:
+                entry = strong.get(id(key))
+                breakers.append(entry[1] if entry is not None and entry[0] is key
+                                else self.get(key))
+            # Cached only when the board holds these keys strongly anyway: a cache
+            # must not keep weakly held providers alive.
+            if all(strong.get(id(k), (None,))[0] is k for k in keys):
+                self._last = (tuple(keys), breakers)
+        n = len(breakers)
+        if list(map(_STATE, breakers)).count(CLOSED) == n:  # the hot path: all closed
+            return breakers, list(range(n)), {}, None
         allowed: list[int] = []
         refused: dict[int, str] = {}
         states: list[Optional[str]] = []
-        for i, key in enumerate(keys):
-            ok, note = self.get(key).allow()
+        for i, breaker in enumerate(breakers):
+            ok, note = breaker.allow()
             if ok:
                 allowed.append(i)
                 states.append(note)
             else:
                 refused[i] = note or "circuit open"
                 states.append(OPEN)
-        return allowed, refused, states
+        return breakers, allowed, refused, states
 
-    def record(self, keys: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
-        """After a pass: each called source's outcome (skipped rows are ignored)."""
-        for key, outcome in zip(keys, outcomes):
-            if outcome.status is Status.SKIPPED and outcome.circuit == OPEN:
+    def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome]) -> None:
+        """After a pass: each called source's outcome (rows of refused sources are
+        ignored); ``breakers`` as :meth:`admit` returned them."""
+        statuses = list(map(_STATUS, outcomes))
+        if (Status.FAILED not in statuses and Status.TIMEOUT not in statuses
+                and not any(map(_FAILURES, breakers))
+                and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)):
+            return  # the hot path: all healthy, nothing changes
+        for breaker, outcome in zip(breakers, outcomes):
+            status = outcome.status
+            if status is Status.SKIPPED and outcome.circuit == OPEN:
                 continue
-            breaker = self.get(key)
-            was = breaker.state
-            breaker.record(not _failed(outcome))
-            if breaker.state == OPEN and was != OPEN:
+            failed = status is Status.FAILED or status is Status.TIMEOUT
+            was = breaker._state
+            if not failed and was is CLOSED and breaker._failures == 0:
+                continue
+            breaker.record(not failed)
+            if breaker.state is OPEN and was is not OPEN:
                 logger.warning("context provider %r: circuit opened after %d failures",
                                outcome.name, breaker.failures)
-            elif was != CLOSED and breaker.state == CLOSED:
+            elif was is not CLOSED and breaker.state is CLOSED:
                 logger.info("context provider %r: circuit closed", outcome.name)
 
 

@@ -3,7 +3,8 @@
 Runs after the gather and before admission, so a duplicate is counted against
 nothing (neither the budget nor its own cap). "The same" is exact: two blocks are
 duplicates when their texts are equal after stripping leading and trailing
-whitespace, compared by digest. The later block (in registration or list order) is
+whitespace (found through a hash table keyed by that text, then compared whole, so
+a hash collision can never drop a block). The later block (in registration or list order) is
 ``skipped`` with the reason ``duplicate of NAME``.
 
 With ``history`` (a session's earlier message texts), a block whose text the
@@ -13,18 +14,12 @@ conversation already holds verbatim is skipped the same way, with the reason
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from typing import Optional
 
 from .outcome import Outcome, Status
 
 __all__ = ["dedupe"]
-
-
-def _key(text: str) -> bytes:
-    return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"),
-                           digest_size=16).digest()
 
 
 def dedupe(outcomes: Sequence[Outcome], *, body: Optional[Callable[[Outcome], str]] = None,
@@ -35,12 +30,18 @@ def dedupe(outcomes: Sequence[Outcome], *, body: Optional[Callable[[Outcome], st
     face passes one that strips its tag, since the tag holds the name).
     ``within=False`` compares with ``history`` only, not between the sources.
     """
-    seen: dict[bytes, str] = {}
+    fired = [o for o in outcomes if o.status is Status.FIRED and o.text is not None]
+    if len(fired) < 2 and not history:
+        return 0
+    if not history and within:
+        texts = [o.text for o in fired] if body is None else [body(o) for o in fired]
+        keys = list(map(str.strip, texts))  # type: ignore[arg-type]
+        if len(set(keys)) == len(keys):
+            return 0  # the hot path: all distinct
+    seen: dict[str, str] = {}
     marked = 0
-    for o in outcomes:
-        if o.status is not Status.FIRED or o.text is None:
-            continue
-        text = body(o) if body is not None else o.text
+    for o in fired:
+        text = body(o) if body is not None else o.text  # type: ignore[assignment]
         if history:
             needle = text.strip()
             hit = next((i for i, m in enumerate(history) if needle and needle in m), None)
@@ -51,7 +52,7 @@ def dedupe(outcomes: Sequence[Outcome], *, body: Optional[Callable[[Outcome], st
                 continue
         if not within:
             continue
-        key = _key(text)
+        key = text.strip()
         first = seen.get(key)
         if first is None:
             seen[key] = o.name

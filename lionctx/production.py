@@ -16,6 +16,7 @@ nothing of them):
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -29,12 +30,13 @@ from .stability import CacheBreak, Digests, compare, render_order, stamp
 __all__ = ["PassHooks", "ordered_kept"]
 
 Observer = Callable[[Outcome], None]
+_VOLATILE = operator.attrgetter("volatile")
 
 
 def ordered_kept(outcomes: Sequence[Outcome]) -> list[Outcome]:
     """The kept (``fired``) outcomes in rendering order: stable, then volatile."""
     kept = [o for o in outcomes if o.status is Status.FIRED]
-    if not any(o.volatile for o in kept):
+    if True not in map(_VOLATILE, kept):
         return kept
     return [kept[i] for i in render_order([o.volatile for o in kept])]
 
@@ -42,19 +44,18 @@ def ordered_kept(outcomes: Sequence[Outcome]) -> list[Outcome]:
 class PassHooks:
     """The production steps of one pass over ``keys`` (one per source, in order)."""
 
-    __slots__ = ("allowed", "breakers", "keys", "refused", "started_ns", "states", "traced")
+    __slots__ = ("allowed", "board", "breakers", "refused", "started_ns", "states", "traced")
 
     def __init__(self, breakers: Optional[Breakers], keys: Sequence[Any]) -> None:
         self.started_ns = time.time_ns()
-        self.traced = telemetry.enabled()
-        self.breakers = breakers
-        self.keys = keys
+        self.traced = telemetry.enabled() and telemetry.live()
+        self.board = breakers
+        self.breakers: list[Any] = []
         self.allowed: Optional[list[int]] = None
         self.refused: dict[int, str] = {}
-        self.states: list[Optional[str]] = []
+        self.states: Optional[list[Optional[str]]] = None
         if breakers is not None:
-            allowed, refused, states = breakers.admit(keys)
-            self.states = states
+            self.breakers, allowed, refused, self.states = breakers.admit(keys)
             if refused:
                 self.allowed, self.refused = allowed, refused
 
@@ -82,28 +83,29 @@ class PassHooks:
 
         return stamped
 
-    def merge(self, called: list[Outcome], names: Sequence[str],
-              priorities: Optional[Sequence[float]] = None,
-              caps: Optional[Sequence[Optional[float]]] = None,
+    def merge(self, called: list[Outcome], n: int, describe: Callable[[int], tuple[str, Any, Any]],
               volatile: Optional[Sequence[bool]] = None, *, dedupe_on: bool = True,
               body: Optional[Callable[[Outcome], str]] = None,
               history: Optional[Sequence[str]] = None) -> list[Outcome]:
-        """Step 3: every source's row in order, breakers told, duplicates skipped."""
+        """Step 3: all ``n`` sources' rows in order, breakers told, duplicates skipped.
+
+        ``describe(i)`` gives source i's ``(name, priority, cap)`` for the row of a
+        source its open circuit kept out (asked only then). ``volatile``: a flag
+        per source, or ``None`` when none is volatile.
+        """
         outcomes = called
         if self.allowed is not None:
-            skipped = {
-                i: skipped_outcome(names[i], i, reason,
-                                   priorities[i] if priorities is not None else 0,
-                                   caps[i] if caps is not None else None)
-                for i, reason in self.refused.items()
-            }
-            outcomes = merge(len(names), self.allowed, called, skipped)
-        if self.states:
+            skipped = {}
+            for i, reason in self.refused.items():
+                name, priority, cap = describe(i)
+                skipped[i] = skipped_outcome(name, i, reason, priority, cap)
+            outcomes = merge(n, self.allowed, called, skipped)
+        if self.states is not None:
             for o, state in zip(outcomes, self.states):
                 if state is not None and o.circuit is None:
                     o.circuit = state
-        if self.breakers is not None:
-            self.breakers.record(self.keys, outcomes)
+        if self.board is not None:
+            self.board.record(self.breakers, outcomes)
         if volatile is not None:
             for o, v in zip(outcomes, volatile):
                 if v:

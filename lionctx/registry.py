@@ -147,7 +147,8 @@ class ContextProviderRegistry:
     :class:`~lionctx.breaker.BreakerSettings` or :class:`~lionctx.breaker.Breakers`
     configures them); ``dedupe=True`` skips a block whose text an earlier provider
     of the same pass returned. Every report carries ``prefix_stable`` and
-    ``cache_break`` against this registry's previous pass.
+    ``cache_break`` against this registry's previous pass (``digests=False``: no
+    block digests and no cache-break report).
     """
 
     def __init__(
@@ -162,12 +163,14 @@ class ContextProviderRegistry:
         on_outcome: Optional[Observer] = None,
         breaker: Any = True,
         dedupe: bool = False,
+        digests: bool = True,
     ) -> None:
         self._entries: list[_Entry] = []
         # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
         # the previous pass's block digests (for the cache-break report).
         self.breakers: Optional[Breakers] = coerce_breakers(breaker)
         self.dedupe = bool(dedupe)
+        self.digests = bool(digests)
         self._last_digests: Optional[tuple[tuple[str, str], ...]] = None
         self.budget = budget
         self.concurrent = bool(concurrent)
@@ -277,7 +280,7 @@ class ContextProviderRegistry:
             on_outcome=self.on_outcome,
             breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock)
                      if self.breakers is not None else False),
-            dedupe=self.dedupe,
+            dedupe=self.dedupe, digests=self.digests,
         )
         new._entries = [
             _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.volatile)
@@ -338,15 +341,18 @@ class ContextProviderRegistry:
 
             history = [message_text(m) for m in getattr(branch, "messages", ())
                        if m.get("role") != "system"]
+        volatile: Optional[list[bool]] = [e.volatile for e in entries]
+        if True not in volatile:  # type: ignore[operator]
+            volatile = None
         return hooks.merge(
-            outcomes, [e.name for e in entries], [e.priority for e in entries],
-            [e.max_tokens for e in entries], [e.volatile for e in entries],
-            dedupe_on=self.dedupe, history=history)
+            outcomes, len(entries),
+            lambda i: (entries[i].name, entries[i].priority, entries[i].max_tokens),
+            volatile, dedupe_on=self.dedupe, history=history)
 
     def _p13_finish(self, hooks: _p13.PassHooks, report: ProviderReport) -> None:
         current, brk, stable = hooks.finish(
             "lionagi", report.outcomes, self._last_digests, concurrent=self.concurrent,
-            budget=self._budget, used_tokens=report.used_tokens)
+            budget=self._budget, used_tokens=report.used_tokens, digests=self.digests)
         self._last_digests = current
         object.__setattr__(report, "cache_break", brk)
         object.__setattr__(report, "prefix_stable", stable)

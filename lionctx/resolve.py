@@ -128,8 +128,9 @@ async def resolve_context(
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(counter),  # issue 13
                             concurrent=True, timeout=timeout, deadline=deadline, limit=limit,
                             observe=hooks.observer(on_outcome))  # issue 13
-    outcomes = hooks.merge(outcomes, [c.name for c in calls],  # issue 13
-                           volatile=[_volatile(p) for p in providers], dedupe_on=bool(dedupe),
+    flags = [_volatile(p) for p in providers]
+    outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13
+                           flags if any(flags) else None, dedupe_on=bool(dedupe),
                            body=_untagged, history=history)
     report = build_report(outcomes, budget)
     digests, brk, stable = hooks.finish("agentium", outcomes, prior, concurrent=True,  # issue 13

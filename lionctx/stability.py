@@ -35,9 +35,23 @@ BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 
 
+#: text -> digest. Context is mostly the same from turn to turn (often the very same
+#: str object), so a dict lookup replaces hashing the bytes again. Bounded: cleared
+#: when full (dict operations are atomic under the GIL; a lost entry is recomputed).
+_MEMO: dict[str, str] = {}
+_MEMO_MAX = 4096
+
+
 def digest(text: str) -> str:
     """A 16-hex-digit BLAKE2b digest of ``text``'s UTF-8 bytes (lone surrogates kept)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    found = _MEMO.get(text)
+    if found is not None:
+        return found
+    value = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[text] = value
+    return value
 
 
 @dataclass(frozen=True)
@@ -92,13 +106,12 @@ def compare(previous: Optional[Digests], current: Digests) -> Optional[CacheBrea
 
 def stamp(outcomes: Sequence[Outcome], kept: Sequence[Outcome]) -> Digests:
     """Digest each kept block (``kept`` in rendering order); return the sequence."""
-    out = []
-    for o in kept:
-        d = o.digest
-        if d is None:
-            d = o.digest = digest(o.text or "")
-        out.append((o.name, d))
-    return tuple(out)
+    texts = [o.text or "" for o in kept]
+    memo = _MEMO.get  # inline the memo hit: no Python call per block on the hot path
+    digests = [memo(t) or digest(t) for t in texts]
+    for o, d in zip(kept, digests):
+        o.digest = d
+    return tuple(zip([o.name for o in kept], digests))
 
 
 class PrefixHistory:

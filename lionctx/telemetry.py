@@ -18,8 +18,9 @@ No provider text, header or query string goes into any attribute: reasons and
 error messages have URL query strings and userinfo cut before they are recorded.
 
 Spans go to the global tracer/meter providers unless :func:`configure` gives
-others (tests do, with the SDK's in-memory exporters). :func:`set_enabled` (or
-``LIONCTX_OTEL=0`` in the environment) turns recording off.
+others (tests do, with the SDK's in-memory exporters). While both global providers
+are still the API's no-op defaults, nothing is built at all. :func:`set_enabled`
+(or ``LIONCTX_OTEL=0`` in the environment) turns recording off.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any, Optional
 
 from .outcome import Outcome, Status
 
-__all__ = ["configure", "enabled", "record_pass", "set_enabled"]
+__all__ = ["configure", "enabled", "live", "record_pass", "scrub", "set_enabled"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,27 @@ def enabled() -> bool:
               and _installed())
         _state["enabled"] = on
     return bool(on)
+
+
+def live() -> bool:
+    """True when a pass should be recorded: tracing is :func:`enabled` and something
+    listens (providers given to :func:`configure`, or a global tracer or meter
+    provider that is not the API's no-op default). Checked per pass, cheaply."""
+    if not enabled():
+        return False
+    if _state["tracer_provider"] is not None or _state["meter_provider"] is not None:
+        return True
+    from opentelemetry import trace
+
+    if not isinstance(trace.get_tracer_provider(),
+                      (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return True
+    try:
+        from opentelemetry import metrics
+    except ImportError:
+        return False
+    return type(metrics.get_meter_provider()).__name__ not in (
+        "_ProxyMeterProvider", "NoOpMeterProvider")
 
 
 def _installed() -> bool:

@@ -319,3 +319,37 @@ async def test_a_dead_http_source_costs_its_timeout_three_turns_then_nothing(htt
         assert "(60.0s left" in report.outcomes[0].reason, "doubled cool-down"
     finally:
         await dead.aclose()
+
+
+def test_the_default_style_board_holds_providers_weakly():
+    import gc
+    import weakref
+
+    board = Breakers()
+
+    class P:
+        name = "p"
+
+        async def fetch(self, query, ctx):
+            return "x"
+
+    p = P()
+    ref = weakref.ref(p)
+    anyio.run(lambda: resolve_context([p], "q", breaker=board))
+    del p
+    gc.collect()
+    assert ref() is None
+
+
+def test_registry_breakers_follow_entries_added_later():
+    clock = Clock()
+    reg = ContextProviderRegistry(breaker=Breakers(clock=clock))
+    a = Flaky("a")
+    reg.register(a)
+    for _ in range(3):
+        anyio.run(reg.gather, None, None)
+    b = Flaky("b")
+    reg.register(b)
+    report = anyio.run(reg.gather, None, None)
+    assert [o.status for o in report.outcomes] == [Status.SKIPPED, Status.FAILED]
+    assert (a.calls, b.calls) == (3, 1)
