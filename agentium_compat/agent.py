@@ -56,7 +56,7 @@ from lionctx.adapters import fetch_method, provider_name
 from lionctx.breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx.branch import Branch, Instruction
 from lionctx.context import RunContext, coerce_run_context
-from lionctx.gather import validate_seconds
+from lionctx.gather import validate_max_chars, validate_seconds
 from lionctx.models.base import ChatModel, ChatResponse
 from lionctx.resolve import Resolution, resolve_context
 from lionctx.stability import PrefixHistory  # issue 13
@@ -207,8 +207,8 @@ class Agent:
     ``instructions``: a string, or a function (sync or async) of an
     :class:`InstructionContext` returning the system text. ``context_providers``
     are resolved on every run; ``context_budget`` (tokens of the tagged blocks),
-    ``context_timeout`` (seconds per provider) and ``context_deadline`` (seconds for
-    all) pass through to :func:`lionctx.resolve_context`. ``model_settings``
+    ``context_timeout`` (seconds per provider), ``context_deadline`` (seconds for
+    all) and ``context_max_chars`` (size limit of one provider's text) pass through to :func:`lionctx.resolve_context`. ``model_settings``
     (``temperature``...) go into every request. Without ``model`` an
     :class:`~lionctx.OpenAIChatModel` is configured from the environment.
 
@@ -236,6 +236,7 @@ class Agent:
         context_budget: Optional[float] = None,
         context_timeout: Optional[float] = None,
         context_deadline: Optional[float] = None,
+        context_max_chars: Optional[int] = None,
         model_settings: Optional[Mapping[str, Any]] = None,
         contextProviders: Optional[Sequence[Any]] = None,  # noqa: N803 - agentium spelling
         context_engine: Union[ContextEngine, str, None] = None,
@@ -275,6 +276,7 @@ class Agent:
         self.context_budget = context_budget
         self.context_timeout = validate_seconds(context_timeout, "context_timeout")
         self.context_deadline = validate_seconds(context_deadline, "context_deadline")
+        self.context_max_chars = validate_max_chars(context_max_chars, "context_max_chars")
         self.model_settings = dict(model_settings or {})
         self._engine: Optional[ContextEngine] = None
         if context_engine is not None or engine_config is not None:
@@ -477,6 +479,7 @@ class Agent:
             report = await resolve_context(
                 self.context_providers, input, ctx, budget=self.context_budget,
                 timeout=self.context_timeout, deadline=self.context_deadline,
+                max_chars=self.context_max_chars,
                 **self._p13_options(messages))  # issue 13
             self._p13_remember(ctx.session_id, report)  # issue 13
             text = report.text

@@ -18,8 +18,11 @@ it raises ``SourceUnavailable`` when its source could not answer, so the report 
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from typing import Any, Optional
 
+from ._text import make_encodable
+from ._threads import run_in_worker
 from .context import RunContext, coerce_run_context
 
 __all__ = [
@@ -38,18 +41,65 @@ def provider_name(provider: Any, explicit: Optional[str] = None, *,
     """Explicit name, then a truthy ``name``, then the class name (ADR-0008 D1).
 
     ``agentium=True`` also accepts the published agentium code's ``label`` after
-    ``name``.
+    ``name``. A name that cannot be encoded as UTF-8 (a lone surrogate, say from an
+    undecodable file name) has those characters replaced with U+FFFD: names are
+    sent to the model in the ``<context name="...">`` tag.
     """
     if explicit:
-        return explicit
+        return _encodable_name(explicit)
     for attr in (("name", "label") if agentium else ("name",)):
         try:
             value = getattr(provider, attr, None)
         except Exception:
             value = None
         if value and isinstance(value, str):
-            return value
+            return _encodable_name(value)
     return type(provider).__name__
+
+
+def _encodable_name(name: str) -> str:
+    return make_encodable(name)[0]
+
+
+# Whether a provide/fetch function is ``async def``, by function object: the check
+# costs more than the call it guards. Bounded, since closures come and go.
+_IS_ASYNC: dict[Any, bool] = {}
+
+
+def _is_async(method: Any) -> bool:
+    func = getattr(method, "__func__", method)
+    try:
+        known = _IS_ASYNC.get(func)
+    except TypeError:  # unhashable callable
+        return inspect.iscoroutinefunction(method)
+    if known is None:
+        known = inspect.iscoroutinefunction(method) or inspect.iscoroutinefunction(
+            getattr(method, "__call__", None))
+        if len(_IS_ASYNC) > 4096:
+            _IS_ASYNC.clear()
+        _IS_ASYNC[func] = known
+    return known
+
+
+async def _call_blocking_or_async(provider: Any, method: Any, *args: Any,
+                                  must_await: bool = False) -> Any:
+    """Await ``method(*args)``; a sync method runs in a lionctx worker thread.
+
+    A sync ``provide``/``fetch`` would otherwise block the event loop for its whole
+    run, past every timeout. In the thread it is abandoned when its timeout fires.
+    If it returns an awaitable (a plain function that builds a coroutine), that is
+    awaited on the loop.
+    """
+    if _is_async(method):
+        return await method(*args)
+    result = await run_in_worker(partial(method, *args), key=id(provider))
+    if inspect.isawaitable(result):
+        return await result
+    if must_await:
+        raise TypeError(
+            f"provide() of {type(provider).__name__} is not async: it returned "
+            f"{type(result).__name__} instead of an awaitable; define it with async def")
+    return result
 
 
 def fetch_method(provider: Any) -> Any:
@@ -97,18 +147,22 @@ def run_context_from_branch(branch: Any) -> RunContext:
 async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:
     """LionAGI face: ``provide(branch, instruction)``, or ``fetch`` adapted to it.
 
-    A ``provide`` that is not async fails when awaited, exactly as in LionAGI.
+    A sync ``provide`` runs in a worker thread under the same timeout rules, so it
+    cannot block the event loop; unless it returned an awaitable it then fails
+    (contained), as a non-async ``provide`` does in LionAGI. A sync ``fetch``
+    (agentium's shape, adapted) runs in a worker thread and its result counts.
     """
     provide = getattr(provider, "provide", None)
     if provide is not None:
-        return await provide(branch, instruction)
+        return await _call_blocking_or_async(provider, provide, branch, instruction,
+                                             must_await=True)
     fetch = fetch_method(provider)
     if fetch is None:
         raise AttributeError(
             f"context provider {type(provider).__name__} has no provide() or fetch()"
         )
-    result = fetch(query_from_instruction(instruction), run_context_from_branch(branch))
-    return await result if inspect.isawaitable(result) else result
+    return await _call_blocking_or_async(
+        provider, fetch, query_from_instruction(instruction), run_context_from_branch(branch))
 
 
 async def call_fetch(provider: Any, query: str, ctx: Any) -> Any:
@@ -125,5 +179,4 @@ async def call_fetch(provider: Any, query: str, ctx: Any) -> Any:
         raise AttributeError(
             f"context provider {type(provider).__name__} has no fetch() or fetchContext()"
         )
-    result = fetch(query, ctx)
-    return await result if inspect.isawaitable(result) else result
+    return await _call_blocking_or_async(provider, fetch, query, ctx)

@@ -569,7 +569,7 @@ class Branch:
         if self.system is None and not self.inject_systemless:
             self._set_report(registry.skipped_report())
             return ()
-        report = await registry.gather(self, instruction)
+        report = await registry.gather(self, instruction, tagged=self.render == "tags")
         self._set_report(report)
         if self.render == "tags":  # issue 13: stable blocks first, then volatile ones
             return tuple(ContextBlock(o.name, o.text) for o in ordered_kept(report.outcomes))

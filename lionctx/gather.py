@@ -1,16 +1,25 @@
 """The one engine: run providers against one request, one :class:`Outcome` each.
 
-Both faces sit on :func:`gather`. It owns concurrency and time:
+Both faces sit on :func:`gather`. It owns concurrency, time and containment:
 
 * ``concurrent=False`` runs providers one after another in registration order, so
-  their side effects happen in that order (LionAGI parity); ``True`` runs them in an
-  anyio task group, at most ``limit`` at a time.
+  their side effects happen in that order (LionAGI parity); ``True`` runs them in a
+  task group, at most ``limit`` at a time.
 * ``timeout`` (per provider, overridable per call) and ``deadline`` (whole pass) are
-  contained outcomes: the late provider is cancelled and reported ``timeout``; the
-  rest of the pass goes on (per-provider) or ends (deadline).
-* Any ``Exception`` from a provider, from output validation or from token counting
-  costs that provider only. Cancellation from the caller, and every other
-  ``BaseException``, propagates.
+  contained outcomes: the late provider is cancelled (a worker thread it started is
+  abandoned, see :mod:`lionctx._threads`) and reported ``timeout``; the rest of the
+  pass goes on (per-provider) or ends (deadline). Counting a large text runs in a
+  worker thread inside the same limit.
+* Everything a provider causes costs that provider only: an ``Exception`` from the
+  call, output validation or token counting, a tokenizer panic (a ``BaseException``
+  from the Rust extension), a ``CancelledError`` the provider raised itself. Only the
+  caller's own cancellation, ``KeyboardInterrupt``, ``SystemExit`` and
+  ``GeneratorExit`` propagate, and the caller's cancellation always does, even when
+  a provider swallowed it and returned text.
+* Text is made safe before it is counted: longer than the size limit
+  (``max_chars``) is skipped uncounted; lone surrogates are replaced with U+FFFD
+  (the row says degraded); counting stops as soon as a text is certain not to fit
+  its cap or the budget.
 
 Outcomes come back in registration order whatever order providers finished in.
 """
@@ -20,17 +29,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from time import perf_counter
 from typing import Any, Optional
 
 import anyio
+import anyio.lowlevel
 
 from .outcome import Outcome, SourceUnavailable, Status
-from .tokens import TokenCounter, prepare_counter
+from ._text import make_encodable
+from ._threads import run_in_worker
+from .tokens import TokenCounter, count_bounded, prepare_counter
 
-__all__ = ["Observer", "ProviderCall", "gather", "validate_seconds"]
+__all__ = ["DEFAULT_MAX_CHARS", "Observer", "ProviderCall", "gather", "validate_seconds"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +53,23 @@ _EMPTY = Status.EMPTY
 _FAILED = Status.FAILED
 _TIMEOUT = Status.TIMEOUT
 
+#: Default size limit of one provider's text, in characters: far beyond what any
+#: budget admits (about 250k tokens), small enough that checking it costs nothing.
+DEFAULT_MAX_CHARS = 1_000_000
+# Texts longer than this are counted in a worker thread, off the event loop.
+_THREAD_CHARS = 65_536
+_COUNT_KEY = "lionctx.tokens"
+
 
 @dataclass(slots=True)
 class ProviderCall:
     """One provider, ready to run: ``invoke()`` performs the call.
 
-    ``frame`` turns the returned text into what is counted and injected (the
-    agentium face wraps it in its tag). ``timeout`` overrides the pass's
-    per-provider timeout for this call.
+    ``frame`` turns the returned text into what is sent, and so what is counted
+    (a tag block); ``keep_frame`` says whether the outcome holds the framed text
+    (the agentium face) or the bare text (a branch that renders tags itself).
+    ``timeout`` overrides the pass's per-provider timeout for this call and
+    ``max_chars`` its size limit.
     """
 
     name: str
@@ -56,6 +79,8 @@ class ProviderCall:
     timeout: Optional[float] = None
     priority: float = 0
     max_tokens: Optional[float] = None
+    max_chars: Optional[int] = None
+    keep_frame: bool = True
 
 
 def validate_seconds(value: Any, label: str) -> Optional[float]:
@@ -67,6 +92,83 @@ def validate_seconds(value: Any, label: str) -> Optional[float]:
     if not value > 0 or math.isinf(value):
         raise ValueError(f"{label} must be a positive, finite number of seconds, got {value!r}")
     return float(value)
+
+
+def validate_max_chars(value: Any, label: str = "max_chars") -> Optional[int]:
+    """Check an optional size limit: a positive int of characters, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{label} must be a positive int (characters) or None, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{label} must be a positive int (characters) or None, got {value!r}")
+    return value
+
+
+# -- cancellation: the caller's propagates, a provider's own is its failure ------
+_CAN_TELL = sys.version_info >= (3, 11)
+
+
+def _cancel_requested() -> bool:
+    """True when someone asked to cancel the running asyncio task (3.11+)."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not on asyncio
+        return False
+    return task is not None and task.cancelling() > 0  # type: ignore[attr-defined]
+
+
+def _can_tell() -> bool:
+    if not _CAN_TELL:
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _fatal(exc: BaseException) -> bool:
+    """Must ``exc``, raised while counting or sanitizing, leave the pass?
+
+    ``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit`` and a cancellation of
+    the running task propagate. A ``CancelledError`` raised while nobody cancelled
+    this task (a provider awaited a shared task someone else cancelled) is that
+    provider's failure; where that cannot be told apart (trio, Python 3.10) every
+    cancellation propagates. Any other ``BaseException`` (pyo3's
+    ``PanicException`` from the tokenizer) is contained.
+    """
+    if isinstance(exc, Exception):  # an ExceptionGroup holds Exceptions only
+        return False
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        return True
+    if isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, asyncio.CancelledError):
+        return not _can_tell() or _cancel_requested()
+    if sys.version_info >= (3, 11) and isinstance(exc, BaseExceptionGroup):
+        return any(_fatal(e) for e in exc.exceptions)
+    return False
+
+
+def _fatal_from_provider(exc: BaseException) -> bool:
+    """Must ``exc``, raised by a provider's call, leave the pass?
+
+    ADR-0008 D2: a ``BaseException`` outside ``Exception`` propagates, except a
+    ``CancelledError`` that is the provider's own (see :func:`_fatal`).
+    """
+    if isinstance(exc, Exception):
+        return False
+    if isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, asyncio.CancelledError):
+        return not _can_tell() or _cancel_requested()
+    return True
+
+
+async def _reraise_cancellation() -> None:
+    """Deliver a cancellation a provider swallowed (it caught CancelledError and
+    answered): asyncio delivers ``task.cancel()`` once, so the turn would go on."""
+    # An anyio cancel scope re-delivers its own cancellation at a checkpoint (and
+    # only its own is absorbed by it); a plain task.cancel() must be raised anew.
+    await anyio.lowlevel.checkpoint()
+    raise asyncio.CancelledError()
 
 
 def _message(exc: BaseException) -> str:
@@ -83,13 +185,16 @@ def _log_failure(call: ProviderCall, exc: BaseException) -> None:
         logger.warning("context provider %r raised; skipping", call.name, exc_info=exc)
 
 
-def _failed(call: ProviderCall, index: int, start: float, exc: BaseException) -> Outcome:
+def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
+            prefix: str = "") -> Outcome:
     message = _message(exc)
+    if isinstance(exc, asyncio.CancelledError):
+        message = message or "the provider raised CancelledError while the turn was not cancelled"
     return Outcome(
         call.name, index, _FAILED,
         duration_ms=(perf_counter() - start) * 1000.0,
         error_type=type(exc).__name__, error=message,
-        reason=f"{type(exc).__name__}: {message}",
+        reason=f"{prefix}{type(exc).__name__}: {message}",
         priority=call.priority, max_tokens=call.max_tokens,
     )
 
@@ -112,11 +217,72 @@ def _degradation(provider: Any) -> Optional[str]:
     return None
 
 
-def _finish(call: ProviderCall, index: int, result: Any, start: float,
-            counter: TokenCounter) -> Outcome:
-    """Validate what a provider returned and count it, inside containment.
+def _add_reason(current: Optional[str], more: str) -> str:
+    return more if current is None else f"{current}; {more}"
 
-    ``duration_ms`` is the provider's own time: counting is not charged to it.
+
+@dataclass(slots=True)
+class _Pass:
+    """What every provider of one pass shares."""
+
+    counter: TokenCounter
+    timeout: Optional[float]
+    budget: Optional[float]
+    max_chars: int
+    join_cost: int = 0
+
+
+@dataclass(slots=True)
+class _Big:
+    """A text to count in a worker thread: everything else about the outcome is known."""
+
+    counted: str
+    stored: str
+    bound: float
+    elapsed: float
+    degraded: Optional[str]
+    cached: bool
+    stale: bool
+
+
+def _bound(call: ProviderCall, ps: _Pass) -> float:
+    # A text over its cap is a cap skip whatever the budget; with no cap, over the
+    # whole budget is a budget skip. Stopping past these keeps LionAGI's labels.
+    cap = call.max_tokens
+    if cap:
+        return float(cap)
+    if ps.budget is not None:
+        return float(ps.budget)
+    return math.inf
+
+
+def _counted(call: ProviderCall, index: int, ps: _Pass, counted: str, stored: str,
+             tokens: int, exact: bool, elapsed: float, degraded: Optional[str],
+             cached: bool, stale: bool) -> Outcome:
+    if type(tokens) is not int or tokens < 0:
+        raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
+    if call.frame is not None:
+        tokens += ps.join_cost
+    return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
+                   degraded, cached, stale, call.priority, call.max_tokens, exact)
+
+
+def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseException,
+                  elapsed: float, degraded: Optional[str]) -> Outcome:
+    logger.warning("context provider %r output could not be counted", call.name,
+                   exc_info=exc)
+    out = _failed(call, index, start, exc, "token counting failed: ")
+    out.duration_ms = elapsed
+    out.degradation_reason = degraded
+    return out
+
+
+def _finish(call: ProviderCall, index: int, result: Any, start: float,
+            ps: _Pass) -> Outcome | _Big:
+    """Validate, size-check, sanitize and count what a provider returned.
+
+    ``duration_ms`` is the provider's own time: counting is not charged to it. A
+    large text comes back as :class:`_Big`, to be counted off the loop.
     """
     elapsed = (perf_counter() - start) * 1000.0
     degraded = _degradation(call.provider)
@@ -134,27 +300,57 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         out.degradation_reason = degraded
         return out
     plain = type(result) is str
+    cached = stale = False
+    if not plain:
+        try:
+            cached = bool(getattr(result, "cached", False))
+            stale = bool(getattr(result, "stale", False))
+        except Exception:  # a str subclass's properties are the provider's business
+            cached = stale = False
+    size = str.__len__(result)
+    limit = call.max_chars if call.max_chars is not None else ps.max_chars
+    if size > limit:
+        logger.warning("context provider %r returned %d characters, over its size limit "
+                       "of %d; skipped uncounted", call.name, size, limit)
+        return Outcome(call.name, index, Status.SKIPPED_SIZE, None, 0, elapsed, None, None,
+                       f"{size} characters over the size limit of {limit}", degraded,
+                       cached, stale, call.priority, call.max_tokens)
     try:
         # Plain str, whatever subclass came back: what we count is what we send.
         text = result if plain else str.__add__("", result)
+        text, replaced = make_encodable(text)
+        if replaced:
+            why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded as "
+                   "UTF-8, with U+FFFD")
+            logger.warning("context provider %r: %s", call.name, why)
+            degraded = _add_reason(degraded, why)
+        counted = text if call.frame is None else call.frame(text)
+        stored = counted if call.keep_frame else text
+        bound = _bound(call, ps)
         if call.frame is not None:
-            text = call.frame(text)
-        tokens = counter(text)
-        if type(tokens) is not int or tokens < 0:
-            raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
-    except Exception as exc:
-        logger.warning("context provider %r output could not be counted", call.name,
-                       exc_info=True)
-        out = _failed(call, index, start, exc)
-        out.duration_ms = elapsed
-        out.degradation_reason = degraded
-        return out
-    if plain:
-        return Outcome(call.name, index, _FIRED, text, tokens, elapsed, None, None, None,
-                       degraded, False, False, call.priority, call.max_tokens)
-    return Outcome(call.name, index, _FIRED, text, tokens, elapsed, None, None, None,
-                   degraded, bool(getattr(result, "cached", False)),
-                   bool(getattr(result, "stale", False)), call.priority, call.max_tokens)
+            bound -= ps.join_cost
+        if len(counted) > _THREAD_CHARS:
+            return _Big(counted, stored, bound, elapsed, degraded, cached, stale)
+        tokens, exact = count_bounded(ps.counter, counted, bound)
+        return _counted(call, index, ps, counted, stored, tokens, exact, elapsed, degraded,
+                        cached, stale)
+    except BaseException as exc:
+        if _fatal(exc):
+            raise
+        return _count_failed(call, index, start, exc, elapsed, degraded)
+
+
+async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
+                     ps: _Pass) -> Outcome:
+    try:
+        tokens, exact = await run_in_worker(
+            partial(count_bounded, ps.counter, big.counted, big.bound), key=_COUNT_KEY)
+        return _counted(call, index, ps, big.counted, big.stored, tokens, exact,
+                        big.elapsed, big.degraded, big.cached, big.stale)
+    except BaseException as exc:
+        if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
+            raise  # a timeout's cancellation is the scope's to absorb
+        return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
 
 
 Observer = Callable[[Outcome], None]
@@ -169,30 +365,51 @@ def _notify(observe: Optional[Observer], outcome: Outcome) -> Outcome:
     return outcome
 
 
-async def _run_one(call: ProviderCall, index: int, counter: TokenCounter,
-                   timeout: Optional[float], starts: Optional[list[Optional[float]]]) -> Outcome:
+async def _run_one(call: ProviderCall, index: int, ps: _Pass,
+                   starts: Optional[list[Optional[float]]]) -> Outcome:
     start = perf_counter()
     if starts is not None:
         starts[index] = start
-    limit = call.timeout if call.timeout is not None else timeout
+    limit = call.timeout if call.timeout is not None else ps.timeout
     if limit is None:
         try:
             result = await call.invoke()
-        except Exception as exc:
+        except BaseException as exc:
+            if _fatal_from_provider(exc):
+                raise
             _log_failure(call, exc)
             return _failed(call, index, start, exc)
-    else:
-        with anyio.move_on_after(limit) as scope:
-            try:
-                result = await call.invoke()
-            except Exception as exc:
-                if not scope.cancel_called:
-                    _log_failure(call, exc)
-                    return _failed(call, index, start, exc)
-        if scope.cancel_called:
-            logger.warning("context provider %r timed out after %gs", call.name, limit)
-            return _timed_out(call, index, start, f"timed out after {limit:g}s")
-    return _finish(call, index, result, start, counter)
+        out = _finish(call, index, result, start, ps)
+        if out.__class__ is _Big:
+            return await _count_big(call, index, start, out, ps)  # type: ignore[arg-type]
+        return out  # type: ignore[return-value]
+    outcome: Optional[Outcome] = None
+    answered = False
+    with anyio.move_on_after(limit) as scope:
+        try:
+            result = await call.invoke()
+            answered = True
+            out = _finish(call, index, result, start, ps)
+            if out.__class__ is _Big:
+                out = await _count_big(call, index, start, out, ps)  # type: ignore[arg-type]
+            outcome = out  # type: ignore[assignment]
+        except BaseException as exc:
+            if scope.cancel_called and isinstance(exc, anyio.get_cancelled_exc_class()):
+                raise  # ours: the scope absorbs it; the caller's: it propagates
+            if _fatal(exc) if answered else _fatal_from_provider(exc):
+                raise
+            if not scope.cancel_called:
+                _log_failure(call, exc)
+                return _failed(call, index, start, exc)
+    if scope.cancel_called:
+        # Late, even if the provider swallowed the cancellation and answered: what
+        # comes after the limit is dropped, never injected.
+        why = (f"timed out after {limit:g}s while counting its text" if answered
+               else f"timed out after {limit:g}s")
+        logger.warning("context provider %r %s", call.name, why)
+        return _timed_out(call, index, start, why)
+    assert outcome is not None
+    return outcome
 
 
 async def gather(
@@ -204,41 +421,72 @@ async def gather(
     deadline: Optional[float] = None,
     limit: Optional[int] = None,
     observe: Optional[Observer] = None,
+    budget: Optional[float] = None,
+    max_chars: Optional[int] = None,
+    timing: Optional[dict[str, float]] = None,
 ) -> list[Outcome]:
     """Run ``calls`` and return one outcome per call, in the order given.
 
     Outcomes of providers that returned text have status ``fired``; admission
-    (a later, separate step) may turn them into skips. ``observe`` is called with
+    (a later, separate step) may turn them into skips. ``budget`` only lets
+    counting stop early for a text that cannot fit. ``observe`` is called with
     each outcome as soon as it is known (for live progress); its errors are logged
-    and ignored.
+    and ignored. ``timing``, when given, receives ``tokenizer_load_ms``: the time
+    spent loading the encoding before any provider started (once per process).
     """
     n = len(calls)
     if n == 0:
         return []
+    loading = perf_counter()
     try:
         await prepare_counter(counter)
     except Exception:
         # A missing or corrupt encoding fails each provider's count inside its own
         # containment below, with the reason; it never costs the pass.
         logger.warning("could not load the token encoding", exc_info=True)
+    if timing is not None:
+        timing["tokenizer_load_ms"] = (perf_counter() - loading) * 1000.0
+    ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars)
+    if any(c.frame is not None for c in calls):
+        ps.join_cost = _join_cost(counter)
     if not concurrent or n == 1:
-        return await _sequential(calls, counter, timeout, deadline, observe)
-    return await _concurrent(calls, counter, timeout, deadline, limit, observe)
+        outcomes = await _sequential(calls, ps, deadline, observe)
+    else:
+        outcomes = await _concurrent(calls, ps, deadline, limit, observe)
+    if _cancel_requested():
+        await _reraise_cancellation()
+    return outcomes
 
 
-async def _sequential(calls: Sequence[ProviderCall], counter: TokenCounter,
-                      timeout: Optional[float], deadline: Optional[float],
+def _join_cost(counter: TokenCounter) -> int:
+    """Tokens a blank line adds after a tag block (blocks are joined by one).
+
+    A block always ends with ``>``; the pattern never splits ``\\n\\n<``, so what
+    joining adds is exactly ``count(">\\n\\n") - count(">")`` (0 for o200k_base).
+    """
+    try:
+        extra = counter(">\n\n") - counter(">")
+    except Exception:
+        return 2
+    return extra if type(extra) is int and extra > 0 else 0
+
+
+async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: Optional[float],
                       observe: Optional[Observer]) -> list[Outcome]:
     outcomes: list[Outcome] = []
     if deadline is None:
         for i, call in enumerate(calls):
-            o = await _run_one(call, i, counter, timeout, None)
+            o = await _run_one(call, i, ps, None)
+            if _cancel_requested():
+                await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
         return outcomes
     starts: list[Optional[float]] = [None] * len(calls)
     with anyio.move_on_after(deadline):
         for i, call in enumerate(calls):
-            o = await _run_one(call, i, counter, timeout, starts)
+            o = await _run_one(call, i, ps, starts)
+            if _cancel_requested():
+                await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
     for i in range(len(outcomes), len(calls)):
         why = (f"deadline of {deadline:g}s reached" if starts[i] is not None
@@ -277,8 +525,7 @@ async def _spawn(n: int, body: Callable[[int], Awaitable[None]]) -> None:
                 tg.start_soon(body, i)
 
 
-async def _concurrent(calls: Sequence[ProviderCall], counter: TokenCounter,
-                      timeout: Optional[float], deadline: Optional[float],
+async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: Optional[float],
                       limit: Optional[int], observe: Optional[Observer]) -> list[Outcome]:
     n = len(calls)
     results: list[Optional[Outcome]] = [None] * n
@@ -287,10 +534,10 @@ async def _concurrent(calls: Sequence[ProviderCall], counter: TokenCounter,
 
     async def run(i: int) -> None:
         if limiter is None:
-            o = await _run_one(calls[i], i, counter, timeout, starts)
+            o = await _run_one(calls[i], i, ps, starts)
         else:
             async with limiter:
-                o = await _run_one(calls[i], i, counter, timeout, starts)
+                o = await _run_one(calls[i], i, ps, starts)
         results[i] = o if observe is None else _notify(observe, o)
 
     if starts is None:

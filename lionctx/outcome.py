@@ -35,6 +35,8 @@ class Status(str, Enum):
     """Returned more tokens than its own cap (``max_tokens``)."""
     SKIPPED_BUDGET = "skipped_budget"
     """Did not fit in what was left of the total budget."""
+    SKIPPED_SIZE = "skipped_size"
+    """Returned more characters than its size limit (``max_chars``); never counted."""
     SKIPPED = "skipped"
     """Not called at all (for example on a branch with no system message)."""
 
@@ -65,6 +67,9 @@ class Outcome:
     stale: bool = False
     priority: float = 0
     max_tokens: Optional[float] = None
+    exact: bool = True
+    """False when counting stopped early: ``tokens`` is then a lower bound that
+    already exceeds the cap or the budget (the text was skipped, never sent)."""
     # -- production fields (issue 13); gather leaves them at their defaults -------
     started_ns: Optional[int] = None
     """Wall-clock start of the call (``time.time_ns()``), for trace spans."""

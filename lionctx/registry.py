@@ -26,8 +26,9 @@ from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from .adapters import call_provide, provider_name
 from .breaker import Breakers, coerce_breakers
 from .admission import Candidate, admit
-from .gather import Observer, ProviderCall, gather, validate_seconds
+from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
+from .render import tag_block
 from .tokens import TokenCounter, resolve_counter
 
 __all__ = ["ContextProvider", "ContextProviderRegistry", "ProviderReport"]
@@ -68,6 +69,10 @@ class ProviderReport:
     offered_tokens: int = 0
     """Tokens of every block providers returned, kept or not."""
     duration_ms: float = 0.0
+    """Wall time of the pass, not counting the one-time tokenizer load."""
+    tokenizer_load_ms: float = 0.0
+    """Time spent loading the token encoding before any provider started (the
+    first pass in a process only; 0 afterwards)."""
     cache_break: Optional[Any] = None
     """The first block that differs from the previous pass's (a
     :class:`~lionctx.stability.CacheBreak`), ``None`` when none does."""
@@ -91,6 +96,7 @@ class ProviderReport:
             "used_tokens": self.used_tokens,
             "offered_tokens": self.offered_tokens,
             "duration_ms": self.duration_ms,
+            "tokenizer_load_ms": self.tokenizer_load_ms,
             "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
             "prefix_stable": self.prefix_stable,
             "cache_break": self.cache_break.to_dict() if self.cache_break is not None else None,
@@ -126,6 +132,7 @@ class _Entry:
     max_tokens: Optional[Number]
     name: str
     timeout: Optional[float] = None
+    max_chars: Optional[int] = None
     volatile: bool = False
 
 
@@ -141,6 +148,8 @@ class ContextProviderRegistry:
     together, ``timeout`` bounds each provider (seconds; ``register`` can override
     it per provider), ``deadline`` bounds the whole pass, ``limit`` caps how many run
     at once. ``counter`` is a tiktoken encoding name or a ``str -> int`` callable.
+    ``max_chars`` is the size limit of one provider's text (default 1,000,000
+    characters; ``register`` can override it): longer text is skipped uncounted.
 
     Production (issue 13): ``breaker`` (default ``True``) gives each provider a
     circuit breaker (see :mod:`lionctx.breaker`; ``False`` turns them off, a
@@ -161,11 +170,13 @@ class ContextProviderRegistry:
         limit: Optional[int] = None,
         counter: Union[str, TokenCounter, None] = None,
         on_outcome: Optional[Observer] = None,
+        max_chars: Optional[int] = None,
         breaker: Any = True,
         dedupe: bool = False,
         digests: bool = True,
     ) -> None:
         self._entries: list[_Entry] = []
+        self.max_chars = max_chars
         # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
         # the previous pass's block digests (for the cache-break report).
         self.breakers: Optional[Breakers] = coerce_breakers(breaker)
@@ -214,6 +225,15 @@ class ContextProviderRegistry:
         self._deadline = validate_seconds(value, "deadline")
 
     @property
+    def max_chars(self) -> Optional[int]:
+        """Size limit of one provider's text in characters (None: the default)."""
+        return self._max_chars
+
+    @max_chars.setter
+    def max_chars(self, value: Optional[int]) -> None:
+        self._max_chars = validate_max_chars(value)
+
+    @property
     def limit(self) -> Optional[int]:
         """How many providers may run at once in concurrent mode, or None."""
         return self._limit
@@ -231,6 +251,7 @@ class ContextProviderRegistry:
         max_tokens: Optional[Number] = None,
         name: Optional[str] = None,
         timeout: Optional[float] = None,
+        max_chars: Optional[int] = None,
         volatile: Optional[bool] = None,
     ) -> None:
         """Append ``provider``. No replacement by name.
@@ -238,7 +259,8 @@ class ContextProviderRegistry:
         The name is ``name``, else a truthy ``provider.name``, else the class name.
         ``max_tokens`` caps this provider's block (falsy: no cap; strict ``>``).
         ``priority`` decides who survives a budget conflict (higher first).
-        ``timeout`` overrides the registry's per-provider timeout.
+        ``timeout`` overrides the registry's per-provider timeout and ``max_chars``
+        its size limit.
         ``volatile=True`` marks a source whose text changes from turn to turn: a
         tag-rendering branch puts its block after every stable one (prompt caches).
         ``None`` (default) takes the provider's own ``volatile`` attribute when it is
@@ -249,13 +271,14 @@ class ContextProviderRegistry:
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str or None, got {name!r}")
         timeout = validate_seconds(timeout, "timeout")
+        max_chars = validate_max_chars(max_chars)
         if volatile is None:
             volatile = getattr(provider, "volatile", False) is True
         if not isinstance(volatile, bool):
             raise TypeError(f"volatile must be a bool, got {volatile!r}")
         self._entries.append(
             _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout,
-                   volatile)
+                   max_chars, volatile)
         )
 
     def __bool__(self) -> bool:
@@ -277,13 +300,14 @@ class ContextProviderRegistry:
         new = ContextProviderRegistry(
             self._budget, concurrent=self.concurrent, timeout=self._timeout,
             deadline=self._deadline, limit=self._limit, counter=self._counter_spec,
-            on_outcome=self.on_outcome,
+            on_outcome=self.on_outcome, max_chars=self._max_chars,
             breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock)
                      if self.breakers is not None else False),
             dedupe=self.dedupe, digests=self.digests,
         )
         new._entries = [
-            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.volatile)
+            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.max_chars,
+                   e.volatile)
             for e in self._entries
         ]
         return new
@@ -307,8 +331,15 @@ class ContextProviderRegistry:
             budget=self._budget,
         )
 
-    async def gather(self, branch: Any, instruction: Any) -> ProviderReport:
-        """Run every provider's ``provide(branch, instruction)`` and select within budget."""
+    async def gather(self, branch: Any, instruction: Any, *, tagged: bool = False
+                     ) -> ProviderReport:
+        """Run every provider's ``provide(branch, instruction)`` and select within budget.
+
+        LionAGI counts each block's bare text. ``tagged=True`` (what a branch that
+        renders ``<context>`` tags passes) counts each block as it is sent, tag and
+        joining blank line included, so the budget bounds the bytes the model gets;
+        ``blocks`` still hold the bare text.
+        """
         entries = self._entries
         if not entries:
             return ProviderReport()
@@ -316,18 +347,24 @@ class ContextProviderRegistry:
         hooks = _p13.PassHooks.start(self.breakers, entries)  # issue 13
         calls = [
             ProviderCall(e.name, e.provider, partial(call_provide, e.provider, branch, instruction),
-                         None, e.timeout, e.priority, e.max_tokens)
+                         partial(tag_block, e.name) if tagged else None, e.timeout, e.priority,
+                         e.max_tokens, e.max_chars, False)
             for e in hooks.select(entries)  # issue 13: was `entries`
         ]
+        timing: dict[str, float] = {}
         outcomes = await gather(
             calls, counter=self._get_counter(), concurrent=self.concurrent,
             timeout=self._timeout, deadline=self._deadline, limit=self._limit,
             observe=hooks.observer(self.on_outcome),  # issue 13: was `self.on_outcome`
+            budget=self._budget, max_chars=self._max_chars,
+            timing=timing,
         )
         outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13
         report = build_report(outcomes, self._budget)
         self._p13_finish(hooks, report)  # issue 13
-        object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0)
+        load = timing.get("tokenizer_load_ms", 0.0)
+        object.__setattr__(report, "tokenizer_load_ms", load)
+        object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0 - load)
         self._count(report)
         return report
 
@@ -387,6 +424,10 @@ class ContextProviderRegistry:
                 self.stats["writeback_records"] += result
 
 
+def _tokens(o: Outcome) -> str:
+    return f"{o.tokens} tokens" if o.exact else f"at least {o.tokens} tokens (counting stopped)"
+
+
 def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderReport:
     """Admission over gathered outcomes, then LionAGI's report lists."""
     texted = [o for o in outcomes if o.status is Status.FIRED]
@@ -396,11 +437,11 @@ def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderR
     for i in decision.skipped_cap:
         o = texted[i]
         o.status = Status.SKIPPED_CAP
-        o.reason = f"{o.tokens} tokens over its cap of {o.max_tokens:g}"
+        o.reason = f"{_tokens(o)} over its cap of {o.max_tokens:g}"
     for i, room in zip(decision.skipped_budget, decision.room):
         o = texted[i]
         o.status = Status.SKIPPED_BUDGET
-        o.reason = f"{o.tokens} tokens did not fit the {room:g} left of budget {budget:g}"
+        o.reason = f"{_tokens(o)} did not fit the {room:g} left of budget {budget:g}"
     kept = [texted[i] for i in decision.kept]
     failed: list[str] = []
     degraded: list[dict[str, Any]] = []
@@ -412,7 +453,8 @@ def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderR
     return ProviderReport(
         blocks=[o.text for o in kept],  # type: ignore[misc]
         fired=[{"provider_name": o.name, "tokens": o.tokens} for o in kept],
-        skipped=[texted[i].name for i in decision.skipped],
+        skipped=[o.name for o in outcomes if o.status is Status.SKIPPED_SIZE]
+        + [texted[i].name for i in decision.skipped],
         failed=failed,
         degraded=degraded,
         outcomes=outcomes,

@@ -24,7 +24,7 @@ from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from .adapters import call_fetch, provider_name
 from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
-from .gather import Observer, ProviderCall, gather, validate_seconds
+from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
 from .registry import build_report, check_limit, check_number
 from .render import join_tagged, tag_block
@@ -44,6 +44,9 @@ class Resolution:
     budget: Optional[Number] = None
     used_tokens: int = 0
     duration_ms: float = 0.0
+    """Wall time of the pass, not counting the one-time tokenizer load."""
+    tokenizer_load_ms: float = 0.0
+    """Time spent loading the token encoding (the first pass in a process only)."""
     digests: tuple[tuple[str, str], ...] = ()
     """``(name, digest)`` of each block in ``text``, in order: pass this resolution
     as the next turn's ``previous=`` to learn whether the prefix stayed stable."""
@@ -67,6 +70,7 @@ class Resolution:
             "budget": self.budget,
             "used_tokens": self.used_tokens,
             "duration_ms": self.duration_ms,
+            "tokenizer_load_ms": self.tokenizer_load_ms,
             "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
             "prefix_stable": self.prefix_stable,
             "cache_break": self.cache_break.to_dict() if self.cache_break is not None else None,
@@ -84,6 +88,7 @@ async def resolve_context(
     limit: Optional[int] = None,
     counter: Union[str, TokenCounter, None] = None,
     on_outcome: Optional[Observer] = None,
+    max_chars: Optional[int] = None,
     breaker: Any = True,
     dedupe: bool = False,
     previous: Any = None,
@@ -96,6 +101,8 @@ async def resolve_context(
     ``timeout`` and ``deadline`` are seconds. With ``budget``, blocks are admitted
     greedily in list order until the budget (tokens of the tagged blocks) is spent.
     ``on_outcome`` is called with each provider's outcome as soon as it is known.
+    ``max_chars`` is the size limit of one provider's text (default 1,000,000
+    characters): longer text is skipped uncounted.
 
     Production options: ``breaker`` (``True``, the default: the
     process-wide circuit breakers, one per provider instance; ``False``: off; or a
@@ -117,6 +124,7 @@ async def resolve_context(
     limit = check_limit(limit)
     boards = coerce_breakers(breaker, DEFAULT_BREAKERS)
     prior = _previous_digests(previous)
+    max_chars = validate_max_chars(max_chars)
     started = perf_counter()
     run_ctx = coerce_run_context(ctx)
     calls = []
@@ -124,20 +132,24 @@ async def resolve_context(
         name = provider_name(provider, agentium=True)
         calls.append(ProviderCall(name, provider, partial(call_fetch, provider, query, run_ctx),
                                   partial(tag_block, name)))
+    timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(counter),  # issue 13
                             concurrent=True, timeout=timeout, deadline=deadline, limit=limit,
-                            observe=hooks.observer(on_outcome))  # issue 13
+                            observe=hooks.observer(on_outcome),  # issue 13
+                            budget=budget, max_chars=max_chars, timing=timing)
     flags = [_volatile(p) for p in providers]
     outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13
-                           flags if any(flags) else None, dedupe_on=bool(dedupe),
+                           flags if True in flags else None, dedupe_on=bool(dedupe),
                            body=_untagged, history=history)
     report = build_report(outcomes, budget)
     digests, brk, stable = hooks.finish("agentium", outcomes, prior, concurrent=True,  # issue 13
                                         budget=budget, used_tokens=report.used_tokens)
     text = join_tagged(o.text for o in _p13.ordered_kept(outcomes))  # issue 13: volatile last
+    load = timing.get("tokenizer_load_ms", 0.0)
     return Resolution(text, outcomes, budget, report.used_tokens,
-                      (perf_counter() - started) * 1000.0, digests, brk, stable)
+                      (perf_counter() - started) * 1000.0 - load, load,
+                      digests=digests, cache_break=brk, prefix_stable=stable)
 
 
 # -- issue 13 helpers ---------------------------------------------------------------

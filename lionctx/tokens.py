@@ -16,6 +16,7 @@ import functools
 import gzip
 import hashlib
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -31,6 +32,7 @@ __all__ = [
     "TokenCounter",
     "TokenizerDataError",
     "clear_token_cache",
+    "count_bounded",
     "count_tokens",
     "get_counter",
     "prepare_counter",
@@ -134,12 +136,19 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
 
 # Counts are cached: context is mostly stable from turn to turn (the same notes, the
 # same status text), and hashing a string is far cheaper than encoding it. Short texts
-# are their own keys; longer ones are keyed by a digest, so the cache never holds them.
+# are their own keys; longer ones are keyed by their hash (see _digest), so the cache
+# never holds them.
 _SHORT_TEXT = 2048
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+def _digest(text: str) -> tuple[int, int]:
+    """The memo key of a long text, which the memo never holds.
+
+    Python's own string hash: keyed per process (SipHash with a random key, so
+    nobody can craft a collision), computed once and cached on the string object,
+    so a source that returns the same string every turn is looked up for free.
+    """
+    return (len(text), hash(text))
 
 
 def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
@@ -147,6 +156,7 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
 
     Counts are memoized (bounded: 2048 texts of up to 2048 chars kept as keys, and
     256 longer texts kept only as a digest); :func:`clear_token_cache` empties them.
+    The counter also has ``count_bounded(text, bound)`` (see :func:`count_bounded`).
     """
     counter = _counters.get(encoding)
     if counter is not None:
@@ -158,8 +168,14 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return len(get_encoding(encoding).encode_ordinary(text))
 
     short = functools.lru_cache(maxsize=2048)(encode_len)
-    long: OrderedDict[bytes, int] = OrderedDict()
+    long: OrderedDict[tuple[int, int], int] = OrderedDict()
     _caches.extend((short.cache_clear, long.clear))
+
+    def remember(key: tuple[int, int], n: int) -> None:
+        with _lock:
+            long[key] = n
+            if len(long) > 256:
+                long.popitem(last=False)
 
     def count(text: str) -> int:
         if len(text) <= _SHORT_TEXT:
@@ -168,15 +184,92 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         n = long.get(key)
         if n is None:
             n = encode_len(text)
-            with _lock:
-                long[key] = n
-                if len(long) > 256:
-                    long.popitem(last=False)
+            remember(key, n)
         return n
 
+    def bounded(text: str, bound: float) -> tuple[int, bool]:
+        if len(text) <= _SHORT_TEXT:
+            return short(text), True
+        key = _digest(text)
+        n = long.get(key)
+        if n is not None:
+            return n, True
+        n, exact = _count_in_pieces(encode_len, text, bound)
+        if exact:
+            remember(key, n)
+        return n, exact
+
     count.encoding_name = encoding  # type: ignore[attr-defined]  # read by prepare_counter
+    # Only the bundled encoding's split pattern is known to allow the cut rule below.
+    count.count_bounded = bounded if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
     with _lock:
         return _counters.setdefault(encoding, count)
+
+
+# Unicode White_Space, which the encoding's ``\s`` matches.
+_WHITE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004"
+                   "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def safe_cut(text: str, at: int) -> int:
+    """The first index ``i >= at`` where the o200k split pattern always splits, or -1.
+
+    ``i`` qualifies when ``text[i]`` is a plain space and ``text[i-1]`` is not white
+    space: no alternative of the pattern can match across that point (a word or
+    number never takes a following space, a punctuation run only takes trailing
+    line breaks or slashes, and every white-space alternative starts at white
+    space), and the only look-ahead (``\\s+(?!\\S)``) never ends there. So
+    ``count(text) == count(text[:i]) + count(text[i:])``, a fact the tests check as a
+    Hypothesis property.
+    """
+    find = text.find
+    i = find(" ", max(at, 1))
+    while i != -1:
+        prev = text[i - 1]
+        if prev not in _WHITE and not prev.isspace():
+            return i
+        i = find(" ", i + 1)
+    return -1
+
+
+def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float) -> tuple[int, bool]:
+    """Count ``text`` piece by piece, stopping once the total passes ``bound``.
+
+    Returns ``(n, True)`` with the exact count, or ``(n, False)`` with a lower bound
+    ``n > bound`` when counting stopped early. Pieces grow from about eight
+    characters per token of the bound, so a text that cannot fit costs a small
+    multiple of the bound, not of its length.
+    """
+    if bound == math.inf:
+        return encode_len(text), True
+    total = 0
+    pos = 0
+    step = max(256, int(min(bound, 1 << 20)) * 8)
+    n = len(text)
+    while pos < n:
+        cut = safe_cut(text, pos + step) if pos + step < n else -1
+        if cut == -1:
+            total += encode_len(text[pos:])
+            return total, True
+        total += encode_len(text[pos:cut])
+        pos = cut
+        if total > bound:
+            return total, False
+        step *= 2
+    return total, True
+
+
+def count_bounded(counter: TokenCounter, text: str, bound: float) -> tuple[int, bool]:
+    """``(count, True)``, or ``(lower_bound, False)`` with ``lower_bound > bound``.
+
+    Counters that do not support stopping early (callables, other encodings) count
+    the whole text.
+    """
+    fn = getattr(counter, "count_bounded", None)
+    if fn is None or bound == math.inf:
+        return counter(text), True
+    result: tuple[int, bool] = fn(text, bound)
+    return result
 
 
 async def prepare_counter(counter: TokenCounter) -> None:

@@ -290,14 +290,16 @@ def test_render_properties(system, texts, guidance, instruction):
 async def test_budget_is_enforced_end_to_end(server, model):
     small, big = "tiny note", "word " * 60
     branch = Branch(SYSTEM, model)
-    branch.providers.budget = count_tokens(small) + 5
+    # In tag mode the budget counts each block as sent, frame included.
+    framed = count_tokens(tags(("small", small)))
+    branch.providers.budget = framed + 5
     branch.providers.register(Static("big", big), priority=1)
     branch.providers.register(Static("small", small))
     await branch.communicate("q")
     assert sent(server)[0]["content"] == SYSTEM + "\n\n" + tags(("small", small))
     report = branch.last_context_report
     assert report.skipped == ["big"] and report.names == ["small"]
-    assert report.fired == [{"provider_name": "small", "tokens": count_tokens(small)}]
+    assert report.fired == [{"provider_name": "small", "tokens": framed}]
     big_outcome = report.outcomes[0]
     assert big_outcome.status is Status.SKIPPED_BUDGET and "did not fit" in big_outcome.reason
 

@@ -64,8 +64,8 @@ sources (repeatable; each is one provider, in the order given):
   them, so these two are the same:
       --fs notes=./docs --priority 2 --cap 400
       --fs ./docs --name notes --priority 2 --cap 400
-  A source's name defaults to the last part of its path or URL. Write a path that
-  contains "=" as ./a=b. Priorities and caps are used by the lionagi face (higher
+  A source's name defaults to the last part of its path, or host[:port]/path of
+  its URL. Write a path that contains "=" as ./a=b. Priorities and caps are used by the lionagi face (higher
   priority survives a budget conflict; a block over its cap is skipped); the
   agentium face admits in source order and has neither.
 

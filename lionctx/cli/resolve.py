@@ -161,7 +161,7 @@ async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
                           name=spec.name, volatile=spec.volatile)
     turns = []
     for turn in range(plan.turns):
-        report = await registry.gather(branch, Instruction(plan.query))
+        report = await registry.gather(branch, Instruction(plan.query), tagged=True)
         if turn:
             turns.append(_turn_row(turn + 1, report.prefix_stable, report.cache_break))
     # Rendered as a tag-rendering Branch would: stable blocks, then volatile ones.
@@ -169,7 +169,7 @@ async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
     return {"context": context, "outcomes": report.outcomes, "report": report.to_dict(),
             "budget": report.budget, "used_tokens": report.used_tokens,
             "offered_tokens": report.offered_tokens, "duration_ms": report.duration_ms,
-            "turns": turns}
+            "tokenizer_load_ms": report.tokenizer_load_ms, "turns": turns}
 
 
 def _turn_row(turn: int, stable: Optional[bool], brk: Any) -> dict[str, Any]:
@@ -210,7 +210,8 @@ async def _resolve_agentium(plan: Plan, providers: list[Any], ctx: Any,
     return {"context": resolution.text, "outcomes": resolution.outcomes,
             "report": resolution.to_dict(), "budget": resolution.budget,
             "used_tokens": resolution.used_tokens, "offered_tokens": None,
-            "duration_ms": resolution.duration_ms, "turns": turns}
+            "duration_ms": resolution.duration_ms,
+            "tokenizer_load_ms": resolution.tokenizer_load_ms, "turns": turns}
 
 
 def _print_text(plan: Plan, result: dict[str, Any], out: IO[str]) -> None:

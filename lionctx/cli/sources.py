@@ -305,14 +305,12 @@ def check_glob(pattern: str, where: str) -> None:
 
 def _default_name(spec: SourceSpec) -> str:
     if spec.kind == "http":
-        from urllib.parse import urlsplit
+        from ..providers.http import default_name
 
-        try:
-            parts = urlsplit(spec.target)
-        except ValueError:
-            return "http"
-        segment = parts.path.rstrip("/").rsplit("/", 1)[-1]
-        return segment or parts.hostname or "http"
+        try:  # the provider's own default: host[:port]/path
+            return default_name(spec.target)
+        except Exception:
+            return "http"  # not a URL: building the provider will say so
     stem = Path(spec.target.rstrip("/\\")).stem if spec.kind == "sqlite" else \
         Path(spec.target.rstrip("/\\")).name
     return stem or spec.kind

@@ -15,15 +15,29 @@ Safety:
   canonical), so another spelling of an address (``127.1``, ``0x7f.0.0.1``) is
   simply another host, and refused. A redirect to another origin drops the
   caller's headers.
+* Ports: an entry with a port (``host:8443``) allows that port only. An entry
+  without one allows the default port of the request's scheme (80 for ``http``,
+  443 for ``https``) and, for the host of ``url`` itself, the port of ``url``; no
+  other port. The default allowlist is the host of ``url`` under that rule.
+* A wildcard (``*.example.com``) matches host names below the domain, never an IP
+  address: a wildcard over a numeric or IPv6 suffix (``*.0.0.1``) is refused when
+  the provider is built, and no wildcard matches an address in any spelling.
 * The provider's own client ignores proxy settings in the environment
   (``trust_env=False``): an ``HTTP_PROXY`` would be one more host receiving every
   request and its headers.
 * The body is streamed and reading stops past ``max_response_bytes``; an oversized
-  response is a failure, never a truncated string.
-* Header values, the URL's password and its query string never appear in a log
-  line, a reason or an error message. That includes httpx's own ``HTTP Request:``
-  line (INFO), which shows the whole URL: a filter on the ``httpx`` logger takes the
-  secrets of every live provider out of it.
+  response is a failure, never a truncated string. The cap counts *decoded* bytes
+  as they are decoded: the provider asks for ``gzip, deflate`` only, decodes the
+  ``Content-Encoding`` itself (at most two layers) in steps that never produce more
+  than the cap allows, and refuses any other encoding, so a gzip bomb costs about
+  the cap in memory, not the bomb's size. The bytes on the wire are capped too.
+* Header values, the URL's password and its query string (whole, and each
+  parameter's value of 4+ characters, as written, decoded and re-encoded) never
+  appear in a log line, a reason or an error message. That includes httpx's own
+  ``HTTP Request:`` line (INFO), which shows the whole URL, also after a redirect
+  that keeps one parameter, and httpcore's DEBUG trace, which shows response headers
+  (a ``Location``): a filter on the ``httpx`` and ``httpcore`` loggers takes the
+  secrets of every live provider out of them.
 
 One ``httpx.AsyncClient`` per provider (or the one passed in) is kept open and
 pooled across turns; ``async with provider`` or ``await provider.aclose()`` closes
@@ -36,7 +50,6 @@ refresh serves the last good value, marked stale.
 from __future__ import annotations
 
 import inspect
-import ipaddress
 import json
 import logging
 import re
@@ -48,6 +61,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import anyio
 import anyio.lowlevel
 
+from . import _decode
+from ._hosts import Host, parse_hosts, url_host, url_port
 from .base import (ContextSource, ProvidedText, SourceUnavailable, check_count,
                    check_duration, check_name)
 from .cache import FlightCache, SharedFetchError, Source
@@ -56,7 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "HttpContextProvider",
-           "HttpFetchError"]
+           "HttpFetchError", "default_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +86,6 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
 # What httpx can send as a header value: visible ASCII, spaces and tabs. Anything else
 # fails mid-request with the value in the error message, so it is refused up front.
 _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
-_HOST_ENTRY = re.compile(r"^(?P<wild>\*\.)?(?P<host>\[[^\]]+\]|[^\[\]:/@\s]+)"
-                         r"(?::(?P<port>\d{1,5}))?$")
-_WIRE_NAME = re.compile(r"^[a-z0-9_](?:[a-z0-9._-]*[a-z0-9_])?$")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _CACHE_KEY = "response"
 # Header values shorter than this are not treated as secrets to scrub from text;
 # scrubbing "1" or "on" would garble every message.
@@ -96,8 +107,53 @@ def _redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def _query_secrets(query: str) -> list[str]:
+    """What of a query string is secret: all of it, and each parameter's value.
+
+    A redirect may keep one parameter and drop the rest, or spell it another way,
+    so each value counts alone, as written, decoded and re-encoded.
+    """
+    from urllib.parse import quote, quote_plus, unquote, unquote_plus
+
+    found = [query]
+    for part in query.split("&"):
+        _, eq, value = part.partition("=")
+        if not eq:
+            value = part  # "?TOKEN": a bare value
+        for form in {value, unquote(value), unquote_plus(value)}:
+            found += [form, quote(form, safe=""), quote_plus(form, safe=""), quote(form)]
+    return [f for f in dict.fromkeys(found) if len(f) >= _MIN_SECRET]
+
+
+def default_name(url: Union[str, httpx.URL]) -> str:
+    """The name of an ``HttpContextProvider`` built without one: ``host[:port]/path``.
+
+    The host as it goes on the wire (lower case, IDNA, IPv6 in brackets), the port
+    only when the URL names a non-default one, the path as sent without a trailing
+    slash; never the scheme, user info, query string or fragment:
+    ``https://status.example.com/api/current?key=...`` is named
+    ``status.example.com/api/current``. The CLI names ``--http`` sources with it.
+    Two providers for the same host and path get the same name: give one ``name=``.
+    """
+    import httpx
+
+    parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
+    if not parsed.raw_host:
+        return "http"  # not an absolute URL: the provider refuses it anyway
+    port = f":{parsed.port}" if parsed.port else ""
+    path = parsed.raw_path.split(b"?", 1)[0].decode("ascii", "replace").rstrip("/")
+    return f"{url_host(parsed)}{port}{path}" or "http"
+
+
+# Loggers of httpx and httpcore that may print a URL or a header: httpx's request line
+# (INFO), httpcore's DEBUG trace of response headers (a redirect's Location included).
+# A filter on a parent logger does not see a child's records, so each gets it.
+_LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11",
+                    "httpcore.http2", "httpcore.proxy", "httpcore.socks")
+
+
 class _HttpxLogScrubber(logging.Filter):
-    """Takes live providers' secrets out of httpx's own log lines (it logs full URLs)."""
+    """Takes live providers' secrets out of httpx's and httpcore's own log lines."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -124,88 +180,13 @@ _HTTPX_LOG = _HttpxLogScrubber()
 
 
 def _scrub_httpx_log_for(provider: HttpContextProvider) -> None:
-    logger_ = logging.getLogger("httpx")
-    if _HTTPX_LOG not in logger_.filters:
-        logger_.addFilter(_HTTPX_LOG)
+    existing = [n for n in list(logging.Logger.manager.loggerDict)
+                if n.split(".", 1)[0] in ("httpx", "httpcore")]
+    for name in dict.fromkeys([*_LIBRARY_LOGGERS, *existing]):
+        logger_ = logging.getLogger(name)
+        if _HTTPX_LOG not in logger_.filters:
+            logger_.addFilter(_HTTPX_LOG)
     _HTTPX_LOG.add(provider)
-
-
-class _Host:
-    __slots__ = ("host", "port", "wildcard")
-
-    def __init__(self, host: str, port: Optional[int], wildcard: bool) -> None:
-        self.host, self.port, self.wildcard = host, port, wildcard
-
-    def allows(self, host: str, port: int) -> bool:
-        if self.port is not None and self.port != port:
-            return False
-        if self.wildcard:
-            return host.endswith("." + self.host)
-        return host == self.host
-
-    def __repr__(self) -> str:
-        star = "*." if self.wildcard else ""
-        port = f":{self.port}" if self.port is not None else ""
-        return f"{star}{self.host}{port}"
-
-
-def _wire_host(raw: str) -> str:
-    """A host as compared: lower case, no trailing dot, IPv6 in canonical brackets."""
-    host = raw.lower().rstrip(".")
-    if ":" in host:  # an IPv6 literal (httpx gives it without brackets)
-        try:
-            host = ipaddress.IPv6Address(host).compressed
-        except ValueError:
-            pass  # not an address: it stays as written, and matches nothing else
-        return f"[{host}]"
-    return host
-
-
-def _url_host(url: httpx.URL) -> str:
-    """The host httpx will connect to: the ASCII (IDNA) bytes, never a decoded form."""
-    return _wire_host(url.raw_host.decode("ascii", "replace"))
-
-
-def _parse_hosts(value: Any) -> list[_Host]:
-    import httpx
-
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise TypeError(f"allowed_hosts must be a list of host names, got {value!r}")
-    hosts: list[_Host] = []
-    for entry in value:
-        if not isinstance(entry, str):
-            raise TypeError(f"allowed_hosts entries must be str, got {entry!r}")
-        bad = (f"allowed_hosts entry {entry!r} is not a host name, 'host:port', "
-               f"'*.domain' or '[ipv6]'")
-        m = _HOST_ENTRY.match(entry.strip())
-        if m is None:
-            raise ValueError(bad)
-        host = m["host"]
-        if host.startswith("["):
-            try:
-                host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
-            except ValueError:
-                raise ValueError(bad) from None
-        else:
-            if not host.isascii():
-                try:  # the IDNA form httpx puts on the wire
-                    host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
-                except Exception:
-                    raise ValueError(bad) from None
-            host = _wire_host(host)
-            if not _WIRE_NAME.match(host):
-                raise ValueError(bad)
-        port = int(m["port"]) if m["port"] else None
-        if port is not None and not 0 < port < 65536:
-            raise ValueError(f"allowed_hosts entry {entry!r} has an invalid port")
-        hosts.append(_Host(host, port, bool(m["wild"])))
-    if not hosts:
-        raise ValueError("allowed_hosts must name at least one host")
-    return hosts
-
-
-def _url_port(url: httpx.URL) -> int:
-    return url.port or _DEFAULT_PORTS.get(url.scheme, 0)
 
 
 def _target_problem(url: httpx.URL) -> Optional[str]:
@@ -220,7 +201,7 @@ def _target_problem(url: httpx.URL) -> Optional[str]:
 def _safe_url(url: httpx.URL) -> str:
     """The URL without its user info and query string, for messages."""
     port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{_url_host(url)}{port}{url.path}"
+    return f"{url.scheme}://{url_host(url)}{port}{url.path}"
 
 
 class HttpContextProvider(ContextSource):
@@ -234,11 +215,15 @@ class HttpContextProvider(ContextSource):
             JSON content type unless ``headers`` sets one.
         timeout: Seconds for the whole fetch, redirects and body included (5).
         cache_ttl: Seconds to keep a good response; 0 (default) fetches every time.
-        name: The provider's name in reports and ``<context name="...">``.
+        name: The provider's name in reports and ``<context name="...">``. Default:
+            ``host[:port]/path`` of ``url`` (see :func:`default_name`), never its
+            query string, user info or fragment.
         allowed_hosts: Hosts that may be requested, the first request and every
             redirect: ``"example.com"``, ``"example.com:8443"``, ``"*.example.com"``.
-            Default: only the host of ``url``.
-        max_response_bytes: Largest body accepted (1 MiB); a larger one is a failure.
+            An entry without a port allows the scheme's default port, and for the
+            host of ``url`` that URL's port. Default: only the host of ``url``.
+        max_response_bytes: Largest body accepted (1 MiB), counted after decoding
+            gzip or deflate; a larger one is a failure.
         max_redirects: Redirects followed at most (5).
         transform: ``text -> str | None`` (sync or async), applied to the body;
             what it returns is what is cached and returned.
@@ -258,7 +243,7 @@ class HttpContextProvider(ContextSource):
         body: Body = None,
         timeout: float = DEFAULT_TIMEOUT,
         cache_ttl: float = 0.0,
-        name: str = "http",
+        name: Optional[str] = None,
         allowed_hosts: Optional[Iterable[str]] = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
@@ -278,15 +263,18 @@ class HttpContextProvider(ContextSource):
         self._content = self._encode_body(body)
         self.timeout = check_duration(timeout, "timeout", allow_zero=False)
         self.cache_ttl = check_duration(cache_ttl, "cache_ttl", allow_zero=True)
-        self.name = check_name(name)
+        self.name = default_name(self.url) if name is None else check_name(name)
+        self._home = (url_host(self.url), url_port(self.url))
         if allowed_hosts is None:
-            self.allowed_hosts = [_Host(_url_host(self.url), None, False)]
+            # The URL's host as if written without a port: its own port and the
+            # scheme's default one (an http -> https upgrade), no other.
+            self.allowed_hosts = [Host(url_host(self.url), None, False)]
         else:
-            self.allowed_hosts = _parse_hosts(allowed_hosts)
+            self.allowed_hosts = parse_hosts(allowed_hosts)
             if not self._allowed(self.url):
                 raise ValueError(
                     f"allowed_hosts {self.allowed_hosts!r} does not include the host of url "
-                    f"({_url_host(self.url)}:{_url_port(self.url)})")
+                    f"({url_host(self.url)}:{url_port(self.url)})")
         self.max_response_bytes = check_count(max_response_bytes, "max_response_bytes", 1)
         self.max_redirects = check_count(max_redirects, "max_redirects", 0)
         if transform is not None and not callable(transform):
@@ -326,8 +314,7 @@ class HttpContextProvider(ContextSource):
             for secret in (password, parsed.password) if password else (user, parsed.username):
                 if len(secret) >= _MIN_SECRET:
                     self._secrets.append(secret)
-        if len(parsed.query) >= _MIN_SECRET:
-            self._secrets.append(parsed.query.decode("ascii", "replace"))
+        self._secrets.extend(_query_secrets(parsed.query.decode("ascii", "replace")))
         return parsed
 
     def _check_headers(self, headers: Any) -> dict[str, str]:
@@ -435,8 +422,8 @@ class HttpContextProvider(ContextSource):
         return _redact(text, self._secrets)
 
     def _allowed(self, url: httpx.URL) -> bool:
-        host, port = _url_host(url), _url_port(url)
-        return any(h.allows(host, port) for h in self.allowed_hosts)
+        host, port = url_host(url), url_port(url)
+        return any(h.allows(host, port, url.scheme, self._home) for h in self.allowed_hosts)
 
     def _get_client(self) -> httpx.AsyncClient:
         if self._given_client is not None:
@@ -486,12 +473,13 @@ class HttpContextProvider(ContextSource):
         method = self.method
         content = self._content
         headers = self._headers
-        origin = (url.scheme, _url_host(url), _url_port(url))
+        origin = (url.scheme, url_host(url), url_port(url))
         for _hop in range(self.max_redirects + 1):
             if not self._allowed(url):
                 raise HttpFetchError(
-                    f"refused: host {_url_host(url)}:{_url_port(url)} is not in allowed_hosts")
-            async with client.stream(method, url, headers=headers, content=content,
+                    f"refused: host {url_host(url)}:{url_port(url)} is not in allowed_hosts")
+            async with client.stream(method, url, headers=self._wire_headers(headers),
+                                     content=content,
                                      follow_redirects=False, timeout=self.timeout) as resp:
                 status = resp.status_code
                 if resp.is_redirect:
@@ -501,7 +489,7 @@ class HttpContextProvider(ContextSource):
                         content = None
                         headers = {k: v for k, v in headers.items()
                                    if k.lower() not in ("content-type", "content-length")}
-                    if (nxt.scheme, _url_host(nxt), _url_port(nxt)) != origin:
+                    if (nxt.scheme, url_host(nxt), url_port(nxt)) != origin:
                         headers = {}  # the caller's headers were meant for the first origin
                     url = nxt
                     continue
@@ -509,6 +497,14 @@ class HttpContextProvider(ContextSource):
                     raise HttpFetchError(f"HTTP {status} from {_safe_url(url)}")
                 return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")
+
+    @staticmethod
+    def _wire_headers(headers: dict[str, str]) -> dict[str, str]:
+        # Advertise only what _read_body decodes (httpx would add br or zstd when their
+        # packages are installed); a caller's own Accept-Encoding is kept.
+        if any(k.lower() == "accept-encoding" for k in headers):
+            return headers
+        return {**headers, "Accept-Encoding": _decode.ACCEPT_ENCODING}
 
     def _redirect_target(self, url: httpx.URL, location: str) -> httpx.URL:
         try:
@@ -526,11 +522,25 @@ class HttpContextProvider(ContextSource):
         if declared.isdigit() and int(declared) > cap:
             raise HttpFetchError(f"response of {declared} bytes is over max_response_bytes "
                                  f"({cap})")
-        buf = bytearray()
-        async for chunk in resp.aiter_bytes():
-            buf += chunk
-            if len(buf) > cap:
-                raise HttpFetchError(f"response body is over max_response_bytes ({cap})")
+        over = f"response body is over max_response_bytes ({cap})"
+        try:
+            # The raw bytes, decoded here: httpx would decode a whole network chunk
+            # before the cap could look at it (a gzip bomb).
+            stack = _decode.codings(resp.headers.get_list("content-encoding",
+                                                          split_commas=True))
+            decoder = _decode.BodyDecoder(stack, cap)
+            buf = bytearray()
+            wire = 0
+            async for raw in resp.aiter_raw():
+                wire += len(raw)
+                if wire > cap:
+                    raise HttpFetchError(over)
+                buf += decoder.feed(raw)
+            buf += decoder.finish()
+        except _decode.BodyTooLarge:
+            raise HttpFetchError(over) from None
+        except _decode.DecodeError as exc:
+            raise HttpFetchError(str(exc)) from None
         if not buf:
             return None
         charset = resp.charset_encoding or "utf-8"

@@ -102,7 +102,8 @@ async def test_every_provider_serves_the_lionagi_face(notes: Path, srv: Loopback
     for p in providers:
         reg.register(p)
     report = await reg.gather(SimpleNamespace(run_context=RunContext(user_id="u7")), "hi")
-    assert report.names == ["fs", "http", "db", "c"]
+    # agentium's spelling gets lionctx's default name: host:port/path
+    assert report.names == ["fs", f"{srv.host}/echo", "db", "c"]
     assert report.blocks[0] == "# guide.md\nBe kind."
     assert json.loads(report.blocks[1])["body"] == '{"q": 1}'
     assert report.blocks[2:] == ["user u7", "hi"]

@@ -65,7 +65,10 @@ def test_fs_glob_and_name_apply_to_the_source_before_them(notes, tmp_path):
 
 def test_http_source_allows_its_own_host(server):
     doc = resolve_json("--http", f"{server.url}/text?body=all%20systems%20go")
-    assert doc["context"] == tag_block("text", "all systems go")
+    # unnamed: host:port/path, never the query string
+    name = f"{server.url.removeprefix('http://')}/text"
+    assert doc["context"] == tag_block(name, "all systems go")
+    assert doc["outcomes"][0]["name"] == name
     assert doc["outcomes"][0]["status"] == "fired"
     assert doc["outcomes"][0]["source"] == "http"
     assert server.paths == ["/text?body=all%20systems%20go"]

@@ -89,7 +89,15 @@ def test_default_names_come_from_the_target():
              SourceSpec("http", "http://127.0.0.1:9/api/status?x=1", "c"),
              SourceSpec("http", "http://127.0.0.1:9/", "d"), SourceSpec("fs", "/x/docs", "e")]
     assign_names(built)
-    assert [s.name for s in built] == ["docs", "profile", "status", "127.0.0.1", "docs-2"]
+    assert [s.name for s in built] == ["docs", "profile", "127.0.0.1:9/api/status",
+                                       "127.0.0.1:9", "docs-2"]
+    # The same function as an unnamed HttpContextProvider; two URLs that differ only
+    # in their query string share a base name and are told apart by a suffix.
+    same = [SourceSpec("http", "http://a.example/feed?x=1", "f"),
+            SourceSpec("http", "http://a.example/feed?x=2", "g"),
+            SourceSpec("http", "not a url at all", "h")]
+    assign_names(same)
+    assert [s.name for s in same] == ["a.example/feed", "a.example/feed-2", "http"]
 
 
 def test_build_provider_turns_constructor_errors_into_usage_errors(tmp_path):

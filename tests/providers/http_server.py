@@ -16,6 +16,8 @@ Endpoints:
   ``/big-chunked?n=BYTES`` -> the same, chunked, with no length up front
 * ``/drop`` -> closes the connection without answering
 * ``/echo`` -> JSON of the method, path, headers and body received
+* ``/raw/NAME`` -> the bytes and headers in ``server.raw[NAME]`` (a :class:`Raw`),
+  sent as they are (no encoding applied here), chunked unless ``Raw.length``
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class Raw:
+    """A canned answer for ``/raw/NAME``: bytes sent as they are, with these headers."""
+
+    body: bytes
+    headers: dict[str, str]
+    length: bool = False
+    """Send a Content-Length; else the body goes chunked, with no length up front."""
 
 
 @dataclass
@@ -69,6 +81,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _send_raw(self, raw: Raw) -> None:
+        self.send_response(200)
+        for k, v in raw.headers.items():
+            self.send_header(k, v)
+        if raw.length:
+            self.send_header("Content-Length", str(len(raw.body)))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for i in range(0, len(raw.body), 65536):
+                piece = raw.body[i:i + 65536]
+                self.wfile.write(piece if raw.length else
+                                 f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            if not raw.length:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True  # the client stopped reading (a size cap)
 
     def _dispatch(self) -> None:
         path, q, body = self._record()
@@ -117,6 +148,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        elif path.startswith("/raw/") and path[5:] in owner.raw:
+            self._send_raw(owner.raw[path[5:]])
         elif path == "/echo":
             data = {"method": self.command, "path": self.path,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
@@ -147,6 +180,7 @@ class LoopbackServer:
         self.ok_body = "hello from ok"
         self.switch: tuple[int, str] = (200, "switch on")
         self.gate = threading.Event()
+        self.raw: dict[str, Raw] = {}
         self._server = self._Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
         self.port: int = self._server.server_address[1]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
     resolve_context_providers
+import agentium_compat.providers as compat
 from lionctx.providers import HttpContextProvider, ProvidedText, SourceUnavailable
 
 from .http_server import LoopbackServer
@@ -190,7 +191,8 @@ async def test_connection_refused_is_a_failure() -> None:
     assert await p.fetch("q", None) is None
     assert "ConnectError" in p.last_error
     report = await report_for(p)
-    assert report.failed == ["http"] and "ConnectError" in report.outcomes[0].error
+    name = url.removeprefix("http://")  # unnamed: host:port/path
+    assert report.failed == [name] and "ConnectError" in report.outcomes[0].error
     await p.aclose()
 
 
@@ -532,7 +534,10 @@ def test_allowed_hosts_forms() -> None:
     assert not allowed(httpx.URL("http://evilexample.com/"))
     assert allowed(httpx.URL("http://127.0.0.1:8080/")) and not allowed(
         httpx.URL("http://127.0.0.1:8081/"))
-    assert allowed(httpx.URL("http://[::1]:5/"))
+    # No port in the entry: the scheme's default port, and the URL's own for its host.
+    assert allowed(httpx.URL("http://[::1]/")) and not allowed(httpx.URL("http://[::1]:5/"))
+    assert allowed(httpx.URL("http://api.example.com:8080/"))
+    assert not allowed(httpx.URL("http://www.example.com:8080/"))
     assert not allowed(httpx.URL("http://allowed.example.com@evil.net/"))
 
 
@@ -633,3 +638,52 @@ def test_allowed_only_when_the_wire_host_is_the_allowed_one(spelling: str) -> No
     except Exception:
         return  # httpx cannot even build it, so it cannot be requested
     assert _LOOPBACK_ONLY._allowed(url) == (wire.rstrip(b".") == b"127.0.0.1")
+
+
+# -- default names ------------------------------------------------------------------------
+
+async def test_unnamed_providers_for_different_urls_have_different_names(
+        srv: LoopbackServer, other: LoopbackServer) -> None:
+    a = HttpContextProvider(srv.url("/text?body=from%20a"))
+    b = HttpContextProvider(other.url("/text?body=from%20b"))
+    c = HttpContextProvider(srv.url("/ok"))
+    assert [a.name, b.name, c.name] == [f"{srv.host}/text", f"{other.host}/text",
+                                        f"{srv.host}/ok"]
+    text = await resolve_context_providers([a, b, c], "q", None)
+    assert text == (f'<context name="{srv.host}/text">\nfrom a\n</context>\n\n'
+                    f'<context name="{other.host}/text">\nfrom b\n</context>\n\n'
+                    f'<context name="{srv.host}/ok">\nhello from ok\n</context>')
+    report = await report_for(a)
+    assert report.names == [f"{srv.host}/text"]
+    for p in (a, b, c):
+        await p.aclose()
+
+
+@pytest.mark.parametrize("url, name", [
+    ("https://status.example.com/api/current", "status.example.com/api/current"),
+    ("https://status.example.com:443/api/current/", "status.example.com/api/current"),
+    ("http://Status.Example.COM:8080/", "status.example.com:8080"),
+    ("http://example.com", "example.com"),
+    ("https://user:pw@example.com/a/b?key=abc#frag", "example.com/a/b"),
+    ("http://[0:0::1]:9000/x%20y", "[::1]:9000/x%20y"),
+    ("http://bücher.example/katalog", "xn--bcher-kva.example/katalog"),
+])
+def test_the_default_name_is_host_port_and_path(url: str, name: str) -> None:
+    assert HttpContextProvider(url).name == name
+    assert HttpContextProvider(url, name="mine").name == "mine"  # explicit names stay
+    assert compat.HttpContextProvider(url=url).name == name  # agentium's spelling too
+    assert compat.HttpContextProvider({"url": url, "name": "feed"}).name == "feed"
+
+
+def test_an_empty_name_is_still_refused() -> None:
+    with pytest.raises(ValueError, match="name"):
+        HttpContextProvider("http://127.0.0.1:9/", name="")
+
+
+@given(user=st.text(alphabet="abcXYZ019-_", min_size=4, max_size=10),
+       query=st.text(alphabet="abcXYZ019-_=&", min_size=4, max_size=20),
+       fragment=st.text(alphabet="abcXYZ019-_", min_size=4, max_size=10))
+def test_the_default_name_never_holds_user_info_query_or_fragment(
+        user: str, query: str, fragment: str) -> None:
+    name = HttpContextProvider(f"https://{user}:{user}@h.example/p?{query}#{fragment}").name
+    assert name == "h.example/p"

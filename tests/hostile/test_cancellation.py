@@ -1,0 +1,142 @@
+"""Attacks on cancellation: a provider's own CancelledError is its failure; the
+caller's cancellation always reaches the caller, whatever a provider does with it."""
+
+import asyncio
+
+import anyio
+import pytest
+
+from agentium_compat import Agent, openai
+from lionctx import Branch, ContextProviderRegistry, resolve_context, resolve_context_providers
+from lionctx.outcome import Status
+
+pytestmark = pytest.mark.anyio
+
+
+class AwaitsCancelledShared:
+    """Awaits a task that someone else cancels: CancelledError, yet nobody
+    cancelled the turn."""
+
+    name = "shared"
+
+    async def _await_shared(self):
+        shared = asyncio.ensure_future(asyncio.sleep(10))
+        asyncio.get_running_loop().call_soon(shared.cancel)
+        return await shared
+
+    async def provide(self, branch, instruction):
+        return await self._await_shared()
+
+    async def fetch(self, query, ctx):
+        return await self._await_shared()
+
+
+class Fine:
+    name = "fine"
+
+    async def provide(self, branch, instruction):
+        return "ok"
+
+    async def fetch(self, query, ctx):
+        return "ok"
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+@pytest.mark.parametrize("timeout", [None, 5])
+async def test_a_providers_own_cancelled_error_is_its_failed_row(concurrent, timeout):
+    reg = ContextProviderRegistry(concurrent=concurrent, timeout=timeout)
+    reg.register(AwaitsCancelledShared())
+    reg.register(Fine())
+    report = await reg.gather(None, "q")
+    shared, fine = report.outcomes
+    assert shared.status is Status.FAILED and shared.error_type == "CancelledError"
+    assert fine.status is Status.FIRED and report.failed == ["shared"]
+
+
+async def test_resolve_context_providers_survives_a_providers_cancelled_error():
+    text = await resolve_context_providers([AwaitsCancelledShared(), Fine()], "q")
+    assert text == '<context name="fine">\nok\n</context>'
+    res = await resolve_context([AwaitsCancelledShared(), Fine()], "q", timeout=5)
+    assert [o.status for o in res.outcomes] == [Status.FAILED, Status.FIRED]
+
+
+class Swallows:
+    """Catches the caller's cancellation and answers anyway."""
+
+    def __init__(self):
+        self.started = asyncio.Event()
+        self.swallowed = False
+
+    name = "swallower"
+
+    async def _body(self):
+        self.started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            self.swallowed = True
+            return "answered after being cancelled"
+        return "never"
+
+    async def provide(self, branch, instruction):
+        return await self._body()
+
+    async def fetch(self, query, ctx):
+        return await self._body()
+
+
+async def _cancel_while_running(turn, provider):
+    task = asyncio.ensure_future(turn())
+    await provider.started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert provider.swallowed
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+@pytest.mark.parametrize("timeout", [None, 5])
+async def test_branch_turn_is_cancelled_even_if_a_provider_swallows_it(server, concurrent,
+                                                                        timeout):
+    from lionctx import OpenAIChatModel
+
+    model = OpenAIChatModel("m", base_url=server.base_url, api_key="k", max_retries=0)
+    branch = Branch("sys", model)
+    branch.providers.concurrent = concurrent
+    branch.providers.timeout = timeout
+    provider = Swallows()
+    branch.providers.register(provider)
+    branch.providers.register(Fine())
+    await _cancel_while_running(lambda: branch.chat("q"), provider)
+    assert server.requests == []          # the model was never called
+    assert [m["role"] for m in branch.messages] == ["system"]  # nothing stored
+
+
+async def test_communicate_is_cancelled_even_if_a_provider_swallows_it(server):
+    from lionctx import OpenAIChatModel
+
+    branch = Branch("sys", OpenAIChatModel("m", base_url=server.base_url, api_key="k"))
+    provider = Swallows()
+    branch.providers.register(provider)
+    await _cancel_while_running(lambda: branch.communicate("q"), provider)
+    assert server.requests == [] and len(branch.messages) == 1
+
+
+async def test_agent_run_is_cancelled_even_if_a_provider_swallows_it(server):
+    provider = Swallows()
+    agent = Agent(name="a", model=openai("m", base_url=server.base_url, api_key="k"),
+                  instructions=lambda c: c.context, context_providers=[provider, Fine()])
+    await _cancel_while_running(lambda: agent.run("q"), provider)
+    assert server.requests == []
+
+
+async def test_an_anyio_cancel_scope_also_reaches_the_caller():
+    provider = Swallows()
+    reg = ContextProviderRegistry()
+    reg.register(provider)
+    reg.register(Fine())
+    after = []
+    with anyio.move_on_after(0.05) as scope:
+        await reg.gather(None, "q")
+        after.append("ran on")  # must not run: the scope was cancelled
+    assert scope.cancelled_caught and provider.swallowed and after == []

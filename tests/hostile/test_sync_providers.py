@@ -1,0 +1,96 @@
+"""Attacks with blocking providers: a sync ``provide`` or ``fetch`` must not hold the
+event loop, and its timeout holds although Python cannot stop a thread."""
+
+import threading
+import time
+
+import anyio
+import pytest
+
+from lionctx import ContextProviderRegistry, resolve_context
+from lionctx.outcome import Status
+
+from .conftest import Static
+
+pytestmark = pytest.mark.anyio
+
+
+class SleepyProvide:
+    name = "sleepy"
+
+    def __init__(self, seconds=3.0):
+        self.seconds = seconds
+        self.finished = threading.Event()
+
+    def provide(self, branch, instruction):  # sync on purpose
+        time.sleep(self.seconds)
+        self.finished.set()
+        return "late text"
+
+
+class SleepyFetch(SleepyProvide):
+    def fetch(self, query, ctx):  # sync on purpose
+        time.sleep(self.seconds)
+        self.finished.set()
+        return "late text"
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_a_blocking_provide_is_cut_off_at_its_timeout(concurrent):
+    reg = ContextProviderRegistry(timeout=0.3, concurrent=concurrent)
+    slow = SleepyProvide()
+    reg.register(slow)
+    reg.register(Static("fast", "ok"))
+    started = time.perf_counter()
+    report = await reg.gather(None, "q")
+    wall = time.perf_counter() - started
+    assert [o.status for o in report.outcomes] == [Status.TIMEOUT, Status.FIRED]
+    assert report.blocks == ["ok"]
+    assert wall < 2  # generous: the broken code held the turn 3 s
+
+
+async def test_a_blocking_fetch_is_cut_off_under_a_deadline_without_blaming_others():
+    slow = SleepyFetch()
+    started = time.perf_counter()
+    res = await resolve_context([slow, Static("fast", "ok")], "q", deadline=0.3)
+    wall = time.perf_counter() - started
+    assert [o.status for o in res.outcomes] == [Status.TIMEOUT, Status.FIRED]
+    assert res.text == '<context name="fast">\nok\n</context>'
+    assert wall < 2
+    # The abandoned thread finishes later; its text was dropped, never injected.
+    await anyio.to_thread.run_sync(slow.finished.wait, 5)
+    assert "late text" not in res.text
+
+
+async def test_the_loop_keeps_running_while_a_sync_provide_blocks():
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    reg = ContextProviderRegistry()
+    reg.register(SleepyProvide(seconds=0.3))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        report = await reg.gather(None, "q")
+        tg.cancel_scope.cancel()
+    assert ticks >= 5  # on the loop, a 0.3 s time.sleep allows none
+    # LionAGI's contract: a non-async provide is a contained failure, with a reason
+    # that says how to fix it.
+    (row,) = report.outcomes
+    assert row.status is Status.FAILED
+    assert "define it with async def" in row.reason
+
+
+async def test_a_sync_fetch_that_answers_is_used():
+    class SyncFetch:
+        name = "sync"
+
+        def fetch(self, query, ctx):
+            return f"answer to {query}"
+
+    res = await resolve_context([SyncFetch()], "q")
+    assert res.text == '<context name="sync">\nanswer to q\n</context>'
