@@ -9,6 +9,7 @@ from lionctx.resolve import Resolution, resolve_context, resolve_context_provide
 
 from .agent import Agent, InstructionContext, RunResult
 from .models import OpenAIChatModel, openai
+from .protocol import ContextProvider
 from .providers import (
     CachedContextProvider,
     DatabaseContextProvider,
@@ -23,6 +24,7 @@ resolveContext = resolve_context
 __all__ = [
     "Agent",
     "CachedContextProvider",
+    "ContextProvider",
     "DatabaseContextProvider",
     "FilesystemContextProvider",
     "HttpContextProvider",

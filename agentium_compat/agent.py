@@ -61,6 +61,8 @@ from lionctx.models.base import ChatModel, ChatResponse
 from lionctx.resolve import Resolution, resolve_context
 from lionctx.stability import PrefixHistory  # issue 13
 
+from ._options import accepts_options_mapping
+
 if TYPE_CHECKING:  # pragma: no cover
     from lionctx.engines.base import ContextEngine
     from lionctx.engines.host import EngineSession
@@ -186,6 +188,12 @@ class RunResult:
             "run_id": self.run_context.run_id,
         }
 
+    def to_json(self, **dumps_options: Any) -> str:
+        """:meth:`to_dict` as a JSON string (what agentium users get from ``res.json``)."""
+        import json
+
+        return json.dumps(self.to_dict(), **dumps_options)
+
 
 def _check_providers(providers: Any) -> list[Any]:
     if providers is None:
@@ -201,6 +209,7 @@ def _check_providers(providers: Any) -> list[Any]:
     return list(providers)
 
 
+@accepts_options_mapping
 class Agent:
     """An agent with instructions, a model and optional context providers.
 

@@ -111,7 +111,8 @@ async def _run() -> list[Row]:
             telemetry.configure()
         else:
             telemetry.set_enabled(True)
-            telemetry.configure(tracer_provider=sdk[0], meter_provider=sdk[1])  # type: ignore[index]
+            assert sdk is not None
+            telemetry.configure(tracer_provider=sdk[0], meter_provider=sdk[1])
 
     best = {label: float("inf") for label, *_ in configs}
     # Round-robin, best of REPEAT: a busy machine slows every configuration alike.

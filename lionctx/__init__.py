@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .admission import Admission, Candidate, admit
-from .context import RunContext, coerce_run_context
+from .context import RunContext, bind_run_context, bound_run_context, coerce_run_context
 from .gather import ProviderCall
 from .outcome import Outcome, SourceUnavailable, Status
 from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
@@ -108,6 +108,8 @@ __all__ = [
     "Status",
     "TokenizerDataError",
     "admit",
+    "bind_run_context",
+    "bound_run_context",
     "coerce_run_context",
     "count_tokens",
     "escape_name",

@@ -126,11 +126,21 @@ def retrieve_method(provider: Any) -> Any:
 
 
 def query_from_instruction(instruction: Any) -> str:
-    """The user's text inside a LionAGI-style instruction (or the string itself)."""
+    """The user's text inside a LionAGI-style instruction (or the string itself).
+
+    For a real LionAGI ``Instruction`` this is its guidance, instruction and context
+    the way LionAGI renders them (see :func:`lionctx.integrations.lionagi.instruction_text`).
+    """
     if instruction is None:
         return ""
     if isinstance(instruction, str):
         return instruction
+    content = getattr(instruction, "content", None)
+    if content is not None and hasattr(content, "prompt_context"):
+        # A real LionAGI Instruction: its content rendered as LionAGI renders it.
+        from .integrations.lionagi import instruction_text
+
+        return instruction_text(content)
     for attr in ("instruction", "content", "text"):
         value = getattr(instruction, attr, None)
         if isinstance(value, str):
@@ -139,7 +149,9 @@ def query_from_instruction(instruction: Any) -> str:
 
 
 def run_context_from_branch(branch: Any) -> RunContext:
-    """The run context a branch carries (``branch.run_context``), or an empty one."""
+    """The run context a branch carries (``branch.run_context``); when it carries none
+    (a real LionAGI ``Branch``), the one bound by :func:`lionctx.bind_run_context`,
+    else an empty one."""
     ctx = getattr(branch, "run_context", None) if branch is not None else None
     return coerce_run_context(ctx)
 

@@ -44,8 +44,12 @@ Hooks the engine did not override are skipped without copying anything.
 
 Rendering. ``render="tags"`` (default): the request's system message is the system
 text, a blank line, then each block in its ``<context name="...">`` tag, blocks
-separated by blank lines. ``render="lionagi"`` reproduces LionAGI's fold byte for
-byte: no system message is sent; the first user message of the request starts with
+separated by blank lines. ``render="lionagi"`` builds LionAGI's fold byte for
+byte (the value LionAGI 0.36 sends as its first instruction's ``Guidance``); the
+message around it is lionctx's own, not LionAGI's YAML, and on a later turn
+LionAGI's fold keeps the first instruction's guidance where lionctx's fold has none
+(the guidance follows in the stored text): no system message is sent; the first user
+message of the request starts with
 exactly ``system + "\\n".join(blocks) + guidance`` (guidance is that instruction's
 own guidance when it is the current one, else empty), followed by a blank line and
 the instruction text. An instruction with guidance is stored as
@@ -55,6 +59,7 @@ the stored text unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import functools
@@ -63,7 +68,6 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
@@ -231,19 +235,12 @@ class _EngineTurn:
         return self.session.engine
 
 
-class _ReportKey:
-    """One task's handle on one report: the task's context holds only this key and
-    the branch holds the report, so a branch's reports die with the branch."""
-
-    __slots__ = ("__weakref__",)
-
-
-#: The current task's report keys: id(branch) -> (weakref to the branch, key). One
-#: module-level variable (a variable per branch would pin every report in a
-#: long-lived task's context); the mapping is copied on write, never mutated, so a
-#: child task's turn never shows in its parent.
-_REPORT_KEYS: ContextVar[Mapping[int, tuple[weakref.ref[Any], _ReportKey]]] = ContextVar(
-    "lionctx_branch_report_keys")
+def _task_key() -> Any:
+    """The running asyncio task (reports are kept per task), or None elsewhere."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running asyncio loop (another backend, or sync code)
+        return None
 
 
 #: What ``Branch._engine_turn`` gives without an engine: nothing, at no cost.
@@ -323,9 +320,10 @@ class Branch:
         # LionAGI's private attributes: no registry until someone asks for one.
         self._context_providers: Optional[ContextProviderRegistry] = None
         self._last_context_report: Optional[ProviderReport] = None
-        # Each task's own last report, keyed by the _ReportKey its context holds: the
-        # entry goes when that context drops the key or when this branch goes.
-        self._task_reports: weakref.WeakKeyDictionary[_ReportKey, ProviderReport] = (
+        # Each task's own last report, keyed weakly by the task: the entry goes when
+        # the task ends or when this branch goes. O(1) per turn, whatever the number
+        # of branches a task serves.
+        self._task_reports: weakref.WeakKeyDictionary[Any, ProviderReport] = (
             weakref.WeakKeyDictionary())
         self.last_response: Optional[ChatResponse] = None
         """The most recent model reply on this branch (any task; last writer wins)."""
@@ -411,21 +409,17 @@ class Branch:
         task (last writer wins); ``None`` before any pass. Turns on a branch with
         no registered provider leave it unchanged.
         """
-        entry = _REPORT_KEYS.get({}).get(id(self))
-        if entry is not None and entry[0]() is self:
-            report = self._task_reports.get(entry[1])
+        key = _task_key()
+        if key is not None:
+            report = self._task_reports.get(key)
             if report is not None:
                 return report
         return self._last_context_report
 
     def _set_report(self, report: ProviderReport) -> None:
-        key = _ReportKey()
-        self._task_reports[key] = report
-        # Copy on write, dropping entries of collected branches: the mapping stays as
-        # small as the set of live branches this task ran turns on.
-        keys = {bid: e for bid, e in _REPORT_KEYS.get({}).items() if e[0]() is not None}
-        keys[id(self)] = (weakref.ref(self), key)
-        _REPORT_KEYS.set(keys)
+        key = _task_key()
+        if key is not None:
+            self._task_reports[key] = report
         self._last_context_report = report
 
     def _store(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -576,7 +570,7 @@ class Branch:
         return tuple(ContextBlock(row["provider_name"], text)
                      for row, text in zip(report.fired, report.blocks))
 
-    def _prepare_request(
+    async def _prepare_request(
         self,
         instruction: Optional[Instruction],
         blocks: Sequence[ContextBlock] = (),
@@ -600,7 +594,7 @@ class Branch:
         host = _host()
         if not host.overrides(session.engine, "select_context"):
             return request
-        selected = host.apply_select_context(
+        selected = await host.apply_select_context_async(
             session.engine, request, conversation_messages=self._messages,
             incoming_message=instruction.to_message() if instruction is not None else None)
         if selected is request:
@@ -697,7 +691,7 @@ class Branch:
                         **kwargs: Any) -> tuple[list[dict[str, Any]], ChatResponse]:
         """One non-streaming request without recording: (request sent, reply)."""
         blocks = await self._context_for(instruction)
-        request = self._prepare_request(instruction, blocks)
+        request = await self._prepare_request(instruction, blocks)
         return request, await self._complete(request, engine_turn=engine_turn, **kwargs)
 
     async def _communicate(self, instruction: Instruction, **kwargs: Any) -> tuple[
@@ -727,8 +721,8 @@ class Branch:
         Calls no provider, runs no context engine (no ``select_context``) and
         records nothing: a way to see the rendering.
         """
-        return self._prepare_request(_as_instruction(instruction, guidance),
-                                     tuple(_as_block(b) for b in blocks), select=False)
+        return self._render_request(_as_instruction(instruction, guidance),
+                                    tuple(_as_block(b) for b in blocks), ())
 
     async def chat(
         self, instruction: Union[str, Instruction], *, guidance: Optional[str] = None,
@@ -773,7 +767,7 @@ class Branch:
         ins = _as_instruction(instruction, guidance)
         async with self._engine_turn() as eturn:
             blocks = await self._context_for(ins)
-            request = self._prepare_request(ins, blocks)
+            request = await self._prepare_request(ins, blocks)
             self._store(ins.to_message())
             response: Optional[ChatResponse] = None
             async with aclosing(self._send(request, stream=True, engine_turn=eturn,
@@ -837,7 +831,7 @@ class Branch:
             rounds = 0
             stopped: Literal["done", "max_rounds"] = "done"
             while True:
-                request = self._prepare_request(ins, blocks, turn=turn)
+                request = await self._prepare_request(ins, blocks, turn=turn)
                 response = await self._complete(request, tools=specs or None,
                                                 engine_turn=eturn, **kwargs)
                 rounds += 1

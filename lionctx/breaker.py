@@ -282,11 +282,14 @@ def merge(n: int, allowed: Sequence[int], called: Sequence[Outcome],
 
 #: The board ``resolve_context`` uses by default: per provider instance, process-wide.
 DEFAULT_BREAKERS = Breakers()
+_BY_SETTINGS: dict[BreakerSettings, Breakers] = {}
+_BY_SETTINGS_LOCK = threading.Lock()
 
 
 def coerce_breakers(value: Any, default: Optional[Breakers] = None) -> Optional[Breakers]:
     """``True`` (the default board or a new one), ``False``/``None`` (off), a
-    :class:`BreakerSettings` (a new board with them) or a :class:`Breakers`."""
+    :class:`BreakerSettings` (the process-wide board of those settings) or a
+    :class:`Breakers`."""
     if value is True:
         return default if default is not None else Breakers()
     if value is False or value is None:
@@ -294,6 +297,12 @@ def coerce_breakers(value: Any, default: Optional[Breakers] = None) -> Optional[
     if isinstance(value, Breakers):
         return value
     if isinstance(value, BreakerSettings):
-        return Breakers(value)
+        # One process-wide board per settings value, so a per-call option (as
+        # resolve_context takes it) still remembers failures from call to call.
+        with _BY_SETTINGS_LOCK:
+            board = _BY_SETTINGS.get(value)
+            if board is None:
+                board = _BY_SETTINGS[value] = Breakers(value)
+            return board
     raise TypeError(f"breaker must be True, False, a BreakerSettings or a Breakers, "
                     f"got {value!r}")

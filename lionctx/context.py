@@ -4,16 +4,28 @@
 metadata, per-session state, a cancel signal, dependencies, and ``get_state`` /
 ``set_state``. Every field answers to its snake_case and its camelCase name, as an
 attribute and by key, so providers written against either API read it unchanged.
+
+A host that has no place for a run context (a real LionAGI ``Branch``, an OpenAI
+Agents SDK run...) binds one for the duration of a turn with
+:func:`bind_run_context`. It lives in a :class:`contextvars.ContextVar`, so it
+follows ``await``, is inherited by tasks started inside the block (task groups) and
+by lionctx's worker threads (anyio copies the context into them), and never leaks
+into a concurrent turn. Built-in providers read it where the branch or the ``ctx``
+they were given leaves a field unset (see :func:`context_value`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["RunContext", "coerce_run_context", "context_value"]
+__all__ = ["RunContext", "bind_run_context", "bound_run_context", "coerce_run_context",
+           "context_value"]
 
 # camelCase spelling -> field name
 _CAMEL = {
@@ -32,7 +44,12 @@ def _new_run_id() -> str:
 
 @dataclass
 class RunContext:
-    """Who and what a run is for. Passed to every provider's ``fetch(query, ctx)``."""
+    """Who and what a run is for. Passed to every provider's ``fetch(query, ctx)``.
+
+    The constructor takes either spelling: ``RunContext(user_id="u1")`` or
+    ``RunContext(userId="u1")`` (also ``runId``, ``sessionId``, ``tenantId``,
+    ``sessionState``).
+    """
 
     user_id: Any = None
     tenant_id: Any = None
@@ -124,13 +141,40 @@ class RunContext:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(RunContext))
+_dataclass_init = RunContext.__init__
+
+
+def _init_any_spelling(self: RunContext, *args: Any, **kwargs: Any) -> None:
+    # agentium users write RunContext(userId="u1"): take the camelCase spellings too.
+    for camel, snake in _CAMEL.items():
+        if camel in kwargs:
+            if snake in kwargs:
+                raise TypeError(f"RunContext got both {camel!r} and {snake!r}")
+            kwargs[snake] = kwargs.pop(camel)
+    _dataclass_init(self, *args, **kwargs)
+
+
+_init_any_spelling.__doc__ = _dataclass_init.__doc__
+_init_any_spelling.__signature__ = inspect.signature(_dataclass_init)  # type: ignore[attr-defined]
+RunContext.__init__ = _init_any_spelling  # type: ignore[method-assign]
 
 
 def context_value(ctx: Any, key: str, default: Any = None) -> Any:
     """Read ``key`` (snake_case) from a RunContext, a mapping or any object.
 
-    Tries the snake_case and the camelCase spelling, as key or attribute.
+    Tries the snake_case and the camelCase spelling, as key or attribute. When
+    ``ctx`` is ``None``, or has the key unset (missing or ``None``), the value comes
+    from the run context bound by :func:`bind_run_context`, if any.
     """
+    value = _read(ctx, key, None)
+    if value is None:
+        bound = _BOUND.get()
+        if bound is not None and bound is not ctx:
+            value = bound.get(key, None)
+    return default if value is None else value
+
+
+def _read(ctx: Any, key: str, default: Any) -> Any:
     if ctx is None:
         return default
     camel = _SNAKE_TO_CAMEL.get(key, key)
@@ -149,12 +193,54 @@ def context_value(ctx: Any, key: str, default: Any = None) -> Any:
 _MISSING = object()
 
 
+_BOUND: ContextVar[RunContext | None] = ContextVar("lionctx_run_context", default=None)
+
+
+def bound_run_context() -> RunContext | None:
+    """The run context bound by the innermost :func:`bind_run_context`, or ``None``."""
+    return _BOUND.get()
+
+
+@contextlib.contextmanager
+def bind_run_context(ctx: Any = None, /, **fields: Any) -> Iterator[RunContext]:
+    """Bind a run context for the turn inside the ``with`` block; yields it.
+
+    ::
+
+        with lionctx.bind_run_context(user_id="u1", tenant_id="acme"):
+            await branch.chat("...")     # providers see user u1 of tenant acme
+
+    ``ctx`` is a RunContext, a mapping or an object shaped like one; ``fields``
+    (snake_case or camelCase) override it. An unknown field raises ``TypeError``
+    naming it, before anything is bound. Built-in providers read a field from here
+    when the branch or the ``ctx`` they were called with leaves it unset; a
+    provider called with no ``ctx`` at all gets this whole context. Bindings nest
+    (the inner one wins inside its block) and follow ``await``, tasks started
+    inside the block and lionctx's worker threads; concurrent turns each see their
+    own. Anything that takes a run context and is given none while a binding is
+    active adopts the bound one (a ``lionctx.Branch`` built inside the block keeps
+    it as its own).
+    """
+    run_ctx = coerce_run_context(ctx, **fields)
+    token = _BOUND.set(run_ctx)
+    try:
+        yield run_ctx
+    finally:
+        _BOUND.reset(token)
+
+
 def coerce_run_context(ctx: Any = None, **overrides: Any) -> RunContext:
     """Build a :class:`RunContext` from ``None``, a RunContext, a mapping or an object.
 
     A RunContext is returned as is when there is nothing to override. Unknown keys of
-    a mapping (or public attributes of an object) land in ``extra``.
+    a mapping (or public attributes of an object) land in ``extra``. ``None`` with
+    no overrides gives the context bound by :func:`bind_run_context` when there is
+    one, else a new empty context.
     """
+    if ctx is None and not overrides:
+        bound = _BOUND.get()
+        if bound is not None:
+            return bound
     if isinstance(ctx, RunContext) and not overrides:
         return ctx
     values: dict[str, Any] = {}

@@ -63,7 +63,8 @@ _COUNT_KEY = "lionctx.tokens"
 
 @dataclass(slots=True)
 class ProviderCall:
-    """One provider, ready to run: ``invoke()`` performs the call.
+    """One provider, ready to run: ``invoke(*args)`` performs the call, with the
+    pass's ``args`` (a registry's calls are built once and reused every pass).
 
     ``frame`` turns the returned text into what is sent, and so what is counted
     (a tag block); ``keep_frame`` says whether the outcome holds the framed text
@@ -74,7 +75,7 @@ class ProviderCall:
 
     name: str
     provider: Any
-    invoke: Callable[[], Awaitable[Any]]
+    invoke: Callable[..., Awaitable[Any]]
     frame: Optional[Callable[[str], str]] = None
     timeout: Optional[float] = None
     priority: float = 0
@@ -229,6 +230,7 @@ class _Pass:
     timeout: Optional[float]
     budget: Optional[float]
     max_chars: int
+    args: tuple[Any, ...] = ()
     join_cost: int = 0
 
 
@@ -373,7 +375,7 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass,
     limit = call.timeout if call.timeout is not None else ps.timeout
     if limit is None:
         try:
-            result = await call.invoke()
+            result = await call.invoke(*ps.args)
         except BaseException as exc:
             if _fatal_from_provider(exc):
                 raise
@@ -387,7 +389,7 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass,
     answered = False
     with anyio.move_on_after(limit) as scope:
         try:
-            result = await call.invoke()
+            result = await call.invoke(*ps.args)
             answered = True
             out = _finish(call, index, result, start, ps)
             if out.__class__ is _Big:
@@ -409,6 +411,15 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass,
         logger.warning("context provider %r %s", call.name, why)
         return _timed_out(call, index, start, why)
     assert outcome is not None
+    ran = perf_counter() - start
+    if ran > limit + max(0.1, limit * 0.25):
+        # The limit's timer could not fire: the event loop was blocked (sync code
+        # such as time.sleep in an async provider, this one or another). Nothing can
+        # preempt that; what came back past the limit is still dropped.
+        why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
+               "(sync work in an async provider cannot be cut off; run it in a thread)")
+        logger.warning("context provider %r %s", call.name, why)
+        return _timed_out(call, index, start, why)
     return outcome
 
 
@@ -424,6 +435,7 @@ async def gather(
     budget: Optional[float] = None,
     max_chars: Optional[int] = None,
     timing: Optional[dict[str, float]] = None,
+    args: tuple[Any, ...] = (),
 ) -> list[Outcome]:
     """Run ``calls`` and return one outcome per call, in the order given.
 
@@ -431,7 +443,7 @@ async def gather(
     (a later, separate step) may turn them into skips. ``budget`` only lets
     counting stop early for a text that cannot fit. ``observe`` is called with
     each outcome as soon as it is known (for live progress); its errors are logged
-    and ignored. ``timing``, when given, receives ``tokenizer_load_ms``: the time
+    and ignored. ``args`` are passed to every ``invoke``. ``timing``, when given, receives ``tokenizer_load_ms``: the time
     spent loading the encoding before any provider started (once per process).
     """
     n = len(calls)
@@ -446,7 +458,8 @@ async def gather(
         logger.warning("could not load the token encoding", exc_info=True)
     if timing is not None:
         timing["tokenizer_load_ms"] = (perf_counter() - loading) * 1000.0
-    ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars)
+    ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars,
+               args)
     if any(c.frame is not None for c in calls):
         ps.join_cost = _join_cost(counter)
     if not concurrent or n == 1:

@@ -24,7 +24,7 @@ from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from .adapters import call_provide, provider_name
-from .breaker import Breakers, coerce_breakers
+from .breaker import BreakerSettings, Breakers, coerce_breakers
 from .admission import Candidate, admit
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
@@ -176,10 +176,15 @@ class ContextProviderRegistry:
         digests: bool = True,
     ) -> None:
         self._entries: list[_Entry] = []
+        # The calls of a pass, built once per (entries, tagged) and reused: a pass
+        # allocates nothing per provider but its outcome.
+        self._calls: dict[bool, list[ProviderCall]] = {}
         self.max_chars = max_chars
         # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
         # the previous pass's block digests (for the cache-break report).
-        self.breakers: Optional[Breakers] = coerce_breakers(breaker)
+        self.breakers: Optional[Breakers] = (
+            Breakers(breaker) if isinstance(breaker, BreakerSettings)  # a board of its own
+            else coerce_breakers(breaker))
         self.dedupe = bool(dedupe)
         self.digests = bool(digests)
         self._last_digests: Optional[tuple[tuple[str, str], ...]] = None
@@ -280,6 +285,7 @@ class ContextProviderRegistry:
             _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout,
                    max_chars, volatile)
         )
+        self._calls.clear()
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -345,19 +351,23 @@ class ContextProviderRegistry:
             return ProviderReport()
         started = perf_counter()
         hooks = _p13.PassHooks.start(self.breakers, entries)  # issue 13
-        calls = [
-            ProviderCall(e.name, e.provider, partial(call_provide, e.provider, branch, instruction),
-                         partial(tag_block, e.name) if tagged else None, e.timeout, e.priority,
-                         e.max_tokens, e.max_chars, False)
-            for e in hooks.select(entries)  # issue 13: was `entries`
-        ]
+        tagged = bool(tagged)
+        calls = self._calls.get(tagged)
+        if calls is None:
+            calls = self._calls[tagged] = [
+                ProviderCall(e.name, e.provider, partial(call_provide, e.provider),
+                             partial(tag_block, e.name) if tagged else None, e.timeout,
+                             e.priority, e.max_tokens, e.max_chars, False)
+                for e in entries
+            ]
         timing: dict[str, float] = {}
         outcomes = await gather(
-            calls, counter=self._get_counter(), concurrent=self.concurrent,
+            hooks.select(calls),  # issue 13: was `calls`
+            counter=self._get_counter(), concurrent=self.concurrent,
             timeout=self._timeout, deadline=self._deadline, limit=self._limit,
             observe=hooks.observer(self.on_outcome),  # issue 13: was `self.on_outcome`
             budget=self._budget, max_chars=self._max_chars,
-            timing=timing,
+            timing=timing, args=(branch, instruction),
         )
         outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13
         report = build_report(outcomes, self._budget)

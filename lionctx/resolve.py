@@ -130,14 +130,15 @@ async def resolve_context(
     calls = []
     for provider in providers:
         name = provider_name(provider, agentium=True)
-        calls.append(ProviderCall(name, provider, partial(call_fetch, provider, query, run_ctx),
+        calls.append(ProviderCall(name, provider, partial(call_fetch, provider),
                                   partial(tag_block, name)))
     timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(counter),  # issue 13
                             concurrent=True, timeout=timeout, deadline=deadline, limit=limit,
                             observe=hooks.observer(on_outcome),  # issue 13
-                            budget=budget, max_chars=max_chars, timing=timing)
+                            budget=budget, max_chars=max_chars, timing=timing,
+                            args=(query, run_ctx))
     flags = [_volatile(p) for p in providers]
     outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13
                            flags if True in flags else None, dedupe_on=bool(dedupe),

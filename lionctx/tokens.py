@@ -12,13 +12,12 @@ counter that refuses or zeroes it would let such text slip past every cap.
 from __future__ import annotations
 
 import base64
-import functools
 import gzip
 import hashlib
+import itertools
 import logging
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
@@ -135,28 +134,21 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
 
 
 # Counts are cached: context is mostly stable from turn to turn (the same notes, the
-# same status text), and hashing a string is far cheaper than encoding it. Short texts
-# are their own keys; longer ones are keyed by their hash (see _digest), so the cache
-# never holds them.
-_SHORT_TEXT = 2048
-
-
-def _digest(text: str) -> tuple[int, int]:
-    """The memo key of a long text, which the memo never holds.
-
-    Python's own string hash: keyed per process (SipHash with a random key, so
-    nobody can craft a collision), computed once and cached on the string object,
-    so a source that returns the same string every turn is looked up for free.
-    """
-    return (len(text), hash(text))
+# same status text), and hashing a string is far cheaper than encoding it. Keys are
+# (length, Python's string hash): keyed per process (SipHash with a random key, so
+# nobody can craft a collision), computed once and cached on the string object (a
+# source that returns the same string every turn is looked up for free), and they
+# never hold the text. One dict of up to MEMO_SIZE counts; past that, the oldest
+# quarter goes (no cliff at a fixed number of distinct texts, O(1) amortized).
+MEMO_SIZE = 65_536
 
 
 def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
     """Return a counter for ``encoding``; the encoding loads on its first call.
 
-    Counts are memoized (bounded: 2048 texts of up to 2048 chars kept as keys, and
-    256 longer texts kept only as a digest); :func:`clear_token_cache` empties them.
-    The counter also has ``count_bounded(text, bound)`` (see :func:`count_bounded`).
+    Counts are memoized (up to :data:`MEMO_SIZE` texts, kept only as a hash);
+    :func:`clear_token_cache` empties them. The counter also has
+    ``count_bounded(text, bound)`` (see :func:`count_bounded`).
     """
     counter = _counters.get(encoding)
     if counter is not None:
@@ -167,31 +159,28 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         # is split like any other text.
         return len(get_encoding(encoding).encode_ordinary(text))
 
-    short = functools.lru_cache(maxsize=2048)(encode_len)
-    long: OrderedDict[tuple[int, int], int] = OrderedDict()
-    _caches.extend((short.cache_clear, long.clear))
+    memo: dict[tuple[int, int], int] = {}
+    _caches.append(memo.clear)
 
     def remember(key: tuple[int, int], n: int) -> None:
-        with _lock:
-            long[key] = n
-            if len(long) > 256:
-                long.popitem(last=False)
+        memo[key] = n
+        if len(memo) > MEMO_SIZE:
+            with _lock:
+                if len(memo) > MEMO_SIZE:
+                    for old in list(itertools.islice(memo, MEMO_SIZE // 4)):
+                        memo.pop(old, None)
 
     def count(text: str) -> int:
-        if len(text) <= _SHORT_TEXT:
-            return short(text)
-        key = _digest(text)
-        n = long.get(key)
+        key = (len(text), hash(text))
+        n = memo.get(key)
         if n is None:
             n = encode_len(text)
             remember(key, n)
         return n
 
     def bounded(text: str, bound: float) -> tuple[int, bool]:
-        if len(text) <= _SHORT_TEXT:
-            return short(text), True
-        key = _digest(text)
-        n = long.get(key)
+        key = (len(text), hash(text))
+        n = memo.get(key)
         if n is not None:
             return n, True
         n, exact = _count_in_pieces(encode_len, text, bound)

@@ -221,7 +221,10 @@ async def test_communicate_records_instruction_and_reply_after_the_call(server, 
 # -- render modes ------------------------------------------------------------------
 
 @pytest.mark.anyio
-async def test_lionagi_render_is_byte_exact(server, model):
+async def test_lionagi_render_fold_is_exact_and_framing_is_lionctx_own(server, model):
+    # The fold string is LionAGI's (checked against real LionAGI in
+    # tests/integrations/test_lionagi.py); the message format and the second turn
+    # below are lionctx's own: LionAGI sends YAML and keeps earlier guidance.
     branch = Branch(SYSTEM, model, render="lionagi")
     branch.providers.register(Static("a", "BLOCK-A"))
     branch.providers.register(Static("b", "BLOCK-B"))
@@ -231,7 +234,8 @@ async def test_lionagi_render_is_byte_exact(server, model):
     assert fold == render_lionagi(SYSTEM, ["BLOCK-A", "BLOCK-B"], "Be brief.")
     assert fold == "You are helpful.BLOCK-A\nBLOCK-BBe brief."  # no separators, as LionAGI
     assert sent(server) == [{"role": "user", "content": fold + "\n\nquestion one"}]
-    # history: the fold goes to the first historical instruction, without its guidance
+    # lionctx's history (not LionAGI's): the fold goes to the first historical
+    # instruction, whose stored text keeps its own guidance
     await branch.communicate("question two")
     second = sent(server)
     assert second[0] == {"role": "user", "content": SYSTEM + "BLOCK-A\nBLOCK-B" +
@@ -756,13 +760,11 @@ async def test_a_collected_branch_leaves_no_report_alive_in_a_long_lived_task(se
     assert [r for r in branch_refs if r() is not None] == []
     # this task is still alive and ran every turn: it must not pin their reports
     assert [r for r in report_refs if r() is not None] == []
-    # and the next turn in this task prunes the dead branches' (tiny) keys too
-    from lionctx.branch import _REPORT_KEYS
-
+    # and a branch made after them still keeps its own report in this task
     last = Branch(SYSTEM, model)
     last.providers.register(Static("notes", "last"))
     await last.chat("q")
-    assert list(_REPORT_KEYS.get({})) == [id(last)]
+    assert last.last_context_report.blocks == ["last"]
 
 
 @pytest.mark.anyio

@@ -309,7 +309,9 @@ async def test_a_cancelled_turn_is_reported_as_cancelled(server, model):
     rec = Recorder()
     branch = Branch(SYSTEM, model, context_engine=rec)
     with anyio.CancelScope() as scope:
-        scope.cancel()  # delivered at the turn's first checkpoint (the HTTP request)
+        # delivered at the turn's first checkpoint: the engine's select_context (bounded,
+        # in a worker thread), before the run records its instruction
+        scope.cancel()
         async for _ in branch.run("go"):
             pass
     assert scope.cancelled_caught
@@ -321,7 +323,8 @@ async def test_a_cancelled_turn_is_reported_as_cancelled(server, model):
         await branch.communicate("again")
     assert scope.cancelled_caught
     assert rec.calls[-1][3]["turn_exit_reason"] == "cancelled"
-    assert [m["content"] for m in branch.messages] == [SYSTEM, "go"]
+    assert [m["content"] for m in branch.messages] == [SYSTEM]
+    assert server.requests == []
 
 
 # -- lifecycle -------------------------------------------------------------------------
@@ -831,7 +834,7 @@ def test_selection_never_touches_history_or_grants_system_authority(history, sys
     branch = Branch(system, model, messages=history, context_engine=Choose(pick))
     stored = copy.deepcopy(branch.messages)
     unselected = branch.build_request("now")
-    out = branch._prepare_request(Instruction("now"))
+    out = anyio.run(branch._prepare_request, Instruction("now"))
     assert branch.messages == stored  # request-only, always
     assert all(not (set(m) & PERSISTENCE_ONLY_FIELDS) for m in out)  # no uid on the wire
     if out != unselected:

@@ -1,9 +1,19 @@
 import re
+import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lionctx.render import escape_name, join_tagged, neutralize, render_lionagi, tag_block
+from lionctx.render import (
+    _READS_AS,
+    OPENERS,
+    _neutralize_walk,
+    escape_name,
+    join_tagged,
+    neutralize,
+    render_lionagi,
+    tag_block,
+)
 
 # What a lenient reader (a model, a regex) would take for a context tag.
 LENIENT_OPEN = re.compile(r"<\s*context\b", re.IGNORECASE)
@@ -75,5 +85,126 @@ def test_joined_blocks_are_balanced(pairs):
 @given(st.text())
 def test_neutralize_changes_only_tag_starts(text):
     out = neutralize(text)
-    assert out.replace("&lt;", "<") == text.replace("&lt;", "<")
+    assert only_openers_replaced(text, out)
     assert not LENIENT_OPEN.search(out) and not LENIENT_CLOSE.search(out)
+
+
+# -- look-alike openers: the guarantee is stated after normalization --------------------
+
+
+def normalized(text):
+    """NFKC, then every Cc and Cf character removed."""
+    return "".join(c for c in unicodedata.normalize("NFKC", text)
+                   if unicodedata.category(c) not in ("Cc", "Cf"))
+
+
+# Anything a reader could take for a tag after normalization, opening or closing.
+ANY_TAG = re.compile(r"<\s*/?\s*context\b", re.IGNORECASE)
+
+
+def only_openers_replaced(text, out):
+    """``out`` is ``text`` with some OPENERS characters turned into ``&lt;``."""
+    i = j = 0
+    while i < len(text):
+        if j < len(out) and text[i] == out[j]:
+            i += 1
+            j += 1
+        elif text[i] in OPENERS and out.startswith("&lt;", j):
+            i += 1
+            j += 4
+        else:
+            return False
+    return j == len(out)
+
+
+INVISIBLES = ["\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u2060", "\ufeff",
+              "\u00ad", "\x00", "\x01", "\x7f", "\x85", "\t", "\n", "\r", "\u034f",
+              "\u0301", "\u0338", "\ufe0f", "\u202e", "\u2066", "\U000e0041", "\u180e",
+              "\u3164", "\u115f"]
+SPACES = [" ", "\u00a0", "\u3000", "\u2003", "\u2028", "\x0b"]
+LOOKALIKE_OPENERS = sorted(OPENERS)
+SLASHES = ["/", "\uff0f", "\u2215", "\u2044", "\u29f8"]
+
+
+def letter_forms(letter):
+    forms = [letter, letter.upper(), chr(ord(letter) - ord("a") + 0xFF41),
+             chr(ord(letter) - ord("a") + 0xFF21), chr(ord(letter) - ord("a") + 0x1D41A)]
+    forms += [k for k, v in _READS_AS.items() if v == letter]
+    return st.sampled_from(forms)
+
+
+gap = st.lists(st.sampled_from(INVISIBLES + SPACES), max_size=3).map("".join)
+inside = st.lists(st.sampled_from(INVISIBLES), max_size=2).map("".join)
+
+
+@st.composite
+def disguised_tag(draw):
+    """An opener, then (maybe) a slash, then ``context`` in mixed forms, with invisible
+    and space characters where a reader might skip them."""
+    out = [draw(st.sampled_from(LOOKALIKE_OPENERS)), draw(gap)]
+    if draw(st.booleans()):
+        out += [draw(st.sampled_from(SLASHES)), draw(gap)]
+    for letter in "context":
+        out += [draw(letter_forms(letter)), draw(inside)]
+    out.append(draw(st.sampled_from([">", "\uff1e", " name=\"x\">", "", "s", "_", "\u0301"])))
+    return "".join(out)
+
+
+lookalike_text = st.lists(
+    st.one_of(disguised_tag(), hostile_bits, st.sampled_from(INVISIBLES + SPACES),
+              st.text(max_size=4)),
+    max_size=10,
+).map("".join)
+
+
+def test_lookalike_openers_are_neutralized():
+    cases = {
+        "<\u200b/context>": "&lt;\u200b/context>",
+        "\uff1c/context\uff1e": "&lt;/context\uff1e",
+        "<\x00/context>": "&lt;\x00/context>",
+        "\ufe64context name=\"x\">": "&lt;context name=\"x\">",
+        "</CoNtExT>": "&lt;/CoNtExT>",
+        "<\u00ad/con\u2060text>": "&lt;\u00ad/con\u2060text>",
+        "<\ufeff\u200e\u200f/context>": "&lt;\ufeff\u200e\u200f/context>",
+        "</\uff43\uff4f\uff4e\uff54\uff45\uff58\uff54>": "&lt;/\uff43\uff4f\uff4e\uff54\uff45\uff58\uff54>",
+        "\u2039/context\u203a": "&lt;/context\u203a",
+        "<\u2215context>": "&lt;\u2215context>",
+        "</\u0441\u043entext>": "&lt;/\u0441\u043entext>",
+        "<\u0338/context>": "&lt;\u0338/context>",
+    }
+    for text, expected in cases.items():
+        assert neutralize(text) == expected, text
+
+
+def test_lookalike_text_that_is_no_tag_is_untouched():
+    for text in ["\uff1ccontexts\uff1e", "</context\u200bx>", "\u2039 b \u203a", "\u3008\u3009",
+                 "</con text>", "x \uff1c y", "caf\u00e9 < cr\u00e8me", "</\u2105ntext>"]:
+        assert neutralize(text) == text, text
+
+
+@settings(max_examples=1000)
+@given(st.text(max_size=20) | lookalike_text, lookalike_text)
+def test_after_normalization_a_block_holds_only_its_own_frame(name, text):
+    block = tag_block(name, text)
+    tags = [m.start() for m in ANY_TAG.finditer(normalized(block))]
+    norm = normalized(block)
+    assert tags == [0, len(norm) - len("</context>")], (block, norm)
+    head = norm.split(">", 1)[0]
+    assert head.count('"') == 2
+
+
+@settings(max_examples=500)
+@given(lookalike_text)
+def test_lookalike_neutralize_changes_only_openers_and_is_idempotent(text):
+    out = neutralize(text)
+    assert only_openers_replaced(text, out)
+    assert neutralize(out) == out
+    assert not ANY_TAG.search(normalized(out))
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=30)
+       | st.lists(st.sampled_from(["<", "/", "context", "CONTEXT", "\x00", "\x7f", "\t", " ",
+                                   "\n", "x", "_", ">"]), max_size=12).map("".join))
+def test_ascii_fast_path_agrees_with_the_general_reader(text):
+    assert neutralize(text) == _neutralize_walk(text)

@@ -143,3 +143,44 @@ def test_clear_token_cache():
     count_tokens("abc " * 1000)
     clear_token_cache()
     assert count_tokens("abc " * 1000) == count_tokens("abc " * 1000)
+
+
+# -- the memo: no cliff, bounded, never a wrong count -------------------------------
+
+def test_memo_holds_many_more_distinct_texts_than_the_old_lru(monkeypatch):
+    from lionctx import tokens
+
+    counter = tokens.get_counter()
+    tokens.clear_token_cache()
+    texts = [f"stable text number {i}" for i in range(10_000)]
+    first = [counter(t) for t in texts]
+    calls = []
+    enc = tokens.get_encoding()
+    real = enc.encode_ordinary
+    monkeypatch.setattr(enc, "encode_ordinary", lambda t: calls.append(t) or real(t))
+    assert [counter(t) for t in texts] == first
+    assert calls == []  # every one of the 10,000 was a hit
+
+
+def test_memo_is_bounded_and_evicts_the_oldest(monkeypatch):
+    from lionctx import tokens
+
+    monkeypatch.setattr(tokens, "MEMO_SIZE", 100)
+    tokens.clear_token_cache()
+    counter = tokens.get_counter()
+    for i in range(1_000):
+        counter(f"text {i}")
+    memo_sizes = [len(c.__self__) for c in tokens._caches if hasattr(c, "__self__")]
+    assert memo_sizes and max(memo_sizes) <= 100
+    tokens.clear_token_cache()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=50), min_size=1, max_size=30))
+def test_memoized_counts_equal_the_encoder(texts):
+    from lionctx import tokens
+
+    enc = tokens.get_encoding()
+    counter = tokens.get_counter()
+    for t in texts + texts:
+        assert counter(t) == len(enc.encode_ordinary(t))

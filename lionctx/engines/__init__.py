@@ -5,13 +5,14 @@ engine, :mod:`.loader` picks and discovers engines, :mod:`.host` holds the calls
 host (Branch, Agent) makes each turn, and :mod:`.identity` the message-uid helpers.
 """
 
-from .base import ContextEngine, overrides, usage_counts
+from .base import DEFAULT_SELECT_TIMEOUT, ContextEngine, overrides, usage_counts
 from .compressor import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, message_tokens
 from .host import (
     EngineSession,
     ThreadBridgeModel,
     after_response,
     apply_select_context,
+    apply_select_context_async,
     dispatch_engine_tool,
     engine_tools,
     maybe_compress,
@@ -40,6 +41,7 @@ from .loader import (
 
 __all__ = [
     "DEFAULT_ENGINE",
+    "DEFAULT_SELECT_TIMEOUT",
     "ENTRY_POINT_GROUP",
     "FALLBACK_NOTE",
     "SUMMARY_MARKER",
@@ -52,6 +54,7 @@ __all__ = [
     "PluginLoadError",
     "after_response",
     "apply_select_context",
+    "apply_select_context_async",
     "clear_registered_context_engine",
     "clone_engine",
     "configured_engine_name",

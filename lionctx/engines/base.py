@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ContextEngine", "engine_label", "overrides", "usage_counts"]
+__all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_select_timeout", "engine_label", "overrides",
+           "usage_counts"]
 
 
 class ContextEngine(ABC):
@@ -45,6 +47,23 @@ class ContextEngine(ABC):
     context_length: int = 0
     #: How many times :meth:`compress` compacted a conversation.
     compression_count: int = 0
+
+    _select_context_timeout: float = 10.0  # DEFAULT_SELECT_TIMEOUT
+
+    @property
+    def select_context_timeout(self) -> float:
+        """Seconds a host waits for :meth:`select_context` (default 10).
+
+        Past it the request goes out unselected, with a warning: a sync hook's worker
+        thread is abandoned (its late result dropped), an async hook is cancelled.
+        Set it on the instance, or with ``context.select_context_timeout`` in an
+        engine configuration. Must be a positive, finite number of seconds.
+        """
+        return self._select_context_timeout
+
+    @select_context_timeout.setter
+    def select_context_timeout(self, seconds: float) -> None:
+        self._select_context_timeout = check_select_timeout(seconds)
 
     # -- required -------------------------------------------------------------------
 
@@ -148,6 +167,10 @@ class ContextEngine(ABC):
         Request-only: stored history never changes because of it. An exception, an
         empty or non-list result, or a list holding a non-dict leaves the request
         untouched, and so does a result that adds or alters a system message.
+
+        May be ``async def``. Hosts bound it by :attr:`select_context_timeout`: a
+        plain method runs in a worker thread, a coroutine on the host's event loop
+        (it must await to be cancellable).
         """
         return None
 
@@ -159,6 +182,20 @@ class ContextEngine(ABC):
     ) -> None:
         """Observe a finished turn (copies of the transcript); the return value is ignored."""
         return None
+
+
+#: Seconds a host waits for ``select_context`` unless the engine says otherwise.
+DEFAULT_SELECT_TIMEOUT = 10.0
+
+
+def check_select_timeout(seconds: object) -> float:
+    """``seconds`` as a float when it is a positive, finite number; else ValueError."""
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds) or seconds <= 0):
+        raise ValueError(
+            f"select_context_timeout must be a positive, finite number of seconds, "
+            f"got {seconds!r}")
+    return float(seconds)
 
 
 def overrides(engine: object, hook: str) -> bool:
@@ -185,7 +222,9 @@ def engine_label(engine: object) -> str:
         name = engine.name  # type: ignore[attr-defined]
     except Exception:
         name = None
-    return name if isinstance(name, str) and name else type(engine).__name__
+    if isinstance(name, str) and name:
+        return str.__str__(name)  # an exact str: a subclass's repr/format could lie
+    return type(engine).__name__
 
 
 def _int_field(source: Any, *keys: str) -> int | None:

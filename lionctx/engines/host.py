@@ -19,27 +19,50 @@ and nothing is copied for them.
 Beyond the reference host, a selection or compaction may not grant itself system
 authority: adding a ``system``/``developer`` message beyond the original system
 prefix, or changing that prefix, is refused with a warning.
+
+What an engine returns is never trusted to describe itself: before any check the
+host rebuilds it from the built-in types' own storage (``list``, ``dict``, ``str``,
+``int``, ``float``, ``bool``, ``None``; tuples become lists), so a subclass whose
+``get``, ``__getitem__``, ``__iter__``, ``strip`` or ``__eq__`` lies checks and sends
+as what it really holds. Anything else (an arbitrary object, a cycle) cannot be sent
+as JSON and is refused. The checked copy is what the host uses.
+
+``select_context`` is bounded in time (:func:`apply_select_context_async`): past the
+engine's :attr:`~lionctx.engines.ContextEngine.select_context_timeout` (default
+10 s) the request goes out unselected, with a warning.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import json
 import logging
+import math
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import ContextEngine, engine_label, overrides, usage_counts
+import anyio
+
+from .base import (
+    DEFAULT_SELECT_TIMEOUT,
+    ContextEngine,
+    engine_label,
+    overrides,
+    usage_counts,
+)
 from .identity import PERSISTENCE_ONLY_FIELDS, UID_FIELD, is_uid, new_uid
 
 __all__ = [
+    "DEFAULT_SELECT_TIMEOUT",
     "EngineSession",
     "ThreadBridgeModel",
     "after_response",
     "apply_select_context",
+    "apply_select_context_async",
     "dispatch_engine_tool",
     "engine_tools",
     "maybe_compress",
@@ -99,9 +122,75 @@ def summary_model(model: Any) -> Any:
     return None
 
 
+class _NotPlain(ValueError):
+    """A value an engine returned that is not plain JSON data."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` rebuilt from built-in types only, read from their own storage.
+
+    Subclasses of ``str``, ``int``, ``float``, ``list``, ``tuple`` and ``dict`` are
+    copied through the base type's methods (never their own, which may lie);
+    tuples become lists. Raises :class:`_NotPlain` for anything else, and
+    RecursionError for a cycle.
+    """
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is int or kind is float:
+        return value
+    if issubclass(kind, dict):
+        out: dict[Any, Any] = {}
+        for key, item in dict.items(value):
+            out[_plain_key(key)] = _plain(item)
+        return out
+    if issubclass(kind, list):
+        return [_plain(item) for item in list.copy(value)]
+    if issubclass(kind, tuple):
+        return [_plain(item) for item in tuple.__getitem__(value, slice(None))]
+    if issubclass(kind, str):
+        return str.__str__(value)
+    if issubclass(kind, int) and kind is not bool:
+        return int.__index__(value)
+    if issubclass(kind, float):
+        return float.__float__(value)
+    raise _NotPlain(f"a {kind.__name__}, which is not JSON data")
+
+
+def _plain_key(key: Any) -> Any:
+    kind = type(key)
+    if key is None or kind is str or kind is bool or kind is int or kind is float:
+        return key
+    if issubclass(kind, str):
+        return str.__str__(key)
+    if issubclass(kind, int):
+        return int.__index__(key)
+    if issubclass(kind, float):
+        return float.__float__(key)
+    raise _NotPlain(f"a key of type {kind.__name__}, which is not JSON data")
+
+
+def _plain_messages(result: object) -> object:
+    """A list result as plain data (see :func:`_plain`); other results as they are,
+    for :func:`_shape_problem` to name. Raises :class:`_NotPlain` naming the index."""
+    if not issubclass(type(result), list):
+        return result
+    items = list.copy(result)  # type: ignore[arg-type]
+    out: list[Any] = []
+    for index, message in enumerate(items):
+        if not issubclass(type(message), dict):
+            out.append(message)
+            continue
+        try:
+            out.append(_plain(message))
+        except _NotPlain as exc:
+            raise _NotPlain(f"returned a message holding {exc} at index {index}") from None
+    return out
+
+
 def _role(message: Mapping[str, Any]) -> str | None:
-    role = message.get("role")
-    return role.strip().lower() if isinstance(role, str) else None
+    # Engine results are plain copies by now; dict.get and exact str keep a
+    # Mapping or str subclass from answering for itself anyway.
+    role = dict.get(message, "role") if type(message) is dict else message.get("role")
+    return role.strip().lower() if type(role) is str else None
 
 
 def _system_view(message: Mapping[str, Any]) -> tuple[str | None, str, Any]:
@@ -150,18 +239,32 @@ def _authority_problem(
 
 
 def _shape_problem(result: object) -> str | None:
-    """Why ``result`` is not a usable message list, or None."""
-    if not isinstance(result, list):
+    """Why ``result`` (a plain copy) is not a usable message list, or None."""
+    if type(result) is not list:
         return f"returned {type(result).__name__}, not a list"
     if not result:
         return "returned an empty list"
     for index, message in enumerate(result):
-        if not isinstance(message, dict):
+        if type(message) is not dict:
             return f"returned a {type(message).__name__} at index {index}, not a dict"
         role = _role(message)
         if role not in _KNOWN_ROLES:
             return f"returned a message with role {message.get('role')!r} at index {index}"
     return None
+
+
+def _checked_selection(
+    original: Sequence[Mapping[str, Any]], result: object
+) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """(plain copy of ``result``, why it may not replace ``original`` or None)."""
+    try:
+        plain = _plain_messages(result)
+    except _NotPlain as exc:
+        return None, str(exc)
+    problem = _shape_problem(plain)
+    if problem is None:
+        problem = _authority_problem(original, plain)  # type: ignore[arg-type]
+    return (plain if problem is None else None), problem  # type: ignore[return-value]
 
 
 def selection_problem(
@@ -170,13 +273,12 @@ def selection_problem(
     """Why ``result`` may not replace ``original`` as a request, or None if it may.
 
     Refused: a non-list, an empty list, a list holding a non-dict or a message with
-    a missing or unknown role, and any result that adds a system message beyond the
-    original system prefix or changes that prefix.
+    a missing or unknown role, a value that is not JSON data, and any result that
+    adds a system message beyond the original system prefix or changes that prefix.
+    The result is judged by what it holds (see the module docs), not by what its
+    methods say.
     """
-    problem = _shape_problem(result)
-    if problem is None:
-        problem = _authority_problem(original, result)  # type: ignore[arg-type]
-    return problem
+    return _checked_selection(original, result)[1]
 
 
 def tool_pairing_problems(messages: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
@@ -255,6 +357,63 @@ def _wire_key(message: Mapping[str, Any]) -> str | None:
 # -- per-request selection -----------------------------------------------------------
 
 
+def _select_timeout(engine: ContextEngine) -> float:
+    """The engine's ``select_context_timeout`` when it is a positive finite number of
+    seconds, else :data:`DEFAULT_SELECT_TIMEOUT` (a subclass may shadow the checked
+    property with anything)."""
+    try:
+        value = engine.select_context_timeout
+    except Exception:
+        return DEFAULT_SELECT_TIMEOUT
+    if type(value) in (int, float) and 0 < value and math.isfinite(value):
+        return float(value)
+    return DEFAULT_SELECT_TIMEOUT
+
+
+def _selection_args(
+    engine: ContextEngine,
+    request_messages: list[dict[str, Any]],
+    conversation_messages: Sequence[Mapping[str, Any]] | None,
+    incoming_message: Mapping[str, Any] | None,
+) -> functools.partial[Any]:
+    """The hook call, on deep copies (mutating them cannot leak into a fail-open request)."""
+    budget = engine.context_length or 0
+    if type(budget) is not int or budget < 0:
+        budget = 0
+    return functools.partial(
+        engine.select_context,
+        copy.deepcopy(request_messages),
+        conversation_messages=copy.deepcopy(
+            list(conversation_messages) if conversation_messages is not None else None
+        ),
+        incoming_message=copy.deepcopy(
+            dict(incoming_message) if incoming_message is not None else None
+        ),
+        budget_tokens=budget,
+    )
+
+
+def _accept_selection(
+    label: str, request_messages: list[dict[str, Any]], result: object
+) -> list[dict[str, Any]]:
+    """The checked plain copy of ``result``, or ``request_messages`` (with a warning
+    for anything but None)."""
+    if result is None:
+        return request_messages
+    try:
+        plain, problem = _checked_selection(request_messages, result)
+    except Exception as exc:  # an engine's list we cannot even inspect is refused
+        plain, problem = None, f"returned messages that cannot be checked ({type(exc).__name__})"
+    if plain is None:
+        logger.warning(
+            "context engine %r select_context %s; using the unmodified request",
+            label,
+            problem,
+        )
+        return request_messages
+    return plain
+
+
 def apply_select_context(
     engine: ContextEngine,
     request_messages: list[dict[str, Any]],
@@ -268,28 +427,21 @@ def apply_select_context(
     Otherwise the engine gets a deep copy of the request (so mutating it cannot leak
     into a fail-open request), deep copies of ``conversation_messages`` and
     ``incoming_message``, and ``budget_tokens`` = its ``context_length`` (or 0).
-    An exception, ``None``, ``[]``, a non-list, a list holding a non-dict, or a
-    selection that adds or alters system messages leaves the request unchanged,
-    with a warning for every case but ``None``. A valid selection is used as is.
-    The selection is request-only: no stored message is changed by it.
+    An exception, ``None``, ``[]``, a non-list, a list holding a non-dict or a value
+    that is not JSON data, or a selection that adds or alters system messages leaves
+    the request unchanged, with a warning for every case but ``None``. A valid
+    selection is used as a plain copy (see the module docs). The selection is
+    request-only: no stored message is changed by it.
+
+    This runs the hook in the calling thread with no time bound, and an ``async``
+    hook is refused; hosts on an event loop use :func:`apply_select_context_async`.
     """
     if not overrides(engine, "select_context"):
         return request_messages
     label = engine_label(engine)
     try:
-        budget = engine.context_length or 0
-        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
-            budget = 0
-        result = engine.select_context(
-            copy.deepcopy(request_messages),
-            conversation_messages=copy.deepcopy(
-                list(conversation_messages) if conversation_messages is not None else None
-            ),
-            incoming_message=copy.deepcopy(
-                dict(incoming_message) if incoming_message is not None else None
-            ),
-            budget_tokens=budget,
-        )
+        result = _selection_args(engine, request_messages, conversation_messages,
+                                 incoming_message)()
     except Exception as exc:
         logger.warning(
             "context engine %r select_context raised %s; using the unmodified request",
@@ -297,20 +449,82 @@ def apply_select_context(
             type(exc).__name__,
         )
         return request_messages
-    if result is None:
-        return request_messages
-    try:
-        problem = selection_problem(request_messages, result)
-    except Exception as exc:  # an engine's list we cannot even inspect is refused
-        problem = f"returned messages that cannot be checked ({type(exc).__name__})"
-    if problem is not None:
+    if inspect.isawaitable(result):
+        _discard_awaitable(result)
         logger.warning(
-            "context engine %r select_context %s; using the unmodified request",
+            "context engine %r select_context is async, which needs an async host "
+            "(apply_select_context_async); using the unmodified request", label)
+        return request_messages
+    return _accept_selection(label, request_messages, result)
+
+
+def _discard_awaitable(result: Any) -> None:
+    close = getattr(result, "close", None)  # a coroutine never run: no "never awaited"
+    if callable(close):
+        try:
+            close()
+        except Exception:
+            pass
+
+
+async def apply_select_context_async(
+    engine: ContextEngine,
+    request_messages: list[dict[str, Any]],
+    *,
+    conversation_messages: Sequence[Mapping[str, Any]] | None,
+    incoming_message: Mapping[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """:func:`apply_select_context` bounded in time, for hosts on an event loop.
+
+    The engine has ``select_context_timeout`` seconds (default
+    :data:`DEFAULT_SELECT_TIMEOUT`, 10). A plain (sync) hook runs in a lionctx
+    worker thread: past the timeout the turn goes on at once with the unmodified
+    request and a warning, and the thread is abandoned (its late result is
+    dropped; an engine with several threads still stuck fails fast). An ``async``
+    hook runs on the event loop and is cancelled at the timeout; it must await to
+    be cancellable (a coroutine that blocks the loop cannot be bounded). A sync
+    hook that returns an awaitable has it awaited within the same bound. A
+    cancellation from outside is never swallowed.
+    """
+    if not overrides(engine, "select_context"):
+        return request_messages
+    from .._threads import run_in_worker
+
+    label = engine_label(engine)
+    timeout = _select_timeout(engine)
+    unset = object()
+    result: Any = unset
+    try:
+        call = _selection_args(engine, request_messages, conversation_messages,
+                               incoming_message)
+        is_async = inspect.iscoroutinefunction(call.func)
+        with anyio.move_on_after(timeout) as scope:
+            if is_async:
+                result = await call()
+            else:
+                result = await run_in_worker(call, key=("context engine select_context", label))
+                if inspect.isawaitable(result):
+                    result = await result
+    except Exception as exc:
+        logger.warning(
+            "context engine %r select_context raised %s; using the unmodified request",
             label,
-            problem,
+            type(exc).__name__,
         )
         return request_messages
-    return result  # type: ignore[return-value]
+    if scope.cancel_called or result is unset:
+        # Past the deadline; a hook that swallowed its cancellation and returned
+        # late is not used either.
+        if inspect.isawaitable(result):
+            _discard_awaitable(result)
+        logger.warning(
+            "context engine %r select_context did not return within %gs; using the "
+            "unmodified request",
+            label,
+            timeout,
+        )
+        return request_messages
+    return _accept_selection(label, request_messages, result)
 
 
 # -- after each response -------------------------------------------------------------
@@ -419,7 +633,10 @@ def maybe_compress(
         )
         return None
     try:
+        result = _plain_messages(result)  # judged, and stored, by what it holds
         problem = _compaction_problem(messages, result)
+    except _NotPlain as exc:
+        problem = str(exc)
     except Exception as exc:  # a list we cannot even inspect is refused
         problem = f"returned messages that cannot be checked ({type(exc).__name__})"
     if problem == "":
@@ -434,8 +651,9 @@ def maybe_compress(
 def _compaction_problem(
     original: list[dict[str, Any]], result: object
 ) -> str | None:
-    """Why ``result`` may not replace ``original``; ``""`` when it equals it."""
-    if result == original:
+    """Why ``result`` (a plain copy) may not replace ``original``; ``""`` when it
+    equals it."""
+    if type(result) is list and result == original:
         return ""
     problem = _shape_problem(result) or _authority_problem(original, result)  # type: ignore[arg-type]
     if problem is None:
@@ -544,7 +762,7 @@ def _schema_name(schema: object) -> str:
             inner = schema.get("function")
             name = (inner if isinstance(inner, Mapping) else schema).get("name")
             if isinstance(name, str):
-                return repr(name)
+                return repr(str.__str__(name))
     except Exception:
         pass
     return "unnamed"
@@ -552,6 +770,7 @@ def _schema_name(schema: object) -> str:
 
 def _function_spec(schema: object) -> dict[str, Any] | None:
     """One engine tool schema as an OpenAI ``function`` object; None without a name."""
+    schema = _plain(schema)  # judged by what it holds; raises _NotPlain if not data
     spec = schema
     if isinstance(schema, Mapping) and schema.get("type") == "function":
         spec = schema.get("function")
@@ -598,13 +817,15 @@ def dispatch_engine_tool(
         )
         return json.dumps({"error": f"tool {name!r} failed: {type(exc).__name__}"})
     if isinstance(result, str):
-        return result
+        return str.__str__(result)  # an exact str, whatever the subclass says
     try:
         return json.dumps(result, default=str)
     except (TypeError, ValueError, RecursionError):
         pass
     try:
-        return str(result)
+        text = str(result)
+        return str.__str__(text) if isinstance(text, str) else json.dumps(
+            {"error": f"tool {name!r} returned a result that cannot be encoded"})
     except Exception:  # RecursionError included
         return json.dumps({"error": f"tool {name!r} returned a result that cannot be encoded"})
 

@@ -10,6 +10,11 @@ dict, or a YAML (``.yaml``/``.yml``, needs pyyaml) or TOML (``.toml``) file::
       compressor:                   # optional ContextCompressor settings
         context_length: 200000
         threshold_percent: 0.6
+      select_context_timeout: 5     # optional; seconds (default 10)
+
+``select_context_timeout`` bounds the engine's ``select_context`` hook (see
+:attr:`ContextEngine.select_context_timeout`); it applies to the engine built from
+this configuration, whichever it is.
 
 An installed or discoverable plugin is never activated unless it is named there.
 
@@ -56,7 +61,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Union
 
-from .base import ContextEngine, engine_label
+from .base import ContextEngine, check_select_timeout, engine_label
 from .compressor import ContextCompressor
 
 __all__ = [
@@ -562,6 +567,21 @@ def engine_for_agent(
     """
     section = _context_section(config)
     name = configured_engine_name({"context": section})
+    timeout = section.get("select_context_timeout")
+    if timeout is not None:
+        check_select_timeout(timeout)  # a bad value fails here, naming it
+    engine = _engine_for_section(section, name, search_paths, model)
+    if timeout is not None:
+        engine.select_context_timeout = timeout
+    return engine
+
+
+def _engine_for_section(
+    section: Mapping[str, Any],
+    name: str,
+    search_paths: Iterable[PathArg] | None,
+    model: Any,
+) -> ContextEngine:
     settings = section.get("compressor") or {}
     if not isinstance(settings, Mapping):
         raise ValueError(f"context.compressor must be a mapping, got {settings!r}")
@@ -635,7 +655,7 @@ def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
     return clone if clone is not None else ContextCompressor(model=model)
 
 
-_SECTION_KEYS = frozenset({"engine", "plugin_paths", "compressor"})
+_SECTION_KEYS = frozenset({"engine", "plugin_paths", "compressor", "select_context_timeout"})
 
 
 def resolve_context_engine(

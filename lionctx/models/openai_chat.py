@@ -21,6 +21,7 @@ kept in our error instead.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import re
@@ -55,6 +56,7 @@ _KEY_FRAGMENT = 8
 _ERROR_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 
+@functools.lru_cache(maxsize=64)  # asked on every turn for the same few base URLs
 def _is_loopback(url: Optional[str]) -> bool:
     """True for a loopback IP (127.0.0.0/8, ``::1``, IPv4-mapped 127/8) or exactly
     ``localhost``. Any other name is remote, whatever it starts with."""

@@ -28,7 +28,7 @@ import os
 from typing import Any, ClassVar, Optional, Union
 
 from ..adapters import query_from_instruction, run_context_from_branch
-from ..context import RunContext
+from ..context import RunContext, coerce_run_context
 from ..outcome import SourceUnavailable
 
 __all__ = ["ContextSource", "ProvidedText", "SourceUnavailable", "check_count",
@@ -93,6 +93,10 @@ class ContextSource:
     async def fetch(self, query: str, ctx: Any) -> Optional[str]:
         """agentium face: the text, or ``None``, also when the source could not answer.
 
+        ``ctx`` is a RunContext, a plain mapping (``{"userId": "u1"}``) or any object
+        shaped like one; ``None`` means the run context bound with
+        :func:`lionctx.bind_run_context`, if any.
+
         The reason for a failure is kept in ``last_error``. Any other exception
         (a bug, a wrapped function's own error) propagates.
         """
@@ -101,6 +105,9 @@ class ContextSource:
             # say so rather than bounce between the two.
             raise NotImplementedError(f"{type(self).__name__} must implement "
                                       f"retrieve(query, ctx)")
+        # A plain mapping ({"userId": ...}) or None (the bound run context) becomes a
+        # RunContext, so every built-in and wrapped function reads ctx.userId alike.
+        ctx = coerce_run_context(ctx)
         try:
             return await self.retrieve(query, ctx)
         except SourceUnavailable as exc:

@@ -91,7 +91,7 @@ def test_not_overridden_hook_is_skipped_without_copies():
     assert engine.calls == []
 
 
-def test_valid_selection_is_used_as_is():
+def test_valid_selection_is_used_as_checked():
     chosen = []
 
     def select(req):
@@ -100,7 +100,9 @@ def test_valid_selection_is_used_as_is():
 
     engine = Selector(select)
     out = apply_select_context(engine, request(), conversation_messages=[], incoming_message=None)
-    assert out is chosen
+    # the checked copy, equal to the selection: an engine holding on to its list
+    # cannot change the request after the check
+    assert out == chosen and out is not chosen and out[0] is not chosen[0]
     assert [m["content"] for m in out] == ["You are careful.", "second"]
 
 

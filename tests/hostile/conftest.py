@@ -2,7 +2,14 @@
 
 import pytest
 
-from lionctx import OpenAIChatModel
+from lionctx import OpenAIChatModel, count_tokens
+
+
+@pytest.fixture(autouse=True)
+def _tokenizer_loaded():
+    # The first count in a process loads the encoding (most of a second on a busy
+    # machine): never inside an attack's wall clock.
+    count_tokens("load the encoding before any wall clock starts")
 
 
 @pytest.fixture

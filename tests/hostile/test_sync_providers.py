@@ -94,3 +94,32 @@ async def test_a_sync_fetch_that_answers_is_used():
 
     res = await resolve_context([SyncFetch()], "q")
     assert res.text == '<context name="sync">\nanswer to q\n</context>'
+
+
+class BlocksTheLoop:
+    """The limit of what anyone can do: async code that never awaits."""
+
+    name = "blocker"
+
+    async def provide(self, branch, instruction):
+        time.sleep(0.5)  # noqa: ASYNC251 - the attack
+        return "late text"
+
+    async def fetch(self, query, ctx):
+        time.sleep(0.5)  # noqa: ASYNC251 - the attack
+        return "late text"
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_an_async_provider_that_blocks_the_loop_is_reported_and_dropped(concurrent):
+    # It cannot be preempted (the README says so); it must not be injected either.
+    reg = ContextProviderRegistry(timeout=0.1, concurrent=concurrent)
+    reg.register(BlocksTheLoop())
+    reg.register(Static("fast", "ok"))
+    report = await reg.gather(None, "q")
+    blocker = report.outcomes[0]
+    assert blocker.status is Status.TIMEOUT
+    assert "the event loop was blocked" in blocker.reason
+    assert "late text" not in report.blocks
+    res = await resolve_context([BlocksTheLoop()], "q", timeout=0.1)
+    assert res.text == "" and "event loop was blocked" in res.outcomes[0].reason

@@ -1,0 +1,54 @@
+"""``Agent({...})``: agentium's constructor takes one options object."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+__all__ = ["accepts_options_mapping"]
+
+T = TypeVar("T", bound=type)
+_UPPER = re.compile(r"(?<!^)(?=[A-Z])")
+#: Option names kept as spelled (the constructor takes them in this spelling).
+_AS_IS = frozenset({"contextProviders"})
+
+
+def _snake(key: str) -> str:
+    return key if key in _AS_IS else _UPPER.sub("_", key).lower()
+
+
+def accepts_options_mapping(cls: T) -> T:
+    """Let ``cls(options_mapping)`` mean ``cls(**options)``, camelCase keys included.
+
+    Keywords given beside the mapping win only when the mapping does not set the same
+    option; a key set twice (``{"contextBudget": 1}`` and ``context_budget=2``) or a
+    mapping key that is not a ``str`` raises ``TypeError`` naming it; an unknown
+    option raises as an unknown keyword does.
+    """
+    init: Callable[..., None] = cls.__init__  # type: ignore[misc]
+    accepted = frozenset(inspect.signature(init).parameters) - {"self"}
+
+    @functools.wraps(init)
+    def __init__(self: Any, options: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
+        if options is not None:
+            if not isinstance(options, Mapping):
+                raise TypeError(f"{cls.__name__}() takes an options mapping or keywords, "
+                                f"got {type(options).__name__}")
+            merged: dict[str, Any] = {}
+            for key, value in options.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"{cls.__name__} option names must be str, got {key!r}")
+                name = _snake(key)
+                if name not in accepted:
+                    raise TypeError(f"{cls.__name__} got an unknown option {key!r}")
+                if name in merged or name in kwargs:
+                    raise TypeError(f"{cls.__name__} option {key!r} given twice")
+                merged[name] = value
+            kwargs = {**merged, **kwargs}
+        init(self, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
