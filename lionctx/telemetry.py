@@ -63,17 +63,25 @@ def live() -> bool:
         return False
     if _state["tracer_provider"] is not None or _state["meter_provider"] is not None:
         return True
-    from opentelemetry import trace
+    api = _state.get("api")
+    if api is None:
+        from opentelemetry import trace
 
-    if not isinstance(trace.get_tracer_provider(),
-                      (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        try:
+            from opentelemetry import metrics
+        except ImportError:  # an API too old for metrics
+            metrics = None
+        api = _state["api"] = (trace, metrics,
+                               (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    trace, metrics, idle = api
+    if not isinstance(trace.get_tracer_provider(), idle):
         return True
-    try:
-        from opentelemetry import metrics
-    except ImportError:
+    if metrics is None:
         return False
-    return type(metrics.get_meter_provider()).__name__ not in (
-        "_ProxyMeterProvider", "NoOpMeterProvider")
+    return type(metrics.get_meter_provider()).__name__ not in _IDLE_METERS
+
+
+_IDLE_METERS = frozenset(("_ProxyMeterProvider", "NoOpMeterProvider"))
 
 
 def _installed() -> bool:
