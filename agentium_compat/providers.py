@@ -143,7 +143,7 @@ _HTTP_OPTIONS = {"url": "url", "method": "method", "headers": "headers", "body":
                  "timeoutMs": "timeout", "cacheTtlMs": "cache_ttl", "name": "name",
                  "allowedHosts": "allowed_hosts", "maxResponseBytes": "max_response_bytes",
                  "maxRedirects": "max_redirects", "transform": "transform",
-                 "staleOnError": "stale_on_error", "client": "client"}
+                 "staleOnError": "stale_on_error", "client": "client", "cache": "cache"}
 
 
 class HttpContextProvider(_http.HttpContextProvider):
@@ -152,7 +152,8 @@ class HttpContextProvider(_http.HttpContextProvider):
     Options: ``url`` (required), ``method`` (``"GET"``), ``headers``, ``body``,
     ``timeoutMs`` (5000), ``cacheTtlMs`` (0: no cache), ``allowedHosts`` (default:
     the host of ``url``), ``maxResponseBytes``, ``maxRedirects``, ``transform``,
-    ``staleOnError``, ``name``, ``client``.
+    ``staleOnError``, ``name``, ``client``, ``cache`` (a shared backend such as
+    :class:`lionctx.cache.RedisCache`; needs ``cacheTtlMs``).
     """
 
     def __init__(self, options: Optional[Mapping[str, Any]] = None, /, *,
@@ -162,13 +163,13 @@ class HttpContextProvider(_http.HttpContextProvider):
                  allowedHosts: Any = _MISSING, maxResponseBytes: Any = _MISSING,  # noqa: N803
                  maxRedirects: Any = _MISSING, transform: Any = _MISSING,  # noqa: N803
                  staleOnError: Any = _MISSING, client: Any = _MISSING,  # noqa: N803
-                 **unknown: Any) -> None:
+                 cache: Any = _MISSING, **unknown: Any) -> None:
         kwargs = _options("HttpContextProvider", options, {
             "url": url, "method": method, "headers": headers, "body": body,
             "timeoutMs": timeoutMs, "cacheTtlMs": cacheTtlMs, "name": name,
             "allowedHosts": allowedHosts, "maxResponseBytes": maxResponseBytes,
             "maxRedirects": maxRedirects, "transform": transform,
-            "staleOnError": staleOnError, "client": client, **unknown,
+            "staleOnError": staleOnError, "client": client, "cache": cache, **unknown,
         }, _HTTP_OPTIONS, required="url")
         if "timeout" in kwargs:
             kwargs["timeout"] = _ms(kwargs["timeout"], "timeoutMs", allow_zero=False)
@@ -229,11 +230,11 @@ class CachedContextProvider(_cache.CachedContextProvider):
     def __init__(self, inner: Any, ttlMs: Any,  # noqa: N803
                  key: Optional[Callable[[str, Any], Hashable]] = None, *,
                  maxSize: int = 1024, staleOnError: bool = False,  # noqa: N803
-                 name: Optional[str] = None) -> None:
+                 name: Optional[str] = None, cache: Any = None) -> None:
         ttl = _ms(ttlMs, "ttlMs", allow_zero=False)
         with _agentium_names(_CACHE_OPTIONS):
             super().__init__(inner, ttl, key=key, maxsize=maxSize,
-                             stale_on_error=staleOnError, name=name)
+                             stale_on_error=staleOnError, name=name, cache=cache)
 
     @property
     def ttlMs(self) -> float:  # noqa: N802

@@ -28,7 +28,9 @@ from .context import RunContext, coerce_run_context
 __all__ = [
     "call_fetch",
     "call_provide",
+    "fetch_invoker",
     "fetch_method",
+    "provide_invoker",
     "provider_name",
     "query_from_instruction",
     "retrieve_method",
@@ -154,6 +156,30 @@ def run_context_from_branch(branch: Any) -> RunContext:
     else an empty one."""
     ctx = getattr(branch, "run_context", None) if branch is not None else None
     return coerce_run_context(ctx)
+
+
+def provide_invoker(provider: Any) -> Any:
+    """What a pass awaits as ``invoke(branch, instruction)``: an ``async def provide``
+    itself (one coroutine per call, as in LionAGI), else :func:`call_provide`."""
+    try:
+        provide = getattr(provider, "provide", None)
+        if provide is not None and _is_async(provide):
+            return provide
+    except Exception:  # a property that raises fails inside the call's containment
+        pass
+    return partial(call_provide, provider)
+
+
+def fetch_invoker(provider: Any) -> Any:
+    """What a pass awaits as ``invoke(query, ctx)``: a ContextSource's ``retrieve`` or
+    an ``async def fetch`` itself, else :func:`call_fetch`."""
+    try:
+        method = retrieve_method(provider) or fetch_method(provider)
+        if method is not None and _is_async(method):
+            return method
+    except Exception:  # a property that raises fails inside the call's containment
+        pass
+    return partial(call_fetch, provider)
 
 
 async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:

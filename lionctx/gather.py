@@ -27,6 +27,7 @@ Outcomes come back in registration order whatever order providers finished in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import sys
@@ -59,6 +60,7 @@ DEFAULT_MAX_CHARS = 1_000_000
 # Texts longer than this are counted in a worker thread, off the event loop.
 _THREAD_CHARS = 65_536
 _COUNT_KEY = "lionctx.tokens"
+_NO_SCOPE = contextlib.nullcontext()
 
 
 @dataclass(slots=True)
@@ -269,6 +271,14 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, counted: str, stored: st
                    degraded, cached, stale, call.priority, call.max_tokens, exact)
 
 
+def _carried_count(result: Any, counter: TokenCounter) -> Optional[int]:
+    if not hasattr(result, "token_count"):
+        return None
+    from .cache.counted import known_token_count  # only texts from a shared cache get here
+
+    return known_token_count(result, counter)
+
+
 def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseException,
                   elapsed: float, degraded: Optional[str]) -> Outcome:
     logger.warning("context provider %r output could not be counted", call.name,
@@ -331,6 +341,12 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         bound = _bound(call, ps)
         if call.frame is not None:
             bound -= ps.join_cost
+        if not plain and call.frame is None and not replaced:
+            # A shared-cache hit carries the count its fetcher made (RedisCache).
+            known = _carried_count(result, ps.counter)
+            if known is not None:
+                return _counted(call, index, ps, counted, stored, known, True, elapsed,
+                                degraded, cached, stale)
         if len(counted) > _THREAD_CHARS:
             return _Big(counted, stored, bound, elapsed, degraded, cached, stale)
         tokens, exact = count_bounded(ps.counter, counted, bound)
@@ -526,18 +542,6 @@ def _asyncio_taskgroup() -> Optional[type]:
     return tg
 
 
-async def _spawn(n: int, body: Callable[[int], Awaitable[None]]) -> None:
-    native = _asyncio_taskgroup()
-    if native is not None:
-        async with native() as group:
-            for i in range(n):
-                group.create_task(body(i))
-    else:
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(body, i)
-
-
 async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: Optional[float],
                       limit: Optional[int], observe: Optional[Observer]) -> list[Outcome]:
     n = len(calls)
@@ -546,19 +550,38 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: Option
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
 
     async def run(i: int) -> None:
-        if limiter is None:
-            o = await _run_one(calls[i], i, ps, starts)
-        else:
-            async with limiter:
-                o = await _run_one(calls[i], i, ps, starts)
+        o = await _run_one(calls[i], i, ps, starts)
         results[i] = o if observe is None else _notify(observe, o)
 
-    if starts is None:
-        await _spawn(n, run)
-        return results  # type: ignore[return-value]  # every task wrote its slot
+    async def run_limited(i: int) -> None:
+        async with limiter:  # type: ignore[union-attr]
+            await run(i)
 
-    with anyio.move_on_after(deadline):
-        await _spawn(n, run)
+    # Without an observer or a limiter a task runs _run_one itself (one coroutine
+    # less per provider): its outcome is collected from the task afterwards.
+    direct = observe is None and limiter is None
+    body = run if limiter is None else run_limited
+
+    native = _asyncio_taskgroup()
+    tasks: list[asyncio.Task[Outcome]] = []
+    with anyio.move_on_after(deadline) if deadline is not None else _NO_SCOPE:
+        if native is not None:
+            async with native() as group:
+                if direct:
+                    tasks = [group.create_task(_run_one(c, i, ps, starts))
+                             for i, c in enumerate(calls)]
+                else:
+                    for i in range(n):
+                        group.create_task(body(i))
+        else:
+            async with anyio.create_task_group() as tg:
+                for i in range(n):
+                    tg.start_soon(body, i)
+    for i, t in enumerate(tasks):  # direct tasks: collect what finished
+        if t.done() and not t.cancelled():
+            results[i] = t.result()
+    if starts is None:
+        return results  # type: ignore[return-value]  # every task wrote its slot
     out: list[Outcome] = []
     for i, o in enumerate(results):
         if o is None:

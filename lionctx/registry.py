@@ -23,7 +23,7 @@ from time import perf_counter
 from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
-from .adapters import call_provide, provider_name
+from .adapters import provide_invoker, provider_name
 from .breaker import BreakerSettings, Breakers, coerce_breakers
 from .admission import Candidate, admit
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
@@ -355,7 +355,7 @@ class ContextProviderRegistry:
         calls = self._calls.get(tagged)
         if calls is None:
             calls = self._calls[tagged] = [
-                ProviderCall(e.name, e.provider, partial(call_provide, e.provider),
+                ProviderCall(e.name, e.provider, provide_invoker(e.provider),
                              partial(tag_block, e.name) if tagged else None, e.timeout,
                              e.priority, e.max_tokens, e.max_chars, False)
                 for e in entries

@@ -21,7 +21,7 @@ from time import perf_counter
 from typing import Any, Optional, Union
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
-from .adapters import call_fetch, provider_name
+from .adapters import fetch_invoker, provider_name
 from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
@@ -130,7 +130,7 @@ async def resolve_context(
     calls = []
     for provider in providers:
         name = provider_name(provider, agentium=True)
-        calls.append(ProviderCall(name, provider, partial(call_fetch, provider),
+        calls.append(ProviderCall(name, provider, fetch_invoker(provider),
                                   partial(tag_block, name)))
     timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13

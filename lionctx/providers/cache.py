@@ -32,7 +32,7 @@ from cachetools import LRUCache, TTLCache
 from ..adapters import (call_fetch, call_provide, fetch_method, provider_name,
                         query_from_instruction, run_context_from_branch)
 from ..context import context_value
-from .base import (ContextSource, ProvidedText, SourceUnavailable, check_count,
+from .base import (ContextSource, SourceUnavailable, check_count,
                    check_duration, check_name)
 
 __all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
@@ -58,11 +58,16 @@ class Source(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Hit(Generic[V]):
-    """A value (or ``None``), where it came from, and for stale values the failure."""
+    """A value (or ``None``), where it came from, and for stale values the failure.
+
+    ``note`` is set when the cache itself worked only in part (a shared cache that
+    could not be reached, say): the provider reports it as its degradation reason.
+    """
 
     value: Optional[V]
     source: Source
     error: Optional[BaseException] = None
+    note: Optional[str] = None
 
     @property
     def from_cache(self) -> bool:
@@ -139,6 +144,10 @@ class FlightCache(Generic[V]):
             self._fresh.pop(key, None)
         if self._last_good is not None:
             self._last_good.pop(key, None)
+
+    def put(self, key: Hashable, value: Optional[V]) -> None:
+        """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
+        self._store(key, value)
 
     async def get(self, key: Hashable, load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
         """The value for ``key``: stored, shared from an in-flight load, or loaded now.
@@ -282,6 +291,25 @@ class _Stored:
     stale: bool
 
 
+def _stored_meta(stored: _Stored) -> dict[str, Any]:
+    return {"reason": stored.reason, "stale": stored.stale}
+
+
+def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
+    reason = meta.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ValueError("reason is not a str")
+    stale = meta.get("stale", False)
+    if not isinstance(stale, bool):
+        raise ValueError("stale is not a bool")
+    return _Stored(text, reason, stale)
+
+
+def _note(*reasons: Optional[str]) -> Optional[str]:
+    parts = [r for r in reasons if r]
+    return "; ".join(parts) if parts else None
+
+
 class CachedContextProvider(ContextSource):
     """Cache any provider's text for ``ttl`` seconds, per key.
 
@@ -299,6 +327,12 @@ class CachedContextProvider(ContextSource):
         stale_on_error: When a refresh raises, serve the last good value for the
             key, marked stale.
         name: Defaults to the inner provider's name.
+        cache: Where values live: ``None`` (this process, the default) or a shared
+            backend such as :class:`lionctx.cache.RedisCache`, which keeps values
+            (keyed by a digest of the name and the key, never the key itself) for
+            every worker process and runs one call to ``inner`` per key across
+            them. A key must then be the same in every process: ``str``, numbers,
+            ``None`` and tuples of them (the default key is).
 
     ``None`` and exceptions are never cached; concurrent calls for one key share
     one call to ``inner``. A failure propagates (``failed`` in reports, with the
@@ -317,7 +351,10 @@ class CachedContextProvider(ContextSource):
         maxsize: int = 1024,
         stale_on_error: bool = False,
         name: Optional[str] = None,
+        cache: Any = None,
     ) -> None:
+        from ..cache.base import resolve_cache  # deferred: lionctx.cache imports providers
+
         if fetch_method(inner) is None and not callable(getattr(inner, "provide", None)):
             raise TypeError(f"inner must be a context provider with fetch() or provide(), "
                             f"got {inner!r}")
@@ -327,8 +364,12 @@ class CachedContextProvider(ContextSource):
         self.inner = inner
         self.key: KeyFunc = key or default_key
         self._name = None if name is None else check_name(name)
-        self._cache: FlightCache[_Stored] = FlightCache(ttl, maxsize=maxsize,
-                                                        stale_on_error=stale_on_error)
+        backend = resolve_cache(cache)
+        self._cache: Any = backend.bind(
+            kind="cached", scope=(self.name, type(inner).__module__, type(inner).__qualname__),
+            ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),
+            stale_on_error=stale_on_error, wait=None,
+            codec=_STORED_CODEC, remote_error=SourceUnavailable)
         self.degradation_reason = None
 
     @property  # type: ignore[override]
@@ -373,6 +414,8 @@ class CachedContextProvider(ContextSource):
         return await self._get(key, call)
 
     async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> Optional[str]:
+        from ..cache.counted import provided
+
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))
         except SharedFetchError as exc:
@@ -390,15 +433,15 @@ class CachedContextProvider(ContextSource):
         if hit.source is Source.STALE:
             why = _why(hit.error)
             self.last_error = why
-            self.degradation_reason = f"served a stale value: {why}"
-            return ProvidedText(stored.text, cached=True, stale=True)  # type: ignore[union-attr]
+            self.degradation_reason = _note(f"served a stale value: {why}", hit.note)
+            return provided(stored.text, cached=True, stale=True)  # type: ignore[union-attr]
         self.last_error = None
         if stored is None:
-            self.degradation_reason = _reason_of(self.inner)
+            self.degradation_reason = _note(_reason_of(self.inner), hit.note)
             return None
-        self.degradation_reason = stored.reason
+        self.degradation_reason = _note(stored.reason, hit.note)
         if hit.from_cache or stored.stale:
-            return ProvidedText(stored.text, cached=hit.from_cache, stale=stored.stale)
+            return provided(stored.text, cached=hit.from_cache, stale=stored.stale)
         return stored.text
 
     async def _load(self, call: Callable[[], Awaitable[Any]]) -> Optional[_Stored]:
@@ -411,3 +454,15 @@ class CachedContextProvider(ContextSource):
             return None
         return _Stored(str.__add__("", result), _reason_of(self.inner),
                        bool(getattr(result, "stale", False)))
+
+
+
+class _StoredCodec:
+    """How a cached ``_Stored`` goes to a shared cache: its text, reason and stale flag."""
+
+    text = staticmethod(lambda stored: stored.text)
+    meta = staticmethod(_stored_meta)
+    build = staticmethod(_stored_build)
+
+
+_STORED_CODEC = _StoredCodec()

@@ -204,6 +204,25 @@ def _safe_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{url_host(url)}{port}{url.path}"
 
 
+def _provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
+    from ..cache.counted import provided as keep_count  # a shared-cache hit keeps its count
+
+    return keep_count(value, cached=cached, stale=stale)
+
+
+def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
+    """The provider's cache on ``cache``, keyed by everything that makes the request."""
+    from ..cache.base import TEXT_CODEC, resolve_cache
+
+    transform = provider.transform
+    return resolve_cache(cache).bind(
+        kind="http", ttl=provider.cache_ttl, maxsize=1, stale_on_error=provider.stale_on_error,
+        wait=provider.timeout, codec=TEXT_CODEC, remote_error=HttpFetchError,
+        scope=(provider.name, provider.method, str(provider.url), sorted(provider._headers.items()),
+               provider._content, provider.max_response_bytes,
+               None if transform is None else getattr(transform, "__qualname__", repr(transform))))
+
+
 class HttpContextProvider(ContextSource):
     """The response text of ``url``, fetched before each turn (or cached).
 
@@ -232,6 +251,10 @@ class HttpContextProvider(ContextSource):
             provider never closes it, and never lets it follow redirects itself. Its
             proxy and ``trust_env`` settings are the caller's: the host checks apply
             to the URL, not to a proxy the client was told to use.
+        cache: Where a good response is kept when ``cache_ttl > 0``: ``None`` (this
+            process) or a shared backend such as :class:`lionctx.cache.RedisCache`
+            (every worker process shares it, and one request per TTL goes out
+            across all of them).
     """
 
     def __init__(
@@ -250,6 +273,7 @@ class HttpContextProvider(ContextSource):
         transform: Optional[Transform] = None,
         stale_on_error: bool = False,
         client: Optional[httpx.AsyncClient] = None,
+        cache: Any = None,
     ) -> None:
         import httpx  # deferred: importing lionctx should not import httpx
 
@@ -286,9 +310,10 @@ class HttpContextProvider(ContextSource):
         self._given_client = client
         self._client: Optional[httpx.AsyncClient] = None
         self._client_token: Any = None
+        if cache is not None and self.cache_ttl <= 0:
+            raise ValueError(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
         self._cache: Optional[FlightCache[str]] = (
-            FlightCache(self.cache_ttl, maxsize=1, stale_on_error=self.stale_on_error)
-            if self.cache_ttl > 0 or self.stale_on_error else None
+            _bind_cache(self, cache) if self.cache_ttl > 0 or self.stale_on_error else None
         )
         self.last_error: Optional[str] = None
         self.degradation_reason = None
@@ -376,9 +401,10 @@ class HttpContextProvider(ContextSource):
                 value: Optional[str] = await self._load()
                 source = Source.FRESH
                 error: Optional[BaseException] = None
+                note: Optional[str] = None
             else:
                 hit = await self._cache.get(_CACHE_KEY, self._load)
-                value, source, error = hit.value, hit.source, hit.error
+                value, source, error, note = hit.value, hit.source, hit.error, hit.note
         except HttpFetchError as exc:
             raise self._unavailable(str(exc)) from None
         except SharedFetchError as exc:
@@ -388,13 +414,14 @@ class HttpContextProvider(ContextSource):
         if source is Source.STALE:
             why = str(error) if isinstance(error, HttpFetchError) else type(error).__name__
             self.last_error = why
-            self.degradation_reason = f"served a stale value: {why}"
+            self.degradation_reason = "; ".join(filter(None, (f"served a stale value: {why}",
+                                                              note)))
             logger.warning("context provider %r %s", self.name, self.degradation_reason)
-            return ProvidedText(value, cached=True, stale=True)  # type: ignore[arg-type]
+            return _provided(value, cached=True, stale=True)  # type: ignore[arg-type]
         self.last_error = None
-        self.degradation_reason = None
+        self.degradation_reason = note
         if value is not None and source is not Source.FRESH:
-            return ProvidedText(value, cached=True)
+            return _provided(value, cached=True)
         return value
 
     def clear_cache(self) -> None:

@@ -1,0 +1,217 @@
+"""Curves over scale: no cliff, no quadratic, concurrent gathers near the floor.
+
+Each row is a ratio measured in this run:
+
+* Sequential registry, N instant providers with stable text, N = 10 ... 30,000:
+  per-provider cost against LionAGI 0.36's registry on the same providers (when
+  ``lionagi`` is installed; otherwise against a bare await-plus-count loop). Target:
+  at most 0.5x LionAGI, and flat: N=30,000 within 1.3x of N=1,000.
+* 10,000 distinct stable texts across 100 registries (no memo cliff).
+* Concurrent registry and resolve, 5,000 providers of 20 ms and 10,000 instant ones,
+  against a bare ``asyncio.gather`` of the same coroutines (target: at most 1.3x).
+* Report bookkeeping: a branch's provider pass with 20,000 live branches served by
+  the same task against 10 (target: within 1.2x).
+* Import time of ``lionctx`` and ``agentium_compat`` against ``lionagi``'s.
+
+Run: ``python -m benchmarks.bench_curves``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import anyio
+
+from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context
+from lionctx.messages import system_message  # noqa: F401  (import cost paid up front)
+
+from .common import Row, best_of, format_table, machine_line, row
+
+TEXT = "Customer plan: pro. Region: eu-west. Open tickets: 2."
+
+
+class Instant:
+    def __init__(self, i: int, text: str = TEXT) -> None:
+        self.name = f"p{i}"
+        self.text = text
+
+    async def provide(self, branch: Any, instruction: Any) -> str:
+        return self.text
+
+    async def fetch(self, query: str, ctx: Any) -> str:
+        return self.text
+
+
+class Sleeper(Instant):
+    async def provide(self, branch: Any, instruction: Any) -> str:
+        await asyncio.sleep(0.02)
+        return self.text
+
+    async def fetch(self, query: str, ctx: Any) -> str:
+        await asyncio.sleep(0.02)
+        return self.text
+
+
+def _lionagi() -> Any:
+    try:
+        from lionctx.integrations.lionagi import use_bundled_tokenizer
+
+        use_bundled_tokenizer()
+        from lionagi.protocols.context_providers import ContextProviderRegistry as Real
+    except Exception:  # not installed: the bare loop is the baseline
+        return None
+    return Real
+
+
+async def _bare(providers: list[Instant]) -> None:
+    for p in providers:
+        count_tokens(await p.provide(None, "q"))
+
+
+async def _sequential(rows: list[Row]) -> None:
+    real = _lionagi()
+    per: dict[int, float] = {}
+    for n in (10, 1_000, 10_000, 30_000):
+        providers = [Instant(i) for i in range(n)]
+        ours = ContextProviderRegistry(budget=10**9)
+        for p in providers:
+            ours.register(p)
+        repeat = 5 if n <= 10_000 else 3
+        number = max(1, 2_000 // n)
+        t_ours = await best_of(lambda: ours.gather(None, "q"), repeat=repeat, number=number)
+        if real is not None:
+            theirs = real(budget=10**9)
+            for p in providers:
+                theirs.register(p)
+            t_base = await best_of(lambda: theirs.gather(None, "q"), repeat=repeat,
+                                   number=number)
+            base_name = "LionAGI 0.36 registry"
+        else:
+            t_base = await best_of(lambda: _bare(providers), repeat=repeat, number=number)
+            base_name = "bare await + count"
+        per[n] = t_ours / n * 1e6
+        rows.append(row(f"sequential registry, N={n:,} stable texts, per provider", per[n],
+                        t_base / n * 1e6, "us", "target <= 0.5x", base_name))
+    rows.append(row("flatness: per provider at N=30,000 vs N=1,000", per[30_000], per[1_000],
+                    "us", "target <= 1.3x", "N=1,000"))
+
+
+async def _distinct(rows: list[Row]) -> None:
+    real = _lionagi()
+    regs, reals = [], []
+    for b in range(100):
+        providers = [Instant(i, f"{TEXT} branch {b} source {i}") for i in range(100)]
+        reg = ContextProviderRegistry(budget=10**9)
+        for p in providers:
+            reg.register(p)
+        regs.append(reg)
+        if real is not None:
+            r = real(budget=10**9)
+            for p in providers:
+                r.register(p)
+            reals.append(r)
+
+    async def all_of(registries: list[Any]) -> None:
+        for r in registries:
+            await r.gather(None, "q")
+
+    await all_of(regs)
+    t_ours = await best_of(lambda: all_of(regs), repeat=3)
+    if reals:
+        await all_of(reals)
+        t_base = await best_of(lambda: all_of(reals), repeat=3)
+        name = "LionAGI 0.36 registry"
+    else:
+        t_base = t_ours
+        name = "itself (lionagi not installed)"
+    rows.append(row("10,000 distinct stable texts across 100 registries, per provider",
+                    t_ours / 10_000 * 1e6, t_base / 10_000 * 1e6, "us", "target <= 0.5x",
+                    name))
+
+
+async def _concurrent(rows: list[Row]) -> None:
+    for label, cls, n in (("5,000 providers of 20 ms", Sleeper, 5_000),
+                          ("10,000 instant providers", Instant, 10_000)):
+        providers = [cls(i) for i in range(n)]
+        reg = ContextProviderRegistry(budget=10**9, concurrent=True)
+        for p in providers:
+            reg.register(p)
+
+        async def bare() -> None:
+            texts = await asyncio.gather(*(p.provide(None, "q") for p in providers))
+            for t in texts:
+                count_tokens(t)
+
+        t_bare = await best_of(bare, repeat=3)
+        t_reg = await best_of(lambda: reg.gather(None, "q"), repeat=3)
+        t_res = await best_of(lambda: resolve_context(providers, "q"), repeat=3)
+        rows.append(row(f"concurrent registry, {label}", t_reg * 1e3, t_bare * 1e3, "ms",
+                        "target <= 1.3x", "bare asyncio.gather + count"))
+        rows.append(row(f"concurrent resolve, {label}", t_res * 1e3, t_bare * 1e3, "ms",
+                        "target <= 1.3x", "bare asyncio.gather + count"))
+
+
+async def _bookkeeping(rows: list[Row]) -> None:
+    from lionctx import Instruction
+
+    async def pass_time(k: int) -> float:
+        branches = [Branch("sys") for _ in range(k)]
+        for b in branches:
+            b.providers.register(Instant(0))
+            await b._context_for(Instruction("q"))
+        target = branches[-1]
+        return await best_of(lambda: target._context_for(Instruction("q")), repeat=5,
+                             number=200)
+
+    small = await pass_time(10)
+    large = await pass_time(20_000)
+    rows.append(row("a branch's provider pass, 20,000 live branches in the task",
+                    large * 1e6, small * 1e6, "us", "target <= 1.2x", "10 live branches"))
+
+
+def _import_ms(module: str) -> float:
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def _imports(rows: list[Row]) -> None:
+    empty = _import_ms("sys")
+    try:
+        lionagi = _import_ms("lionagi") - empty
+        name = "import lionagi"
+    except subprocess.CalledProcessError:
+        lionagi, name = None, ""
+    for module in ("lionctx", "agentium_compat"):
+        rows.append(row(f"import {module}", _import_ms(module) - empty, lionagi, "ms",
+                        "target <= 1x (interpreter start subtracted)", name))
+
+
+async def _run() -> list[Row]:
+    rows: list[Row] = []
+    gc.collect()
+    await _sequential(rows)
+    await _distinct(rows)
+    await _concurrent(rows)
+    await _bookkeeping(rows)
+    _imports(rows)
+    return rows
+
+
+def run() -> list[Row]:
+    """Run the scale curves; return their rows."""
+    return anyio.run(_run)
+
+
+if __name__ == "__main__":
+    print(machine_line())
+    print(format_table(run()))

@@ -1,0 +1,26 @@
+"""Cache backends for the caching providers: in-process (default) or Redis-shared.
+
+``RedisCache`` needs the ``redis`` extra (``pip install 'lionctx[redis]'``); it is
+imported on first use, so ``import lionctx.cache`` never imports ``redis``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import TEXT_CODEC, BoundCache, CacheBackend, Codec, InProcessCache, resolve_cache
+from .counted import CountedText, known_token_count, provided
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .redis_cache import RedisCache
+
+__all__ = ["TEXT_CODEC", "BoundCache", "CacheBackend", "Codec", "CountedText",
+           "InProcessCache", "RedisCache", "known_token_count", "provided", "resolve_cache"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisCache":
+        from .redis_cache import RedisCache
+
+        return RedisCache
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,100 @@
+"""The cache backend interface the caching providers are built on.
+
+A *backend* is what a user passes as ``cache=`` to
+:class:`~lionctx.providers.HttpContextProvider` or
+:class:`~lionctx.providers.CachedContextProvider`. Each provider *binds* it once,
+with its own TTL, limits and key scope, and gets a :class:`BoundCache`: an object
+with ``get(key, load) -> Hit`` (stored value, another caller's in-flight load, or
+``load()`` now), ``clear()`` and ``invalidate(key)``.
+
+* :class:`InProcessCache` (the default) binds to a
+  :class:`~lionctx.providers.cache.FlightCache`: a TTL cache and single flight in
+  this process.
+* :class:`~lionctx.cache.RedisCache` binds to entries in Redis shared by every
+  worker process, with single flight across them, and this process's cache as the
+  fallback when Redis fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..providers.cache import FlightCache, Hit
+
+__all__ = ["BoundCache", "CacheBackend", "Codec", "InProcessCache", "TEXT_CODEC",
+           "resolve_cache"]
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class Codec(Generic[V]):
+    """How a provider's cached value maps to shareable text plus JSON metadata.
+
+    ``text(value)`` is the text (what is counted); ``meta(value)`` a small dict of
+    JSON-safe facts (never a secret of the request); ``build(text, meta)`` makes
+    the value back from what was stored.
+    """
+
+    text: Callable[[Any], str]
+    meta: Callable[[Any], dict[str, Any]] = field(default=lambda value: {})
+    build: Callable[[str, dict[str, Any]], Any] = field(default=lambda text, meta: text)
+
+
+TEXT_CODEC: Codec[str] = Codec(text=lambda value: value)
+
+
+@runtime_checkable
+class BoundCache(Protocol[V]):
+    """One provider's cache: what the providers call."""
+
+    ttl: float
+
+    async def get(self, key: Hashable,
+                  load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]: ...
+
+    def clear(self) -> None: ...
+
+    def invalidate(self, key: Hashable) -> None: ...
+
+
+@runtime_checkable
+class CacheBackend(Protocol):
+    """What ``cache=`` accepts: something that binds one provider's cache."""
+
+    def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
+             stale_on_error: bool, wait: Optional[float], codec: Codec[Any],
+             remote_error: Callable[[str], Exception]) -> BoundCache[Any]: ...
+
+
+class InProcessCache:
+    """The default backend: a TTL cache and single flight inside this process.
+
+    Every provider gets its own :class:`~lionctx.providers.cache.FlightCache`;
+    nothing is shared with other processes.
+    """
+
+    def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
+             stale_on_error: bool, wait: Optional[float] = None,
+             codec: Optional[Codec[Any]] = None,
+             remote_error: Optional[Callable[[str], Exception]] = None) -> FlightCache[Any]:
+        """A new :class:`FlightCache` (``kind``, ``scope`` and the rest are unused)."""
+        from ..providers.cache import FlightCache  # deferred: providers import this module
+
+        return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error)
+
+    def __repr__(self) -> str:
+        return "InProcessCache()"
+
+
+def resolve_cache(cache: Any) -> Any:
+    """``None`` -> :class:`InProcessCache`; a backend as is; anything else: TypeError."""
+    if cache is None:
+        return InProcessCache()
+    if not callable(getattr(cache, "bind", None)):
+        raise TypeError(f"cache must be a cache backend such as RedisCache(...) or None, "
+                        f"got {cache!r}")
+    return cache

@@ -1,0 +1,64 @@
+"""Text that carries its token count, so a shared-cache hit costs no counting.
+
+A value read back from a shared cache (:class:`~lionctx.cache.RedisCache`) was
+counted once, by the worker that fetched it, and stored with its count and the
+encoding it was counted in. It comes back as :class:`CountedText`, a
+:class:`~lionctx.providers.base.ProvidedText` (so a ``str``) with
+``token_count`` and ``token_encoding``.
+
+:func:`known_token_count` is what a caller that counts (gather) asks first: the
+carried count when it was made with the same encoding, else ``None`` (count it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..providers.base import ProvidedText
+
+__all__ = ["CountedText", "known_token_count", "provided"]
+
+
+class CountedText(ProvidedText):
+    """A :class:`ProvidedText` with the token count of exactly this text."""
+
+    token_count: Optional[int]
+    token_encoding: Optional[str]
+
+    def __new__(cls, value: str, *, cached: bool = False, stale: bool = False,
+                token_count: Optional[int] = None,
+                token_encoding: Optional[str] = None) -> CountedText:
+        obj = str.__new__(cls, value)
+        obj.cached = cached
+        obj.stale = stale
+        obj.token_count = token_count
+        obj.token_encoding = token_encoding
+        return obj
+
+
+def provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
+    """``ProvidedText(value, cached=..., stale=...)``, keeping a count ``value`` carries."""
+    count = getattr(value, "token_count", None)
+    encoding = getattr(value, "token_encoding", None)
+    if isinstance(count, int) and isinstance(encoding, str):
+        return CountedText(value, cached=cached, stale=stale, token_count=count,
+                           token_encoding=encoding)
+    return ProvidedText(value, cached=cached, stale=stale)
+
+
+def known_token_count(text: Any, counter: Any) -> Optional[int]:
+    """The count ``text`` carries if it was counted with ``counter``'s encoding.
+
+    ``counter`` is a counter from :func:`lionctx.tokens.get_counter` (it has
+    ``encoding_name``); any other callable gets ``None``, as does text without a
+    count. The count is of ``text`` itself: text that is framed (tagged) before it
+    is counted needs counting again.
+    """
+    if not isinstance(text, CountedText):
+        return None
+    count, encoding = text.token_count, text.token_encoding
+    if type(count) is not int or count < 0 or encoding is None:
+        return None
+    if getattr(counter, "encoding_name", None) != encoding:
+        return None
+    return count

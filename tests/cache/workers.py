@@ -1,0 +1,89 @@
+"""Worker processes for the cross-process cache tests (spawned, so importable)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+import anyio
+
+from lionctx.cache import RedisCache
+from lionctx.context import context_value
+from lionctx.providers import CachedContextProvider, ContextSource, HttpContextProvider
+
+
+def http_worker(redis_url: str, namespace: str, url: str, calls: int, ready: Any, go: Any,
+                out: Any, lease: float = 5.0, timeout: float = 10.0) -> None:
+    """``calls`` concurrent cold calls of one HTTP source; puts (pid, results) on ``out``."""
+
+    async def main() -> list[tuple[Optional[str], bool, Optional[str]]]:
+        cache = RedisCache(redis_url, namespace=namespace, lease=lease)
+        provider = HttpContextProvider(url, cache_ttl=60, timeout=timeout, cache=cache)
+        results: list[tuple[Optional[str], bool, Optional[str]]] = []
+
+        async def one() -> None:
+            try:
+                text = await provider.retrieve("", None)
+            except Exception as exc:  # reported, so the test can say what went wrong
+                results.append((f"error: {type(exc).__name__}: {exc}", False, None))
+                return
+            results.append((None if text is None else str.__add__("", text),
+                            bool(getattr(text, "cached", False)), provider.degradation_reason))
+
+        ready.set()
+        await anyio.to_thread.run_sync(go.wait)
+        async with anyio.create_task_group() as tg:
+            for _ in range(calls):
+                tg.start_soon(one)
+        await provider.aclose()
+        await cache.aclose()
+        return results
+
+    out.put((os.getpid(), anyio.run(main)))
+
+
+class Profiles(ContextSource):
+    """A per-user source: the text names the tenant, user and query it was made for."""
+
+    name = "profile"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+        self.calls += 1
+        await anyio.sleep(0.01)
+        tenant = context_value(ctx, "tenant_id")
+        user = context_value(ctx, "user_id")
+        return f"profile tenant={tenant} user={user} query={query}"
+
+
+def users_worker(redis_url: str, namespace: str, requests: list[tuple[str, str, str]],
+                 go: Any, out: Any) -> None:
+    """Each (tenant, user, query) once, all concurrently; puts what each one got."""
+    from lionctx.context import RunContext
+
+    async def main() -> tuple[int, list[tuple[tuple[str, str, str], Optional[str]]], list[str]]:
+        cache = RedisCache(redis_url, namespace=namespace)
+        inner = Profiles()
+        provider = CachedContextProvider(inner, 60, cache=cache)
+        got: list[tuple[tuple[str, str, str], Optional[str]]] = []
+        reasons: set[str] = set()
+
+        async def one(req: tuple[str, str, str]) -> None:
+            tenant, user, query = req
+            ctx = RunContext(tenant_id=tenant, user_id=user, session_id="s")
+            text = await provider.retrieve(query, ctx)
+            if provider.degradation_reason:
+                reasons.add(provider.degradation_reason)
+            got.append((req, text))
+
+        await anyio.to_thread.run_sync(go.wait)
+        async with anyio.create_task_group() as tg:
+            for req in requests:
+                tg.start_soon(one, req)
+        await cache.aclose()
+        return inner.calls, [(r, None if t is None else str.__add__("", t)) for r, t in got], \
+            sorted(reasons)
+
+    out.put((os.getpid(), anyio.run(main)))
