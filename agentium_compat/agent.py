@@ -53,11 +53,13 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import anyio
 
 from lionctx.adapters import fetch_method, provider_name
+from lionctx.breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx.branch import Branch, Instruction
 from lionctx.context import RunContext, coerce_run_context
 from lionctx.gather import validate_max_chars, validate_seconds
 from lionctx.models.base import ChatModel, ChatResponse
 from lionctx.resolve import Resolution, resolve_context
+from lionctx.stability import PrefixHistory  # issue 13
 
 from ._options import accepts_options_mapping
 
@@ -224,6 +226,13 @@ class Agent:
     gets its own clone (see the module docs). ``max_sessions``: how many session
     ids keep an engine at once (default 1024); beyond it the least recently run
     session is ended (``on_session_end``) and forgotten.
+
+    Production (issue 13): ``context_breaker`` (default ``True``: the process-wide
+    circuit breakers, one per provider instance; ``False``: off); ``context_dedupe``
+    (inject the same text from two providers once); ``dedupe_history`` (skip a
+    block the given ``messages`` already hold verbatim). Each session keeps its
+    previous turn's block digests: ``result.context_report.cache_break`` names the
+    first block that changed, ``prefix_stable`` says whether none did.
     """
 
     def __init__(
@@ -242,6 +251,9 @@ class Agent:
         context_engine: Union[ContextEngine, str, None] = None,
         engine_config: Any = None,
         max_sessions: int = 1024,
+        context_breaker: Any = True,
+        context_dedupe: bool = False,
+        dedupe_history: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty str, got {name!r}")
@@ -284,6 +296,12 @@ class Agent:
             self._engine = resolve_context_engine(context_engine, engine_config,
                                                   model=summary_model(model))
         self.max_sessions = max_sessions
+        # issue 13: circuit breakers per provider instance, dedupe, and each session's
+        # previous-turn block digests (for RunResult.context_report.cache_break).
+        self._breakers = coerce_breakers(context_breaker, DEFAULT_BREAKERS)
+        self.context_dedupe = bool(context_dedupe)
+        self.dedupe_history = bool(dedupe_history)
+        self._prefixes = PrefixHistory(max_sessions)
         # session key (None: runs without a session id) -> that conversation's
         # engine, least recently run first; bounded by max_sessions (see _evict).
         self._sessions: OrderedDict[Optional[str], EngineSession] = OrderedDict()
@@ -470,7 +488,9 @@ class Agent:
             report = await resolve_context(
                 self.context_providers, input, ctx, budget=self.context_budget,
                 timeout=self.context_timeout, deadline=self.context_deadline,
-                max_chars=self.context_max_chars)
+                max_chars=self.context_max_chars,
+                **self._p13_options(messages))  # issue 13
+            self._p13_remember(ctx.session_id, report)  # issue 13
             text = report.text
         else:
             text = ""
@@ -499,6 +519,26 @@ class Agent:
             messages=request, context=text, system=system or None, run_context=ctx,
             response=response, agent=self.name, history=list(history),
         )
+
+    # -- issue 13 --------------------------------------------------------------------
+    def _p13_options(self, messages: Optional[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+        history = None
+        if self.dedupe_history and messages:
+            from lionctx.messages import message_text
+
+            history = [message_text(m) for m in messages if isinstance(m, Mapping)]
+        return {"breaker": self._breakers if self._breakers is not None else False,
+                "dedupe": self.context_dedupe, "history": history}
+
+    def _p13_remember(self, session_id: Any, report: Resolution) -> None:
+        """Compare with this session's previous turn; keep this turn's digests."""
+        from lionctx.stability import compare
+
+        key = None if session_id is None else str(session_id)
+        previous = self._prefixes.swap(key, report.digests)
+        brk = compare(previous, report.digests)
+        object.__setattr__(report, "cache_break", brk)
+        object.__setattr__(report, "prefix_stable", None if previous is None else brk is None)
 
     @staticmethod
     def _run_fields(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -85,6 +85,7 @@ from .messages import (
 )
 from .models.base import ChatModel, ChatResponse, ModelResponseError
 from .models.tools import ActionResponse, Tool, as_tool, run_tool_call
+from .production import ordered_kept  # issue 13
 from .registry import ContextProviderRegistry, ProviderReport
 from .render import join_tagged, render_lionagi, tag_block
 
@@ -269,6 +270,10 @@ class Branch:
     explicit ``context_engine`` name wins over its ``engine``. The built-in
     compressor summarizes with this branch's model (a :class:`~lionctx.ContextCompressor`
     instance without a model or summarizer gets it too).
+
+    ``dedupe_history``: skip a provider's block (row ``skipped``, reason
+    ``duplicate of message N``) when an earlier message of this branch already
+    holds its text verbatim.
     """
 
     def __init__(
@@ -283,6 +288,7 @@ class Branch:
         name: Optional[str] = None,
         context_engine: Union[ContextEngine, str, None] = None,
         engine_config: Any = None,
+        dedupe_history: bool = False,
     ) -> None:
         if system is not None and not isinstance(system, str):
             raise TypeError(f"system must be a str or None, got {type(system).__name__}")
@@ -302,6 +308,8 @@ class Branch:
         self.model: ChatModel = model
         self.render: RenderMode = render
         self.inject_systemless = inject_systemless
+        #: issue 13: skip a block whose text an earlier message already holds verbatim.
+        self.dedupe_history = bool(dedupe_history)
         self.run_context: RunContext = coerce_run_context(run_context)
         self._messages: list[dict[str, Any]] = []
         self.messages = messages if messages is not None else []
@@ -429,7 +437,7 @@ class Branch:
         new = Branch(model=self.model, messages=copy.deepcopy(self._messages),
                      run_context=dataclasses.replace(self.run_context),
                      inject_systemless=self.inject_systemless, render=self.render,
-                     name=self.name)
+                     name=self.name, dedupe_history=self.dedupe_history)
         if with_providers and self._context_providers is not None:
             new._context_providers = self._context_providers.copy()
         if self._engine_session is not None:
@@ -557,6 +565,8 @@ class Branch:
             return ()
         report = await registry.gather(self, instruction, tagged=self.render == "tags")
         self._set_report(report)
+        if self.render == "tags":  # issue 13: stable blocks first, then volatile ones
+            return tuple(ContextBlock(o.name, o.text) for o in ordered_kept(report.outcomes))
         return tuple(ContextBlock(row["provider_name"], text)
                      for row, text in zip(report.fired, report.blocks))
 

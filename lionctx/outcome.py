@@ -70,6 +70,16 @@ class Outcome:
     exact: bool = True
     """False when counting stopped early: ``tokens`` is then a lower bound that
     already exceeds the cap or the budget (the text was skipped, never sent)."""
+    # -- production fields (issue 13); gather leaves them at their defaults -------
+    started_ns: Optional[int] = None
+    """Wall-clock start of the call (``time.time_ns()``), for trace spans."""
+    digest: Optional[str] = None
+    """Digest of the kept block's text (see :mod:`lionctx.stability`)."""
+    volatile: bool = False
+    """The source was registered ``volatile=True``: rendered after the stable blocks."""
+    circuit: Optional[str] = None
+    """Circuit breaker state that decided this call: ``"open"`` (not called) or
+    ``"half_open"`` (this call was the trial)."""
 
     @property
     def ok(self) -> bool:

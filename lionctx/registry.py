@@ -22,7 +22,9 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Optional, Protocol, Union, runtime_checkable
 
+from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from .adapters import provide_invoker, provider_name
+from .breaker import BreakerSettings, Breakers, coerce_breakers
 from .admission import Candidate, admit
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
@@ -71,6 +73,12 @@ class ProviderReport:
     tokenizer_load_ms: float = 0.0
     """Time spent loading the token encoding before any provider started (the
     first pass in a process only; 0 afterwards)."""
+    cache_break: Optional[Any] = None
+    """The first block that differs from the previous pass's (a
+    :class:`~lionctx.stability.CacheBreak`), ``None`` when none does."""
+    prefix_stable: Optional[bool] = None
+    """The injected blocks are byte-identical to the previous pass's (``None`` on the
+    first pass)."""
 
     @property
     def names(self) -> list[str]:
@@ -90,6 +98,8 @@ class ProviderReport:
             "duration_ms": self.duration_ms,
             "tokenizer_load_ms": self.tokenizer_load_ms,
             "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
+            "prefix_stable": self.prefix_stable,
+            "cache_break": self.cache_break.to_dict() if self.cache_break is not None else None,
             **({"blocks": list(self.blocks)} if include_text else {}),
         }
 
@@ -123,6 +133,7 @@ class _Entry:
     name: str
     timeout: Optional[float] = None
     max_chars: Optional[int] = None
+    volatile: bool = False
 
 
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
@@ -139,6 +150,14 @@ class ContextProviderRegistry:
     at once. ``counter`` is a tiktoken encoding name or a ``str -> int`` callable.
     ``max_chars`` is the size limit of one provider's text (default 1,000,000
     characters; ``register`` can override it): longer text is skipped uncounted.
+
+    Production (issue 13): ``breaker`` (default ``True``) gives each provider a
+    circuit breaker (see :mod:`lionctx.breaker`; ``False`` turns them off, a
+    :class:`~lionctx.breaker.BreakerSettings` or :class:`~lionctx.breaker.Breakers`
+    configures them); ``dedupe=True`` skips a block whose text an earlier provider
+    of the same pass returned. Every report carries ``prefix_stable`` and
+    ``cache_break`` against this registry's previous pass (``digests=False``: no
+    block digests and no cache-break report).
     """
 
     def __init__(
@@ -152,12 +171,23 @@ class ContextProviderRegistry:
         counter: Union[str, TokenCounter, None] = None,
         on_outcome: Optional[Observer] = None,
         max_chars: Optional[int] = None,
+        breaker: Any = True,
+        dedupe: bool = False,
+        digests: bool = True,
     ) -> None:
         self._entries: list[_Entry] = []
         # The calls of a pass, built once per (entries, tagged) and reused: a pass
         # allocates nothing per provider but its outcome.
         self._calls: dict[bool, list[ProviderCall]] = {}
         self.max_chars = max_chars
+        # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
+        # the previous pass's block digests (for the cache-break report).
+        self.breakers: Optional[Breakers] = (
+            Breakers(breaker) if isinstance(breaker, BreakerSettings)  # a board of its own
+            else coerce_breakers(breaker))
+        self.dedupe = bool(dedupe)
+        self.digests = bool(digests)
+        self._last_digests: Optional[tuple[tuple[str, str], ...]] = None
         self.budget = budget
         self.concurrent = bool(concurrent)
         self.timeout = timeout
@@ -227,14 +257,19 @@ class ContextProviderRegistry:
         name: Optional[str] = None,
         timeout: Optional[float] = None,
         max_chars: Optional[int] = None,
+        volatile: Optional[bool] = None,
     ) -> None:
-        """Append ``provider``. No dedupe, no replacement by name.
+        """Append ``provider``. No replacement by name.
 
         The name is ``name``, else a truthy ``provider.name``, else the class name.
         ``max_tokens`` caps this provider's block (falsy: no cap; strict ``>``).
         ``priority`` decides who survives a budget conflict (higher first).
         ``timeout`` overrides the registry's per-provider timeout and ``max_chars``
         its size limit.
+        ``volatile=True`` marks a source whose text changes from turn to turn: a
+        tag-rendering branch puts its block after every stable one (prompt caches).
+        ``None`` (default) takes the provider's own ``volatile`` attribute when it is
+        ``True``.
         """
         priority = check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
         max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
@@ -242,9 +277,13 @@ class ContextProviderRegistry:
             raise TypeError(f"name must be a str or None, got {name!r}")
         timeout = validate_seconds(timeout, "timeout")
         max_chars = validate_max_chars(max_chars)
+        if volatile is None:
+            volatile = getattr(provider, "volatile", False) is True
+        if not isinstance(volatile, bool):
+            raise TypeError(f"volatile must be a bool, got {volatile!r}")
         self._entries.append(
             _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout,
-                   max_chars)
+                   max_chars, volatile)
         )
         self._calls.clear()
 
@@ -268,9 +307,13 @@ class ContextProviderRegistry:
             self._budget, concurrent=self.concurrent, timeout=self._timeout,
             deadline=self._deadline, limit=self._limit, counter=self._counter_spec,
             on_outcome=self.on_outcome, max_chars=self._max_chars,
+            breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock)
+                     if self.breakers is not None else False),
+            dedupe=self.dedupe, digests=self.digests,
         )
         new._entries = [
-            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.max_chars)
+            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.max_chars,
+                   e.volatile)
             for e in self._entries
         ]
         return new
@@ -307,6 +350,7 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport()
         started = perf_counter()
+        hooks = _p13.PassHooks.start(self.breakers, entries)  # issue 13
         tagged = bool(tagged)
         calls = self._calls.get(tagged)
         if calls is None:
@@ -318,17 +362,47 @@ class ContextProviderRegistry:
             ]
         timing: dict[str, float] = {}
         outcomes = await gather(
-            calls, counter=self._get_counter(), concurrent=self.concurrent,
+            hooks.select(calls),  # issue 13: was `calls`
+            counter=self._get_counter(), concurrent=self.concurrent,
             timeout=self._timeout, deadline=self._deadline, limit=self._limit,
-            observe=self.on_outcome, budget=self._budget, max_chars=self._max_chars,
+            observe=hooks.observer(self.on_outcome),  # issue 13: was `self.on_outcome`
+            budget=self._budget, max_chars=self._max_chars,
             timing=timing, args=(branch, instruction),
         )
+        outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13
         report = build_report(outcomes, self._budget)
+        self._p13_finish(hooks, report)  # issue 13
         load = timing.get("tokenizer_load_ms", 0.0)
         object.__setattr__(report, "tokenizer_load_ms", load)
         object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0 - load)
         self._count(report)
         return report
+
+    # -- issue 13 hooks: breakers, dedupe, digests and cache break, traces --------
+    def _p13_merge(self, hooks: _p13.PassHooks, outcomes: list[Outcome],
+                   branch: Any) -> list[Outcome]:
+        entries = self._entries
+        history = None
+        if getattr(branch, "dedupe_history", False):
+            from .messages import message_text
+
+            history = [message_text(m) for m in getattr(branch, "messages", ())
+                       if m.get("role") != "system"]
+        volatile: Optional[list[bool]] = [e.volatile for e in entries]
+        if True not in volatile:  # type: ignore[operator]
+            volatile = None
+        return hooks.merge(
+            outcomes, len(entries),
+            lambda i: (entries[i].name, entries[i].priority, entries[i].max_tokens),
+            volatile, dedupe_on=self.dedupe, history=history)
+
+    def _p13_finish(self, hooks: _p13.PassHooks, report: ProviderReport) -> None:
+        current, brk, stable = hooks.finish(
+            "lionagi", report.outcomes, self._last_digests, concurrent=self.concurrent,
+            budget=self._budget, used_tokens=report.used_tokens, digests=self.digests)
+        self._last_digests = current
+        object.__setattr__(report, "cache_break", brk)
+        object.__setattr__(report, "prefix_stable", stable)
 
     def _count(self, report: ProviderReport) -> None:
         stats = self.stats

@@ -20,7 +20,9 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Optional, Union
 
+from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from .adapters import fetch_invoker, provider_name
+from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
@@ -45,6 +47,13 @@ class Resolution:
     """Wall time of the pass, not counting the one-time tokenizer load."""
     tokenizer_load_ms: float = 0.0
     """Time spent loading the token encoding (the first pass in a process only)."""
+    digests: tuple[tuple[str, str], ...] = ()
+    """``(name, digest)`` of each block in ``text``, in order: pass this resolution
+    as the next turn's ``previous=`` to learn whether the prefix stayed stable."""
+    cache_break: Optional[Any] = None
+    """The first block that differs from ``previous``'s, ``None`` when none does."""
+    prefix_stable: Optional[bool] = None
+    """``text`` is byte-identical to ``previous``'s (``None`` without ``previous``)."""
 
     def __str__(self) -> str:
         return self.text
@@ -63,6 +72,8 @@ class Resolution:
             "duration_ms": self.duration_ms,
             "tokenizer_load_ms": self.tokenizer_load_ms,
             "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
+            "prefix_stable": self.prefix_stable,
+            "cache_break": self.cache_break.to_dict() if self.cache_break is not None else None,
         }
 
 
@@ -78,6 +89,10 @@ async def resolve_context(
     counter: Union[str, TokenCounter, None] = None,
     on_outcome: Optional[Observer] = None,
     max_chars: Optional[int] = None,
+    breaker: Any = True,
+    dedupe: bool = False,
+    previous: Any = None,
+    history: Optional[Sequence[str]] = None,
 ) -> Resolution:
     """Resolve ``providers`` for ``query`` and return the string with its outcomes.
 
@@ -88,6 +103,16 @@ async def resolve_context(
     ``on_outcome`` is called with each provider's outcome as soon as it is known.
     ``max_chars`` is the size limit of one provider's text (default 1,000,000
     characters): longer text is skipped uncounted.
+
+    Production options: ``breaker`` (``True``, the default: the
+    process-wide circuit breakers, one per provider instance; ``False``: off; or a
+    :class:`~lionctx.breaker.Breakers` / :class:`~lionctx.breaker.BreakerSettings`),
+    ``dedupe=True`` (the same text from two providers is injected once), ``previous``
+    (the previous turn's :class:`Resolution`: the result then says whether the text
+    is byte-identical to it and, if not, which block changed first), ``history``
+    (earlier message texts of the conversation: a block one of them holds verbatim
+    is skipped). A provider with a true ``volatile`` attribute is rendered after
+    the others.
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise TypeError(f"providers must be a list of context providers, got {providers!r}")
@@ -97,6 +122,8 @@ async def resolve_context(
     deadline = validate_seconds(deadline, "deadline")
     budget = check_number(budget, "budget", allow_none=True)
     limit = check_limit(limit)
+    boards = coerce_breakers(breaker, DEFAULT_BREAKERS)
+    prior = _previous_digests(previous)
     max_chars = validate_max_chars(max_chars)
     started = perf_counter()
     run_ctx = coerce_run_context(ctx)
@@ -106,15 +133,49 @@ async def resolve_context(
         calls.append(ProviderCall(name, provider, fetch_invoker(provider),
                                   partial(tag_block, name)))
     timing: dict[str, float] = {}
-    outcomes = await gather(calls, counter=resolve_counter(counter), concurrent=True,
-                            timeout=timeout, deadline=deadline, limit=limit,
-                            observe=on_outcome, budget=budget, max_chars=max_chars,
-                            timing=timing, args=(query, run_ctx))
+    hooks = _p13.PassHooks.start(boards, providers)  # issue 13
+    outcomes = await gather(hooks.select(calls), counter=resolve_counter(counter),  # issue 13
+                            concurrent=True, timeout=timeout, deadline=deadline, limit=limit,
+                            observe=hooks.observer(on_outcome),  # issue 13
+                            budget=budget, max_chars=max_chars, timing=timing,
+                            args=(query, run_ctx))
+    flags = [_volatile(p) for p in providers]
+    outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13
+                           flags if True in flags else None, dedupe_on=bool(dedupe),
+                           body=_untagged, history=history)
     report = build_report(outcomes, budget)
-    text = join_tagged(report.blocks)
+    digests, brk, stable = hooks.finish("agentium", outcomes, prior, concurrent=True,  # issue 13
+                                        budget=budget, used_tokens=report.used_tokens)
+    text = join_tagged(o.text for o in _p13.ordered_kept(outcomes))  # issue 13: volatile last
     load = timing.get("tokenizer_load_ms", 0.0)
     return Resolution(text, outcomes, budget, report.used_tokens,
-                      (perf_counter() - started) * 1000.0 - load, load)
+                      (perf_counter() - started) * 1000.0 - load, load,
+                      digests=digests, cache_break=brk, prefix_stable=stable)
+
+
+# -- issue 13 helpers ---------------------------------------------------------------
+def _volatile(provider: Any) -> bool:
+    try:
+        return getattr(provider, "volatile", False) is True
+    except Exception:  # a property that raises declares nothing
+        return False
+
+
+def _untagged(outcome: Outcome) -> str:
+    from .dedupe import untag
+
+    return untag(outcome.name, outcome.text or "", tag_block)
+
+
+def _previous_digests(previous: Any) -> Optional[tuple[tuple[str, str], ...]]:
+    if previous is None:
+        return None
+    if isinstance(previous, Resolution):
+        return previous.digests
+    if isinstance(previous, (tuple, list)) and all(
+            isinstance(d, (tuple, list)) and len(d) == 2 for d in previous):
+        return tuple((str(a), str(b)) for a, b in previous)
+    raise TypeError(f"previous must be a Resolution or its digests, got {previous!r}")
 
 
 async def resolve_context_providers(

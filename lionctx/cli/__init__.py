@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--cap", action=_ModifierAction, const=("cap", KINDS),
                      type=arg_type(lambda t: parse_int(t, "value", 1)),
                      metavar="TOKENS", help="token cap of the source before it")
+    src.add_argument("--volatile", action=_ModifierAction, const=("volatile", KINDS), nargs=0,
+                     help="the source before it changes every turn: render it after the "
+                          "stable ones (prompt caches)")
     src.add_argument("--config", metavar="FILE", help="a TOML file declaring sources")
     opts = res.add_argument_group("resolve options")
     opts.add_argument("--query", "-q", help="the user's question (default: empty)")
@@ -175,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_argument("--concurrent", action="store_true", default=None,
                       help="lionagi face: run sources together (default: one by one, as "
                            "LionAGI does)")
+    opts.add_argument("--turns", type=arg_type(lambda t: parse_int(t, "value", 1)),
+                      metavar="N", default=1,
+                      help="resolve N times in a row and report, for each turn after the "
+                           "first, whether the injected prefix stayed byte-identical (prompt "
+                           "caches) or which block broke it (default 1)")
     out = res.add_argument_group("output")
     out.add_argument("--format", choices=("text", "json"), default="text",
                      help="text for people (default), json for scripts")

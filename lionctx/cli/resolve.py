@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
+from ..production import ordered_kept
 from .closing import opened
 from .sources import (
     SourceSpec,
@@ -53,6 +54,7 @@ class Plan:
     concurrent: bool
     fmt: str
     color: str
+    turns: int = 1
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -90,6 +92,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         concurrent=pick("concurrent", False),
         fmt=args.format,
         color=args.color,
+        turns=getattr(args, "turns", 1) or 1,
     )
     assign_names(specs)
     return plan
@@ -115,7 +118,9 @@ async def run_plan(plan: Plan, providers: list[Any],
     """Resolve once through the chosen face (the caller closes the providers).
 
     Returns ``{"context", "outcomes", "report", "budget", "used_tokens",
-    "offered_tokens", "duration_ms"}``.
+    "offered_tokens", "duration_ms", "turns"}`` for the last of ``plan.turns``
+    passes; ``turns`` has one row per later turn: ``{"turn", "prefix_stable",
+    "cache_break"}``.
     """
     import anyio
 
@@ -153,28 +158,60 @@ async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
     registry.on_outcome = observer
     for spec, provider in zip(plan.specs, providers):
         registry.register(provider, priority=spec.priority, max_tokens=spec.cap,
-                          name=spec.name)
-    report = await registry.gather(branch, Instruction(plan.query), tagged=True)
-    context = join_tagged(tag_block(row["provider_name"], text)
-                          for row, text in zip(report.fired, report.blocks))
+                          name=spec.name, volatile=spec.volatile)
+    turns = []
+    for turn in range(plan.turns):
+        report = await registry.gather(branch, Instruction(plan.query), tagged=True)
+        if turn:
+            turns.append(_turn_row(turn + 1, report.prefix_stable, report.cache_break))
+    # Rendered as a tag-rendering Branch would: stable blocks, then volatile ones.
+    context = join_tagged(tag_block(o.name, o.text or "") for o in ordered_kept(report.outcomes))
     return {"context": context, "outcomes": report.outcomes, "report": report.to_dict(),
             "budget": report.budget, "used_tokens": report.used_tokens,
             "offered_tokens": report.offered_tokens, "duration_ms": report.duration_ms,
-            "tokenizer_load_ms": report.tokenizer_load_ms}
+            "tokenizer_load_ms": report.tokenizer_load_ms, "turns": turns}
+
+
+def _turn_row(turn: int, stable: Optional[bool], brk: Any) -> dict[str, Any]:
+    return {"turn": turn, "prefix_stable": stable,
+            "cache_break": brk.to_dict() if brk is not None else None}
+
+
+def turn_line(row: dict[str, Any]) -> str:
+    """``turn 2: prefix byte-identical to turn 1 (prompt cache can hit)`` or the break."""
+    brk = row["cache_break"]
+    if brk is None:
+        return (f"turn {row['turn']}: prefix byte-identical to turn {row['turn'] - 1} "
+                "(prompt cache can hit)")
+    name = visible(str(brk["name"]), multiline=False)
+    return (f"turn {row['turn']}: cache break at block {brk['index']}: {name!r} "
+            f"{brk['kind']} since turn {row['turn'] - 1}")
 
 
 async def _resolve_agentium(plan: Plan, providers: list[Any], ctx: Any,
                             observer: Any) -> dict[str, Any]:
+    from ..breaker import Breakers
     from ..resolve import resolve_context
 
-    resolution = await resolve_context(providers, plan.query, ctx, timeout=plan.timeout,
-                                       deadline=plan.deadline, budget=plan.budget,
-                                       on_outcome=observer)
+    for spec, provider in zip(plan.specs, providers):
+        if spec.volatile:
+            provider.volatile = True  # the agentium face reads the provider's attribute
+    resolution = None
+    turns = []
+    board = Breakers()  # this run's own: a CLI run does not share the process board
+    for turn in range(plan.turns):
+        resolution = await resolve_context(providers, plan.query, ctx, timeout=plan.timeout,
+                                           deadline=plan.deadline, budget=plan.budget,
+                                           on_outcome=observer, previous=resolution,
+                                           breaker=board)
+        if turn:
+            turns.append(_turn_row(turn + 1, resolution.prefix_stable, resolution.cache_break))
+    assert resolution is not None
     return {"context": resolution.text, "outcomes": resolution.outcomes,
             "report": resolution.to_dict(), "budget": resolution.budget,
             "used_tokens": resolution.used_tokens, "offered_tokens": None,
             "duration_ms": resolution.duration_ms,
-            "tokenizer_load_ms": resolution.tokenizer_load_ms}
+            "tokenizer_load_ms": resolution.tokenizer_load_ms, "turns": turns}
 
 
 def _print_text(plan: Plan, result: dict[str, Any], out: IO[str]) -> None:
@@ -190,6 +227,8 @@ def _print_text(plan: Plan, result: dict[str, Any], out: IO[str]) -> None:
                            show_priority=plan.face == "lionagi") + "\n")
     out.write(summary_line(result["outcomes"], result["budget"], result["used_tokens"],
                            result["duration_ms"], offered=result["offered_tokens"]) + "\n")
+    for row in result.get("turns", ()):
+        out.write(turn_line(row) + "\n")
 
 
 def _json_document(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +237,8 @@ def _json_document(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
     report = dict(result["report"])
     report.pop("text", None)  # Resolution's name for what both faces call "context"
     doc.update(report)
+    if plan.turns > 1:
+        doc["turns"] = result.get("turns", [])
     sources = {s.name: s.kind for s in plan.specs}
     for row in doc["outcomes"]:
         row["source"] = sources.get(row["name"])

@@ -46,6 +46,7 @@ class SourceSpec:
     cap: Optional[int] = None
     glob: Optional[str] = None
     sql: Optional[str] = None
+    volatile: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     set_fields: set[str] = field(default_factory=set)
 
@@ -159,18 +160,19 @@ class ModifierAction(argparse.Action):
         if field_name in spec.set_fields:
             raise argparse.ArgumentError(self, f"given twice for {spec.origin}")
         spec.set_fields.add(field_name)
+        value = True if self.nargs == 0 else values
         if field_name.startswith("options."):
             # A constructor keyword of the provider (--max-files -> max_files).
-            spec.options[field_name[len("options."):]] = values
+            spec.options[field_name[len("options."):]] = value
         else:
-            setattr(spec, field_name, values)
+            setattr(spec, field_name, value)
 
 
 # -- config ------------------------------------------------------------------------
 
 _TOP_KEYS = {"query", "user", "tenant", "budget", "timeout", "deadline", "face",
              "concurrent", "providers"}
-_COMMON_KEYS = {"kind", "name", "priority", "cap"}
+_COMMON_KEYS = {"kind", "name", "priority", "cap", "volatile"}
 _KIND_KEYS: dict[str, dict[str, str]] = {
     # config key -> constructor keyword ("" for the target, "glob"/"sql" for the spec)
     "fs": {"path": "", "glob": "glob", "encoding": "encoding",
@@ -284,6 +286,8 @@ def _config_source(table: dict[str, Any], index: int, base: Path, where: str) ->
         if cap < 1:
             raise UsageError(f"{at}.cap must be >= 1, got {cap!r}")
         spec.cap = cap
+    if "volatile" in table:
+        spec.volatile = _check_type(table["volatile"], (bool,), f"{at}.volatile", "true or false")
     for key, kw in keys.items():
         if key == target_key or key not in table:
             continue

@@ -11,6 +11,8 @@
 4. One agent turn (``agentium_compat.Agent``) with that context, against
    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` when set, else against the bundled
    :class:`~lionctx.testing.LocalOpenAIServer`, an offline echo model.
+4b. Three later turns on step 2's branch: each prints its cache-break line, and the
+   incidents source's circuit opens after its third timeout (not called on turn 4).
 5. Stop both servers and remove the folder, whatever happened; print what was
    cleaned up (the ports and the folder), so anyone can check.
 """
@@ -123,7 +125,7 @@ def _describe_sources(run: _Run) -> None:
         run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {visible(where, multiline=False)}")
 
 
-async def _lionagi_face(run: _Run, providers: list[Any]) -> None:
+async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
     from ..branch import Branch, ContextBlock, Instruction
     from ..context import RunContext
 
@@ -155,6 +157,30 @@ async def _lionagi_face(run: _Run, providers: list[Any]) -> None:
                 for row, text in zip(report.fired, report.blocks)])
     run.framed("system prompt the model would receive (Branch, render='tags')",
                request[0]["content"])
+    return branch
+
+
+async def _later_turns(run: _Run, branch: Any) -> None:
+    """Three more passes on step 1's branch: the cache-break line of each, and the
+    incidents source's circuit opening after its third timeout (issue 13)."""
+    from ..branch import Instruction
+
+    run.heading("4. Later turns on the same branch: prompt-cache stability and circuit breakers")
+    run.say("   each turn compares its blocks with the previous turn's; a source that failed "
+            "or timed out 3 turns running is not called for 30 s")
+    registry = branch.providers
+    for turn in range(2, 5):
+        report = await registry.gather(branch, Instruction(samples.QUESTION))
+        if report.cache_break is None:
+            cache = "prefix byte-identical to the previous turn (prompt cache can hit)"
+        else:
+            brk = report.cache_break
+            cache = f"cache break at block {brk.index}: {brk.name!r} {brk.kind}"
+        incidents = next(o for o in report.outcomes if o.name == "incidents")
+        what = incidents.status.value
+        if incidents.circuit == "open":
+            what = f"not called: {incidents.reason}"
+        run.say(f"   turn {turn}: {report.duration_ms:5.0f} ms | {cache} | incidents {what}")
 
 
 async def _agentium_face(run: _Run, providers: list[Any]) -> Any:
@@ -235,9 +261,11 @@ async def _main(run: _Run, sources: Optional[Sequence[Factory]] = None) -> int:
     try:
         for make in factories:
             providers.append(make())
-        await _lionagi_face(run, providers)
+        branch = await _lionagi_face(run, providers)
         resolution = await _agentium_face(run, providers)
-        return await _agent_turn(run, providers, resolution)
+        status = await _agent_turn(run, providers, resolution)
+        await _later_turns(run, branch)
+        return status
     finally:
         await aclose_all([*providers, run.model])
 

@@ -26,7 +26,8 @@ __all__ = ["TurnResolver", "compose", "text_of"]
 logger = logging.getLogger(__name__)
 
 #: The keyword options of :func:`lionctx.resolve_context` an integration accepts.
-RESOLVE_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome")
+RESOLVE_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome",
+                   "breaker", "dedupe")  # issue 13: breaker, dedupe
 
 
 def _check_providers(providers: Any, where: str) -> list[Any]:
@@ -153,6 +154,7 @@ class TurnResolver:
                 # Bound for the providers too, so nested lionctx code sees the same user.
                 with bind_run_context(run_ctx):
                     resolution = await resolve_context(self.providers, text_of(query), run_ctx,
+                                                       previous=self.last_report,  # issue 13
                                                        **self.options)
                 self.resolves += 1
                 self._store(turn, resolution)

@@ -65,6 +65,8 @@ class ContextSource:
     """
 
     name: str = ""
+    #: issue 13: a source whose text changes every turn; rendered after stable ones.
+    volatile: bool = False
     degradation_reason: Optional[str] = None
     last_error: Optional[str] = None
 

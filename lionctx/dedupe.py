@@ -1,0 +1,73 @@
+"""Dedupe: the same text from two sources in one pass is injected once.
+
+Runs after the gather and before admission, so a duplicate is counted against
+nothing (neither the budget nor its own cap). "The same" is exact: two blocks are
+duplicates when their texts are equal after stripping leading and trailing
+whitespace (found through a hash table keyed by that text, then compared whole, so
+a hash collision can never drop a block). The later block (in registration or list order) is
+``skipped`` with the reason ``duplicate of NAME``.
+
+With ``history`` (a session's earlier message texts), a block whose text the
+conversation already holds verbatim is skipped the same way, with the reason
+``duplicate of message N`` (N counts from 0 over the history given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Optional
+
+from .outcome import Outcome, Status
+
+__all__ = ["dedupe"]
+
+
+def dedupe(outcomes: Sequence[Outcome], *, body: Optional[Callable[[Outcome], str]] = None,
+           history: Optional[Sequence[str]] = None, within: bool = True) -> int:
+    """Mark duplicate ``fired`` outcomes ``skipped`` in place; return how many.
+
+    ``body`` gives the text to compare (default: the outcome's text; the agentium
+    face passes one that strips its tag, since the tag holds the name).
+    ``within=False`` compares with ``history`` only, not between the sources.
+    """
+    fired = [o for o in outcomes if o.status is Status.FIRED and o.text is not None]
+    if len(fired) < 2 and not history:
+        return 0
+    if not history and within:
+        texts = [o.text for o in fired] if body is None else [body(o) for o in fired]
+        keys = list(map(str.strip, texts))  # type: ignore[arg-type]
+        if len(set(keys)) == len(keys):
+            return 0  # the hot path: all distinct
+    seen: dict[str, str] = {}
+    marked = 0
+    for o in fired:
+        text = body(o) if body is not None else o.text  # type: ignore[assignment]
+        if history:
+            needle = text.strip()
+            hit = next((i for i, m in enumerate(history) if needle and needle in m), None)
+            if hit is not None:
+                o.status = Status.SKIPPED
+                o.reason = f"duplicate of message {hit}"
+                marked += 1
+                continue
+        if not within:
+            continue
+        key = text.strip()
+        first = seen.get(key)
+        if first is None:
+            seen[key] = o.name
+            continue
+        o.status = Status.SKIPPED
+        o.reason = f"duplicate of {first}"
+        marked += 1
+    return marked
+
+
+def untag(name: str, framed: str, tag: Callable[[str, str], str]) -> str:
+    """``framed`` without the frame ``tag(name, ...)`` puts around a text; unchanged
+    when it does not have that frame."""
+    empty = tag(name, "\0")
+    head, _, tail = empty.partition("\0")
+    if framed.startswith(head) and framed.endswith(tail) and len(framed) >= len(head) + len(tail):
+        return framed[len(head):len(framed) - len(tail)]
+    return framed

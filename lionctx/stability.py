@@ -1,0 +1,138 @@
+"""Prompt-cache stability: digests of injected blocks and where a prefix broke.
+
+Prompt caches (OpenAI, Anthropic, vLLM prefix caching) hit only when a request's
+prefix is byte-identical to an earlier one. Injected context sits in the system
+prefix, so the first block whose bytes differ from the previous turn's decides how
+much of the cache survives. This module:
+
+* gives every kept block a short digest of its text (:func:`digest`);
+* orders blocks for rendering: stable sources first in registration order, then
+  sources declared ``volatile=True`` (:func:`render_order`), so a feed that changes
+  every turn sits after everything that does not;
+* compares a turn's ``(name, digest)`` sequence with the previous turn's and names
+  the first difference (:func:`compare`): ``changed`` (same source, other bytes),
+  ``appeared`` (a source not in the previous turn), ``vanished`` (a source of the
+  previous turn no longer there) or ``moved`` (a source at another position).
+
+Pure functions, plus :class:`PrefixHistory`, the thread-safe previous-turn memory
+an agent keeps per session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from .outcome import Outcome
+
+__all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "render_order"]
+
+BreakKind = Literal["changed", "appeared", "vanished", "moved"]
+Digests = tuple[tuple[str, str], ...]
+
+
+#: text -> digest. Context is mostly the same from turn to turn (often the very same
+#: str object), so a dict lookup replaces hashing the bytes again. Bounded: cleared
+#: when full (dict operations are atomic under the GIL; a lost entry is recomputed).
+_MEMO: dict[str, str] = {}
+_MEMO_MAX = 4096
+
+
+def digest(text: str) -> str:
+    """A 16-hex-digit BLAKE2b digest of ``text``'s UTF-8 bytes (lone surrogates kept)."""
+    found = _MEMO.get(text)
+    if found is not None:
+        return found
+    value = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[text] = value
+    return value
+
+
+@dataclass(frozen=True)
+class CacheBreak:
+    """The first block whose bytes differ from the previous turn's."""
+
+    name: str
+    kind: BreakKind
+    index: int
+    """Position of the difference among the rendered blocks."""
+
+    def __str__(self) -> str:
+        return f"cache break at block {self.index}: {self.name!r} {self.kind}"
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready view."""
+        return {"name": self.name, "kind": self.kind, "index": self.index}
+
+
+def render_order(volatile: Sequence[bool]) -> list[int]:
+    """Positions in rendering order: stable ones as given, then the volatile ones."""
+    stable = [i for i, v in enumerate(volatile) if not v]
+    if len(stable) == len(volatile):
+        return stable
+    return stable + [i for i, v in enumerate(volatile) if v]
+
+
+def compare(previous: Optional[Digests], current: Digests) -> Optional[CacheBreak]:
+    """The first difference between two turns' ``(name, digest)`` sequences, or
+    ``None`` when they are identical (or there is no previous turn)."""
+    if previous is None or previous == current:
+        return None
+    n = min(len(previous), len(current))
+    i = 0
+    while i < n and previous[i] == current[i]:
+        i += 1
+    if i == n:  # one is a prefix of the other
+        if len(current) > n:
+            return CacheBreak(current[i][0], "appeared", i)
+        return CacheBreak(previous[i][0], "vanished", i)
+    now_name, was_name = current[i][0], previous[i][0]
+    if now_name == was_name:
+        return CacheBreak(now_name, "changed", i)
+    before = {name for name, _ in previous}
+    after = {name for name, _ in current}
+    if now_name not in before:
+        return CacheBreak(now_name, "appeared", i)
+    if was_name not in after:
+        return CacheBreak(was_name, "vanished", i)
+    return CacheBreak(now_name, "moved", i)
+
+
+def stamp(outcomes: Sequence[Outcome], kept: Sequence[Outcome]) -> Digests:
+    """Digest each kept block (``kept`` in rendering order); return the sequence."""
+    texts = [o.text or "" for o in kept]
+    memo = _MEMO.get  # inline the memo hit: no Python call per block on the hot path
+    digests = [memo(t) or digest(t) for t in texts]
+    for o, d in zip(kept, digests):
+        o.digest = d
+    return tuple(zip([o.name for o in kept], digests))
+
+
+class PrefixHistory:
+    """Each session's previous-turn digests (at most ``max_sessions``, least recent
+    dropped first). Thread-safe."""
+
+    def __init__(self, max_sessions: int = 1024) -> None:
+        self.max_sessions = max_sessions
+        self._lock = threading.Lock()
+        self._turns: OrderedDict[Hashable, Digests] = OrderedDict()
+
+    def swap(self, key: Hashable, current: Digests) -> Optional[Digests]:
+        """Store ``current`` as ``key``'s latest turn; return the one it replaces."""
+        with self._lock:
+            previous = self._turns.pop(key, None)
+            self._turns[key] = current
+            while len(self._turns) > self.max_sessions:
+                self._turns.popitem(last=False)
+            return previous
+
+    def forget(self, key: Hashable) -> None:
+        """Drop ``key``'s history (its next turn has nothing to compare with)."""
+        with self._lock:
+            self._turns.pop(key, None)

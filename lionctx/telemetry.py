@@ -1,0 +1,249 @@
+"""OpenTelemetry traces and metrics for provider passes (optional: ``lionctx[otel]``).
+
+Without ``opentelemetry-api`` installed nothing here imports it and a pass pays one
+cached boolean check. With it, every pass is recorded after it ends:
+
+* a ``lionctx.gather`` span (kind INTERNAL) under the caller's current span, with
+  the face, the budget, the tokens used, the provider count and, when the injected
+  prefix changed since the previous turn, the cache break;
+* one ``lionctx.provider`` child span per provider, placed where the provider ran
+  (concurrent providers' spans overlap), with its name, status, tokens, duration,
+  reason, circuit-breaker state and block digest; a failed or timed-out provider's
+  span has ERROR status and an ``exception`` event (type and message);
+* through the metrics API: the counter ``lionctx.provider.outcomes`` (by provider
+  and status), the counter ``lionctx.tokens.injected`` (by provider) and the
+  histogram ``lionctx.provider.duration`` (ms, by provider and status).
+
+No provider text, header or query string goes into any attribute: reasons and
+error messages have URL query strings and userinfo cut before they are recorded.
+
+Spans go to the global tracer/meter providers unless :func:`configure` gives
+others (tests do, with the SDK's in-memory exporters). While both global providers
+are still the API's no-op defaults, nothing is built at all. :func:`set_enabled`
+(or ``LIONCTX_OTEL=0`` in the environment) turns recording off.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from .outcome import Outcome, Status
+
+__all__ = ["configure", "enabled", "live", "record_pass", "scrub", "set_enabled"]
+
+logger = logging.getLogger(__name__)
+
+_state: dict[str, Any] = {"enabled": None, "tracer": None, "meter": None,
+                          "tracer_provider": None, "meter_provider": None,
+                          "instruments": None}
+
+
+def enabled() -> bool:
+    """True when passes are traced: the OpenTelemetry API is installed and tracing
+    was not turned off. Decided once (then cached), without importing it."""
+    on = _state["enabled"]
+    if on is None:
+        on = (os.environ.get("LIONCTX_OTEL", "1").strip().lower() not in ("0", "false", "off", "no")
+              and _installed())
+        _state["enabled"] = on
+    return bool(on)
+
+
+def live() -> bool:
+    """True when a pass should be recorded: tracing is :func:`enabled` and something
+    listens (providers given to :func:`configure`, or a global tracer or meter
+    provider that is not the API's no-op default). Checked per pass, cheaply."""
+    if not enabled():
+        return False
+    if _state["tracer_provider"] is not None or _state["meter_provider"] is not None:
+        return True
+    api = _state.get("api")
+    if api is None:
+        from opentelemetry import trace
+
+        try:
+            from opentelemetry import metrics
+        except ImportError:  # an API too old for metrics
+            metrics = None
+        api = _state["api"] = (trace, metrics,
+                               (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    trace, metrics, idle = api
+    if not isinstance(trace.get_tracer_provider(), idle):
+        return True
+    if metrics is None:
+        return False
+    return type(metrics.get_meter_provider()).__name__ not in _IDLE_METERS
+
+
+_IDLE_METERS = frozenset(("_ProxyMeterProvider", "NoOpMeterProvider"))
+
+
+def _installed() -> bool:
+    try:
+        return (importlib.util.find_spec("opentelemetry") is not None
+                and importlib.util.find_spec("opentelemetry.trace") is not None)
+    except (ImportError, ValueError, AttributeError):  # blocked or half-installed
+        return False
+
+
+def set_enabled(on: Optional[bool]) -> None:
+    """Turn tracing on or off for the process (``None``: decide again from the
+    environment and what is installed)."""
+    _state["enabled"] = None if on is None else bool(on)
+
+
+def configure(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """Send spans and metrics to these providers instead of the global ones
+    (``None`` for either: back to the global one)."""
+    _state.update(tracer_provider=tracer_provider, meter_provider=meter_provider,
+                  tracer=None, meter=None, instruments=None)
+
+
+def _tracer() -> Any:
+    tracer = _state["tracer"]
+    if tracer is None:
+        from opentelemetry import trace
+
+        provider = _state["tracer_provider"]
+        tracer = (provider.get_tracer("lionctx") if provider is not None
+                  else trace.get_tracer("lionctx"))
+        _state["tracer"] = tracer
+    return tracer
+
+
+def _instruments() -> Any:
+    inst = _state["instruments"]
+    if inst is None:
+        try:
+            from opentelemetry import metrics
+        except ImportError:  # an API too old for metrics: traces only
+            inst = _state["instruments"] = ()
+            return inst
+        provider = _state["meter_provider"]
+        meter = (provider.get_meter("lionctx") if provider is not None
+                 else metrics.get_meter("lionctx"))
+        inst = _state["instruments"] = (
+            meter.create_counter("lionctx.provider.outcomes", unit="{outcome}",
+                                 description="Provider outcomes by provider and status"),
+            meter.create_counter("lionctx.tokens.injected", unit="{token}",
+                                 description="Tokens of injected blocks, by provider"),
+            meter.create_histogram("lionctx.provider.duration", unit="ms",
+                                   description="Provider call duration"),
+        )
+    return inst
+
+
+# scheme://user:pass@host/path?query#frag -> scheme://host/path
+_URL = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)(?:[^/\s@]*@)?([^\s?#]*)(?:\?[^\s#]*)?(?:#\S*)?")
+
+
+def scrub(text: str, limit: int = 500) -> str:
+    """``text`` with URL credentials, query strings and fragments cut, bounded."""
+    if "://" in text:
+        text = _URL.sub(r"\1\2", text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _place(outcomes: Sequence[Outcome], pass_start: int, concurrent: bool) -> list[int]:
+    """Start time (ns) of each provider's span: its own stamp, else where it ran
+    (all at the pass start when concurrent; one after another when sequential)."""
+    starts = []
+    cursor = pass_start
+    for o in outcomes:
+        if o.started_ns is not None:
+            starts.append(o.started_ns)
+        elif concurrent:
+            starts.append(pass_start)
+        else:
+            starts.append(cursor)
+        cursor = starts[-1] + int(o.duration_ms * 1e6)
+    return starts
+
+
+_ERROR = (Status.FAILED, Status.TIMEOUT)
+
+
+def record_pass(face: str, outcomes: Sequence[Outcome], *, started_ns: int,
+                concurrent: bool, budget: Any = None, used_tokens: int = 0,
+                cache_break: Any = None, prefix_stable: Optional[bool] = None) -> None:
+    """Record one finished pass as spans and metrics. Never raises: telemetry must
+    not cost the turn."""
+    try:
+        _record(face, outcomes, started_ns, concurrent, budget, used_tokens,
+                cache_break, prefix_stable)
+    except Exception:
+        logger.warning("could not record the pass in OpenTelemetry", exc_info=True)
+
+
+def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent: bool,
+            budget: Any, used_tokens: int, cache_break: Any,
+            prefix_stable: Optional[bool]) -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind, Status as OtelStatus, StatusCode
+
+    tracer = _tracer()
+    ended = time.time_ns()
+    attrs: dict[str, Any] = {"lionctx.face": face, "lionctx.providers": len(outcomes),
+                             "lionctx.tokens.used": used_tokens,
+                             "lionctx.concurrent": concurrent}
+    if budget is not None:
+        attrs["lionctx.budget"] = float(budget)
+    if prefix_stable is not None:
+        attrs["lionctx.prefix.stable"] = prefix_stable
+    if cache_break is not None:
+        attrs["lionctx.cache_break.name"] = cache_break.name
+        attrs["lionctx.cache_break.kind"] = cache_break.kind
+    parent = tracer.start_span("lionctx.gather", kind=SpanKind.INTERNAL, attributes=attrs,
+                               start_time=started_ns)
+    parent_ctx = trace.set_span_in_context(parent)
+    starts = _place(outcomes, started_ns, concurrent)
+    inst = _instruments()
+    for o, start in zip(outcomes, starts):
+        status = o.status.value
+        a: dict[str, Any] = {"lionctx.provider.name": o.name, "lionctx.provider.status": status,
+                             "lionctx.provider.index": o.index,
+                             "lionctx.provider.tokens": o.tokens,
+                             "lionctx.provider.duration_ms": o.duration_ms}
+        if o.reason:
+            a["lionctx.provider.reason"] = scrub(o.reason)
+        if o.status.name.startswith("SKIPPED"):
+            a["lionctx.provider.skip_cause"] = ("circuit_open" if o.circuit == "open" else
+                                                "duplicate" if (o.reason or "").startswith(
+                                                    "duplicate of") else status)
+        if o.circuit:
+            a["lionctx.provider.circuit"] = o.circuit
+        if o.digest:
+            a["lionctx.provider.digest"] = o.digest
+        if o.volatile:
+            a["lionctx.provider.volatile"] = True
+        if o.degradation_reason:
+            a["lionctx.provider.degraded"] = scrub(o.degradation_reason)
+        if o.cached:
+            a["lionctx.provider.cached"] = True
+        span = tracer.start_span("lionctx.provider", context=parent_ctx, kind=SpanKind.INTERNAL,
+                                 attributes=a, start_time=start)
+        if o.status in _ERROR:
+            etype = o.error_type or ("TimeoutError" if o.status is Status.TIMEOUT else "Error")
+            message = scrub(o.error or o.reason or status)
+            a_err = {"exception.type": etype, "exception.message": message}
+            span.add_event("exception", a_err)
+            span.set_attribute("error.type", etype if o.status is Status.FAILED else "timeout")
+            span.set_status(OtelStatus(StatusCode.ERROR, message))
+        span.end(end_time=min(max(start, start + int(o.duration_ms * 1e6)), max(ended, start)))
+        if inst:
+            labels = {"lionctx.provider.name": o.name, "lionctx.provider.status": status}
+            inst[0].add(1, labels)
+            if o.status is Status.FIRED:
+                inst[1].add(o.tokens, {"lionctx.provider.name": o.name})
+            if o.circuit != "open":
+                inst[2].record(o.duration_ms, labels)
+    if any(o.status in _ERROR for o in outcomes) and len(outcomes) == sum(
+            o.status in _ERROR for o in outcomes):
+        parent.set_status(OtelStatus(StatusCode.ERROR, "every provider failed"))
+    parent.end(end_time=ended)
