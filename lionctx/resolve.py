@@ -20,6 +20,7 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Optional, Union
 
+from ._exceptions import InvalidType
 from .adapters import fetch_invoker, provider_name
 from .context import coerce_run_context
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
@@ -90,9 +91,9 @@ async def resolve_context(
     characters): longer text is skipped uncounted.
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
-        raise TypeError(f"providers must be a list of context providers, got {providers!r}")
+        raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
     if not isinstance(query, str):
-        raise TypeError(f"query must be a str, got {type(query).__name__}")
+        raise InvalidType(f"query must be a str, got {type(query).__name__}")
     timeout = validate_seconds(timeout, "timeout")
     deadline = validate_seconds(deadline, "deadline")
     budget = check_number(budget, "budget", allow_none=True)

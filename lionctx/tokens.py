@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
+from ._exceptions import TokenizerDataError
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -63,10 +64,6 @@ _O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 #: Anything that maps text to a token count.
 TokenCounter = Callable[[str], int]
-
-
-class TokenizerDataError(RuntimeError):
-    """The bundled tokenizer data is missing or corrupt."""
 
 
 _lock = threading.Lock()
