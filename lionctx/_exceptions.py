@@ -1,5 +1,5 @@
-"""Every exception lionctx raises, under one root: ``except LionctxError`` catches
-"lionctx refused this" or "lionctx could not do this", and nothing else.
+"""Every exception class lionctx defines, under one root: ``except LionctxError``
+catches "lionctx refused this" or "lionctx could not do this", and nothing else.
 
 The tree::
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
-from ._exceptions import TokenizerDataError
+from ._exceptions import InvalidType, TokenizerDataError
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -286,7 +286,7 @@ def resolve_counter(counter: Union[str, TokenCounter, None]) -> TokenCounter:
         return get_counter(counter)
     if callable(counter):
         return counter
-    raise TypeError(
+    raise InvalidType(
         f"counter must be None, a tiktoken encoding name or a callable str -> int, "
         f"got {counter!r}"
     )
@@ -300,5 +300,5 @@ def count_tokens(text: str, encoding: Union[str, TokenCounter, None] = None) -> 
     ``len(encoding.encode(text, disallowed_special=()))``.
     """
     if not isinstance(text, str):
-        raise TypeError(f"count_tokens() needs a str, got {type(text).__name__}")
+        raise InvalidType(f"count_tokens() needs a str, got {type(text).__name__}")
     return resolve_counter(encoding)(text)

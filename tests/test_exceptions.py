@@ -195,6 +195,8 @@ def _validators() -> list[Any]:
         ("check_path type", lambda: check_path(1, "base"), TypeError),
         ("check_path value", lambda: check_path("a\x00b", "base"), ValueError),
         ("set_max_threads", lambda: set_max_threads(0), ValueError),
+        ("count_tokens(1)", lambda: lionctx.count_tokens(1), TypeError),
+        ("count_tokens(encoding=5)", lambda: lionctx.count_tokens("x", 5), TypeError),
     ]
     return [pytest.param(call, builtin, id=label) for label, call, builtin in cases]
 
