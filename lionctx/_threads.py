@@ -32,17 +32,13 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from .outcome import SourceUnavailable
+from ._exceptions import InvalidValue, WorkersExhausted
 
 __all__ = ["WorkersExhausted", "max_threads", "run_in_worker", "set_max_threads", "stats"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class WorkersExhausted(SourceUnavailable):
-    """No lionctx worker thread can be had: earlier calls are stuck in them."""
 
 
 _lock = threading.Lock()
@@ -64,11 +60,11 @@ def set_max_threads(n: int, *, per_key_abandoned: int | None = None) -> None:
     on abandoned threads, default 4)."""
     global _max, _per_key
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"max threads must be an int >= 1, got {n!r}")
+        raise InvalidValue(f"max threads must be an int >= 1, got {n!r}")
     if per_key_abandoned is not None:
         if (isinstance(per_key_abandoned, bool) or not isinstance(per_key_abandoned, int)
                 or per_key_abandoned < 1):
-            raise ValueError(
+            raise InvalidValue(
                 f"per_key_abandoned must be an int >= 1, got {per_key_abandoned!r}")
         _per_key = per_key_abandoned
     _max = n

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ._exceptions import InvalidType, InvalidValue
 from .outcome import Outcome, Status
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
@@ -52,15 +53,15 @@ class BreakerSettings:
     def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) \
                 or self.threshold < 1:
-            raise ValueError(f"threshold must be an int >= 1, got {self.threshold!r}")
+            raise InvalidValue(f"threshold must be an int >= 1, got {self.threshold!r}")
         for label in ("cooldown", "max_cooldown"):
             value = getattr(self, label)
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not value > 0 or math.isinf(value):
-                raise ValueError(f"{label} must be a positive, finite number of seconds, "
+                raise InvalidValue(f"{label} must be a positive, finite number of seconds, "
                                  f"got {value!r}")
         if self.max_cooldown < self.cooldown:
-            raise ValueError(f"max_cooldown ({self.max_cooldown!r}) must be >= cooldown "
+            raise InvalidValue(f"max_cooldown ({self.max_cooldown!r}) must be >= cooldown "
                              f"({self.cooldown!r})")
 
 
@@ -304,5 +305,5 @@ def coerce_breakers(value: Any, default: Optional[Breakers] = None) -> Optional[
             if board is None:
                 board = _BY_SETTINGS[value] = Breakers(value)
             return board
-    raise TypeError(f"breaker must be True, False, a BreakerSettings or a Breakers, "
+    raise InvalidType(f"breaker must be True, False, a BreakerSettings or a Breakers, "
                     f"got {value!r}")

@@ -40,6 +40,7 @@ from typing import Any, Optional
 import anyio
 import anyio.lowlevel
 
+from ._exceptions import InvalidType, InvalidValue
 from .outcome import Outcome, SourceUnavailable, Status
 from ._text import make_encodable
 from ._threads import run_in_worker
@@ -91,9 +92,9 @@ def validate_seconds(value: Any, label: str) -> Optional[float]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{label} must be a number of seconds or None, got {value!r}")
+        raise InvalidType(f"{label} must be a number of seconds or None, got {value!r}")
     if not value > 0 or math.isinf(value):
-        raise ValueError(f"{label} must be a positive, finite number of seconds, got {value!r}")
+        raise InvalidValue(f"{label} must be a positive, finite number of seconds, got {value!r}")
     return float(value)
 
 
@@ -102,9 +103,9 @@ def validate_max_chars(value: Any, label: str = "max_chars") -> Optional[int]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{label} must be a positive int (characters) or None, got {value!r}")
+        raise InvalidType(f"{label} must be a positive int (characters) or None, got {value!r}")
     if value < 1:
-        raise ValueError(f"{label} must be a positive int (characters) or None, got {value!r}")
+        raise InvalidValue(f"{label} must be a positive int (characters) or None, got {value!r}")
     return value
 
 

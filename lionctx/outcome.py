@@ -6,18 +6,9 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any, Optional
 
+from ._exceptions import SourceUnavailable
+
 __all__ = ["Outcome", "SourceUnavailable", "Status"]
-
-
-class SourceUnavailable(Exception):
-    """The source could not answer; the message is the reason, free of secrets.
-
-    Raised by :meth:`lionctx.providers.ContextSource.retrieve` (and by any provider
-    that wants an expected failure reported plainly). Reports show the provider as
-    ``failed`` with this reason, logged in one line without a traceback;
-    ``ContextSource.fetch`` returns ``None`` instead and keeps the reason in
-    ``last_error``.
-    """
 
 
 class Status(str, Enum):

@@ -23,6 +23,7 @@ from time import perf_counter
 from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
+from ._exceptions import InvalidType, InvalidValue
 from .adapters import provide_invoker, provider_name
 from .breaker import BreakerSettings, Breakers, coerce_breakers
 from .admission import Candidate, admit
@@ -109,9 +110,9 @@ def check_limit(value: Any) -> Optional[int]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"limit must be a positive int or None, got {value!r}")
+        raise InvalidType(f"limit must be a positive int or None, got {value!r}")
     if value < 1:
-        raise ValueError(f"limit must be a positive int or None, got {value!r}")
+        raise InvalidValue(f"limit must be a positive int or None, got {value!r}")
     return value
 
 
@@ -121,7 +122,7 @@ def check_number(value: Any, label: str, *, allow_none: bool) -> Optional[Number
     if (isinstance(value, bool) or not isinstance(value, (int, float))
             or (isinstance(value, float) and math.isnan(value))):
         expected = "a number or None" if allow_none else "a number"
-        raise TypeError(f"{label} must be {expected}, got {value!r}")
+        raise InvalidType(f"{label} must be {expected}, got {value!r}")
     return value
 
 
@@ -194,7 +195,7 @@ class ContextProviderRegistry:
         self.deadline = deadline
         self.limit = limit
         if counter is not None and not isinstance(counter, str) and not callable(counter):
-            raise TypeError(f"counter must be an encoding name or a callable, got {counter!r}")
+            raise InvalidType(f"counter must be an encoding name or a callable, got {counter!r}")
         self._counter_spec = counter
         self._counter: Optional[TokenCounter] = None
         self.stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
@@ -274,13 +275,13 @@ class ContextProviderRegistry:
         priority = check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
         max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
         if name is not None and not isinstance(name, str):
-            raise TypeError(f"name must be a str or None, got {name!r}")
+            raise InvalidType(f"name must be a str or None, got {name!r}")
         timeout = validate_seconds(timeout, "timeout")
         max_chars = validate_max_chars(max_chars)
         if volatile is None:
             volatile = getattr(provider, "volatile", False) is True
         if not isinstance(volatile, bool):
-            raise TypeError(f"volatile must be a bool, got {volatile!r}")
+            raise InvalidType(f"volatile must be a bool, got {volatile!r}")
         self._entries.append(
             _Entry(provider, priority, max_tokens, provider_name(provider, name), timeout,
                    max_chars, volatile)

@@ -21,6 +21,7 @@ from time import perf_counter
 from typing import Any, Optional, Union
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
+from ._exceptions import InvalidType
 from .adapters import fetch_invoker, provider_name
 from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
@@ -115,9 +116,9 @@ async def resolve_context(
     the others.
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
-        raise TypeError(f"providers must be a list of context providers, got {providers!r}")
+        raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
     if not isinstance(query, str):
-        raise TypeError(f"query must be a str, got {type(query).__name__}")
+        raise InvalidType(f"query must be a str, got {type(query).__name__}")
     timeout = validate_seconds(timeout, "timeout")
     deadline = validate_seconds(deadline, "deadline")
     budget = check_number(budget, "budget", allow_none=True)
@@ -175,7 +176,7 @@ def _previous_digests(previous: Any) -> Optional[tuple[tuple[str, str], ...]]:
     if isinstance(previous, (tuple, list)) and all(
             isinstance(d, (tuple, list)) and len(d) == 2 for d in previous):
         return tuple((str(a), str(b)) for a, b in previous)
-    raise TypeError(f"previous must be a Resolution or its digests, got {previous!r}")
+    raise InvalidType(f"previous must be a Resolution or its digests, got {previous!r}")
 
 
 async def resolve_context_providers(

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
+from ._exceptions import InvalidType, TokenizerDataError
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -63,10 +64,6 @@ _O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 #: Anything that maps text to a token count.
 TokenCounter = Callable[[str], int]
-
-
-class TokenizerDataError(RuntimeError):
-    """The bundled tokenizer data is missing or corrupt."""
 
 
 _lock = threading.Lock()
@@ -289,7 +286,7 @@ def resolve_counter(counter: Union[str, TokenCounter, None]) -> TokenCounter:
         return get_counter(counter)
     if callable(counter):
         return counter
-    raise TypeError(
+    raise InvalidType(
         f"counter must be None, a tiktoken encoding name or a callable str -> int, "
         f"got {counter!r}"
     )
@@ -303,5 +300,5 @@ def count_tokens(text: str, encoding: Union[str, TokenCounter, None] = None) -> 
     ``len(encoding.encode(text, disallowed_special=()))``.
     """
     if not isinstance(text, str):
-        raise TypeError(f"count_tokens() needs a str, got {type(text).__name__}")
+        raise InvalidType(f"count_tokens() needs a str, got {type(text).__name__}")
     return resolve_counter(encoding)(text)

@@ -32,19 +32,11 @@ from lionctx.models import ModelResponseError
 from lionctx.render import tag_block
 from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply
 from tests.engines.recording import Plain, Recorder
+from tests.fakes import Static
 
 SYSTEM = "You are helpful."
 HOST_LOG = "lionctx.engines.host"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-class Static:
-    def __init__(self, name, text):
-        self.name = name
-        self.text = text
-
-    async def provide(self, branch, instruction):
-        return self.text
 
 
 class AsyncOnly:
@@ -435,7 +427,7 @@ async def test_providers_blocks_are_in_the_request_the_engine_sees(server, model
     rec = Recorder()
     rec.selection = lambda req: [req[0], req[-1]]
     branch = Branch(SYSTEM, model, context_engine=rec)
-    branch.providers.register(Static("notes", "the sky is green"))
+    branch.providers.register(Static("the sky is green", name="notes"))
     await branch.communicate("one")
     await branch.communicate("two")
     seen = rec.of("select_context")[-1][1]

@@ -10,27 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lionctx import ContextProvider, ContextProviderRegistry, ProviderReport, Status, count_tokens
+from tests.fakes import Raising, Static
 
 pytestmark = pytest.mark.anyio
-
-
-class Static:
-    def __init__(self, text, name=None):
-        self.text = text
-        if name is not None:
-            self.name = name
-        self.calls = []
-
-    async def provide(self, branch, instruction):
-        self.calls.append((branch, instruction))
-        return self.text
-
-
-class Raising:
-    name = "raising"
-
-    async def provide(self, branch, instruction):
-        raise RuntimeError("source down")
 
 
 BRANCH = object()

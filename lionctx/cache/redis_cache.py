@@ -47,6 +47,7 @@ from typing import Any, Optional
 import anyio
 import anyio.lowlevel
 
+from .._exceptions import SharedCacheError
 from ..providers.base import SourceUnavailable, check_duration, check_name
 from ..providers.cache import FlightCache, Hit, SharedFetchError, Source, _Flight
 from .base import Codec
@@ -70,10 +71,6 @@ _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
 return 0
 """
-
-
-class SharedCacheError(Exception):
-    """Redis could not be used for this call; the message is the reason (no secrets)."""
 
 
 class _Garbage(SharedCacheError):

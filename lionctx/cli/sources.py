@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .._exceptions import UsageError
+
 __all__ = ["KINDS", "SourceSpec", "UsageError", "assign_names", "build_provider",
            "arg_type", "check_glob", "check_number", "one_line", "parse_float",
            "parse_int", "read_config", "tidy_number"]
@@ -27,10 +29,6 @@ _FLAG_OF_KIND = {"fs": "--fs", "http": "--http", "sqlite": "--sqlite"}
 # "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
 # which this does not match; neither does a URL ("http://...").
 _NAMED = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(.+)$", re.DOTALL)
-
-
-class UsageError(Exception):
-    """A user mistake: printed as one line, exit status 2."""
 
 
 @dataclass

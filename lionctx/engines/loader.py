@@ -61,6 +61,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Union
 
+from .._exceptions import PluginLoadError
 from .base import ContextEngine, check_select_timeout, engine_label
 from .compressor import ContextCompressor
 
@@ -91,10 +92,6 @@ _PLUGIN_SUBDIR = ("plugins", "context_engine")
 
 PathArg = Union[str, "PathLike[str]"]
 ConfigArg = Union[Mapping[str, Any], PathArg, None]
-
-
-class PluginLoadError(RuntimeError):
-    """A context-engine plugin could not be imported or produced no engine."""
 
 
 @dataclass(frozen=True)

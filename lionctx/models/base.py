@@ -6,6 +6,14 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol, runtime_checkable
 
+from .._exceptions import (
+    ModelAuthError,
+    ModelConfigError,
+    ModelConnectionError,
+    ModelError,
+    ModelResponseError,
+)
+
 __all__ = [
     "ChatModel",
     "ChatResponse",
@@ -16,30 +24,6 @@ __all__ = [
     "ModelError",
     "ModelResponseError",
 ]
-
-
-class ModelError(RuntimeError):
-    """A model call failed. Messages never carry the API key."""
-
-
-class ModelConfigError(ModelError):
-    """The adapter is not configured well enough to make a call (e.g. no API key)."""
-
-
-class ModelConnectionError(ModelError):
-    """The model server could not be reached, or did not answer in time."""
-
-
-class ModelResponseError(ModelError):
-    """The server answered with an error status or an unusable body."""
-
-    def __init__(self, message: str, status_code: Optional[int] = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
-class ModelAuthError(ModelResponseError):
-    """The server refused the credentials (HTTP 401 or 403)."""
 
 
 @dataclass

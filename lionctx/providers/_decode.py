@@ -14,6 +14,8 @@ import zlib
 from collections.abc import Iterable
 from typing import Optional
 
+from .._exceptions import BodyTooLarge, DecodeError
+
 __all__ = ["ACCEPT_ENCODING", "MAX_LAYERS", "BodyDecoder", "BodyTooLarge", "DecodeError",
            "codings"]
 
@@ -23,14 +25,6 @@ MAX_LAYERS = 2
 _ALIASES = {"x-gzip": "gzip"}
 _STEP = 64 * 1024  # how much an inner layer hands on to the next at a time
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
-class DecodeError(Exception):
-    """The body cannot be decoded (an unknown or too deep encoding, corrupt data)."""
-
-
-class BodyTooLarge(Exception):
-    """The decoded body (or an intermediate layer of it) went over the cap."""
 
 
 def codings(values: Iterable[str]) -> list[str]:

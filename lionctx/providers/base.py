@@ -27,6 +27,7 @@ import math
 import os
 from typing import Any, ClassVar, Optional, Union
 
+from .._exceptions import InvalidType, InvalidValue
 from ..adapters import query_from_instruction, run_context_from_branch
 from ..context import RunContext, coerce_run_context
 from ..outcome import SourceUnavailable
@@ -144,16 +145,16 @@ class ContextSource:
 def check_name(value: Any, label: str = "name") -> str:
     """A provider name: a non-empty ``str``."""
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{label} must be a non-empty str, got {value!r}")
+        raise InvalidValue(f"{label} must be a non-empty str, got {value!r}")
     return value
 
 
 def check_count(value: Any, label: str, minimum: int) -> int:
     """An ``int`` (not a bool) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{label} must be an int, got {value!r}")
+        raise InvalidType(f"{label} must be an int, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{label} must be >= {minimum}, got {value!r}")
+        raise InvalidValue(f"{label} must be >= {minimum}, got {value!r}")
     return value
 
 
@@ -161,18 +162,18 @@ def check_duration(value: Any, label: str, *, allow_zero: bool,
                    unit: str = "seconds") -> float:
     """A finite number of ``unit``, positive (or zero when allowed)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{label} must be a number of {unit}, got {value!r}")
+        raise InvalidType(f"{label} must be a number of {unit}, got {value!r}")
     if math.isnan(value) or math.isinf(value) or value < 0 or (value == 0 and not allow_zero):
         need = "zero or a positive" if allow_zero else "a positive"
-        raise ValueError(f"{label} must be {need}, finite number of {unit}, got {value!r}")
+        raise InvalidValue(f"{label} must be {need}, finite number of {unit}, got {value!r}")
     return float(value)
 
 
 def check_path(value: Any, label: str) -> str:
     """A non-empty filesystem path (``str`` or path-like) without NUL characters."""
     if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"{label} must be a str or path, got {value!r}")
+        raise InvalidType(f"{label} must be a str or path, got {value!r}")
     raw: Union[str, bytes] = os.fspath(value)
     if not isinstance(raw, str) or not raw or "\x00" in raw:
-        raise ValueError(f"{label} must be a non-empty path without NUL, got {value!r}")
+        raise InvalidValue(f"{label} must be a non-empty path without NUL, got {value!r}")
     return raw

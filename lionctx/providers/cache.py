@@ -29,6 +29,7 @@ from typing import Any, Generic, Optional, TypeVar
 import anyio
 from cachetools import LRUCache, TTLCache
 
+from .._exceptions import SharedFetchError
 from ..adapters import (call_fetch, call_provide, fetch_method, provider_name,
                         query_from_instruction, run_context_from_branch)
 from ..context import context_value
@@ -73,17 +74,6 @@ class Hit(Generic[V]):
     def from_cache(self) -> bool:
         """True when this caller did not run the load itself."""
         return self.source is not Source.FRESH
-
-
-class SharedFetchError(Exception):
-    """The load another caller was running for the same key failed.
-
-    ``original`` is that load's exception; the message repeats its type and text.
-    """
-
-    def __init__(self, original: BaseException) -> None:
-        super().__init__(f"{type(original).__name__}: {original}")
-        self.original = original
 
 
 class _Flight:

@@ -61,9 +61,10 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import anyio
 import anyio.lowlevel
 
+from .._exceptions import HttpFetchError
 from . import _decode
 from ._hosts import Host, parse_hosts, url_host, url_port
-from .base import (ContextSource, ProvidedText, SourceUnavailable, check_count,
+from .base import (ContextSource, ProvidedText, check_count,
                    check_duration, check_name)
 from .cache import FlightCache, SharedFetchError, Source
 
@@ -90,14 +91,6 @@ _CACHE_KEY = "response"
 # Header values shorter than this are not treated as secrets to scrub from text;
 # scrubbing "1" or "on" would garble every message.
 _MIN_SECRET = 4
-
-
-class HttpFetchError(SourceUnavailable):
-    """Why one request got no text. The message is already free of secrets.
-
-    Raised inside the provider; ``retrieve`` passes the reason on as a plain
-    :class:`~lionctx.providers.base.SourceUnavailable`.
-    """
 
 
 def _redact(text: str, secrets: Iterable[str]) -> str:

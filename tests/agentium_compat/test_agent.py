@@ -20,17 +20,7 @@ from lionctx import Resolution
 from lionctx.outcome import Status
 from lionctx.render import tag_block
 from lionctx.testing import ECHO_LABEL
-
-
-class Fetch:
-    def __init__(self, name, text):
-        self.name = name
-        self.text = text
-        self.calls = []
-
-    async def fetch(self, query, ctx):
-        self.calls.append((query, ctx))
-        return self.text
+from tests.fakes import Fetch, FetchRaising, SlowFetch
 
 
 class Legacy:
@@ -40,21 +30,6 @@ class Legacy:
 
     async def fetchContext(self, query, ctx):  # noqa: N802
         return f"legacy for {query}"
-
-
-class Raising:
-    name = "down"
-
-    async def fetch(self, query, ctx):
-        raise ConnectionError("unreachable")
-
-
-class Slow:
-    name = "slow"
-
-    async def fetch(self, query, ctx):
-        await anyio.sleep(30)
-        return "never"
 
 
 def support_instructions(c):
@@ -186,7 +161,8 @@ async def test_string_instructions_get_the_context_as_a_section(server, model):
 async def test_failure_budget_and_timeout_pass_through(server, model):
     big = Fetch("big", "lots of words " * 100)
     agent = Agent(name="a", model=model, instructions=lambda c: c.context,
-                  context_providers=[Fetch("first", "F"), Raising(), Slow(), big, Legacy()],
+                  context_providers=[Fetch("first", "F"), FetchRaising(), SlowFetch(), big,
+                                     Legacy()],
                   context_budget=60, context_timeout=0.2)
     result = await agent.run("question")
     statuses = {o.name: o.status for o in result.context_report.outcomes}
@@ -199,7 +175,7 @@ async def test_failure_budget_and_timeout_pass_through(server, model):
 @pytest.mark.anyio
 async def test_deadline_passes_through(server, model):
     agent = Agent(name="a", model=model, instructions=lambda c: c.context or "none",
-                  context_providers=[Slow()], context_deadline=0.1)
+                  context_providers=[SlowFetch()], context_deadline=0.1)
     result = await agent.run("q")
     assert result.context_report.outcomes[0].status is Status.TIMEOUT
     assert server.last_request["messages"][0]["content"] == "none"

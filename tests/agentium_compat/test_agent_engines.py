@@ -20,17 +20,9 @@ from lionctx.models import ModelResponseError
 from lionctx.render import tag_block
 from lionctx.testing import ECHO_LABEL, Reply, echo_reply
 from tests.engines.recording import Recorder
+from tests.fakes import Fetch
 
 INSTRUCTIONS = "You are a support assistant."
-
-
-class Fetch:
-    def __init__(self, name, text):
-        self.name = name
-        self.text = text
-
-    async def fetch(self, query, ctx):
-        return self.text
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from lionctx.providers import (CachedContextProvider, DatabaseContextProvider,
                                FilesystemContextProvider, FlightCache, HttpContextProvider,
                                ProvidedText, SharedFetchError, SourceUnavailable)
 from lionctx.providers.cache import Source
+from tests.fakes import ClockedCache, FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -190,14 +191,15 @@ async def test_a_thousand_concurrent_calls_make_one_inner_call() -> None:
 
 async def test_stale_on_error() -> None:
     source = Profiles()
+    clock = FakeClock()
     p = CachedContextProvider(DatabaseContextProvider("profile", source), 0.05,
-                              stale_on_error=True)
+                              stale_on_error=True, cache=ClockedCache(clock))
     reg = ContextProviderRegistry()
     reg.register(p)
     branch = SimpleNamespace(run_context=RunContext(user_id="u"))
     fresh = await reg.gather(branch, "q")
     assert fresh.outcomes[0].cached is False
-    await anyio.sleep(0.2)  # past the TTL
+    clock.advance(0.2)  # past the TTL
     source.fail = True
     stale = await reg.gather(branch, "q")
     out = stale.outcomes[0]
@@ -394,10 +396,12 @@ async def test_a_failing_http_inner_is_failed_with_its_reason_and_never_cached(s
 
 async def test_stale_on_error_over_a_failing_http_inner(srv: Any) -> None:
     http = HttpContextProvider(srv.url("/switch"), name="status")
-    p = CachedContextProvider(http, 0.05, stale_on_error=True, key=lambda query, ctx: "all")
+    clock = FakeClock()
+    p = CachedContextProvider(http, 0.05, stale_on_error=True, key=lambda query, ctx: "all",
+                              cache=ClockedCache(clock))
     assert await p.fetch("q", None) == "switch on"
     srv.switch = (503, "down")
-    await anyio.sleep(0.2)  # past the TTL
+    clock.advance(0.2)  # past the TTL
     report = await registry_report(p)
     out = report.outcomes[0]
     # A failed refresh no longer reads as "nothing": the last good value is served.

@@ -19,6 +19,8 @@ from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context
 import agentium_compat.providers as compat
 from lionctx.providers import HttpContextProvider, ProvidedText, SourceUnavailable
 
+from tests.fakes import ClockedCache, FakeClock
+
 from .http_server import LoopbackServer
 
 pytestmark = pytest.mark.anyio
@@ -337,9 +339,13 @@ async def test_cache_keeps_a_good_value_for_the_ttl(srv: LoopbackServer) -> None
 
 
 async def test_expired_value_is_fetched_again(srv: LoopbackServer) -> None:
-    p = HttpContextProvider(srv.url("/ok"), cache_ttl=0.05)
+    clock = FakeClock()
+    p = HttpContextProvider(srv.url("/ok"), cache_ttl=0.05, cache=ClockedCache(clock))
     await p.fetch("q", None)
-    await anyio.sleep(0.2)  # past the TTL on the monotonic clock
+    clock.advance(0.04)  # still inside the TTL
+    await p.fetch("q", None)
+    assert srv.count("/ok") == 1
+    clock.advance(0.16)  # past the TTL
     await p.fetch("q", None)
     assert srv.count("/ok") == 2
     await p.aclose()
@@ -358,10 +364,12 @@ async def test_failures_are_never_cached(srv: LoopbackServer) -> None:
 
 async def test_stale_on_error_serves_the_last_good_value_marked_stale(
         srv: LoopbackServer) -> None:
-    p = HttpContextProvider(srv.url("/switch"), cache_ttl=0.05, stale_on_error=True)
+    clock = FakeClock()
+    p = HttpContextProvider(srv.url("/switch"), cache_ttl=0.05, stale_on_error=True,
+                            cache=ClockedCache(clock))
     assert await p.fetch("q", None) == "switch on"
     srv.switch = (503, "down")
-    await anyio.sleep(0.2)
+    clock.advance(0.2)  # past the TTL
     report = await report_for(p)
     out = report.outcomes[0]
     assert out.status is Status.FIRED and out.stale and out.cached

@@ -1,0 +1,169 @@
+"""Every exception class lionctx defines, under one root: ``except LionctxError``
+catches "lionctx refused this" or "lionctx could not do this", and nothing else.
+
+The tree::
+
+    LionctxError
+    ├── ConfigurationError ........ refused at the API boundary, before any work runs
+    │   ├── InvalidValue .......... also a ValueError (a bad number, an empty name)
+    │   ├── InvalidType ........... also a TypeError (None where a number belongs)
+    │   └── UsageError ............ the CLI: printed as one line, exit status 2
+    │
+    │   source failures: each costs one report row (``failed``), never the turn
+    ├── SourceUnavailable ......... a source could not answer; the message is the reason
+    │   ├── WorkersExhausted ...... no worker thread free: earlier calls are stuck in them
+    │   └── HttpFetchError ........ one HTTP request got no text (message free of secrets)
+    ├── SharedFetchError .......... the load another caller ran for the same key failed
+    ├── SharedCacheError .......... Redis could not be used for this call
+    ├── DecodeError ............... an HTTP body that cannot be decoded
+    ├── BodyTooLarge .............. an HTTP body over its decoded-size cap
+    │
+    ├── PluginLoadError ........... engines: a plugin did not import or made no engine
+    │                               (also a RuntimeError)
+    ├── ModelError ................ models: a call failed (also a RuntimeError)
+    │   ├── ModelConfigError ...... not configured well enough to call (no API key)
+    │   ├── ModelConnectionError .. the server could not be reached in time
+    │   └── ModelResponseError .... an error status or an unusable body
+    │       └── ModelAuthError .... HTTP 401 or 403: the key was refused
+    └── TokenizerDataError ........ the bundled tokenizer data is missing or corrupt
+                                    (also a RuntimeError)
+
+Second bases are the built-ins callers caught before this module existed, so
+``except ValueError`` around ``registry.timeout = -1`` and ``except RuntimeError``
+around a model call keep working. Each class is also importable from the module that
+defined it first (``from lionctx.outcome import SourceUnavailable``).
+
+This module imports nothing from lionctx, so any module can import it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BodyTooLarge",
+    "ConfigurationError",
+    "DecodeError",
+    "HttpFetchError",
+    "InvalidType",
+    "InvalidValue",
+    "LionctxError",
+    "ModelAuthError",
+    "ModelConfigError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelResponseError",
+    "PluginLoadError",
+    "SharedCacheError",
+    "SharedFetchError",
+    "SourceUnavailable",
+    "TokenizerDataError",
+    "UsageError",
+    "WorkersExhausted",
+]
+
+
+class LionctxError(Exception):
+    """The root of every exception lionctx raises (see this module for the tree)."""
+
+
+# -- configuration: refused at the boundary ---------------------------------------
+
+
+class ConfigurationError(LionctxError):
+    """A value lionctx refused when it was given (an argument, a setting, a config
+    file), before any provider ran. The message names the bad value."""
+
+
+class InvalidValue(ConfigurationError, ValueError):
+    """A value of the right type that is out of range (a negative timeout, a limit of 0)."""
+
+
+class InvalidType(ConfigurationError, TypeError):
+    """A value of the wrong type (``priority=None``, a string where seconds belong)."""
+
+
+class UsageError(ConfigurationError):
+    """A user mistake on the command line: printed as one line, exit status 2."""
+
+
+# -- source failures: one report row each, never the turn --------------------------
+
+
+class SourceUnavailable(LionctxError):
+    """The source could not answer; the message is the reason, free of secrets.
+
+    Raised by :meth:`lionctx.providers.ContextSource.retrieve` (and by any provider
+    that wants an expected failure reported plainly). Reports show the provider as
+    ``failed`` with this reason, logged in one line without a traceback;
+    ``ContextSource.fetch`` returns ``None`` instead and keeps the reason in
+    ``last_error``.
+    """
+
+
+class WorkersExhausted(SourceUnavailable):
+    """No lionctx worker thread can be had: earlier calls are stuck in them."""
+
+
+class HttpFetchError(SourceUnavailable):
+    """Why one request got no text. The message is already free of secrets.
+
+    Raised inside the provider; ``retrieve`` passes the reason on as a plain
+    :class:`~lionctx.providers.base.SourceUnavailable`.
+    """
+
+
+class SharedFetchError(LionctxError):
+    """The load another caller was running for the same key failed.
+
+    ``original`` is that load's exception; the message repeats its type and text.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"{type(original).__name__}: {original}")
+        self.original = original
+
+
+class SharedCacheError(LionctxError):
+    """Redis could not be used for this call; the message is the reason (no secrets)."""
+
+
+class DecodeError(LionctxError):
+    """The body cannot be decoded (an unknown or too deep encoding, corrupt data)."""
+
+
+class BodyTooLarge(LionctxError):
+    """The decoded body (or an intermediate layer of it) went over the cap."""
+
+
+# -- engines, models, tokenizer -----------------------------------------------------
+
+
+class PluginLoadError(LionctxError, RuntimeError):
+    """A context-engine plugin could not be imported or produced no engine."""
+
+
+class ModelError(LionctxError, RuntimeError):
+    """A model call failed. Messages never carry the API key."""
+
+
+class ModelConfigError(ModelError):
+    """The adapter is not configured well enough to make a call (e.g. no API key)."""
+
+
+class ModelConnectionError(ModelError):
+    """The model server could not be reached, or did not answer in time."""
+
+
+class ModelResponseError(ModelError):
+    """The server answered with an error status or an unusable body."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ModelAuthError(ModelResponseError):
+    """The server refused the credentials (HTTP 401 or 403)."""
+
+
+class TokenizerDataError(LionctxError, RuntimeError):
+    """The bundled tokenizer data is missing or corrupt."""
