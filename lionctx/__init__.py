@@ -60,6 +60,9 @@ if TYPE_CHECKING:  # pragma: no cover
         ProvidedText,
         SqliteContextProvider,
     )
+    from .breaker import BreakerSettings, Breakers
+    from .cache import InProcessCache, RedisCache
+    from .stability import CacheBreak
 
 # name -> module that defines it, imported on first access
 _LAZY = {
@@ -80,6 +83,11 @@ _LAZY = {
     "HttpContextProvider": ".providers",
     "ProvidedText": ".providers",
     "SqliteContextProvider": ".providers",
+    "BreakerSettings": ".breaker",
+    "Breakers": ".breaker",
+    "CacheBreak": ".stability",
+    "InProcessCache": ".cache",
+    "RedisCache": ".cache",
 }
 
 
@@ -102,6 +110,9 @@ __all__ = [
     "Admission",
     "BodyTooLarge",
     "Branch",
+    "BreakerSettings",
+    "Breakers",
+    "CacheBreak",
     "CachedContextProvider",
     "Candidate",
     "ChatResponse",
@@ -117,6 +128,7 @@ __all__ = [
     "FilesystemContextProvider",
     "HttpContextProvider",
     "HttpFetchError",
+    "InProcessCache",
     "Instruction",
     "InvalidType",
     "InvalidValue",
@@ -133,6 +145,7 @@ __all__ = [
     "ProvidedText",
     "ProviderCall",
     "ProviderReport",
+    "RedisCache",
     "Resolution",
     "RunContext",
     "SharedCacheError",
