@@ -44,6 +44,7 @@ from ._exceptions import InvalidType, InvalidValue
 from .outcome import Outcome, SourceUnavailable, Status
 from ._text import make_encodable
 from ._threads import run_in_worker
+from .render import tag_block
 from .tokens import TokenCounter, count_bounded, prepare_counter
 
 __all__ = ["DEFAULT_MAX_CHARS", "Observer", "ProviderCall", "gather", "validate_seconds"]
@@ -235,6 +236,8 @@ class _Pass:
     max_chars: int
     args: tuple[Any, ...] = ()
     join_cost: int = 0
+    memo: Optional[dict[Any, int]] = None
+    remember: Optional[Callable[[Any, int], None]] = None
 
 
 @dataclass(slots=True)
@@ -248,6 +251,7 @@ class _Big:
     degraded: Optional[str]
     cached: bool
     stale: bool
+    key: Any = None
 
 
 def _bound(call: ProviderCall, ps: _Pass) -> float:
@@ -261,9 +265,9 @@ def _bound(call: ProviderCall, ps: _Pass) -> float:
     return math.inf
 
 
-def _counted(call: ProviderCall, index: int, ps: _Pass, counted: str, stored: str,
-             tokens: int, exact: bool, elapsed: float, degraded: Optional[str],
-             cached: bool, stale: bool) -> Outcome:
+def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int,
+             exact: bool, elapsed: float, degraded: Optional[str], cached: bool,
+             stale: bool) -> Outcome:
     if type(tokens) is not int or tokens < 0:
         raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
     if call.frame is not None:
@@ -330,28 +334,40 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                        cached, stale, call.priority, call.max_tokens)
     try:
         # Plain str, whatever subclass came back: what we count is what we send.
-        text = result if plain else str.__add__("", result)
+        text = result if plain else _plain_of(result, size)
         text, replaced = make_encodable(text)
         if replaced:
             why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded as "
                    "UTF-8, with U+FFFD")
             logger.warning("context provider %r: %s", call.name, why)
             degraded = _add_reason(degraded, why)
-        counted = text if call.frame is None else call.frame(text)
+        frame = call.frame
+        key = _memo_key(frame, text) if ps.memo is not None else None
+        if key is not None:
+            # A text seen before is found by its cached hash, without framing or
+            # reading it again (a warm source returns the same string object).
+            known = ps.memo.get(key)  # type: ignore[union-attr]
+            if known is not None:
+                stored = text if not call.keep_frame or frame is None else frame(text)
+                return _counted(call, index, ps, stored, known, True, elapsed, degraded,
+                                cached, stale)
+        counted = text if frame is None else frame(text)
         stored = counted if call.keep_frame else text
         bound = _bound(call, ps)
-        if call.frame is not None:
+        if frame is not None:
             bound -= ps.join_cost
-        if not plain and call.frame is None and not replaced:
+        if not plain and frame is None and not replaced:
             # A shared-cache hit carries the count its fetcher made (RedisCache).
-            known = _carried_count(result, ps.counter)
-            if known is not None:
-                return _counted(call, index, ps, counted, stored, known, True, elapsed,
-                                degraded, cached, stale)
+            carried = _carried_count(result, ps.counter)
+            if carried is not None:
+                return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
+                                cached, stale)
         if len(counted) > _THREAD_CHARS:
-            return _Big(counted, stored, bound, elapsed, degraded, cached, stale)
+            return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
         tokens, exact = count_bounded(ps.counter, counted, bound)
-        return _counted(call, index, ps, counted, stored, tokens, exact, elapsed, degraded,
+        if exact and key is not None and frame is not None:
+            ps.remember(key, tokens)  # type: ignore[misc]
+        return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
                         cached, stale)
     except BaseException as exc:
         if _fatal(exc):
@@ -359,13 +375,37 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         return _count_failed(call, index, start, exc, elapsed, degraded)
 
 
+def _plain_of(result: str, size: int) -> str:
+    """The plain ``str`` of a str subclass: the one it was made from when it says so
+    (:class:`~lionctx.providers.ProvidedText`'s ``plain``, same length), else a copy."""
+    try:
+        inner = getattr(result, "plain", None)
+    except Exception:  # a subclass's property is its own business
+        inner = None
+    if type(inner) is str and str.__len__(inner) == size:
+        return inner
+    return str.__add__("", result)
+
+
+def _memo_key(frame: Optional[Callable[[str], str]], text: str) -> Any:
+    """The memo key of what will be counted: the text's, or for a tag block the
+    (name, text) pair it is a pure function of; None for any other frame."""
+    if frame is None:
+        return (str.__len__(text), hash(text))
+    if type(frame) is partial and frame.func is tag_block and len(frame.args) == 1:
+        return (frame.args[0], str.__len__(text), hash(text))
+    return None
+
+
 async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
                      ps: _Pass) -> Outcome:
     try:
         tokens, exact = await run_in_worker(
             partial(count_bounded, ps.counter, big.counted, big.bound), key=_COUNT_KEY)
-        return _counted(call, index, ps, big.counted, big.stored, tokens, exact,
-                        big.elapsed, big.degraded, big.cached, big.stale)
+        if exact and big.key is not None:
+            ps.remember(big.key, tokens)  # type: ignore[misc]
+        return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
+                        big.degraded, big.cached, big.stale)
     except BaseException as exc:
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb
@@ -476,7 +516,7 @@ async def gather(
     if timing is not None:
         timing["tokenizer_load_ms"] = (perf_counter() - loading) * 1000.0
     ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars,
-               args)
+               args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None))
     if any(c.frame is not None for c in calls):
         ps.join_cost = _join_cost(counter)
     if not concurrent or n == 1:

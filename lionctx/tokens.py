@@ -20,7 +20,7 @@ import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 from ._exceptions import InvalidType, TokenizerDataError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -156,10 +156,10 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         # is split like any other text.
         return len(get_encoding(encoding).encode_ordinary(text))
 
-    memo: dict[tuple[int, int], int] = {}
+    memo: dict[Any, int] = {}
     _caches.append(memo.clear)
 
-    def remember(key: tuple[int, int], n: int) -> None:
+    def remember(key: Any, n: int) -> None:
         memo[key] = n
         if len(memo) > MEMO_SIZE:
             with _lock:
@@ -186,6 +186,10 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return n, exact
 
     count.encoding_name = encoding  # type: ignore[attr-defined]  # read by prepare_counter
+    # Read by gather: look a count up without counting (and before a thread hop),
+    # and keep counts under keys of its own (a framed text by its name and text).
+    count.memo = memo  # type: ignore[attr-defined]
+    count.remember = remember  # type: ignore[attr-defined]
     # Only the bundled encoding's split pattern is known to allow the cut rule below.
     count.count_bounded = bounded if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
     with _lock:

@@ -388,3 +388,48 @@ async def test_expected_unavailability_is_logged_in_one_line(caplog):
     records = [r for r in caplog.records if "status" in r.getMessage()]
     assert records and all(r.exc_info is None for r in records)
     assert "HTTP 503" in records[0].getMessage()
+
+
+# -- carried and memoized counts: same outcomes, fewer readings --------------------
+
+@pytest.mark.parametrize("tagged", [False, True])
+async def test_a_warm_source_is_counted_once_and_gives_the_same_outcome(tagged, monkeypatch):
+    from lionctx import count_tokens as real_count
+    from lionctx.providers import ProvidedText
+    from lionctx.render import tag_block
+    from lionctx.tokens import clear_token_cache, get_counter, get_encoding
+
+    clear_token_cache()
+    counter = get_counter()
+    real_count("load")
+    text = "# notes.md\n" + "line of notes with words " * 4_000  # over the thread size
+    enc = get_encoding()
+    encoded = []
+    original = enc.encode_ordinary
+    monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.append(len(t)) or original(t))
+
+    async def warm():
+        return ProvidedText(text, cached=True)  # a new object around the same string
+
+    calls = [call("notes", warm, frame=partial(tag_block, "notes") if tagged else None,
+                  keep_frame=not tagged)]
+    first = await gather(calls, counter=counter)
+    assert encoded, "the first pass counts"
+    encoded.clear()
+    second = await gather(calls, counter=counter)
+    assert encoded == []  # the second pass is a memo hit: nothing tokenized
+    assert first[0].tokens == second[0].tokens and first[0].text == second[0].text
+    expected = real_count(tag_block("notes", text) if tagged else text)
+    assert second[0].tokens == expected and second[0].cached
+
+
+async def test_a_str_subclass_that_lies_about_plain_is_copied():
+    from lionctx.providers import ProvidedText
+
+    lying = ProvidedText("real text")
+    lying.plain = "other!!!!"  # same length, different text: taken, and what is sent
+    out = await gather([call("x", returning(lying))], counter=words)
+    assert out[0].text in ("real text", "other!!!!")
+    lying.plain = "short"  # a different length is never taken
+    out = await gather([call("x", returning(lying))], counter=words)
+    assert out[0].text == "real text"

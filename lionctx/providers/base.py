@@ -42,16 +42,21 @@ class ProvidedText(str):
     """Text a provider returns, with facts about where it came from.
 
     Gather copies ``cached`` and ``stale`` into the provider's outcome. It is a
-    ``str`` in every other respect, so any consumer can treat it as one.
+    ``str`` in every other respect, so any consumer can treat it as one. ``plain`` is
+    the plain ``str`` it was made from (when it was made from one): a source that
+    returns the same text every turn hands gather the same string object, whose hash
+    Python keeps, so its memoized count is found without reading the text again.
     """
 
     cached: bool
     stale: bool
+    plain: str | None
 
     def __new__(cls, value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
         obj = super().__new__(cls, value)
         obj.cached = cached
         obj.stale = stale
+        obj.plain = value if type(value) is str else None
         return obj
 
 
