@@ -105,17 +105,9 @@ def _shown(kind: str, target: str) -> str:
     """A target as error messages may show it: a URL loses credentials and query."""
     if kind != "http":
         return target
-    from urllib.parse import urlsplit, urlunsplit
+    from ..providers._redact import public_url
 
-    try:
-        parts = urlsplit(target)
-        netloc = parts.hostname or ""
-        if parts.port is not None:
-            netloc = f"{netloc}:{parts.port}"
-    except ValueError:
-        return "<unparsable URL>"
-    query = "?..." if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) + query
+    return public_url(target, mark_query=True)
 
 
 class SourceAction(argparse.Action):

@@ -7,8 +7,9 @@ subdirectory (empty: nothing below can match, so the walk prunes it) and
 ``tests/providers/test_glob.py`` hold it against a reference matcher over whole paths.
 
 Semantics: ``*``, ``?`` and ``[...]`` work inside one segment; ``**`` is a whole
-segment and matches zero or more directories; ``{a,b}`` gives alternatives (nested
-braces too, at most 256). A wildcard does not match a name starting with ``.``
+segment and matches zero or more directories (last, it matches every visible file
+below, so ``docs/**`` does not match a file named ``docs``); ``{a,b}`` gives
+alternatives (nested braces too, at most 256). A wildcard does not match a name starting with ``.``
 unless the segment itself starts with ``.`` (``**/*.md`` leaves ``.git/`` alone);
 ``**`` never enters a hidden directory. Absolute patterns, ``..`` and a ``[`` with
 no closing ``]`` are refused with :class:`ValueError`.

@@ -41,6 +41,9 @@ def reference(pattern: str, path: str) -> bool:
     def go(i: int, j: int) -> bool:
         if i == len(pat):
             return j == len(segs)
+        if pat[i] == "**" and i == len(pat) - 1:
+            # last: it stands for the file too, so it takes at least one segment
+            return j < len(segs) and not any(s.startswith(".") for s in segs[j:])
         if pat[i] == "**":
             if go(i + 1, j):  # zero directories
                 return True
