@@ -177,24 +177,19 @@ _TARGET_KEY = {"fs": "path", "http": "url", "sqlite": "database"}
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
-    try:
-        import tomllib  # Python 3.11+
-    except ImportError:
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ImportError:
-            raise UsageError(
-                f"cannot read --config {path}: TOML needs Python 3.11+ or the 'tomli' "
-                "package (pip install tomli)") from None
+    from ..engines._config import load_toml  # the package's one TOML reader
+
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        return load_toml(data)
+    except ImportError as exc:
+        raise UsageError(f"cannot read --config {path}: {exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--config {path} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:
         raise UsageError(f"--config {path} is not valid TOML: {one_line(str(exc))}") from None
 
 
