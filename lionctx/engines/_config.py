@@ -39,7 +39,7 @@ def load_toml(raw: bytes) -> dict[str, Any]:
         import tomllib  # Python 3.11+
     except ImportError:
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
         except ImportError:
             raise ImportError("TOML needs Python 3.11+ or the 'tomli' package "
                               "(pip install tomli)") from None
