@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Union
+from typing import TypeAlias
 
 __all__ = ["Number"]
 
 #: A budget, priority, timeout or token figure: an ``int`` or a ``float``.
-Number = Union[int, float]
+Number: TypeAlias = int | float
