@@ -146,3 +146,11 @@ def test_plugin_directories_are_found_in_order_and_named(tmp_path):
     assert [d.name for d in found] == ["a", "b"]
     assert [_discovery.plugin_name(d, _discovery.plugin_meta(d)) for d in found] == ["a", "bee"]
     assert _discovery.plugin_dirs([root]) == found  # a context_engine folder itself
+
+
+def test_host_still_exports_the_session_and_the_bridge():
+    from lionctx.engines import EngineSession, ThreadBridgeModel, _bridge, _session, host
+
+    assert host.EngineSession is _session.EngineSession is EngineSession
+    assert host.ThreadBridgeModel is _bridge.ThreadBridgeModel is ThreadBridgeModel
+    assert host.summary_model is _bridge.summary_model
