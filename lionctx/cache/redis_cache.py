@@ -60,7 +60,6 @@ logger = logging.getLogger(__name__)
 KEY_VERSION = "v1"
 _FORMAT = 1
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-_URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
 # Release the lease only if it is still ours; renew it only if it is still ours.
 _RELEASE = """
@@ -273,7 +272,9 @@ def _require_redis() -> None:
 
 
 def _redact_url(text: Any) -> str:
-    return _URL_PASSWORD.sub(r"\1[redacted]@", str(text))
+    from ..providers._redact import redact_url_passwords
+
+    return redact_url_passwords(text)
 
 
 class _SharedCache:

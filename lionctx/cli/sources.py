@@ -104,17 +104,9 @@ def _shown(kind: str, target: str) -> str:
     """A target as error messages may show it: a URL loses credentials and query."""
     if kind != "http":
         return target
-    from urllib.parse import urlsplit, urlunsplit
+    from ..providers._redact import public_url
 
-    try:
-        parts = urlsplit(target)
-        netloc = parts.hostname or ""
-        if parts.port is not None:
-            netloc = f"{netloc}:{parts.port}"
-    except ValueError:
-        return "<unparsable URL>"
-    query = "?..." if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) + query
+    return public_url(target, mark_query=True)
 
 
 class SourceAction(argparse.Action):
@@ -185,24 +177,19 @@ _TARGET_KEY = {"fs": "path", "http": "url", "sqlite": "database"}
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
-    try:
-        import tomllib  # Python 3.11+
-    except ImportError:
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ImportError:
-            raise UsageError(
-                f"cannot read --config {path}: TOML needs Python 3.11+ or the 'tomli' "
-                "package (pip install tomli)") from None
+    from ..engines._config import load_toml  # the package's one TOML reader
+
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        return load_toml(data)
+    except ImportError as exc:
+        raise UsageError(f"cannot read --config {path}: {exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--config {path} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:
         raise UsageError(f"--config {path} is not valid TOML: {one_line(str(exc))}") from None
 
 

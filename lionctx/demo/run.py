@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, Any, Optional
-from urllib.parse import urlsplit, urlunsplit
+from ..providers._redact import public_url
 
 from ..cli.closing import aclose_all
 from ..cli.terminal import (
@@ -73,17 +73,6 @@ class _Run:
         self.say(self.style(f"----- {title} -----", "dim"))
         self.say(visible(text))  # provider and model text: controls spelled out
         self.say(self.style("----- end -----", "dim"))
-
-
-def _public_url(url: str) -> str:
-    """``url`` without credentials, query or fragment: safe to print."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        netloc = f"{host}:{parts.port}" if parts.port else host
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    except ValueError:
-        return "<unparsable URL>"
 
 
 Factory = Callable[[], Any]
@@ -277,7 +266,7 @@ def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, Option
     base_url = os.environ.get("OPENAI_BASE_URL")
     if not offline and (base_url or os.environ.get("OPENAI_API_KEY")):
         model = openai()
-        where = _public_url(model.base_url or "https://api.openai.com/v1")
+        where = public_url(model.base_url or "https://api.openai.com/v1")
         return model, f"{model.model} at {where} (from OPENAI_BASE_URL / OPENAI_API_KEY)", \
             False, None
     from ..testing import LocalOpenAIServer

@@ -44,6 +44,8 @@ from typing import Any
 
 from ..messages import message_text
 from ..tokens import TokenCounter, resolve_counter
+from ._compaction import (RESULT_ROLES, SYSTEM_ROLES, CompactionPlan, plan_compaction,
+                          role, units)
 from .base import ContextEngine, usage_counts
 from .identity import ABSORBED_UIDS_FIELD, UID_FIELD, is_uid, new_uid, record_merge
 
@@ -69,8 +71,8 @@ FALLBACK_NOTE = (
 #: ``summarize(messages_to_fold, previous_summary) -> summary text``.
 Summarizer = Callable[[list[dict[str, Any]], "str | None"], str]
 
-_SYSTEM_ROLES = frozenset({"system", "developer"})
-_RESULT_ROLES = frozenset({"tool", "function"})
+_SYSTEM_ROLES = SYSTEM_ROLES
+_RESULT_ROLES = RESULT_ROLES
 #: Roles a summary message can have (never a system role).
 _SUMMARY_ROLES = frozenset({"user", "assistant"})
 #: Approximate per-message framing tokens of the chat format.
@@ -91,9 +93,7 @@ _SUMMARIZER_INSTRUCTIONS = (
 )
 
 
-def _role(message: Mapping[str, Any]) -> str | None:
-    role = message.get("role")
-    return role.strip().lower() if isinstance(role, str) else None
+_role = role
 
 
 def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = None) -> int:
@@ -300,28 +300,22 @@ class ContextCompressor(ContextEngine):
             and content.startswith(SUMMARY_MARKER)
         )
 
-    def _summary_units(
-        self, messages: Sequence[Mapping[str, Any]], units: list[tuple[int, int]], head_end: int
-    ) -> set[int]:
-        """Indexes of the units that are earlier summaries.
+    def plan_compaction(self, messages: Sequence[Mapping[str, Any]]) -> CompactionPlan:
+        """Which messages a :meth:`compress` pass would summarize now (nothing is written).
 
-        The run of marked single messages right after the head (where every pass
-        puts its summary), and the current summary row wherever it is. A marked
-        message anywhere else (a user pasting a summary, a model echoing one) is an
-        ordinary message.
+        See :func:`~lionctx.engines._compaction.plan_compaction`: the head, tail and
+        token budget come from this engine's settings.
         """
-        found = set()
-        k = head_end
-        while k < len(units) and units[k][1] - units[k][0] == 1 and self.is_summary(
-            messages[units[k][0]]
-        ):
-            found.add(k)
-            k += 1
-        if self.summary_uid is not None:
-            for k, (start, end) in enumerate(units):
-                if end - start == 1 and messages[start].get(UID_FIELD) == self.summary_uid:
-                    found.add(k)
-        return found
+        return plan_compaction(
+            messages,
+            protect_first_n=self.protect_first_n,
+            protect_last_n=self.protect_last_n,
+            tail_budget=self.tail_budget_tokens,
+            tokens=self._tokens,
+            is_summary=self.is_summary,
+            summary_uid=self.summary_uid,
+            uid_field=UID_FIELD,
+        )
 
     def compress(
         self,
@@ -344,65 +338,13 @@ class ContextCompressor(ContextEngine):
         if focus_topic is not None and not isinstance(focus_topic, str):
             raise TypeError(f"focus_topic must be a str or None, got {focus_topic!r}")
 
-        n_system = 0
-        while n_system < len(messages) and _role(messages[n_system]) in _SYSTEM_ROLES:
-            n_system += 1
-        units = self._units(messages, n_system)
-
-        # Head: whole groups until protect_first_n messages; a summary is never head.
-        head_end = 0  # in units
-        head_messages = 0
-        while head_end < len(units) and head_messages < self.protect_first_n:
-            start, end = units[head_end]
-            if end - start == 1 and self.is_summary(messages[start]):
-                break
-            head_messages += end - start
-            head_end += 1
-        summary_units = self._summary_units(messages, units, head_end)
-        summary_starts = {units[k][0] for k in summary_units}
-
-        # Tail: whole groups from the end, within the message cap and token budget.
-        tail_start = len(units)
-        tail_messages = 0
-        tail_tokens = 0
-        budget = self.tail_budget_tokens
-        while tail_start > head_end:
-            start, end = units[tail_start - 1]
-            if tail_start - 1 in summary_units:
-                break
-            size = end - start
-            tokens = sum(self._tokens(messages[i]) for i in range(start, end))
-            fits = (
-                tail_messages + size <= self.protect_last_n
-                and tail_tokens + tokens <= budget
-            )
-            if tail_start < len(units) and not fits:
-                break
-            tail_start -= 1
-            tail_messages += size
-            tail_tokens += tokens
-
-        last_user = None
-        for index in range(len(messages) - 1, n_system - 1, -1):
-            if _role(messages[index]) == "user" and index not in summary_starts:
-                last_user = index
-                break
-
-        previous: list[dict[str, Any]] = []
-        folded: list[dict[str, Any]] = []
-        kept_middle: list[dict[str, Any]] = []
-        for k in range(head_end, tail_start):
-            start, end = units[k]
-            first = messages[start]
-            if k in summary_units:
-                previous.append(first)
-            elif (start == last_user) or _role(first) in _SYSTEM_ROLES:
-                kept_middle.extend(messages[start:end])
-            else:
-                folded.extend(messages[start:end])
-        if not folded:
+        plan = self.plan_compaction(messages)
+        if not plan.summarizes:
             logger.debug("compress: nothing between head and tail to summarize")
             return [dict(m) for m in messages]
+        previous = [messages[i] for i in plan.previous]
+        folded = [messages[i] for i in plan.folded]
+        kept_middle = [messages[i] for i in plan.kept]
 
         tokens_before = (
             current_tokens
@@ -412,20 +354,20 @@ class ContextCompressor(ContextEngine):
         previous_text = "\n\n".join(self._summary_body(m) for m in previous) or None
         summary = self._write_summary(folded, previous_text, focus_topic)
 
-        head = messages[n_system : units[head_end - 1][1]] if head_end else []
+        n_system, head_stop, tail_from = plan.system_end, plan.head_end, plan.tail_start
+        head = messages[n_system:head_stop]
         after = kept_middle[0] if kept_middle else (
-            messages[units[tail_start][0]] if tail_start < len(units) else None
+            messages[tail_from] if tail_from < len(messages) else None
         )
-        before = head[-1] if head else (messages[n_system - 1] if n_system else None)
+        before = messages[head_stop - 1] if head_stop else None
         summary_message = self._summary_message(summary, previous, before, after)
 
-        tail = messages[units[tail_start][0] :] if tail_start < len(units) else []
         result = [
             *(dict(m) for m in messages[:n_system]),
             *(dict(m) for m in head),
             summary_message,
             *(dict(m) for m in kept_middle),
-            *(dict(m) for m in tail),
+            *(dict(m) for m in messages[tail_from:]),
         ]
 
         self.compression_count += 1
@@ -451,15 +393,7 @@ class ContextCompressor(ContextEngine):
     @staticmethod
     def _units(messages: Sequence[Mapping[str, Any]], start: int) -> list[tuple[int, int]]:
         """Index ranges of groups: one message plus the tool results right after it."""
-        units = []
-        index = start
-        while index < len(messages):
-            end = index + 1
-            while end < len(messages) and _role(messages[end]) in _RESULT_ROLES:
-                end += 1
-            units.append((index, end))
-            index = end
-        return units
+        return units(messages, start)
 
     @staticmethod
     def _summary_body(message: Mapping[str, Any]) -> str:

@@ -9,7 +9,9 @@ One turn, in order::
     notify_turn_complete(engine, history, usage, turn_id=...)    # at the end
 
 plus :func:`engine_tools` (offered to the model as function tools) and
-:func:`dispatch_engine_tool` (a call to one of them).
+:func:`dispatch_engine_tool` (a call to one of them). :class:`EngineSession` (in
+``_session.py``) and the thread bridge :class:`ThreadBridgeModel` /
+:func:`summary_model` (in ``_bridge.py``) are re-exported from here.
 
 Everything here fails open: whatever an engine raises or returns, the request goes
 out as it would have without the engine, stored history is only replaced by a valid
@@ -40,7 +42,6 @@ import inspect
 import json
 import logging
 import math
-import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -54,6 +55,8 @@ from .base import (
     overrides,
     usage_counts,
 )
+from ._bridge import ThreadBridgeModel, summary_model
+from ._session import EngineSession
 from .identity import PERSISTENCE_ONLY_FIELDS, UID_FIELD, is_uid, new_uid
 
 __all__ = [
@@ -80,46 +83,6 @@ _KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "f
 
 
 # -- helpers -------------------------------------------------------------------------
-
-
-class ThreadBridgeModel:
-    """``complete_sync`` over an async-only chat model, for engines in worker threads.
-
-    Engine hooks are synchronous, and hosts run :meth:`ContextEngine.compress` with
-    ``anyio.to_thread.run_sync``. From such a worker thread ``complete_sync`` hands the
-    call back to the event loop (``anyio.from_thread.run``) and waits for the reply.
-    Called from any other thread it raises RuntimeError, which the built-in
-    compressor turns into its fallback note.
-    """
-
-    def __init__(self, model: Any) -> None:
-        if not callable(getattr(model, "complete", None)):
-            raise TypeError(f"model must have an async complete(), got {type(model).__name__}")
-        self.model = model
-
-    def __repr__(self) -> str:
-        return f"ThreadBridgeModel({self.model!r})"
-
-    def complete_sync(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Any:
-        """Run ``model.complete(messages, **kwargs)`` on the host's event loop."""
-        from anyio import from_thread
-
-        return from_thread.run(functools.partial(self.model.complete, messages, **kwargs))
-
-
-def summary_model(model: Any) -> Any:
-    """What a compressor can summarize with for a host's chat ``model``.
-
-    The model itself when it has ``complete_sync``; a :class:`ThreadBridgeModel` when
-    it only has an async ``complete``; None otherwise (or for None).
-    """
-    if model is None:
-        return None
-    if callable(getattr(model, "complete_sync", None)):
-        return model
-    if callable(getattr(model, "complete", None)):
-        return ThreadBridgeModel(model)
-    return None
 
 
 class _NotPlain(ValueError):
@@ -828,95 +791,3 @@ def dispatch_engine_tool(
             {"error": f"tool {name!r} returned a result that cannot be encoded"})
     except Exception:  # RecursionError included
         return json.dumps({"error": f"tool {name!r} returned a result that cannot be encoded"})
-
-
-# -- session lifecycle ---------------------------------------------------------------
-
-
-class EngineSession:
-    """One engine bound to one conversation, and that conversation's session lifecycle.
-
-    :meth:`start` calls ``on_session_start`` once, before the first turn; :meth:`end`
-    calls ``on_session_end`` with copies of the messages; :meth:`reset` ends the
-    session and calls ``on_session_reset``. After :meth:`end` or :meth:`reset` the
-    next :meth:`start` begins a new session. Hook errors are logged and ignored;
-    hooks the engine did not override are skipped (``on_session_reset`` has a real
-    default and always runs).
-
-    ``session_id``: the id every session of this conversation reports; when None,
-    :meth:`start` uses the id it is given, else mints one per session.
-    """
-
-    def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
-        if not isinstance(engine, ContextEngine):
-            raise TypeError(f"engine must be a ContextEngine, got {type(engine).__name__}")
-        self.engine = engine
-        self._fixed_id = session_id
-        #: The current (or last) session's id; None before the first start.
-        self.session_id: str | None = session_id
-        self._active = False
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return (f"EngineSession(engine={engine_label(self.engine)!r}, "
-                f"session_id={self.session_id!r}, active={self._active})")
-
-    @property
-    def active(self) -> bool:
-        """True between :meth:`start` and :meth:`end`."""
-        return self._active
-
-    def start(self, session_id: Any = None) -> None:
-        """Begin a session unless one is active (``on_session_start``)."""
-        with self._lock:
-            if self._active:
-                return
-            self._active = True
-            chosen = self._fixed_id or (str(session_id) if session_id is not None else None)
-            self.session_id = chosen or new_uid()
-            sid = self.session_id
-        if not overrides(self.engine, "on_session_start"):
-            return
-        try:
-            self.engine.on_session_start(session_id=sid)
-        except Exception as exc:
-            logger.warning(
-                "context engine %r on_session_start raised %s; ignored",
-                engine_label(self.engine),
-                type(exc).__name__,
-            )
-
-    def end(self, messages: Sequence[Mapping[str, Any]] | None = None) -> bool:
-        """End the active session (``on_session_end``); False when none was active."""
-        with self._lock:
-            if not self._active:
-                return False
-            self._active = False
-            sid = self.session_id
-        if overrides(self.engine, "on_session_end"):
-            try:
-                self.engine.on_session_end(
-                    session_id=sid,
-                    messages=(
-                        copy.deepcopy([dict(m) for m in messages]) if messages is not None else None
-                    ),
-                )
-            except Exception as exc:
-                logger.warning(
-                    "context engine %r on_session_end raised %s; ignored",
-                    engine_label(self.engine),
-                    type(exc).__name__,
-                )
-        return True
-
-    def reset(self, messages: Sequence[Mapping[str, Any]] | None = None) -> None:
-        """End the active session, then ``on_session_reset``: the conversation was cleared."""
-        self.end(messages)
-        try:
-            self.engine.on_session_reset()
-        except Exception as exc:
-            logger.warning(
-                "context engine %r on_session_reset raised %s; ignored",
-                engine_label(self.engine),
-                type(exc).__name__,
-            )

@@ -44,6 +44,10 @@ Each plugin engine is loaded once per process and shared; every agent gets its o
 :meth:`~ContextEngine.clone_for_agent` copy from :func:`engine_for_agent`. An
 unknown name, a plugin that fails to load, or a failing clone falls back to the
 built-in compressor with a warning naming the engine.
+
+Layout: reading configuration is :mod:`lionctx.engines._config`, finding plugins
+:mod:`lionctx.engines._discovery`; this module imports, registers, builds, clones
+and lists engines (and re-exports the configuration names it always had).
 """
 
 from __future__ import annotations
@@ -54,14 +58,23 @@ import inspect
 import logging
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Union
+from typing import Any
 
 from .._exceptions import PluginLoadError
+from ._config import (DEFAULT_ENGINE, ConfigArg, PathArg, configured_engine_name,
+                      default_search_paths, load_config)
+from ._config import SECTION_KEYS as _SECTION_KEYS
+from ._config import context_section as _context_section
+from ._config import search_paths as _search_paths
+from ._discovery import ENTRY_POINT_GROUP
+from ._discovery import entry_points as _entry_points
+from ._discovery import plugin_dirs as _plugin_dirs
+from ._discovery import plugin_meta as _plugin_meta
+from ._discovery import plugin_name as _plugin_name
 from .base import ContextEngine, check_select_timeout, engine_label
 from .compressor import ContextCompressor
 
@@ -86,13 +99,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ENGINE = "compressor"
-ENTRY_POINT_GROUP = "lionctx.context_engines"
-_PLUGIN_SUBDIR = ("plugins", "context_engine")
-
-PathArg = Union[str, "PathLike[str]"]
-ConfigArg = Union[Mapping[str, Any], PathArg, None]
-
 
 @dataclass(frozen=True)
 class EngineInfo:
@@ -107,121 +113,6 @@ class EngineInfo:
     available: bool
     #: Why it is not available (load error, or shadowed by an earlier source).
     error: str | None = None
-
-
-# -- configuration -------------------------------------------------------------------
-
-
-def load_config(path: PathArg) -> dict[str, Any]:
-    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) configuration file.
-
-    Raises:
-        ValueError: unknown extension, unparsable file, or not a mapping at the top.
-        ImportError: pyyaml (for YAML) or tomli (for TOML on Python < 3.11) is missing.
-        FileNotFoundError: the file does not exist.
-    """
-    file = Path(path)
-    suffix = file.suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise ImportError(
-                f"reading the YAML configuration {str(file)!r} needs pyyaml; "
-                "install it with: pip install 'lionctx[yaml]'"
-            ) from None
-        text = file.read_text(encoding="utf-8")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"configuration {str(file)!r} is not valid YAML: {exc}") from None
-    elif suffix == ".toml":
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - depends on the interpreter
-            try:
-                import tomli as tomllib
-            except ImportError:
-                raise ImportError(
-                    f"reading the TOML configuration {str(file)!r} on Python "
-                    f"{sys.version_info.major}.{sys.version_info.minor} needs tomli; "
-                    "install it with: pip install tomli (or use Python 3.11+)"
-                ) from None
-        raw = file.read_bytes()
-        try:
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"configuration {str(file)!r} is not valid TOML: {exc}") from None
-    else:
-        raise ValueError(
-            f"configuration file {str(file)!r} must end in .yaml, .yml or .toml"
-        )
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ValueError(
-            f"configuration {str(file)!r} must hold a mapping at the top, "
-            f"got {type(data).__name__}"
-        )
-    return data
-
-
-def _context_section(config: ConfigArg) -> dict[str, Any]:
-    if config is None:
-        return {}
-    base: Path | None = None
-    if isinstance(config, (str, PathLike)):
-        base = Path(config).parent
-        config = load_config(config)
-    if not isinstance(config, Mapping):
-        raise TypeError(
-            f"config must be a mapping, a path to a YAML/TOML file, or None; got {config!r}"
-        )
-    section = config.get("context", {})
-    if section is None:
-        return {}
-    if not isinstance(section, Mapping):
-        raise ValueError(f"configuration 'context' must be a mapping, got {section!r}")
-    section = dict(section)
-    paths = section.get("plugin_paths")
-    if base is not None and isinstance(paths, (list, tuple)):
-        # Relative plugin paths in a file mean "next to this file", not the cwd.
-        section["plugin_paths"] = [
-            p if not isinstance(p, str) or Path(p).is_absolute() else str(base / p)
-            for p in paths
-        ]
-    return section
-
-
-def configured_engine_name(config: ConfigArg = None) -> str:
-    """The ``context.engine`` value of ``config`` (default ``"compressor"``)."""
-    name = _context_section(config).get("engine", DEFAULT_ENGINE)
-    if name is None:
-        return DEFAULT_ENGINE
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"context.engine must be a non-empty string, got {name!r}")
-    return name.strip()
-
-
-def default_search_paths() -> list[Path]:
-    """Where directory plugins are looked for when no paths are given."""
-    return [Path.cwd(), Path.home() / ".lionctx"]
-
-
-def _search_paths(
-    search_paths: Iterable[PathArg] | None, section: Mapping[str, Any]
-) -> list[Path]:
-    if search_paths is not None and isinstance(search_paths, (str, PathLike)):
-        raise TypeError(
-            f"search_paths must be a list of paths, got the single path {search_paths!r}"
-        )
-    paths = [Path(p) for p in search_paths] if search_paths is not None else default_search_paths()
-    extra = section.get("plugin_paths") or []
-    if isinstance(extra, (str, PathLike)):
-        extra = [extra]
-    if not isinstance(extra, (list, tuple)):
-        raise ValueError(f"context.plugin_paths must be a list of paths, got {extra!r}")
-    return paths + [Path(p) for p in extra]
 
 
 # -- programmatic registration -------------------------------------------------------
@@ -299,78 +190,6 @@ def clear_registered_context_engine() -> None:
 
 
 # -- directory plugins ---------------------------------------------------------------
-
-
-def _plugin_roots(paths: Sequence[Path]) -> list[Path]:
-    roots = []
-    for path in paths:
-        nested = path.joinpath(*_PLUGIN_SUBDIR)
-        if nested.is_dir():
-            roots.append(nested)
-        elif path.name == _PLUGIN_SUBDIR[-1] and path.is_dir():
-            roots.append(path)
-    return roots
-
-
-def _plugin_dirs(paths: Sequence[Path]) -> list[Path]:
-    """Plugin directories in search order (within a root, sorted by name)."""
-    found = []
-    for root in _plugin_roots(paths):
-        try:
-            children = sorted(root.iterdir(), key=lambda p: p.name)
-        except OSError as exc:
-            logger.warning("cannot list context engine plugins in %s: %s", root, exc)
-            continue
-        for child in children:
-            if child.name.startswith(("_", ".")) or not child.is_dir():
-                continue
-            if not (child / "__init__.py").is_file():
-                continue
-            found.append(child)
-    return found
-
-
-def _parse_flat_yaml(text: str) -> dict[str, str]:
-    """Top-level ``key: value`` scalars, for plugin.yaml when pyyaml is absent."""
-    data: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#") or line[:1].isspace():
-            continue
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        value = value.split(" #", 1)[0].strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        data[key.strip()] = value
-    return data
-
-
-def _plugin_meta(directory: Path) -> dict[str, Any]:
-    file = directory / "plugin.yaml"
-    if not file.is_file():
-        return {}
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        logger.warning("cannot read %s: %s", file, exc)
-        return {}
-    try:
-        import yaml
-    except ImportError:
-        return _parse_flat_yaml(text)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        logger.warning("ignoring invalid %s: %s", file, exc)
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _plugin_name(directory: Path, meta: Mapping[str, Any]) -> str:
-    name = meta.get("name")
-    return name.strip() if isinstance(name, str) and name.strip() else directory.name
-
 
 _modules: dict[Path, ModuleType] = {}
 _instances: dict[str, ContextEngine] = {}
@@ -485,21 +304,6 @@ def _load_directory(directory: Path) -> ContextEngine:
 
 
 # -- entry points --------------------------------------------------------------------
-
-
-def _entry_points() -> list[Any]:
-    from importlib.metadata import entry_points
-
-    try:
-        found = entry_points(group=ENTRY_POINT_GROUP)
-    except Exception as exc:  # a broken distribution must not break discovery
-        logger.warning("cannot read %s entry points: %s", ENTRY_POINT_GROUP, exc)
-        return []
-    unique: dict[tuple[str, str], Any] = {}
-    for ep in found:
-        unique.setdefault((ep.name, ep.value), ep)
-    return sorted(unique.values(), key=lambda ep: (ep.name, ep.value))
-
 
 def _load_entry_point(ep: Any) -> ContextEngine:
     key = f"ep:{ep.name}={ep.value}"
@@ -650,9 +454,6 @@ def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
         raise TypeError(f"shared must be a ContextEngine, got {type(shared).__name__}")
     clone = _clone_or_none(shared, engine_label(shared))
     return clone if clone is not None else ContextCompressor(model=model)
-
-
-_SECTION_KEYS = frozenset({"engine", "plugin_paths", "compressor", "select_context_timeout"})
 
 
 def resolve_context_engine(

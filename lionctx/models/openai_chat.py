@@ -30,9 +30,10 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Optional
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ..messages import strip_persistence_fields
+from ..providers._redact import mask_key, public_url
 from .base import (
     ChatResponse,
     ModelAuthError,
@@ -81,16 +82,7 @@ def _public_url(url: Optional[str]) -> str:
     """``url`` without user info, query or fragment: safe to show in an error."""
     if not url:
         return _DEFAULT_ENDPOINT
-    try:
-        parts = urlsplit(url)
-        netloc = parts.hostname or ""
-        if ":" in netloc:
-            netloc = f"[{netloc}]"
-        if parts.port is not None:
-            netloc = f"{netloc}:{parts.port}"
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    except ValueError:
-        return "<unparsable base_url>"
+    return public_url(url, unparsable="<unparsable base_url>")
 
 
 def _opt_str(value: Any, label: str) -> Optional[str]:
@@ -239,28 +231,7 @@ class OpenAIChatModel:
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and any run of 8+ of its characters, masked as ``***``
         (servers echo keys partly: ``sk-proj-abc...****``)."""
-        key = self._api_key
-        if not key or not text:
-            return text
-        if key in text:
-            text = text.replace(key, "***")
-        size = min(_KEY_FRAGMENT, len(key))
-        if not any(key[i:i + size] in text for i in range(len(key) - size + 1)):
-            return text
-        out: list[str] = []
-        i = 0
-        while i < len(text):
-            end = i
-            # the longest run starting here that is a substring of the key
-            while end < len(text) and text[i:end + 1] in key:
-                end += 1
-            if end - i >= size:
-                out.append("***")
-                i = end
-            else:
-                out.append(text[i])
-                i += 1
-        return "".join(out)
+        return mask_key(text, self._api_key, _KEY_FRAGMENT)
 
     def _error_word(self, value: Any) -> Optional[str]:
         """A server's error type/code when it is a short identifier that is not the key."""

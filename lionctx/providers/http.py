@@ -53,8 +53,6 @@ import inspect
 import json
 import logging
 import re
-import threading
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -64,6 +62,11 @@ import anyio.lowlevel
 from .._exceptions import HttpFetchError
 from . import _decode
 from ._hosts import Host, parse_hosts, url_host, url_port
+from ._redact import MIN_SECRET as _MIN_SECRET
+from ._redact import public_httpx_url as _safe_url
+from ._redact import query_secrets as _query_secrets
+from ._redact import redact as _redact
+from ._redact import scrub_library_logs as _scrub_httpx_log_for
 from .base import (ContextSource, ProvidedText, check_count,
                    check_duration, check_name)
 from .cache import FlightCache, SharedFetchError, Source
@@ -88,34 +91,8 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
 # fails mid-request with the value in the error message, so it is refused up front.
 _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
 _CACHE_KEY = "response"
-# Header values shorter than this are not treated as secrets to scrub from text;
-# scrubbing "1" or "on" would garble every message.
-_MIN_SECRET = 4
 
 
-def _redact(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:  # longest first, so a secret's parts go with it
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
-def _query_secrets(query: str) -> list[str]:
-    """What of a query string is secret: all of it, and each parameter's value.
-
-    A redirect may keep one parameter and drop the rest, or spell it another way,
-    so each value counts alone, as written, decoded and re-encoded.
-    """
-    from urllib.parse import quote, quote_plus, unquote, unquote_plus
-
-    found = [query]
-    for part in query.split("&"):
-        _, eq, value = part.partition("=")
-        if not eq:
-            value = part  # "?TOKEN": a bare value
-        for form in {value, unquote(value), unquote_plus(value)}:
-            found += [form, quote(form, safe=""), quote_plus(form, safe=""), quote(form)]
-    return [f for f in dict.fromkeys(found) if len(f) >= _MIN_SECRET]
 
 
 def default_name(url: Union[str, httpx.URL]) -> str:
@@ -138,50 +115,6 @@ def default_name(url: Union[str, httpx.URL]) -> str:
     return f"{url_host(parsed)}{port}{path}" or "http"
 
 
-# Loggers of httpx and httpcore that may print a URL or a header: httpx's request line
-# (INFO), httpcore's DEBUG trace of response headers (a redirect's Location included).
-# A filter on a parent logger does not see a child's records, so each gets it.
-_LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11",
-                    "httpcore.http2", "httpcore.proxy", "httpcore.socks")
-
-
-class _HttpxLogScrubber(logging.Filter):
-    """Takes live providers' secrets out of httpx's and httpcore's own log lines."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.providers: weakref.WeakSet[HttpContextProvider] = weakref.WeakSet()
-        self.lock = threading.Lock()  # httpx may log from worker threads
-
-    def add(self, provider: HttpContextProvider) -> None:
-        with self.lock:
-            self.providers.add(provider)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        with self.lock:
-            live = list(self.providers)
-        secrets = sorted({s for p in live for s in p._secrets}, key=len, reverse=True)
-        if secrets:
-            message = record.getMessage()
-            clean = _redact(message, secrets)
-            if clean != message:
-                record.msg, record.args = clean, None
-        return True
-
-
-_HTTPX_LOG = _HttpxLogScrubber()
-
-
-def _scrub_httpx_log_for(provider: HttpContextProvider) -> None:
-    existing = [n for n in list(logging.Logger.manager.loggerDict)
-                if n.split(".", 1)[0] in ("httpx", "httpcore")]
-    for name in dict.fromkeys([*_LIBRARY_LOGGERS, *existing]):
-        logger_ = logging.getLogger(name)
-        if _HTTPX_LOG not in logger_.filters:
-            logger_.addFilter(_HTTPX_LOG)
-    _HTTPX_LOG.add(provider)
-
-
 def _target_problem(url: httpx.URL) -> Optional[str]:
     """Why ``url`` cannot be requested at all, or ``None``."""
     if url.scheme not in ("http", "https"):
@@ -189,12 +122,6 @@ def _target_problem(url: httpx.URL) -> Optional[str]:
     if not url.raw_host:
         return "a URL without a host"
     return None
-
-
-def _safe_url(url: httpx.URL) -> str:
-    """The URL without its user info and query string, for messages."""
-    port = f":{url.port}" if url.port else ""
-    return f"{url.scheme}://{url_host(url)}{port}{url.path}"
 
 
 def _provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional, Union
 
+from ..providers._redact import redact_query_strings
+
 __all__ = ["ECHO_LABEL", "LocalOpenAIServer", "RecordedRequest", "Reply", "echo_reply"]
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,6 @@ _MAX_BODY = 32 * 1024 * 1024
 #: Header names whose values are credentials: never shown in a repr.
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key",
                              "cookie", "set-cookie"})
-_QUERY = re.compile(r"\?[^\s\"]*")
 
 
 @dataclass
@@ -342,7 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         # The request line may carry a key in its query string (?api-key=...): drop it.
-        safe = tuple(_QUERY.sub("?...", a) if isinstance(a, str) else a for a in args)
+        safe = tuple(redact_query_strings(a) if isinstance(a, str) else a for a in args)
         logger.debug("local openai server: " + format, *safe)
 
     def _send_json(self, status: int, payload: Any) -> None:

@@ -1,0 +1,151 @@
+"""Engine configuration: ``context`` sections from a dict, a YAML file or a TOML file.
+
+Pure reading and checking; nothing here imports a plugin. :func:`load_config` reads a
+file, :func:`context_section` gives its ``context`` mapping (relative
+``plugin_paths`` made relative to the file), :func:`configured_engine_name` the
+engine it names, :func:`search_paths` where directory plugins are looked for.
+:func:`load_toml` is the package's one TOML reader (the CLI's ``--config`` uses it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from os import PathLike
+from pathlib import Path
+from typing import Any, Union
+
+__all__ = ["DEFAULT_ENGINE", "SECTION_KEYS", "ConfigArg", "PathArg", "configured_engine_name",
+           "context_section", "default_search_paths", "load_config", "load_toml",
+           "search_paths"]
+
+DEFAULT_ENGINE = "compressor"
+
+PathArg = Union[str, "PathLike[str]"]
+ConfigArg = Union[Mapping[str, Any], PathArg, None]
+
+SECTION_KEYS = frozenset({"engine", "plugin_paths", "compressor", "select_context_timeout"})
+
+
+def load_toml(raw: bytes) -> dict[str, Any]:
+    """Parse TOML from UTF-8 bytes.
+
+    Raises:
+        UnicodeDecodeError: the bytes are not UTF-8 (a ValueError).
+        ValueError: not valid TOML (``tomllib.TOMLDecodeError``, with the parser's
+            message naming the line).
+        ImportError: no TOML parser (Python < 3.11 without ``tomli``).
+    """
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:
+        try:
+            import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
+        except ImportError:
+            raise ImportError("TOML needs Python 3.11+ or the 'tomli' package "
+                              "(pip install tomli)") from None
+    return tomllib.loads(raw.decode("utf-8"))
+
+
+def load_config(path: PathArg) -> dict[str, Any]:
+    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) configuration file.
+
+    Raises:
+        ValueError: unknown extension, unparsable file, or not a mapping at the top.
+        ImportError: pyyaml (for YAML) or tomli (for TOML on Python < 3.11) is missing.
+        FileNotFoundError: the file does not exist.
+    """
+    file = Path(path)
+    suffix = file.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ImportError(
+                f"reading the YAML configuration {str(file)!r} needs pyyaml; "
+                "install it with: pip install 'lionctx[yaml]'"
+            ) from None
+        text = file.read_text(encoding="utf-8")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"configuration {str(file)!r} is not valid YAML: {exc}") from None
+    elif suffix == ".toml":
+        try:
+            data = load_toml(file.read_bytes())
+        except ImportError as exc:
+            raise ImportError(
+                f"reading the TOML configuration {str(file)!r}: {exc}") from None
+        except ValueError as exc:  # not UTF-8, or not TOML
+            raise ValueError(f"configuration {str(file)!r} is not valid TOML: {exc}") from None
+    else:
+        raise ValueError(
+            f"configuration file {str(file)!r} must end in .yaml, .yml or .toml"
+        )
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"configuration {str(file)!r} must hold a mapping at the top, "
+            f"got {type(data).__name__}"
+        )
+    return data
+
+
+def context_section(config: ConfigArg) -> dict[str, Any]:
+    """The ``context`` mapping of ``config`` (a mapping, a file path or None), checked."""
+    if config is None:
+        return {}
+    base: Path | None = None
+    if isinstance(config, (str, PathLike)):
+        base = Path(config).parent
+        config = load_config(config)
+    if not isinstance(config, Mapping):
+        raise TypeError(
+            f"config must be a mapping, a path to a YAML/TOML file, or None; got {config!r}"
+        )
+    section = config.get("context", {})
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise ValueError(f"configuration 'context' must be a mapping, got {section!r}")
+    section = dict(section)
+    paths = section.get("plugin_paths")
+    if base is not None and isinstance(paths, (list, tuple)):
+        # Relative plugin paths in a file mean "next to this file", not the cwd.
+        section["plugin_paths"] = [
+            p if not isinstance(p, str) or Path(p).is_absolute() else str(base / p)
+            for p in paths
+        ]
+    return section
+
+
+def configured_engine_name(config: ConfigArg = None) -> str:
+    """The ``context.engine`` value of ``config`` (default ``"compressor"``)."""
+    name = context_section(config).get("engine", DEFAULT_ENGINE)
+    if name is None:
+        return DEFAULT_ENGINE
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"context.engine must be a non-empty string, got {name!r}")
+    return name.strip()
+
+
+def default_search_paths() -> list[Path]:
+    """Where directory plugins are looked for when no paths are given."""
+    return [Path.cwd(), Path.home() / ".lionctx"]
+
+
+def search_paths(
+    given: Iterable[PathArg] | None, section: Mapping[str, Any]
+) -> list[Path]:
+    """``given`` (or the default paths), then the section's ``plugin_paths``."""
+    if given is not None and isinstance(given, (str, PathLike)):
+        raise TypeError(
+            f"search_paths must be a list of paths, got the single path {given!r}"
+        )
+    paths = [Path(p) for p in given] if given is not None else default_search_paths()
+    extra = section.get("plugin_paths") or []
+    if isinstance(extra, (str, PathLike)):
+        extra = [extra]
+    if not isinstance(extra, (list, tuple)):
+        raise ValueError(f"context.plugin_paths must be a list of paths, got {extra!r}")
+    return paths + [Path(p) for p in extra]

@@ -1,0 +1,262 @@
+"""The filesystem provider's glob matcher: pure, one path segment at a time.
+
+``GlobMatcher(pattern)`` compiles a pattern once; a walk asks ``initial()`` for the
+states at the base directory, ``step(states, name)`` for the states inside a
+subdirectory (empty: nothing below can match, so the walk prunes it) and
+``file_test(states)`` for a predicate on file names there. No I/O: the properties in
+``tests/providers/test_glob.py`` hold it against a reference matcher over whole paths.
+
+Semantics: ``*``, ``?`` and ``[...]`` work inside one segment; ``**`` is a whole
+segment and matches zero or more directories (last, it matches every visible file
+below, so ``docs/**`` does not match a file named ``docs``); ``{a,b}`` gives
+alternatives (nested braces too, at most 256). A wildcard does not match a name starting with ``.``
+unless the segment itself starts with ``.`` (``**/*.md`` leaves ``.git/`` alone);
+``**`` never enters a hidden directory. Absolute patterns, ``..`` and a ``[`` with
+no closing ``]`` are refused with :class:`ValueError`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from collections.abc import Callable, Iterable
+
+__all__ = ["GlobMatcher", "States", "compiled_glob", "expand_braces"]
+
+# Matched one path segment at a time so the walk can prune directories that cannot
+# match and visit the rest in sorted order. ``*``, ``?`` and ``[...]`` work inside
+# a segment, ``**`` is a whole segment (zero or more directories), ``{a,b}`` gives
+# alternatives. A wildcard does not match a name starting with ``.`` unless the
+# segment itself starts with ``.``, so ``**/*.md`` leaves ``.git/`` alone.
+
+States = frozenset[tuple[int, int]]  # (alternative index, segment index)
+
+_MAGIC = re.compile(r"[*?\[]")
+_MAX_ALTERNATIVES = 256
+
+
+class _Double:
+    """The ``**`` segment."""
+
+    def __repr__(self) -> str:
+        return "**"
+
+
+_DOUBLE = _Double()
+
+
+class _Segment:
+    __slots__ = ("text", "literal", "suffix", "match", "dot_ok")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.dot_ok = text.startswith(".")
+        self.literal: str | None = None
+        self.suffix: str | None = None
+        self.match: Callable[[str], object] | None = None
+        if not _MAGIC.search(text):
+            self.literal = text
+        elif text.startswith("*") and not _MAGIC.search(text, 1):
+            self.suffix = text[1:]  # "*.md": a suffix test, no regex needed
+        else:
+            self.match = re.compile(fnmatch.translate(text)).match
+
+    def matches(self, name: str) -> bool:
+        if self.literal is not None:
+            return name == self.literal
+        if name.startswith(".") and not self.dot_ok:
+            return False
+        if self.suffix is not None:
+            return name.endswith(self.suffix)
+        return self.match(name) is not None  # type: ignore[misc]
+
+
+Seg = _Double | _Segment
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """``a{b,c}d`` -> ``[abd, acd]``, nested braces included; no comma: literal."""
+    start = pattern.find("{")
+    while start != -1:
+        depth = 0
+        commas: list[int] = []
+        end = -1
+        for i in range(start, len(pattern)):
+            c = pattern[i]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    end = i
+                    break
+            elif c == "," and depth == 1:
+                commas.append(i)
+        if end == -1:
+            break  # unbalanced: the rest is literal
+        if commas:
+            head, tail = pattern[:start], pattern[end + 1:]
+            bounds = [start, *commas, end]
+            out: list[str] = []
+            for a, b in zip(bounds, bounds[1:]):
+                out.extend(expand_braces(head + pattern[a + 1:b] + tail))
+                if len(out) > _MAX_ALTERNATIVES:
+                    raise ValueError(
+                        f"glob expands to more than {_MAX_ALTERNATIVES} alternatives")
+            return out
+        start = pattern.find("{", start + 1)
+    return [pattern]
+
+
+def _unclosed_bracket(segment: str) -> bool:
+    """True when a ``[`` in ``segment`` opens no class (fnmatch would take it literally).
+
+    Scans the way :func:`fnmatch.translate` does: after ``[`` an optional ``!``,
+    then a ``]`` that is a member rather than the end, then up to the next ``]``.
+    """
+    i, n = 0, len(segment)
+    while i < n:
+        c = segment[i]
+        i += 1
+        if c != "[":
+            continue
+        j = i
+        if j < n and segment[j] == "!":
+            j += 1
+        if j < n and segment[j] == "]":
+            j += 1
+        while j < n and segment[j] != "]":
+            j += 1
+        if j >= n:
+            return True
+        i = j + 1
+    return False
+
+
+def _split(pattern: str, original: str) -> tuple[Seg, ...]:
+    if pattern.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", pattern):
+        raise ValueError(f"glob must be relative to the base path, got {original!r}")
+    segs: list[Seg] = []
+    for part in pattern.split("/"):
+        if part in ("", "."):
+            continue
+        if part == ".." or part.startswith("..\\") or part.endswith("\\..") or "\\..\\" in part:
+            raise ValueError(f"glob must not climb out of the base path with '..', "
+                             f"got {original!r}")
+        if _unclosed_bracket(part):
+            # fnmatch would match such a '[' literally, so the glob would quietly find
+            # nothing; it is almost always a typo.
+            raise ValueError(f"glob {original!r} has a '[' with no closing ']' "
+                             "(write '[[]' to match a literal '[')")
+        if part == "**":
+            if segs and segs[-1] is _DOUBLE:
+                continue  # a/**/**/b is a/**/b
+            segs.append(_DOUBLE)
+        else:
+            segs.append(_Segment(part))
+    if not segs:
+        raise ValueError(f"glob matches nothing, got {original!r}")
+    return tuple(segs)
+
+
+class GlobMatcher:
+    """A compiled glob: ``initial()``, then ``step`` into directories, ``file_test``."""
+
+    def __init__(self, pattern: str) -> None:
+        if not isinstance(pattern, str):
+            raise TypeError(f"glob must be a str, got {pattern!r}")
+        if not pattern.strip():
+            raise ValueError(f"glob must not be empty, got {pattern!r}")
+        self.pattern = pattern
+        try:
+            alternatives = expand_braces(pattern)
+        except ValueError as exc:
+            raise ValueError(f"glob {pattern!r}: {exc}") from None
+        self._pats: tuple[tuple[Seg, ...], ...] = tuple(_split(p, pattern) for p in alternatives)
+        self._initial = self._closure((i, 0) for i in range(len(self._pats)))
+        self._steps: dict[tuple[States, str], States] = {}
+        self._file_tests: dict[States, Callable[[str], bool]] = {}
+
+    def __repr__(self) -> str:
+        return f"GlobMatcher({self.pattern!r})"
+
+    def _closure(self, states: Iterable[tuple[int, int]]) -> States:
+        # A ``**`` may match zero directories: being before it means being after it too.
+        out: set[tuple[int, int]] = set()
+        todo = list(states)
+        pats = self._pats
+        while todo:
+            st = todo.pop()
+            if st in out:
+                continue
+            out.add(st)
+            p, i = st
+            if i < len(pats[p]) and pats[p][i] is _DOUBLE:
+                todo.append((p, i + 1))
+        return frozenset(out)
+
+    def initial(self) -> States:
+        """The states at the base directory."""
+        return self._initial
+
+    def step(self, states: States, name: str) -> States:
+        """States inside directory ``name``; empty means nothing below can match."""
+        memo = self._steps
+        found = memo.get((states, name))
+        if found is None:
+            if len(memo) > 4096:
+                memo.clear()  # a bound, not a policy: directory names repeat little
+            found = memo[(states, name)] = self._step(states, name)
+        return found
+
+    def _step(self, states: States, name: str) -> States:
+        nxt: list[tuple[int, int]] = []
+        pats = self._pats
+        for p, i in states:
+            segs = pats[p]
+            if i >= len(segs):
+                continue
+            seg = segs[i]
+            if seg is _DOUBLE:
+                if not name.startswith("."):
+                    nxt.append((p, i))
+            elif i < len(segs) - 1 and seg.matches(name):  # type: ignore[union-attr]  # last: files
+                nxt.append((p, i + 1))
+        return self._closure(nxt) if nxt else frozenset()
+
+    def file_test(self, states: States) -> Callable[[str], bool]:
+        """A predicate for file names in a directory reached with ``states``."""
+        test = self._file_tests.get(states)
+        if test is None:
+            test = self._file_tests[states] = self._make_file_test(states)
+        return test
+
+    def _make_file_test(self, states: States) -> Callable[[str], bool]:
+        lasts: list[_Segment] = []
+        for p, i in states:
+            segs = self._pats[p]
+            if i == len(segs) - 1:
+                seg = segs[i]
+                if seg is _DOUBLE:
+                    return _not_hidden
+                lasts.append(seg)  # type: ignore[arg-type]
+        if not lasts:
+            return _never
+        if len(lasts) == 1:
+            return lasts[0].matches
+        return lambda name: any(seg.matches(name) for seg in lasts)
+
+
+@functools.lru_cache(maxsize=64)
+def compiled_glob(pattern: str) -> GlobMatcher:
+    """One shared compiled matcher per pattern (providers built per request reuse it)."""
+    return GlobMatcher(pattern)
+
+
+def _not_hidden(name: str) -> bool:
+    return not name.startswith(".")
+
+
+def _never(name: str) -> bool:
+    return False
