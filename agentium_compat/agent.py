@@ -48,13 +48,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 import anyio
-
 from lionctx.adapters import fetch_method, provider_name
-from lionctx.breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx.branch import Branch, Instruction
+from lionctx.breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx.context import RunContext, coerce_run_context
 from lionctx.gather import validate_max_chars, validate_seconds
 from lionctx.models.base import ChatModel, ChatResponse
@@ -138,7 +137,7 @@ class InstructionContext:
                 f"user_id={self.run_context.user_id!r}, tenant_id={self.run_context.tenant_id!r})")
 
 
-Instructions = Union[str, Callable[[InstructionContext], Union[str, Awaitable[str]]]]
+Instructions = str | Callable[[InstructionContext], str | Awaitable[str]]
 
 
 @dataclass
@@ -155,14 +154,14 @@ class RunResult:
     """
 
     output: str
-    usage: Optional[dict[str, Any]]
-    context_report: Optional[Resolution]
+    usage: dict[str, Any] | None
+    context_report: Resolution | None
     messages: list[dict[str, Any]]
     context: str = ""
-    system: Optional[str] = None
+    system: str | None = None
     # Left out of the repr: its dependencies/session_state may hold clients and keys.
     run_context: RunContext = field(default_factory=RunContext, repr=False)
-    response: Optional[ChatResponse] = field(default=None, repr=False)
+    response: ChatResponse | None = field(default=None, repr=False)
     agent: str = ""
     history: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
@@ -172,7 +171,7 @@ class RunResult:
         return self.output
 
     @property
-    def contextReport(self) -> Optional[Resolution]:  # noqa: N802 - agentium spelling
+    def contextReport(self) -> Resolution | None:  # noqa: N802 - agentium spelling
         return self.context_report
 
     def to_dict(self) -> dict[str, Any]:
@@ -217,7 +216,8 @@ class Agent:
     :class:`InstructionContext` returning the system text. ``context_providers``
     are resolved on every run; ``context_budget`` (tokens of the tagged blocks),
     ``context_timeout`` (seconds per provider), ``context_deadline`` (seconds for
-    all) and ``context_max_chars`` (size limit of one provider's text) pass through to :func:`lionctx.resolve_context`. ``model_settings``
+    all) and ``context_max_chars`` (size limit of one provider's text) pass through to
+    :func:`lionctx.resolve_context`. ``model_settings``
     (``temperature``...) go into every request. Without ``model`` an
     :class:`~lionctx.OpenAIChatModel` is configured from the environment.
 
@@ -239,16 +239,16 @@ class Agent:
         self,
         *,
         name: str,
-        model: Optional[ChatModel] = None,
+        model: ChatModel | None = None,
         instructions: Instructions = "",
-        context_providers: Optional[Sequence[Any]] = None,
-        context_budget: Optional[float] = None,
-        context_timeout: Optional[float] = None,
-        context_deadline: Optional[float] = None,
-        context_max_chars: Optional[int] = None,
-        model_settings: Optional[Mapping[str, Any]] = None,
-        contextProviders: Optional[Sequence[Any]] = None,  # noqa: N803 - agentium spelling
-        context_engine: Union[ContextEngine, str, None] = None,
+        context_providers: Sequence[Any] | None = None,
+        context_budget: float | None = None,
+        context_timeout: float | None = None,
+        context_deadline: float | None = None,
+        context_max_chars: int | None = None,
+        model_settings: Mapping[str, Any] | None = None,
+        contextProviders: Sequence[Any] | None = None,  # noqa: N803 - agentium spelling
+        context_engine: ContextEngine | str | None = None,
         engine_config: Any = None,
         max_sessions: int = 1024,
         context_breaker: Any = True,
@@ -287,7 +287,7 @@ class Agent:
         self.context_deadline = validate_seconds(context_deadline, "context_deadline")
         self.context_max_chars = validate_max_chars(context_max_chars, "context_max_chars")
         self.model_settings = dict(model_settings or {})
-        self._engine: Optional[ContextEngine] = None
+        self._engine: ContextEngine | None = None
         if context_engine is not None or engine_config is not None:
             # lionctx.engines loads only for agents that use an engine
             from lionctx.engines.host import summary_model
@@ -304,7 +304,7 @@ class Agent:
         self._prefixes = PrefixHistory(max_sessions)
         # session key (None: runs without a session id) -> that conversation's
         # engine, least recently run first; bounded by max_sessions (see _evict).
-        self._sessions: OrderedDict[Optional[str], EngineSession] = OrderedDict()
+        self._sessions: OrderedDict[str | None, EngineSession] = OrderedDict()
         # session -> runs in flight; entries leave at zero, so it stays small
         self._running: dict[EngineSession, int] = {}
         self._sessions_lock = threading.Lock()
@@ -315,11 +315,11 @@ class Agent:
 
     # -- context engine --------------------------------------------------------------
     @property
-    def context_engine(self) -> Optional[ContextEngine]:
+    def context_engine(self) -> ContextEngine | None:
         """The engine of runs without a session id (``None``: the agent has no engine)."""
         return self._engine
 
-    def context_engine_for(self, session_id: Any = None) -> Optional[ContextEngine]:
+    def context_engine_for(self, session_id: Any = None) -> ContextEngine | None:
         """The engine serving ``session_id``'s runs, or ``None`` before its first run
         (and always without an engine)."""
         if session_id is None:
@@ -353,7 +353,7 @@ class Agent:
         excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
         if excess <= 0:
             return []
-        victims: list[Optional[str]] = []
+        victims: list[str | None] = []
         for key, session in self._sessions.items():  # oldest first
             if len(victims) == excess:
                 break
@@ -432,11 +432,11 @@ class Agent:
     async def run(
         self,
         input: str,  # noqa: A002 - agentium's name
-        options: Optional[Mapping[str, Any]] = None,
+        options: Mapping[str, Any] | None = None,
         *,
-        context: Union[str, Resolution, None] = None,
+        context: str | Resolution | None = None,
         run_context: Any = None,
-        messages: Optional[Sequence[Mapping[str, Any]]] = None,
+        messages: Sequence[Mapping[str, Any]] | None = None,
         **keywords: Any,
     ) -> RunResult:
         """Run one turn for ``input``.
@@ -475,7 +475,7 @@ class Agent:
                 raise ValueError("messages must not start with a system message: the agent's "
                                  "instructions are its system message")
 
-        report: Optional[Resolution] = None
+        report: Resolution | None = None
         if context is not None:
             if isinstance(context, Resolution):
                 report, text = context, context.text
@@ -521,7 +521,7 @@ class Agent:
         )
 
     # -- issue 13 --------------------------------------------------------------------
-    def _p13_options(self, messages: Optional[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    def _p13_options(self, messages: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
         history = None
         if self.dedupe_history and messages:
             from lionctx.messages import message_text

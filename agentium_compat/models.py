@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from lionctx.models import OpenAIChatModel
 
@@ -10,12 +10,12 @@ __all__ = ["OpenAIChatModel", "openai"]
 
 
 def openai(
-    model: Optional[str] = None,
+    model: str | None = None,
     *,
-    base_url: Optional[str] = None,
-    api_key: Optional[str] = None,
-    baseURL: Optional[str] = None,  # noqa: N803 - agentium's spelling
-    apiKey: Optional[str] = None,  # noqa: N803
+    base_url: str | None = None,
+    api_key: str | None = None,
+    baseURL: str | None = None,  # noqa: N803 - agentium's spelling
+    apiKey: str | None = None,  # noqa: N803
     **options: Any,
 ) -> OpenAIChatModel:
     """An OpenAI-compatible chat model, as agentium's ``openai(modelName)``.

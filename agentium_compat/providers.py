@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any
 
 from lionctx.providers import cache as _cache
 from lionctx.providers import database as _database
@@ -48,8 +48,8 @@ _MISSING: Any = object()
 _QUOTED_OR_WORD = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\w+\b")
 
 
-def _options(cls_name: str, options: Optional[Mapping[str, Any]], given: dict[str, Any],
-             table: Mapping[str, str], required: Optional[str] = None) -> dict[str, Any]:
+def _options(cls_name: str, options: Mapping[str, Any] | None, given: dict[str, Any],
+             table: Mapping[str, str], required: str | None = None) -> dict[str, Any]:
     """One dict of lionctx keyword arguments from a positional mapping and keywords.
 
     ``table`` maps agentium spellings to lionctx ones; an unknown option, one given
@@ -105,7 +105,7 @@ class FilesystemContextProvider(_filesystem.FilesystemContextProvider):
     (``"utf8"``), ``maxFileSize`` (bytes, 100 KB), ``maxFiles`` (20), ``name``.
     """
 
-    def __init__(self, options: Optional[Mapping[str, Any]] = None, /, *,
+    def __init__(self, options: Mapping[str, Any] | None = None, /, *,
                  basePath: Any = _MISSING, glob: Any = _MISSING,  # noqa: N803
                  encoding: Any = _MISSING, maxFileSize: Any = _MISSING,  # noqa: N803
                  maxFiles: Any = _MISSING, name: Any = _MISSING,  # noqa: N803
@@ -134,7 +134,7 @@ class FilesystemContextProvider(_filesystem.FilesystemContextProvider):
         return self.last_skipped
 
     @property
-    def lastError(self) -> Optional[str]:  # noqa: N802
+    def lastError(self) -> str | None:  # noqa: N802
         """Why the last call failed (for example a missing ``basePath``), or None."""
         return self.last_error
 
@@ -156,7 +156,7 @@ class HttpContextProvider(_http.HttpContextProvider):
     :class:`lionctx.cache.RedisCache`; needs ``cacheTtlMs``).
     """
 
-    def __init__(self, options: Optional[Mapping[str, Any]] = None, /, *,
+    def __init__(self, options: Mapping[str, Any] | None = None, /, *,
                  url: Any = _MISSING, method: Any = _MISSING, headers: Any = _MISSING,
                  body: Any = _MISSING, timeoutMs: Any = _MISSING,  # noqa: N803
                  cacheTtlMs: Any = _MISSING, name: Any = _MISSING,  # noqa: N803
@@ -187,7 +187,7 @@ class HttpContextProvider(_http.HttpContextProvider):
         return self.cache_ttl * 1000.0
 
     @property
-    def lastError(self) -> Optional[str]:  # noqa: N802
+    def lastError(self) -> str | None:  # noqa: N802
         """Why the last request failed, or None."""
         return self.last_error
 
@@ -202,7 +202,7 @@ class DatabaseContextProvider(_database.DatabaseContextProvider):
     published code's), async or sync; ``label`` is accepted for ``name``.
     """
 
-    def __init__(self, options: Optional[Mapping[str, Any]] = None, /, *,
+    def __init__(self, options: Mapping[str, Any] | None = None, /, *,
                  name: Any = _MISSING, label: Any = _MISSING, fetch: Any = _MISSING,
                  **unknown: Any) -> None:
         kwargs = _options("DatabaseContextProvider", options,
@@ -211,7 +211,7 @@ class DatabaseContextProvider(_database.DatabaseContextProvider):
         super().__init__(kwargs.get("name"), kwargs.get("fetch"), label=kwargs.get("label"))
 
     @property
-    def lastError(self) -> Optional[str]:  # noqa: N802
+    def lastError(self) -> str | None:  # noqa: N802
         """What the last call to ``fetch`` raised, or None."""
         return self.last_error
 
@@ -228,9 +228,9 @@ class CachedContextProvider(_cache.CachedContextProvider):
     """
 
     def __init__(self, inner: Any, ttlMs: Any,  # noqa: N803
-                 key: Optional[Callable[[str, Any], Hashable]] = None, *,
+                 key: Callable[[str, Any], Hashable] | None = None, *,
                  maxSize: int = 1024, staleOnError: bool = False,  # noqa: N803
-                 name: Optional[str] = None, cache: Any = None) -> None:
+                 name: str | None = None, cache: Any = None) -> None:
         ttl = _ms(ttlMs, "ttlMs", allow_zero=False)
         with _agentium_names(_CACHE_OPTIONS):
             super().__init__(inner, ttl, key=key, maxsize=maxSize,
@@ -241,6 +241,6 @@ class CachedContextProvider(_cache.CachedContextProvider):
         return self.ttl * 1000.0
 
     @property
-    def lastError(self) -> Optional[str]:  # noqa: N802
+    def lastError(self) -> str | None:  # noqa: N802
         """Why the last call failed (the inner provider's reason), or None."""
         return self.last_error

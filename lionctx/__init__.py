@@ -44,6 +44,8 @@ from .tokens import TokenizerDataError, count_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
     from .branch import Branch, ContextBlock, Instruction, OperateResult
+    from .breaker import Breakers, BreakerSettings
+    from .cache import InProcessCache, RedisCache
     from .engines import (
         ContextCompressor,
         ContextEngine,
@@ -60,8 +62,6 @@ if TYPE_CHECKING:  # pragma: no cover
         ProvidedText,
         SqliteContextProvider,
     )
-    from .breaker import BreakerSettings, Breakers
-    from .cache import InProcessCache, RedisCache
     from .stability import CacheBreak
 
 # name -> module that defines it, imported on first access

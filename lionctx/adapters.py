@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 from functools import partial
-from typing import Any, Optional
+from typing import Any
 
 from ._text import make_encodable
 from ._threads import run_in_worker
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-def provider_name(provider: Any, explicit: Optional[str] = None, *,
+def provider_name(provider: Any, explicit: str | None = None, *,
                   agentium: bool = False) -> str:
     """Explicit name, then a truthy ``name``, then the class name (ADR-0008 D1).
 
@@ -75,8 +75,10 @@ def _is_async(method: Any) -> bool:
     except TypeError:  # unhashable callable
         return inspect.iscoroutinefunction(method)
     if known is None:
-        known = inspect.iscoroutinefunction(method) or inspect.iscoroutinefunction(
-            getattr(method, "__call__", None))
+        # An object with an ``async def __call__`` is awaited as itself too.
+        call = (None if inspect.isroutine(method)
+                else getattr(type(method), "__call__", None))  # noqa: B004
+        known = inspect.iscoroutinefunction(method) or inspect.iscoroutinefunction(call)
         if len(_IS_ASYNC) > 4096:
             _IS_ASYNC.clear()
         _IS_ASYNC[func] = known

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+
+from ._types import Number
 
 __all__ = ["Admission", "Candidate", "admit"]
 
-Number = Union[int, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class Candidate:
 
     tokens: int
     priority: Number = 0
-    cap: Optional[Number] = None
+    cap: Number | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class Admission:
         return self.skipped_cap + self.skipped_budget
 
 
-def admit(candidates: Sequence[Candidate], budget: Optional[Number]) -> Admission:
+def admit(candidates: Sequence[Candidate], budget: Number | None) -> Admission:
     """Decide which candidates fit. Pure: same input, same output."""
     skipped_cap: list[int] = []
     eligible: list[int] = []

@@ -69,7 +69,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -131,7 +131,7 @@ class Instruction:
     """
 
     instruction: str
-    guidance: Optional[str] = None
+    guidance: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.instruction, str):
@@ -161,16 +161,16 @@ class OperateResult:
     the messages the turn recorded. ``usage`` sums the numeric usage of every round.
     """
 
-    output: Optional[str]
+    output: str | None
     response: ChatResponse
-    action_responses: list[Optional[ActionResponse]] = field(default_factory=list)
+    action_responses: list[ActionResponse | None] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
-    usage: Optional[dict[str, Any]] = None
+    usage: dict[str, Any] | None = None
     rounds: int = 0
     stopped: Literal["done", "max_rounds"] = "done"
 
 
-def _as_instruction(instruction: Union[str, Instruction], guidance: Optional[str]) -> Instruction:
+def _as_instruction(instruction: str | Instruction, guidance: str | None) -> Instruction:
     if isinstance(instruction, Instruction):
         if guidance is not None:
             return Instruction(instruction.instruction, guidance)
@@ -203,8 +203,7 @@ def _prefix(fold: str, content: Any) -> Any:
     return f"{fold}\n\n{text}" if text else fold
 
 
-def _add_usage(total: Optional[dict[str, Any]], usage: Optional[dict[str, Any]]) -> Optional[
-        dict[str, Any]]:
+def _add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
     if not usage:
         return total
     out = dict(total or {})
@@ -220,14 +219,14 @@ class _EngineTurn:
 
     session: EngineSession
     turn_id: str
-    task_id: Optional[str]
+    task_id: str | None
     #: False for chat: the turn stores nothing, so it never compacts.
     record: bool
     #: This turn's messages that are not stored (yet): they complete the transcript.
     pending: list[dict[str, Any]] = field(default_factory=list)
     api_calls: int = 0
     #: The last response's usage (None until a response arrives).
-    usage: Optional[dict[str, Any]] = None
+    usage: dict[str, Any] | None = None
     exit_reason: str = "completed"
 
     @property
@@ -278,15 +277,15 @@ class Branch:
 
     def __init__(
         self,
-        system: Optional[str] = None,
-        model: Optional[ChatModel] = None,
+        system: str | None = None,
+        model: ChatModel | None = None,
         *,
-        messages: Optional[Iterable[Mapping[str, Any]]] = None,
+        messages: Iterable[Mapping[str, Any]] | None = None,
         run_context: Any = None,
         inject_systemless: bool = False,
         render: RenderMode = "tags",
-        name: Optional[str] = None,
-        context_engine: Union[ContextEngine, str, None] = None,
+        name: str | None = None,
+        context_engine: ContextEngine | str | None = None,
         engine_config: Any = None,
         dedupe_history: bool = False,
     ) -> None:
@@ -318,16 +317,16 @@ class Branch:
                 raise ValueError("system given twice: as system= and as the first of messages=")
             self.system = system
         # LionAGI's private attributes: no registry until someone asks for one.
-        self._context_providers: Optional[ContextProviderRegistry] = None
-        self._last_context_report: Optional[ProviderReport] = None
+        self._context_providers: ContextProviderRegistry | None = None
+        self._last_context_report: ProviderReport | None = None
         # Each task's own last report, keyed weakly by the task: the entry goes when
         # the task ends or when this branch goes. O(1) per turn, whatever the number
         # of branches a task serves.
         self._task_reports: weakref.WeakKeyDictionary[Any, ProviderReport] = (
             weakref.WeakKeyDictionary())
-        self.last_response: Optional[ChatResponse] = None
+        self.last_response: ChatResponse | None = None
         """The most recent model reply on this branch (any task; last writer wins)."""
-        self._engine_session: Optional[EngineSession] = None
+        self._engine_session: EngineSession | None = None
         if context_engine is not None or engine_config is not None:
             from .engines.host import EngineSession, summary_model
             from .engines.loader import resolve_context_engine
@@ -367,7 +366,7 @@ class Branch:
         self._messages = stored
 
     @property
-    def system(self) -> Optional[str]:
+    def system(self) -> str | None:
         """The system text, or ``None`` when the branch has no system message."""
         msgs = self._messages
         if msgs and msgs[0].get("role") == "system":
@@ -375,7 +374,7 @@ class Branch:
         return None
 
     @system.setter
-    def system(self, value: Optional[str]) -> None:
+    def system(self, value: str | None) -> None:
         has = bool(self._messages) and self._messages[0].get("role") == "system"
         if value is None:
             if has:
@@ -396,13 +395,13 @@ class Branch:
         return self._context_providers
 
     @property
-    def context_engine(self) -> Optional[ContextEngine]:
+    def context_engine(self) -> ContextEngine | None:
         """This branch's context engine, or ``None`` (the default) when it has none."""
         session = self._engine_session
         return session.engine if session is not None else None
 
     @property
-    def last_context_report(self) -> Optional[ProviderReport]:
+    def last_context_report(self) -> ProviderReport | None:
         """The report of this task's last provider pass on this branch.
 
         A task that ran no pass here sees the branch's most recent pass from any
@@ -485,7 +484,7 @@ class Branch:
         await self.aclose()
 
     def _engine_turn(self, *, record: bool = True) -> AbstractAsyncContextManager[
-            Optional[_EngineTurn]]:
+            _EngineTurn | None]:
         """The engine's view of one turn: ``async with`` gives the turn's state, or None
         (and nothing happens) without an engine.
 
@@ -545,7 +544,8 @@ class Branch:
         current = self._messages
         # Another task may have stored messages meanwhile: keep them after the
         # compacted prefix; if the prefix itself changed, the compaction is stale.
-        if len(current) < len(snapshot) or any(a is not b for a, b in zip(snapshot, current)):
+        if len(current) < len(snapshot) or any(
+                a is not b for a, b in zip(snapshot, current, strict=False)):
             logger.warning("branch %r history changed while context engine %r compacted it; "
                            "compaction discarded", self.name, self._engine_label())
             return
@@ -568,11 +568,11 @@ class Branch:
         if self.render == "tags":  # issue 13: stable blocks first, then volatile ones
             return tuple(ContextBlock(o.name, o.text) for o in ordered_kept(report.outcomes))
         return tuple(ContextBlock(row["provider_name"], text)
-                     for row, text in zip(report.fired, report.blocks))
+                     for row, text in zip(report.fired, report.blocks, strict=False))
 
     async def _prepare_request(
         self,
-        instruction: Optional[Instruction],
+        instruction: Instruction | None,
         blocks: Sequence[ContextBlock] = (),
         *,
         turn: Sequence[Mapping[str, Any]] = (),
@@ -615,7 +615,7 @@ class Branch:
 
     def _render_request(
         self,
-        instruction: Optional[Instruction],
+        instruction: Instruction | None,
         blocks: Sequence[ContextBlock],
         turn: Sequence[Mapping[str, Any]],
     ) -> list[dict[str, Any]]:
@@ -652,11 +652,11 @@ class Branch:
         self,
         request: list[dict[str, Any]],
         *,
-        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         stream: bool = False,
-        engine_turn: Optional[_EngineTurn] = None,
+        engine_turn: _EngineTurn | None = None,
         **kwargs: Any,
-    ) -> AsyncIterator[Union[str, ChatResponse]]:
+    ) -> AsyncIterator[str | ChatResponse]:
         """The one way out to the model. Yields text deltas when streaming, then
         always the :class:`ChatResponse` last. With ``engine_turn``, the call is
         counted and the response's usage goes to the engine."""
@@ -687,7 +687,7 @@ class Branch:
                 response = event
         return response
 
-    async def _exchange(self, instruction: Instruction, engine_turn: Optional[_EngineTurn] = None,
+    async def _exchange(self, instruction: Instruction, engine_turn: _EngineTurn | None = None,
                         **kwargs: Any) -> tuple[list[dict[str, Any]], ChatResponse]:
         """One non-streaming request without recording: (request sent, reply)."""
         blocks = await self._context_for(instruction)
@@ -711,10 +711,10 @@ class Branch:
     # -- operations ----------------------------------------------------------------
     def build_request(
         self,
-        instruction: Union[str, Instruction],
+        instruction: str | Instruction,
         *,
-        blocks: Iterable[Union[ContextBlock, str, tuple[str, str]]] = (),
-        guidance: Optional[str] = None,
+        blocks: Iterable[ContextBlock | str | tuple[str, str]] = (),
+        guidance: str | None = None,
     ) -> list[dict[str, Any]]:
         """The messages one call would send with these explicit ``blocks``.
 
@@ -725,7 +725,7 @@ class Branch:
                                     tuple(_as_block(b) for b in blocks), ())
 
     async def chat(
-        self, instruction: Union[str, Instruction], *, guidance: Optional[str] = None,
+        self, instruction: str | Instruction, *, guidance: str | None = None,
         **kwargs: Any,
     ) -> ChatResponse:
         """Send one instruction with this turn's context; record nothing.
@@ -745,7 +745,7 @@ class Branch:
         return response
 
     async def communicate(
-        self, instruction: Union[str, Instruction], *, guidance: Optional[str] = None,
+        self, instruction: str | Instruction, *, guidance: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Send one instruction; record it and the reply after the call; return the text."""
@@ -753,7 +753,7 @@ class Branch:
         return response.text
 
     async def run(
-        self, instruction: Union[str, Instruction], *, guidance: Optional[str] = None,
+        self, instruction: str | Instruction, *, guidance: str | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[str]:
         """Stream the reply as text deltas.
@@ -769,7 +769,7 @@ class Branch:
             blocks = await self._context_for(ins)
             request = await self._prepare_request(ins, blocks)
             self._store(ins.to_message())
-            response: Optional[ChatResponse] = None
+            response: ChatResponse | None = None
             async with aclosing(self._send(request, stream=True, engine_turn=eturn,
                                            **kwargs)) as events:
                 async for event in events:
@@ -782,10 +782,10 @@ class Branch:
 
     async def operate(
         self,
-        instruction: Union[str, Instruction],
+        instruction: str | Instruction,
         *,
         tools: Sequence[Any],
-        guidance: Optional[str] = None,
+        guidance: str | None = None,
         max_rounds: int = 10,
         **kwargs: Any,
     ) -> OperateResult:
@@ -825,9 +825,9 @@ class Branch:
             turn: list[dict[str, Any]] = []
             pending = eturn.pending if eturn is not None else []
             pending.append(user)
-            actions: list[Optional[ActionResponse]] = []
-            usage: Optional[dict[str, Any]] = None
-            response: Optional[ChatResponse] = None
+            actions: list[ActionResponse | None] = []
+            usage: dict[str, Any] | None = None
+            response: ChatResponse | None = None
             rounds = 0
             stopped: Literal["done", "max_rounds"] = "done"
             while True:
@@ -871,7 +871,7 @@ class Branch:
         output = response.content if stopped == "done" else None
         return OperateResult(output, response, actions, recorded, usage, rounds, stopped)
 
-    def _offer_engine_tools(self, eturn: Optional[_EngineTurn], user_tools: Mapping[str, Tool],
+    def _offer_engine_tools(self, eturn: _EngineTurn | None, user_tools: Mapping[str, Tool],
                             specs: list[dict[str, Any]]) -> frozenset[str]:
         """Append the engine's function tools to ``specs``; return their names."""
         if eturn is None:
@@ -889,7 +889,7 @@ class Branch:
         return frozenset(names)
 
     async def _run_engine_tool(self, eturn: _EngineTurn, call: Mapping[str, Any]) -> tuple[
-            Optional[ActionResponse], str]:
+            ActionResponse | None, str]:
         """Answer one call to an engine tool: (action response, tool message text)."""
         fn_part = call.get("function") or {}
         name = fn_part.get("name") or ""

@@ -25,7 +25,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from ._exceptions import InvalidType, InvalidValue
 from .outcome import Outcome, Status
@@ -99,11 +99,11 @@ class CircuitBreaker:
         return self._failures
 
     @property
-    def open_until(self) -> Optional[float]:
+    def open_until(self) -> float | None:
         """Clock time the cool-down ends, while open; else ``None``."""
         return self._open_until if self._state == OPEN else None
 
-    def allow(self) -> tuple[bool, Optional[str]]:
+    def allow(self) -> tuple[bool, str | None]:
         """May the source be called now? ``(True, None)`` closed, ``(True,
         "half_open")`` for the one trial, ``(False, reason)`` while open."""
         if self._state is CLOSED:  # the hot path: a plain read, no lock
@@ -167,7 +167,7 @@ class Breakers:
     kept by identity for the board's life.
     """
 
-    def __init__(self, settings: Optional[BreakerSettings] = None, *,
+    def __init__(self, settings: BreakerSettings | None = None, *,
                  clock: Clock = time.monotonic) -> None:
         self.settings = settings if settings is not None else BreakerSettings()
         self.clock = clock
@@ -176,7 +176,7 @@ class Breakers:
         self._strong: dict[int, tuple[Any, CircuitBreaker]] = {}
         # The last pass's keys and breakers: a registry passes the same entries each
         # turn, so the lookups are skipped (checked by identity, key by key).
-        self._last: Optional[tuple[tuple[Any, ...], list[CircuitBreaker]]] = None
+        self._last: tuple[tuple[Any, ...], list[CircuitBreaker]] | None = None
 
     def get(self, key: Any) -> CircuitBreaker:
         """The breaker for ``key``, created closed on first use."""
@@ -204,7 +204,7 @@ class Breakers:
             return entry[1]
 
     def admit(self, keys: Sequence[Any]) -> tuple[list[CircuitBreaker], list[int],
-                                                  dict[int, str], Optional[list[Optional[str]]]]:
+                                                  dict[int, str], list[str | None] | None]:
         """Before a pass: ``(breaker per key, positions to call, {position: skip
         reason}, circuit state per position or None when all are closed)``."""
         cached = self._last
@@ -227,7 +227,7 @@ class Breakers:
             return breakers, list(range(n)), {}, None
         allowed: list[int] = []
         refused: dict[int, str] = {}
-        states: list[Optional[str]] = []
+        states: list[str | None] = []
         for i, breaker in enumerate(breakers):
             ok, note = breaker.allow()
             if ok:
@@ -246,7 +246,7 @@ class Breakers:
                 and not any(map(_FAILURES, breakers))
                 and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)):
             return  # the hot path: all healthy, nothing changes
-        for breaker, outcome in zip(breakers, outcomes):
+        for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is Status.SKIPPED and outcome.circuit == OPEN:
                 continue
@@ -263,7 +263,7 @@ class Breakers:
 
 
 def skipped_outcome(name: str, index: int, reason: str, priority: float = 0,
-                    max_tokens: Optional[float] = None) -> Outcome:
+                    max_tokens: float | None = None) -> Outcome:
     """The row of a source its open circuit kept from being called."""
     return Outcome(name, index, Status.SKIPPED, reason=reason, priority=priority,
                    max_tokens=max_tokens, circuit=OPEN)
@@ -272,8 +272,8 @@ def skipped_outcome(name: str, index: int, reason: str, priority: float = 0,
 def merge(n: int, allowed: Sequence[int], called: Sequence[Outcome],
           skipped: dict[int, Outcome]) -> list[Outcome]:
     """All ``n`` rows in source order: the called ones (re-indexed) and the skipped."""
-    out: list[Optional[Outcome]] = [None] * n
-    for pos, outcome in zip(allowed, called):
+    out: list[Outcome | None] = [None] * n
+    for pos, outcome in zip(allowed, called, strict=False):
         outcome.index = pos
         out[pos] = outcome
     for pos, outcome in skipped.items():
@@ -287,7 +287,7 @@ _BY_SETTINGS: dict[BreakerSettings, Breakers] = {}
 _BY_SETTINGS_LOCK = threading.Lock()
 
 
-def coerce_breakers(value: Any, default: Optional[Breakers] = None) -> Optional[Breakers]:
+def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | None:
     """``True`` (the default board or a new one), ``False``/``None`` (off), a
     :class:`BreakerSettings` (the process-wide board of those settings) or a
     :class:`Breakers`."""

@@ -87,7 +87,8 @@ class RunContext:
         # Dependencies, state and extras can hold clients and secrets: show keys only.
         return (f"RunContext(user_id={self.user_id!r}, tenant_id={self.tenant_id!r}, "
                 f"session_id={self.session_id!r}, run_id={self.run_id!r}, "
-                f"metadata={sorted(self.metadata)!r}, session_state={sorted(self.session_state)!r}, "
+                f"metadata={sorted(self.metadata)!r}, "
+                f"session_state={sorted(self.session_state)!r}, "
                 f"dependencies={sorted(self.dependencies)!r}, extra={sorted(self.extra)!r})")
 
     def get_state(self, key: str, default: Any = None) -> Any:

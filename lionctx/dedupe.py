@@ -15,15 +15,14 @@ conversation already holds verbatim is skipped the same way, with the reason
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Optional
 
 from .outcome import Outcome, Status
 
 __all__ = ["dedupe"]
 
 
-def dedupe(outcomes: Sequence[Outcome], *, body: Optional[Callable[[Outcome], str]] = None,
-           history: Optional[Sequence[str]] = None, within: bool = True) -> int:
+def dedupe(outcomes: Sequence[Outcome], *, body: Callable[[Outcome], str] | None = None,
+           history: Sequence[str] | None = None, within: bool = True) -> int:
     """Mark duplicate ``fired`` outcomes ``skipped`` in place; return how many.
 
     ``body`` gives the text to compare (default: the outcome's text; the agentium

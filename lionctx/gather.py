@@ -35,15 +35,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 from ._exceptions import InvalidType, InvalidValue
-from .outcome import Outcome, SourceUnavailable, Status
 from ._text import make_encodable
 from ._threads import run_in_worker
+from .outcome import Outcome, SourceUnavailable, Status
 from .render import tag_block
 from .tokens import TokenCounter, count_bounded, prepare_counter
 
@@ -80,15 +80,15 @@ class ProviderCall:
     name: str
     provider: Any
     invoke: Callable[..., Awaitable[Any]]
-    frame: Optional[Callable[[str], str]] = None
-    timeout: Optional[float] = None
+    frame: Callable[[str], str] | None = None
+    timeout: float | None = None
     priority: float = 0
-    max_tokens: Optional[float] = None
-    max_chars: Optional[int] = None
+    max_tokens: float | None = None
+    max_chars: int | None = None
     keep_frame: bool = True
 
 
-def validate_seconds(value: Any, label: str) -> Optional[float]:
+def validate_seconds(value: Any, label: str) -> float | None:
     """Check an optional positive, finite number of seconds; name ``label`` if not."""
     if value is None:
         return None
@@ -99,7 +99,7 @@ def validate_seconds(value: Any, label: str) -> Optional[float]:
     return float(value)
 
 
-def validate_max_chars(value: Any, label: str = "max_chars") -> Optional[int]:
+def validate_max_chars(value: Any, label: str = "max_chars") -> int | None:
     """Check an optional size limit: a positive int of characters, or None."""
     if value is None:
         return None
@@ -204,7 +204,7 @@ def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
     )
 
 
-def _timed_out(call: ProviderCall, index: int, start: Optional[float], why: str) -> Outcome:
+def _timed_out(call: ProviderCall, index: int, start: float | None, why: str) -> Outcome:
     return Outcome(
         call.name, index, _TIMEOUT,
         duration_ms=0.0 if start is None else (perf_counter() - start) * 1000.0,
@@ -212,7 +212,7 @@ def _timed_out(call: ProviderCall, index: int, start: Optional[float], why: str)
     )
 
 
-def _degradation(provider: Any) -> Optional[str]:
+def _degradation(provider: Any) -> str | None:
     try:
         reason = getattr(provider, "degradation_reason", None)
     except Exception:  # a property that raises is no reason
@@ -222,7 +222,7 @@ def _degradation(provider: Any) -> Optional[str]:
     return None
 
 
-def _add_reason(current: Optional[str], more: str) -> str:
+def _add_reason(current: str | None, more: str) -> str:
     return more if current is None else f"{current}; {more}"
 
 
@@ -231,13 +231,13 @@ class _Pass:
     """What every provider of one pass shares."""
 
     counter: TokenCounter
-    timeout: Optional[float]
-    budget: Optional[float]
+    timeout: float | None
+    budget: float | None
     max_chars: int
     args: tuple[Any, ...] = ()
     join_cost: int = 0
-    memo: Optional[dict[Any, int]] = None
-    remember: Optional[Callable[[Any, int], None]] = None
+    memo: dict[Any, int] | None = None
+    remember: Callable[[Any, int], None] | None = None
 
 
 @dataclass(slots=True)
@@ -248,7 +248,7 @@ class _Big:
     stored: str
     bound: float
     elapsed: float
-    degraded: Optional[str]
+    degraded: str | None
     cached: bool
     stale: bool
     key: Any = None
@@ -266,7 +266,7 @@ def _bound(call: ProviderCall, ps: _Pass) -> float:
 
 
 def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int,
-             exact: bool, elapsed: float, degraded: Optional[str], cached: bool,
+             exact: bool, elapsed: float, degraded: str | None, cached: bool,
              stale: bool) -> Outcome:
     if type(tokens) is not int or tokens < 0:
         raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
@@ -276,7 +276,7 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int
                    degraded, cached, stale, call.priority, call.max_tokens, exact)
 
 
-def _carried_count(result: Any, counter: TokenCounter) -> Optional[int]:
+def _carried_count(result: Any, counter: TokenCounter) -> int | None:
     if not hasattr(result, "token_count"):
         return None
     from .cache.counted import known_token_count  # only texts from a shared cache get here
@@ -285,7 +285,7 @@ def _carried_count(result: Any, counter: TokenCounter) -> Optional[int]:
 
 
 def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseException,
-                  elapsed: float, degraded: Optional[str]) -> Outcome:
+                  elapsed: float, degraded: str | None) -> Outcome:
     logger.warning("context provider %r output could not be counted", call.name,
                    exc_info=exc)
     out = _failed(call, index, start, exc, "token counting failed: ")
@@ -387,7 +387,7 @@ def _plain_of(result: str, size: int) -> str:
     return str.__add__("", result)
 
 
-def _memo_key(frame: Optional[Callable[[str], str]], text: str) -> Any:
+def _memo_key(frame: Callable[[str], str] | None, text: str) -> Any:
     """The memo key of what will be counted: the text's, or for a tag block the
     (name, text) pair it is a pure function of; None for any other frame."""
     if frame is None:
@@ -415,7 +415,7 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
 Observer = Callable[[Outcome], None]
 
 
-def _notify(observe: Optional[Observer], outcome: Outcome) -> Outcome:
+def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:
     if observe is not None:
         try:
             observe(outcome)
@@ -425,7 +425,7 @@ def _notify(observe: Optional[Observer], outcome: Outcome) -> Outcome:
 
 
 async def _run_one(call: ProviderCall, index: int, ps: _Pass,
-                   starts: Optional[list[Optional[float]]]) -> Outcome:
+                   starts: list[float | None] | None) -> Outcome:
     start = perf_counter()
     if starts is not None:
         starts[index] = start
@@ -442,7 +442,7 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass,
         if out.__class__ is _Big:
             return await _count_big(call, index, start, out, ps)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
-    outcome: Optional[Outcome] = None
+    outcome: Outcome | None = None
     answered = False
     with anyio.move_on_after(limit) as scope:
         try:
@@ -485,13 +485,13 @@ async def gather(
     *,
     counter: TokenCounter,
     concurrent: bool = False,
-    timeout: Optional[float] = None,
-    deadline: Optional[float] = None,
-    limit: Optional[int] = None,
-    observe: Optional[Observer] = None,
-    budget: Optional[float] = None,
-    max_chars: Optional[int] = None,
-    timing: Optional[dict[str, float]] = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
+    limit: int | None = None,
+    observe: Observer | None = None,
+    budget: float | None = None,
+    max_chars: int | None = None,
+    timing: dict[str, float] | None = None,
     args: tuple[Any, ...] = (),
 ) -> list[Outcome]:
     """Run ``calls`` and return one outcome per call, in the order given.
@@ -500,7 +500,8 @@ async def gather(
     (a later, separate step) may turn them into skips. ``budget`` only lets
     counting stop early for a text that cannot fit. ``observe`` is called with
     each outcome as soon as it is known (for live progress); its errors are logged
-    and ignored. ``args`` are passed to every ``invoke``. ``timing``, when given, receives ``tokenizer_load_ms``: the time
+    and ignored. ``args`` are passed to every ``invoke``. ``timing``, when given, receives
+    ``tokenizer_load_ms``: the time
     spent loading the encoding before any provider started (once per process).
     """
     n = len(calls)
@@ -541,8 +542,8 @@ def _join_cost(counter: TokenCounter) -> int:
     return extra if type(extra) is int and extra > 0 else 0
 
 
-async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: Optional[float],
-                      observe: Optional[Observer]) -> list[Outcome]:
+async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float | None,
+                      observe: Observer | None) -> list[Outcome]:
     outcomes: list[Outcome] = []
     if deadline is None:
         for i, call in enumerate(calls):
@@ -551,7 +552,7 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: Option
                 await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
         return outcomes
-    starts: list[Optional[float]] = [None] * len(calls)
+    starts: list[float | None] = [None] * len(calls)
     with anyio.move_on_after(deadline):
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps, starts)
@@ -565,7 +566,7 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: Option
     return outcomes
 
 
-def _asyncio_taskgroup() -> Optional[type]:
+def _asyncio_taskgroup() -> type | None:
     """asyncio.TaskGroup when running on asyncio (3.11+), else None.
 
     anyio's task group costs about 20 us per task on asyncio; asyncio's own costs
@@ -583,11 +584,11 @@ def _asyncio_taskgroup() -> Optional[type]:
     return tg
 
 
-async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: Optional[float],
-                      limit: Optional[int], observe: Optional[Observer]) -> list[Outcome]:
+async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float | None,
+                      limit: int | None, observe: Observer | None) -> list[Outcome]:
     n = len(calls)
-    results: list[Optional[Outcome]] = [None] * n
-    starts: Optional[list[Optional[float]]] = None if deadline is None else [None] * n
+    results: list[Outcome | None] = [None] * n
+    starts: list[float | None] | None = None if deadline is None else [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
 
     async def run(i: int) -> None:

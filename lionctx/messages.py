@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional
+from typing import Any
 
 __all__ = [
     "PERSISTENCE_ONLY_FIELDS",
@@ -132,7 +132,7 @@ def user_message(content: str) -> dict[str, Any]:
 
 
 def assistant_message(
-    content: Optional[str], tool_calls: Optional[list[dict[str, Any]]] = None
+    content: str | None, tool_calls: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """An assistant message; ``tool_calls`` only when there are some."""
     msg: dict[str, Any] = {"role": "assistant", "content": content}

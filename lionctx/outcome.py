@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from ._exceptions import SourceUnavailable
 
@@ -47,28 +47,28 @@ class Outcome:
     name: str
     index: int
     status: Status
-    text: Optional[str] = None
+    text: str | None = None
     tokens: int = 0
     duration_ms: float = 0.0
-    error_type: Optional[str] = None
-    error: Optional[str] = None
-    reason: Optional[str] = None
-    degradation_reason: Optional[str] = None
+    error_type: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    degradation_reason: str | None = None
     cached: bool = False
     stale: bool = False
     priority: float = 0
-    max_tokens: Optional[float] = None
+    max_tokens: float | None = None
     exact: bool = True
     """False when counting stopped early: ``tokens`` is then a lower bound that
     already exceeds the cap or the budget (the text was skipped, never sent)."""
     # -- production fields (issue 13); gather leaves them at their defaults -------
-    started_ns: Optional[int] = None
+    started_ns: int | None = None
     """Wall-clock start of the call (``time.time_ns()``), for trace spans."""
-    digest: Optional[str] = None
+    digest: str | None = None
     """Digest of the kept block's text (see :mod:`lionctx.stability`)."""
     volatile: bool = False
     """The source was registered ``volatile=True``: rendered after the stable blocks."""
-    circuit: Optional[str] = None
+    circuit: str | None = None
     """Circuit breaker state that decided this call: ``"open"`` (not called) or
     ``"half_open"`` (this call was the trial)."""
 

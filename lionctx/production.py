@@ -19,7 +19,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 from . import telemetry
 from .breaker import Breakers, merge, skipped_outcome
@@ -46,21 +46,21 @@ class PassHooks:
 
     __slots__ = ("allowed", "board", "breakers", "refused", "started_ns", "states", "traced")
 
-    def __init__(self, breakers: Optional[Breakers], keys: Sequence[Any]) -> None:
+    def __init__(self, breakers: Breakers | None, keys: Sequence[Any]) -> None:
         self.started_ns = time.time_ns()
         self.traced = telemetry.enabled() and telemetry.live()
         self.board = breakers
         self.breakers: list[Any] = []
-        self.allowed: Optional[list[int]] = None
+        self.allowed: list[int] | None = None
         self.refused: dict[int, str] = {}
-        self.states: Optional[list[Optional[str]]] = None
+        self.states: list[str | None] | None = None
         if breakers is not None:
             self.breakers, allowed, refused, self.states = breakers.admit(keys)
             if refused:
                 self.allowed, self.refused = allowed, refused
 
     @classmethod
-    def start(cls, breakers: Optional[Breakers], keys: Sequence[Any]) -> PassHooks:
+    def start(cls, breakers: Breakers | None, keys: Sequence[Any]) -> PassHooks:
         """Step 1: ask the breakers (``None``: no breakers) before the pass."""
         return cls(breakers, keys)
 
@@ -70,7 +70,7 @@ class PassHooks:
             return items  # type: ignore[return-value]  # all admitted: as given
         return [items[i] for i in self.allowed]
 
-    def observer(self, observe: Optional[Observer]) -> Optional[Observer]:
+    def observer(self, observe: Observer | None) -> Observer | None:
         """Step 2: the observer to give ``gather``: stamps start times when traced."""
         if not self.traced:
             return observe
@@ -84,9 +84,9 @@ class PassHooks:
         return stamped
 
     def merge(self, called: list[Outcome], n: int, describe: Callable[[int], tuple[str, Any, Any]],
-              volatile: Optional[Sequence[bool]] = None, *, dedupe_on: bool = True,
-              body: Optional[Callable[[Outcome], str]] = None,
-              history: Optional[Sequence[str]] = None) -> list[Outcome]:
+              volatile: Sequence[bool] | None = None, *, dedupe_on: bool = True,
+              body: Callable[[Outcome], str] | None = None,
+              history: Sequence[str] | None = None) -> list[Outcome]:
         """Step 3: all ``n`` sources' rows in order, breakers told, duplicates skipped.
 
         ``describe(i)`` gives source i's ``(name, priority, cap)`` for the row of a
@@ -101,22 +101,22 @@ class PassHooks:
                 skipped[i] = skipped_outcome(name, i, reason, priority, cap)
             outcomes = merge(n, self.allowed, called, skipped)
         if self.states is not None:
-            for o, state in zip(outcomes, self.states):
+            for o, state in zip(outcomes, self.states, strict=False):
                 if state is not None and o.circuit is None:
                     o.circuit = state
         if self.board is not None:
             self.board.record(self.breakers, outcomes)
         if volatile is not None:
-            for o, v in zip(outcomes, volatile):
+            for o, v in zip(outcomes, volatile, strict=False):
                 if v:
                     o.volatile = True
         if dedupe_on or history:
             dedupe(outcomes, body=body, history=history, within=dedupe_on)
         return outcomes
 
-    def finish(self, face: str, outcomes: Sequence[Outcome], previous: Optional[Digests], *,
+    def finish(self, face: str, outcomes: Sequence[Outcome], previous: Digests | None, *,
                concurrent: bool, budget: Any = None, used_tokens: int = 0,
-               digests: bool = True) -> tuple[Digests, Optional[CacheBreak], Optional[bool]]:
+               digests: bool = True) -> tuple[Digests, CacheBreak | None, bool | None]:
         """Step 4: ``(digests, cache break, prefix stable)``; records the spans."""
         if digests:
             current = stamp(outcomes, ordered_kept(outcomes))

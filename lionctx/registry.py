@@ -20,13 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
-from typing import Any, Optional, Protocol, Union, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from ._exceptions import InvalidType, InvalidValue
+from ._types import Number
 from .adapters import provide_invoker, provider_name
-from .breaker import BreakerSettings, Breakers, coerce_breakers
 from .admission import Candidate, admit
+from .breaker import Breakers, BreakerSettings, coerce_breakers
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
 from .render import tag_block
@@ -36,14 +37,13 @@ __all__ = ["ContextProvider", "ContextProviderRegistry", "ProviderReport"]
 
 logger = logging.getLogger(__name__)
 
-Number = Union[int, float]
 
 
 @runtime_checkable
 class ContextProvider(Protocol):
     """LionAGI's structural provider protocol."""
 
-    async def provide(self, branch: Any, instruction: Any) -> Optional[str]: ...
+    async def provide(self, branch: Any, instruction: Any) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class ProviderReport:
     degraded: list[dict[str, Any]] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     """One row per registered provider, in registration order."""
-    budget: Optional[Number] = None
+    budget: Number | None = None
     used_tokens: int = 0
     """Tokens of the kept blocks."""
     offered_tokens: int = 0
@@ -74,10 +74,10 @@ class ProviderReport:
     tokenizer_load_ms: float = 0.0
     """Time spent loading the token encoding before any provider started (the
     first pass in a process only; 0 afterwards)."""
-    cache_break: Optional[Any] = None
+    cache_break: Any | None = None
     """The first block that differs from the previous pass's (a
     :class:`~lionctx.stability.CacheBreak`), ``None`` when none does."""
-    prefix_stable: Optional[bool] = None
+    prefix_stable: bool | None = None
     """The injected blocks are byte-identical to the previous pass's (``None`` on the
     first pass)."""
 
@@ -105,7 +105,7 @@ class ProviderReport:
         }
 
 
-def check_limit(value: Any) -> Optional[int]:
+def check_limit(value: Any) -> int | None:
     """Check an optional concurrency limit: a positive int or None."""
     if value is None:
         return None
@@ -116,7 +116,7 @@ def check_limit(value: Any) -> Optional[int]:
     return value
 
 
-def check_number(value: Any, label: str, *, allow_none: bool) -> Optional[Number]:
+def check_number(value: Any, label: str, *, allow_none: bool) -> Number | None:
     if value is None and allow_none:
         return None
     if (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -130,10 +130,10 @@ def check_number(value: Any, label: str, *, allow_none: bool) -> Optional[Number
 class _Entry:
     provider: Any
     priority: Number
-    max_tokens: Optional[Number]
+    max_tokens: Number | None
     name: str
-    timeout: Optional[float] = None
-    max_chars: Optional[int] = None
+    timeout: float | None = None
+    max_chars: int | None = None
     volatile: bool = False
 
 
@@ -166,12 +166,12 @@ class ContextProviderRegistry:
         budget: Number = 2000,
         *,
         concurrent: bool = False,
-        timeout: Optional[float] = None,
-        deadline: Optional[float] = None,
-        limit: Optional[int] = None,
-        counter: Union[str, TokenCounter, None] = None,
-        on_outcome: Optional[Observer] = None,
-        max_chars: Optional[int] = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        limit: int | None = None,
+        counter: str | TokenCounter | None = None,
+        on_outcome: Observer | None = None,
+        max_chars: int | None = None,
         breaker: Any = True,
         dedupe: bool = False,
         digests: bool = True,
@@ -183,12 +183,12 @@ class ContextProviderRegistry:
         self.max_chars = max_chars
         # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
         # the previous pass's block digests (for the cache-break report).
-        self.breakers: Optional[Breakers] = (
+        self.breakers: Breakers | None = (
             Breakers(breaker) if isinstance(breaker, BreakerSettings)  # a board of its own
             else coerce_breakers(breaker))
         self.dedupe = bool(dedupe)
         self.digests = bool(digests)
-        self._last_digests: Optional[tuple[tuple[str, str], ...]] = None
+        self._last_digests: tuple[tuple[str, str], ...] | None = None
         self.budget = budget
         self.concurrent = bool(concurrent)
         self.timeout = timeout
@@ -197,7 +197,7 @@ class ContextProviderRegistry:
         if counter is not None and not isinstance(counter, str) and not callable(counter):
             raise InvalidType(f"counter must be an encoding name or a callable, got {counter!r}")
         self._counter_spec = counter
-        self._counter: Optional[TokenCounter] = None
+        self._counter: TokenCounter | None = None
         self.stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
         #: Called with each provider's outcome as soon as it is known (live progress).
         self.on_outcome = on_outcome
@@ -213,39 +213,39 @@ class ContextProviderRegistry:
         self._budget = check_number(value, "budget", allow_none=False)  # type: ignore[assignment]
 
     @property
-    def timeout(self) -> Optional[float]:
+    def timeout(self) -> float | None:
         """Default per-provider timeout in seconds, or None."""
         return self._timeout
 
     @timeout.setter
-    def timeout(self, value: Optional[float]) -> None:
+    def timeout(self, value: float | None) -> None:
         self._timeout = validate_seconds(value, "timeout")
 
     @property
-    def deadline(self) -> Optional[float]:
+    def deadline(self) -> float | None:
         """Deadline for a whole pass in seconds, or None."""
         return self._deadline
 
     @deadline.setter
-    def deadline(self, value: Optional[float]) -> None:
+    def deadline(self, value: float | None) -> None:
         self._deadline = validate_seconds(value, "deadline")
 
     @property
-    def max_chars(self) -> Optional[int]:
+    def max_chars(self) -> int | None:
         """Size limit of one provider's text in characters (None: the default)."""
         return self._max_chars
 
     @max_chars.setter
-    def max_chars(self, value: Optional[int]) -> None:
+    def max_chars(self, value: int | None) -> None:
         self._max_chars = validate_max_chars(value)
 
     @property
-    def limit(self) -> Optional[int]:
+    def limit(self) -> int | None:
         """How many providers may run at once in concurrent mode, or None."""
         return self._limit
 
     @limit.setter
-    def limit(self, value: Optional[int]) -> None:
+    def limit(self, value: int | None) -> None:
         self._limit = check_limit(value)
 
     # -- registration ------------------------------------------------------------
@@ -254,11 +254,11 @@ class ContextProviderRegistry:
         provider: Any,
         *,
         priority: Number = 0,
-        max_tokens: Optional[Number] = None,
-        name: Optional[str] = None,
-        timeout: Optional[float] = None,
-        max_chars: Optional[int] = None,
-        volatile: Optional[bool] = None,
+        max_tokens: Number | None = None,
+        name: str | None = None,
+        timeout: float | None = None,
+        max_chars: int | None = None,
+        volatile: bool | None = None,
     ) -> None:
         """Append ``provider``. No replacement by name.
 
@@ -389,7 +389,7 @@ class ContextProviderRegistry:
 
             history = [message_text(m) for m in getattr(branch, "messages", ())
                        if m.get("role") != "system"]
-        volatile: Optional[list[bool]] = [e.volatile for e in entries]
+        volatile: list[bool] | None = [e.volatile for e in entries]
         if True not in volatile:  # type: ignore[operator]
             volatile = None
         return hooks.merge(
@@ -439,7 +439,7 @@ def _tokens(o: Outcome) -> str:
     return f"{o.tokens} tokens" if o.exact else f"at least {o.tokens} tokens (counting stopped)"
 
 
-def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderReport:
+def build_report(outcomes: list[Outcome], budget: Number | None) -> ProviderReport:
     """Admission over gathered outcomes, then LionAGI's report lists."""
     texted = [o for o in outcomes if o.status is Status.FIRED]
     decision = admit(
@@ -449,7 +449,7 @@ def build_report(outcomes: list[Outcome], budget: Optional[Number]) -> ProviderR
         o = texted[i]
         o.status = Status.SKIPPED_CAP
         o.reason = f"{_tokens(o)} over its cap of {o.max_tokens:g}"
-    for i, room in zip(decision.skipped_budget, decision.room):
+    for i, room in zip(decision.skipped_budget, decision.room, strict=False):
         o = texted[i]
         o.status = Status.SKIPPED_BUDGET
         o.reason = f"{_tokens(o)} did not fit the {room:g} left of budget {budget:g}"

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
-from typing import Any, Optional, Union
+from typing import Any
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from ._exceptions import InvalidType
+from ._types import Number
 from .adapters import fetch_invoker, provider_name
 from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
@@ -33,7 +34,6 @@ from .tokens import TokenCounter, resolve_counter
 
 __all__ = ["Resolution", "resolve_context", "resolve_context_providers"]
 
-Number = Union[int, float]
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Resolution:
 
     text: str
     outcomes: list[Outcome] = field(default_factory=list)
-    budget: Optional[Number] = None
+    budget: Number | None = None
     used_tokens: int = 0
     duration_ms: float = 0.0
     """Wall time of the pass, not counting the one-time tokenizer load."""
@@ -51,9 +51,9 @@ class Resolution:
     digests: tuple[tuple[str, str], ...] = ()
     """``(name, digest)`` of each block in ``text``, in order: pass this resolution
     as the next turn's ``previous=`` to learn whether the prefix stayed stable."""
-    cache_break: Optional[Any] = None
+    cache_break: Any | None = None
     """The first block that differs from ``previous``'s, ``None`` when none does."""
-    prefix_stable: Optional[bool] = None
+    prefix_stable: bool | None = None
     """``text`` is byte-identical to ``previous``'s (``None`` without ``previous``)."""
 
     def __str__(self) -> str:
@@ -83,17 +83,17 @@ async def resolve_context(
     query: str,
     ctx: Any = None,
     *,
-    timeout: Optional[float] = None,
-    deadline: Optional[float] = None,
-    budget: Optional[Number] = None,
-    limit: Optional[int] = None,
-    counter: Union[str, TokenCounter, None] = None,
-    on_outcome: Optional[Observer] = None,
-    max_chars: Optional[int] = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
+    budget: Number | None = None,
+    limit: int | None = None,
+    counter: str | TokenCounter | None = None,
+    on_outcome: Observer | None = None,
+    max_chars: int | None = None,
     breaker: Any = True,
     dedupe: bool = False,
     previous: Any = None,
-    history: Optional[Sequence[str]] = None,
+    history: Sequence[str] | None = None,
 ) -> Resolution:
     """Resolve ``providers`` for ``query`` and return the string with its outcomes.
 
@@ -168,7 +168,7 @@ def _untagged(outcome: Outcome) -> str:
     return untag(outcome.name, outcome.text or "", tag_block)
 
 
-def _previous_digests(previous: Any) -> Optional[tuple[tuple[str, str], ...]]:
+def _previous_digests(previous: Any) -> tuple[tuple[str, str], ...] | None:
     if previous is None:
         return None
     if isinstance(previous, Resolution):

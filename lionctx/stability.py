@@ -25,7 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 from .outcome import Outcome
 
@@ -79,7 +79,7 @@ def render_order(volatile: Sequence[bool]) -> list[int]:
     return stable + [i for i, v in enumerate(volatile) if v]
 
 
-def compare(previous: Optional[Digests], current: Digests) -> Optional[CacheBreak]:
+def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
     """The first difference between two turns' ``(name, digest)`` sequences, or
     ``None`` when they are identical (or there is no previous turn)."""
     if previous is None or previous == current:
@@ -109,9 +109,9 @@ def stamp(outcomes: Sequence[Outcome], kept: Sequence[Outcome]) -> Digests:
     texts = [o.text or "" for o in kept]
     memo = _MEMO.get  # inline the memo hit: no Python call per block on the hot path
     digests = [memo(t) or digest(t) for t in texts]
-    for o, d in zip(kept, digests):
+    for o, d in zip(kept, digests, strict=False):
         o.digest = d
-    return tuple(zip([o.name for o in kept], digests))
+    return tuple(zip([o.name for o in kept], digests, strict=False))
 
 
 class PrefixHistory:
@@ -123,7 +123,7 @@ class PrefixHistory:
         self._lock = threading.Lock()
         self._turns: OrderedDict[Hashable, Digests] = OrderedDict()
 
-    def swap(self, key: Hashable, current: Digests) -> Optional[Digests]:
+    def swap(self, key: Hashable, current: Digests) -> Digests | None:
         """Store ``current`` as ``key``'s latest turn; return the one it replaces."""
         with self._lock:
             previous = self._turns.pop(key, None)

@@ -31,7 +31,7 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 from .outcome import Outcome, Status
 
@@ -92,7 +92,7 @@ def _installed() -> bool:
         return False
 
 
-def set_enabled(on: Optional[bool]) -> None:
+def set_enabled(on: bool | None) -> None:
     """Turn tracing on or off for the process (``None``: decide again from the
     environment and what is installed)."""
     _state["enabled"] = None if on is None else bool(on)
@@ -171,7 +171,7 @@ _ERROR = (Status.FAILED, Status.TIMEOUT)
 
 def record_pass(face: str, outcomes: Sequence[Outcome], *, started_ns: int,
                 concurrent: bool, budget: Any = None, used_tokens: int = 0,
-                cache_break: Any = None, prefix_stable: Optional[bool] = None) -> None:
+                cache_break: Any = None, prefix_stable: bool | None = None) -> None:
     """Record one finished pass as spans and metrics. Never raises: telemetry must
     not cost the turn."""
     try:
@@ -183,9 +183,10 @@ def record_pass(face: str, outcomes: Sequence[Outcome], *, started_ns: int,
 
 def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent: bool,
             budget: Any, used_tokens: int, cache_break: Any,
-            prefix_stable: Optional[bool]) -> None:
+            prefix_stable: bool | None) -> None:
     from opentelemetry import trace
-    from opentelemetry.trace import SpanKind, Status as OtelStatus, StatusCode
+    from opentelemetry.trace import SpanKind, StatusCode
+    from opentelemetry.trace import Status as OtelStatus
 
     tracer = _tracer()
     ended = time.time_ns()
@@ -204,7 +205,7 @@ def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent:
     parent_ctx = trace.set_span_in_context(parent)
     starts = _place(outcomes, started_ns, concurrent)
     inst = _instruments()
-    for o, start in zip(outcomes, starts):
+    for o, start in zip(outcomes, starts, strict=False):
         status = o.status.value
         a: dict[str, Any] = {"lionctx.provider.name": o.name, "lionctx.provider.status": status,
                              "lionctx.provider.index": o.index,

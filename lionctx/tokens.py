@@ -20,7 +20,8 @@ import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
+
 from ._exceptions import InvalidType, TokenizerDataError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -282,7 +283,7 @@ def clear_token_cache() -> None:
         clear()
 
 
-def resolve_counter(counter: Union[str, TokenCounter, None]) -> TokenCounter:
+def resolve_counter(counter: str | TokenCounter | None) -> TokenCounter:
     """Turn ``None`` (default), an encoding name, or a callable into a counter."""
     if counter is None:
         return get_counter(DEFAULT_ENCODING)
@@ -296,7 +297,7 @@ def resolve_counter(counter: Union[str, TokenCounter, None]) -> TokenCounter:
     )
 
 
-def count_tokens(text: str, encoding: Union[str, TokenCounter, None] = None) -> int:
+def count_tokens(text: str, encoding: str | TokenCounter | None = None) -> int:
     """Count the tokens of ``text``.
 
     ``encoding`` is a tiktoken encoding name (default ``o200k_base``, bundled and

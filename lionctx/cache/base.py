@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..providers.cache import FlightCache, Hit
@@ -54,7 +54,7 @@ class BoundCache(Protocol[V]):
     ttl: float
 
     async def get(self, key: Hashable,
-                  load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]: ...
+                  load: Callable[[], Awaitable[V | None]]) -> Hit[V]: ...
 
     def clear(self) -> None: ...
 
@@ -66,7 +66,7 @@ class CacheBackend(Protocol):
     """What ``cache=`` accepts: something that binds one provider's cache."""
 
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
-             stale_on_error: bool, wait: Optional[float], codec: Codec[Any],
+             stale_on_error: bool, wait: float | None, codec: Codec[Any],
              remote_error: Callable[[str], Exception]) -> BoundCache[Any]: ...
 
 
@@ -78,9 +78,9 @@ class InProcessCache:
     """
 
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
-             stale_on_error: bool, wait: Optional[float] = None,
-             codec: Optional[Codec[Any]] = None,
-             remote_error: Optional[Callable[[str], Exception]] = None) -> FlightCache[Any]:
+             stale_on_error: bool, wait: float | None = None,
+             codec: Codec[Any] | None = None,
+             remote_error: Callable[[str], Exception] | None = None) -> FlightCache[Any]:
         """A new :class:`FlightCache` (``kind``, ``scope`` and the rest are unused)."""
         from ..providers.cache import FlightCache  # deferred: providers import this module
 

@@ -12,7 +12,7 @@ carried count when it was made with the same encoding, else ``None`` (count it).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ..providers.base import ProvidedText
 
@@ -22,12 +22,12 @@ __all__ = ["CountedText", "known_token_count", "provided"]
 class CountedText(ProvidedText):
     """A :class:`ProvidedText` with the token count of exactly this text."""
 
-    token_count: Optional[int]
-    token_encoding: Optional[str]
+    token_count: int | None
+    token_encoding: str | None
 
     def __new__(cls, value: str, *, cached: bool = False, stale: bool = False,
-                token_count: Optional[int] = None,
-                token_encoding: Optional[str] = None) -> CountedText:
+                token_count: int | None = None,
+                token_encoding: str | None = None) -> CountedText:
         obj = str.__new__(cls, value)
         obj.cached = cached
         obj.stale = stale
@@ -46,7 +46,7 @@ def provided(value: str, *, cached: bool = False, stale: bool = False) -> Provid
     return ProvidedText(value, cached=cached, stale=stale)
 
 
-def known_token_count(text: Any, counter: Any) -> Optional[int]:
+def known_token_count(text: Any, counter: Any) -> int | None:
     """The count ``text`` carries if it was counted with ``counter``'s encoding.
 
     ``counter`` is a counter from :func:`lionctx.tokens.get_counter` (it has

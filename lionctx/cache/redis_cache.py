@@ -42,7 +42,7 @@ import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -92,8 +92,8 @@ class _Circuit:
     def __init__(self, retry_after: float, clock: Callable[[], float]) -> None:
         self.retry_after = retry_after
         self.clock = clock
-        self.opened_at: Optional[float] = None
-        self.reason: Optional[str] = None
+        self.opened_at: float | None = None
+        self.reason: str | None = None
 
     def allows(self) -> bool:
         return self.opened_at is None or self.clock() - self.opened_at >= self.retry_after
@@ -142,7 +142,7 @@ class RedisCache:
 
     def __init__(
         self,
-        url: Optional[str] = None,
+        url: str | None = None,
         *,
         client: Any = None,
         namespace: str = "lionctx",
@@ -182,7 +182,7 @@ class RedisCache:
                 or max_connections < 1:
             raise ValueError(f"max_connections must be an int >= 1, got {max_connections!r}")
         self.max_connections = max_connections
-        self._slots: Optional[anyio.Semaphore] = None
+        self._slots: anyio.Semaphore | None = None
         self._slots_token: Any = None
         if not callable(clock):
             raise TypeError(f"clock must be a function returning seconds, got {clock!r}")
@@ -201,7 +201,7 @@ class RedisCache:
 
     # -- what the providers call --------------------------------------------------------
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
-             stale_on_error: bool, wait: Optional[float], codec: Codec[Any],
+             stale_on_error: bool, wait: float | None, codec: Codec[Any],
              remote_error: Callable[[str], Exception]) -> _SharedCache:
         """One provider's view: its entries in Redis plus its in-process fallback."""
         check_duration(ttl, "ttl", allow_zero=False)
@@ -395,7 +395,8 @@ class _SharedCache:
                     if raw is None:
                         return await self._own(key, names, token, load)
                     release = self.owner._script(self.owner._redis())[0]
-                    await op(lambda r: release(keys=[names["lease"]], args=[token], client=r))
+                    await op(lambda r, release=release: release(
+                        keys=[names["lease"]], args=[token], client=r))
                     value = self._decode(raw)
                     self.local.put(key, value)
                     return Hit(value, Source.SHARED)
@@ -430,7 +431,7 @@ class _SharedCache:
         release, renew = owner._script(owner._redis())
         lease_ms = max(1, int(owner.lease * 1000))
         value: Any = None
-        error: Optional[Exception] = None
+        error: Exception | None = None
 
         async def keep_lease() -> None:
             while True:
@@ -441,7 +442,7 @@ class _SharedCache:
                 except SharedCacheError:
                     return  # the lease lapses; another process may take over
 
-        payload: Optional[bytes] = None
+        payload: bytes | None = None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(keep_lease)
@@ -482,7 +483,7 @@ class _SharedCache:
                                                         release, token))
         return Hit(value, Source.FRESH, note=note)
 
-    async def _quietly(self, fn: Callable[[Any], Awaitable[Any]]) -> Optional[str]:
+    async def _quietly(self, fn: Callable[[Any], Awaitable[Any]]) -> str | None:
         """Run a write; on failure open the circuit and return the degradation note."""
         try:
             await self.owner._op(fn)
@@ -492,7 +493,7 @@ class _SharedCache:
         return None
 
     async def _stale_or_raise(self, key: Hashable, names: dict[str, str],
-                              error: BaseException, note: Optional[str] = None,
+                              error: BaseException, note: str | None = None,
                               shared: bool = False) -> Hit[Any]:
         """The last good value, marked stale, if the provider wants one; else raise.
 
@@ -512,7 +513,7 @@ class _SharedCache:
             raise SharedFetchError(error)
         raise error
 
-    def _failure_of(self, raw: bytes, holder: bytes) -> Optional[str]:
+    def _failure_of(self, raw: bytes, holder: bytes) -> str | None:
         try:
             data = json.loads(raw)
             token, reason = data["token"], data["reason"]
@@ -522,7 +523,7 @@ class _SharedCache:
             raise _Garbage("a failure marker that does not decode")
         return reason if token.encode() == holder else None
 
-    async def _encode(self, value: Any) -> Optional[bytes]:
+    async def _encode(self, value: Any) -> bytes | None:
         text = self.codec.text(value)
         if len(text) > self.owner.max_value_bytes:  # each char is at least one byte
             logger.info("value of %d chars is over max_value_bytes: not shared", len(text))
@@ -591,7 +592,7 @@ async def _fail(r: Any, names: dict[str, str], marker: str, ttl_ms: int, release
     await release(keys=[names["lease"]], args=[token], client=r)
 
 
-async def _count(text: str) -> tuple[Optional[int], Optional[str]]:
+async def _count(text: str) -> tuple[int | None, str | None]:
     """The default counter's count of ``text`` (memoized there, so gather's is free).
 
     Only once the encoding is loaded (gather loads it before any provider runs):

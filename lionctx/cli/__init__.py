@@ -19,7 +19,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 from .resolve import DEFAULT_TIMEOUT, cmd_resolve
 from .sources import KINDS, UsageError, arg_type, one_line, parse_float, parse_int
@@ -65,7 +65,8 @@ sources (repeatable; each is one provider, in the order given):
       --fs notes=./docs --priority 2 --cap 400
       --fs ./docs --name notes --priority 2 --cap 400
   A source's name defaults to the last part of its path, or host[:port]/path of
-  its URL. Write a path that contains "=" as ./a=b. Priorities and caps are used by the lionagi face (higher
+  its URL. Write a path that contains "=" as ./a=b. Priorities and caps are used by the lionagi
+  face (higher
   priority survives a budget conflict; a block over its cap is skipped); the
   agentium face admits in source order and has neither.
 
@@ -213,7 +214,7 @@ class _VisibleFormatter(logging.Formatter):
         return visible(super().format(record))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lionctx`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 from ..production import ordered_kept
 from .closing import opened
@@ -45,12 +45,12 @@ class Plan:
 
     specs: list[SourceSpec]
     query: str
-    user: Optional[str]
-    tenant: Optional[str]
+    user: str | None
+    tenant: str | None
     face: str
-    budget: Optional[float]
-    timeout: Optional[float]
-    deadline: Optional[float]
+    budget: float | None
+    timeout: float | None
+    deadline: float | None
     concurrent: bool
     fmt: str
     color: str
@@ -100,7 +100,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 @asynccontextmanager
 async def open_providers(
-    plan: Plan, build: Optional[Callable[[SourceSpec], Any]] = None,
+    plan: Plan, build: Callable[[SourceSpec], Any] | None = None,
 ) -> AsyncIterator[list[Any]]:
     """One provider per source, in order, all closed when the block ends.
 
@@ -114,7 +114,7 @@ async def open_providers(
 
 
 async def run_plan(plan: Plan, providers: list[Any],
-                   live: Optional[LiveStatus] = None) -> dict[str, Any]:
+                   live: LiveStatus | None = None) -> dict[str, Any]:
     """Resolve once through the chosen face (the caller closes the providers).
 
     Returns ``{"context", "outcomes", "report", "budget", "used_tokens",
@@ -156,7 +156,7 @@ async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
     registry.timeout = plan.timeout
     registry.deadline = plan.deadline
     registry.on_outcome = observer
-    for spec, provider in zip(plan.specs, providers):
+    for spec, provider in zip(plan.specs, providers, strict=False):
         registry.register(provider, priority=spec.priority, max_tokens=spec.cap,
                           name=spec.name, volatile=spec.volatile)
     turns = []
@@ -172,7 +172,7 @@ async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
             "tokenizer_load_ms": report.tokenizer_load_ms, "turns": turns}
 
 
-def _turn_row(turn: int, stable: Optional[bool], brk: Any) -> dict[str, Any]:
+def _turn_row(turn: int, stable: bool | None, brk: Any) -> dict[str, Any]:
     return {"turn": turn, "prefix_stable": stable,
             "cache_break": brk.to_dict() if brk is not None else None}
 
@@ -193,7 +193,7 @@ async def _resolve_agentium(plan: Plan, providers: list[Any], ctx: Any,
     from ..breaker import Breakers
     from ..resolve import resolve_context
 
-    for spec, provider in zip(plan.specs, providers):
+    for spec, provider in zip(plan.specs, providers, strict=False):
         if spec.volatile:
             provider.volatile = True  # the agentium face reads the provider's attribute
     resolution = None

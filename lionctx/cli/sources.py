@@ -2,7 +2,8 @@
 
 Flags: ``--fs [NAME=]PATH``, ``--http [NAME=]URL``, ``--sqlite [NAME=]DB`` each add a
 source; ``--name``, ``--priority``, ``--cap``, ``--glob``, ``--max-files``,
-``--max-file-size`` and ``--sql`` modify the source just before them. A config file declares the same sources as
+``--max-file-size`` and ``--sql`` modify the source just before them. A config file declares
+the same sources as
 ``[[providers]]`` tables. Every user mistake becomes a :class:`UsageError` whose
 message names the bad value and where it was written.
 """
@@ -13,10 +14,10 @@ import argparse
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from .._exceptions import UsageError
 
@@ -39,18 +40,18 @@ class SourceSpec:
     target: str
     origin: str
     """How the user wrote it, for error messages: ``--fs ./docs`` or ``providers[2]``."""
-    name: Optional[str] = None
+    name: str | None = None
     priority: float = 0
-    cap: Optional[int] = None
-    glob: Optional[str] = None
-    sql: Optional[str] = None
+    cap: int | None = None
+    glob: str | None = None
+    sql: str | None = None
     volatile: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     set_fields: set[str] = field(default_factory=set)
 
 
 def parse_float(text: str, label: str, *, positive: bool = False,
-                minimum: Optional[float] = None) -> float:
+                minimum: float | None = None) -> float:
     """``text`` as a finite number; ``label`` names it in the error."""
     try:
         value = float(text)
@@ -60,7 +61,7 @@ def parse_float(text: str, label: str, *, positive: bool = False,
 
 
 def check_number(value: float, label: str, *, positive: bool = False,
-                 minimum: Optional[float] = None, shown: Optional[str] = None) -> float:
+                 minimum: float | None = None, shown: str | None = None) -> float:
     """``value`` if finite (and > 0, or >= ``minimum``, when asked); else a UsageError."""
     shown = shown if shown is not None else repr(value)
     if math.isnan(value) or math.isinf(value):
@@ -113,10 +114,10 @@ class SourceAction(argparse.Action):
     """``--fs [NAME=]PATH``, ``--http [NAME=]URL``, ``--sqlite [NAME=]DB``: a new source."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: Optional[str] = None) -> None:
+                 values: Any, option_string: str | None = None) -> None:
         kind = self.const
         text = str(values)
-        name: Optional[str] = None
+        name: str | None = None
         match = _NAMED.match(text)
         if match:
             name, text = match.group(1), match.group(2)
@@ -136,7 +137,7 @@ class ModifierAction(argparse.Action):
     the source just before it."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: Optional[str] = None) -> None:
+                 values: Any, option_string: str | None = None) -> None:
         field_name, kinds = self.const
         sources = getattr(namespace, "sources", None) or []
         if not sources:
@@ -207,7 +208,7 @@ def _check_type(value: Any, types: tuple[type, ...], where: str, what: str) -> A
 
 
 def _config_number(value: Any, where: str, *, positive: bool = False,
-                   minimum: Optional[float] = None) -> float:
+                   minimum: float | None = None) -> float:
     _check_type(value, (int, float), where, "a number")
     return check_number(value, where, positive=positive, minimum=minimum)
 
@@ -329,7 +330,7 @@ def assign_names(specs: Sequence[SourceSpec]) -> None:
             taken.add(name)
 
 
-def build_provider(spec: SourceSpec, timeout: Optional[float]) -> Any:
+def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
     """The provider for one source; a bad option becomes a UsageError naming it."""
     try:
         if spec.kind == "fs":

@@ -12,7 +12,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from typing import IO, Optional
+from typing import IO
 
 from ..outcome import Outcome, Status
 
@@ -99,7 +99,7 @@ def want_color(choice: str, stream: IO[str]) -> bool:
     return bool(isatty and isatty())
 
 
-def _fmt_number(value: Optional[float]) -> str:
+def _fmt_number(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:g}"
@@ -128,7 +128,7 @@ def format_table(
     outcomes: Sequence[Outcome],
     style: Style,
     *,
-    kinds: Optional[Sequence[str]] = None,
+    kinds: Sequence[str] | None = None,
     show_priority: bool = True,
 ) -> str:
     """The report table: one row per provider, in registration order."""
@@ -160,9 +160,9 @@ def format_table(
               for i, h in enumerate(header)]
     status_col = header.index("status")
 
-    def line(cells: list[str], status: Optional[Status]) -> str:
+    def line(cells: list[str], status: Status | None) -> str:
         out = []
-        for i, (cell, width) in enumerate(zip(cells, widths)):
+        for i, (cell, width) in enumerate(zip(cells, widths, strict=False)):
             if i == len(cells) - 1:
                 out.append(cell)  # the reason: no padding, may be long
                 continue
@@ -173,12 +173,12 @@ def format_table(
         return "  ".join(out).rstrip()
 
     lines = [style(line(header, None), "bold")]
-    lines += [line(r, s) for r, s in zip(rows, statuses)]
+    lines += [line(r, s) for r, s in zip(rows, statuses, strict=False)]
     return "\n".join(lines)
 
 
-def summary_line(outcomes: Sequence[Outcome], budget: Optional[float], used: int,
-                 duration_ms: float, *, offered: Optional[int] = None) -> str:
+def summary_line(outcomes: Sequence[Outcome], budget: float | None, used: int,
+                 duration_ms: float, *, offered: int | None = None) -> str:
     """``budget: 120 of 400 tokens used | 3 fired, 1 timeout | 312 ms``."""
     if budget is None:
         head = f"budget: none set, {used} tokens used"
@@ -201,8 +201,8 @@ class LiveStatus:
     ``delay`` seconds, so fast passes (and pipes, logs, CI) see nothing.
     """
 
-    def __init__(self, names: Sequence[str], stream: Optional[IO[str]] = None, *,
-                 enabled: Optional[bool] = None, delay: float = 0.15) -> None:
+    def __init__(self, names: Sequence[str], stream: IO[str] | None = None, *,
+                 enabled: bool | None = None, delay: float = 0.15) -> None:
         self.names = list(names)
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:

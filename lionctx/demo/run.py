@@ -24,8 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import IO, Any, Optional
-from ..providers._redact import public_url
+from typing import IO, Any
 
 from ..cli.closing import aclose_all
 from ..cli.terminal import (
@@ -36,6 +35,7 @@ from ..cli.terminal import (
     visible,
     want_color,
 )
+from ..providers._redact import public_url
 from . import samples
 from .world import DemoWorld, demo_world
 
@@ -143,7 +143,7 @@ async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
     request = branch.build_request(
         samples.QUESTION,
         blocks=[ContextBlock(row["provider_name"], text)
-                for row, text in zip(report.fired, report.blocks)])
+                for row, text in zip(report.fired, report.blocks, strict=False)])
     run.framed("system prompt the model would receive (Branch, render='tags')",
                request[0]["content"])
     return branch
@@ -238,7 +238,7 @@ async def _with_live(run: _Run, awaitable: Any) -> Any:
     return result
 
 
-async def _main(run: _Run, sources: Optional[Sequence[Factory]] = None) -> int:
+async def _main(run: _Run, sources: Sequence[Factory] | None = None) -> int:
     """Build the providers one by one, run the three steps, close everything.
 
     Whatever happens (a provider that fails to build, an error, Ctrl-C), every
@@ -259,7 +259,7 @@ async def _main(run: _Run, sources: Optional[Sequence[Factory]] = None) -> int:
         await aclose_all([*providers, run.model])
 
 
-def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, Optional[int]]:
+def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, int | None]:
     """The model for the turn: (model, label, is_echo, local server port or None)."""
     from agentium_compat import openai
 
@@ -280,7 +280,7 @@ def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, Option
 
 
 def run_demo(*, color: str = "auto", offline: bool = False,
-             timeout: float = SOURCE_TIMEOUT, out: Optional[IO[str]] = None) -> int:
+             timeout: float = SOURCE_TIMEOUT, out: IO[str] | None = None) -> int:
     """Run the demo, printing to ``out`` (stdout); returns the exit status.
 
     ``offline`` uses the echo model even when ``OPENAI_*`` is set; ``timeout`` is

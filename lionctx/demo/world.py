@@ -18,7 +18,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from . import samples
 
@@ -79,9 +79,9 @@ class StatusServer:
         self.stopping = threading.Event()
         #: Set once a request to ``/incidents`` is waiting.
         self.slow_started = threading.Event()
-        self._httpd: Optional[_Server] = None
-        self._thread: Optional[threading.Thread] = None
-        self._port: Optional[int] = None
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port: int | None = None
 
     def start(self) -> StatusServer:
         """Bind an ephemeral port and serve in a daemon thread."""

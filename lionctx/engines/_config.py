@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 __all__ = ["DEFAULT_ENGINE", "SECTION_KEYS", "ConfigArg", "PathArg", "configured_engine_name",
            "context_section", "default_search_paths", "load_config", "load_toml",
@@ -20,8 +20,8 @@ __all__ = ["DEFAULT_ENGINE", "SECTION_KEYS", "ConfigArg", "PathArg", "configured
 
 DEFAULT_ENGINE = "compressor"
 
-PathArg = Union[str, "PathLike[str]"]
-ConfigArg = Union[Mapping[str, Any], PathArg, None]
+PathArg = str | PathLike[str]
+ConfigArg = Mapping[str, Any] | PathArg | None
 
 SECTION_KEYS = frozenset({"engine", "plugin_paths", "compressor", "select_context_timeout"})
 

@@ -20,8 +20,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_select_timeout", "engine_label", "overrides",
-           "usage_counts"]
+__all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_select_timeout", "engine_label",
+           "overrides", "usage_counts"]
 
 
 class ContextEngine(ABC):
@@ -99,10 +99,11 @@ class ContextEngine(ABC):
 
     # -- lifecycle ------------------------------------------------------------------
 
-    def on_session_start(self, session_id: str | None = None, **kwargs: Any) -> None:
+    def on_session_start(  # noqa: B027 - an optional hook: empty by design
+            self, session_id: str | None = None, **kwargs: Any) -> None:
         """A conversation begins."""
 
-    def on_session_end(
+    def on_session_end(  # noqa: B027 - an optional hook: empty by design
         self,
         session_id: str | None = None,
         messages: list[dict[str, Any]] | None = None,

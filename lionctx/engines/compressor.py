@@ -20,7 +20,8 @@ previous_summary)`` callable. It aims at ``summary_percent`` (20%) of the thresh
 and is cut there. On a later pass the previous summary (the marked message right
 after the head, where every pass puts it) is updated rather than stacked; a marked
 message anywhere else is ordinary text, so pasting or echoing the marker cannot
-make the engine swallow a message. If summarizing fails (it raises, returns nothing, or no summarizer was
+make the engine swallow a message. If summarizing fails (it raises, returns nothing, or no
+summarizer was
 given) a fixed fallback note takes its place, so the turn is never lost.
 
 Identity: the summary is an engine-authored row, not a fold of the messages it
@@ -44,8 +45,7 @@ from typing import Any
 
 from ..messages import message_text
 from ..tokens import TokenCounter, resolve_counter
-from ._compaction import (RESULT_ROLES, SYSTEM_ROLES, CompactionPlan, plan_compaction,
-                          role, units)
+from ._compaction import RESULT_ROLES, SYSTEM_ROLES, CompactionPlan, plan_compaction, role, units
 from .base import ContextEngine, usage_counts
 from .identity import ABSORBED_UIDS_FIELD, UID_FIELD, is_uid, new_uid, record_merge
 

@@ -48,6 +48,8 @@ from typing import Any
 
 import anyio
 
+from ._bridge import ThreadBridgeModel, summary_model
+from ._session import EngineSession
 from .base import (
     DEFAULT_SELECT_TIMEOUT,
     ContextEngine,
@@ -55,8 +57,6 @@ from .base import (
     overrides,
     usage_counts,
 )
-from ._bridge import ThreadBridgeModel, summary_model
-from ._session import EngineSession
 from .identity import PERSISTENCE_ONLY_FIELDS, UID_FIELD, is_uid, new_uid
 
 __all__ = [
@@ -576,7 +576,8 @@ def maybe_compress(
     to store, or None to keep ``messages`` as they are: when no compaction is due,
     and, with a warning, when the engine raises or returns something that is not a
     valid message list (or one that cannot even be inspected), adds system
-    authority, or breaks a tool call / result pair that was intact. An engine that hands back an equal list changed nothing, so
+    authority, or breaks a tool call / result pair that was intact. An engine that hands back
+    an equal list changed nothing, so
     that is None too. ``messages`` itself is never modified.
 
     On the returned list, rows keep their uids: an engine-set uid is kept, an
@@ -618,9 +619,11 @@ def _compaction_problem(
     equals it."""
     if type(result) is list and result == original:
         return ""
-    problem = _shape_problem(result) or _authority_problem(original, result)  # type: ignore[arg-type]
+    problem = (_shape_problem(result)
+               or _authority_problem(original, result))  # type: ignore[arg-type]
     if problem is None:
-        introduced = tool_pairing_problems(result) - tool_pairing_problems(original)  # type: ignore[arg-type]
+        introduced = (tool_pairing_problems(result)  # type: ignore[arg-type]
+                      - tool_pairing_problems(original))
         if introduced:
             kind, call_id = sorted(introduced)[0]
             problem = f"breaks a tool call / result pair ({kind} {call_id!r})"

@@ -65,8 +65,14 @@ from types import ModuleType
 from typing import Any
 
 from .._exceptions import PluginLoadError
-from ._config import (DEFAULT_ENGINE, ConfigArg, PathArg, configured_engine_name,
-                      default_search_paths, load_config)
+from ._config import (
+    DEFAULT_ENGINE,
+    ConfigArg,
+    PathArg,
+    configured_engine_name,
+    default_search_paths,
+    load_config,
+)
 from ._config import SECTION_KEYS as _SECTION_KEYS
 from ._config import context_section as _context_section
 from ._config import search_paths as _search_paths
@@ -218,7 +224,9 @@ def _import_plugin(directory: Path) -> ModuleType:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            for key in [k for k in sys.modules if k == module_name or k.startswith(module_name + ".")]:
+            loaded = [k for k in sys.modules
+                      if k == module_name or k.startswith(module_name + ".")]
+            for key in loaded:
                 del sys.modules[key]
             raise PluginLoadError(
                 f"importing context engine plugin {str(directory)!r} failed: "
@@ -392,7 +400,8 @@ def _engine_for_section(
         try:
             return ContextCompressor(model=model, **dict(settings))
         except TypeError as exc:
-            raise ValueError(f"invalid context.compressor settings {dict(settings)!r}: {exc}") from None
+            raise ValueError(
+                f"invalid context.compressor settings {dict(settings)!r}: {exc}") from None
 
     if name == DEFAULT_ENGINE:
         return builtin()

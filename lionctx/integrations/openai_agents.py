@@ -56,7 +56,8 @@ class ContextInstructions:
     """
 
     def __init__(self, providers: Any, *, instructions: Any = None, **options: Any) -> None:
-        if instructions is not None and not isinstance(instructions, str) and not callable(instructions):
+        if (instructions is not None and not isinstance(instructions, str)
+                and not callable(instructions)):
             raise TypeError("context_instructions: instructions must be a str, a callable "
                             f"(context, agent) or None, got {instructions!r}")
         self._resolver = TurnResolver(providers, options, "context_instructions")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import (
     ModelAuthError,
@@ -37,11 +37,11 @@ class ChatResponse:
     ``None`` when it sent none. ``raw`` is the client's own response object.
     """
 
-    content: Optional[str]
+    content: str | None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    usage: Optional[dict[str, Any]] = None
-    finish_reason: Optional[str] = None
-    model: Optional[str] = None
+    usage: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    model: str | None = None
     raw: Any = field(default=None, repr=False)
 
     @property
@@ -63,8 +63,8 @@ class ChatResponse:
 class ChatStream(Protocol):
     """An async iterator of text deltas; ``response`` and ``usage`` once it ends."""
 
-    response: Optional[ChatResponse]
-    usage: Optional[dict[str, Any]]
+    response: ChatResponse | None
+    usage: dict[str, Any] | None
 
     def __aiter__(self) -> AsyncIterator[str]: ...
 
@@ -79,7 +79,7 @@ class ChatModel(Protocol):
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
-        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> ChatResponse: ...
 
@@ -87,6 +87,6 @@ class ChatModel(Protocol):
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
-        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> ChatStream: ...

@@ -24,12 +24,12 @@ import asyncio
 import functools
 import ipaddress
 import logging
-import re
 import os
+import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..messages import strip_persistence_fields
@@ -58,7 +58,7 @@ _ERROR_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 
 @functools.lru_cache(maxsize=64)  # asked on every turn for the same few base URLs
-def _is_loopback(url: Optional[str]) -> bool:
+def _is_loopback(url: str | None) -> bool:
     """True for a loopback IP (127.0.0.0/8, ``::1``, IPv4-mapped 127/8) or exactly
     ``localhost``. Any other name is remote, whatever it starts with."""
     if not url:
@@ -78,14 +78,14 @@ def _is_loopback(url: Optional[str]) -> bool:
     return ip.is_loopback
 
 
-def _public_url(url: Optional[str]) -> str:
+def _public_url(url: str | None) -> str:
     """``url`` without user info, query or fragment: safe to show in an error."""
     if not url:
         return _DEFAULT_ENDPOINT
     return public_url(url, unparsable="<unparsable base_url>")
 
 
-def _opt_str(value: Any, label: str) -> Optional[str]:
+def _opt_str(value: Any, label: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -107,13 +107,13 @@ class OpenAIChatModel:
 
     def __init__(
         self,
-        model: Optional[str] = None,
+        model: str | None = None,
         *,
-        base_url: Optional[str] = None,
-        api_key: Optional[str] = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 2,
-        params: Optional[Mapping[str, Any]] = None,
+        params: Mapping[str, Any] | None = None,
         include_usage: bool = True,
     ) -> None:
         model = _opt_str(model, "model") or os.environ.get("LIONCTX_MODEL") or DEFAULT_MODEL
@@ -126,8 +126,8 @@ class OpenAIChatModel:
         if params is not None and not isinstance(params, Mapping):
             raise TypeError(f"params must be a mapping or None, got {type(params).__name__}")
         self.model: str = model
-        self.base_url: Optional[str] = base_url
-        self._api_key: Optional[str] = api_key
+        self.base_url: str | None = base_url
+        self._api_key: str | None = api_key
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.params: dict[str, Any] = dict(params or {})
@@ -209,9 +209,10 @@ class OpenAIChatModel:
 
     # -- requests ----------------------------------------------------------------
     def _body(self, messages: Sequence[Mapping[str, Any]],
-              tools: Optional[Sequence[Mapping[str, Any]]], kwargs: dict[str, Any]) -> dict[str, Any]:
+              tools: Sequence[Mapping[str, Any]] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            raise TypeError(f"messages must be a list of message dicts, got {type(messages).__name__}")
+            raise TypeError(
+                f"messages must be a list of message dicts, got {type(messages).__name__}")
         if "stream" in kwargs:
             raise TypeError("pass no 'stream' keyword: call stream() to stream a reply")
         sent = strip_persistence_fields(messages)
@@ -233,7 +234,7 @@ class OpenAIChatModel:
         (servers echo keys partly: ``sk-proj-abc...****``)."""
         return mask_key(text, self._api_key, _KEY_FRAGMENT)
 
-    def _error_word(self, value: Any) -> Optional[str]:
+    def _error_word(self, value: Any) -> str | None:
         """A server's error type/code when it is a short identifier that is not the key."""
         if isinstance(value, str) and _ERROR_WORD.fullmatch(value) and self._scrub(value) == value:
             return value
@@ -295,7 +296,7 @@ class OpenAIChatModel:
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
-        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> ChatResponse:
         """Send one chat-completions request and return the reply.
@@ -321,7 +322,7 @@ class OpenAIChatModel:
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
-        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> ChatResponse:
         """:meth:`complete` through the synchronous client (safe in a worker thread)."""
@@ -341,7 +342,7 @@ class OpenAIChatModel:
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
-        tools: Optional[Sequence[Mapping[str, Any]]] = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> OpenAIChatStream:
         """Stream a reply: iterate the result for text deltas.
@@ -363,9 +364,9 @@ class OpenAIChatStream:
     def __init__(self, model: OpenAIChatModel, body: dict[str, Any]) -> None:
         self._model = model
         self._body = body
-        self._gen: Optional[AsyncIterator[str]] = None
-        self.response: Optional[ChatResponse] = None
-        self.usage: Optional[dict[str, Any]] = None
+        self._gen: AsyncIterator[str] | None = None
+        self.response: ChatResponse | None = None
+        self.usage: dict[str, Any] | None = None
         self.content: str = ""
         """The text received so far."""
 
@@ -393,7 +394,7 @@ class OpenAIChatStream:
 
         model = self._model
         client = model._async_client()
-        error: Optional[ModelError] = None
+        error: ModelError | None = None
         try:
             stream = await client.chat.completions.create(**self._body)
         except openai.OpenAIError as exc:
@@ -402,8 +403,8 @@ class OpenAIChatStream:
             raise error  # outside the handler: nothing of the openai error is chained
         parts: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
-        finish: Optional[str] = None
-        model_name: Optional[str] = None
+        finish: str | None = None
+        model_name: str | None = None
         try:
             async for chunk in stream:
                 model_name = getattr(chunk, "model", None) or model_name

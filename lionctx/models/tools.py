@@ -17,7 +17,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 __all__ = ["ActionResponse", "Tool", "as_tool", "run_tool_call"]
 
@@ -70,7 +70,7 @@ class Tool:
     """
 
     name: str
-    function: Optional[Callable[..., Any]] = None
+    function: Callable[..., Any] | None = None
     description: str = ""
     parameters: dict[str, Any] = field(
         default_factory=lambda: {"type": "object", "properties": {}})
@@ -92,8 +92,8 @@ class Tool:
         return {"type": "function", "function": fn}
 
     @classmethod
-    def from_function(cls, fn: Callable[..., Any], *, name: Optional[str] = None,
-                      description: Optional[str] = None) -> Tool:
+    def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
+                      description: str | None = None) -> Tool:
         """Build a tool from a callable's signature, type hints and docstring."""
         if not callable(fn):
             raise TypeError(f"a tool must be callable, got {type(fn).__name__}: {fn!r}")
@@ -120,7 +120,7 @@ class Tool:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any],
-                  function: Optional[Callable[..., Any]] = None) -> Tool:
+                  function: Callable[..., Any] | None = None) -> Tool:
         """Build a tool from an OpenAI function-tool spec (or its ``function`` part)."""
         if not isinstance(spec, Mapping):
             raise TypeError(f"a tool spec must be a dict, got {type(spec).__name__}")
@@ -151,7 +151,7 @@ class ActionResponse:
     function: str
     arguments: dict[str, Any]
     output: Any = None
-    error: Optional[str] = None
+    error: str | None = None
     """``"ExceptionType: message"`` when the tool raised."""
 
     @property
@@ -171,8 +171,8 @@ def _as_text(value: Any) -> str:
         return str(value)
 
 
-async def run_tool_call(tool: Optional[Tool], call: Mapping[str, Any]) -> tuple[
-        Optional[ActionResponse], str]:
+async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
+        ActionResponse | None, str]:
     """Run one OpenAI-format tool call; return its response and the tool message text.
 
     The response is ``None`` when the call could not be run at all (unknown tool,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
-from typing import Optional
 
 from .._exceptions import BodyTooLarge, DecodeError
 
@@ -61,7 +60,7 @@ class _Layer:
         self.more = False  # the last step filled its quota: zlib may hold more output
         self.done = False  # the stream ended; what follows is ignored
         self.final = False  # no more input will come
-        self.obj: Optional[zlib._Decompress] = None
+        self.obj: zlib._Decompress | None = None
 
     def ready(self) -> bool:
         """Whether ``step`` can make progress without more input."""

@@ -99,7 +99,7 @@ def expand_braces(pattern: str) -> list[str]:
             head, tail = pattern[:start], pattern[end + 1:]
             bounds = [start, *commas, end]
             out: list[str] = []
-            for a, b in zip(bounds, bounds[1:]):
+            for a, b in zip(bounds, bounds[1:], strict=False):
                 out.extend(expand_braces(head + pattern[a + 1:b] + tail))
                 if len(out) > _MAX_ALTERNATIVES:
                     raise ValueError(

@@ -20,7 +20,7 @@ import ipaddress
 import re
 import socket
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -76,7 +76,7 @@ class Host:
 
     __slots__ = ("host", "port", "wildcard")
 
-    def __init__(self, host: str, port: Optional[int], wildcard: bool) -> None:
+    def __init__(self, host: str, port: int | None, wildcard: bool) -> None:
         self.host, self.port, self.wildcard = host, port, wildcard
 
     def allows(self, host: str, port: int, scheme: str, home: tuple[str, int]) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Any, ClassVar, Optional, Union
+from typing import Any, ClassVar
 
 from .._exceptions import InvalidType, InvalidValue
 from ..adapters import query_from_instruction, run_context_from_branch
@@ -73,8 +73,8 @@ class ContextSource:
     name: str = ""
     #: issue 13: a source whose text changes every turn; rendered after stable ones.
     volatile: bool = False
-    degradation_reason: Optional[str] = None
-    last_error: Optional[str] = None
+    degradation_reason: str | None = None
+    last_error: str | None = None
 
     #: True when the faces call ``retrieve``; False for a subclass that overrides
     #: ``fetch`` (its override is what it means to be called). Set per class below;
@@ -85,7 +85,7 @@ class ContextSource:
         super().__init_subclass__(**kwargs)
         cls._lionctx_retrieves = cls.fetch is ContextSource.fetch
 
-    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
         """Return the context text for ``query`` in ``ctx``, or ``None`` when there is none.
 
         Raise :class:`SourceUnavailable` (message: the reason, without secrets) when
@@ -96,7 +96,7 @@ class ContextSource:
         raise NotImplementedError(f"{type(self).__name__} must implement "
                                   f"retrieve(query, ctx)")
 
-    async def fetch(self, query: str, ctx: Any) -> Optional[str]:
+    async def fetch(self, query: str, ctx: Any) -> str | None:
         """agentium face: the text, or ``None``, also when the source could not answer.
 
         ``ctx`` is a RunContext, a plain mapping (``{"userId": "u1"}``) or any object
@@ -121,7 +121,7 @@ class ContextSource:
             logger.warning("context provider %r got no text: %s", self.name, exc)
             return None
 
-    async def provide(self, branch: Any, instruction: Any) -> Optional[str]:
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
         """LionAGI face: ``retrieve`` with the instruction's text as the query.
 
         A source that could not answer raises :class:`SourceUnavailable`, which the
@@ -178,7 +178,7 @@ def check_path(value: Any, label: str) -> str:
     """A non-empty filesystem path (``str`` or path-like) without NUL characters."""
     if not isinstance(value, (str, os.PathLike)):
         raise InvalidType(f"{label} must be a str or path, got {value!r}")
-    raw: Union[str, bytes] = os.fspath(value)
+    raw: str | bytes = os.fspath(value)
     if not isinstance(raw, str) or not raw or "\x00" in raw:
         raise InvalidValue(f"{label} must be a non-empty path without NUL, got {value!r}")
     return raw

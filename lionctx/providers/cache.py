@@ -24,17 +24,22 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, Optional, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 from cachetools import LRUCache, TTLCache
 
 from .._exceptions import SharedFetchError
-from ..adapters import (call_fetch, call_provide, fetch_method, provider_name,
-                        query_from_instruction, run_context_from_branch)
+from ..adapters import (
+    call_fetch,
+    call_provide,
+    fetch_method,
+    provider_name,
+    query_from_instruction,
+    run_context_from_branch,
+)
 from ..context import context_value
-from .base import (ContextSource, SourceUnavailable, check_count,
-                   check_duration, check_name)
+from .base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 
 __all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
            "default_key"]
@@ -65,10 +70,10 @@ class Hit(Generic[V]):
     could not be reached, say): the provider reports it as its degradation reason.
     """
 
-    value: Optional[V]
+    value: V | None
     source: Source
-    error: Optional[BaseException] = None
-    note: Optional[str] = None
+    error: BaseException | None = None
+    note: str | None = None
 
     @property
     def from_cache(self) -> bool:
@@ -82,7 +87,7 @@ class _Flight:
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.value: Any = None
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
         self.abandoned = False
 
 
@@ -104,10 +109,10 @@ class FlightCache(Generic[V]):
         self.ttl = check_duration(ttl, "ttl", allow_zero=True)
         self.maxsize = check_count(maxsize, "maxsize", 1)
         self.stale_on_error = bool(stale_on_error)
-        self._fresh: Optional[TTLCache[Hashable, V]] = (
+        self._fresh: TTLCache[Hashable, V] | None = (
             TTLCache(maxsize, self.ttl, timer) if self.ttl > 0 else None
         )
-        self._last_good: Optional[LRUCache[Hashable, V]] = (
+        self._last_good: LRUCache[Hashable, V] | None = (
             LRUCache(maxsize) if self.stale_on_error else None
         )
         self._flights: dict[Hashable, _Flight] = {}
@@ -115,7 +120,7 @@ class FlightCache(Generic[V]):
     def __len__(self) -> int:
         return 0 if self._fresh is None else len(self._fresh)
 
-    def peek(self, key: Hashable) -> Optional[V]:
+    def peek(self, key: Hashable) -> V | None:
         """The stored, unexpired value for ``key``, or ``None``; never loads."""
         if self._fresh is None:
             return None
@@ -135,11 +140,11 @@ class FlightCache(Generic[V]):
         if self._last_good is not None:
             self._last_good.pop(key, None)
 
-    def put(self, key: Hashable, value: Optional[V]) -> None:
+    def put(self, key: Hashable, value: V | None) -> None:
         """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
         self._store(key, value)
 
-    async def get(self, key: Hashable, load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
+    async def get(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """The value for ``key``: stored, shared from an in-flight load, or loaded now.
 
         A failing load raises its exception in the caller that ran it and
@@ -167,7 +172,7 @@ class FlightCache(Generic[V]):
             return Hit(flight.value, Source.SHARED)
         return await self._lead(key, load)
 
-    async def _lead(self, key: Hashable, load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
+    async def _lead(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         flight = _Flight()
         self._flights[key] = flight
         try:
@@ -188,7 +193,7 @@ class FlightCache(Generic[V]):
                 del self._flights[key]
             flight.done.set()
 
-    async def _load(self, key: Hashable, load: Callable[[], Awaitable[Optional[V]]]) -> Hit[V]:
+    async def _load(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """Run ``load``: store a good value; on failure serve the stale one or raise."""
         try:
             value = await load()
@@ -200,7 +205,7 @@ class FlightCache(Generic[V]):
         self._store(key, value)
         return Hit(value, Source.FRESH)
 
-    def _store(self, key: Hashable, value: Optional[V]) -> None:
+    def _store(self, key: Hashable, value: V | None) -> None:
         if value is None:
             if self._last_good is not None:
                 self._last_good.pop(key, None)
@@ -210,7 +215,7 @@ class FlightCache(Generic[V]):
         if self._last_good is not None:
             self._last_good[key] = value
 
-    def _stale(self, key: Hashable, exc: BaseException) -> Optional[Hit[V]]:
+    def _stale(self, key: Hashable, exc: BaseException) -> Hit[V] | None:
         if self._last_good is not None:
             stale = self._last_good.get(key, _MISSING)
             if stale is not _MISSING:
@@ -259,7 +264,7 @@ class _Same:
         return id(self.obj)
 
 
-def _reason_of(provider: Any) -> Optional[str]:
+def _reason_of(provider: Any) -> str | None:
     try:
         reason = getattr(provider, "degradation_reason", None)
     except Exception:  # a property that raises is no reason
@@ -267,7 +272,7 @@ def _reason_of(provider: Any) -> Optional[str]:
     return reason if isinstance(reason, str) and reason else None
 
 
-def _why(exc: Optional[BaseException]) -> str:
+def _why(exc: BaseException | None) -> str:
     """A failure as a reason: a SourceUnavailable's message is one already."""
     if isinstance(exc, SourceUnavailable):
         return str(exc)
@@ -277,7 +282,7 @@ def _why(exc: Optional[BaseException]) -> str:
 @dataclass(frozen=True, slots=True)
 class _Stored:
     text: str
-    reason: Optional[str]
+    reason: str | None
     stale: bool
 
 
@@ -295,7 +300,7 @@ def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
     return _Stored(text, reason, stale)
 
 
-def _note(*reasons: Optional[str]) -> Optional[str]:
+def _note(*reasons: str | None) -> str | None:
     parts = [r for r in reasons if r]
     return "; ".join(parts) if parts else None
 
@@ -337,10 +342,10 @@ class CachedContextProvider(ContextSource):
         inner: Any,
         ttl: float,
         *,
-        key: Optional[KeyFunc] = None,
+        key: KeyFunc | None = None,
         maxsize: int = 1024,
         stale_on_error: bool = False,
-        name: Optional[str] = None,
+        name: str | None = None,
         cache: Any = None,
     ) -> None:
         from ..cache.base import resolve_cache  # deferred: lionctx.cache imports providers
@@ -382,12 +387,12 @@ class CachedContextProvider(ContextSource):
         """Forget the value cached for ``(query, ctx)``."""
         self._cache.invalidate(self.key(query, ctx))
 
-    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
         """The inner provider's text for ``(query, ctx)``, from the cache when fresh."""
         call = functools.partial(call_fetch, self.inner, query, ctx)
         return await self._get(self.key(query, ctx), call)
 
-    async def provide(self, branch: Any, instruction: Any) -> Optional[str]:
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
         """LionAGI face; a provide-only inner provider is called through ``provide``.
 
         A failure propagates, as from ``retrieve``.
@@ -403,7 +408,7 @@ class CachedContextProvider(ContextSource):
                 key = (key, _Same(branch))  # what it returns may depend on the branch
         return await self._get(key, call)
 
-    async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> Optional[str]:
+    async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> str | None:
         from ..cache.counted import provided
 
         try:
@@ -434,7 +439,7 @@ class CachedContextProvider(ContextSource):
             return provided(stored.text, cached=hit.from_cache, stale=stored.stale)
         return stored.text
 
-    async def _load(self, call: Callable[[], Awaitable[Any]]) -> Optional[_Stored]:
+    async def _load(self, call: Callable[[], Awaitable[Any]]) -> _Stored | None:
         result = await call()
         if result is None:
             return None

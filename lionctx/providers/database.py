@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from .._threads import run_in_worker
 from .base import ContextSource, SourceUnavailable, check_name
@@ -86,11 +86,11 @@ class DatabaseContextProvider(ContextSource):
 
     def __init__(
         self,
-        name: Optional[str] = None,
-        fetch: Optional[Callable[..., Any]] = None,
+        name: str | None = None,
+        fetch: Callable[..., Any] | None = None,
         *,
-        label: Optional[str] = None,
-        takes_query: Optional[bool] = None,
+        label: str | None = None,
+        takes_query: bool | None = None,
     ) -> None:
         if name is not None and label is not None and name != label:
             raise ValueError(f"give name or label, not both (got name={name!r}, "
@@ -117,7 +117,7 @@ class DatabaseContextProvider(ContextSource):
     def __repr__(self) -> str:
         return f"DatabaseContextProvider(name={self.name!r}, fetch={self._fn!r})"
 
-    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
         """Call the wrapped function with ``ctx`` (and ``query`` if it takes it)."""
         args = (query, ctx) if self.takes_query else (ctx,)
         try:

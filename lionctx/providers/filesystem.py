@@ -35,7 +35,8 @@ call updates.
 
 Speed. The whole walk and every read happen in one worker-thread hop: measured
 against ``aiofiles``, which pays a thread hop per open, read and close, one batched
-hop was 8 to 20 times faster for 20 files on a 2-core VM (see ``benchmarks/bench_providers.py``). Files whose inode, size, mtime and
+hop was 8 to 20 times faster for 20 files on a 2-core VM (see
+``benchmarks/bench_providers.py``). Files whose inode, size, mtime and
 ctime are unchanged since the last turn are not read again. A warm turn first
 checks, with stat calls only, every directory the last walk listed and every file
 it looked at; if none changed, the last result stands and nothing is listed or
@@ -59,8 +60,7 @@ from .._threads import WorkersExhausted, run_in_worker
 from ._glob import GlobMatcher, compiled_glob
 from ._names import name_from_path
 from ._walk import DirectoryWalk, Plan, Scan, Seen, os_reason
-from .base import (ContextSource, ProvidedText, check_count, check_name,
-                   check_path)
+from .base import ContextSource, ProvidedText, check_count, check_name, check_path
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]

@@ -54,7 +54,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -67,8 +67,7 @@ from ._redact import public_httpx_url as _safe_url
 from ._redact import query_secrets as _query_secrets
 from ._redact import redact as _redact
 from ._redact import scrub_library_logs as _scrub_httpx_log_for
-from .base import (ContextSource, ProvidedText, check_count,
-                   check_duration, check_name)
+from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
 from .cache import FlightCache, SharedFetchError, Source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,8 +82,8 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 DEFAULT_MAX_REDIRECTS = 5
 
-Body = Union[str, bytes, Mapping[str, Any], list[Any], None]
-Transform = Callable[[str], Union[Optional[str], Awaitable[Optional[str]]]]
+Body = str | bytes | Mapping[str, Any] | list[Any] | None
+Transform = Callable[[str], str | None | Awaitable[str | None]]
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
 # What httpx can send as a header value: visible ASCII, spaces and tabs. Anything else
@@ -95,7 +94,7 @@ _CACHE_KEY = "response"
 
 
 
-def default_name(url: Union[str, httpx.URL]) -> str:
+def default_name(url: str | httpx.URL) -> str:
     """The name of an ``HttpContextProvider`` built without one: ``host[:port]/path``.
 
     The host as it goes on the wire (lower case, IDNA, IPv6 in brackets), the port
@@ -115,7 +114,7 @@ def default_name(url: Union[str, httpx.URL]) -> str:
     return f"{url_host(parsed)}{port}{path}" or "http"
 
 
-def _target_problem(url: httpx.URL) -> Optional[str]:
+def _target_problem(url: httpx.URL) -> str | None:
     """Why ``url`` cannot be requested at all, or ``None``."""
     if url.scheme not in ("http", "https"):
         return f"a {url.scheme!r} URL (only http and https)"
@@ -182,17 +181,17 @@ class HttpContextProvider(ContextSource):
         url: str,
         *,
         method: str = "GET",
-        headers: Optional[Mapping[str, str]] = None,
+        headers: Mapping[str, str] | None = None,
         body: Body = None,
         timeout: float = DEFAULT_TIMEOUT,
         cache_ttl: float = 0.0,
-        name: Optional[str] = None,
-        allowed_hosts: Optional[Iterable[str]] = None,
+        name: str | None = None,
+        allowed_hosts: Iterable[str] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
-        transform: Optional[Transform] = None,
+        transform: Transform | None = None,
         stale_on_error: bool = False,
-        client: Optional[httpx.AsyncClient] = None,
+        client: httpx.AsyncClient | None = None,
         cache: Any = None,
     ) -> None:
         import httpx  # deferred: importing lionctx should not import httpx
@@ -228,14 +227,14 @@ class HttpContextProvider(ContextSource):
         if client is not None and not isinstance(client, httpx.AsyncClient):
             raise TypeError(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
         self._given_client = client
-        self._client: Optional[httpx.AsyncClient] = None
+        self._client: httpx.AsyncClient | None = None
         self._client_token: Any = None
         if cache is not None and self.cache_ttl <= 0:
             raise ValueError(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
-        self._cache: Optional[FlightCache[str]] = (
+        self._cache: FlightCache[str] | None = (
             _bind_cache(self, cache) if self.cache_ttl > 0 or self.stale_on_error else None
         )
-        self.last_error: Optional[str] = None
+        self.last_error: str | None = None
         self.degradation_reason = None
         if self._secrets:
             _scrub_httpx_log_for(self)
@@ -285,7 +284,7 @@ class HttpContextProvider(ContextSource):
                 self._secrets.extend(p for p in value.split() if len(p) >= _MIN_SECRET)
         return out
 
-    def _encode_body(self, body: Any) -> Optional[bytes]:
+    def _encode_body(self, body: Any) -> bytes | None:
         if body is None:
             return None
         if isinstance(body, str):
@@ -308,7 +307,7 @@ class HttpContextProvider(ContextSource):
         return (f"HttpContextProvider({_safe_url(self.url)!r}, method={self.method!r}, "
                 f"name={self.name!r})")
 
-    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
         """The response text (``query`` and ``ctx`` do not change the request).
 
         ``None`` for an empty body (or a ``transform`` that returned nothing); raises
@@ -318,10 +317,10 @@ class HttpContextProvider(ContextSource):
         """
         try:
             if self._cache is None:
-                value: Optional[str] = await self._load()
+                value: str | None = await self._load()
                 source = Source.FRESH
-                error: Optional[BaseException] = None
-                note: Optional[str] = None
+                error: BaseException | None = None
+                note: str | None = None
             else:
                 hit = await self._cache.get(_CACHE_KEY, self._load)
                 value, source, error, note = hit.value, hit.source, hit.error, hit.note
@@ -387,7 +386,7 @@ class HttpContextProvider(ContextSource):
             self._client_token = token
         return self._client
 
-    async def _load(self) -> Optional[str]:
+    async def _load(self) -> str | None:
         import httpx
 
         client = self._get_client()
@@ -415,7 +414,7 @@ class HttpContextProvider(ContextSource):
             raise HttpFetchError(f"transform returned {type(out).__name__}, not str or None")
         return out or None
 
-    async def _request(self, client: httpx.AsyncClient) -> Optional[str]:
+    async def _request(self, client: httpx.AsyncClient) -> str | None:
         url = self.url
         method = self.method
         content = self._content
@@ -463,7 +462,7 @@ class HttpContextProvider(ContextSource):
             raise HttpFetchError(f"refused: redirect to {problem}")
         return nxt
 
-    async def _read_body(self, resp: httpx.Response) -> Optional[str]:
+    async def _read_body(self, resp: httpx.Response) -> str | None:
         cap = self.max_response_bytes
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:

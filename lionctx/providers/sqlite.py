@@ -37,24 +37,30 @@ import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 import anyio
 
 from .._threads import WorkersExhausted, run_in_worker
 from ..context import context_value
 from ._names import name_from_path
-from .base import (ContextSource, SourceUnavailable, check_count, check_duration,
-                   check_name, check_path)
+from .base import (
+    ContextSource,
+    SourceUnavailable,
+    check_count,
+    check_duration,
+    check_name,
+    check_path,
+)
 
 __all__ = ["SqliteContextProvider", "format_rows"]
 
 Row = dict[str, Any]
-Formatter = Callable[[list[Row]], Optional[str]]
-Params = Union[Mapping[str, Any], Callable[[str, Any], Mapping[str, Any]], None]
+Formatter = Callable[[list[Row]], str | None]
+Params = Mapping[str, Any] | Callable[[str, Any], Mapping[str, Any]] | None
 
 # Bound on every call: parameter name -> run context field (None: the query).
-_BUILTIN: dict[str, Optional[str]] = {
+_BUILTIN: dict[str, str | None] = {
     "query": None,
     "user_id": "user_id", "userId": "user_id",
     "tenant_id": "tenant_id", "tenantId": "tenant_id",
@@ -89,7 +95,7 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def format_rows(rows: list[Row]) -> Optional[str]:
+def format_rows(rows: list[Row]) -> str | None:
     """``column: value`` per line, rows separated by a blank line; ``None`` if no rows."""
     if not rows:
         return None
@@ -109,7 +115,7 @@ class _Running:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.conn: Optional[sqlite3.Connection] = None
+        self.conn: sqlite3.Connection | None = None
         self.cancelled = False
 
     def interrupt(self) -> None:
@@ -141,14 +147,14 @@ class SqliteContextProvider(ContextSource):
 
     def __init__(
         self,
-        database: Union[str, os.PathLike[str]],
+        database: str | os.PathLike[str],
         sql: str,
         *,
         params: Params = None,
-        formatter: Optional[Formatter] = None,
+        formatter: Formatter | None = None,
         max_rows: int = 20,
-        name: Optional[str] = None,
-        busy_timeout: Optional[float] = None,
+        name: str | None = None,
+        busy_timeout: float | None = None,
     ) -> None:
         raw = check_path(database, "database")
         if raw == ":memory:":
@@ -205,7 +211,7 @@ class SqliteContextProvider(ContextSource):
             bind.update({k: _bindable(v) for k, v in extra.items()})
         return bind
 
-    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
         """Run the query for this turn and format the rows (``None`` when none).
 
         Raises :class:`~lionctx.providers.base.SourceUnavailable` on a database
@@ -257,7 +263,7 @@ class SqliteContextProvider(ContextSource):
             if cur.description is None:
                 return []
             columns = [d[0] for d in cur.description]
-            return [dict(zip(columns, row)) for row in cur.fetchmany(self.max_rows)]
+            return [dict(zip(columns, row, strict=False)) for row in cur.fetchmany(self.max_rows)]
         except sqlite3.Error as exc:
             if _is_busy(exc):
                 raise SourceUnavailable(

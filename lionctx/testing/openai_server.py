@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional, Union
+from typing import Any
 
 from ..providers._redact import redact_query_strings
 
@@ -59,16 +59,16 @@ class Reply:
     error body carrying ``error``.
     """
 
-    content: Optional[str] = None
+    content: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    usage: Optional[dict[str, int]] = None
-    finish_reason: Optional[str] = None
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
     status: int = 200
-    error: Optional[str] = None
+    error: str | None = None
 
     @classmethod
-    def calling(cls, name: str, arguments: Union[Mapping[str, Any], str, None] = None,
-                *, id: Optional[str] = None) -> Reply:  # noqa: A002 - OpenAI's field name
+    def calling(cls, name: str, arguments: Mapping[str, Any] | str | None = None,
+                *, id: str | None = None) -> Reply:  # noqa: A002 - OpenAI's field name
         """A reply that makes one tool call."""
         call: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         if id is not None:
@@ -81,7 +81,7 @@ class Reply:
         return cls(status=status, error=message)
 
 
-ScriptItem = Union[Reply, str, Mapping[str, Any], Callable[[dict[str, Any]], Any]]
+ScriptItem = Reply | str | Mapping[str, Any] | Callable[[dict[str, Any]], Any]
 
 
 class _Headers(dict[str, str]):
@@ -153,7 +153,7 @@ class LocalOpenAIServer:
     """
 
     def __init__(self, *, port: int = 0, models: tuple[str, ...] = ("lionctx-echo",),
-                 api_key: Optional[str] = None, max_records: int = 10_000) -> None:
+                 api_key: str | None = None, max_records: int = 10_000) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in 0..65535, got {port!r}")
         if not models or not all(isinstance(m, str) and m for m in models):
@@ -169,8 +169,8 @@ class LocalOpenAIServer:
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
         self._received: deque[RecordedRequest] = deque(maxlen=max_records)
-        self._httpd: Optional[ThreadingHTTPServer] = None
-        self._thread: Optional[threading.Thread] = None
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
         self._counter = 0
 
     def __repr__(self) -> str:
@@ -431,14 +431,14 @@ class _Handler(BaseHTTPRequestHandler):
             logger.debug("client went away before the reply was written")
 
     def _stream(self, cid: str, model: str, reply: Reply, calls: list[dict[str, Any]],
-                finish: str, usage: Optional[dict[str, int]]) -> None:
+                finish: str, usage: dict[str, int] | None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
         created = int(time.time())
 
-        def chunk(delta: dict[str, Any], finish_reason: Optional[str] = None) -> None:
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> None:
             self._event({"id": cid, "object": "chat.completion.chunk", "created": created,
                          "model": model, "choices": [{"index": 0, "delta": delta,
                                                       "finish_reason": finish_reason}]})

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["LocalRedisServer", "redis_server_binary"]
 
@@ -34,8 +34,8 @@ class LocalRedisServer:
 
     def __init__(self, startup_timeout: float = 10.0) -> None:
         self.startup_timeout = startup_timeout
-        self._dir: Optional[str] = None
-        self.process: Optional[subprocess.Popen[bytes]] = None
+        self._dir: str | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def socket_path(self) -> str:
