@@ -4,22 +4,64 @@ Names and option spellings follow agentium (``resolveContextProviders``,
 ``RunContext`` with ``userId`` and friends); snake_case aliases are provided too.
 """
 
-from lionctx.context import RunContext
-from lionctx.resolve import Resolution, resolve_context, resolve_context_providers
+from __future__ import annotations
 
-from .agent import Agent, InstructionContext, RunResult
-from .models import OpenAIChatModel, openai
-from .protocol import ContextProvider
-from .providers import (
-    CachedContextProvider,
-    DatabaseContextProvider,
-    FilesystemContextProvider,
-    HttpContextProvider,
-    SourceUnavailable,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
 
-resolveContextProviders = resolve_context_providers
-resolveContext = resolve_context
+if TYPE_CHECKING:  # pragma: no cover
+    from lionctx.context import RunContext
+    from lionctx.resolve import Resolution, resolve_context, resolve_context_providers
+
+    from .agent import Agent, InstructionContext, RunResult
+    from .models import OpenAIChatModel, openai
+    from .protocol import ContextProvider
+    from .providers import (
+        CachedContextProvider,
+        DatabaseContextProvider,
+        FilesystemContextProvider,
+        HttpContextProvider,
+        SourceUnavailable,
+    )
+
+    resolveContextProviders = resolve_context_providers
+    resolveContext = resolve_context
+
+# name -> (module, attribute), imported on first access: ``import agentium_compat``
+# stays as cheap as importing a package.
+_LAZY = {
+    "RunContext": ("lionctx.context", "RunContext"),
+    "Resolution": ("lionctx.resolve", "Resolution"),
+    "resolve_context": ("lionctx.resolve", "resolve_context"),
+    "resolve_context_providers": ("lionctx.resolve", "resolve_context_providers"),
+    "resolveContext": ("lionctx.resolve", "resolve_context"),
+    "resolveContextProviders": ("lionctx.resolve", "resolve_context_providers"),
+    "Agent": ("agentium_compat.agent", "Agent"),
+    "InstructionContext": ("agentium_compat.agent", "InstructionContext"),
+    "RunResult": ("agentium_compat.agent", "RunResult"),
+    "OpenAIChatModel": ("agentium_compat.models", "OpenAIChatModel"),
+    "openai": ("agentium_compat.models", "openai"),
+    "ContextProvider": ("agentium_compat.protocol", "ContextProvider"),
+    "CachedContextProvider": ("agentium_compat.providers", "CachedContextProvider"),
+    "DatabaseContextProvider": ("agentium_compat.providers", "DatabaseContextProvider"),
+    "FilesystemContextProvider": ("agentium_compat.providers", "FilesystemContextProvider"),
+    "HttpContextProvider": ("agentium_compat.providers", "HttpContextProvider"),
+    "SourceUnavailable": ("agentium_compat.providers", "SourceUnavailable"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'agentium_compat' has no attribute {name!r}")
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Agent",

@@ -4,9 +4,9 @@ Gather context from many sources right before a model turn, keep it inside a tok
 budget, inject it into that one request (never into stored history), and report what
 happened to every source.
 
-The core (registry, resolve, gather, admission, render, tokens) imports eagerly and
-light; the turn layer, providers, models and engines load on first use, so
-``import lionctx`` pulls in neither ``openai``, ``httpx`` nor ``tiktoken``.
+Every name loads on first use (only the exception classes import eagerly), so
+``import lionctx`` costs a few milliseconds and pulls in neither ``asyncio``,
+``openai``, ``httpx`` nor ``tiktoken``.
 """
 
 from __future__ import annotations
@@ -33,16 +33,30 @@ from ._exceptions import (  # dependency-free, so eager
     UsageError,
     WorkersExhausted,
 )
-from .admission import Admission, Candidate, admit
-from .context import RunContext, bind_run_context, bound_run_context, coerce_run_context
-from .gather import ProviderCall
-from .outcome import Outcome, SourceUnavailable, Status
-from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
-from .render import escape_name, neutralize, render_lionagi, tag_block
-from .resolve import Resolution, resolve_context, resolve_context_providers
-from .tokens import TokenizerDataError, count_tokens
-
 if TYPE_CHECKING:  # pragma: no cover
+    from .admission import Admission
+    from .admission import Candidate
+    from .admission import admit
+    from .context import RunContext
+    from .context import bind_run_context
+    from .context import bound_run_context
+    from .context import coerce_run_context
+    from .gather import ProviderCall
+    from .outcome import Outcome
+    from .outcome import SourceUnavailable
+    from .outcome import Status
+    from .registry import ContextProvider
+    from .registry import ContextProviderRegistry
+    from .registry import ProviderReport
+    from .render import escape_name
+    from .render import neutralize
+    from .render import render_lionagi
+    from .render import tag_block
+    from .resolve import Resolution
+    from .resolve import resolve_context
+    from .resolve import resolve_context_providers
+    from .tokens import TokenizerDataError
+    from .tokens import count_tokens
     from .branch import Branch, ContextBlock, Instruction, OperateResult
     from .breaker import Breakers, BreakerSettings
     from .cache import InProcessCache, RedisCache
@@ -66,6 +80,29 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # name -> module that defines it, imported on first access
 _LAZY = {
+    "Admission": ".admission",
+    "Candidate": ".admission",
+    "admit": ".admission",
+    "RunContext": ".context",
+    "bind_run_context": ".context",
+    "bound_run_context": ".context",
+    "coerce_run_context": ".context",
+    "ProviderCall": ".gather",
+    "Outcome": ".outcome",
+    "SourceUnavailable": ".outcome",
+    "Status": ".outcome",
+    "ContextProvider": ".registry",
+    "ContextProviderRegistry": ".registry",
+    "ProviderReport": ".registry",
+    "escape_name": ".render",
+    "neutralize": ".render",
+    "render_lionagi": ".render",
+    "tag_block": ".render",
+    "Resolution": ".resolve",
+    "resolve_context": ".resolve",
+    "resolve_context_providers": ".resolve",
+    "TokenizerDataError": ".tokens",
+    "count_tokens": ".tokens",
     "Branch": ".branch",
     "ContextBlock": ".branch",
     "Instruction": ".branch",

@@ -123,6 +123,15 @@ def _cancel_requested() -> bool:
     return task is not None and task.cancelling() > 0  # type: ignore[attr-defined]
 
 
+def _cancelling_of_current_task() -> Callable[[], int] | None:
+    """The running task's ``cancelling`` method (3.11+ asyncio), else None."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not on asyncio
+        return None
+    return getattr(task, "cancelling", None)
+
+
 def _can_tell() -> bool:
     if not _CAN_TELL:
         return False
@@ -545,10 +554,12 @@ def _join_cost(counter: TokenCounter) -> int:
 async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float | None,
                       observe: Observer | None) -> list[Outcome]:
     outcomes: list[Outcome] = []
+    # The whole pass runs in this one task: ask it (not the loop) after each provider.
+    cancelling = _cancelling_of_current_task()
     if deadline is None:
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps, None)
-            if _cancel_requested():
+            if cancelling is not None and cancelling():
                 await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
         return outcomes
@@ -556,7 +567,7 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     with anyio.move_on_after(deadline):
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps, starts)
-            if _cancel_requested():
+            if cancelling is not None and cancelling():
                 await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
     for i in range(len(outcomes), len(calls)):
