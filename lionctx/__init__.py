@@ -33,40 +33,22 @@ from ._exceptions import (  # dependency-free, so eager
     UsageError,
     WorkersExhausted,
 )
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .admission import Admission
-    from .admission import Candidate
-    from .admission import admit
-    from .context import RunContext
-    from .context import bind_run_context
-    from .context import bound_run_context
-    from .context import coerce_run_context
-    from .gather import ProviderCall
-    from .outcome import Outcome
-    from .outcome import SourceUnavailable
-    from .outcome import Status
-    from .registry import ContextProvider
-    from .registry import ContextProviderRegistry
-    from .registry import ProviderReport
-    from .render import escape_name
-    from .render import neutralize
-    from .render import render_lionagi
-    from .render import tag_block
-    from .resolve import Resolution
-    from .resolve import resolve_context
-    from .resolve import resolve_context_providers
-    from .tokens import TokenizerDataError
-    from .tokens import count_tokens
+    from .admission import Admission, Candidate, admit
     from .branch import Branch, ContextBlock, Instruction, OperateResult
     from .breaker import Breakers, BreakerSettings
     from .cache import InProcessCache, RedisCache
+    from .context import RunContext, bind_run_context, bound_run_context, coerce_run_context
     from .engines import (
         ContextCompressor,
         ContextEngine,
         list_context_engines,
         register_context_engine,
     )
+    from .gather import ProviderCall
     from .models import ChatResponse, OpenAIChatModel
+    from .outcome import Outcome, SourceUnavailable, Status
     from .providers import (
         CachedContextProvider,
         ContextSource,
@@ -76,7 +58,11 @@ if TYPE_CHECKING:  # pragma: no cover
         ProvidedText,
         SqliteContextProvider,
     )
+    from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
+    from .render import escape_name, neutralize, render_lionagi, tag_block
+    from .resolve import Resolution, resolve_context, resolve_context_providers
     from .stability import CacheBreak
+    from .tokens import TokenizerDataError, count_tokens
 
 # name -> module that defines it, imported on first access
 _LAZY = {
