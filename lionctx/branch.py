@@ -85,9 +85,8 @@ from .messages import (
 )
 from .models.base import ChatModel, ChatResponse, ModelResponseError
 from .models.tools import ActionResponse, Tool, as_tool, run_tool_call
-from .production import ordered_kept  # issue 13
 from .registry import ContextProviderRegistry, ProviderReport
-from .render import join_tagged, render_lionagi, tag_block
+from .render import kept_in_order, render_lionagi, render_tagged
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engines.base import ContextEngine
@@ -566,7 +565,7 @@ class Branch:
         report = await registry.gather(self, instruction, tagged=self.render == "tags")
         self._set_report(report)
         if self.render == "tags":  # issue 13: stable blocks first, then volatile ones
-            return tuple(ContextBlock(o.name, o.text) for o in ordered_kept(report.outcomes))
+            return tuple(ContextBlock(o.name, o.text) for o in kept_in_order(report.outcomes))
         return tuple(ContextBlock(row["provider_name"], text)
                      for row, text in zip(report.fired, report.blocks, strict=False))
 
@@ -628,7 +627,7 @@ class Branch:
         if self.render == "tags":
             parts = [system] if system else []
             if blocks:
-                parts.append(join_tagged(tag_block(b.name, b.text) for b in blocks))
+                parts.append(render_tagged((b.name, b.text) for b in blocks))
             if system is None and not blocks:
                 return body
             return [system_message("\n\n".join(parts)), *body]

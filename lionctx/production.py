@@ -16,7 +16,6 @@ nothing of them):
 
 from __future__ import annotations
 
-import operator
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,21 +23,16 @@ from typing import Any
 from . import telemetry
 from .breaker import Breakers, merge, skipped_outcome
 from .dedupe import dedupe
-from .outcome import Outcome, Status
-from .stability import CacheBreak, Digests, compare, render_order, stamp
+from .outcome import Outcome
+from .render import kept_in_order
+from .stability import CacheBreak, Digests, compare, stamp
 
-__all__ = ["PassHooks", "ordered_kept"]
+__all__ = ["PassHooks"]
 
 Observer = Callable[[Outcome], None]
-_VOLATILE = operator.attrgetter("volatile")
 
 
-def ordered_kept(outcomes: Sequence[Outcome]) -> list[Outcome]:
-    """The kept (``fired``) outcomes in rendering order: stable, then volatile."""
-    kept = [o for o in outcomes if o.status is Status.FIRED]
-    if True not in map(_VOLATILE, kept):
-        return kept
-    return [kept[i] for i in render_order([o.volatile for o in kept])]
+
 
 
 class PassHooks:
@@ -119,7 +113,7 @@ class PassHooks:
                digests: bool = True) -> tuple[Digests, CacheBreak | None, bool | None]:
         """Step 4: ``(digests, cache break, prefix stable)``; records the spans."""
         if digests:
-            current = stamp(outcomes, ordered_kept(outcomes))
+            current = stamp(outcomes, kept_in_order(outcomes))
             brk = compare(previous, current)
             stable = None if previous is None else brk is None
         else:

@@ -42,10 +42,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+
+from .outcome import Outcome, Status
 
 __all__ = [
     "OPENERS",
+    "kept_in_order",
+    "render_context",
+    "render_tagged",
     "escape_name",
     "join_tagged",
     "neutralize",
@@ -226,3 +231,32 @@ def join_tagged(blocks: Iterable[str]) -> str:
 def render_lionagi(system: str, blocks: Iterable[str], guidance: str = "") -> str:
     """LionAGI's exact fold: ``system + "\\n".join(blocks) + guidance``, no separators."""
     return system + "\n".join(blocks) + guidance
+
+
+# -- the one renderer: what a pass injects -------------------------------------------
+
+def kept_in_order(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """The kept (``fired``) outcomes in the order they are rendered as tags: stable
+    sources in registration order, then volatile ones (prompt caches keep the stable
+    prefix). LionAGI's fold keeps plain registration order instead."""
+    kept = [o for o in outcomes if o.status is Status.FIRED]
+    if not any(o.volatile for o in kept):
+        return kept
+    return [o for o in kept if not o.volatile] + [o for o in kept if o.volatile]
+
+
+def render_tagged(blocks: Iterable[tuple[str, str]]) -> str:
+    """``(name, text)`` pairs as joined ``<context>`` tags: the one way tags are made."""
+    return join_tagged(tag_block(name, text) for name, text in blocks)
+
+
+def render_context(outcomes: Sequence[Outcome], *, framed: bool = False) -> str:
+    """The tag-mode context of a pass: its kept blocks, stable first, joined.
+
+    ``framed`` says the outcomes already hold their tag blocks (the agentium face
+    counts and keeps the framed text); otherwise each is framed here.
+    """
+    kept = kept_in_order(outcomes)
+    if framed:
+        return join_tagged(o.text or "" for o in kept)
+    return render_tagged((o.name, o.text or "") for o in kept)

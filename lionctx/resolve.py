@@ -29,7 +29,7 @@ from .context import coerce_run_context
 from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
 from .outcome import Outcome, Status
 from .registry import build_report, check_limit, check_number
-from .render import join_tagged, tag_block
+from .render import render_context, tag_block
 from .tokens import TokenCounter, resolve_counter
 
 __all__ = ["Resolution", "resolve_context", "resolve_context_providers"]
@@ -147,7 +147,7 @@ async def resolve_context(
     report = build_report(outcomes, budget)
     digests, brk, stable = hooks.finish("agentium", outcomes, prior, concurrent=True,  # issue 13
                                         budget=budget, used_tokens=report.used_tokens)
-    text = join_tagged(o.text for o in _p13.ordered_kept(outcomes))  # issue 13: volatile last
+    text = render_context(outcomes, framed=True)  # stable blocks first, then volatile
     load = timing.get("tokenizer_load_ms", 0.0)
     return Resolution(text, outcomes, budget, report.used_tokens,
                       (perf_counter() - started) * 1000.0 - load, load,

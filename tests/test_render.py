@@ -212,3 +212,30 @@ def test_lookalike_neutralize_changes_only_openers_and_is_idempotent(text):
                                    "\n", "x", "_", ">"]), max_size=12).map("".join))
 def test_ascii_fast_path_agrees_with_the_general_reader(text):
     assert neutralize(text) == _neutralize_walk(text)
+
+
+# -- the one renderer ------------------------------------------------------------------
+
+from lionctx.outcome import Outcome, Status  # noqa: E402
+from lionctx.render import kept_in_order, render_context, render_tagged  # noqa: E402
+
+_rows = st.lists(st.tuples(st.sampled_from(["fired", "skipped_budget", "failed", "empty"]),
+                           st.text(max_size=12), st.booleans()), max_size=8)
+
+
+@settings(max_examples=200)
+@given(_rows)
+def test_render_context_is_the_kept_blocks_stable_first(rows):
+    outcomes = [Outcome(f"s{i}", i, Status(status), text if status == "fired" else None,
+                        volatile=volatile)
+                for i, (status, text, volatile) in enumerate(rows)]
+    kept = [o for o in outcomes if o.status is Status.FIRED]
+    order = [o for o in kept if not o.volatile] + [o for o in kept if o.volatile]
+    assert kept_in_order(outcomes) == order
+    expected = "\n\n".join(tag_block(o.name, o.text) for o in order)
+    assert render_context(outcomes) == expected
+    assert render_tagged((o.name, o.text) for o in order) == expected
+    # the agentium face keeps framed text: same bytes
+    framed = [Outcome(o.name, o.index, o.status, tag_block(o.name, o.text) if o.text else None,
+                      volatile=o.volatile) for o in outcomes]
+    assert render_context(framed, framed=True) == expected

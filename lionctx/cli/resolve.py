@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..production import ordered_kept
 from .closing import opened
 from .sources import (
     SourceSpec,
@@ -147,7 +146,7 @@ async def run_plan(plan: Plan, providers: list[Any],
 async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
                            observer: Any) -> dict[str, Any]:
     from ..branch import Branch, Instruction
-    from ..render import join_tagged, tag_block
+    from ..render import render_context
 
     branch = Branch(None, run_context=ctx, name="lionctx-resolve")
     registry = branch.providers
@@ -165,7 +164,7 @@ async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
         if turn:
             turns.append(_turn_row(turn + 1, report.prefix_stable, report.cache_break))
     # Rendered as a tag-rendering Branch would: stable blocks, then volatile ones.
-    context = join_tagged(tag_block(o.name, o.text or "") for o in ordered_kept(report.outcomes))
+    context = render_context(report.outcomes)
     return {"context": context, "outcomes": report.outcomes, "report": report.to_dict(),
             "budget": report.budget, "used_tokens": report.used_tokens,
             "offered_tokens": report.offered_tokens, "duration_ms": report.duration_ms,
