@@ -4,6 +4,8 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lionctx.outcome import Outcome, Status
+from lionctx.render import kept_in_order, render_context, render_tagged
 from lionctx.render import (
     _READS_AS,
     OPENERS,
@@ -216,11 +218,9 @@ def test_ascii_fast_path_agrees_with_the_general_reader(text):
 
 # -- the one renderer ------------------------------------------------------------------
 
-from lionctx.outcome import Outcome, Status  # noqa: E402
-from lionctx.render import kept_in_order, render_context, render_tagged  # noqa: E402
 
 _rows = st.lists(st.tuples(st.sampled_from(["fired", "skipped_budget", "failed", "empty"]),
-                           st.text(max_size=12), st.booleans()), max_size=8)
+                           st.text(min_size=1, max_size=12), st.booleans()), max_size=8)
 
 
 @settings(max_examples=200)
