@@ -51,11 +51,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from lionctx._policy import check_max_chars, check_number, check_seconds
 from lionctx.adapters import fetch_method, provider_name
 from lionctx.branch import Branch, Instruction
 from lionctx.breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx.context import RunContext, coerce_run_context
-from lionctx.gather import validate_max_chars, validate_seconds
 from lionctx.models.base import ChatModel, ChatResponse
 from lionctx.resolve import Resolution, resolve_context
 from lionctx.stability import PrefixHistory  # issue 13
@@ -266,9 +266,7 @@ class Agent:
                             f"{type(instructions).__name__}")
         if context_providers is not None and contextProviders is not None:
             raise TypeError("pass context_providers or contextProviders, not both")
-        if context_budget is not None and (isinstance(context_budget, bool) or
-                                           not isinstance(context_budget, (int, float))):
-            raise TypeError(f"context_budget must be a number or None, got {context_budget!r}")
+        context_budget = check_number(context_budget, "context_budget", allow_none=True)
         if model_settings is not None and not isinstance(model_settings, Mapping):
             raise TypeError(f"model_settings must be a mapping, got {model_settings!r}")
         if model is None:
@@ -283,9 +281,9 @@ class Agent:
         self.context_providers = _check_providers(
             context_providers if context_providers is not None else contextProviders)
         self.context_budget = context_budget
-        self.context_timeout = validate_seconds(context_timeout, "context_timeout")
-        self.context_deadline = validate_seconds(context_deadline, "context_deadline")
-        self.context_max_chars = validate_max_chars(context_max_chars, "context_max_chars")
+        self.context_timeout = check_seconds(context_timeout, "context_timeout")
+        self.context_deadline = check_seconds(context_deadline, "context_deadline")
+        self.context_max_chars = check_max_chars(context_max_chars, "context_max_chars")
         self.model_settings = dict(model_settings or {})
         self._engine: ContextEngine | None = None
         if context_engine is not None or engine_config is not None:

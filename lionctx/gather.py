@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from ._exceptions import InvalidType, InvalidValue
+from ._policy import check_max_chars, check_seconds
 from ._text import make_encodable
 from ._threads import run_in_worker
 from .outcome import Outcome, SourceUnavailable, Status
@@ -88,26 +88,9 @@ class ProviderCall:
     keep_frame: bool = True
 
 
-def validate_seconds(value: Any, label: str) -> float | None:
-    """Check an optional positive, finite number of seconds; name ``label`` if not."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidType(f"{label} must be a number of seconds or None, got {value!r}")
-    if not value > 0 or math.isinf(value):
-        raise InvalidValue(f"{label} must be a positive, finite number of seconds, got {value!r}")
-    return float(value)
-
-
-def validate_max_chars(value: Any, label: str = "max_chars") -> int | None:
-    """Check an optional size limit: a positive int of characters, or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"{label} must be a positive int (characters) or None, got {value!r}")
-    if value < 1:
-        raise InvalidValue(f"{label} must be a positive int (characters) or None, got {value!r}")
-    return value
+# The one validator per knob lives in _policy; these names are kept for callers.
+validate_seconds = check_seconds
+validate_max_chars = check_max_chars
 
 
 # -- cancellation: the caller's propagates, a provider's own is its failure ------

@@ -15,7 +15,6 @@ per-provider timeout and a deadline; values that could only fail mid-turn (a
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -23,12 +22,13 @@ from time import perf_counter
 from typing import Any, Protocol, runtime_checkable
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
-from ._exceptions import InvalidType, InvalidValue
+from ._exceptions import InvalidType
+from ._policy import Policy, check_max_chars, check_number, check_seconds
 from ._types import Number
 from .adapters import provide_invoker, provider_name
 from .admission import Candidate, admit
 from .breaker import Breakers, BreakerSettings, coerce_breakers
-from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
+from .gather import Observer, ProviderCall, gather
 from .outcome import Outcome, Status
 from .render import tag_block
 from .tokens import TokenCounter, resolve_counter
@@ -105,27 +105,6 @@ class ProviderReport:
         }
 
 
-def check_limit(value: Any) -> int | None:
-    """Check an optional concurrency limit: a positive int or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"limit must be a positive int or None, got {value!r}")
-    if value < 1:
-        raise InvalidValue(f"limit must be a positive int or None, got {value!r}")
-    return value
-
-
-def check_number(value: Any, label: str, *, allow_none: bool) -> Number | None:
-    if value is None and allow_none:
-        return None
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or (isinstance(value, float) and math.isnan(value))):
-        expected = "a number or None" if allow_none else "a number"
-        raise InvalidType(f"{label} must be {expected}, got {value!r}")
-    return value
-
-
 @dataclass(slots=True)
 class _Entry:
     provider: Any
@@ -180,7 +159,8 @@ class ContextProviderRegistry:
         # The calls of a pass, built once per (entries, tagged) and reused: a pass
         # allocates nothing per provider but its outcome.
         self._calls: dict[bool, list[ProviderCall]] = {}
-        self.max_chars = max_chars
+        # The shared knobs, frozen and checked in one place; setters swap the policy.
+        self._policy = Policy(timeout, deadline, limit, counter, on_outcome, max_chars)
         # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
         # the previous pass's block digests (for the cache-break report).
         self.breakers: Breakers | None = (
@@ -191,18 +171,15 @@ class ContextProviderRegistry:
         self._last_digests: tuple[tuple[str, str], ...] | None = None
         self.budget = budget
         self.concurrent = bool(concurrent)
-        self.timeout = timeout
-        self.deadline = deadline
-        self.limit = limit
-        if counter is not None and not isinstance(counter, str) and not callable(counter):
-            raise InvalidType(f"counter must be an encoding name or a callable, got {counter!r}")
-        self._counter_spec = counter
         self._counter: TokenCounter | None = None
         self.stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
-        #: Called with each provider's outcome as soon as it is known (live progress).
-        self.on_outcome = on_outcome
 
     # -- settings, checked when set ---------------------------------------------
+    @property
+    def policy(self) -> Policy:
+        """The shared knobs (timeout, deadline, limit, counter, observer, size limit)."""
+        return self._policy
+
     @property
     def budget(self) -> Number:
         """Total tokens a pass may keep. Mutable; must be a number."""
@@ -210,43 +187,54 @@ class ContextProviderRegistry:
 
     @budget.setter
     def budget(self, value: Number) -> None:
-        self._budget = check_number(value, "budget", allow_none=False)  # type: ignore[assignment]
+        checked = check_number(value, "budget", allow_none=False)
+        assert checked is not None  # allow_none=False
+        self._budget = checked
 
     @property
     def timeout(self) -> float | None:
         """Default per-provider timeout in seconds, or None."""
-        return self._timeout
+        return self._policy.timeout
 
     @timeout.setter
     def timeout(self, value: float | None) -> None:
-        self._timeout = validate_seconds(value, "timeout")
+        self._policy = self._policy.replace(timeout=value)
 
     @property
     def deadline(self) -> float | None:
         """Deadline for a whole pass in seconds, or None."""
-        return self._deadline
+        return self._policy.deadline
 
     @deadline.setter
     def deadline(self, value: float | None) -> None:
-        self._deadline = validate_seconds(value, "deadline")
+        self._policy = self._policy.replace(deadline=value)
 
     @property
     def max_chars(self) -> int | None:
         """Size limit of one provider's text in characters (None: the default)."""
-        return self._max_chars
+        return self._policy.max_chars
 
     @max_chars.setter
     def max_chars(self, value: int | None) -> None:
-        self._max_chars = validate_max_chars(value)
+        self._policy = self._policy.replace(max_chars=value)
 
     @property
     def limit(self) -> int | None:
         """How many providers may run at once in concurrent mode, or None."""
-        return self._limit
+        return self._policy.limit
 
     @limit.setter
     def limit(self, value: int | None) -> None:
-        self._limit = check_limit(value)
+        self._policy = self._policy.replace(limit=value)
+
+    @property
+    def on_outcome(self) -> Observer | None:
+        """Called with each provider's outcome as soon as it is known (live progress)."""
+        return self._policy.observer
+
+    @on_outcome.setter
+    def on_outcome(self, value: Observer | None) -> None:
+        self._policy = self._policy.replace(observer=value)
 
     # -- registration ------------------------------------------------------------
     def register(
@@ -276,8 +264,8 @@ class ContextProviderRegistry:
         max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
         if name is not None and not isinstance(name, str):
             raise InvalidType(f"name must be a str or None, got {name!r}")
-        timeout = validate_seconds(timeout, "timeout")
-        max_chars = validate_max_chars(max_chars)
+        timeout = check_seconds(timeout, "timeout")
+        max_chars = check_max_chars(max_chars)
         if volatile is None:
             volatile = getattr(provider, "volatile", False) is True
         if not isinstance(volatile, bool):
@@ -304,10 +292,11 @@ class ContextProviderRegistry:
 
     def copy(self) -> ContextProviderRegistry:
         """A registry with the same entries and settings and fresh stats."""
+        p = self._policy
         new = ContextProviderRegistry(
-            self._budget, concurrent=self.concurrent, timeout=self._timeout,
-            deadline=self._deadline, limit=self._limit, counter=self._counter_spec,
-            on_outcome=self.on_outcome, max_chars=self._max_chars,
+            self._budget, concurrent=self.concurrent, timeout=p.timeout,
+            deadline=p.deadline, limit=p.limit, counter=p.counter,
+            on_outcome=p.observer, max_chars=p.max_chars,
             breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock)
                      if self.breakers is not None else False),
             dedupe=self.dedupe, digests=self.digests,
@@ -322,7 +311,7 @@ class ContextProviderRegistry:
     # -- passes ----------------------------------------------------------------
     def _get_counter(self) -> TokenCounter:
         if self._counter is None:
-            self._counter = resolve_counter(self._counter_spec)
+            self._counter = resolve_counter(self._policy.counter)
         return self._counter
 
     def skipped_report(self) -> ProviderReport:
@@ -351,7 +340,8 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport()
         started = perf_counter()
-        hooks = _p13.PassHooks.start(self.breakers, entries)  # issue 13
+        hooks = _p13.PassHooks.start(self.breakers, entries)  # breakers, dedupe, digests, traces
+        policy = self._policy
         tagged = bool(tagged)
         calls = self._calls.get(tagged)
         if calls is None:
@@ -365,9 +355,9 @@ class ContextProviderRegistry:
         outcomes = await gather(
             hooks.select(calls),  # issue 13: was `calls`
             counter=self._get_counter(), concurrent=self.concurrent,
-            timeout=self._timeout, deadline=self._deadline, limit=self._limit,
-            observe=hooks.observer(self.on_outcome),  # issue 13: was `self.on_outcome`
-            budget=self._budget, max_chars=self._max_chars,
+            timeout=policy.timeout, deadline=policy.deadline, limit=policy.limit,
+            observe=hooks.observer(policy.observer),  # breakers and traces see outcomes
+            budget=self._budget, max_chars=policy.max_chars,
             timing=timing, args=(branch, instruction),
         )
         outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13

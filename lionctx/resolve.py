@@ -22,13 +22,14 @@ from typing import Any
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from ._exceptions import InvalidType
+from ._policy import Policy, check_number
 from ._types import Number
 from .adapters import fetch_invoker, provider_name
 from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
-from .gather import Observer, ProviderCall, gather, validate_max_chars, validate_seconds
+from .gather import Observer, ProviderCall, gather
 from .outcome import Outcome, Status
-from .registry import build_report, check_limit, check_number
+from .registry import build_report
 from .render import render_context, tag_block
 from .tokens import TokenCounter, resolve_counter
 
@@ -119,13 +120,10 @@ async def resolve_context(
         raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
-    timeout = validate_seconds(timeout, "timeout")
-    deadline = validate_seconds(deadline, "deadline")
+    policy = Policy(timeout, deadline, limit, counter, on_outcome, max_chars)
     budget = check_number(budget, "budget", allow_none=True)
-    limit = check_limit(limit)
     boards = coerce_breakers(breaker, DEFAULT_BREAKERS)
     prior = _previous_digests(previous)
-    max_chars = validate_max_chars(max_chars)
     started = perf_counter()
     run_ctx = coerce_run_context(ctx)
     calls = []
@@ -135,10 +133,10 @@ async def resolve_context(
                                   partial(tag_block, name)))
     timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13
-    outcomes = await gather(hooks.select(calls), counter=resolve_counter(counter),  # issue 13
-                            concurrent=True, timeout=timeout, deadline=deadline, limit=limit,
-                            observe=hooks.observer(on_outcome),  # issue 13
-                            budget=budget, max_chars=max_chars, timing=timing,
+    outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),
+                            concurrent=True, timeout=policy.timeout, deadline=policy.deadline,
+                            limit=policy.limit, observe=hooks.observer(policy.observer),
+                            budget=budget, max_chars=policy.max_chars, timing=timing,
                             args=(query, run_ctx))
     flags = [_volatile(p) for p in providers]
     outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13

@@ -164,7 +164,7 @@ def _validators() -> list[Any]:
         check_name,
         check_path,
     )
-    from lionctx.registry import check_limit, check_number
+    from lionctx._policy import check_counter, check_limit, check_number, check_observer
 
     reg = ContextProviderRegistry
     cases: list[tuple[str, Callable[[], Any], type[Exception]]] = [
@@ -175,6 +175,8 @@ def _validators() -> list[Any]:
         ("check_limit type", lambda: check_limit("2"), TypeError),
         ("check_limit value", lambda: check_limit(0), ValueError),
         ("check_number", lambda: check_number(math.nan, "budget", allow_none=False), TypeError),
+        ("check_counter", lambda: check_counter(3), TypeError),
+        ("check_observer", lambda: check_observer("print"), TypeError),
         ("register(priority=None)", lambda: reg().register(lambda **_: "x", priority=None),
          TypeError),
         ("register(name=1)", lambda: reg().register(lambda **_: "x", name=1), TypeError),

@@ -15,10 +15,9 @@ from typing import Any
 
 import anyio
 
+from .._policy import Policy, check_number
 from ..adapters import fetch_method, retrieve_method
 from ..context import bind_run_context, coerce_run_context
-from ..gather import validate_seconds
-from ..registry import check_limit, check_number
 from ..resolve import Resolution, resolve_context
 
 __all__ = ["TurnResolver", "compose", "text_of"]
@@ -48,20 +47,14 @@ def _check_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
         raise TypeError(f"{where}: unknown option {unknown[0]!r} "
                         f"(accepted: {', '.join(RESOLVE_OPTIONS)})")
     checked = dict(options)
-    for label in ("timeout", "deadline"):
+    # The shared knobs are checked by the one policy (the same errors as anywhere).
+    policy = Policy(checked.get("timeout"), checked.get("deadline"), checked.get("limit"),
+                    checked.get("counter"), checked.get("on_outcome"))
+    for label in ("timeout", "deadline", "limit"):
         if label in checked:
-            checked[label] = validate_seconds(checked[label], label)
+            checked[label] = getattr(policy, label)
     if "budget" in checked:
         checked["budget"] = check_number(checked["budget"], "budget", allow_none=True)
-    if "limit" in checked:
-        checked["limit"] = check_limit(checked["limit"])
-    counter = checked.get("counter")
-    if counter is not None and not isinstance(counter, str) and not callable(counter):
-        raise TypeError(f"counter must be None, a tiktoken encoding name or a callable "
-                        f"str -> int, got {counter!r}")
-    observer = checked.get("on_outcome")
-    if observer is not None and not callable(observer):
-        raise TypeError(f"on_outcome must be callable, got {observer!r}")
     return checked
 
 
