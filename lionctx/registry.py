@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from ._exceptions import InvalidType, InvalidValue
@@ -116,6 +116,10 @@ def check_limit(value: Any) -> int | None:
     return value
 
 
+@overload
+def check_number(value: Any, label: str, *, allow_none: Literal[False]) -> Number: ...
+@overload
+def check_number(value: Any, label: str, *, allow_none: bool) -> Number | None: ...
 def check_number(value: Any, label: str, *, allow_none: bool) -> Number | None:
     if value is None and allow_none:
         return None
@@ -210,7 +214,7 @@ class ContextProviderRegistry:
 
     @budget.setter
     def budget(self, value: Number) -> None:
-        self._budget = check_number(value, "budget", allow_none=False)  # type: ignore[assignment]
+        self._budget = check_number(value, "budget", allow_none=False)
 
     @property
     def timeout(self) -> float | None:
@@ -272,7 +276,7 @@ class ContextProviderRegistry:
         ``None`` (default) takes the provider's own ``volatile`` attribute when it is
         ``True``.
         """
-        priority = check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
+        priority = check_number(priority, "priority", allow_none=False)
         max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
         if name is not None and not isinstance(name, str):
             raise InvalidType(f"name must be a str or None, got {name!r}")

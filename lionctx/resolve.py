@@ -147,7 +147,8 @@ async def resolve_context(
     report = build_report(outcomes, budget)
     digests, brk, stable = hooks.finish("agentium", outcomes, prior, concurrent=True,  # issue 13
                                         budget=budget, used_tokens=report.used_tokens)
-    text = join_tagged(o.text for o in _p13.ordered_kept(outcomes))  # issue 13: volatile last
+    # issue 13: volatile last. A kept (fired) outcome always has text; the test only narrows.
+    text = join_tagged(o.text for o in _p13.ordered_kept(outcomes) if o.text is not None)
     load = timing.get("tokenizer_load_ms", 0.0)
     return Resolution(text, outcomes, budget, report.used_tokens,
                       (perf_counter() - started) * 1000.0 - load, load,
