@@ -66,7 +66,7 @@ import functools
 import json
 import logging
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -593,7 +593,7 @@ class Branch:
         host = _host()
         if not host.overrides(session.engine, "select_context"):
             return request
-        selected = await host.apply_select_context_async(
+        selected: list[dict[str, Any]] = await host.apply_select_context_async(
             session.engine, request, conversation_messages=self._messages,
             incoming_message=instruction.to_message() if instruction is not None else None)
         if selected is request:
@@ -655,7 +655,7 @@ class Branch:
         stream: bool = False,
         engine_turn: _EngineTurn | None = None,
         **kwargs: Any,
-    ) -> AsyncIterator[str | ChatResponse]:
+    ) -> AsyncGenerator[str | ChatResponse, None]:
         """The one way out to the model. Yields text deltas when streaming, then
         always the :class:`ChatResponse` last. With ``engine_turn``, the call is
         counted and the response's usage goes to the engine."""
@@ -670,9 +670,10 @@ class Branch:
                     yield delta
             finally:
                 await chat_stream.aclose()
-            response = chat_stream.response
-            if response is None:
+            streamed = chat_stream.response
+            if streamed is None:
                 raise ModelResponseError("the model stream ended without a response")
+            response = streamed
         self.last_response = response
         if engine_turn is not None:
             engine_turn.usage = response.usage
@@ -680,10 +681,12 @@ class Branch:
         yield response
 
     async def _complete(self, request: list[dict[str, Any]], **kwargs: Any) -> ChatResponse:
-        response: Any = None
+        response: str | ChatResponse | None = None
         async with aclosing(self._send(request, **kwargs)) as events:
             async for event in events:
                 response = event
+        # Not streaming, _send yields one event, the model's response (or raises).
+        assert response is not None and not isinstance(response, str)
         return response
 
     async def _exchange(self, instruction: Instruction, engine_turn: _EngineTurn | None = None,
@@ -848,7 +851,8 @@ class Branch:
                     if eturn is not None and name in engine_names:
                         action, content = await self._run_engine_tool(eturn, call)
                     else:
-                        action, content = await run_tool_call(by_name.get(name), call)
+                        chosen = by_name.get(name) if isinstance(name, str) else None
+                        action, content = await run_tool_call(chosen, call)
                     actions.append(action)
                     result = ensure_uid(tool_message(call.get("id") or "", content))
                     if call.get("id") in uids:

@@ -29,18 +29,19 @@ def dedupe(outcomes: Sequence[Outcome], *, body: Callable[[Outcome], str] | None
     face passes one that strips its tag, since the tag holds the name).
     ``within=False`` compares with ``history`` only, not between the sources.
     """
-    fired = [o for o in outcomes if o.status is Status.FIRED and o.text is not None]
+    # (outcome, its text) for each fired outcome that has text
+    fired = [(o, o.text) for o in outcomes if o.status is Status.FIRED and o.text is not None]
     if len(fired) < 2 and not history:
         return 0
     if not history and within:
-        texts = [o.text for o in fired] if body is None else [body(o) for o in fired]
-        keys = list(map(str.strip, texts))  # type: ignore[arg-type]
+        texts = [t for _, t in fired] if body is None else [body(o) for o, _ in fired]
+        keys = list(map(str.strip, texts))
         if len(set(keys)) == len(keys):
             return 0  # the hot path: all distinct
     seen: dict[str, str] = {}
     marked = 0
-    for o in fired:
-        text = body(o) if body is not None else o.text  # type: ignore[assignment]
+    for o, own in fired:
+        text = body(o) if body is not None else own
         if history:
             needle = text.strip()
             hit = next((i for i, m in enumerate(history) if needle and needle in m), None)

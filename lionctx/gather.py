@@ -103,7 +103,7 @@ def _cancel_requested() -> bool:
         task = asyncio.current_task()
     except RuntimeError:  # not on asyncio
         return False
-    return task is not None and task.cancelling() > 0  # type: ignore[attr-defined]
+    return task is not None and task.cancelling() > 0
 
 
 def _cancelling_of_current_task() -> Callable[[], int] | None:
@@ -432,7 +432,7 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass,
             return _failed(call, index, start, exc)
         out = _finish(call, index, result, start, ps)
         if out.__class__ is _Big:
-            return await _count_big(call, index, start, out, ps)  # type: ignore[arg-type]
+            return await _count_big(call, index, start, out, ps)
         return out  # type: ignore[return-value]
     outcome: Outcome | None = None
     answered = False
@@ -442,7 +442,7 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass,
             answered = True
             out = _finish(call, index, result, start, ps)
             if out.__class__ is _Big:
-                out = await _count_big(call, index, start, out, ps)  # type: ignore[arg-type]
+                out = await _count_big(call, index, start, out, ps)
             outcome = out  # type: ignore[assignment]
         except BaseException as exc:
             if scope.cancel_called and isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -568,7 +568,7 @@ def _asyncio_taskgroup() -> type | None:
     group, the caller's cancellation propagates, and the tasks never raise an
     Exception (each contains its provider's), so only BaseExceptions leave the group.
     """
-    tg = getattr(asyncio, "TaskGroup", None)
+    tg: type | None = getattr(asyncio, "TaskGroup", None)  # None before 3.11
     if tg is None:
         return None
     try:

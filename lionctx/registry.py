@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from ._exceptions import InvalidType
@@ -260,7 +260,7 @@ class ContextProviderRegistry:
         ``None`` (default) takes the provider's own ``volatile`` attribute when it is
         ``True``.
         """
-        priority = check_number(priority, "priority", allow_none=False)  # type: ignore[assignment]
+        priority = check_number(priority, "priority", allow_none=False)
         max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
         if name is not None and not isinstance(name, str):
             raise InvalidType(f"name must be a str or None, got {name!r}")

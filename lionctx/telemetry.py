@@ -31,6 +31,7 @@ import os
 import re
 import time
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from .outcome import Outcome, Status
@@ -67,11 +68,12 @@ def live() -> bool:
     if api is None:
         from opentelemetry import trace
 
+        metrics_api: ModuleType | None
         try:
-            from opentelemetry import metrics
+            from opentelemetry import metrics as metrics_api
         except ImportError:  # an API too old for metrics
-            metrics = None
-        api = _state["api"] = (trace, metrics,
+            metrics_api = None
+        api = _state["api"] = (trace, metrics_api,
                                (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
     trace, metrics, idle = api
     if not isinstance(trace.get_tracer_provider(), idle):

@@ -70,7 +70,7 @@ TokenCounter = Callable[[str], int]
 _lock = threading.Lock()
 _encodings: dict[str, tiktoken.Encoding] = {}
 _counters: dict[str, TokenCounter] = {}
-_caches: list = []
+_caches: list[Callable[[], None]] = []
 
 
 def _load_o200k(path: Path = O200K_FILE) -> tiktoken.Encoding:

@@ -395,8 +395,11 @@ class _SharedCache:
                     if raw is None:
                         return await self._own(key, names, token, load)
                     release = self.owner._script(self.owner._redis())[0]
-                    await op(lambda r, release=release: release(
-                        keys=[names["lease"]], args=[token], client=r))
+
+                    def release_lease(r: Any, release: Any = release) -> Any:
+                        return release(keys=[names["lease"]], args=[token], client=r)
+
+                    await op(release_lease)
                     value = self._decode(raw)
                     self.local.put(key, value)
                     return Hit(value, Source.SHARED)

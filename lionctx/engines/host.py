@@ -134,9 +134,11 @@ def _plain_key(key: Any) -> Any:
 def _plain_messages(result: object) -> object:
     """A list result as plain data (see :func:`_plain`); other results as they are,
     for :func:`_shape_problem` to name. Raises :class:`_NotPlain` naming the index."""
-    if not issubclass(type(result), list):
+    # By the real type: a __class__ that lies is not trusted (isinstance alone would be;
+    # it is true whenever the real type is a list, so it only narrows here).
+    if not issubclass(type(result), list) or not isinstance(result, list):
         return result
-    items = list.copy(result)  # type: ignore[arg-type]
+    items = list.copy(result)
     out: list[Any] = []
     for index, message in enumerate(items):
         if not issubclass(type(message), dict):
@@ -346,8 +348,11 @@ def _selection_args(
     return functools.partial(
         engine.select_context,
         copy.deepcopy(request_messages),
+        # As dicts, as the hook is promised (and as incoming_message is): another
+        # mapping may not even deep-copy.
         conversation_messages=copy.deepcopy(
-            list(conversation_messages) if conversation_messages is not None else None
+            [dict(m) for m in conversation_messages] if conversation_messages is not None
+            else None
         ),
         incoming_message=copy.deepcopy(
             dict(incoming_message) if incoming_message is not None else None
@@ -597,8 +602,8 @@ def maybe_compress(
         )
         return None
     try:
-        result = _plain_messages(result)  # judged, and stored, by what it holds
-        problem = _compaction_problem(messages, result)
+        plain = _plain_messages(result)  # judged, and stored, by what it holds
+        problem = _compaction_problem(messages, plain)
     except _NotPlain as exc:
         problem = str(exc)
     except Exception as exc:  # a list we cannot even inspect is refused
@@ -608,8 +613,10 @@ def maybe_compress(
     if problem is not None:
         logger.warning("context engine %r compress %s; history kept", label, problem)
         return None
-    _carry_identity(messages, result, mint_uids)  # type: ignore[arg-type]
-    return result  # type: ignore[return-value]
+    # No problem means _shape_problem passed it: a list of dicts.
+    assert type(plain) is list
+    _carry_identity(messages, plain, mint_uids)
+    return plain
 
 
 def _compaction_problem(

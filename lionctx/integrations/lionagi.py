@@ -115,8 +115,12 @@ class LionagiProvider:
     def degradation_reason(self) -> Any:
         return getattr(self.inner, "degradation_reason", None)
 
-    async def provide(self, branch: Any, instruction: Any) -> str | None:
-        """Call the wrapped provider with the instruction's text and the run context."""
+    async def provide(self, branch: Any, instruction: Any) -> Any:
+        """Call the wrapped provider with the instruction's text and the run context.
+
+        Returns what the wrapped provider answers, as it is: text or ``None`` from
+        a well-behaved one; the pass checks it (anything else fails that row).
+        """
         return await call_fetch(self.inner, query_from_instruction(instruction),
                                 run_context_from_branch(branch))
 

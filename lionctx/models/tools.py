@@ -128,7 +128,8 @@ class Tool:
         if not isinstance(body, Mapping):
             raise ValueError(f"unsupported tool spec (only function tools): {dict(spec)!r}")
         params = body.get("parameters") or {"type": "object", "properties": {}}
-        return cls(body.get("name"), function, body.get("description") or "", dict(params))
+        name = _check_name(body.get("name"))
+        return cls(name, function, body.get("description") or "", dict(params))
 
 
 def as_tool(obj: Any) -> Tool:
@@ -184,6 +185,10 @@ async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
     call_id = call.get("id") or ""
     if tool is None or tool.function is None:
         return None, f"error: unknown tool {name!r}"
+    if not isinstance(name, str):
+        # A call without a function name, run with the tool the caller chose: the
+        # response names that tool (it is the function that ran).
+        name = tool.name
     raw = fn_part.get("arguments") or "{}"
     try:
         args = json.loads(raw) if isinstance(raw, str) else raw

@@ -131,7 +131,8 @@ def redact_query_strings(text: str) -> str:
 class HasSecrets(Protocol):
     """An object whose secrets (longest first) must not appear in library logs."""
 
-    _secrets: Sequence[str]
+    @property
+    def _secrets(self) -> Sequence[str]: ...  # read only: a list attribute satisfies it
 
 
 # Loggers of httpx and httpcore that may print a URL or a header: httpx's request line

@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 from cachetools import LRUCache, TTLCache
@@ -40,6 +40,9 @@ from ..adapters import (
 )
 from ..context import context_value
 from .base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
+
+if TYPE_CHECKING:
+    from ..cache.base import BoundCache
 
 __all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
            "default_key"]
@@ -360,15 +363,15 @@ class CachedContextProvider(ContextSource):
         self.key: KeyFunc = key or default_key
         self._name = None if name is None else check_name(name)
         backend = resolve_cache(cache)
-        self._cache: Any = backend.bind(
+        self._cache: BoundCache[_Stored] = backend.bind(
             kind="cached", scope=(self.name, type(inner).__module__, type(inner).__qualname__),
             ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),
             stale_on_error=stale_on_error, wait=None,
             codec=_STORED_CODEC, remote_error=SourceUnavailable)
         self.degradation_reason = None
 
-    @property  # type: ignore[override]
-    def name(self) -> str:
+    @property
+    def name(self) -> str:  # type: ignore[override]  # read only: derived from the inner
         """The explicit name, else the inner provider's."""
         return provider_name(self.inner, self._name)
 
@@ -429,7 +432,9 @@ class CachedContextProvider(ContextSource):
             why = _why(hit.error)
             self.last_error = why
             self.degradation_reason = _note(f"served a stale value: {why}", hit.note)
-            return provided(stored.text, cached=True, stale=True)  # type: ignore[union-attr]
+            # Only a good value is kept to serve stale (a None answer clears it).
+            assert stored is not None
+            return provided(stored.text, cached=True, stale=True)
         self.last_error = None
         if stored is None:
             self.degradation_reason = _note(_reason_of(self.inner), hit.note)

@@ -197,7 +197,7 @@ class HttpContextProvider(ContextSource):
         import httpx  # deferred: importing lionctx should not import httpx
 
         self._secrets: list[str] = []
-        self.url = self._check_url(url, httpx)
+        self.url = self._check_url(url)
         if not isinstance(method, str) or not _TOKEN.match(method):
             raise ValueError(f"method must be an HTTP method name such as 'GET', got {method!r}")
         self.method = method.upper()
@@ -240,7 +240,9 @@ class HttpContextProvider(ContextSource):
             _scrub_httpx_log_for(self)
 
     # -- construction checks ----------------------------------------------------------
-    def _check_url(self, url: Any, httpx: Any) -> httpx.URL:
+    def _check_url(self, url: Any) -> httpx.URL:
+        import httpx  # already loaded by __init__
+
         if not isinstance(url, (str, httpx.URL)):
             raise TypeError(f"url must be a str, got {type(url).__name__}")
         try:

@@ -183,9 +183,9 @@ class LocalOpenAIServer:
         """Bind and serve in a daemon thread. Returns ``self``."""
         if self._httpd is not None:
             return self
-        httpd = ThreadingHTTPServer((_HOST, self._port), _Handler)
+        httpd = _Server((_HOST, self._port), _Handler)
         httpd.daemon_threads = True
-        httpd.owner = self  # type: ignore[attr-defined]
+        httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                          name=f"lionctx-openai-server-{self.port}", daemon=True)
@@ -333,13 +333,21 @@ def _error_body(message: str, kind: str = "invalid_request_error") -> dict[str, 
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, knowing the :class:`LocalOpenAIServer` its handlers answer for."""
+
+    owner: LocalOpenAIServer
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "lionctx-local-openai/1"
     protocol_version = "HTTP/1.0"  # one request per connection: streaming ends at close
 
     @property
     def owner(self) -> LocalOpenAIServer:
-        return self.server.owner  # type: ignore[attr-defined]
+        server = self.server
+        assert isinstance(server, _Server)  # the only server start() builds
+        return server.owner
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         # The request line may carry a key in its query string (?api-key=...): drop it.

@@ -1,7 +1,10 @@
 import json
 import logging
+from types import MappingProxyType
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types import CompletionUsage
 
 from lionctx.engines import (
@@ -124,6 +127,27 @@ def test_engine_gets_deep_copies_and_the_budget():
     assert got_history[0]["meta"] is not history[0]["meta"]
     assert got_incoming == incoming and got_incoming["meta"] is not incoming["meta"]
     assert got_req is not req
+
+
+@given(st.lists(st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant"]), "content": st.text(max_size=20)}),
+    max_size=5))
+def test_conversation_mappings_reach_the_engine_as_dicts(history):
+    # Found by mypy: a read-only mapping (not a dict) in the history was passed on
+    # as it was, where the hook is promised dicts; a MappingProxyType could not even
+    # be deep-copied, so the selection was silently dropped (fail-open warning).
+    def keep_last(r):
+        return [r[0], r[-1]]
+
+    engine = Selector(keep_last)
+    frozen = [MappingProxyType(m) for m in history]
+    out = apply_select_context(engine, request(), conversation_messages=frozen,
+                               incoming_message=MappingProxyType({"role": "user",
+                                                                  "content": "second"}))
+    assert [m["content"] for m in out] == ["You are careful.", "second"]
+    _, _, got_history, got_incoming, _ = engine.calls[0]
+    assert all(type(m) is dict for m in got_history) and got_history == history
+    assert type(got_incoming) is dict
 
 
 def test_budget_is_zero_without_a_context_length():

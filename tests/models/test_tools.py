@@ -97,3 +97,21 @@ async def test_calls_that_cannot_run_have_no_response(tool, args, fragment):
     resp, text = await run_tool_call(tool, call(getattr(tool, "name", "nope"), args))
     assert resp is None
     assert text.startswith("error: ") and fragment in text
+
+
+@pytest.mark.anyio
+async def test_a_call_without_a_function_name_is_answered_for_the_tool_given():
+    # Found by mypy: the call's missing name (None) became ActionResponse.function.
+    tool = Tool.from_function(slow_add)
+    nameless = {"id": "call_9", "type": "function",
+                "function": {"arguments": json.dumps({"a": 2, "b": 3})}}
+    resp, text = await run_tool_call(tool, nameless)
+    assert resp == ActionResponse("call_9", "slow_add", {"a": 2, "b": 3}, 5)
+    assert text == "5"
+    resp, text = await run_tool_call(tool, {"id": "c", "function": {"arguments": "[1]"}})
+    assert resp is None and "'slow_add'" in text and "JSON object" in text
+
+
+def test_a_spec_without_a_name_is_refused_naming_the_value():
+    with pytest.raises(ValueError, match="tool name .* got None"):
+        Tool.from_spec({"type": "function", "function": {"parameters": {}}})
