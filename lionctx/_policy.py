@@ -15,7 +15,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from ._exceptions import InvalidType, InvalidValue
 from ._types import Number
@@ -57,6 +57,10 @@ def check_limit(value: Any, label: str = "limit") -> int | None:
     return value
 
 
+@overload
+def check_number(value: Any, label: str, *, allow_none: Literal[False]) -> Number: ...
+@overload
+def check_number(value: Any, label: str, *, allow_none: bool) -> Number | None: ...
 def check_number(value: Any, label: str, *, allow_none: bool) -> Number | None:
     """A number (not a bool, not NaN), or None where ``allow_none``."""
     if value is None and allow_none:

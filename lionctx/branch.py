@@ -565,7 +565,9 @@ class Branch:
         report = await registry.gather(self, instruction, tagged=self.render == "tags")
         self._set_report(report)
         if self.render == "tags":  # issue 13: stable blocks first, then volatile ones
-            return tuple(ContextBlock(o.name, o.text) for o in kept_in_order(report.outcomes))
+            # A kept (fired) outcome always has text; the test only narrows.
+            return tuple(ContextBlock(o.name, o.text) for o in kept_in_order(report.outcomes)
+                         if o.text is not None)
         return tuple(ContextBlock(row["provider_name"], text)
                      for row, text in zip(report.fired, report.blocks, strict=False))
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
-from typing import Any, Literal, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
 from ._exceptions import InvalidType
@@ -187,9 +187,7 @@ class ContextProviderRegistry:
 
     @budget.setter
     def budget(self, value: Number) -> None:
-        checked = check_number(value, "budget", allow_none=False)
-        assert checked is not None  # allow_none=False
-        self._budget = checked
+        self._budget = check_number(value, "budget", allow_none=False)
 
     @property
     def timeout(self) -> float | None:
