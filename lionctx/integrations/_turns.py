@@ -157,3 +157,19 @@ class TurnResolver:
         finally:
             if not lock.locked():
                 self._locks.pop(slot, None)
+
+
+class ResolverBacked:
+    """What every host adapter reports about its turns, read from its resolver."""
+
+    _resolver: TurnResolver
+
+    @property
+    def resolves(self) -> int:
+        """How many times the providers were resolved (one per user turn)."""
+        return self._resolver.resolves
+
+    @property
+    def last_report(self) -> Resolution | None:
+        """The report of the most recent turn."""
+        return self._resolver.last_report

@@ -32,13 +32,12 @@ from typing import Any
 
 from agent_framework import ContextProvider
 
-from ..resolve import Resolution
-from ._turns import TurnResolver, text_of
+from ._turns import ResolverBacked, TurnResolver, text_of
 
 __all__ = ["LionctxContextProvider"]
 
 
-class LionctxContextProvider(ContextProvider):
+class LionctxContextProvider(ResolverBacked, ContextProvider):
     """Resolve lionctx providers before each agent run; see the module docstring.
 
     ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
@@ -57,15 +56,6 @@ class LionctxContextProvider(ContextProvider):
         self._resolver = TurnResolver(providers, options, "LionctxContextProvider")
         self._run_context = run_context
 
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per run)."""
-        return self._resolver.resolves
-
-    @property
-    def last_report(self) -> Resolution | None:
-        """The report of the most recent run."""
-        return self._resolver.last_report
 
     async def _ctx(self, session: Any, context: Any) -> Any:
         ctx = self._run_context

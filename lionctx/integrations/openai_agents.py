@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..resolve import Resolution
-from ._turns import TurnResolver, compose, text_of
+from ._turns import ResolverBacked, TurnResolver, compose, text_of
 
 __all__ = ["ContextInstructions", "context_instructions", "latest_user_text", "report"]
 
@@ -48,7 +48,7 @@ def latest_user_text(items: Any) -> str:
     return ""
 
 
-class ContextInstructions:
+class ContextInstructions(ResolverBacked):
     """The ``instructions`` callable for ``agents.Agent``; see the module docstring.
 
     ``last_report`` is the most recent turn's :class:`~lionctx.Resolution`;
@@ -63,15 +63,6 @@ class ContextInstructions:
         self._resolver = TurnResolver(providers, options, "context_instructions")
         self._base = instructions
 
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per turn)."""
-        return self._resolver.resolves
-
-    @property
-    def last_report(self) -> Resolution | None:
-        """The report of the most recent turn."""
-        return self._resolver.last_report
 
     def report_for(self, wrapper: Any) -> Resolution | None:
         """The report of the run whose ``RunContextWrapper`` is ``wrapper``."""

@@ -25,26 +25,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..resolve import Resolution
-from ._turns import TurnResolver
+from ._turns import ResolverBacked, TurnResolver
 
 __all__ = ["ContextInstructions", "context_instructions"]
 
 
-class ContextInstructions:
+class ContextInstructions(ResolverBacked):
     """An instructions function for ``pydantic_ai.Agent``; see the module docstring."""
 
     def __init__(self, providers: Any, **options: Any) -> None:
         self._resolver = TurnResolver(providers, options, "context_instructions")
 
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per run)."""
-        return self._resolver.resolves
-
-    @property
-    def last_report(self) -> Resolution | None:
-        """The report of the most recent run."""
-        return self._resolver.last_report
 
     def report_for(self, run: Any) -> Resolution | None:
         """The report of a run: its ``AgentRunResult``, ``RunContext`` or ``run_id``."""
