@@ -52,15 +52,27 @@ import json, resource, sys
 import anyio
 from lionctx.providers import HttpContextProvider
 
+def peak_kib():
+    # VmHWM is this program's own peak (a fresh address space after exec); ru_maxrss
+    # would carry over the peak of the parent that forked it, and hide any rise.
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
 async def main(url, warm, cap):
     # Imports, the client and its TLS context are in place before the baseline.
     async with HttpContextProvider(warm) as w:
         await w.fetch("", None)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = peak_kib()
     async with HttpContextProvider(url, max_response_bytes=cap, timeout=60) as p:
         text = await p.fetch("", None)
         error = p.last_error
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_kib()
     print(json.dumps({"baseline_kib": base, "peak_kib": peak,
                       "chars": len(text or ""), "error": error}))
 

@@ -66,6 +66,9 @@ def test_a_bomb_costs_less_than_100_mib_and_fails_naming_the_cap(
 def test_a_plain_body_under_the_cap_is_read(srv: LoopbackServer) -> None:
     got = fetch_peak_rss(srv.url("/raw/plain"), srv.url("/ok"), CAP)
     assert got["error"] is None and got["chars"] == CAP - 1
+    # The measurement itself works: reading 1 MiB shows as a rise (a peak inherited
+    # from a large parent process would hide every rise, the bombs' included).
+    assert got["rise_mib"] > 0.5, got
 
 
 @pytest.mark.anyio
