@@ -56,9 +56,10 @@ _EMPTY = Status.EMPTY
 _FAILED = Status.FAILED
 _TIMEOUT = Status.TIMEOUT
 
-#: Default size limit of one provider's text, in characters: far beyond what any
-#: budget admits (about 250k tokens), small enough that checking it costs nothing.
-DEFAULT_MAX_CHARS = 1_000_000
+#: Default size limit of one provider's text, in characters: above what the built-in
+#: providers return at their own defaults (20 files of 100 KB), far beyond what any
+#: budget admits (about a million tokens). Checking it costs nothing.
+DEFAULT_MAX_CHARS = 4_000_000
 # Texts longer than this are counted in a worker thread, off the event loop.
 _THREAD_CHARS = 65_536
 _COUNT_KEY = "lionctx.tokens"

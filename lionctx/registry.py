@@ -128,7 +128,7 @@ class ContextProviderRegistry:
     together, ``timeout`` bounds each provider (seconds; ``register`` can override
     it per provider), ``deadline`` bounds the whole pass, ``limit`` caps how many run
     at once. ``counter`` is a tiktoken encoding name or a ``str -> int`` callable.
-    ``max_chars`` is the size limit of one provider's text (default 1,000,000
+    ``max_chars`` is the size limit of one provider's text (default 4,000,000
     characters; ``register`` can override it): longer text is skipped uncounted.
 
     Production (issue 13): ``breaker`` (default ``True``) gives each provider a

@@ -103,7 +103,7 @@ async def resolve_context(
     ``timeout`` and ``deadline`` are seconds. With ``budget``, blocks are admitted
     greedily in list order until the budget (tokens of the tagged blocks) is spent.
     ``on_outcome`` is called with each provider's outcome as soon as it is known.
-    ``max_chars`` is the size limit of one provider's text (default 1,000,000
+    ``max_chars`` is the size limit of one provider's text (default 4,000,000
     characters): longer text is skipped uncounted.
 
     Production options: ``breaker`` (``True``, the default: the

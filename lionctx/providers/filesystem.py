@@ -149,6 +149,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self._files: dict[str, Seen] = {}
         self._plan: Plan | None = None
         self._output: str | None = None
+        self._rendered_from: list[tuple[str, str]] = []
 
     def __repr__(self) -> str:
         return (f"FilesystemContextProvider({self.base_path!r}, glob={self.glob!r}, "
@@ -234,7 +235,14 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         if self.degradation_reason is not None:
             logger.debug("%s: %s", self.name, self.degradation_reason)
         scan = Scan(included, skipped, scan.files, scan.plan, scan.reads)
-        output = _render(scan.included) if scan.included else None
+        if scan.reads == 0 and scan.included == self._rendered_from and self._output is not None:
+            # Nothing read and the same files: hand back the same string object, whose
+            # hash Python keeps, so its memoized token count is found without reading
+            # a megabyte again.
+            output: str | None = self._output
+        else:
+            output = _render(scan.included) if scan.included else None
+        self._rendered_from = scan.included
         self._output = output
         self._plan = scan.plan
         if output is None:

@@ -26,7 +26,7 @@ async def test_twenty_megabytes_under_a_small_budget_is_skipped_by_size():
     wall = time.perf_counter() - started
     huge, small = res.outcomes
     assert huge.status is Status.SKIPPED_SIZE
-    assert huge.reason == f"{len(TWENTY_MB)} characters over the size limit of 1000000"
+    assert huge.reason == f"{len(TWENTY_MB)} characters over the size limit of 4000000"
     assert small.status is Status.FIRED
     assert wall < 5  # generous: the broken code needed about 15 s
 
@@ -144,3 +144,15 @@ def test_edge_cases_of_the_cut_rule():
     assert safe_cut("a\n b", 0) == -1        # space after a line break
     assert safe_cut("a\u3000 b", 0) == -1    # after Unicode white space
     assert safe_cut("ab", 0) == -1
+
+
+async def test_a_filesystem_provider_at_its_own_defaults_is_not_over_the_size_limit(tmp_path):
+    from lionctx import FilesystemContextProvider
+
+    for i in range(20):  # max_files=20 of max_file_size=100 KB: the provider's defaults
+        (tmp_path / f"n{i:02d}.md").write_text("words in notes\n" * 6_800)
+    reg = ContextProviderRegistry(budget=100)
+    reg.register(FilesystemContextProvider(tmp_path))
+    report = await reg.gather(None, "q")
+    (row,) = report.outcomes
+    assert row.status is Status.SKIPPED_BUDGET, row.reason  # counted (in part), not sized out

@@ -39,8 +39,7 @@ async def test_the_text_really_panics_the_tokenizer():
 
 @pytest.mark.parametrize("concurrent", [False, True])
 async def test_registry_contains_a_tokenizer_panic(concurrent):
-    # The default size limit (1,000,000 characters) skips this text uncounted; a
-    # user who raises it still gets containment.
+    # Counted even under a size limit above it: containment, not the limit, holds.
     reg = ContextProviderRegistry(budget=10_000_000, concurrent=concurrent,
                                   max_chars=2_000_000)
     reg.register(Static("bomb", PANIC))
@@ -72,11 +71,17 @@ async def test_branch_chat_survives_a_tokenizer_panic(server, model):
     assert branch.last_context_report.failed == ["bomb"]
 
 
-async def test_by_default_the_size_limit_skips_it_uncounted():
+async def test_by_default_it_is_counted_and_contained():
     res = await resolve_context([Static("bomb", PANIC)], "q")
     (bomb,) = res.outcomes
+    assert bomb.status is Status.FAILED and "PanicException" in bomb.reason
+
+
+async def test_a_lower_size_limit_skips_it_uncounted():
+    res = await resolve_context([Static("bomb", PANIC)], "q", max_chars=500_000)
+    (bomb,) = res.outcomes
     assert bomb.status is Status.SKIPPED_SIZE and bomb.tokens == 0
-    assert bomb.reason == f"{len(PANIC)} characters over the size limit of 1000000"
+    assert bomb.reason == f"{len(PANIC)} characters over the size limit of 500000"
 
 
 async def test_agent_run_survives_a_tokenizer_panic(server):
