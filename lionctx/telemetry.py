@@ -56,14 +56,31 @@ def enabled() -> bool:
     return bool(on)
 
 
+#: While nothing listens, how long an answer of :func:`live` stands before the global
+#: providers are asked again (asking reads the environment: too dear for every pass).
+LIVE_RECHECK_S = 1.0
+
+
 def live() -> bool:
     """True when a pass should be recorded: tracing is :func:`enabled` and something
     listens (providers given to :func:`configure`, or a global tracer or meter
-    provider that is not the API's no-op default). Checked per pass, cheaply."""
+    provider that is not the API's no-op default). Providers given to
+    :func:`configure` count at once; a global provider set later is seen within
+    :data:`LIVE_RECHECK_S` (OpenTelemetry sets a global provider once per process,
+    so a live answer stands)."""
     if not enabled():
         return False
     if _state["tracer_provider"] is not None or _state["meter_provider"] is not None:
         return True
+    until = _state.get("live_until")
+    if until is not None and (until is True or time.monotonic() < until):
+        return until is True
+    found = _global_live()
+    _state["live_until"] = True if found else time.monotonic() + LIVE_RECHECK_S
+    return found
+
+
+def _global_live() -> bool:
     api = _state.get("api")
     if api is None:
         from opentelemetry import trace
@@ -98,13 +115,14 @@ def set_enabled(on: bool | None) -> None:
     """Turn tracing on or off for the process (``None``: decide again from the
     environment and what is installed)."""
     _state["enabled"] = None if on is None else bool(on)
+    _state["live_until"] = None
 
 
 def configure(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
     """Send spans and metrics to these providers instead of the global ones
     (``None`` for either: back to the global one)."""
     _state.update(tracer_provider=tracer_provider, meter_provider=meter_provider,
-                  tracer=None, meter=None, instruments=None)
+                  tracer=None, meter=None, instruments=None, live_until=None)
 
 
 def _tracer() -> Any:

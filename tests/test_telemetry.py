@@ -230,3 +230,28 @@ def test_importing_lionctx_loads_no_opentelemetry_even_when_installed():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_liveness_is_asked_again_only_after_the_recheck_interval(monkeypatch):
+    # Asking OpenTelemetry's globals reads the environment: not on every pass.
+    telemetry.configure()
+    telemetry.set_enabled(True)
+    try:
+        asked = []
+        real = telemetry._global_live
+        monkeypatch.setattr(telemetry, "_global_live", lambda: asked.append(1) or real())
+        now = [1000.0]
+        monkeypatch.setattr(telemetry.time, "monotonic", lambda: now[0])
+        assert telemetry.live() is False and len(asked) == 1
+        for _ in range(100):
+            assert telemetry.live() is False
+        assert len(asked) == 1  # within the interval: the cached answer
+        now[0] += telemetry.LIVE_RECHECK_S + 0.01
+        telemetry.live()
+        assert len(asked) == 2  # past it: asked again
+        tp = TracerProvider()
+        telemetry.configure(tracer_provider=tp)  # a provider given here counts at once
+        assert telemetry.live() is True
+    finally:
+        telemetry.configure()
+        telemetry.set_enabled(None)
