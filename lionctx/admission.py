@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ._types import Number
 
-__all__ = ["Admission", "Candidate", "admit"]
+__all__ = ["Admission", "Candidate", "admit", "admit_columns"]
 
 
 
@@ -57,32 +57,43 @@ class Admission:
 
 def admit(candidates: Sequence[Candidate], budget: Number | None) -> Admission:
     """Decide which candidates fit. Pure: same input, same output."""
+    return admit_columns([c.tokens for c in candidates], [c.priority for c in candidates],
+                         [c.cap for c in candidates], budget)
+
+
+def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
+                  caps: Sequence[Number | None], budget: Number | None) -> Admission:
+    """:func:`admit` over three parallel columns (what a pass has at hand: no
+    :class:`Candidate` object per provider)."""
     skipped_cap: list[int] = []
     eligible: list[int] = []
-    for i, c in enumerate(candidates):
-        if c.cap and c.tokens > c.cap:
+    for i, cap in enumerate(caps):
+        if cap and tokens[i] > cap:
             skipped_cap.append(i)
         else:
             eligible.append(i)
 
     if budget is None:
-        kept = eligible
-        used = sum(candidates[i].tokens for i in kept)
-        return Admission(tuple(kept), tuple(skipped_cap), (), (), used)
+        return Admission(tuple(eligible), tuple(skipped_cap), (), (),
+                         sum(tokens[i] for i in eligible))
 
-    # sorted() is stable: equal priorities keep registration order.
-    order = sorted(eligible, key=lambda i: -candidates[i].priority)
+    if len(set(priorities)) <= 1:
+        order = eligible  # one priority: the stable sort would keep this order
+    else:
+        # sorted() is stable: equal priorities keep registration order.
+        order = sorted(eligible, key=lambda i: -priorities[i])
     used = 0
     kept_set: list[int] = []
     skipped_budget: list[int] = []
     room: list[Number] = []
     for i in order:
-        tokens = candidates[i].tokens
-        if used + tokens <= budget:
-            used += tokens
+        n = tokens[i]
+        if used + n <= budget:
+            used += n
             kept_set.append(i)
         else:
             skipped_budget.append(i)
             room.append(budget - used)
-    kept_set.sort()
+    if order is not eligible:
+        kept_set.sort()
     return Admission(tuple(kept_set), tuple(skipped_cap), tuple(skipped_budget), tuple(room), used)

@@ -26,7 +26,7 @@ from ._exceptions import InvalidType
 from ._policy import Policy, check_max_chars, check_number, check_seconds
 from ._types import Number
 from .adapters import provide_invoker, provider_name
-from .admission import Candidate, admit
+from .admission import admit_columns
 from .breaker import Breakers, BreakerSettings, coerce_breakers
 from .gather import Observer, ProviderCall, gather
 from .outcome import Outcome, Status
@@ -430,9 +430,8 @@ def _tokens(o: Outcome) -> str:
 def build_report(outcomes: list[Outcome], budget: Number | None) -> ProviderReport:
     """Admission over gathered outcomes, then LionAGI's report lists."""
     texted = [o for o in outcomes if o.status is Status.FIRED]
-    decision = admit(
-        [Candidate(o.tokens, o.priority, o.max_tokens) for o in texted], budget
-    )
+    decision = admit_columns([o.tokens for o in texted], [o.priority for o in texted],
+                             [o.max_tokens for o in texted], budget)
     for i in decision.skipped_cap:
         o = texted[i]
         o.status = Status.SKIPPED_CAP

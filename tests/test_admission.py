@@ -169,3 +169,33 @@ def test_every_entry_in_exactly_one_bucket(cands, budget):
     d = admit(cands, budget)
     buckets = list(d.kept) + list(d.skipped_cap) + list(d.skipped_budget)
     assert sorted(buckets) == list(range(len(cands)))
+
+
+def _reference(rows, budget):
+    """LionAGI's rule written out plainly (D3): caps, then a stable priority sort."""
+    capped = [i for i, (t, _, c) in enumerate(rows) if c and t > c]
+    eligible = [i for i in range(len(rows)) if i not in capped]
+    if budget is None:
+        return eligible, capped, [], sum(rows[i][0] for i in eligible)
+    used, kept, skipped = 0, [], []
+    for i in sorted(eligible, key=lambda i: -rows[i][1]):
+        if used + rows[i][0] <= budget:
+            used += rows[i][0]
+            kept.append(i)
+        else:
+            skipped.append(i)
+    return sorted(kept), capped, skipped, used
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.sampled_from([0, 0, 0, 1, -2]),
+                          st.one_of(st.none(), st.integers(-5, 60))), max_size=12),
+       st.one_of(st.none(), st.integers(-5, 200)))
+def test_columns_decide_as_the_plain_rule(rows, budget):
+    from lionctx.admission import admit_columns
+
+    got = admit_columns([t for t, _, _ in rows], [p for _, p, _ in rows],
+                        [c for _, _, c in rows], budget)
+    kept, capped, skipped, used = _reference(rows, budget)
+    assert (list(got.kept), list(got.skipped_cap), list(got.skipped_budget), got.used) == (
+        kept, capped, skipped, used)
+    assert admit([Candidate(t, p, c) for t, p, c in rows], budget) == got
