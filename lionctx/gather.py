@@ -45,7 +45,7 @@ from ._text import make_encodable
 from ._threads import run_in_worker
 from .outcome import Outcome, SourceUnavailable, Status
 from .render import tag_block
-from .tokens import TokenCounter, count_bounded, prepare_counter
+from .tokens import TokenCounter, count_bounded, memo_key, prepare_counter
 
 __all__ = ["DEFAULT_MAX_CHARS", "Observer", "ProviderCall", "gather", "validate_seconds"]
 
@@ -384,9 +384,9 @@ def _memo_key(frame: Callable[[str], str] | None, text: str) -> Any:
     """The memo key of what will be counted: the text's, or for a tag block the
     (name, text) pair it is a pure function of; None for any other frame."""
     if frame is None:
-        return (str.__len__(text), hash(text))
+        return memo_key(text)
     if type(frame) is partial and frame.func is tag_block and len(frame.args) == 1:
-        return (frame.args[0], str.__len__(text), hash(text))
+        return (frame.args[0], *memo_key(text))
     return None
 
 

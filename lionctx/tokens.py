@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import logging
 import math
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -134,11 +135,26 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
 # Counts are cached: context is mostly stable from turn to turn (the same notes, the
 # same status text), and hashing a string is far cheaper than encoding it. Keys are
 # (length, Python's string hash): keyed per process (SipHash with a random key, so
-# nobody can craft a collision), computed once and cached on the string object (a
-# source that returns the same string every turn is looked up for free), and they
+# nobody can craft a collision; see memo_key for a fixed PYTHONHASHSEED), computed
+# once and cached on the string object (a source that returns the same string every
+# turn is looked up for free), and they
 # never hold the text. One dict of up to MEMO_SIZE counts; past that, the oldest
 # quarter goes (no cliff at a fixed number of distinct texts, O(1) amortized).
 MEMO_SIZE = 65_536
+
+# With PYTHONHASHSEED fixed the string hash is no longer secret: anyone who knows the
+# seed can craft two texts of one length that share a hash, and a wrong count would
+# let text past the budget. Then keys are a BLAKE2b digest instead (slower, safe).
+_HASH_IS_SECRET = bool(sys.flags.hash_randomization)
+
+
+def memo_key(text: str) -> tuple[int, int | bytes]:
+    """The memo key of ``text``: its length and its (secret-keyed) hash, or its
+    BLAKE2b digest where the hash seed is fixed. Never the text itself."""
+    if _HASH_IS_SECRET:
+        return (len(text), hash(text))
+    data = text.encode("utf-8", "surrogatepass")
+    return (len(text), hashlib.blake2b(data, digest_size=20).digest())
 
 
 def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
@@ -169,7 +185,7 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
                         memo.pop(old, None)
 
     def count(text: str) -> int:
-        key = (len(text), hash(text))
+        key = memo_key(text)
         n = memo.get(key)
         if n is None:
             n = encode_len(text)
@@ -177,7 +193,7 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return n
 
     def bounded(text: str, bound: float) -> tuple[int, bool]:
-        key = (len(text), hash(text))
+        key = memo_key(text)
         n = memo.get(key)
         if n is not None:
             return n, True

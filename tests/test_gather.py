@@ -427,9 +427,9 @@ async def test_a_str_subclass_that_lies_about_plain_is_copied():
     from lionctx.providers import ProvidedText
 
     lying = ProvidedText("real text")
-    lying.plain = "other!!!!"  # same length, different text: taken, and what is sent
-    out = await gather([call("x", returning(lying))], counter=words)
-    assert out[0].text in ("real text", "other!!!!")
+    lying.plain = "other!!!!"  # same length, different text: taken, and it is what is
+    out = await gather([call("x", returning(lying))], counter=len)  # sent and counted
+    assert out[0].text == "other!!!!" and out[0].tokens == len("other!!!!")
     lying.plain = "short"  # a different length is never taken
-    out = await gather([call("x", returning(lying))], counter=words)
-    assert out[0].text == "real text"
+    out = await gather([call("x", returning(lying))], counter=len)
+    assert out[0].text == "real text" and out[0].tokens == len("real text")

@@ -49,7 +49,7 @@ import anyio.lowlevel
 
 from .._exceptions import SharedCacheError
 from ..providers.base import SourceUnavailable, check_duration, check_name
-from ..providers.cache import FlightCache, Hit, SharedFetchError, Source, _Flight
+from ..providers.cache import FlightCache, Hit, SharedFetchError, Source, _Flight, lead_flight
 from .base import Codec
 from .counted import CountedText
 
@@ -340,23 +340,8 @@ class _SharedCache:
             if hit.source is Source.FRESH:
                 hit = Hit(hit.value, Source.SHARED, hit.error, hit.note)
             return hit
-        flight = _Flight()
-        self._flights[digest] = flight
-        try:
-            hit = await self._shared_get(key, digest, load)
-        except Exception as exc:
-            flight.error = exc
-            raise
-        except BaseException:
-            flight.abandoned = True
-            raise
-        else:
-            flight.value = hit
-            return hit
-        finally:
-            if self._flights.get(digest) is flight:
-                del self._flights[digest]
-            flight.done.set()
+        return await lead_flight(self._flights, digest,
+                                 lambda: self._shared_get(key, digest, load), _record_hit)
 
     async def _fallback(self, key: Hashable, load: Callable[[], Awaitable[Any]],
                         why: SharedCacheError, names: dict[str, str]) -> Hit[Any]:
@@ -611,3 +596,8 @@ async def _count(text: str) -> tuple[int | None, str | None]:
     except Exception:  # counting is an optimisation; never the reason a value is lost
         logger.debug("could not count a value to share", exc_info=True)
         return None, None
+
+
+def _record_hit(flight: _Flight, hit: Hit[Any]) -> None:
+    # This process's waiters read the whole hit (its source and note included).
+    flight.value = hit

@@ -94,6 +94,39 @@ class _Flight:
         self.abandoned = False
 
 
+async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
+                      work: Callable[[], Awaitable[Hit[Any]]],
+                      record: Callable[[_Flight, Hit[Any]], None]) -> Hit[Any]:
+    """Run ``work`` as the one leader for ``key``; its waiters share the outcome.
+
+    A failure is left on the flight for the waiters; a cancellation (or worse)
+    marks it abandoned, so a waiter leads instead of inheriting it. ``record``
+    puts a successful hit on the flight in the form the waiters read.
+    """
+    flight = _Flight()
+    flights[key] = flight
+    try:
+        hit = await work()
+    except Exception as exc:
+        flight.error = exc
+        raise
+    except BaseException:
+        flight.abandoned = True
+        raise
+    else:
+        record(flight, hit)
+        return hit
+    finally:
+        if flights.get(key) is flight:
+            del flights[key]
+        flight.done.set()
+
+
+def _record_value(flight: _Flight, hit: Hit[Any]) -> None:
+    # Waiters get what the leader got: the value, or the failure (then stale).
+    flight.value, flight.error = hit.value, hit.error
+
+
 class FlightCache(Generic[V]):
     """TTL cache plus single flight for async loads, keyed by any hashable.
 
@@ -176,25 +209,9 @@ class FlightCache(Generic[V]):
         return await self._lead(key, load)
 
     async def _lead(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
-        flight = _Flight()
-        self._flights[key] = flight
-        try:
-            hit = await self._load(key, load)
-        except Exception as exc:
-            flight.error = exc
-            raise
-        except BaseException:
-            # Cancelled (or worse): let the waiters take over rather than inherit it.
-            flight.abandoned = True
-            raise
-        else:
-            # Waiters get what this caller got: the value, or the failure (then stale).
-            flight.value, flight.error = hit.value, hit.error
-            return hit
-        finally:
-            if self._flights.get(key) is flight:
-                del self._flights[key]
-            flight.done.set()
+        hit: Hit[V] = await lead_flight(self._flights, key,
+                                        lambda: self._load(key, load), _record_value)
+        return hit
 
     async def _load(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """Run ``load``: store a good value; on failure serve the stale one or raise."""

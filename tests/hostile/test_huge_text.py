@@ -156,3 +156,26 @@ async def test_a_filesystem_provider_at_its_own_defaults_is_not_over_the_size_li
     report = await reg.gather(None, "q")
     (row,) = report.outcomes
     assert row.status is Status.SKIPPED_BUDGET, row.reason  # counted (in part), not sized out
+
+
+def test_with_a_fixed_hash_seed_memo_keys_are_digests():
+    # A known seed lets anyone craft two texts of one length with one hash; a shared
+    # memo entry would then give one of them the other's (smaller) count.
+    import os
+    import subprocess
+    import sys
+
+    code = ("from lionctx.tokens import memo_key, count_tokens\n"
+            "k = memo_key('some text')\n"
+            "assert isinstance(k[1], bytes) and len(k[1]) == 20, k\n"
+            "assert count_tokens('some text') == count_tokens('some text')\n"
+            "print('ok')")
+    fixed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert fixed.stdout.strip() == "ok", fixed.stderr
+    random = subprocess.run(
+        [sys.executable, "-c", "from lionctx.tokens import memo_key\n"
+         "print(type(memo_key('x')[1]).__name__)"],
+        capture_output=True, text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"})
+    assert random.stdout.strip() == "int", random.stderr
