@@ -45,7 +45,14 @@ from ._text import make_encodable
 from ._threads import run_in_worker
 from .outcome import Outcome, SourceUnavailable, Status
 from .render import tag_block
-from .tokens import TokenCounter, count_bounded, memo_key, prepare_counter
+from .tokens import (
+    _HASH_IS_SECRET,
+    TokenCounter,
+    count_bounded,
+    counter_ready,
+    memo_key,
+    prepare_counter,
+)
 
 __all__ = ["DEFAULT_MAX_CHARS", "Observer", "ProviderCall", "gather", "validate_seconds"]
 
@@ -205,12 +212,10 @@ def _timed_out(call: ProviderCall, index: int, start: float | None, why: str) ->
     )
 
 
-def _degradation(provider: Any) -> str | None:
-    try:
-        reason = getattr(provider, "degradation_reason", None)
-    except Exception:  # a property that raises is no reason
-        return None
+def _degradation(call: ProviderCall, reason: Any) -> str | None:
+    """A provider's ``degradation_reason``, when it is a non-empty str (logged)."""
     if isinstance(reason, str) and reason:
+        logger.warning("context provider %r degraded: %s", call.name, reason)
         return reason
     return None
 
@@ -231,6 +236,10 @@ class _Pass:
     join_cost: int = 0
     memo: dict[Any, int] | None = None
     remember: Callable[[Any, int], None] | None = None
+    #: Each provider's start time, when a deadline may have to report it.
+    starts: list[float | None] | None = None
+    #: The concurrent pass's group, told when a provider's task fails for good.
+    group: _Group | None = None
 
 
 @dataclass(slots=True)
@@ -295,13 +304,23 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     large text comes back as :class:`_Big`, to be counted off the loop.
     """
     elapsed = (perf_counter() - start) * 1000.0
-    degraded = _degradation(call.provider)
+    try:
+        degraded = getattr(call.provider, "degradation_reason", None)
+    except Exception:  # a property that raises is no reason
+        degraded = None
     if degraded is not None:
-        logger.warning("context provider %r degraded: %s", call.name, degraded)
-    if result is None or (isinstance(result, str) and not str.__len__(result)):
+        degraded = _degradation(call, degraded)
+    # The hot path first: a plain, non-empty str (the others are checked in turn).
+    if result.__class__ is str:
+        if not result:
+            return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, None,
+                           degraded, False, False, call.priority, call.max_tokens)
+        plain = True
+        cached = stale = False
+    elif result is None or (isinstance(result, str) and not str.__len__(result)):
         return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, None,
                        degraded, False, False, call.priority, call.max_tokens)
-    if not isinstance(result, str):
+    elif not isinstance(result, str):
         logger.warning("context provider %r returned %s; skipping", call.name,
                        type(result).__name__)
         out = _failed(call, index, start, TypeError(
@@ -309,16 +328,17 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         out.duration_ms = elapsed
         out.degradation_reason = degraded
         return out
-    plain = type(result) is str
-    cached = stale = False
-    if not plain:
+    else:
+        plain = False
         try:
             cached = bool(getattr(result, "cached", False))
             stale = bool(getattr(result, "stale", False))
         except Exception:  # a str subclass's properties are the provider's business
             cached = stale = False
     size = str.__len__(result)
-    limit = call.max_chars if call.max_chars is not None else ps.max_chars
+    limit = call.max_chars
+    if limit is None:
+        limit = ps.max_chars
     if size > limit:
         logger.warning("context provider %r returned %d characters, over its size limit "
                        "of %d; skipped uncounted", call.name, size, limit)
@@ -328,22 +348,35 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     try:
         # Plain str, whatever subclass came back: what we count is what we send.
         text = result if plain else _plain_of(result, size)
-        text, replaced = make_encodable(text)
-        if replaced:
-            why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded as "
-                   "UTF-8, with U+FFFD")
-            logger.warning("context provider %r: %s", call.name, why)
-            degraded = _add_reason(degraded, why)
+        replaced = 0
+        if not text.isascii():
+            text, replaced = make_encodable(text)
+            if replaced:
+                why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
+                       "as UTF-8, with U+FFFD")
+                logger.warning("context provider %r: %s", call.name, why)
+                degraded = _add_reason(degraded, why)
         frame = call.frame
-        key = _memo_key(frame, text) if ps.memo is not None else None
-        if key is not None:
-            # A text seen before is found by its cached hash, without framing or
-            # reading it again (a warm source returns the same string object).
-            known = ps.memo.get(key)  # type: ignore[union-attr]
-            if known is not None:
-                stored = text if not call.keep_frame or frame is None else frame(text)
-                return _counted(call, index, ps, stored, known, True, elapsed, degraded,
-                                cached, stale)
+        memo = ps.memo
+        key: Any = None
+        if memo is not None:
+            if frame is None:
+                # memo_key, inlined for the common case (a secret string hash).
+                key = (len(text), hash(text)) if _HASH_IS_SECRET else memo_key(text)
+            else:
+                key = _memo_key(frame, text)
+            if key is not None:
+                # A text seen before is found by its cached hash, without framing or
+                # reading it again (a warm source returns the same string object).
+                known = memo.get(key)
+                if known is not None:
+                    if frame is None:
+                        return Outcome(call.name, index, _FIRED, text, known, elapsed, None,
+                                       None, None, degraded, cached, stale, call.priority,
+                                       call.max_tokens)
+                    stored = frame(text) if call.keep_frame else text
+                    return _counted(call, index, ps, stored, known, True, elapsed, degraded,
+                                    cached, stale)
         counted = text if frame is None else frame(text)
         stored = counted if call.keep_frame else text
         bound = _bound(call, ps)
@@ -417,24 +450,36 @@ def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:
     return outcome
 
 
-async def _run_one(call: ProviderCall, index: int, ps: _Pass,
-                   starts: list[float | None] | None) -> Outcome:
+async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
+    """One provider's call, bounded by its timeout, contained, counted."""
     start = perf_counter()
-    if starts is not None:
-        starts[index] = start
+    if ps.starts is not None:
+        ps.starts[index] = start
     limit = call.timeout if call.timeout is not None else ps.timeout
-    if limit is None:
-        try:
-            result = await call.invoke(*ps.args)
-        except BaseException as exc:
-            if _fatal_from_provider(exc):
-                raise
-            _log_failure(call, exc)
-            return _failed(call, index, start, exc)
-        out = _finish(call, index, result, start, ps)
-        if out.__class__ is _Big:
-            return await _count_big(call, index, start, out, ps)
-        return out  # type: ignore[return-value]
+    try:
+        if limit is None:
+            try:
+                result = await call.invoke(*ps.args)
+            except BaseException as exc:
+                if _fatal_from_provider(exc):
+                    raise
+                _log_failure(call, exc)
+                return _failed(call, index, start, exc)
+            out = _finish(call, index, result, start, ps)
+            if out.__class__ is _Big:
+                return await _count_big(call, index, start, out, ps)
+            return out  # type: ignore[return-value]
+        return await _run_limited(call, index, ps, start, limit)
+    except BaseException:
+        # Nothing a provider causes leaves here (contained above): this is a
+        # cancellation or a fatal error. A concurrent pass stops waiting in order.
+        if ps.group is not None:
+            ps.group.alarm()
+        raise
+
+
+async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
+                       limit: float) -> Outcome:
     outcome: Outcome | None = None
     answered = False
     with anyio.move_on_after(limit) as scope:
@@ -500,19 +545,24 @@ async def gather(
     n = len(calls)
     if n == 0:
         return []
-    loading = perf_counter()
-    try:
-        await prepare_counter(counter)
-    except Exception:
-        # A missing or corrupt encoding fails each provider's count inside its own
-        # containment below, with the reason; it never costs the pass.
-        logger.warning("could not load the token encoding", exc_info=True)
+    load_ms = 0.0
+    if not counter_ready(counter):
+        loading = perf_counter()
+        try:
+            await prepare_counter(counter)
+        except Exception:
+            # A missing or corrupt encoding fails each provider's count inside its
+            # own containment below, with the reason; it never costs the pass.
+            logger.warning("could not load the token encoding", exc_info=True)
+        load_ms = (perf_counter() - loading) * 1000.0
     if timing is not None:
-        timing["tokenizer_load_ms"] = (perf_counter() - loading) * 1000.0
+        timing["tokenizer_load_ms"] = load_ms
     ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars,
                args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None))
-    if any(c.frame is not None for c in calls):
-        ps.join_cost = _join_cost(counter)
+    for c in calls:
+        if c.frame is not None:
+            ps.join_cost = _join_cost(counter)
+            break
     if not concurrent or n == 1:
         outcomes = await _sequential(calls, ps, deadline, observe)
     else:
@@ -541,16 +591,19 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     # The whole pass runs in this one task: ask it (not the loop) after each provider.
     cancelling = _cancelling_of_current_task()
     if deadline is None:
+        if ps.timeout is None and observe is None:
+            return await _sequential_plain(calls, ps, cancelling)
         for i, call in enumerate(calls):
-            o = await _run_one(call, i, ps, None)
+            o = await _run_one(call, i, ps)
             if cancelling is not None and cancelling():
                 await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
         return outcomes
     starts: list[float | None] = [None] * len(calls)
+    ps.starts = starts
     with anyio.move_on_after(deadline):
         for i, call in enumerate(calls):
-            o = await _run_one(call, i, ps, starts)
+            o = await _run_one(call, i, ps)
             if cancelling is not None and cancelling():
                 await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
@@ -561,64 +614,214 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     return outcomes
 
 
-def _asyncio_taskgroup() -> type | None:
-    """asyncio.TaskGroup when running on asyncio (3.11+), else None.
+async def _sequential_plain(calls: Sequence[ProviderCall], ps: _Pass,
+                            cancelling: Callable[[], int] | None) -> list[Outcome]:
+    """The common sequential pass (no deadline, no observer, no pass timeout):
+    :func:`_run_one`'s untimed path inlined, one coroutine less per provider."""
+    outcomes: list[Outcome] = []
+    append = outcomes.append
+    args = ps.args
+    for i, call in enumerate(calls):
+        if call.timeout is not None:
+            o = await _run_one(call, i, ps)
+        else:
+            start = perf_counter()
+            try:
+                result = await call.invoke(*args)
+            except BaseException as exc:
+                if _fatal_from_provider(exc):
+                    raise
+                _log_failure(call, exc)
+                o = _failed(call, i, start, exc)
+            else:
+                out = _finish(call, i, result, start, ps)
+                o = (await _count_big(call, i, start, out, ps) if out.__class__ is _Big
+                     else out)  # type: ignore[assignment]
+        if cancelling is not None and cancelling():
+            await _reraise_cancellation()
+        append(o)
+    return outcomes
 
-    anyio's task group costs about 20 us per task on asyncio; asyncio's own costs
-    about 4. Both give the same structure here: children are cancelled with the
-    group, the caller's cancellation propagates, and the tasks never raise an
-    Exception (each contains its provider's), so only BaseExceptions leave the group.
+
+def _asyncio_taskgroup() -> type | None:
+    """asyncio's Task type when running on asyncio (3.11+), else None (another
+    backend, such as trio, or Python 3.10: anyio's task group is used).
+
+    A concurrent pass on asyncio runs one task per provider in its own light group
+    (:func:`_concurrent_asyncio`); anyio's task group costs about 20 us per task and
+    asyncio's TaskGroup a done callback (one more loop turn) per task.
     """
-    tg: type | None = getattr(asyncio, "TaskGroup", None)  # None before 3.11
-    if tg is None:
+    if sys.version_info < (3, 11):  # pragma: no cover  (task.cancelling() is 3.11+)
         return None
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # another backend (trio)
         return None
-    return tg
+    return asyncio.Task
+
+
+#: Python 3.12+ starts a task eagerly on request: a provider that answers without
+#: suspending runs to its end inside ``create`` and never costs a turn of the loop.
+_EAGER = sys.version_info >= (3, 12)
+
+
+def _spawner(loop: asyncio.AbstractEventLoop) -> Callable[[Any], asyncio.Task[Outcome]]:
+    """How this pass makes a provider's task: eagerly started where Python can
+    (3.12+, unless the host installed a task factory of its own, which is kept)."""
+    if _EAGER and loop.get_task_factory() is None:
+        return partial(asyncio.Task, loop=loop, eager_start=True)  # type: ignore[call-arg]
+    return loop.create_task
+
+
+class _Group:
+    """The waiting side of a concurrent pass on asyncio: which future the pass
+    awaits now, and whether a provider's task ended in an error of its own."""
+
+    __slots__ = ("failed", "waiter")
+
+    def __init__(self) -> None:
+        self.waiter: asyncio.Future[None] | None = None
+        self.failed = False
+
+    def alarm(self) -> None:
+        """A provider's task is ending with an exception: wake the pass."""
+        self.failed = True
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def _wake(waiter: asyncio.Future[None], _task: Any) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _until_done(task: asyncio.Task[Outcome], group: _Group,
+                      loop: asyncio.AbstractEventLoop) -> None:
+    """Wait until ``task`` ends or :meth:`_Group.alarm` rings; never takes the
+    task's result or its cancellation (the caller's cancellation is raised)."""
+    waiter = group.waiter = loop.create_future()
+    wake = partial(_wake, waiter)
+    task.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        task.remove_done_callback(wake)
+        group.waiter = None
+
+
+def _own_failure(tasks: Sequence[asyncio.Task[Outcome]]) -> BaseException | None:
+    """The first error (registration order) a provider's task ended with, not
+    counting a cancellation."""
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            exc = t.exception()
+            if exc is not None:
+                return exc
+    return None
+
+
+async def _close(tasks: Sequence[asyncio.Task[Outcome]], group: _Group,
+                 loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel every unfinished task and wait until all have ended, even when the
+    caller's cancellation arrives again meanwhile (structured: no task outlives
+    the pass; the cancellation that started this is re-raised by the caller)."""
+    for t in tasks:
+        if not t.done():
+            t.cancel()
+    for t in tasks:
+        while not t.done():
+            try:
+                await _until_done(t, group, loop)
+            except asyncio.CancelledError:
+                continue  # already cancelling: keep waiting for the children
+
+
+async def _concurrent_asyncio(calls: Sequence[ProviderCall], ps: _Pass,
+                              limiter: anyio.CapacityLimiter | None,
+                              observe: Observer | None,
+                              tasks: list[asyncio.Task[Outcome]]) -> None:
+    """One task per provider (into ``tasks``), awaited in registration order: no
+    done callback per task, and a task found finished costs nothing to wait for.
+    A task that ends in an error (a fatal ``BaseException``) rings the group, which
+    cancels the rest, waits for them and raises it; the caller's cancellation
+    (a deadline) cancels the rest, waits for them and propagates."""
+    loop = asyncio.get_running_loop()
+    spawn = _spawner(loop)
+    group = ps.group = _Group()
+    try:
+        if limiter is None and observe is None:
+            for i, c in enumerate(calls):
+                tasks.append(spawn(_run_one(c, i, ps)))
+        else:
+            for i, c in enumerate(calls):
+                tasks.append(spawn(_run_wrapped(c, i, ps, limiter, observe)))
+        for t in tasks:
+            while not t.done():
+                if group.failed:  # stays set: a task cancelled by its provider rings too
+                    error = _own_failure(tasks)
+                    if error is not None:
+                        raise error
+                await _until_done(t, group, loop)
+        if group.failed:
+            error = _own_failure(tasks)
+            if error is not None:
+                raise error
+    except BaseException as exc:
+        await _close(tasks, group, loop)
+        error = _own_failure(tasks)
+        if error is not None and error is not exc and not isinstance(
+                exc, (KeyboardInterrupt, SystemExit)):
+            raise error from None  # a provider's fatal error wins over the cancellation
+        raise
+
+
+async def _run_wrapped(call: ProviderCall, index: int, ps: _Pass,
+                       limiter: anyio.CapacityLimiter | None,
+                       observe: Observer | None) -> Outcome:
+    if limiter is not None:
+        async with limiter:
+            o = await _run_one(call, index, ps)
+    else:
+        o = await _run_one(call, index, ps)
+    return o if observe is None else _notify(observe, o)
 
 
 async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float | None,
                       limit: int | None, observe: Observer | None) -> list[Outcome]:
     n = len(calls)
     results: list[Outcome | None] = [None] * n
-    starts: list[float | None] | None = None if deadline is None else [None] * n
+    starts: list[float | None] | None = None
+    if deadline is not None:
+        starts = ps.starts = [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
-
-    async def run(i: int) -> None:
-        o = await _run_one(calls[i], i, ps, starts)
-        results[i] = o if observe is None else _notify(observe, o)
-
-    async def run_limited(i: int) -> None:
-        async with limiter:  # type: ignore[union-attr]
-            await run(i)
-
-    # Without an observer or a limiter a task runs _run_one itself (one coroutine
-    # less per provider): its outcome is collected from the task afterwards.
-    direct = observe is None and limiter is None
-    body = run if limiter is None else run_limited
-
-    native = _asyncio_taskgroup()
     tasks: list[asyncio.Task[Outcome]] = []
-    with anyio.move_on_after(deadline) if deadline is not None else _NO_SCOPE:
-        if native is not None:
-            async with native() as group:
-                if direct:
-                    tasks = [group.create_task(_run_one(c, i, ps, starts))
-                             for i, c in enumerate(calls)]
-                else:
-                    for i in range(n):
-                        group.create_task(body(i))
+    scope = anyio.move_on_after(deadline) if deadline is not None else None
+    with scope if scope is not None else _NO_SCOPE:
+        if _asyncio_taskgroup() is not None:
+            await _concurrent_asyncio(calls, ps, limiter, observe, tasks)
         else:
+            async def run(i: int) -> None:
+                results[i] = await _run_wrapped(calls[i], i, ps, limiter, observe)
+
             async with anyio.create_task_group() as tg:
                 for i in range(n):
-                    tg.start_soon(body, i)
-    for i, t in enumerate(tasks):  # direct tasks: collect what finished
-        if t.done() and not t.cancelled():
+                    tg.start_soon(run, i)
+    expired = scope is not None and scope.cancel_called
+    for i, t in enumerate(tasks):  # collect what finished
+        if not t.cancelled():
             results[i] = t.result()
+    if not expired:
+        for i, o in enumerate(results):
+            if o is None:
+                # Nobody cancelled the pass (the caller's cancellation would have
+                # propagated; no deadline passed): the provider cancelled its own
+                # task. Its row, like its own CancelledError, is a failure.
+                results[i] = _notify(observe, _failed(
+                    calls[i], i, perf_counter(), asyncio.CancelledError(
+                        "the provider's task was cancelled while the turn was not")))
     if starts is None:
-        return results  # type: ignore[return-value]  # every task wrote its slot
+        return results  # type: ignore[return-value]  # every slot is filled
     out: list[Outcome] = []
     for i, o in enumerate(results):
         if o is None:

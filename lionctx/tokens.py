@@ -36,6 +36,7 @@ __all__ = [
     "clear_token_cache",
     "count_bounded",
     "count_tokens",
+    "counter_ready",
     "get_counter",
     "prepare_counter",
     "resolve_counter",
@@ -277,6 +278,13 @@ def count_bounded(counter: TokenCounter, text: str, bound: float) -> tuple[int, 
         return counter(text), True
     result: tuple[int, bool] = fn(text, bound)
     return result
+
+
+def counter_ready(counter: TokenCounter) -> bool:
+    """True when counting with ``counter`` needs no encoding loaded first (loaded
+    already, or not a lionctx encoding counter): a pass then awaits nothing."""
+    name = getattr(counter, "encoding_name", None)
+    return name is None or name in _encodings
 
 
 async def prepare_counter(counter: TokenCounter) -> None:
