@@ -68,18 +68,23 @@ class BreakerSettings:
 _STATE = operator.attrgetter("_state")
 _FAILURES = operator.attrgetter("_failures")
 _STATUS = operator.attrgetter("status")
+_DEREF = weakref.ref.__call__
 
 
 class CircuitBreaker:
     """One source's breaker: closed, open (until a time) or half-open (one trial out)."""
 
-    __slots__ = ("_clock", "_cooldown", "_failures", "_lock", "_open_until", "_state",
-                 "_trial_since", "settings")
+    __slots__ = ("__weakref__", "_board", "_clock", "_cooldown", "_failures", "_lock",
+                 "_open_until", "_state", "_trial_since", "settings")
 
     def __init__(self, settings: BreakerSettings = BreakerSettings(),
                  clock: Clock = time.monotonic) -> None:
         self.settings = settings
         self._clock = clock
+        # The board this breaker belongs to (set by Breakers.get; held weakly), told
+        # when the breaker turns unhealthy or healthy again: a board whose breakers
+        # are all healthy answers a pass without looking at any of them.
+        self._board: weakref.ref[Breakers] | None = None
         self._lock = threading.Lock()
         self._state = CLOSED
         self._failures = 0
@@ -132,11 +137,17 @@ class CircuitBreaker:
         if ok and self._failures == 0 and self._state is CLOSED:
             return  # the hot path: nothing to change, no lock
         with self._lock:
+            board = self._board() if self._board is not None else None
             if ok:
+                was_sick = self._failures > 0 or self._state is not CLOSED
                 self._state = CLOSED
                 self._failures = 0
                 self._cooldown = self.settings.cooldown
+                if board is not None and was_sick:
+                    board._sick.discard(self)
                 return
+            if board is not None and self._failures == 0 and self._state is CLOSED:
+                board._sick.add(self)
             self._failures += 1
             if self._state == HALF_OPEN:
                 self._cooldown = min(self._cooldown * 2, self.settings.max_cooldown)
@@ -174,9 +185,19 @@ class Breakers:
         self._lock = threading.Lock()
         self._weak: weakref.WeakKeyDictionary[Any, CircuitBreaker] = weakref.WeakKeyDictionary()
         self._strong: dict[int, tuple[Any, CircuitBreaker]] = {}
-        # The last pass's keys and breakers: a registry passes the same entries each
-        # turn, so the lookups are skipped (checked by identity, key by key).
-        self._last: tuple[tuple[Any, ...], list[CircuitBreaker]] | None = None
+        # The last pass's keys (or weak references to them) and breakers: a registry
+        # passes the same entries each turn and an agent the same providers, so the
+        # lookups are skipped (checked by identity, key by key).
+        self._last: tuple[tuple[Any, ...], list[CircuitBreaker], bool] | None = None
+        # This board's unhealthy breakers (open, half-open, or closed with failures;
+        # held weakly: a breaker whose source is gone leaves): while there is none,
+        # a pass looks at no breaker.
+        self._sick: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
+
+    def _new(self) -> CircuitBreaker:
+        breaker = CircuitBreaker(self.settings, self.clock)
+        breaker._board = weakref.ref(self)
+        return breaker
 
     def get(self, key: Any) -> CircuitBreaker:
         """The breaker for ``key``, created closed on first use."""
@@ -193,38 +214,49 @@ class Breakers:
             try:
                 found = self._weak.get(key)
                 if found is None:
-                    found = self._weak[key] = CircuitBreaker(self.settings, self.clock)
+                    found = self._weak[key] = self._new()
                 return found
             except TypeError:
                 pass
             entry = self._strong.get(id(key))
             if entry is None or entry[0] is not key:
-                entry = (key, CircuitBreaker(self.settings, self.clock))
+                entry = (key, self._new())
                 self._strong[id(key)] = entry
             return entry[1]
+
+    def _breakers_of(self, keys: Sequence[Any]) -> list[CircuitBreaker]:
+        """The breaker of each key; the last pass's list when the keys are the same
+        objects in the same order."""
+        cached = self._last
+        if cached is not None and len(cached[0]) == len(keys):
+            held, breakers, weak = cached
+            if all(map(operator.is_, map(_DEREF, held) if weak else held, keys)):
+                return breakers
+        strong = self._strong
+        breakers = []
+        for key in keys:
+            entry = strong.get(id(key))
+            breakers.append(entry[1] if entry is not None and entry[0] is key
+                            else self.get(key))
+        # Keys the board holds strongly anyway are cached as they are; other keys by
+        # weak reference only (a cache must not keep weakly held providers alive).
+        if all(strong.get(id(k), (None,))[0] is k for k in keys):
+            self._last = (tuple(keys), breakers, False)
+        else:
+            try:
+                self._last = (tuple(map(weakref.ref, keys)), breakers, True)
+            except TypeError:  # a key that takes no weak reference: no cache
+                self._last = None
+        return breakers
 
     def admit(self, keys: Sequence[Any]) -> tuple[list[CircuitBreaker], list[int],
                                                   dict[int, str], list[str | None] | None]:
         """Before a pass: ``(breaker per key, positions to call, {position: skip
         reason}, circuit state per position or None when all are closed)``."""
-        cached = self._last
-        if (cached is not None and len(cached[0]) == len(keys)
-                and all(map(operator.is_, cached[0], keys))):
-            breakers = cached[1]  # the same sources as last pass (a registry's entries)
-        else:
-            strong = self._strong
-            breakers = []
-            for key in keys:
-                entry = strong.get(id(key))
-                breakers.append(entry[1] if entry is not None and entry[0] is key
-                                else self.get(key))
-            # Cached only when the board holds these keys strongly anyway: a cache
-            # must not keep weakly held providers alive.
-            if all(strong.get(id(k), (None,))[0] is k for k in keys):
-                self._last = (tuple(keys), breakers)
+        breakers = self._breakers_of(keys)
         n = len(breakers)
-        if list(map(_STATE, breakers)).count(CLOSED) == n:  # the hot path: all closed
-            return breakers, list(range(n)), {}, None
+        if not self._sick or list(map(_STATE, breakers)).count(CLOSED) == n:
+            return breakers, list(range(n)), {}, None  # the hot path: all closed
         allowed: list[int] = []
         refused: dict[int, str] = {}
         states: list[str | None] = []
@@ -243,8 +275,9 @@ class Breakers:
         ignored); ``breakers`` as :meth:`admit` returned them."""
         statuses = list(map(_STATUS, outcomes))
         if (Status.FAILED not in statuses and Status.TIMEOUT not in statuses
-                and not any(map(_FAILURES, breakers))
-                and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)):
+                and (not self._sick or (
+                    not any(map(_FAILURES, breakers))
+                    and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)))):
             return  # the hot path: all healthy, nothing changes
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status

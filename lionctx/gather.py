@@ -667,10 +667,14 @@ _EAGER = sys.version_info >= (3, 12)
 
 def _spawner(loop: asyncio.AbstractEventLoop) -> Callable[[Any], asyncio.Task[Outcome]]:
     """How this pass makes a provider's task: eagerly started where Python can
-    (3.12+, unless the host installed a task factory of its own, which is kept)."""
-    if _EAGER and loop.get_task_factory() is None:
+    (3.12+), made directly (not through ``loop.create_task``'s Python frame) on
+    asyncio's own loops; a host's task factory or loop class is kept."""
+    if loop.get_task_factory() is not None or (
+            type(loop).create_task is not asyncio.BaseEventLoop.create_task):
+        return loop.create_task
+    if _EAGER:
         return partial(asyncio.Task, loop=loop, eager_start=True)  # type: ignore[call-arg]
-    return loop.create_task
+    return partial(asyncio.Task, loop=loop)
 
 
 class _Group:

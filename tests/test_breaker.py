@@ -355,3 +355,114 @@ def test_registry_breakers_follow_entries_added_later():
     report = anyio.run(reg.gather, None, None)
     assert [o.status for o in report.outcomes] == [Status.SKIPPED, Status.FAILED]
     assert (a.calls, b.calls) == (3, 1)
+
+
+# --- the board's fast paths (issue 12) -----------------------------------------------
+class PlainBoard(Breakers):
+    """The board with its shortcuts off: every pass looks every breaker up and
+    asks each one."""
+
+    def _breakers_of(self, keys):
+        return [self.get(k) for k in keys]
+
+    @property
+    def _sick(self):
+        return {None}  # never empty: always asks every breaker
+
+    @_sick.setter
+    def _sick(self, value):
+        pass
+
+
+class Key:
+    """A source object that takes weak references (a provider instance)."""
+
+
+def _unhealthy(board):
+    held = list(board._weak.values()) + [b for _, b in board._strong.values()]
+    return {id(b) for b in held if b.failures or b.state != "closed"}
+
+
+def _failed_row(name, i):
+    from lionctx.outcome import Outcome
+
+    return Outcome(name, i, Status.FAILED, reason="down")
+
+
+def _fired_row(name, i):
+    from lionctx.outcome import Outcome
+
+    return Outcome(name, i, Status.FIRED, "x", 1)
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("pass"), st.lists(st.booleans(), min_size=6, max_size=6)),
+    st.tuples(st.just("wait"), st.floats(0, 50)),
+    st.tuples(st.just("swap"), st.integers(0, 5)),   # a new key object in one place
+    st.tuples(st.just("order"), st.permutations(range(6))),
+    st.tuples(st.just("direct"), st.integers(0, 5), st.booleans()),  # breaker.record
+), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS, weak=st.booleans())
+def test_board_shortcuts_decide_as_a_plain_board(ops, weak):
+    """Same passes on a board with its shortcuts (last keys cached, weakly or
+    strongly; no look at any breaker while all are healthy) and on a plain board:
+    the same calls, skips, reasons, states; and the board's set of unhealthy
+    breakers always holds every unhealthy one and nothing else."""
+    clock_a, clock_b = Clock(), Clock()
+    s = BreakerSettings(threshold=2, cooldown=10, max_cooldown=40)
+    fast, plain = Breakers(s, clock=clock_a), PlainBoard(s, clock=clock_b)
+    # Weak keys: objects; strong keys: ints (no weak references: held by the board).
+    keys = [Key() if weak else 1000 + i for i in range(6)]
+    made = 6
+    for op in ops:
+        if op[0] == "wait":
+            clock_a.now += op[1]
+            clock_b.now += op[1]
+        elif op[0] == "swap":
+            keys = list(keys)
+            keys[op[1]] = Key() if weak else 1000 + made
+            made += 1
+        elif op[0] == "order":
+            keys = [keys[i] for i in op[1]]
+        elif op[0] == "direct":
+            fast.get(keys[op[1]]).record(op[2])
+            plain.get(keys[op[1]]).record(op[2])
+        else:
+            decided = []
+            for board in (fast, plain):
+                breakers, allowed, refused, states = board.admit(keys)
+                rows = []
+                called = iter(op[1])
+                for i in range(6):
+                    ok = next(called)
+                    if i in refused:
+                        from lionctx.breaker import skipped_outcome
+                        rows.append(skipped_outcome(f"k{i}", i, refused[i]))
+                    else:
+                        rows.append(_fired_row(f"k{i}", i) if ok else _failed_row(f"k{i}", i))
+                board.record(breakers, rows)
+                decided.append((allowed, refused, states,
+                                [(b.state, b.failures) for b in breakers]))
+            assert decided[0] == decided[1]
+        # Every unhealthy breaker is known as such (the shortcut never skips one),
+        # and every one known is unhealthy (the set empties when all heal).
+        sick = list(fast._sick)
+        assert _unhealthy(fast) <= {id(b) for b in sick}
+        assert all(b.failures or b.state != "closed" for b in sick)
+
+
+def test_a_gone_sources_unhealthy_breaker_leaves_the_board():
+    import gc
+
+    board = Breakers(BreakerSettings(threshold=1))
+    dead = Key()
+    breakers, *_ = board.admit([dead])
+    board.record(breakers, [_failed_row("dead", 0)])
+    assert len(board._sick) == 1
+    del dead, breakers
+    board.admit([Key()])  # another pass: the cache of the last keys moves on
+    gc.collect()
+    assert len(board._sick) == 0
