@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from time import perf_counter
 from typing import Any
 
@@ -27,7 +26,7 @@ from ._types import Number
 from .adapters import fetch_invoker, provider_name
 from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
-from .gather import Observer, ProviderCall, gather
+from .gather import TAG_FRAME, Observer, ProviderCall, gather
 from .outcome import Outcome, Status
 from .registry import build_report
 from .render import render_context, tag_block
@@ -129,8 +128,7 @@ async def resolve_context(
     calls = []
     for provider in providers:
         name = provider_name(provider, agentium=True)
-        calls.append(ProviderCall(name, provider, fetch_invoker(provider),
-                                  partial(tag_block, name)))
+        calls.append(ProviderCall(name, provider, fetch_invoker(provider), TAG_FRAME))
     timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),

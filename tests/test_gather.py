@@ -15,11 +15,15 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 
-@pytest.fixture(autouse=True, params=["asyncio-taskgroup", "anyio-taskgroup"])
+@pytest.fixture(autouse=True, params=["relay", "task-per-provider", "anyio-taskgroup"])
 def spawner(request, monkeypatch):
-    """Run every test under both task-group implementations gather can use."""
+    """Every test under each way a concurrent pass can run its providers: relay
+    tasks (Python 3.11's default), a task per provider (3.12+, eagerly started
+    there, and any pass with a limit), anyio's task group (trio, Python 3.10)."""
     if request.param == "anyio-taskgroup":
         monkeypatch.setattr(gather_module, "_asyncio_taskgroup", lambda: None)
+    else:
+        monkeypatch.setattr(gather_module, "_RELAY", request.param == "relay")
     return request.param
 
 

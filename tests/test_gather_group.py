@@ -30,11 +30,15 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 
-@pytest.fixture(autouse=True, params=["lionctx-group", "anyio-taskgroup"])
+@pytest.fixture(autouse=True, params=["relay", "task-per-provider", "anyio-taskgroup"])
 def spawner(request, monkeypatch):
-    """Every test under both ways a concurrent pass can run its tasks."""
+    """Every test under each way a concurrent pass can run its providers: relay
+    tasks (Python 3.11's default), a task per provider (3.12+, eagerly started
+    there, and any pass with a limit), anyio's task group (trio, Python 3.10)."""
     if request.param == "anyio-taskgroup":
         monkeypatch.setattr(gather_module, "_asyncio_taskgroup", lambda: None)
+    else:
+        monkeypatch.setattr(gather_module, "_RELAY", request.param == "relay")
     return request.param
 
 
@@ -87,25 +91,34 @@ def _rows(outcomes):
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kinds=st.lists(st.sampled_from(BEHAVIOURS), min_size=2, max_size=12),
-       framed=st.booleans(), cap=st.sampled_from([None, 5, 1000]))
-def test_concurrent_outcomes_equal_sequential_ones(kinds, framed, cap):
+       framed=st.booleans(), cap=st.sampled_from([None, 5, 1000]),
+       keep=st.booleans())
+def test_concurrent_outcomes_equal_sequential_ones(kinds, framed, cap, keep):
+    """Same rows, same bytes, run one after another or together; and TAG_FRAME
+    frames (and counts) exactly as ``partial(tag_block, name)`` does."""
+    from lionctx.gather import TAG_FRAME
     from lionctx.render import tag_block
 
     counter = get_counter()
 
-    def calls():
+    def calls(tag):
         return [ProviderCall(f"p{i}", None, partial(_behave, k, i),
-                             partial(tag_block, f"p{i}") if framed else None,
-                             max_tokens=cap)
+                             (TAG_FRAME if tag else partial(tag_block, f"p{i}"))
+                             if framed else None,
+                             max_tokens=cap, keep_frame=keep)
                 for i, k in enumerate(kinds)]
 
-    async def both():
-        seq = await gather(calls(), counter=counter, budget=50)
-        con = await gather(calls(), counter=counter, budget=50, concurrent=True)
-        return seq, con
+    async def all_ways():
+        rows = []
+        for tag in (False, True):
+            for concurrent in (False, True):
+                for _ in range(2):  # the second pass finds the counts memoized
+                    rows.append(_rows(await gather(calls(tag), counter=counter, budget=50,
+                                                   concurrent=concurrent)))
+        return rows
 
-    seq, con = anyio.run(both)
-    assert _rows(con) == _rows(seq)
+    rows = anyio.run(all_ways)
+    assert all(r == rows[0] for r in rows)
 
 
 # -- a provider cancels its own task -----------------------------------------------
@@ -274,7 +287,7 @@ async def test_contextvars_set_by_one_provider_do_not_reach_another():
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="eager task starts are 3.12+")
 async def test_an_instant_provider_is_done_when_its_task_is_made(spawner):
-    if spawner != "lionctx-group":
+    if spawner == "anyio-taskgroup":
         pytest.skip("the lionctx group only")
     loop = asyncio.get_running_loop()
     spawn = gather_module._spawner(loop)
@@ -287,7 +300,7 @@ async def test_an_instant_provider_is_done_when_its_task_is_made(spawner):
 
 
 async def test_a_host_task_factory_is_kept(spawner):
-    if spawner != "lionctx-group":
+    if spawner == "anyio-taskgroup":
         pytest.skip("the lionctx group only")
     loop = asyncio.get_running_loop()
     made = []
@@ -304,4 +317,103 @@ async def test_a_host_task_factory_is_kept(spawner):
     finally:
         loop.set_task_factory(None)
     assert [o.text for o in out] == ["x", "y"]
-    assert len(made) == 2
+    # Every task of the pass came from the host's factory: one relay task for two
+    # instant providers, or one task each.
+    assert len(made) == (1 if spawner == "relay" else 2)
+
+
+async def test_instant_providers_cost_no_task_of_their_own_in_a_relay(spawner):
+    if spawner != "relay":
+        pytest.skip("the relay only")
+    loop = asyncio.get_running_loop()
+    made = []
+
+    def factory(loop, coro, **kw):
+        task = asyncio.Task(coro, loop=loop, **kw)
+        made.append(task)
+        return task
+
+    async def suspends():
+        await asyncio.sleep(0.001)
+        return "slow"
+
+    fns = [returning(f"n{i}") for i in range(20)]
+    fns[5] = fns[12] = suspends
+    loop.set_task_factory(factory)
+    try:
+        out = await gather([call(f"p{i}", f) for i, f in enumerate(fns)], counter=len,
+                           concurrent=True)
+    finally:
+        loop.set_task_factory(None)
+    assert [o.text for o in out] == ["slow" if i in (5, 12) else f"n{i}" for i in range(20)]
+    assert len(made) == 3  # the first relay, then one after each provider that suspended
+
+
+async def test_a_provider_that_cancels_its_task_and_answers_at_once(spawner):
+    async def cancels_and_answers():
+        asyncio.current_task().cancel()
+        return "answered"
+
+    async def later():
+        await asyncio.sleep(0.001)
+        return "later"
+
+    out = await gather([call("a", returning("a")), call("rogue", cancels_and_answers),
+                        call("b", returning("b")), call("c", later)],
+                       counter=len, concurrent=True)
+    if spawner == "anyio-taskgroup":  # see above: every row is there
+        assert all(o is not None for o in out)
+        return
+    assert [o.status for o in out] == [Status.FIRED, Status.FAILED, Status.FIRED,
+                                       Status.FIRED]
+    assert out[1].error_type == "CancelledError"
+    assert [out[0].text, out[2].text, out[3].text] == ["a", "b", "later"]
+
+
+async def test_a_class_seen_suspending_gets_its_own_task_next_time(spawner, monkeypatch):
+    """The relay's hint: once a provider of a class suspended, the next passes give
+    that class's providers a task of their own at once; the outcomes are the same
+    either way, and the hint is forgotten after a while."""
+    if spawner != "relay":
+        pytest.skip("the relay only")
+    monkeypatch.setattr(gather_module, "_SUSPENDS", {})
+    monkeypatch.setattr(gather_module, "_hint_age", 0)
+    monkeypatch.setattr(gather_module, "_HINT_PASSES", 3)
+
+    class Waits:
+        async def go(self):
+            await asyncio.sleep(0.001)
+            return "waited"
+
+    class Answers:
+        async def go(self):
+            return "now"
+
+    providers = [Answers(), Waits(), Answers(), Answers(), Waits(), Answers()]
+    loop = asyncio.get_running_loop()
+    made = []
+
+    def factory(loop, coro, **kw):
+        task = asyncio.Task(coro, loop=loop, **kw)
+        made.append(type(coro).__name__)
+        return task
+
+    async def one_pass():
+        made.clear()
+        loop.set_task_factory(factory)
+        try:
+            out = await gather([ProviderCall(f"p{i}", p, p.go) for i, p in enumerate(providers)],
+                               counter=len, concurrent=True)
+        finally:
+            loop.set_task_factory(None)
+        return [(o.status, o.text) for o in out], list(made)
+
+    rows1, made1 = await one_pass()  # _hint_age 1: learns that Waits suspends
+    rows2, made2 = await one_pass()  # _hint_age 2: Waits providers get tasks at once
+    rows3, made3 = await one_pass()  # _hint_age 3: forgotten, relays again
+    assert rows1 == rows2 == rows3
+    assert [text for _, text in rows1] == ["now", "waited", "now", "now", "waited", "now"]
+    assert made1.count("coroutine") == 0 and made1.count("_Relay") >= 2
+    assert made2.count("coroutine") == 2  # one task each for the two Waits providers
+    assert made2.count("_Relay") == 3  # the runs before, between and after them
+    assert made3.count("coroutine") == 0
