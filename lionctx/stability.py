@@ -21,6 +21,7 @@ an agent keeps per session.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .outcome import Outcome
+from .tokens import _HASH_IS_SECRET
 
 __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "render_order"]
 
@@ -35,23 +37,35 @@ BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 
 
-#: text -> digest. Context is mostly the same from turn to turn (often the very same
-#: str object), so a dict lookup replaces hashing the bytes again. Bounded: cleared
-#: when full (dict operations are atomic under the GIL; a lost entry is recomputed).
-_MEMO: dict[str, str] = {}
-_MEMO_MAX = 4096
+#: (length, string hash) -> digest. Context is mostly the same from turn to turn
+#: (often the very same str object, whose hash Python keeps), so a dict lookup
+#: replaces hashing the bytes again. Keyed like the token-count memo: no text is
+#: held, and past _MEMO_MAX entries the oldest quarter goes (no cliff at a fixed
+#: number of distinct blocks). With PYTHONHASHSEED fixed the string hash is no
+#: secret, so nothing is memoized (a crafted collision would fake a stable prefix).
+_MEMO: dict[tuple[int, int], str] = {}
+_MEMO_MAX = 65_536
+_SECRET = _HASH_IS_SECRET
 
 
 def digest(text: str) -> str:
     """A 16-hex-digit BLAKE2b digest of ``text``'s UTF-8 bytes (lone surrogates kept)."""
-    found = _MEMO.get(text)
+    if not _SECRET:
+        return _blake(text)
+    key = (len(text), hash(text))
+    found = _MEMO.get(key)
     if found is not None:
         return found
-    value = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    value = _blake(text)
     if len(_MEMO) >= _MEMO_MAX:
-        _MEMO.clear()
-    _MEMO[text] = value
+        for old in list(itertools.islice(_MEMO, _MEMO_MAX // 4)):
+            _MEMO.pop(old, None)
+    _MEMO[key] = value
     return value
+
+
+def _blake(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -107,8 +121,11 @@ def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
 def stamp(outcomes: Sequence[Outcome], kept: Sequence[Outcome]) -> Digests:
     """Digest each kept block (``kept`` in rendering order); return the sequence."""
     texts = [o.text or "" for o in kept]
-    memo = _MEMO.get  # inline the memo hit: no Python call per block on the hot path
-    digests = [memo(t) or digest(t) for t in texts]
+    if _SECRET:
+        memo = _MEMO.get  # inline the memo hit: no Python call per block on the hot path
+        digests = [memo((len(t), hash(t))) or digest(t) for t in texts]
+    else:
+        digests = [_blake(t) for t in texts]
     for o, d in zip(kept, digests, strict=False):
         o.digest = d
     return tuple(zip([o.name for o in kept], digests, strict=False))

@@ -1,0 +1,64 @@
+"""The block-digest memo (issue 12): keyed like the token-count memo, so no cliff
+at a fixed number of distinct blocks and no text held; the same digests as
+hashing every time."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lionctx import stability
+from lionctx.outcome import Outcome, Status
+from lionctx.stability import digest, stamp
+
+
+def plain(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.text(), max_size=30))
+def test_memoized_digests_are_the_digests(texts):
+    for t in texts + texts:  # the second time from the memo
+        assert digest(t) == plain(t)
+    kept = [Outcome(f"p{i}", i, Status.FIRED, t, 1) for i, t in enumerate(texts)]
+    assert stamp(kept, kept) == tuple((f"p{i}", plain(t)) for i, t in enumerate(texts))
+    assert [o.digest for o in kept] == [plain(t) for t in texts]
+
+
+def test_no_cliff_past_thousands_of_distinct_blocks_and_no_text_held(monkeypatch):
+    monkeypatch.setattr(stability, "_MEMO", {})
+    texts = [f"block {i} of a server with many branches" for i in range(10_000)]
+    first = [digest(t) for t in texts]
+    # All 10,000 are remembered (the old memo of 4,096 texts was cleared over and
+    # over), under keys that are not the text.
+    assert len(stability._MEMO) == 10_000
+    assert not any(isinstance(k, str) or t in k for k, t in zip(stability._MEMO, texts))
+    assert [digest(t) for t in texts] == first == [plain(t) for t in texts]
+
+
+def test_the_memo_is_bounded(monkeypatch):
+    monkeypatch.setattr(stability, "_MEMO", {})
+    monkeypatch.setattr(stability, "_MEMO_MAX", 100)
+    for i in range(1_000):
+        assert digest(f"t{i}") == plain(f"t{i}")
+        assert len(stability._MEMO) <= 100
+
+
+def test_with_a_fixed_hash_seed_nothing_is_memoized():
+    # A known seed lets anyone craft a text whose (length, hash) equals an earlier
+    # block's: a memo would then call a changed prefix stable.
+    code = ("from lionctx import stability\n"
+            "import hashlib\n"
+            "d = stability.digest('some block')\n"
+            "assert d == hashlib.blake2b(b'some block', digest_size=8).hexdigest()\n"
+            "assert stability._MEMO == {}\n"
+            "print('ok')")
+    fixed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert fixed.stdout.strip() == "ok", fixed.stderr
