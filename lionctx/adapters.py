@@ -55,7 +55,7 @@ def provider_name(provider: Any, explicit: str | None = None, *,
         except Exception:
             value = None
         if value and isinstance(value, str):
-            return _encodable_name(value)
+            return value if value.isascii() else _encodable_name(value)
     return type(provider).__name__
 
 

@@ -381,23 +381,31 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         memo = ps.memo
         key: Any = None
         if memo is not None:
+            # memo_key and _memo_key, inlined for the common cases (a secret hash).
             if frame is None:
-                # memo_key, inlined for the common case (a secret string hash).
                 key = (len(text), hash(text)) if _HASH_IS_SECRET else memo_key(text)
+            elif frame is TAG_FRAME and _HASH_IS_SECRET:
+                key = (call.name, len(text), hash(text))
             else:
                 key = _memo_key(call, frame, text)
             if key is not None:
                 # A text seen before is found by its cached hash, without framing or
                 # reading it again (a warm source returns the same string object).
                 known = memo.get(key)
-                if known is not None:
+                if known.__class__ is int and known >= 0:
                     if frame is None:
                         return Outcome(call.name, index, _FIRED, text, known, elapsed, None,
                                        None, None, degraded, cached, stale, call.priority,
                                        call.max_tokens)
-                    stored = _framed(call, frame, text) if call.keep_frame else text
-                    return _counted(call, index, ps, stored, known, True, elapsed, degraded,
-                                    cached, stale)
+                    if not call.keep_frame:
+                        stored = text
+                    elif frame is TAG_FRAME:
+                        stored = tag_block(call.name, text)
+                    else:
+                        stored = frame(text)
+                    return Outcome(call.name, index, _FIRED, stored, known + ps.join_cost,
+                                   elapsed, None, None, None, degraded, cached, stale,
+                                   call.priority, call.max_tokens)
         counted = text if frame is None else _framed(call, frame, text)
         stored = counted if call.keep_frame else text
         bound = _bound(call, ps)
