@@ -69,6 +69,7 @@ _STATE = operator.attrgetter("_state")
 _FAILURES = operator.attrgetter("_failures")
 _STATUS = operator.attrgetter("status")
 _DEREF = weakref.ref.__call__
+_FAILED, _TIMEOUT = Status.FAILED, Status.TIMEOUT  # Status.X costs ~90 ns on 3.11
 
 
 class CircuitBreaker:
@@ -144,10 +145,11 @@ class CircuitBreaker:
                 self._failures = 0
                 self._cooldown = self.settings.cooldown
                 if board is not None and was_sick:
-                    board._sick.discard(self)
+                    board._sick.discard(weakref.ref(self))
                 return
             if board is not None and self._failures == 0 and self._state is CLOSED:
-                board._sick.add(self)
+                sick = board._sick
+                sick.add(weakref.ref(self, sick.discard))
             self._failures += 1
             if self._state == HALF_OPEN:
                 self._cooldown = min(self._cooldown * 2, self.settings.max_cooldown)
@@ -189,10 +191,10 @@ class Breakers:
         # passes the same entries each turn and an agent the same providers, so the
         # lookups are skipped (checked by identity, key by key).
         self._last: tuple[tuple[Any, ...], list[CircuitBreaker], bool] | None = None
-        # This board's unhealthy breakers (open, half-open, or closed with failures;
-        # held weakly: a breaker whose source is gone leaves): while there is none,
-        # a pass looks at no breaker.
-        self._sick: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
+        # This board's unhealthy breakers (open, half-open, or closed with failures),
+        # by weak reference (a breaker whose source is gone leaves at once): while
+        # there is none, a pass looks at no breaker.
+        self._sick: set[weakref.ref[CircuitBreaker]] = set()
 
     def _new(self) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
@@ -274,7 +276,7 @@ class Breakers:
         """After a pass: each called source's outcome (rows of refused sources are
         ignored); ``breakers`` as :meth:`admit` returned them."""
         statuses = list(map(_STATUS, outcomes))
-        if (Status.FAILED not in statuses and Status.TIMEOUT not in statuses
+        if (_FAILED not in statuses and _TIMEOUT not in statuses
                 and (not self._sick or (
                     not any(map(_FAILURES, breakers))
                     and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)))):

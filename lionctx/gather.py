@@ -602,11 +602,15 @@ async def gather(
         if c.frame is not None:
             ps.join_cost = _join_cost(counter)
             break
-    if not concurrent or n == 1:
-        outcomes = await _sequential(calls, ps, deadline, observe)
-    else:
+    # The pass runs in this one task: its cancellation is asked of it, not the loop.
+    cancelling = _cancelling_of_current_task()
+    if concurrent and n > 1:
         outcomes = await _concurrent(calls, ps, deadline, limit, observe)
-    if _cancel_requested():
+    elif deadline is None and timeout is None and observe is None:
+        outcomes = await _sequential_plain(calls, ps, cancelling)
+    else:
+        outcomes = await _sequential(calls, ps, deadline, observe, cancelling)
+    if cancelling is not None and cancelling():
         await _reraise_cancellation()
     return outcomes
 
@@ -625,13 +629,11 @@ def _join_cost(counter: TokenCounter) -> int:
 
 
 async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float | None,
-                      observe: Observer | None) -> list[Outcome]:
+                      observe: Observer | None,
+                      cancelling: Callable[[], int] | None) -> list[Outcome]:
     outcomes: list[Outcome] = []
     # The whole pass runs in this one task: ask it (not the loop) after each provider.
-    cancelling = _cancelling_of_current_task()
     if deadline is None:
-        if ps.timeout is None and observe is None:
-            return await _sequential_plain(calls, ps, cancelling)
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps)
             if cancelling is not None and cancelling():

@@ -235,11 +235,14 @@ def render_lionagi(system: str, blocks: Iterable[str], guidance: str = "") -> st
 
 # -- the one renderer: what a pass injects -------------------------------------------
 
+_FIRED = Status.FIRED  # read once: Status.X costs about 90 ns on Python 3.11
+
+
 def kept_in_order(outcomes: Sequence[Outcome]) -> list[Outcome]:
     """The kept (``fired``) outcomes in the order they are rendered as tags: stable
     sources in registration order, then volatile ones (prompt caches keep the stable
     prefix). LionAGI's fold keeps plain registration order instead."""
-    kept = [o for o in outcomes if o.status is Status.FIRED]
+    kept = [o for o in outcomes if o.status is _FIRED]
     if not any(o.volatile for o in kept):
         return kept
     return [o for o in kept if not o.volatile] + [o for o in kept if o.volatile]

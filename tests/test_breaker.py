@@ -449,7 +449,7 @@ def test_board_shortcuts_decide_as_a_plain_board(ops, weak):
             assert decided[0] == decided[1]
         # Every unhealthy breaker is known as such (the shortcut never skips one),
         # and every one known is unhealthy (the set empties when all heal).
-        sick = list(fast._sick)
+        sick = [b for b in (r() for r in fast._sick) if b is not None]
         assert _unhealthy(fast) <= {id(b) for b in sick}
         assert all(b.failures or b.state != "closed" for b in sick)
 
