@@ -2,7 +2,9 @@
 
 Each row is a ratio measured in this run. Rows of work that never waits are the
 event-loop thread's CPU time (steadier than wall time on a shared machine); the
-20 ms providers' rows are wall time.
+20 ms providers' rows are wall time. A figure and its baseline are timed in
+interleaved rounds, each from a collected heap (the collector stays on while
+timing), so neither pays for garbage the other left (``common.best_of_each``).
 
 * Sequential registry, N instant providers with stable text, N = 10 ... 30,000:
   per-provider cost against LionAGI 0.36's registry on the same providers (when
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import statistics
 import subprocess
 import sys
 import time
@@ -126,11 +127,15 @@ async def _distinct(rows: list[Row]) -> None:
         for r in registries:
             await r.gather(None, "q")
 
-    await all_of(regs)
-    t_ours = await best_cpu_of(lambda: all_of(regs), repeat=3)
+    fns = {"ours": lambda: all_of(regs)}
     if reals:
-        await all_of(reals)
-        t_base = await best_cpu_of(lambda: all_of(reals), repeat=3)
+        fns["base"] = lambda: all_of(reals)
+    for fn in fns.values():
+        await fn()
+    best = await best_of_each(fns, repeat=3)
+    t_ours = best["ours"]
+    if reals:
+        t_base = best["base"]
         name = "LionAGI 0.36 registry"
     else:
         t_base = t_ours
@@ -238,24 +243,32 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - start
 
 
-def _import_ms(module: str) -> float:
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+def _import_times(modules: list[str], rounds: int = 7) -> dict[str, float]:
+    """Best wall time in ms of ``python -c "import M"`` for each module, over
+    interleaved rounds (a slow moment of the machine hits every module alike)."""
+    best = dict.fromkeys(modules, float("inf"))
+    for _ in range(rounds):
+        for module in modules:
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+            best[module] = min(best[module], (time.perf_counter() - start) * 1e3)
+    return best
 
 
 def _imports(rows: list[Row]) -> None:
-    empty = _import_ms("sys")
+    modules = ["sys", "lionctx", "agentium_compat"]
     try:
-        lionagi = _import_ms("lionagi") - empty
-        name = "import lionagi"
+        subprocess.run([sys.executable, "-c", "import lionagi"], check=True,
+                       capture_output=True)
+        modules.append("lionagi")
     except subprocess.CalledProcessError:
-        lionagi, name = None, ""
+        pass
+    best = _import_times(modules)
+    empty = best["sys"]  # the interpreter's own start, subtracted from each
+    lionagi = best["lionagi"] - empty if "lionagi" in best else None
+    name = "import lionagi" if lionagi is not None else ""
     for module in ("lionctx", "agentium_compat"):
-        rows.append(row(f"import {module}", _import_ms(module) - empty, lionagi, "ms",
+        rows.append(row(f"import {module}", best[module] - empty, lionagi, "ms",
                         "target <= 1x (interpreter start subtracted)", name))
 
 
