@@ -87,6 +87,10 @@ class Report:
             return render_lionagi(system, (o.text or "" for o in self.kept), guidance)
         raise ValueError(f"style must be 'tags' or 'lionagi', got {style!r}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # by value (a frozen slots dataclass does not unpickle on Python 3.10)
+        return (Report, tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+
     def to_dict(self, *, include_text: bool = False) -> dict[str, Any]:
         """A JSON-ready view of every figure (the outcomes' text only when asked for)."""
         brk = self.cache_break
@@ -206,7 +210,7 @@ class _Shown(Generic[T]):
 class _View:
     """What both views share: the report, frozen attributes, equality, pickling."""
 
-    __slots__ = ("report",)
+    __slots__ = ("__weakref__", "report")
     report: Report
     _FIELDS: tuple[str, ...] = ()
     """The names shown by ``repr``, in the order of the dataclass each view was."""
