@@ -8,9 +8,10 @@ order, six accumulating ``stats`` counters, writeback after ``operate`` actions.
 Beyond LionAGI, without changing its five report lists: every report also carries
 one :class:`~lionctx.outcome.Outcome` per provider (status, reason, tokens, duration),
 the budget and the tokens used (:class:`ProviderReport` is a view of the one
-:class:`~lionctx._report.Report`, its ``report``); a registry can opt into concurrent retrieval, a
-per-provider timeout and a deadline; values that could only fail mid-turn (a
-``None`` priority, a non-numeric cap or budget) are refused when they are set.
+:class:`~lionctx._report.Report`, its ``report``); a registry can opt into
+concurrent retrieval, a per-provider timeout and a deadline; values that could only
+fail mid-turn (a ``None`` priority, a non-numeric cap or budget) are refused when
+they are set.
 """
 
 from __future__ import annotations
@@ -279,7 +280,7 @@ class ContextProviderRegistry:
         hooks = _p13.PassHooks.start(self.breakers, entries)  # breakers, dedupe, traces
         policy = self._policy
         tagged = bool(tagged)
-        digests = self.digests
+        digests = bool(self.digests)
         calls = self._calls.get((tagged, digests))
         if calls is None:
             calls = self._calls[tagged, digests] = [
