@@ -44,8 +44,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionctx._policy import check_max_chars, check_number, check_seconds
@@ -55,11 +54,12 @@ from lionctx.adapters import fetch_method, provider_name
 from lionctx.breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx.context import RunContext, coerce_run_context
 from lionctx.messages import ensure_uid, system_message
-from lionctx.models.base import ChatModel, ChatResponse
+from lionctx.models.base import ChatModel
 from lionctx.resolve import Resolution, resolve_context
 from lionctx.stability import PrefixHistory  # issue 13
 
 from ._options import accepts_options_mapping
+from ._results import InstructionContext, Instructions, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from lionctx.engines._session import EngineSession, SessionPool
@@ -82,117 +82,6 @@ _RUN_KEYS = {
 }
 
 
-class InstructionContext:
-    """What an instructions function receives.
-
-    ``context`` is the resolved context string (``""`` when there is none), by
-    attribute and by key; ``input`` is the user's input; every
-    :class:`~lionctx.RunContext` field (``user_id``/``userId``, ``tenant_id``/
-    ``tenantId``, ``session_state``/``sessionState``, ``run_id``/``runId``,
-    ``session_id``/``sessionId``, ``metadata`` ...) reads through.
-    """
-
-    __slots__ = ("agent", "context", "input", "run_context")
-
-    def __init__(self, context: str, run_context: RunContext, input: str,  # noqa: A002
-                 agent: str) -> None:
-        self.context = context
-        self.run_context = run_context
-        self.input = input
-        self.agent = agent
-
-    def __getattr__(self, name: str) -> Any:
-        # Reached only for names that are not set slots: the run context's fields
-        # and views. Dunders and our own slots (unset while copy/pickle rebuild the
-        # object) must fail plainly, else self.run_context would recurse here.
-        if (name.startswith("__") and name.endswith("__")) or name in InstructionContext.__slots__:
-            raise AttributeError(f"InstructionContext has no attribute {name!r}")
-        try:
-            run_context = object.__getattribute__(self, "run_context")
-        except AttributeError:
-            raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
-        try:
-            return getattr(run_context, name)
-        except AttributeError:
-            raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
-
-    def __getitem__(self, key: str) -> Any:
-        if key in ("context", "input", "agent"):
-            return getattr(self, key)
-        return self.run_context[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in ("context", "input", "agent") or key in self.run_context
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """Mapping-style read that accepts either spelling."""
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __repr__(self) -> str:
-        return (f"InstructionContext(agent={self.agent!r}, context=<{len(self.context)} chars>, "
-                f"user_id={self.run_context.user_id!r}, tenant_id={self.run_context.tenant_id!r})")
-
-
-Instructions = str | Callable[[InstructionContext], str | Awaitable[str]]
-
-
-@dataclass
-class RunResult:
-    """The outcome of one :meth:`Agent.run`.
-
-    ``output`` is the reply text, ``usage`` the server's usage dict (or ``None``),
-    ``context_report`` the provider resolution (``None`` when ``context=`` was given
-    or the agent has no providers), ``messages`` exactly the messages sent (after
-    a context engine's selection). ``history`` is the conversation after this run
-    without the system message: the given ``messages``, the input and the reply
-    (each with its ``message_uid``), compacted when a context engine compressed it;
-    pass it as ``messages=`` to continue the conversation.
-    """
-
-    output: str
-    usage: dict[str, Any] | None
-    context_report: Resolution | None
-    messages: list[dict[str, Any]]
-    context: str = ""
-    system: str | None = None
-    # Left out of the repr: its dependencies/session_state may hold clients and keys.
-    run_context: RunContext = field(default_factory=RunContext, repr=False)
-    response: ChatResponse | None = field(default=None, repr=False)
-    agent: str = ""
-    history: list[dict[str, Any]] = field(default_factory=list, repr=False)
-
-    @property
-    def text(self) -> str:
-        """Same as ``output``."""
-        return self.output
-
-    @property
-    def contextReport(self) -> Resolution | None:  # noqa: N802 - agentium spelling
-        return self.context_report
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (context text included, provider texts not)."""
-        return {
-            "agent": self.agent,
-            "output": self.output,
-            "usage": self.usage,
-            "context": self.context,
-            "context_report": (self.context_report.to_dict()
-                               if self.context_report is not None else None),
-            "messages": [dict(m) for m in self.messages],
-            "run_id": self.run_context.run_id,
-        }
-
-    def to_json(self, **dumps_options: Any) -> str:
-        """:meth:`to_dict` as a JSON string (what agentium users get from ``res.json``)."""
-        import json
-
-        return json.dumps(self.to_dict(), **dumps_options)
-
-
 def _check_providers(providers: Any) -> list[Any]:
     if providers is None:
         return []
@@ -205,6 +94,14 @@ def _check_providers(providers: Any) -> list[Any]:
                 "or fetchContext(query, ctx) method"
             )
     return list(providers)
+
+
+def _check_max_sessions(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_sessions must be an int >= 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"max_sessions must be an int >= 1, got {value!r}")
+    return value
 
 
 @accepts_options_mapping
@@ -256,10 +153,7 @@ class Agent:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty str, got {name!r}")
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int):
-            raise TypeError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
+        max_sessions = _check_max_sessions(max_sessions)
         if not (isinstance(instructions, str) or callable(instructions)):
             raise TypeError(f"instructions must be a str or a function, got "
                             f"{type(instructions).__name__}")
@@ -295,7 +189,7 @@ class Agent:
                 self._engine = session.engine
                 self._pool = SessionPool(session.engine, model=model,
                                          max_sessions=max_sessions, owner=f"agent {name!r}")
-        self.max_sessions = max_sessions
+        self._max_sessions = max_sessions
         # issue 13: circuit breakers per provider instance, dedupe, and each session's
         # previous-turn block digests (for RunResult.context_report.cache_break).
         self._breakers = coerce_breakers(context_breaker, DEFAULT_BREAKERS)
@@ -308,6 +202,17 @@ class Agent:
                 f"context_providers={[provider_name(p) for p in self.context_providers]})")
 
     # -- context engine --------------------------------------------------------------
+    @property
+    def max_sessions(self) -> int:
+        """How many session ids keep an engine at once (see the module docs)."""
+        return self._max_sessions
+
+    @max_sessions.setter
+    def max_sessions(self, value: int) -> None:
+        self._max_sessions = _check_max_sessions(value)
+        if self._pool is not None:
+            self._pool.max_sessions = self._max_sessions
+
     @property
     def context_engine(self) -> ContextEngine | None:
         """The engine of runs without a session id (``None``: the agent has no engine)."""

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .models.base import ChatResponse
-from .models.tools import ActionResponse
+from .models.tools import ActionResponse, Tool, as_tool
 
-__all__ = ["ContextBlock", "Instruction", "OperateResult", "RenderMode", "as_block",
-           "as_instruction", "add_usage"]
+__all__ = ["ContextBlock", "Instruction", "OperateResult", "RenderMode", "add_usage",
+           "as_block", "as_instruction", "tools_by_name"]
 
 RenderMode = Literal["tags", "lionagi"]
 RENDER_MODES: tuple[RenderMode, ...] = ("tags", "lionagi")
@@ -106,3 +107,16 @@ def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dic
         if isinstance(value, int) and not isinstance(value, bool):
             out[key] = out.get(key, 0) + value
     return out
+
+
+def tools_by_name(tools: Sequence[Any]) -> dict[str, Tool]:
+    """``operate``'s ``tools`` (callables, :class:`Tool` objects, specs) by name."""
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+        raise TypeError(f"tools must be a list of callables, Tools or specs, got {tools!r}")
+    by_name: dict[str, Tool] = {}
+    for obj in tools:
+        tool = as_tool(obj)
+        if tool.name in by_name:
+            raise ValueError(f"two tools are named {tool.name!r}")
+        by_name[tool.name] = tool
+    return by_name

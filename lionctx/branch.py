@@ -60,11 +60,9 @@ the stored text unchanged.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 import logging
-import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -72,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._request import build_request
+from ._task_local import TaskLocal
 from ._turn import Conversation, Turn, copy_messages
 from ._values import (
     RENDER_MODES,
@@ -81,11 +80,11 @@ from ._values import (
     RenderMode,
     as_block,
     as_instruction,
+    tools_by_name,
 )
 from .context import RunContext, coerce_run_context
 from .messages import ensure_uid, system_message
 from .models.base import ChatModel, ChatResponse
-from .models.tools import Tool, as_tool
 from .registry import ContextProviderRegistry, ProviderReport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,14 +94,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Branch", "ContextBlock", "Instruction", "OperateResult", "RenderMode"]
 
 logger = logging.getLogger(__name__)
-
-
-def _task_key() -> Any:
-    """The running asyncio task (reports are kept per task), or None elsewhere."""
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no running asyncio loop (another backend, or sync code)
-        return None
 
 
 class Branch:
@@ -175,14 +166,11 @@ class Branch:
             if self.system is not None:
                 raise ValueError("system given twice: as system= and as the first of messages=")
             self.system = system
-        # LionAGI's private attributes: no registry until someone asks for one.
+        # LionAGI's private attributes (_last_context_report below): no registry
+        # until someone asks for one.
         self._context_providers: ContextProviderRegistry | None = None
-        self._last_context_report: ProviderReport | None = None
-        # Each task's own last report, keyed weakly by the task: the entry goes when
-        # the task ends or when this branch goes. O(1) per turn, whatever the number
-        # of branches a task serves.
-        self._task_reports: weakref.WeakKeyDictionary[Any, ProviderReport] = (
-            weakref.WeakKeyDictionary())
+        # Each task's own last report (the last from any task as the fallback).
+        self._reports: TaskLocal[ProviderReport] = TaskLocal()
         self._engine_session: EngineSession | None = None
         if context_engine is not None or engine_config is not None:
             from .engines._session import open_session
@@ -256,18 +244,12 @@ class Branch:
         task (last writer wins); ``None`` before any pass. Turns on a branch with
         no registered provider leave it unchanged.
         """
-        key = _task_key()
-        if key is not None:
-            report = self._task_reports.get(key)
-            if report is not None:
-                return report
-        return self._last_context_report
+        return self._reports.get()
 
-    def _set_report(self, report: ProviderReport) -> None:
-        key = _task_key()
-        if key is not None:
-            self._task_reports[key] = report
-        self._last_context_report = report
+    @property
+    def _last_context_report(self) -> ProviderReport | None:
+        # LionAGI's name for the branch-level report (the last pass from any task).
+        return self._reports.last
 
     def clone(self, *, with_providers: bool = False) -> Branch:
         """A new branch with copies of the history (uids kept), same model and settings.
@@ -335,7 +317,7 @@ class Branch:
         report = await turn.gather(self._context_providers, self,
                                    inject=self.system is not None or self.inject_systemless)
         if report is not None:
-            self._set_report(report)
+            self._reports.set(report)
 
     # -- operations ----------------------------------------------------------------
     def build_request(
@@ -445,16 +427,9 @@ class Branch:
         tool with the same name wins; the engine's is left out with a warning.
         ``select_context`` runs again for every round's request.
         """
-        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-            raise TypeError(f"tools must be a list of callables, Tools or specs, got {tools!r}")
+        by_name = tools_by_name(tools)
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
             raise ValueError(f"max_rounds must be an int >= 1, got {max_rounds!r}")
-        by_name: dict[str, Tool] = {}
-        for obj in tools:
-            tool = as_tool(obj)
-            if tool.name in by_name:
-                raise ValueError(f"two tools are named {tool.name!r}")
-            by_name[tool.name] = tool
         async with self._turn(as_instruction(instruction, guidance)) as turn:
             specs = turn.offer_tools(by_name)
             await self._gather(turn)
