@@ -22,40 +22,32 @@ composes too; ADR-0008 D4, with LionAGI 0.36's call-local design):
 
 Context engine (optional; see :mod:`lionctx.engines`). A branch runs no engine
 unless ``context_engine=`` or ``engine_config=`` asks for one. With an engine, each
-turn (chat, communicate, run, operate) also:
+turn (chat, communicate, run, operate) also starts the engine's session on the
+first turn (``on_session_start``); lets ``select_context`` replace each model
+request (each round of ``operate``), for that request only; reports each reply's
+usage (``update_from_response``; the final usage when streaming); in ``operate``,
+offers the engine's tools and answers them with ``handle_tool_call``; after a turn
+that recorded messages, asks ``should_compress`` and, when due, runs ``compress``
+in a worker thread and stores the compacted history (``chat`` records nothing, so
+it never compacts); and ends with ``on_turn_complete`` (copies of the transcript,
+the last usage, the turn's keywords), also when the model call failed
+(``failed=True``, then the error propagates) or the turn was cancelled or the
+stream closed early (``interrupted=True``). Hooks the engine did not override are
+skipped without copying anything. The session ends with :meth:`Branch.end_session`,
+``await branch.aclose()`` or leaving ``async with branch:``; :meth:`Branch.reset`
+clears the history.
 
-- starts the engine's session on the branch's first turn (``on_session_start``);
-- after the providers' blocks are rendered, lets ``select_context`` replace the
-  messages of each model request (each round of ``operate``), for that request only;
-- reports each response's usage (``update_from_response``; the final usage when
-  streaming);
-- in ``operate``, offers the engine's tools to the model and answers calls to them
-  with ``handle_tool_call``;
-- after a turn that recorded messages, asks ``should_compress`` and, when due, runs
-  ``compress`` in a worker thread and stores the compacted history (``chat`` records
-  nothing, so it never compacts);
-- ends with ``on_turn_complete`` (copies of the transcript, the last usage, and the
-  turn's keywords), also when the model call failed (``failed=True``, then the
-  error propagates) or the turn was cancelled or the stream closed early
-  (``interrupted=True``).
-
-The session ends with :meth:`Branch.end_session`, ``await branch.aclose()`` or
-leaving ``async with branch:``; :meth:`Branch.reset` clears the history.
-Hooks the engine did not override are skipped without copying anything.
-
-Rendering. ``render="tags"`` (default): the request's system message is the system
-text, a blank line, then each block in its ``<context name="...">`` tag, blocks
-separated by blank lines. ``render="lionagi"`` builds LionAGI's fold byte for
-byte (the value LionAGI 0.36 sends as its first instruction's ``Guidance``); the
-message around it is lionctx's own, not LionAGI's YAML, and on a later turn
-LionAGI's fold keeps the first instruction's guidance where lionctx's fold has none
-(the guidance follows in the stored text): no system message is sent; the first user
-message of the request starts with
-exactly ``system + "\\n".join(blocks) + guidance`` (guidance is that instruction's
-own guidance when it is the current one, else empty), followed by a blank line and
-the instruction text. An instruction with guidance is stored as
-``guidance + "\\n\\n" + instruction``, so without system or blocks both modes send
-the stored text unchanged.
+Rendering (``lionctx._request.build_request``). ``render="tags"`` (default): the
+request's system message is the system text, a blank line, then each block in its
+``<context name="...">`` tag, blocks separated by blank lines. ``render="lionagi"``
+builds LionAGI 0.36's fold byte for byte (the value it sends as its first
+instruction's ``Guidance``) around lionctx's own message (not LionAGI's YAML): no
+system message is sent; the first user message of the request starts with exactly
+``system + "\\n".join(blocks) + guidance`` (that instruction's own guidance when it
+is the current one, else empty; on a later turn LionAGI keeps the first guidance
+where lionctx has none), then a blank line and the instruction text. An instruction
+with guidance is stored as ``guidance + "\\n\\n" + instruction``, so without system
+or blocks both modes send the stored text unchanged.
 """
 
 from __future__ import annotations
