@@ -294,7 +294,7 @@ class Turn:
                                                    task_id=self._task_id, tool_call_id=call_id)
         try:
             args = json_args(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # the model's text: any shape, any depth
             args = None
         if not isinstance(args, dict):
             return None, content  # not run: dispatch told the model why
