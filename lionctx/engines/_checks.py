@@ -25,7 +25,6 @@ from .base import usage_counts
 from .identity import PERSISTENCE_ONLY_FIELDS, UID_FIELD, is_uid, new_uid
 
 __all__ = [
-    "NotPlain",
     "authority_problem",
     "carry_identity",
     "checked_selection",
@@ -48,7 +47,7 @@ _SYSTEM_ROLES = frozenset({"system", "developer"})
 _KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
-class NotPlain(ValueError):
+class _NotPlain(ValueError):
     """A value an engine returned that is not plain JSON data."""
 
 
@@ -57,7 +56,7 @@ def plain(value: Any) -> Any:
 
     Subclasses of ``str``, ``int``, ``float``, ``list``, ``tuple`` and ``dict`` are
     copied through the base type's methods (never their own, which may lie);
-    tuples become lists. Raises :class:`NotPlain` for anything else, and
+    tuples become lists. Raises :class:`_NotPlain` for anything else, and
     RecursionError for a cycle.
     """
     kind = type(value)
@@ -78,7 +77,7 @@ def plain(value: Any) -> Any:
         return int.__index__(value)
     if issubclass(kind, float):
         return float.__float__(value)
-    raise NotPlain(f"a {kind.__name__}, which is not JSON data")
+    raise _NotPlain(f"a {kind.__name__}, which is not JSON data")
 
 
 def plain_key(key: Any) -> Any:
@@ -91,12 +90,12 @@ def plain_key(key: Any) -> Any:
         return int.__index__(key)
     if issubclass(kind, float):
         return float.__float__(key)
-    raise NotPlain(f"a key of type {kind.__name__}, which is not JSON data")
+    raise _NotPlain(f"a key of type {kind.__name__}, which is not JSON data")
 
 
 def plain_messages(result: object) -> object:
     """A list result as plain data (see :func:`plain`); other results as they are,
-    for :func:`shape_problem` to name. Raises :class:`NotPlain` naming the index."""
+    for :func:`shape_problem` to name. Raises :class:`_NotPlain` naming the index."""
     # By the real type: a __class__ that lies is not trusted (isinstance alone would be;
     # it is true whenever the real type is a list, so it only narrows here).
     if not issubclass(type(result), list) or not isinstance(result, list):
@@ -109,8 +108,8 @@ def plain_messages(result: object) -> object:
             continue
         try:
             out.append(plain(message))
-        except NotPlain as exc:
-            raise NotPlain(f"returned a message holding {exc} at index {index}") from None
+        except _NotPlain as exc:
+            raise _NotPlain(f"returned a message holding {exc} at index {index}") from None
     return out
 
 
@@ -187,7 +186,7 @@ def checked_selection(
     """(plain copy of ``result``, why it may not replace ``original`` or None)."""
     try:
         plain = plain_messages(result)
-    except NotPlain as exc:
+    except _NotPlain as exc:
         return None, str(exc)
     problem = shape_problem(plain)
     if problem is None:
@@ -353,7 +352,7 @@ def schema_name(schema: object) -> str:
 
 def function_spec(schema: object) -> dict[str, Any] | None:
     """One engine tool schema as an OpenAI ``function`` object; None without a name."""
-    schema = plain(schema)  # judged by what it holds; raises NotPlain if not data
+    schema = plain(schema)  # judged by what it holds; raises _NotPlain if not data
     spec = schema
     if isinstance(schema, Mapping) and schema.get("type") == "function":
         spec = schema.get("function")

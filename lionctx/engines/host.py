@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._bridge import ThreadBridgeModel, summary_model
 from ._checks import (
-    NotPlain,
+    _NotPlain,
     carry_identity,
     compaction_problem,
     function_spec,
@@ -162,7 +162,7 @@ def maybe_compress(
     try:
         plain = plain_messages(result)  # judged, and stored, by what it holds
         problem = compaction_problem(messages, plain)
-    except NotPlain as exc:
+    except _NotPlain as exc:
         problem = str(exc)
     except Exception as exc:  # a list we cannot even inspect is refused
         problem = f"returned messages that cannot be checked ({type(exc).__name__})"
