@@ -31,6 +31,10 @@ class InstantModel:
     async def complete(self, messages: Any, *, tools: Any = None, **kwargs: Any) -> ChatResponse:
         return ChatResponse("fine, thanks", usage=dict(USAGE))
 
+    def stream(self, messages: Any, **kwargs: Any) -> Any:
+        # never called here; before issue 11 a Branch refused a model without it
+        raise NotImplementedError
+
 
 class Observing(ContextEngine):
     """Overrides every hook a turn calls, doing nothing in each (selection: keep)."""
