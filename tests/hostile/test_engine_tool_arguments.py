@@ -36,3 +36,19 @@ async def test_hostile_arguments_to_an_engine_tool_cost_one_error_result(server,
     tool_result = server.requests[1]["messages"][-1]
     assert tool_result["role"] == "tool" and "error" in json.loads(tool_result["content"])
     assert rec.calls[-1][0] == "on_turn_complete" and rec.calls[-1][3]["failed"] is False
+
+
+@pytest.mark.anyio
+async def test_deeply_nested_arguments_to_a_user_tool_cost_one_error_result(server, model):
+    calls = []
+
+    def lookup(query: str) -> str:
+        calls.append(query)
+        return "found"
+
+    branch = Branch("You are careful.", model)
+    server.script(Reply.calling("lookup", DEEP, id="c1"), "done")
+    result = await branch.operate("look it up", tools=[lookup])
+    assert result.output == "done" and calls == []
+    tool_result = server.requests[1]["messages"][-1]
+    assert tool_result["role"] == "tool" and "nested too deeply" in tool_result["content"]
