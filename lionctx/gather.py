@@ -47,6 +47,7 @@ from ._text import make_encodable
 from ._threads import run_in_worker
 from .outcome import Outcome, SourceUnavailable, Status
 from .render import tag_block
+from .stability import digest
 from .tokens import (
     _HASH_IS_SECRET,
     TokenCounter,
@@ -87,7 +88,8 @@ class ProviderCall:
     says whether the outcome holds the framed text (the agentium face) or the bare
     text (a branch that renders tags itself).
     ``timeout`` overrides the pass's per-provider timeout for this call and
-    ``max_chars`` its size limit.
+    ``max_chars`` its size limit. ``digest`` gives each text counted whole its
+    digest (:func:`lionctx.stability.digest`) as the outcome is made.
     """
 
     name: str
@@ -99,6 +101,7 @@ class ProviderCall:
     max_tokens: float | None = None
     max_chars: int | None = None
     keep_frame: bool = True
+    digest: bool = False
 
 
 class _TagFrame:
@@ -212,16 +215,17 @@ def _log_failure(call: ProviderCall, exc: BaseException) -> None:
 
 
 def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
-            prefix: str = "") -> Outcome:
+            prefix: str = "", elapsed: float | None = None,
+            degraded: str | None = None) -> Outcome:
     message = _message(exc)
     if isinstance(exc, asyncio.CancelledError):
         message = message or "the provider raised CancelledError while the turn was not cancelled"
     return Outcome(
         call.name, index, _FAILED,
-        duration_ms=(perf_counter() - start) * 1000.0,
+        duration_ms=(perf_counter() - start) * 1000.0 if elapsed is None else elapsed,
         error_type=type(exc).__name__, error=message,
         reason=f"{prefix}{type(exc).__name__}: {message}",
-        priority=call.priority, max_tokens=call.max_tokens,
+        degradation_reason=degraded, priority=call.priority, max_tokens=call.max_tokens,
     )
 
 
@@ -295,8 +299,11 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int
         raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
     if call.frame is not None:
         tokens += ps.join_cost
+    # A text counted whole may be kept: its digest now, so the kept row is final. (One
+    # whose counting stopped is over its cap or the budget: never kept, never hashed.)
+    d = digest(stored) if call.digest and exact else None
     return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
-                   degraded, cached, stale, call.priority, call.max_tokens, exact)
+                   degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
 
 
 def _carried_count(result: Any, counter: TokenCounter) -> int | None:
@@ -311,10 +318,7 @@ def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseExcepti
                   elapsed: float, degraded: str | None) -> Outcome:
     logger.warning("context provider %r output could not be counted", call.name,
                    exc_info=exc)
-    out = _failed(call, index, start, exc, "token counting failed: ")
-    out.duration_ms = elapsed
-    out.degradation_reason = degraded
-    return out
+    return _failed(call, index, start, exc, "token counting failed: ", elapsed, degraded)
 
 
 def _finish(call: ProviderCall, index: int, result: Any, start: float,
@@ -344,11 +348,9 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     elif not isinstance(result, str):
         logger.warning("context provider %r returned %s; skipping", call.name,
                        type(result).__name__)
-        out = _failed(call, index, start, TypeError(
-            f"provider returned {type(result).__name__}, expected str or None"))
-        out.duration_ms = elapsed
-        out.degradation_reason = degraded
-        return out
+        return _failed(call, index, start, TypeError(
+            f"provider returned {type(result).__name__}, expected str or None"),
+            "", elapsed, degraded)
     else:
         plain = False
         try:
@@ -394,18 +396,19 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                 known = memo.get(key)
                 if known.__class__ is int and known >= 0:
                     if frame is None:
-                        return Outcome(call.name, index, _FIRED, text, known, elapsed, None,
-                                       None, None, degraded, cached, stale, call.priority,
-                                       call.max_tokens)
-                    if not call.keep_frame:
                         stored = text
-                    elif frame is TAG_FRAME:
-                        stored = tag_block(call.name, text)
                     else:
-                        stored = frame(text)
-                    return Outcome(call.name, index, _FIRED, stored, known + ps.join_cost,
-                                   elapsed, None, None, None, degraded, cached, stale,
-                                   call.priority, call.max_tokens)
+                        known += ps.join_cost
+                        if not call.keep_frame:
+                            stored = text
+                        elif frame is TAG_FRAME:
+                            stored = tag_block(call.name, text)
+                        else:
+                            stored = frame(text)
+                    return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,
+                                   None, None, degraded, cached, stale, call.priority,
+                                   call.max_tokens, True, None,
+                                   digest(stored) if call.digest else None)
         counted = text if frame is None else _framed(call, frame, text)
         stored = counted if call.keep_frame else text
         bound = _bound(call, ps)

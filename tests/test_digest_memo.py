@@ -12,9 +12,11 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lionctx import stability
-from lionctx.outcome import Outcome, Status
-from lionctx.stability import digest, stamp
+import anyio
+
+from lionctx import resolve_context, stability
+from lionctx.render import tag_block
+from lionctx.stability import digest
 
 
 def plain(text: str) -> str:
@@ -26,9 +28,27 @@ def plain(text: str) -> str:
 def test_memoized_digests_are_the_digests(texts):
     for t in texts + texts:  # the second time from the memo
         assert digest(t) == plain(t)
-    kept = [Outcome(f"p{i}", i, Status.FIRED, t, 1) for i, t in enumerate(texts)]
-    assert stamp(kept, kept) == tuple((f"p{i}", plain(t)) for i, t in enumerate(texts))
-    assert [o.digest for o in kept] == [plain(t) for t in texts]
+
+
+class Says:
+    def __init__(self, name, text):
+        self.name, self.text = name, text
+
+    async def fetch(self, query, ctx):
+        return self.text
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts=st.lists(st.text(min_size=1), min_size=1, max_size=8))
+def test_a_passes_digests_are_the_digests_of_its_blocks(texts):
+    providers = [Says(f"p{i}", t) for i, t in enumerate(texts)]
+    for _ in range(2):  # the second pass from the memos
+        res = anyio.run(lambda: resolve_context(providers, "q", breaker=False))
+        kept = [o for o in res.outcomes if o.status == "fired"]
+        assert [o.digest for o in kept] == [plain(o.text) for o in kept]
+        assert res.digests == tuple((o.name, plain(o.text)) for o in kept)
+        assert all(o.text == tag_block(o.name, p.text) for o, p in zip(
+            res.outcomes, providers, strict=True) if o.status == "fired")
 
 
 def test_no_cliff_past_thousands_of_distinct_blocks_and_no_text_held(monkeypatch):
