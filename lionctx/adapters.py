@@ -49,6 +49,12 @@ def provider_name(provider: Any, explicit: str | None = None, *,
     """
     if explicit:
         return _encodable_name(explicit)
+    try:  # the common case first: a plain str ``name``
+        value = getattr(provider, "name", None)
+    except Exception:
+        value = None
+    if value.__class__ is str and value:
+        return value if value.isascii() else _encodable_name(value)
     for attr in (("name", "label") if agentium else ("name",)):
         try:
             value = getattr(provider, attr, None)
@@ -172,11 +178,22 @@ def provide_invoker(provider: Any) -> Any:
     return partial(call_provide, provider)
 
 
+_MISSING = object()
+
+
 def fetch_invoker(provider: Any) -> Any:
     """What a pass awaits as ``invoke(query, ctx)``: a ContextSource's ``retrieve`` or
     an ``async def fetch`` itself, else :func:`call_fetch`."""
     try:
-        method = retrieve_method(provider) or fetch_method(provider)
+        if getattr(provider, "_lionctx_retrieves", _MISSING) is _MISSING:
+            # Not a ContextSource (the common case: the flag is nowhere, on the
+            # instance or its class; asking the instance is the cheap way to know,
+            # a missed look-up on a class costs an exception): its fetch, once.
+            method = getattr(provider, "fetch", None)
+            if method is None or not callable(method):
+                method = fetch_method(provider)
+        else:
+            method = retrieve_method(provider) or fetch_method(provider)
         if method is not None and _is_async(method):
             return method
     except Exception:  # a property that raises fails inside the call's containment

@@ -86,8 +86,10 @@ async def resolve_context(
     calls = []
     for provider in providers:
         name = provider_name(provider, agentium=True)
-        calls.append(ProviderCall(name, provider, fetch_invoker(provider), TAG_FRAME,
-                                  digest=True))
+        # Positional (cheaper than keywords, once per provider per call): frame,
+        # timeout, priority, cap, size limit, keep_frame, digest.
+        calls.append(ProviderCall(name, provider, fetch_invoker(provider), TAG_FRAME, None,
+                                  0, None, None, True, True))
     timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),
