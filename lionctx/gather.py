@@ -912,6 +912,7 @@ class _Relay:
     """
 
     __slots__ = ("base", "coro", "ctx", "end", "i", "pass_", "results")
+    __name__ = "lionctx_relay"  # what asyncio's task repr shows for this coroutine
 
     def __init__(self, pass_: _Relays, first: int, end: int) -> None:
         self.pass_ = pass_

@@ -417,3 +417,24 @@ async def test_a_class_seen_suspending_gets_its_own_task_next_time(spawner, monk
     assert made2.count("coroutine") == 2  # one task each for the two Waits providers
     assert made2.count("_Relay") == 3  # the runs before, between and after them
     assert made3.count("coroutine") == 0
+
+
+def test_a_concurrent_pass_runs_in_asyncio_debug_mode(spawner):
+    """asyncio's debug mode formats every task's coroutine (a relay included)."""
+    if spawner == "anyio-taskgroup":
+        pytest.skip("asyncio's own tasks only")
+
+    async def later():
+        await asyncio.sleep(0.001)
+        return "later"
+
+    async def main():
+        calls = [call("a", returning("a")), call("b", later), call("c", returning("c"))]
+        task = asyncio.ensure_future(gather(calls, counter=len, concurrent=True))
+        await asyncio.sleep(0)
+        shown = [repr(t) for t in asyncio.all_tasks()]  # formats each coroutine
+        return await task, shown
+
+    out, shown = asyncio.run(main(), debug=True)
+    assert [o.text for o in out] == ["a", "later", "c"]
+    assert len(shown) >= 2
