@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._exceptions import SharedCacheError
+from .._exceptions import SharedCacheError, SharedFetchError
+from ..providers._flight import FlightCache, Hit, Source, _Flight, lead_flight
 from ..providers.base import SourceUnavailable
-from ..providers.cache import FlightCache, Hit, SharedFetchError, Source, _Flight, lead_flight
 from ._entries import (
     _Garbage,
     decode_entry,

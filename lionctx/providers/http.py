@@ -61,6 +61,7 @@ import anyio.lowlevel
 
 from .._exceptions import HttpFetchError
 from . import _decode
+from ._flight import FlightCache, SharedFetchError, Source
 from ._hosts import Host, parse_hosts, url_host, url_port
 from ._redact import MIN_SECRET as _MIN_SECRET
 from ._redact import public_httpx_url as _safe_url
@@ -68,7 +69,6 @@ from ._redact import query_secrets as _query_secrets
 from ._redact import redact as _redact
 from ._redact import scrub_library_logs as _scrub_httpx_log_for
 from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
-from .cache import FlightCache, SharedFetchError, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
