@@ -36,10 +36,11 @@ __all__ = ["Origin", "after_redirect", "check_headers", "check_method", "check_u
            "default_name", "encode_body", "origin", "redirect_target", "target_problem",
            "url_secrets", "wire_headers"]
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
+# Matched whole (fullmatch): a "$" would also accept a trailing line break.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 # What httpx can send as a header value: visible ASCII, spaces and tabs. Anything else
 # fails mid-request with the value in the error message, so it is refused up front.
-_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 #: Headers that describe a body; they go when a redirect drops the body.
 _BODY_HEADERS = frozenset({"content-type", "content-length"})
 
@@ -111,7 +112,7 @@ def url_secrets(url: httpx.URL) -> list[str]:
 
 def check_method(method: object) -> str:
     """An HTTP method name, upper-cased."""
-    if not isinstance(method, str) or not _TOKEN.match(method):
+    if not isinstance(method, str) or not _TOKEN.fullmatch(method):
         raise ValueError(f"method must be an HTTP method name such as 'GET', got {method!r}")
     return method.upper()
 
@@ -126,12 +127,12 @@ def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
     out: dict[str, str] = {}
     found: list[str] = []
     for key, value in headers.items():
-        if not isinstance(key, str) or not _TOKEN.match(key):
+        if not isinstance(key, str) or not _TOKEN.fullmatch(key):
             raise ValueError(f"headers: {key!r} is not a valid header name")
         # Values are secrets: say what is wrong, never what they are.
         if not isinstance(value, str):
             raise TypeError(f"headers[{key!r}] must be a str, got {type(value).__name__}")
-        if not _HEADER_VALUE.match(value):
+        if not _HEADER_VALUE.fullmatch(value):
             raise ValueError(f"headers[{key!r}] must be printable ASCII: no line breaks, "
                              f"control or non-ASCII characters")
         out[key] = value

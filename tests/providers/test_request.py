@@ -117,6 +117,8 @@ def test_an_unsendable_header_value_is_refused_without_showing_it(value: str) ->
 @pytest.mark.parametrize("bad,error", [
     ({"Bad Name": "v"}, ValueError), ({"X": 1}, TypeError), (["X"], TypeError),
     ({"Ü": "v"}, ValueError),
+    ({"X-Key": "secret\n"}, ValueError),  # a trailing line break is no header value
+    ({"X-Key\n": "v"}, ValueError),
 ])
 def test_bad_headers(bad: Any, error: type) -> None:
     with pytest.raises(error):
@@ -174,5 +176,6 @@ def test_url_secrets_and_checks() -> None:
         with pytest.raises(error):
             check_url(bad)
     assert check_method("patch") == "PATCH"
-    with pytest.raises(ValueError, match="HTTP method name"):
-        check_method("GET /x")
+    for bad in ("GET /x", "GET\n", ""):
+        with pytest.raises(ValueError, match="HTTP method name"):
+            check_method(bad)
