@@ -34,6 +34,11 @@ messages a pass summarized are available as :attr:`ContextCompressor.last_summar
 
 Tokens are counted with :func:`lionctx.tokens.count_tokens` (o200k_base) over each
 message's content, name and tool calls; persistence-only fields are never counted.
+
+Layout: which messages a pass summarizes is :mod:`lionctx.engines._compaction`'s and
+the summary's text (request, cut, message, uid) :mod:`lionctx.engines._summary`'s,
+both pure; this module holds the settings, calls the summarizer and assembles the
+new history.
 """
 
 from __future__ import annotations

@@ -45,6 +45,10 @@ the one the provider made. With ``cache_ttl > 0`` a good value is kept for that
 many seconds and concurrent cold calls share one request
 (:class:`~lionctx.providers.cache.FlightCache`); with ``stale_on_error`` a failed
 refresh serves the last good value, marked stale.
+
+Layout: this module does the I/O (the client, the host check before each hop, the
+capped body); checking and building the request and the redirect policy are
+:mod:`lionctx.providers._request`'s (pure, property-tested).
 """
 
 from __future__ import annotations
