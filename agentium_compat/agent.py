@@ -44,27 +44,26 @@ from __future__ import annotations
 
 import inspect
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from lionctx._policy import check_max_chars, check_number, check_seconds
+from lionctx._turn import Conversation, Turn, copy_messages
+from lionctx._values import Instruction
 from lionctx.adapters import fetch_method, provider_name
-from lionctx.branch import Branch, Instruction
 from lionctx.breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx.context import RunContext, coerce_run_context
-from lionctx.models.base import ChatModel, ChatResponse
+from lionctx.messages import ensure_uid, system_message
+from lionctx.models.base import ChatModel
 from lionctx.resolve import Resolution, resolve_context
 from lionctx.stability import PrefixHistory  # issue 13
 
 from ._options import accepts_options_mapping
+from ._results import InstructionContext, Instructions, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
+    from lionctx.engines._session import EngineSession, SessionPool
     from lionctx.engines.base import ContextEngine
-    from lionctx.engines.host import EngineSession
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
@@ -83,117 +82,6 @@ _RUN_KEYS = {
 }
 
 
-class InstructionContext:
-    """What an instructions function receives.
-
-    ``context`` is the resolved context string (``""`` when there is none), by
-    attribute and by key; ``input`` is the user's input; every
-    :class:`~lionctx.RunContext` field (``user_id``/``userId``, ``tenant_id``/
-    ``tenantId``, ``session_state``/``sessionState``, ``run_id``/``runId``,
-    ``session_id``/``sessionId``, ``metadata`` ...) reads through.
-    """
-
-    __slots__ = ("agent", "context", "input", "run_context")
-
-    def __init__(self, context: str, run_context: RunContext, input: str,  # noqa: A002
-                 agent: str) -> None:
-        self.context = context
-        self.run_context = run_context
-        self.input = input
-        self.agent = agent
-
-    def __getattr__(self, name: str) -> Any:
-        # Reached only for names that are not set slots: the run context's fields
-        # and views. Dunders and our own slots (unset while copy/pickle rebuild the
-        # object) must fail plainly, else self.run_context would recurse here.
-        if (name.startswith("__") and name.endswith("__")) or name in InstructionContext.__slots__:
-            raise AttributeError(f"InstructionContext has no attribute {name!r}")
-        try:
-            run_context = object.__getattribute__(self, "run_context")
-        except AttributeError:
-            raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
-        try:
-            return getattr(run_context, name)
-        except AttributeError:
-            raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
-
-    def __getitem__(self, key: str) -> Any:
-        if key in ("context", "input", "agent"):
-            return getattr(self, key)
-        return self.run_context[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in ("context", "input", "agent") or key in self.run_context
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """Mapping-style read that accepts either spelling."""
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __repr__(self) -> str:
-        return (f"InstructionContext(agent={self.agent!r}, context=<{len(self.context)} chars>, "
-                f"user_id={self.run_context.user_id!r}, tenant_id={self.run_context.tenant_id!r})")
-
-
-Instructions = str | Callable[[InstructionContext], str | Awaitable[str]]
-
-
-@dataclass
-class RunResult:
-    """The outcome of one :meth:`Agent.run`.
-
-    ``output`` is the reply text, ``usage`` the server's usage dict (or ``None``),
-    ``context_report`` the provider resolution (``None`` when ``context=`` was given
-    or the agent has no providers), ``messages`` exactly the messages sent (after
-    a context engine's selection). ``history`` is the conversation after this run
-    without the system message: the given ``messages``, the input and the reply
-    (each with its ``message_uid``), compacted when a context engine compressed it;
-    pass it as ``messages=`` to continue the conversation.
-    """
-
-    output: str
-    usage: dict[str, Any] | None
-    context_report: Resolution | None
-    messages: list[dict[str, Any]]
-    context: str = ""
-    system: str | None = None
-    # Left out of the repr: its dependencies/session_state may hold clients and keys.
-    run_context: RunContext = field(default_factory=RunContext, repr=False)
-    response: ChatResponse | None = field(default=None, repr=False)
-    agent: str = ""
-    history: list[dict[str, Any]] = field(default_factory=list, repr=False)
-
-    @property
-    def text(self) -> str:
-        """Same as ``output``."""
-        return self.output
-
-    @property
-    def contextReport(self) -> Resolution | None:  # noqa: N802 - agentium spelling
-        return self.context_report
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (context text included, provider texts not)."""
-        return {
-            "agent": self.agent,
-            "output": self.output,
-            "usage": self.usage,
-            "context": self.context,
-            "context_report": (self.context_report.to_dict()
-                               if self.context_report is not None else None),
-            "messages": [dict(m) for m in self.messages],
-            "run_id": self.run_context.run_id,
-        }
-
-    def to_json(self, **dumps_options: Any) -> str:
-        """:meth:`to_dict` as a JSON string (what agentium users get from ``res.json``)."""
-        import json
-
-        return json.dumps(self.to_dict(), **dumps_options)
-
-
 def _check_providers(providers: Any) -> list[Any]:
     if providers is None:
         return []
@@ -206,6 +94,14 @@ def _check_providers(providers: Any) -> list[Any]:
                 "or fetchContext(query, ctx) method"
             )
     return list(providers)
+
+
+def _check_max_sessions(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_sessions must be an int >= 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"max_sessions must be an int >= 1, got {value!r}")
+    return value
 
 
 @accepts_options_mapping
@@ -257,10 +153,7 @@ class Agent:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty str, got {name!r}")
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int):
-            raise TypeError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
+        max_sessions = _check_max_sessions(max_sessions)
         if not (isinstance(instructions, str) or callable(instructions)):
             raise TypeError(f"instructions must be a str or a function, got "
                             f"{type(instructions).__name__}")
@@ -286,32 +179,40 @@ class Agent:
         self.context_max_chars = check_max_chars(context_max_chars, "context_max_chars")
         self.model_settings = dict(model_settings or {})
         self._engine: ContextEngine | None = None
+        self._pool: SessionPool | None = None
         if context_engine is not None or engine_config is not None:
             # lionctx.engines loads only for agents that use an engine
-            from lionctx.engines.host import summary_model
-            from lionctx.engines.loader import resolve_context_engine
+            from lionctx.engines._session import SessionPool, open_session
 
-            self._engine = resolve_context_engine(context_engine, engine_config,
-                                                  model=summary_model(model))
-        self.max_sessions = max_sessions
+            session = open_session(context_engine, engine_config, model=model)
+            if session is not None:
+                self._engine = session.engine
+                self._pool = SessionPool(session.engine, model=model,
+                                         max_sessions=max_sessions, owner=f"agent {name!r}")
+        self._max_sessions = max_sessions
         # issue 13: circuit breakers per provider instance, dedupe, and each session's
         # previous-turn block digests (for RunResult.context_report.cache_break).
         self._breakers = coerce_breakers(context_breaker, DEFAULT_BREAKERS)
         self.context_dedupe = bool(context_dedupe)
         self.dedupe_history = bool(dedupe_history)
         self._prefixes = PrefixHistory(max_sessions)
-        # session key (None: runs without a session id) -> that conversation's
-        # engine, least recently run first; bounded by max_sessions (see _evict).
-        self._sessions: OrderedDict[str | None, EngineSession] = OrderedDict()
-        # session -> runs in flight; entries leave at zero, so it stays small
-        self._running: dict[EngineSession, int] = {}
-        self._sessions_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "
                 f"context_providers={[provider_name(p) for p in self.context_providers]})")
 
     # -- context engine --------------------------------------------------------------
+    @property
+    def max_sessions(self) -> int:
+        """How many session ids keep an engine at once (see the module docs)."""
+        return self._max_sessions
+
+    @max_sessions.setter
+    def max_sessions(self, value: int) -> None:
+        self._max_sessions = _check_max_sessions(value)
+        if self._pool is not None:
+            self._pool.max_sessions = self._max_sessions
+
     @property
     def context_engine(self) -> ContextEngine | None:
         """The engine of runs without a session id (``None``: the agent has no engine)."""
@@ -320,92 +221,27 @@ class Agent:
     def context_engine_for(self, session_id: Any = None) -> ContextEngine | None:
         """The engine serving ``session_id``'s runs, or ``None`` before its first run
         (and always without an engine)."""
-        if session_id is None:
+        if session_id is None or self._pool is None:
             return self._engine
-        session = self._sessions.get(str(session_id))
+        session = self._pool.get(session_id)
         return session.engine if session is not None else None
-
-    def _acquire_session(self, session_id: Any) -> tuple[EngineSession, list[EngineSession]]:
-        """The session serving ``session_id``'s run, marked in flight, and the
-        sessions evicted to make room (the caller ends them). Needs an engine."""
-        from lionctx.engines.host import EngineSession, summary_model
-        from lionctx.engines.loader import clone_engine
-
-        engine = self._engine
-        assert engine is not None
-        key = None if session_id is None else str(session_id)
-        with self._sessions_lock:
-            session = self._sessions.get(key)
-            if session is None:
-                if key is not None:  # a conversation of its own: its own engine state
-                    engine = clone_engine(engine, model=summary_model(self.model))
-                session = EngineSession(engine, session_id=key)
-                self._sessions[key] = session
-            else:
-                self._sessions.move_to_end(key)
-            self._running[session] = self._running.get(session, 0) + 1
-            return session, self._evict_locked()
-
-    def _evict_locked(self) -> list[EngineSession]:
-        """Drop the least recently run idle sessions beyond ``max_sessions``."""
-        excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
-        if excess <= 0:
-            return []
-        victims: list[str | None] = []
-        for key, session in self._sessions.items():  # oldest first
-            if len(victims) == excess:
-                break
-            if key is not None and not self._running.get(session):
-                victims.append(key)
-        return [self._sessions.pop(key) for key in victims]
-
-    def _release_session(self, session: EngineSession) -> None:
-        with self._sessions_lock:
-            left = self._running.get(session, 0) - 1
-            if left > 0:
-                self._running[session] = left
-            else:
-                self._running.pop(session, None)
-
-    async def _end_evicted(self, sessions: list[EngineSession]) -> None:
-        # Shielded: an evicted session is gone from the agent either way, so its
-        # on_session_end must run even if this run is being cancelled.
-        with anyio.CancelScope(shield=True):
-            for session in sessions:
-                logger.debug("agent %r: session %r evicted (max_sessions=%d)", self.name,
-                             session.session_id, self.max_sessions)
-                if not session.active:
-                    continue
-                try:
-                    await anyio.to_thread.run_sync(session.end)
-                except Exception as exc:  # EngineSession contains hook errors; be sure
-                    logger.warning("agent %r: ending evicted session raised %s; ignored",
-                                   self.name, type(exc).__name__)
 
     def end_session(self, session_id: Any = None) -> None:
         """End ``session_id``'s engine session (``on_session_end``) and forget its
         engine; without a session id, end the session of runs that gave none."""
-        key = None if session_id is None else str(session_id)
-        with self._sessions_lock:
-            session = self._sessions.get(key) if key is None else self._sessions.pop(key, None)
-        if session is not None:
-            session.end()
+        if self._pool is not None:
+            self._pool.end(session_id)
 
     def reset(self, session_id: Any = None) -> None:
         """``session_id``'s conversation starts over: ``on_session_end`` then
         ``on_session_reset`` on its engine (kept, with its settings)."""
-        session = self._sessions.get(None if session_id is None else str(session_id))
-        if session is not None:
-            session.reset()
+        if self._pool is not None:
+            self._pool.reset(session_id)
 
     async def aclose(self) -> None:
         """End every engine session (in a worker thread). The model is not closed."""
-        with self._sessions_lock:
-            sessions = list(self._sessions.values())
-            self._sessions = OrderedDict((k, v) for k, v in self._sessions.items() if k is None)
-        for session in sessions:
-            if session.active:
-                await anyio.to_thread.run_sync(session.end)
+        if self._pool is not None:
+            await self._pool.aclose()
 
     async def __aenter__(self) -> Agent:
         return self
@@ -494,29 +330,33 @@ class Agent:
             text = ""
 
         system = await self._resolve_instructions(InstructionContext(text, ctx, input, self.name))
-        branch = Branch(system or None, self.model, run_context=ctx, messages=messages,
-                        name=self.name)
-        if self._engine is None:
-            request, response = await branch._communicate(Instruction(input),
-                                                          **self.model_settings)
+        stored = copy_messages(messages) if messages is not None else []
+        if system:
+            stored.insert(0, ensure_uid(system_message(system)))
+        conversation = Conversation(stored, name=self.name)
+        if self._pool is None:
+            turn = await self._turn(conversation, Instruction(input), ctx, None)
         else:
-            session, evicted = self._acquire_session(ctx.session_id)
-            try:
-                await self._end_evicted(evicted)
-                # The per-run branch serves this session's engine (its lifecycle is
-                # the agent's).
-                branch._engine_session = session
-                request, response = await branch._communicate(Instruction(input),
-                                                              **self.model_settings)
-            finally:
-                self._release_session(session)
-        stored = branch.messages
+            async with self._pool.session(ctx.session_id) as session:
+                turn = await self._turn(conversation, Instruction(input), ctx, session)
+        response = turn.response
+        assert response is not None and turn.sent is not None  # the turn returned normally
+        stored = conversation.messages
         history = stored[1:] if system and stored and stored[0].get("role") == "system" else stored
         return RunResult(
             output=response.text, usage=response.usage, context_report=report,
-            messages=request, context=text, system=system or None, run_context=ctx,
+            messages=turn.sent, context=text, system=system or None, run_context=ctx,
             response=response, agent=self.name, history=list(history),
         )
+
+    async def _turn(self, conversation: Conversation, instruction: Instruction,
+                    ctx: RunContext, session: EngineSession | None) -> Turn:
+        """One recorded turn (the same turn a Branch's communicate runs)."""
+        async with Turn(conversation, self.model, instruction, session=session,
+                        run_context=ctx) as turn:
+            await turn.exchange(**self.model_settings)
+            turn.store()
+        return turn
 
     # -- issue 13 --------------------------------------------------------------------
     def _p13_options(self, messages: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:

@@ -168,9 +168,9 @@ async def _bookkeeping(rows: list[Row]) -> None:
         branches = [Branch("sys") for _ in range(k)]
         for b in branches:
             b.providers.register(Instant(0))
-            await b._context_for(Instruction("q"))
+            await b.prepare(Instruction("q"))
         target = branches[-1]
-        return await best_cpu_of(lambda: target._context_for(Instruction("q")), repeat=5,
+        return await best_cpu_of(lambda: target.prepare(Instruction("q")), repeat=5,
                                  number=200)
 
     small = await pass_time(10)

@@ -269,18 +269,6 @@ def skipped_outcome(name: str, index: int, reason: str, priority: float = 0,
                    max_tokens=max_tokens, circuit=OPEN)
 
 
-def merge(n: int, allowed: Sequence[int], called: Sequence[Outcome],
-          skipped: dict[int, Outcome]) -> list[Outcome]:
-    """All ``n`` rows in source order: the called ones (re-indexed) and the skipped."""
-    out: list[Outcome | None] = [None] * n
-    for pos, outcome in zip(allowed, called, strict=False):
-        outcome.index = pos
-        out[pos] = outcome
-    for pos, outcome in skipped.items():
-        out[pos] = outcome
-    return out  # type: ignore[return-value]  # every position is filled
-
-
 #: The board ``resolve_context`` uses by default: per provider instance, process-wide.
 DEFAULT_BREAKERS = Breakers()
 _BY_SETTINGS: dict[BreakerSettings, Breakers] = {}

@@ -5,7 +5,8 @@ nothing (neither the budget nor its own cap). "The same" is exact: two blocks ar
 duplicates when their texts are equal after stripping leading and trailing
 whitespace (found through a hash table keyed by that text, then compared whole, so
 a hash collision can never drop a block). The later block (in registration or list order) is
-``skipped`` with the reason ``duplicate of NAME``.
+``skipped`` with the reason ``duplicate of NAME``: a new outcome, the gathered one is
+left as it is.
 
 With ``history`` (a session's earlier message texts), a block whose text the
 conversation already holds verbatim is skipped the same way, with the reason
@@ -22,32 +23,36 @@ __all__ = ["dedupe"]
 
 
 def dedupe(outcomes: Sequence[Outcome], *, body: Callable[[Outcome], str] | None = None,
-           history: Sequence[str] | None = None, within: bool = True) -> int:
-    """Mark duplicate ``fired`` outcomes ``skipped`` in place; return how many.
+           history: Sequence[str] | None = None, within: bool = True
+           ) -> tuple[list[Outcome], int]:
+    """The rows with each duplicate ``fired`` one replaced by a ``skipped`` row, and
+    how many were. ``outcomes`` is left as it is (a duplicate is a new outcome).
 
     ``body`` gives the text to compare (default: the outcome's text; the agentium
     face passes one that strips its tag, since the tag holds the name).
     ``within=False`` compares with ``history`` only, not between the sources.
     """
-    # (outcome, its text) for each fired outcome that has text
-    fired = [(o, o.text) for o in outcomes if o.status is Status.FIRED and o.text is not None]
+    rows = list(outcomes)
+    # (position, its text) for each fired outcome that has text
+    fired = [(i, o.text) for i, o in enumerate(rows)
+             if o.status is Status.FIRED and o.text is not None]
     if len(fired) < 2 and not history:
-        return 0
+        return rows, 0
     if not history and within:
-        texts = [t for _, t in fired] if body is None else [body(o) for o, _ in fired]
+        texts = [t for _, t in fired] if body is None else [body(rows[i]) for i, _ in fired]
         keys = list(map(str.strip, texts))
         if len(set(keys)) == len(keys):
-            return 0  # the hot path: all distinct
+            return rows, 0  # the hot path: all distinct
     seen: dict[str, str] = {}
     marked = 0
-    for o, own in fired:
+    for i, own in fired:
+        o = rows[i]
         text = body(o) if body is not None else own
         if history:
             needle = text.strip()
-            hit = next((i for i, m in enumerate(history) if needle and needle in m), None)
+            hit = next((n for n, m in enumerate(history) if needle and needle in m), None)
             if hit is not None:
-                o.status = Status.SKIPPED
-                o.reason = f"duplicate of message {hit}"
+                rows[i] = _skipped(o, f"duplicate of message {hit}")
                 marked += 1
                 continue
         if not within:
@@ -57,10 +62,13 @@ def dedupe(outcomes: Sequence[Outcome], *, body: Callable[[Outcome], str] | None
         if first is None:
             seen[key] = o.name
             continue
-        o.status = Status.SKIPPED
-        o.reason = f"duplicate of {first}"
+        rows[i] = _skipped(o, f"duplicate of {first}")
         marked += 1
-    return marked
+    return rows, marked
+
+
+def _skipped(o: Outcome, reason: str) -> Outcome:
+    return o.replace(status=Status.SKIPPED, reason=reason, digest=None)
 
 
 def untag(name: str, framed: str, tag: Callable[[str, str], str]) -> str:

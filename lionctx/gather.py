@@ -45,6 +45,7 @@ from ._text import make_encodable
 from ._threads import run_in_worker
 from .outcome import Outcome, SourceUnavailable, Status
 from .render import tag_block
+from .stability import _MEMO, digest
 from .tokens import TokenCounter, count_bounded, memo_key, prepare_counter
 
 __all__ = ["DEFAULT_MAX_CHARS", "Observer", "ProviderCall", "gather", "validate_seconds"]
@@ -75,7 +76,8 @@ class ProviderCall:
     (a tag block); ``keep_frame`` says whether the outcome holds the framed text
     (the agentium face) or the bare text (a branch that renders tags itself).
     ``timeout`` overrides the pass's per-provider timeout for this call and
-    ``max_chars`` its size limit.
+    ``max_chars`` its size limit. ``digest`` gives each text counted whole its
+    digest (:func:`lionctx.stability.digest`) as the outcome is made.
     """
 
     name: str
@@ -87,6 +89,7 @@ class ProviderCall:
     max_tokens: float | None = None
     max_chars: int | None = None
     keep_frame: bool = True
+    digest: bool = False
 
 
 # The one validator per knob lives in _policy; these names are kept for callers.
@@ -184,16 +187,17 @@ def _log_failure(call: ProviderCall, exc: BaseException) -> None:
 
 
 def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
-            prefix: str = "") -> Outcome:
+            prefix: str = "", elapsed: float | None = None,
+            degraded: str | None = None) -> Outcome:
     message = _message(exc)
     if isinstance(exc, asyncio.CancelledError):
         message = message or "the provider raised CancelledError while the turn was not cancelled"
     return Outcome(
         call.name, index, _FAILED,
-        duration_ms=(perf_counter() - start) * 1000.0,
+        duration_ms=(perf_counter() - start) * 1000.0 if elapsed is None else elapsed,
         error_type=type(exc).__name__, error=message,
         reason=f"{prefix}{type(exc).__name__}: {message}",
-        priority=call.priority, max_tokens=call.max_tokens,
+        degradation_reason=degraded, priority=call.priority, max_tokens=call.max_tokens,
     )
 
 
@@ -265,8 +269,11 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int
         raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
     if call.frame is not None:
         tokens += ps.join_cost
+    # A text counted whole may be kept: its digest now, so the kept row is final. (One
+    # whose counting stopped is over its cap or the budget: never kept, never hashed.)
+    d = (_MEMO.get(stored) or digest(stored)) if call.digest and exact else None
     return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
-                   degraded, cached, stale, call.priority, call.max_tokens, exact)
+                   degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
 
 
 def _carried_count(result: Any, counter: TokenCounter) -> int | None:
@@ -281,10 +288,7 @@ def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseExcepti
                   elapsed: float, degraded: str | None) -> Outcome:
     logger.warning("context provider %r output could not be counted", call.name,
                    exc_info=exc)
-    out = _failed(call, index, start, exc, "token counting failed: ")
-    out.duration_ms = elapsed
-    out.degradation_reason = degraded
-    return out
+    return _failed(call, index, start, exc, "token counting failed: ", elapsed, degraded)
 
 
 def _finish(call: ProviderCall, index: int, result: Any, start: float,
@@ -304,11 +308,9 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     if not isinstance(result, str):
         logger.warning("context provider %r returned %s; skipping", call.name,
                        type(result).__name__)
-        out = _failed(call, index, start, TypeError(
-            f"provider returned {type(result).__name__}, expected str or None"))
-        out.duration_ms = elapsed
-        out.degradation_reason = degraded
-        return out
+        return _failed(call, index, start, TypeError(
+            f"provider returned {type(result).__name__}, expected str or None"),
+            "", elapsed, degraded)
     plain = type(result) is str
     cached = stale = False
     if not plain:

@@ -42,6 +42,12 @@ class Outcome:
     ``text`` is the (framed, where the face frames) text the provider returned,
     ``tokens`` its count, ``duration_ms`` the wall time of the call. ``reason``
     says why anything that is not ``fired`` or ``empty`` ended as it did.
+
+    An outcome is never changed once it has been handed out (to an ``on_outcome``
+    observer or in a report): a later step that decides something about the row
+    (admission, dedupe, the breakers, digests) makes a new one with
+    :meth:`replace`. The class is not frozen only because a frozen dataclass costs
+    several times more to construct, once per provider per pass.
     """
 
     name: str
@@ -71,6 +77,17 @@ class Outcome:
     circuit: str | None = None
     """Circuit breaker state that decided this call: ``"open"`` (not called) or
     ``"half_open"`` (this call was the trial)."""
+
+    def replace(self, **changes: Any) -> Outcome:
+        """A new outcome with ``changes`` applied; this one is left as it is."""
+        new = Outcome(self.name, self.index, self.status, self.text, self.tokens,
+                      self.duration_ms, self.error_type, self.error, self.reason,
+                      self.degradation_reason, self.cached, self.stale, self.priority,
+                      self.max_tokens, self.exact, self.started_ns, self.digest,
+                      self.volatile, self.circuit)
+        for key, value in changes.items():
+            setattr(new, key, value)  # the new row, not yet seen by anyone
+        return new
 
     @property
     def ok(self) -> bool:

@@ -6,39 +6,41 @@ nothing of them):
 1. :meth:`PassHooks.start`: the circuit breakers decide which sources are called;
    the pass's wall-clock start is taken for its trace.
 2. :meth:`PassHooks.select` / :meth:`PassHooks.observer`: only admitted calls go to
-   ``gather``; with tracing on, each outcome is stamped with its start time.
+   ``gather``; with tracing on, the time each outcome arrived is noted.
 3. :meth:`PassHooks.merge`: the refused sources' ``skipped`` rows join the called
-   ones in source order; the breakers record the results; volatile flags are set;
-   duplicates are skipped (before admission, so they cost no budget).
-4. :meth:`PassHooks.finish`: after admission, digests of the kept blocks in
-   rendering order, the cache break against the previous turn, and the spans.
+   ones in source order, each row with its position, circuit state, volatile flag
+   and start time; the breakers record the results; duplicates are skipped (before
+   admission, so they cost no budget).
+4. :meth:`PassHooks.finish`: after the report is built, the spans.
+
+A row that gains anything in step 3 is a new outcome: the ones ``gather`` made (and
+an observer may hold) are never changed.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import telemetry
-from .breaker import Breakers, merge, skipped_outcome
+from .breaker import Breakers, skipped_outcome
 from .dedupe import dedupe
 from .outcome import Outcome
-from .render import kept_in_order
-from .stability import CacheBreak, Digests, compare, stamp
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._report import Report
 
 __all__ = ["PassHooks"]
 
 Observer = Callable[[Outcome], None]
 
 
-
-
-
 class PassHooks:
     """The production steps of one pass over ``keys`` (one per source, in order)."""
 
-    __slots__ = ("allowed", "board", "breakers", "refused", "started_ns", "states", "traced")
+    __slots__ = ("allowed", "arrived", "board", "breakers", "refused", "started_ns",
+                 "states", "traced")
 
     def __init__(self, breakers: Breakers | None, keys: Sequence[Any]) -> None:
         self.started_ns = time.time_ns()
@@ -48,6 +50,8 @@ class PassHooks:
         self.allowed: list[int] | None = None
         self.refused: dict[int, str] = {}
         self.states: list[str | None] | None = None
+        # called row -> wall-clock start (ns), noted as each outcome arrives (traced)
+        self.arrived: dict[int, int] = {}
         if breakers is not None:
             self.breakers, allowed, refused, self.states = breakers.admit(keys)
             if refused:
@@ -65,17 +69,17 @@ class PassHooks:
         return [items[i] for i in self.allowed]
 
     def observer(self, observe: Observer | None) -> Observer | None:
-        """Step 2: the observer to give ``gather``: stamps start times when traced."""
+        """Step 2: the observer to give ``gather``: notes start times when traced."""
         if not self.traced:
             return observe
+        arrived = self.arrived
 
-        def stamped(o: Outcome) -> None:
-            if o.started_ns is None:
-                o.started_ns = time.time_ns() - int(o.duration_ms * 1e6)
+        def noted(o: Outcome) -> None:
+            arrived[o.index] = time.time_ns() - int(o.duration_ms * 1e6)
             if observe is not None:
                 observe(o)
 
-        return stamped
+        return noted
 
     def merge(self, called: list[Outcome], n: int, describe: Callable[[int], tuple[str, Any, Any]],
               volatile: Sequence[bool] | None = None, *, dedupe_on: bool = True,
@@ -85,42 +89,40 @@ class PassHooks:
 
         ``describe(i)`` gives source i's ``(name, priority, cap)`` for the row of a
         source its open circuit kept out (asked only then). ``volatile``: a flag
-        per source, or ``None`` when none is volatile.
+        per source, or ``None`` when none is volatile. ``called`` is left as it is.
         """
         outcomes = called
-        if self.allowed is not None:
-            skipped = {}
+        allowed, states, arrived = self.allowed, self.states, self.arrived
+        if allowed is not None or states is not None or volatile is not None or arrived:
+            rows: list[Outcome | None] = [None] * n
+            for k, o in enumerate(called):
+                pos = k if allowed is None else allowed[k]
+                changes: dict[str, Any] = {}
+                if o.index != pos:
+                    changes["index"] = pos
+                state = None if states is None else states[pos]
+                if state is not None and o.circuit is None:
+                    changes["circuit"] = state
+                if volatile is not None and volatile[pos] and not o.volatile:
+                    changes["volatile"] = True
+                stamp = arrived.get(k)
+                if stamp is not None and o.started_ns is None:
+                    changes["started_ns"] = stamp
+                rows[pos] = o.replace(**changes) if changes else o
             for i, reason in self.refused.items():
                 name, priority, cap = describe(i)
-                skipped[i] = skipped_outcome(name, i, reason, priority, cap)
-            outcomes = merge(n, self.allowed, called, skipped)
-        if self.states is not None:
-            for o, state in zip(outcomes, self.states, strict=False):
-                if state is not None and o.circuit is None:
-                    o.circuit = state
+                row = skipped_outcome(name, i, reason, priority, cap)
+                rows[i] = row.replace(volatile=True) if volatile is not None and volatile[i] \
+                    else row
+            outcomes = rows  # type: ignore[assignment]  # every position is filled
         if self.board is not None:
             self.board.record(self.breakers, outcomes)
-        if volatile is not None:
-            for o, v in zip(outcomes, volatile, strict=False):
-                if v:
-                    o.volatile = True
         if dedupe_on or history:
-            dedupe(outcomes, body=body, history=history, within=dedupe_on)
+            outcomes, _ = dedupe(outcomes, body=body, history=history, within=dedupe_on)
         return outcomes
 
-    def finish(self, face: str, outcomes: Sequence[Outcome], previous: Digests | None, *,
-               concurrent: bool, budget: Any = None, used_tokens: int = 0,
-               digests: bool = True) -> tuple[Digests, CacheBreak | None, bool | None]:
-        """Step 4: ``(digests, cache break, prefix stable)``; records the spans."""
-        if digests:
-            current = stamp(outcomes, kept_in_order(outcomes))
-            brk = compare(previous, current)
-            stable = None if previous is None else brk is None
-        else:
-            current, brk, stable = (), None, None
+    def finish(self, face: str, report: Report, *, concurrent: bool) -> None:
+        """Step 4: record the pass's spans and metrics (when traced)."""
         if self.traced:
-            telemetry.record_pass(face, outcomes, started_ns=self.started_ns,
-                                  concurrent=concurrent, budget=budget,
-                                  used_tokens=used_tokens, cache_break=brk,
-                                  prefix_stable=stable)
-        return current, brk, stable
+            telemetry.record_report(face, report, started_ns=self.started_ns,
+                                    concurrent=concurrent)

@@ -7,26 +7,28 @@ order, six accumulating ``stats`` counters, writeback after ``operate`` actions.
 
 Beyond LionAGI, without changing its five report lists: every report also carries
 one :class:`~lionctx.outcome.Outcome` per provider (status, reason, tokens, duration),
-the budget and the tokens used; a registry can opt into concurrent retrieval, a
-per-provider timeout and a deadline; values that could only fail mid-turn (a
-``None`` priority, a non-numeric cap or budget) are refused when they are set.
+the budget and the tokens used (:class:`ProviderReport` is a view of the one
+:class:`~lionctx._report.Report`, its ``report``); a registry can opt into
+concurrent retrieval, a per-provider timeout and a deadline; values that could only
+fail mid-turn (a ``None`` priority, a non-numeric cap or budget) are refused when
+they are set.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
 from typing import Any, Protocol, runtime_checkable
 
-from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
+from . import production as _p13  # issue 13: breakers, dedupe, traces
 from ._exceptions import InvalidType
 from ._policy import Policy, check_max_chars, check_number, check_seconds
+from ._report import ProviderReport, Report, build_report
 from ._types import Number
 from .adapters import provide_invoker, provider_name
-from .admission import admit_columns
 from .breaker import Breakers, BreakerSettings, coerce_breakers
 from .gather import Observer, ProviderCall, gather
 from .outcome import Outcome, Status
@@ -44,65 +46,6 @@ class ContextProvider(Protocol):
     """LionAGI's structural provider protocol."""
 
     async def provide(self, branch: Any, instruction: Any) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class ProviderReport:
-    """What one provider pass did.
-
-    The first five fields are LionAGI's: ``blocks[i]`` and ``fired[i]`` describe the
-    same kept block, in registration order; ``fired`` rows are
-    ``{"provider_name", "tokens"}``; ``skipped`` lists cap skips then budget skips;
-    ``failed`` lists providers that raised, returned a non-string or timed out;
-    ``degraded`` rows are ``{"provider_name", "reason"}``.
-    """
-
-    blocks: list[str] = field(default_factory=list)
-    fired: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    degraded: list[dict[str, Any]] = field(default_factory=list)
-    outcomes: list[Outcome] = field(default_factory=list)
-    """One row per registered provider, in registration order."""
-    budget: Number | None = None
-    used_tokens: int = 0
-    """Tokens of the kept blocks."""
-    offered_tokens: int = 0
-    """Tokens of every block providers returned, kept or not."""
-    duration_ms: float = 0.0
-    """Wall time of the pass, not counting the one-time tokenizer load."""
-    tokenizer_load_ms: float = 0.0
-    """Time spent loading the token encoding before any provider started (the
-    first pass in a process only; 0 afterwards)."""
-    cache_break: Any | None = None
-    """The first block that differs from the previous pass's (a
-    :class:`~lionctx.stability.CacheBreak`), ``None`` when none does."""
-    prefix_stable: bool | None = None
-    """The injected blocks are byte-identical to the previous pass's (``None`` on the
-    first pass)."""
-
-    @property
-    def names(self) -> list[str]:
-        """Names of the kept blocks, in order."""
-        return [row["provider_name"] for row in self.fired]
-
-    def to_dict(self, *, include_text: bool = False) -> dict[str, Any]:
-        """A JSON-ready view of the report."""
-        return {
-            "fired": [dict(r) for r in self.fired],
-            "skipped": list(self.skipped),
-            "failed": list(self.failed),
-            "degraded": [dict(r) for r in self.degraded],
-            "budget": self.budget,
-            "used_tokens": self.used_tokens,
-            "offered_tokens": self.offered_tokens,
-            "duration_ms": self.duration_ms,
-            "tokenizer_load_ms": self.tokenizer_load_ms,
-            "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
-            "prefix_stable": self.prefix_stable,
-            "cache_break": self.cache_break.to_dict() if self.cache_break is not None else None,
-            **({"blocks": list(self.blocks)} if include_text else {}),
-        }
 
 
 @dataclass(slots=True)
@@ -156,9 +99,9 @@ class ContextProviderRegistry:
         digests: bool = True,
     ) -> None:
         self._entries: list[_Entry] = []
-        # The calls of a pass, built once per (entries, tagged) and reused: a pass
-        # allocates nothing per provider but its outcome.
-        self._calls: dict[bool, list[ProviderCall]] = {}
+        # The calls of a pass, built once per (entries, tagged, digests) and reused: a
+        # pass allocates nothing per provider but its outcome.
+        self._calls: dict[tuple[bool, bool], list[ProviderCall]] = {}
         # The shared knobs, frozen and checked in one place; setters swap the policy.
         self._policy = Policy(timeout, deadline, limit, counter, on_outcome, max_chars)
         # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
@@ -314,16 +257,12 @@ class ContextProviderRegistry:
 
     def skipped_report(self) -> ProviderReport:
         """The report of a pass that called nobody (a systemless branch)."""
-        names = self.names
-        return ProviderReport(
-            skipped=names,
-            outcomes=[
-                Outcome(e.name, i, Status.SKIPPED, reason="branch has no system message",
-                        priority=e.priority, max_tokens=e.max_tokens)
-                for i, e in enumerate(self._entries)
-            ],
-            budget=self._budget,
-        )
+        outcomes = tuple(
+            Outcome(e.name, i, Status.SKIPPED, reason="branch has no system message",
+                    priority=e.priority, max_tokens=e.max_tokens)
+            for i, e in enumerate(self._entries))
+        return ProviderReport(Report(outcomes, self._budget,
+                                     skip_order=tuple(range(len(outcomes)))))
 
     async def gather(self, branch: Any, instruction: Any, *, tagged: bool = False
                      ) -> ProviderReport:
@@ -338,15 +277,16 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport()
         started = perf_counter()
-        hooks = _p13.PassHooks.start(self.breakers, entries)  # breakers, dedupe, digests, traces
+        hooks = _p13.PassHooks.start(self.breakers, entries)  # breakers, dedupe, traces
         policy = self._policy
         tagged = bool(tagged)
-        calls = self._calls.get(tagged)
+        digests = bool(self.digests)
+        calls = self._calls.get((tagged, digests))
         if calls is None:
-            calls = self._calls[tagged] = [
+            calls = self._calls[tagged, digests] = [
                 ProviderCall(e.name, e.provider, provide_invoker(e.provider),
                              partial(tag_block, e.name) if tagged else None, e.timeout,
-                             e.priority, e.max_tokens, e.max_chars, False)
+                             e.priority, e.max_tokens, e.max_chars, False, digests)
                 for e in entries
             ]
         timing: dict[str, float] = {}
@@ -359,13 +299,14 @@ class ContextProviderRegistry:
             timing=timing, args=(branch, instruction),
         )
         outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13
-        report = build_report(outcomes, self._budget)
-        self._p13_finish(hooks, report)  # issue 13
-        load = timing.get("tokenizer_load_ms", 0.0)
-        object.__setattr__(report, "tokenizer_load_ms", load)
-        object.__setattr__(report, "duration_ms", (perf_counter() - started) * 1000.0 - load)
-        self._count(report)
-        return report
+        report = build_report(outcomes, self._budget, previous=self._last_digests,
+                              digests=digests, started=started,
+                              tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0))
+        self._last_digests = report.digests
+        hooks.finish("lionagi", report, concurrent=self.concurrent)  # spans, when traced
+        view = ProviderReport(report)
+        self._count(view)
+        return view
 
     # -- issue 13 hooks: breakers, dedupe, digests and cache break, traces --------
     def _p13_merge(self, hooks: _p13.PassHooks, outcomes: list[Outcome],
@@ -384,14 +325,6 @@ class ContextProviderRegistry:
             outcomes, len(entries),
             lambda i: (entries[i].name, entries[i].priority, entries[i].max_tokens),
             volatile, dedupe_on=self.dedupe, history=history)
-
-    def _p13_finish(self, hooks: _p13.PassHooks, report: ProviderReport) -> None:
-        current, brk, stable = hooks.finish(
-            "lionagi", report.outcomes, self._last_digests, concurrent=self.concurrent,
-            budget=self._budget, used_tokens=report.used_tokens, digests=self.digests)
-        self._last_digests = current
-        object.__setattr__(report, "cache_break", brk)
-        object.__setattr__(report, "prefix_stable", stable)
 
     def _count(self, report: ProviderReport) -> None:
         stats = self.stats
@@ -421,42 +354,3 @@ class ContextProviderRegistry:
                 continue
             if isinstance(result, int):
                 self.stats["writeback_records"] += result
-
-
-def _tokens(o: Outcome) -> str:
-    return f"{o.tokens} tokens" if o.exact else f"at least {o.tokens} tokens (counting stopped)"
-
-
-def build_report(outcomes: list[Outcome], budget: Number | None) -> ProviderReport:
-    """Admission over gathered outcomes, then LionAGI's report lists."""
-    texted = [o for o in outcomes if o.status is Status.FIRED]
-    decision = admit_columns([o.tokens for o in texted], [o.priority for o in texted],
-                             [o.max_tokens for o in texted], budget)
-    for i in decision.skipped_cap:
-        o = texted[i]
-        o.status = Status.SKIPPED_CAP
-        o.reason = f"{_tokens(o)} over its cap of {o.max_tokens:g}"
-    for i, room in zip(decision.skipped_budget, decision.room, strict=False):
-        o = texted[i]
-        o.status = Status.SKIPPED_BUDGET
-        o.reason = f"{_tokens(o)} did not fit the {room:g} left of budget {budget:g}"
-    kept = [texted[i] for i in decision.kept]
-    failed: list[str] = []
-    degraded: list[dict[str, Any]] = []
-    for o in outcomes:
-        if o.status is Status.FAILED or o.status is Status.TIMEOUT:
-            failed.append(o.name)
-        if o.degradation_reason is not None:
-            degraded.append({"provider_name": o.name, "reason": o.degradation_reason})
-    return ProviderReport(
-        blocks=[o.text for o in kept],  # type: ignore[misc]
-        fired=[{"provider_name": o.name, "tokens": o.tokens} for o in kept],
-        skipped=[o.name for o in outcomes if o.status is Status.SKIPPED_SIZE]
-        + [texted[i].name for i in decision.skipped],
-        failed=failed,
-        degraded=degraded,
-        outcomes=outcomes,
-        budget=budget,
-        used_tokens=decision.used,
-        offered_tokens=sum(o.tokens for o in texted),
-    )

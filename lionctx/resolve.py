@@ -9,74 +9,32 @@ in completion order. Nothing returned gives ``""``.
 Beyond the page: an optional per-provider ``timeout``, an overall ``deadline``, a
 token ``budget`` (greedy in list order, counted on the tagged blocks), a
 concurrency ``limit``, and :func:`resolve_context`, which also returns the
-per-provider outcomes.
+per-provider outcomes (a :class:`Resolution`: a view of the one
+:class:`~lionctx._report.Report`, its ``report``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
 from typing import Any
 
-from . import production as _p13  # issue 13: breakers, dedupe, digests, traces
+from . import production as _p13  # issue 13: breakers, dedupe, traces
 from ._exceptions import InvalidType
 from ._policy import Policy, check_number
+from ._report import Resolution, build_report
 from ._types import Number
 from .adapters import fetch_invoker, provider_name
 from .breaker import DEFAULT_BREAKERS, coerce_breakers
 from .context import coerce_run_context
 from .gather import Observer, ProviderCall, gather
-from .outcome import Outcome, Status
-from .registry import build_report
-from .render import render_context, tag_block
+from .outcome import Outcome
+from .render import tag_block
 from .tokens import TokenCounter, resolve_counter
 
 __all__ = ["Resolution", "resolve_context", "resolve_context_providers"]
 
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """The merged context string and what happened to each provider."""
-
-    text: str
-    outcomes: list[Outcome] = field(default_factory=list)
-    budget: Number | None = None
-    used_tokens: int = 0
-    duration_ms: float = 0.0
-    """Wall time of the pass, not counting the one-time tokenizer load."""
-    tokenizer_load_ms: float = 0.0
-    """Time spent loading the token encoding (the first pass in a process only)."""
-    digests: tuple[tuple[str, str], ...] = ()
-    """``(name, digest)`` of each block in ``text``, in order: pass this resolution
-    as the next turn's ``previous=`` to learn whether the prefix stayed stable."""
-    cache_break: Any | None = None
-    """The first block that differs from ``previous``'s, ``None`` when none does."""
-    prefix_stable: bool | None = None
-    """``text`` is byte-identical to ``previous``'s (``None`` without ``previous``)."""
-
-    def __str__(self) -> str:
-        return self.text
-
-    @property
-    def fired(self) -> list[str]:
-        """Names whose blocks are in ``text``, in order."""
-        return [o.name for o in self.outcomes if o.status is Status.FIRED]
-
-    def to_dict(self, *, include_text: bool = False) -> dict[str, Any]:
-        """A JSON-ready view."""
-        return {
-            "text": self.text,
-            "budget": self.budget,
-            "used_tokens": self.used_tokens,
-            "duration_ms": self.duration_ms,
-            "tokenizer_load_ms": self.tokenizer_load_ms,
-            "outcomes": [o.to_dict(include_text=include_text) for o in self.outcomes],
-            "prefix_stable": self.prefix_stable,
-            "cache_break": self.cache_break.to_dict() if self.cache_break is not None else None,
-        }
 
 
 async def resolve_context(
@@ -130,7 +88,7 @@ async def resolve_context(
     for provider in providers:
         name = provider_name(provider, agentium=True)
         calls.append(ProviderCall(name, provider, fetch_invoker(provider),
-                                  partial(tag_block, name)))
+                                  partial(tag_block, name), digest=True))
     timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),
@@ -142,14 +100,10 @@ async def resolve_context(
     outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13
                            flags if True in flags else None, dedupe_on=bool(dedupe),
                            body=_untagged, history=history)
-    report = build_report(outcomes, budget)
-    digests, brk, stable = hooks.finish("agentium", outcomes, prior, concurrent=True,  # issue 13
-                                        budget=budget, used_tokens=report.used_tokens)
-    text = render_context(outcomes, framed=True)  # stable blocks first, then volatile
-    load = timing.get("tokenizer_load_ms", 0.0)
-    return Resolution(text, outcomes, budget, report.used_tokens,
-                      (perf_counter() - started) * 1000.0 - load, load,
-                      digests=digests, cache_break=brk, prefix_stable=stable)
+    report = build_report(outcomes, budget, previous=prior, framed=True, started=started,
+                          tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0))
+    hooks.finish("agentium", report, concurrent=True)  # spans, when traced
+    return Resolution(report)  # its text: stable blocks first, then volatile
 
 
 # -- issue 13 helpers ---------------------------------------------------------------

@@ -5,7 +5,8 @@ prefix is byte-identical to an earlier one. Injected context sits in the system
 prefix, so the first block whose bytes differ from the previous turn's decides how
 much of the cache survives. This module:
 
-* gives every kept block a short digest of its text (:func:`digest`);
+* gives every kept block a short digest of its text (:func:`digest`; the engine
+  digests each text it counts, so a kept row carries its digest from the start);
 * orders blocks for rendering: stable sources first in registration order, then
   sources declared ``volatile=True`` (:func:`render_order`), so a feed that changes
   every turn sits after everything that does not;
@@ -26,8 +27,6 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
-
-from .outcome import Outcome
 
 __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "render_order"]
 
@@ -102,16 +101,6 @@ def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
     if was_name not in after:
         return CacheBreak(was_name, "vanished", i)
     return CacheBreak(now_name, "moved", i)
-
-
-def stamp(outcomes: Sequence[Outcome], kept: Sequence[Outcome]) -> Digests:
-    """Digest each kept block (``kept`` in rendering order); return the sequence."""
-    texts = [o.text or "" for o in kept]
-    memo = _MEMO.get  # inline the memo hit: no Python call per block on the hot path
-    digests = [memo(t) or digest(t) for t in texts]
-    for o, d in zip(kept, digests, strict=False):
-        o.digest = d
-    return tuple(zip([o.name for o in kept], digests, strict=False))
 
 
 class PrefixHistory:

@@ -32,11 +32,15 @@ import re
 import time
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .outcome import Outcome, Status
 
-__all__ = ["configure", "enabled", "live", "record_pass", "scrub", "set_enabled"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ._report import Report
+
+__all__ = ["configure", "enabled", "live", "record_pass", "record_report", "scrub",
+           "set_enabled"]
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +203,13 @@ def record_pass(face: str, outcomes: Sequence[Outcome], *, started_ns: int,
                 cache_break, prefix_stable)
     except Exception:
         logger.warning("could not record the pass in OpenTelemetry", exc_info=True)
+
+
+def record_report(face: str, report: Report, *, started_ns: int, concurrent: bool) -> None:
+    """:func:`record_pass` for one finished pass's :class:`~lionctx._report.Report`."""
+    record_pass(face, report.outcomes, started_ns=started_ns, concurrent=concurrent,
+                budget=report.budget, used_tokens=report.used_tokens,
+                cache_break=report.cache_break, prefix_stable=report.prefix_stable)
 
 
 def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent: bool,

@@ -766,7 +766,7 @@ def test_report_of_a_plain_thread_context_is_per_branch(model):
     # Outside any task (the thread's own context), reports are still per branch.
     async def one(branch, text):
         branch.providers.register(Static(text, name="notes"))
-        await branch._context_for(Instruction("q"))
+        await branch.prepare(Instruction("q"))  # the provider pass, nothing sent
 
     a, b = Branch(SYSTEM, model), Branch(SYSTEM, model)
     anyio.run(one, a, "for a")

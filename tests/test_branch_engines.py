@@ -826,7 +826,7 @@ def test_selection_never_touches_history_or_grants_system_authority(history, sys
     branch = Branch(system, model, messages=history, context_engine=Choose(pick))
     stored = copy.deepcopy(branch.messages)
     unselected = branch.build_request("now")
-    out = anyio.run(branch._prepare_request, Instruction("now"))
+    out = anyio.run(branch.prepare, Instruction("now"))
     assert branch.messages == stored  # request-only, always
     assert all(not (set(m) & PERSISTENCE_ONLY_FIELDS) for m in out)  # no uid on the wire
     if out != unselected:

@@ -100,7 +100,7 @@ def test_untag_round_trip_and_foreign_text_unchanged():
 def test_each_distinct_text_is_kept_exactly_once_first_wins(texts):
     outs = [Outcome(f"p{i}", i, Status.FIRED if t else Status.EMPTY, t)
             for i, t in enumerate(texts)]
-    marked = dedupe(outs)
+    outs, marked = dedupe(outs)
     kept = [o for o in outs if o.status is Status.FIRED]
     keys = [o.text.strip() for o in kept]
     assert len(keys) == len(set(keys)) == len({t.strip() for t in texts if t})

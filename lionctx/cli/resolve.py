@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .closing import opened
 from .sources import (
@@ -29,6 +29,9 @@ from .terminal import (
     visible,
     want_color,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._report import Report
 
 __all__ = ["DEFAULT_TIMEOUT", "Plan", "make_plan", "open_providers", "cmd_resolve",
            "run_plan"]
@@ -143,10 +146,20 @@ async def run_plan(plan: Plan, providers: list[Any],
     return result
 
 
+def _flatten(report: Report, data: dict[str, Any], turns: list[dict[str, Any]], *,
+             offered: bool) -> dict[str, Any]:
+    """One pass's result as ``run_plan`` returns it, from the one report (either face):
+    ``data`` is the face's own ``to_dict()``, the JSON document's body."""
+    return {"context": report.render(), "outcomes": list(report.outcomes), "report": data,
+            "budget": report.budget, "used_tokens": report.used_tokens,
+            "offered_tokens": report.offered_tokens if offered else None,
+            "duration_ms": report.duration_ms,
+            "tokenizer_load_ms": report.tokenizer_load_ms, "turns": turns}
+
+
 async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
                            observer: Any) -> dict[str, Any]:
     from ..branch import Branch, Instruction
-    from ..render import render_context
 
     branch = Branch(None, run_context=ctx, name="lionctx-resolve")
     registry = branch.providers
@@ -164,11 +177,7 @@ async def _resolve_lionagi(plan: Plan, providers: list[Any], ctx: Any,
         if turn:
             turns.append(_turn_row(turn + 1, report.prefix_stable, report.cache_break))
     # Rendered as a tag-rendering Branch would: stable blocks, then volatile ones.
-    context = render_context(report.outcomes)
-    return {"context": context, "outcomes": report.outcomes, "report": report.to_dict(),
-            "budget": report.budget, "used_tokens": report.used_tokens,
-            "offered_tokens": report.offered_tokens, "duration_ms": report.duration_ms,
-            "tokenizer_load_ms": report.tokenizer_load_ms, "turns": turns}
+    return _flatten(report.report, report.to_dict(), turns, offered=True)
 
 
 def _turn_row(turn: int, stable: bool | None, brk: Any) -> dict[str, Any]:
@@ -206,11 +215,8 @@ async def _resolve_agentium(plan: Plan, providers: list[Any], ctx: Any,
         if turn:
             turns.append(_turn_row(turn + 1, resolution.prefix_stable, resolution.cache_break))
     assert resolution is not None
-    return {"context": resolution.text, "outcomes": resolution.outcomes,
-            "report": resolution.to_dict(), "budget": resolution.budget,
-            "used_tokens": resolution.used_tokens, "offered_tokens": None,
-            "duration_ms": resolution.duration_ms,
-            "tokenizer_load_ms": resolution.tokenizer_load_ms, "turns": turns}
+    # agentium's report has no "offered" figure: the summary line leaves it out
+    return _flatten(resolution.report, resolution.to_dict(), turns, offered=False)
 
 
 def _print_text(plan: Plan, result: dict[str, Any], out: IO[str]) -> None:

@@ -2,13 +2,14 @@
 
 :class:`ContextEngine` is the contract, :class:`ContextCompressor` the built-in
 engine, :mod:`.loader` picks and discovers engines, :mod:`.host` holds the calls a
-host (Branch, Agent) makes each turn, and :mod:`.identity` the message-uid helpers.
+host (Branch, Agent) makes each turn (:class:`EngineSession` has them as methods),
+and :mod:`.identity` the message-uid helpers.
 """
 
+from ._session import EngineSession
 from .base import DEFAULT_SELECT_TIMEOUT, ContextEngine, overrides, usage_counts
 from .compressor import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, message_tokens
 from .host import (
-    EngineSession,
     ThreadBridgeModel,
     after_response,
     apply_select_context,

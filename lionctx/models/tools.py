@@ -192,8 +192,9 @@ async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
     raw = fn_part.get("arguments") or "{}"
     try:
         args = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError as exc:
-        return None, f"error: arguments for {name!r} are not valid JSON ({exc})"
+    except (ValueError, RecursionError) as exc:  # the model's text: any shape, any depth
+        detail = exc if isinstance(exc, ValueError) else "nested too deeply"
+        return None, f"error: arguments for {name!r} are not valid JSON ({detail})"
     if not isinstance(args, dict):
         return None, f"error: arguments for {name!r} must be a JSON object, got {raw!r}"
     try:

@@ -231,7 +231,7 @@ async def test_the_bound_holds_over_many_sessions(server, model):
     for i in range(40):
         await agent.run("x", session_id=f"s{i}")
         engines.append(agent.context_engine_for(f"s{i}"))
-        assert sum(k is not None for k in agent._sessions) <= 5
+        assert sum(agent.context_engine_for(f"s{j}") is not None for j in range(i + 1)) <= 5
     live = [i for i in range(40) if agent.context_engine_for(f"s{i}") is not None]
     assert live == list(range(35, 40))
     assert all(_session_ends(engines[i]) == [f"s{i}"] for i in range(35))
@@ -287,7 +287,7 @@ async def test_a_session_with_a_run_in_flight_is_not_evicted(server, model):
     assert done["a"].output.endswith("slow a")
     await agent.run("c", session_id="c")  # now both idle: back under the bound
     assert _session_ends(a) == ["a"]
-    assert [k for k in agent._sessions if k is not None] == ["c"]
+    assert [s for s in "abc" if agent.context_engine_for(s) is not None] == ["c"]
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "10", None])

@@ -1,0 +1,88 @@
+"""The messages one model call sends, built from a conversation. Pure functions.
+
+:func:`build_request` is the one request builder behind ``Branch`` and the
+agentium ``Agent``: stored history, the turn's instruction and its tool rounds, as
+fresh copies without persistence-only fields, with the selected blocks rendered in
+through :mod:`lionctx.render` (tags or LionAGI's fold). :func:`selected_blocks`
+turns a provider report into the blocks a request carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._values import ContextBlock, Instruction, RenderMode
+from .messages import message_text, strip_persistence_fields, system_message
+from .render import kept_in_order, render_lionagi, render_tagged
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .registry import ProviderReport
+
+__all__ = ["build_request", "selected_blocks"]
+
+
+def selected_blocks(report: ProviderReport, render: RenderMode) -> tuple[ContextBlock, ...]:
+    """The blocks a provider pass selected, in the order a request carries them:
+    stable blocks first in tag mode, registration order in LionAGI's mode."""
+    if render == "tags":
+        # A kept (fired) outcome always has text; the test only narrows.
+        return tuple(ContextBlock(o.name, o.text) for o in kept_in_order(report.outcomes)
+                     if o.text is not None)
+    return tuple(ContextBlock(row["provider_name"], text)
+                 for row, text in zip(report.fired, report.blocks, strict=False))
+
+
+def _prefix(fold: str, content: Any) -> Any:
+    """Put the LionAGI fold in front of a user message's content."""
+    if not fold:
+        return content
+    if isinstance(content, list):
+        return [{"type": "text", "text": fold}, *content]
+    text = content if isinstance(content, str) else message_text({"content": content})
+    return f"{fold}\n\n{text}" if text else fold
+
+
+def build_request(
+    history: Sequence[Mapping[str, Any]],
+    instruction: Instruction | None,
+    blocks: Sequence[ContextBlock],
+    rounds: Sequence[Mapping[str, Any]],
+    render: RenderMode,
+) -> list[dict[str, Any]]:
+    """The messages one call sends: ``history`` (system message first, if any), the
+    instruction, then ``rounds`` (this turn's tool calls and results).
+
+    ``render="tags"``: the system message becomes the system text, a blank line and
+    the blocks in their ``<context name="...">`` tags. ``render="lionagi"``: no system
+    message; the first user message starts with ``system + "\\n".join(blocks) +
+    guidance`` (the guidance only when that message is this instruction), a blank
+    line, then its text. Nothing in ``history`` is modified.
+    """
+    has_system = bool(history) and history[0].get("role") == "system"
+    system = message_text(history[0]) if has_system else None
+    past = history[1:] if has_system else history
+    current = [instruction.to_message()] if instruction is not None else []
+    body = strip_persistence_fields([*past, *current, *rounds])
+    if render == "tags":
+        parts = [system] if system else []
+        if blocks:
+            parts.append(render_tagged((b.name, b.text) for b in blocks))
+        if system is None and not blocks:
+            return body
+        return [system_message("\n\n".join(parts)), *body]
+    # lionagi: system + "\n".join(blocks) + guidance, folded into the first instruction.
+    texts = [b.text for b in blocks]
+    target = next((i for i, m in enumerate(body) if m.get("role") == "user"), None)
+    if target is None:
+        fold = render_lionagi(system or "", texts, "")
+        return [system_message(fold), *body] if fold else body
+    if instruction is not None and target == len(past):
+        fold = render_lionagi(system or "", texts, instruction.guidance or "")
+        content: Any = instruction.instruction
+    else:
+        fold = render_lionagi(system or "", texts, "")
+        content = body[target].get("content")
+    if fold:
+        body[target]["content"] = _prefix(fold, content) if content else fold
+    return body

@@ -1,0 +1,49 @@
+"""A value kept per asyncio task, with the last write from any task as the fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any, Generic, TypeVar
+
+__all__ = ["TaskLocal"]
+
+T = TypeVar("T")
+
+
+def _task_key() -> Any:
+    """The running asyncio task, or None elsewhere."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running asyncio loop (another backend, or sync code)
+        return None
+
+
+class TaskLocal(Generic[T]):
+    """One value per task: :meth:`get` gives this task's last :meth:`set`, else the
+    last one from any task (None before any).
+
+    Entries are keyed weakly by the task, so one goes when its task ends or when
+    this object goes: O(1) per write, whatever the number of holders a task serves.
+    """
+
+    __slots__ = ("_by_task", "last")
+
+    def __init__(self) -> None:
+        self._by_task: weakref.WeakKeyDictionary[Any, T] = weakref.WeakKeyDictionary()
+        #: The last value set from any task (None before any).
+        self.last: T | None = None
+
+    def get(self) -> T | None:
+        key = _task_key()
+        if key is not None:
+            value = self._by_task.get(key)
+            if value is not None:
+                return value
+        return self.last
+
+    def set(self, value: T) -> None:
+        key = _task_key()
+        if key is not None:
+            self._by_task[key] = value
+        self.last = value

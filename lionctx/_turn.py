@@ -1,0 +1,399 @@
+"""One turn: the piece :class:`~lionctx.Branch` and the agentium ``Agent`` both compose.
+
+A :class:`Conversation` is what turns read and write (the stored history, system
+message first, and the last reply). A :class:`Turn` is one model turn on it, in
+public steps a host calls in order::
+
+    async with Turn(conversation, model, instruction, session=s, run_context=ctx) as turn:
+        await turn.gather(registry, owner)      # provider pass -> turn.blocks
+        request = await turn.prepare()          # the one request builder, then the
+                                                # engine's select_context
+        response = await turn.send(request)     # or: async for delta in turn.stream(request)
+        turn.add(response.to_message())         # this turn's transcript
+        turn.store()                            # into the conversation
+    # leaving: compaction (record=True), then on_turn_complete; on an error the
+    # engine hears failed/interrupted and the error propagates unchanged
+
+:meth:`Turn.exchange` is prepare + send + add; :meth:`Turn.offer_tools` and
+:meth:`Turn.operate` are the tool loop. Without an engine session, entering and
+leaving cost nothing. The model needs ``complete``; ``stream`` only when a turn
+streams.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from ._request import build_request, selected_blocks
+from ._values import ContextBlock, Instruction, OperateResult, RenderMode, add_usage
+from .context import RunContext
+from .messages import (
+    ensure_tool_call_uids,
+    ensure_uid,
+    message_text,
+    new_uid,
+    strip_persistence_fields,
+    tool_message,
+)
+from .models.base import ChatResponse, ModelResponseError
+from .models.tools import ActionResponse, Tool, run_tool_call
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engines._session import EngineSession
+    from .registry import ContextProviderRegistry, ProviderReport
+
+__all__ = ["Conversation", "Turn", "copy_messages"]
+
+logger = logging.getLogger(__name__)
+
+
+def copy_messages(value: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Deep copies of ``value``'s message dicts, each with a ``message_uid``."""
+    if isinstance(value, (str, bytes, Mapping)):
+        raise TypeError(f"messages must be a list of message dicts, got {type(value).__name__}")
+    stored = []
+    for i, msg in enumerate(value):
+        if not isinstance(msg, Mapping):
+            raise TypeError(f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}")
+        stored.append(ensure_uid(copy.deepcopy(dict(msg))))
+    return stored
+
+
+class Conversation:
+    """The state turns read and write: the stored history (system message first,
+    every row with its ``message_uid``) and the last reply.
+
+    ``messages`` is taken as given (see :func:`copy_messages`); a compaction
+    replaces the list, so hold the conversation, not the list.
+    """
+
+    __slots__ = ("last_response", "messages", "name")
+
+    def __init__(self, messages: list[dict[str, Any]] | None = None, *,
+                 name: str | None = None) -> None:
+        self.messages: list[dict[str, Any]] = messages if messages is not None else []
+        self.name = name
+        #: The most recent reply of any turn on this conversation (last writer wins).
+        self.last_response: ChatResponse | None = None
+
+    def __repr__(self) -> str:
+        return f"Conversation(name={self.name!r}, messages={len(self.messages)})"
+
+    @property
+    def system(self) -> str | None:
+        """The system text, or None without a system message."""
+        msgs = self.messages
+        return message_text(msgs[0]) if msgs and msgs[0].get("role") == "system" else None
+
+    def store(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Append ``message`` (given a uid) to the history; return it."""
+        ensure_uid(message)
+        self.messages.append(message)
+        return message
+
+    def splice(self, snapshot: Sequence[dict[str, Any]],
+               compacted: list[dict[str, Any]]) -> bool:
+        """Replace the ``snapshot`` prefix of the history with ``compacted``, keeping
+        what was stored after it; False (nothing changed) when the prefix itself
+        changed meanwhile, which makes the compaction stale."""
+        current = self.messages
+        if len(current) < len(snapshot) or any(
+                a is not b for a, b in zip(snapshot, current, strict=False)):
+            return False
+        self.messages = [*compacted, *current[len(snapshot):]]
+        return True
+
+
+class Turn:
+    """One model turn of ``instruction`` on ``conversation`` (see the module docs).
+
+    ``session``: the conversation's context-engine session, or None (no engine
+    work at all). ``run_context``: its ``session_id`` starts the engine session,
+    its ``run_id`` is the turn's ``task_id``. ``render``: how blocks go into the
+    request (``"tags"`` or ``"lionagi"``). ``record``: False for a turn that stores
+    nothing (it never compacts).
+    """
+
+    def __init__(self, conversation: Conversation, model: Any, instruction: Instruction, *,
+                 session: EngineSession | None = None, run_context: RunContext | None = None,
+                 render: RenderMode = "tags", record: bool = True) -> None:
+        if not callable(getattr(model, "complete", None)):
+            raise TypeError(f"model must have complete() (a ChatModel), got "
+                            f"{type(model).__name__}")
+        self.conversation = conversation
+        self.model = model
+        self.instruction = instruction
+        self.session = session
+        self.run_context = run_context
+        self.render: RenderMode = render
+        self.record = record
+        #: The blocks :meth:`gather` selected (rendered into every request).
+        self.blocks: tuple[ContextBlock, ...] = ()
+        #: This turn's messages: the instruction, then replies, tool calls, results.
+        self.messages: list[dict[str, Any]] = [instruction.to_message()]
+        self._stored = 0
+        #: The last request sent and the last reply (None before the first).
+        self.sent: list[dict[str, Any]] | None = None
+        self.response: ChatResponse | None = None
+        self.api_calls = 0
+        self.exit_reason = "completed"
+        self.turn_id: str | None = None
+        self._user_tools: Mapping[str, Tool] = {}
+        self._engine_tools: frozenset[str] = frozenset()
+
+    def __repr__(self) -> str:
+        return (f"Turn(conversation={self.conversation.name!r}, messages={len(self.messages)}, "
+                f"api_calls={self.api_calls}, engine={self.session is not None})")
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """This turn's messages not stored (yet): they complete its transcript."""
+        return self.messages[self._stored:]
+
+    # -- context and the request -----------------------------------------------------------
+    async def gather(self, registry: ContextProviderRegistry | None, owner: Any, *,
+                     inject: bool = True) -> ProviderReport | None:
+        """Run ``registry``'s provider pass once for this turn (providers get ``owner``
+        and the instruction) and keep its blocks. None, with nothing run, for no or an
+        empty registry; with ``inject=False`` every provider is reported skipped."""
+        if not registry:
+            return None
+        if not inject:
+            return registry.skipped_report()
+        report = await registry.gather(owner, self.instruction, tagged=self.render == "tags")
+        self.blocks = selected_blocks(report, self.render)
+        return report
+
+    def build(self) -> list[dict[str, Any]]:
+        """The request as rendered (no engine): history, instruction, this turn's tool
+        rounds, with the blocks rendered into the copy. Build before storing."""
+        return build_request(self.conversation.messages, self.instruction, self.blocks,
+                             self.messages[1:], self.render)
+
+    async def prepare(self) -> list[dict[str, Any]]:
+        """:meth:`build`, then the engine's ``select_context`` may replace it for this
+        request only (the stored history is its ``conversation_messages``)."""
+        request = self.build()
+        session = self.session
+        if session is None or not session.observes("select_context"):
+            return request
+        selected = await session.select(request, conversation=self.conversation.messages,
+                                        incoming=self.instruction.to_message())
+        if selected is request:
+            return request
+        # An engine may build its selection from uid-carrying history: never send those.
+        selected = strip_persistence_fields(selected)
+        if self.render == "lionagi" and (self.blocks or self.conversation.system is not None):
+            # In lionagi mode the system text and blocks live in the first user
+            # message: it is the system prefix there, and stays as it was.
+            first = next((m for m in request if m.get("role") == "user"), None)
+            kept = next((m for m in selected if m.get("role") == "user"), None)
+            if first is not None and kept != first:
+                logger.warning("context engine %r select_context changes the first user message, "
+                               "which holds the system text in lionagi mode; using the "
+                               "unmodified request", session.label)
+                return request
+        return selected
+
+    # -- the model ---------------------------------------------------------------------------
+    async def send(self, request: list[dict[str, Any]], *,
+                   tools: Sequence[Mapping[str, Any]] | None = None,
+                   **kwargs: Any) -> ChatResponse:
+        """One model call (``complete``); the reply is recorded as the turn's last."""
+        self.api_calls += 1
+        self.sent = request
+        response: ChatResponse = await self.model.complete(request, tools=tools, **kwargs)
+        self._received(response)
+        return response
+
+    async def stream(self, request: list[dict[str, Any]], *,
+                     tools: Sequence[Mapping[str, Any]] | None = None,
+                     **kwargs: Any) -> AsyncGenerator[str, None]:
+        """One streamed model call: yields text deltas; the whole reply (with its usage)
+        is then :attr:`response`. The model must have ``stream``."""
+        open_stream = getattr(self.model, "stream", None)
+        if not callable(open_stream):
+            raise TypeError(f"model must have stream() to stream a reply, got "
+                            f"{type(self.model).__name__}")
+        self.api_calls += 1
+        self.sent = request
+        chat_stream = open_stream(request, tools=tools, **kwargs)
+        try:
+            async for delta in chat_stream:
+                yield delta
+        finally:
+            await chat_stream.aclose()
+        response = chat_stream.response
+        if response is None:
+            raise ModelResponseError("the model stream ended without a response")
+        self._received(response)
+
+    def _received(self, response: ChatResponse) -> None:
+        self.response = response
+        self.conversation.last_response = response
+        if self.session is not None:
+            self.session.after_response(response.usage)
+
+    async def exchange(self, **kwargs: Any) -> ChatResponse:
+        """:meth:`prepare`, :meth:`send`, and the reply added to the turn."""
+        response = await self.send(await self.prepare(), **kwargs)
+        self.add(response.to_message())
+        return response
+
+    # -- this turn's messages ----------------------------------------------------------------
+    def add(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Append a message to this turn (stored by the next :meth:`store`)."""
+        self.messages.append(message)
+        return message
+
+    def store(self) -> list[dict[str, Any]]:
+        """Store this turn's pending messages in the conversation; return them."""
+        pending = self.pending
+        for message in pending:
+            self.conversation.store(message)
+        self._stored = len(self.messages)
+        return pending
+
+    # -- tools -----------------------------------------------------------------------------------
+    def offer_tools(self, tools: Mapping[str, Tool]) -> list[dict[str, Any]]:
+        """The specs to offer: ``tools`` (by name), then the engine's own tools. An
+        engine tool named like a user tool (or offered twice) is left out."""
+        self._user_tools = tools
+        specs = [t.spec() for t in tools.values()]
+        if self.session is None:
+            return specs
+        names: set[str] = set()
+        for spec in self.session.tools():
+            name = spec["function"]["name"]
+            if name in tools or name in names:
+                logger.warning("context engine %r tool %r is left out: %s", self.session.label,
+                               name, "a user tool has that name" if name in tools
+                               else "the engine offers it twice")
+                continue
+            names.add(name)
+            specs.append(spec)
+        self._engine_tools = frozenset(names)
+        return specs
+
+    async def run_tool(self, call: Mapping[str, Any]) -> tuple[ActionResponse | None, str]:
+        """Answer one tool call: (action response or None when not run, result text)."""
+        fn_part = call.get("function") or {}
+        name = fn_part.get("name")
+        if self.session is None or name not in self._engine_tools:
+            chosen = self._user_tools.get(name) if isinstance(name, str) else None
+            return await run_tool_call(chosen, call)
+        call_id = call.get("id") or ""
+        raw = fn_part.get("arguments")
+        content = await self.session.dispatch_tool(name, raw, turn_id=self.turn_id,
+                                                   task_id=self._task_id, tool_call_id=call_id)
+        try:
+            args = json_args(raw)
+        except (ValueError, RecursionError):  # the model's text: any shape, any depth
+            args = None
+        if not isinstance(args, dict):
+            return None, content  # not run: dispatch told the model why
+        return ActionResponse(call_id, name, args, content), content
+
+    async def operate(self, specs: Sequence[Mapping[str, Any]], *, max_rounds: int,
+                      **kwargs: Any) -> OperateResult:
+        """The tool loop: request, reply, answer its tool calls, until a reply without
+        calls or ``max_rounds``; then store the turn."""
+        actions: list[ActionResponse | None] = []
+        usage: dict[str, Any] | None = None
+        rounds = 0
+        stopped: Literal["done", "max_rounds"] = "done"
+        while True:
+            response = await self.send(await self.prepare(), tools=specs or None, **kwargs)
+            rounds += 1
+            usage = add_usage(usage, response.usage)
+            assistant = self.add(ensure_uid(response.to_message()))
+            if not response.tool_calls:
+                break
+            uids = ensure_tool_call_uids(assistant)
+            for call in response.tool_calls:
+                action, content = await self.run_tool(call)
+                actions.append(action)
+                result = ensure_uid(tool_message(call.get("id") or "", content))
+                if call.get("id") in uids:
+                    result["_tool_call_uid"] = uids[call["id"]]
+                self.add(result)
+            if rounds >= max_rounds:
+                stopped = "max_rounds"
+                break
+        recorded = self.store()
+        self.exit_reason = "completed" if stopped == "done" else "max_rounds"
+        output = response.content if stopped == "done" else None
+        return OperateResult(output, response, actions, recorded, usage, rounds, stopped)
+
+    # -- the engine's turn -----------------------------------------------------------------------
+    @property
+    def _task_id(self) -> str | None:
+        return self.run_context.run_id if self.run_context is not None else None
+
+    def start(self) -> None:
+        """Begin the turn: the engine session starts (``on_session_start``) if needed."""
+        if self.session is not None:
+            self.session.start(self.run_context.session_id if self.run_context else None)
+            self.turn_id = new_uid()
+
+    async def finish(self, error: BaseException | None = None) -> None:
+        """End the turn. Without ``error``: compaction (when ``record``), then
+        ``on_turn_complete``. With one: ``on_turn_complete`` reports a failure
+        (an Exception) or an interruption (cancellation, a closed stream)."""
+        session = self.session
+        if session is None:
+            return
+        if error is None:
+            try:
+                if self.record:
+                    await self._compact(session)
+            except BaseException as exc:
+                self._complete(session, exc)
+                raise
+        self._complete(session, error)
+
+    async def __aenter__(self) -> Turn:
+        self.start()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        await self.finish(exc)
+
+    async def _compact(self, session: EngineSession) -> None:
+        conversation = self.conversation
+        snapshot = list(conversation.messages)
+        usage = self.response.usage if self.response is not None else None
+        compacted = await session.compress(snapshot, usage)
+        if compacted is not None and not conversation.splice(snapshot, compacted):
+            logger.warning("conversation %r changed while context engine %r compacted it; "
+                           "compaction discarded", conversation.name, session.label)
+
+    def _complete(self, session: EngineSession, error: BaseException | None) -> None:
+        if not session.observes("on_turn_complete"):
+            return  # nothing built for an engine that does not observe turns
+        if error is None:
+            failed, interrupted, reason = False, False, self.exit_reason
+        elif isinstance(error, Exception):
+            failed, interrupted, reason = True, False, "error"
+        else:
+            cancelled = isinstance(error, anyio.get_cancelled_exc_class())
+            failed, interrupted = False, True
+            reason = "cancelled" if cancelled else "interrupted"
+        assert self.turn_id is not None  # set by start(), which a session turn ran
+        session.turn_complete([*self.conversation.messages, *self.pending],
+                              self.response.usage if self.response is not None else None,
+                              turn_id=self.turn_id, task_id=self._task_id,
+                              api_call_count=self.api_calls, interrupted=interrupted,
+                              failed=failed, exit_reason=reason)
+
+
+def json_args(raw: Any) -> Any:
+    """A tool call's arguments: parsed JSON text, or the value itself ({} when empty)."""
+    return json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+
