@@ -48,7 +48,7 @@ refresh serves the last good value, marked stale.
 
 Layout: this module does the I/O (the client, the host check before each hop, the
 capped body); checking and building the request and the redirect policy are
-:mod:`lionctx.providers._request`'s (pure, property-tested).
+:mod:`lionctx.providers._http_request`'s (pure, property-tested).
 """
 
 from __future__ import annotations
@@ -65,10 +65,7 @@ from .._exceptions import HttpFetchError
 from . import _decode
 from ._flight import FlightCache, SharedFetchError, Source
 from ._hosts import Host, parse_hosts, url_host, url_port
-from ._redact import public_httpx_url as _safe_url
-from ._redact import redact as _redact
-from ._redact import scrub_library_logs as _scrub_httpx_log_for
-from ._request import (
+from ._http_request import (
     after_redirect,
     check_headers,
     check_method,
@@ -80,6 +77,9 @@ from ._request import (
     url_secrets,
     wire_headers,
 )
+from ._redact import public_httpx_url as _safe_url
+from ._redact import redact as _redact
+from ._redact import scrub_library_logs as _scrub_httpx_log_for
 from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
 
 if TYPE_CHECKING:  # pragma: no cover

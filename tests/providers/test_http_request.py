@@ -1,4 +1,4 @@
-"""The HTTP provider's request (``providers/_request.py``), pure: properties and examples.
+"""The HTTP provider's request (``providers/_http_request.py``), pure: properties and examples.
 
 The redirect policy (what the next hop sends), the headers checked and sent, the
 secrets found, the body encoded: no server involved.
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lionctx.providers import HttpFetchError
 from lionctx.providers._decode import ACCEPT_ENCODING
 from lionctx.providers._redact import MIN_SECRET
-from lionctx.providers._request import (
+from lionctx.providers._http_request import (
     after_redirect,
     check_headers,
     check_method,
