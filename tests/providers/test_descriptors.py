@@ -10,6 +10,7 @@ import os
 import stat
 import tempfile
 from pathlib import PurePosixPath
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -80,3 +81,23 @@ def test_a_capped_read_is_all_of_the_file_or_nothing(size: int, limit: int,
         file.seek(0)
         out = read_capped(file.fileno(), int(size * hint), limit)
     assert out == (data if size <= limit else None)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_an_abandoned_walk_closes_every_directory_it_opened(tmp_path: Any) -> None:
+    import threading
+
+    from lionctx.providers import FilesystemContextProvider
+    from lionctx.providers.filesystem import _Abandoned
+
+    for d in ("a", "a/b", "c"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "x.md").write_text("x")
+    provider = FilesystemContextProvider(tmp_path)
+    stop = threading.Event()
+    stop.set()  # abandoned before the root's listing: it stops at its first entry
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with pytest.raises(_Abandoned):
+            provider._scan(stop)
+    assert len(os.listdir("/proc/self/fd")) == before
