@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..providers.cache import FlightCache, Hit
+    from ..providers._flight import FlightCache, Hit
 
 __all__ = ["BoundCache", "CacheBackend", "Codec", "InProcessCache", "TEXT_CODEC",
            "resolve_cache"]
@@ -82,7 +82,7 @@ class InProcessCache:
              codec: Codec[Any] | None = None,
              remote_error: Callable[[str], Exception] | None = None) -> FlightCache[Any]:
         """A new :class:`FlightCache` (``kind``, ``scope`` and the rest are unused)."""
-        from ..providers.cache import FlightCache  # deferred: providers import this module
+        from ..providers._flight import FlightCache  # deferred: providers import this module
 
         return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error)
 

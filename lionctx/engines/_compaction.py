@@ -8,26 +8,85 @@ changes no state: the same messages and settings give the same plan. Writing the
 summary and assembling the new history is
 :meth:`~lionctx.engines.compressor.ContextCompressor.compress`'s.
 
+:func:`message_tokens` is the size the compressor measures a message by (what
+``tokens`` counts in a plan).
+
 Every category is made of whole *units*: a message plus the tool results right after
 it, so a tool call and its results always land in the same place.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CompactionPlan", "plan_compaction", "role", "units"]
+from ..tokens import TokenCounter, resolve_counter
+
+__all__ = ["CompactionPlan", "message_tokens", "plan_compaction", "role", "units"]
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 RESULT_ROLES = frozenset({"tool", "function"})
+#: Approximate per-message framing tokens of the chat format.
+MESSAGE_OVERHEAD = 4
+#: Flat estimate for a non-text content part (an image, audio).
+MEDIA_PART_TOKENS = 85
 
 
 def role(message: Mapping[str, Any]) -> str | None:
     """The message's role, stripped and lower-cased; None when it has no string role."""
     value = message.get("role")
     return value.strip().lower() if isinstance(value, str) else None
+
+
+def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = None) -> int:
+    """Estimated prompt tokens of one chat message.
+
+    Counts the content (text parts exactly, other parts at a flat rate), ``name``, and
+    each tool call's function name and arguments, plus a small framing overhead.
+    Persistence-only fields (``message_uid`` and friends) are never counted.
+    """
+    count = resolve_counter(counter)
+    total = MESSAGE_OVERHEAD + _content_tokens(message.get("content"), count)
+    name = message.get("name")
+    if isinstance(name, str):
+        total += count(name)
+    for call in message.get("tool_calls") or ():
+        total += _call_tokens(call, count)
+    return total
+
+
+def _content_tokens(content: object, count: Callable[[str], int]) -> int:
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return count(content)
+    if not isinstance(content, list):
+        return count(str(content))
+    total = 0
+    for part in content:
+        if isinstance(part, str):
+            total += count(part)
+        elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            total += count(part["text"])
+        else:
+            total += MEDIA_PART_TOKENS
+    return total
+
+
+def _call_tokens(call: object, count: Callable[[str], int]) -> int:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping):
+        return 0
+    total = 0
+    for key in ("name", "arguments"):
+        value = function.get(key)
+        if isinstance(value, str):
+            total += count(value)
+        elif value is not None:
+            total += count(json.dumps(value, default=str))
+    return total
 
 
 def units(messages: Sequence[Mapping[str, Any]], start: int) -> list[tuple[int, int]]:
@@ -95,6 +154,40 @@ def _summary_units(
     return found
 
 
+def _head_units(messages: Sequence[Mapping[str, Any]], groups: list[tuple[int, int]],
+                protect_first_n: int, is_summary: Callable[[Mapping[str, Any]], bool]) -> int:
+    """How many units the protected head holds (a summary is never head)."""
+    head_end = 0
+    head_messages = 0
+    while head_end < len(groups) and head_messages < protect_first_n:
+        start, end = groups[head_end]
+        if end - start == 1 and is_summary(messages[start]):
+            break
+        head_messages += end - start
+        head_end += 1
+    return head_end
+
+
+def _tail_unit(messages: Sequence[Mapping[str, Any]], groups: list[tuple[int, int]],
+               head_end: int, summary_units: set[int], protect_last_n: int,
+               tail_budget: int, tokens: Callable[[Mapping[str, Any]], int]) -> int:
+    """The first unit of the protected tail (``len(groups)`` when the tail is empty)."""
+    tail_unit = len(groups)
+    tail_messages = 0
+    tail_tokens = 0
+    while tail_unit > head_end and tail_unit - 1 not in summary_units:
+        start, end = groups[tail_unit - 1]
+        size = end - start
+        cost = sum(tokens(messages[i]) for i in range(start, end))
+        fits = tail_messages + size <= protect_last_n and tail_tokens + cost <= tail_budget
+        if tail_unit < len(groups) and not fits:
+            break  # the last unit is tail whatever it costs
+        tail_unit -= 1
+        tail_messages += size
+        tail_tokens += cost
+    return tail_unit
+
+
 def plan_compaction(
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -124,40 +217,15 @@ def plan_compaction(
     while n_system < len(messages) and role(messages[n_system]) in SYSTEM_ROLES:
         n_system += 1
     groups = units(messages, n_system)
-
-    head_end = 0  # in units
-    head_messages = 0
-    while head_end < len(groups) and head_messages < protect_first_n:
-        start, end = groups[head_end]
-        if end - start == 1 and is_summary(messages[start]):
-            break
-        head_messages += end - start
-        head_end += 1
+    head_end = _head_units(messages, groups, protect_first_n, is_summary)
     summary_units = _summary_units(messages, groups, head_end, is_summary, summary_uid,
                                    uid_field)
+    tail_unit = _tail_unit(messages, groups, head_end, summary_units, protect_last_n,
+                           tail_budget, tokens)
     summary_starts = {groups[k][0] for k in summary_units}
-
-    tail_unit = len(groups)
-    tail_messages = 0
-    tail_tokens = 0
-    while tail_unit > head_end:
-        start, end = groups[tail_unit - 1]
-        if tail_unit - 1 in summary_units:
-            break
-        size = end - start
-        cost = sum(tokens(messages[i]) for i in range(start, end))
-        fits = tail_messages + size <= protect_last_n and tail_tokens + cost <= tail_budget
-        if tail_unit < len(groups) and not fits:
-            break
-        tail_unit -= 1
-        tail_messages += size
-        tail_tokens += cost
-
-    last_user = None
-    for index in range(len(messages) - 1, n_system - 1, -1):
-        if role(messages[index]) == "user" and index not in summary_starts:
-            last_user = index
-            break
+    last_user = next((index for index in range(len(messages) - 1, n_system - 1, -1)
+                      if role(messages[index]) == "user" and index not in summary_starts),
+                     None)
 
     previous: list[int] = []
     folded: list[int] = []

@@ -1,7 +1,8 @@
 """Finding context-engine plugins: directories in the search paths and entry points.
 
 Discovery only lists and reads metadata (``plugin.yaml``); importing and building an
-engine is :mod:`lionctx.engines.loader`'s.
+engine is :mod:`lionctx.engines._plugins`'s. :func:`shadowed_by` is the pure "first match
+wins" rule as listing reports it (resolving applies it by stopping at the first match).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENTRY_POINT_GROUP", "entry_points", "plugin_dirs", "plugin_meta", "plugin_name"]
+__all__ = ["ENTRY_POINT_GROUP", "entry_point_meta", "entry_points", "plugin_dirs", "plugin_meta",
+           "plugin_name", "shadowed_by"]
 
 logger = logging.getLogger("lionctx.engines.loader")  # one logger for engine loading
 
@@ -105,3 +107,33 @@ def entry_points() -> list[Any]:
     for ep in found:
         unique.setdefault((ep.name, ep.value), ep)
     return sorted(unique.values(), key=lambda ep: (ep.name, ep.value))
+
+
+def entry_point_meta(ep: Any) -> tuple[str, Any]:
+    """An entry point's distribution summary and version (``("", None)`` if unknown)."""
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "", None
+    try:
+        return dist.metadata.get("Summary") or "", dist.version
+    except Exception:  # a broken distribution's metadata must not break listing
+        return "", None
+
+
+def shadowed_by(found: Sequence[tuple[str, str]],
+                taken: Mapping[str, str] | None = None) -> list[str | None]:
+    """First match wins: for each ``(name, source)`` in resolution order, the source
+    of the earlier one that already took its name, or None for the one the name
+    resolves to. ``taken`` maps names already taken (the built-in) to their source.
+
+    A found engine takes its name whether or not it loads: a broken plugin still
+    shadows a later one of the same name, as it does when resolving.
+    """
+    seen = dict(taken or {})
+    out: list[str | None] = []
+    for name, source in found:
+        winner = seen.get(name)
+        out.append(winner)
+        if winner is None:
+            seen[name] = source
+    return out

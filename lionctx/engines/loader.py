@@ -46,22 +46,17 @@ unknown name, a plugin that fails to load, or a failing clone falls back to the
 built-in compressor with a warning naming the engine.
 
 Layout: reading configuration is :mod:`lionctx.engines._config`, finding plugins
-:mod:`lionctx.engines._discovery`; this module imports, registers, builds, clones
-and lists engines (and re-exports the configuration names it always had).
+:mod:`lionctx.engines._discovery`, importing and building them and the process
+registration :mod:`lionctx.engines._plugins`; this module resolves a name or a
+configuration to an engine, clones it per agent and lists engines (and re-exports
+the names it always had).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
 import logging
-import sys
-import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from .._exceptions import PluginLoadError
@@ -81,6 +76,15 @@ from ._discovery import entry_points as _entry_points
 from ._discovery import plugin_dirs as _plugin_dirs
 from ._discovery import plugin_meta as _plugin_meta
 from ._discovery import plugin_name as _plugin_name
+from ._listing import EngineInfo, list_context_engines
+from ._plugins import (
+    PluginContext,
+    clear_registered_context_engine,
+    register_context_engine,
+    registered_context_engine,
+)
+from ._plugins import load_directory as _load_directory
+from ._plugins import load_entry_point as _load_entry_point
 from .base import ContextEngine, check_select_timeout, engine_label
 from .compressor import ContextCompressor
 
@@ -106,230 +110,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class EngineInfo:
-    """One discoverable engine, as :func:`list_context_engines` reports it."""
-
-    name: str
-    description: str
-    version: str | None
-    #: ``"builtin"``, ``"registered"``, the plugin directory, or ``"entry point <value>"``.
-    source: str
-    #: True when the engine loads; the one an engine name would resolve to.
-    available: bool
-    #: Why it is not available (load error, or shadowed by an earlier source).
-    error: str | None = None
-
-
-# -- programmatic registration -------------------------------------------------------
-
-_lock = threading.RLock()
-_registered: ContextEngine | None = None
-
-
-class PluginContext:
-    """What a plugin's ``register(ctx)`` receives: it may register one engine."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.engine: ContextEngine | None = None
-
-    def register_context_engine(self, engine: object) -> bool:
-        """Offer ``engine``; a non-engine or a second engine is refused with a warning."""
-        if not isinstance(engine, ContextEngine):
-            logger.warning(
-                "context engine plugin %s tried to register %s, which is not a "
-                "ContextEngine; refused",
-                self.source,
-                type(engine).__name__,
-            )
-            return False
-        if self.engine is not None:
-            logger.warning(
-                "context engine plugin %s tried to register a second engine (%s); "
-                "only one engine is allowed, refused",
-                self.source,
-                engine_label(engine),
-            )
-            return False
-        self.engine = engine
-        return True
-
-
-def register_context_engine(engine: object) -> bool:
-    """Register ``engine`` for this process (the general plugin path).
-
-    Only one engine can be registered: a second is refused with a warning, and so is
-    anything that is not a :class:`ContextEngine`. Returns True when accepted. The
-    engine is used only when the configuration names it (``context.engine``), and
-    each agent gets its ``clone_for_agent()``.
-    """
-    global _registered
-    if not isinstance(engine, ContextEngine):
-        logger.warning(
-            "register_context_engine: %s is not a ContextEngine; refused",
-            type(engine).__name__,
-        )
-        return False
-    with _lock:
-        if _registered is not None:
-            logger.warning(
-                "register_context_engine: engine %r is already registered; refused %r",
-                engine_label(_registered),
-                engine_label(engine),
-            )
-            return False
-        _registered = engine
-    return True
-
-
-def registered_context_engine() -> ContextEngine | None:
-    """The engine registered with :func:`register_context_engine`, if any."""
-    return _registered
-
-
-def clear_registered_context_engine() -> None:
-    """Forget the registered engine (for tests and long-lived hosts that reload)."""
-    global _registered
-    with _lock:
-        _registered = None
-
-
-# -- directory plugins ---------------------------------------------------------------
-
-_modules: dict[Path, ModuleType] = {}
-_instances: dict[str, ContextEngine] = {}
-
-
-def _import_plugin(directory: Path) -> ModuleType:
-    """Import ``directory`` as a package under a unique name (once per process)."""
-    directory = directory.resolve()
-    with _lock:
-        module = _modules.get(directory)
-        if module is not None:
-            return module
-        digest = hashlib.sha256(str(directory).encode("utf-8")).hexdigest()[:12]
-        safe = "".join(c if c.isalnum() else "_" for c in directory.name)
-        module_name = f"_lionctx_context_engine_{safe}_{digest}"
-        spec = importlib.util.spec_from_file_location(
-            module_name,
-            directory / "__init__.py",
-            submodule_search_locations=[str(directory)],
-        )
-        if spec is None or spec.loader is None:
-            raise PluginLoadError(f"cannot import context engine plugin {str(directory)!r}")
-        module = importlib.util.module_from_spec(spec)
-        # Registered before running so relative imports resolve against it.
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            loaded = [k for k in sys.modules
-                      if k == module_name or k.startswith(module_name + ".")]
-            for key in loaded:
-                del sys.modules[key]
-            raise PluginLoadError(
-                f"importing context engine plugin {str(directory)!r} failed: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        _modules[directory] = module
-        return module
-
-
-def _engine_from_module(module: ModuleType, source: str) -> ContextEngine:
-    register = getattr(module, "register", None)
-    if callable(register):
-        ctx = PluginContext(source)
-        try:
-            register(ctx)
-        except Exception as exc:
-            raise PluginLoadError(
-                f"register(ctx) of context engine plugin {source} raised "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if ctx.engine is not None:
-            return ctx.engine
-    package = module.__name__
-    for value in list(vars(module).values()):
-        if (
-            inspect.isclass(value)
-            and issubclass(value, ContextEngine)
-            and value is not ContextEngine
-            and not inspect.isabstract(value)
-            and (value.__module__ == package or value.__module__.startswith(package + "."))
-        ):
-            try:
-                return value()
-            except Exception as exc:
-                raise PluginLoadError(
-                    f"building {value.__name__}() from context engine plugin {source} "
-                    f"raised {type(exc).__name__}: {exc}"
-                ) from exc
-    raise PluginLoadError(
-        f"context engine plugin {source} registers no engine and defines no "
-        "ContextEngine subclass"
-    )
-
-
-def _engine_from_object(obj: object, source: str) -> ContextEngine:
-    if isinstance(obj, ContextEngine):
-        return obj
-    if isinstance(obj, ModuleType):
-        return _engine_from_module(obj, source)
-    if inspect.isclass(obj):
-        if not issubclass(obj, ContextEngine):
-            raise PluginLoadError(f"{source} names {obj.__name__}, which is not a ContextEngine")
-        try:
-            return obj()
-        except Exception as exc:
-            raise PluginLoadError(
-                f"building {obj.__name__}() from {source} raised {type(exc).__name__}: {exc}"
-            ) from exc
-    if callable(obj):
-        ctx = PluginContext(source)
-        try:
-            returned = obj(ctx)
-        except Exception as exc:
-            raise PluginLoadError(
-                f"register(ctx) from {source} raised {type(exc).__name__}: {exc}"
-            ) from exc
-        if ctx.engine is not None:
-            return ctx.engine
-        if isinstance(returned, ContextEngine):
-            return returned
-        raise PluginLoadError(f"register(ctx) from {source} registered no engine")
-    raise PluginLoadError(f"{source} is a {type(obj).__name__}, not a context engine")
-
-
-def _load_directory(directory: Path) -> ContextEngine:
-    key = f"dir:{directory.resolve()}"
-    with _lock:
-        engine = _instances.get(key)
-        if engine is None:
-            engine = _engine_from_module(_import_plugin(directory), str(directory))
-            _instances[key] = engine
-        return engine
-
-
-# -- entry points --------------------------------------------------------------------
-
-def _load_entry_point(ep: Any) -> ContextEngine:
-    key = f"ep:{ep.name}={ep.value}"
-    source = f"entry point {ep.name} = {ep.value}"
-    with _lock:
-        engine = _instances.get(key)
-        if engine is None:
-            try:
-                obj = ep.load()
-            except Exception as exc:
-                raise PluginLoadError(
-                    f"loading {source} failed: {type(exc).__name__}: {exc}"
-                ) from exc
-            engine = _engine_from_object(obj, source)
-            _instances[key] = engine
-        return engine
-
-
 # -- resolution ----------------------------------------------------------------------
 
 
@@ -342,7 +122,7 @@ def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> 
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"engine name must be a non-empty string, got {name!r}")
-    registered = _registered
+    registered = registered_context_engine()
     if registered is not None and engine_label(registered) == name:
         return registered
     paths = _search_paths(search_paths, {})
@@ -494,26 +274,9 @@ def resolve_context_engine(
     plugin falls back to the built-in compressor with a warning, as configured
     engines do.
     """
-    if isinstance(config, Mapping) and "context" not in config:
-        unknown = sorted(str(k) for k in config if k not in _SECTION_KEYS)
-        if unknown:
-            raise ValueError(
-                f"engine_config has unknown key(s) {unknown}: give a configuration with a "
-                f"'context' section, or the section itself with {sorted(_SECTION_KEYS)}"
-            )
-        config = {"context": dict(config)}
+    config = _as_configuration(config)
     if isinstance(engine, ContextEngine):
-        if config is not None:
-            raise ValueError(
-                f"engine_config is for choosing an engine by name; it cannot configure the "
-                f"given engine instance {engine_label(engine)!r}"
-            )
-        if engine is _registered:
-            return clone_engine(engine, model=model)
-        if (isinstance(engine, ContextCompressor) and engine.model is None
-                and engine.summarize is None and model is not None):
-            engine.model = model  # a compressor with nothing to summarize with: the host's
-        return engine
+        return _given_engine(engine, config, model)
     if isinstance(engine, str):
         name = engine.strip()
         if not name:
@@ -532,75 +295,29 @@ def resolve_context_engine(
     return engine_for_agent(config, search_paths=search_paths, model=model)
 
 
-def list_context_engines(
-    search_paths: Iterable[PathArg] | None = None,
-    *,
-    config: ConfigArg = None,
-    load: bool = True,
-) -> list[EngineInfo]:
-    """Every discoverable engine, in resolution order, with its availability.
-
-    The built-in compressor first, then a registered engine, directory plugins and
-    entry points. With ``load`` (default) each plugin is imported to check it works
-    (importing runs its code, but activates nothing); an engine shadowed by an
-    earlier one of the same name is listed as unavailable. With ``load=False``
-    nothing is imported and ``available`` only says the plugin was found.
-    ``config`` adds its ``context.plugin_paths`` to the search paths.
-    """
-    from .. import __version__
-
-    infos: list[EngineInfo] = [
-        EngineInfo(
-            name=DEFAULT_ENGINE,
-            description="Built-in: summarizes the middle of long conversations",
-            version=__version__,
-            source="builtin",
-            available=True,
+def _as_configuration(config: ConfigArg) -> ConfigArg:
+    """A mapping without a ``context`` key is that section itself; check its keys."""
+    if not isinstance(config, Mapping) or "context" in config:
+        return config
+    unknown = sorted(str(k) for k in config if k not in _SECTION_KEYS)
+    if unknown:
+        raise ValueError(
+            f"engine_config has unknown key(s) {unknown}: give a configuration with a "
+            f"'context' section, or the section itself with {sorted(_SECTION_KEYS)}"
         )
-    ]
-    seen: dict[str, str] = {DEFAULT_ENGINE: "builtin"}
+    return {"context": dict(config)}
 
-    def add(name: str, description: str, version: Any, source: str, loader: Any) -> None:
-        version_text = None if version is None else str(version)
-        if name in seen:
-            infos.append(
-                EngineInfo(name, description, version_text, source, False,
-                           f"shadowed by {seen[name]}")
-            )
-            return
-        error = None
-        if load:
-            try:
-                loader()
-            except Exception as exc:
-                error = str(exc)
-        seen[name] = source
-        infos.append(EngineInfo(name, description, version_text, source, error is None, error))
 
-    registered = _registered
-    if registered is not None:
-        doc = inspect.getdoc(type(registered)) or ""
-        add(engine_label(registered), doc.split("\n", 1)[0], None, "registered", lambda: None)
-    for directory in _plugin_dirs(_search_paths(search_paths, _context_section(config))):
-        meta = _plugin_meta(directory)
-        description = meta.get("description")
-        add(
-            _plugin_name(directory, meta),
-            description if isinstance(description, str) else "",
-            meta.get("version"),
-            str(directory),
-            lambda d=directory: _load_directory(d),
+def _given_engine(engine: ContextEngine, config: ConfigArg, model: Any) -> ContextEngine:
+    """An engine instance a host was given: as is, or a clone of the registered one."""
+    if config is not None:
+        raise ValueError(
+            f"engine_config is for choosing an engine by name; it cannot configure the "
+            f"given engine instance {engine_label(engine)!r}"
         )
-    for ep in _entry_points():
-        dist = getattr(ep, "dist", None)
-        summary = ""
-        version = None
-        if dist is not None:
-            try:
-                summary = dist.metadata.get("Summary") or ""
-                version = dist.version
-            except Exception:
-                pass
-        add(ep.name, summary, version, f"entry point {ep.value}",
-            lambda e=ep: _load_entry_point(e))
-    return infos
+    if engine is registered_context_engine():
+        return clone_engine(engine, model=model)
+    if (isinstance(engine, ContextCompressor) and engine.model is None
+            and engine.summarize is None and model is not None):
+        engine.model = model  # a compressor with nothing to summarize with: the host's
+    return engine

@@ -16,32 +16,33 @@ Errors name the server (without credentials) and never contain the key: the
 ``openai`` exception is not chained (its message and its request carry the
 server's body and our headers); the status code and the server's error type are
 kept in our error instead.
+
+Layout: this module holds the clients (one async client per event loop, one sync
+client) and makes the calls; the request body, the reply, the stream assembly and
+the errors are :mod:`lionctx.models._chat_wire`'s (pure, property-tested).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import ipaddress
 import logging
 import os
-import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
-from ..messages import strip_persistence_fields
-from ..providers._redact import mask_key, public_url
-from .base import (
-    ChatResponse,
-    ModelAuthError,
-    ModelConfigError,
-    ModelConnectionError,
-    ModelError,
-    ModelResponseError,
+from ..providers._redact import mask_key
+from ..providers._redact import public_url as public_url  # re-exported, as it always was
+from ._chat_wire import (
+    StreamAssembly,
+    model_error,
+    parse_completion,
+    request_body,
 )
+from ._chat_wire import is_loopback as _is_loopback
+from ._chat_wire import public_endpoint as _public_url
+from .base import ChatResponse, ModelConfigError, ModelError
 
 __all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "OpenAIChatStream"]
 
@@ -49,40 +50,9 @@ logger = logging.getLogger(__name__)
 
 #: The model name used when neither an argument nor ``LIONCTX_MODEL`` gives one.
 DEFAULT_MODEL = "gpt-4o-mini"
-_DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 _LOCAL_PLACEHOLDER_KEY = "lionctx-local-no-key"
 #: Shortest run of the key's characters that counts as (part of) the key in a text.
 _KEY_FRAGMENT = 8
-#: What a server's error type/code must look like to be repeated in our error.
-_ERROR_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
-
-
-@functools.lru_cache(maxsize=64)  # asked on every turn for the same few base URLs
-def _is_loopback(url: str | None) -> bool:
-    """True for a loopback IP (127.0.0.0/8, ``::1``, IPv4-mapped 127/8) or exactly
-    ``localhost``. Any other name is remote, whatever it starts with."""
-    if not url:
-        return False
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False  # a DNS name: it may resolve anywhere
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
-def _public_url(url: str | None) -> str:
-    """``url`` without user info, query or fragment: safe to show in an error."""
-    if not url:
-        return _DEFAULT_ENDPOINT
-    return public_url(url, unparsable="<unparsable base_url>")
 
 
 def _opt_str(value: Any, label: str) -> str | None:
@@ -210,87 +180,20 @@ class OpenAIChatModel:
     # -- requests ----------------------------------------------------------------
     def _body(self, messages: Sequence[Mapping[str, Any]],
               tools: Sequence[Mapping[str, Any]] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            raise TypeError(
-                f"messages must be a list of message dicts, got {type(messages).__name__}")
-        if "stream" in kwargs:
-            raise TypeError("pass no 'stream' keyword: call stream() to stream a reply")
-        sent = strip_persistence_fields(messages)
-        for i, msg in enumerate(sent):
-            role = msg.get("role")
-            if not isinstance(role, str) or not role:
-                raise ValueError(f"message {i} needs a non-empty str 'role', got {role!r}")
-        body: dict[str, Any] = {"model": self.model, **self.params, **kwargs, "messages": sent}
-        if tools:
-            if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-                raise TypeError(f"tools must be a list of tool specs, got {type(tools).__name__}")
-            body["tools"] = [dict(t) for t in tools]
-        if "tool_choice" in body and body["tool_choice"] is None:
-            del body["tool_choice"]
-        return body
+        return request_body(self.model, self.params, messages, tools, kwargs)
 
     def _scrub(self, text: str) -> str:
         """``text`` with the key, and any run of 8+ of its characters, masked as ``***``
         (servers echo keys partly: ``sk-proj-abc...****``)."""
         return mask_key(text, self._api_key, _KEY_FRAGMENT)
 
-    def _error_word(self, value: Any) -> str | None:
-        """A server's error type/code when it is a short identifier that is not the key."""
-        if isinstance(value, str) and _ERROR_WORD.fullmatch(value) and self._scrub(value) == value:
-            return value
-        return None
-
     def _wrap(self, exc: BaseException) -> ModelError:
         """Turn an ``openai`` exception into a :class:`ModelError` without secrets."""
-        import openai
-
-        where = _public_url(self.base_url)
-        if isinstance(exc, openai.APITimeoutError):
-            return ModelConnectionError(f"model server {where} did not answer within "
-                                        f"{self.timeout:g}s")
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            detail = f" ({type(cause).__name__})" if cause is not None else ""
-            return ModelConnectionError(f"could not reach the model server at {where}{detail}")
-        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-            # The body may echo part of the key: leave it out, keep its type and code.
-            kinds = [w for w in (self._error_word(getattr(exc, "type", None)),
-                                 self._error_word(getattr(exc, "code", None))) if w]
-            detail = ", ".join([f"HTTP {exc.status_code}", *dict.fromkeys(kinds)])
-            return ModelAuthError(
-                f"model server {where} refused the API key ({detail}); check "
-                "api_key= or OPENAI_API_KEY", exc.status_code,
-            )
-        if isinstance(exc, openai.APIStatusError):
-            # Scrub before cutting: a cut could split the key below the fragment size.
-            message = self._scrub(str(getattr(exc, "message", "") or exc)[:2000])[:500]
-            return ModelResponseError(
-                f"model server {where} answered HTTP {exc.status_code} for model "
-                f"{self.model!r}: {message}", exc.status_code,
-            )
-        return ModelResponseError(f"model call to {where} failed: "
-                                  f"{type(exc).__name__}: {self._scrub(str(exc)[:2000])[:500]}")
+        return model_error(exc, where=_public_url(self.base_url), timeout=self.timeout,
+                           model=self.model, scrub=self._scrub)
 
     def _parse(self, completion: Any) -> ChatResponse:
-        choices = getattr(completion, "choices", None) or []
-        if not choices:
-            raise ModelResponseError(
-                f"model server {_public_url(self.base_url)} returned no choices")
-        choice = choices[0]
-        message = choice.message
-        calls = []
-        for call in getattr(message, "tool_calls", None) or []:
-            fn = getattr(call, "function", None)
-            calls.append({
-                "id": call.id,
-                "type": getattr(call, "type", None) or "function",
-                "function": {"name": getattr(fn, "name", None),
-                             "arguments": getattr(fn, "arguments", None) or ""},
-            })
-        usage = completion.usage.model_dump(exclude_none=True) if completion.usage else None
-        return ChatResponse(content=message.content, tool_calls=calls, usage=usage,
-                            finish_reason=choice.finish_reason,
-                            model=getattr(completion, "model", None), raw=completion)
+        return parse_completion(completion, _public_url(self.base_url))
 
     async def complete(
         self,
@@ -401,48 +304,18 @@ class OpenAIChatStream:
             error = model._wrap(exc)
         if error is not None:
             raise error  # outside the handler: nothing of the openai error is chained
-        parts: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        finish: str | None = None
-        model_name: str | None = None
+        assembly = StreamAssembly()
         try:
             async for chunk in stream:
-                model_name = getattr(chunk, "model", None) or model_name
-                if getattr(chunk, "usage", None):
-                    self.usage = chunk.usage.model_dump(exclude_none=True)
-                for choice in chunk.choices or []:
-                    if choice.index not in (0, None):
-                        continue
-                    delta = choice.delta
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
-                    if delta is None:
-                        continue
-                    for tc in getattr(delta, "tool_calls", None) or []:
-                        slot = calls.setdefault(tc.index, {
-                            "id": None, "type": "function",
-                            "function": {"name": None, "arguments": ""}})
-                        if tc.id:
-                            slot["id"] = tc.id
-                        fn = getattr(tc, "function", None)
-                        if fn is not None:
-                            if fn.name:
-                                slot["function"]["name"] = fn.name
-                            if fn.arguments:
-                                slot["function"]["arguments"] += fn.arguments
-                    text = getattr(delta, "content", None)
-                    if text:
-                        parts.append(text)
-                        self.content += text
-                        yield text
+                texts = assembly.feed(chunk)
+                self.usage = assembly.usage
+                for text in texts:
+                    self.content += text
+                    yield text
         except openai.OpenAIError as exc:
             error = model._wrap(exc)
         finally:
             await stream.close()
         if error is not None:
             raise error
-        self.response = ChatResponse(
-            content="".join(parts) if parts or not calls else None,
-            tool_calls=[calls[i] for i in sorted(calls)],
-            usage=self.usage, finish_reason=finish, model=model_name, raw=None,
-        )
+        self.response = assembly.response()

@@ -1,33 +1,21 @@
-"""Caching: a TTL cache with single flight, and ``CachedContextProvider`` on top of it.
+"""``CachedContextProvider``: any provider's text, cached per key, one call per key at once.
 
-:class:`FlightCache` is shared by the HTTP provider and the caching wrapper.
-
-Rules the providers rely on:
-
-* A value is kept for ``ttl`` seconds (a :class:`cachetools.TTLCache` on the
-  monotonic clock). ``None`` and failures are never stored.
-* Single flight: while a load for a key is in progress, other callers for that key
-  wait for it and share its result (value, ``None`` or failure) instead of starting
-  their own. A thousand concurrent cold calls make one load.
-* If the caller leading a load is cancelled (its own timeout, say), the load is
-  abandoned and one of the waiters leads a new one; nobody waits forever.
-* With ``stale_on_error``, a failed refresh serves the last good value, marked stale.
-  A load that returns ``None`` forgets the last good value: the source said "nothing".
-
-Everything runs on one event loop; the cache itself is not thread-safe.
+The cache underneath is :class:`~lionctx.providers._flight.FlightCache` (this
+process; re-exported here with :class:`Hit`, :class:`Source` and
+:func:`lead_flight`, where they always lived) or a shared backend such as
+:class:`lionctx.cache.RedisCache`. Its rules (TTL, single flight, an abandoned leader
+replaced, stale values on failure) are described in :mod:`lionctx.providers._flight`.
+This module adds the keys (:func:`default_key`: one user's value is never another's)
+and what a cached value carries (the inner provider's degradation reason and stale
+flag), for both faces.
 """
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
-
-import anyio
-from cachetools import LRUCache, TTLCache
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import SharedFetchError
 from ..adapters import (
@@ -39,209 +27,14 @@ from ..adapters import (
     run_context_from_branch,
 )
 from ..context import context_value
+from ._flight import FlightCache, Hit, Source, lead_flight
 from .base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 
 if TYPE_CHECKING:
     from ..cache.base import BoundCache
 
 __all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
-           "default_key"]
-
-V = TypeVar("V")
-
-_MISSING: Any = object()
-
-
-class Source(str, Enum):
-    """Where a value handed out by :class:`FlightCache` came from."""
-
-    FRESH = "fresh"
-    """This caller ran the load."""
-    SHARED = "shared"
-    """Another caller's in-flight load, awaited."""
-    CACHED = "cached"
-    """A stored value inside its TTL."""
-    STALE = "stale"
-    """The last good value, served because a refresh failed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Hit(Generic[V]):
-    """A value (or ``None``), where it came from, and for stale values the failure.
-
-    ``note`` is set when the cache itself worked only in part (a shared cache that
-    could not be reached, say): the provider reports it as its degradation reason.
-    """
-
-    value: V | None
-    source: Source
-    error: BaseException | None = None
-    note: str | None = None
-
-    @property
-    def from_cache(self) -> bool:
-        """True when this caller did not run the load itself."""
-        return self.source is not Source.FRESH
-
-
-class _Flight:
-    __slots__ = ("done", "value", "error", "abandoned")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.abandoned = False
-
-
-async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
-                      work: Callable[[], Awaitable[Hit[Any]]],
-                      record: Callable[[_Flight, Hit[Any]], None]) -> Hit[Any]:
-    """Run ``work`` as the one leader for ``key``; its waiters share the outcome.
-
-    A failure is left on the flight for the waiters; a cancellation (or worse)
-    marks it abandoned, so a waiter leads instead of inheriting it. ``record``
-    puts a successful hit on the flight in the form the waiters read.
-    """
-    flight = _Flight()
-    flights[key] = flight
-    try:
-        hit = await work()
-    except Exception as exc:
-        flight.error = exc
-        raise
-    except BaseException:
-        flight.abandoned = True
-        raise
-    else:
-        record(flight, hit)
-        return hit
-    finally:
-        if flights.get(key) is flight:
-            del flights[key]
-        flight.done.set()
-
-
-def _record_value(flight: _Flight, hit: Hit[Any]) -> None:
-    # Waiters get what the leader got: the value, or the failure (then stale).
-    flight.value, flight.error = hit.value, hit.error
-
-
-class FlightCache(Generic[V]):
-    """TTL cache plus single flight for async loads, keyed by any hashable.
-
-    ``ttl=0`` stores nothing and coalesces nothing: every call runs its own load
-    (``stale_on_error`` still remembers the last good value).
-    """
-
-    def __init__(
-        self,
-        ttl: float,
-        *,
-        maxsize: int = 1024,
-        stale_on_error: bool = False,
-        timer: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.ttl = check_duration(ttl, "ttl", allow_zero=True)
-        self.maxsize = check_count(maxsize, "maxsize", 1)
-        self.stale_on_error = bool(stale_on_error)
-        self._fresh: TTLCache[Hashable, V] | None = (
-            TTLCache(maxsize, self.ttl, timer) if self.ttl > 0 else None
-        )
-        self._last_good: LRUCache[Hashable, V] | None = (
-            LRUCache(maxsize) if self.stale_on_error else None
-        )
-        self._flights: dict[Hashable, _Flight] = {}
-
-    def __len__(self) -> int:
-        return 0 if self._fresh is None else len(self._fresh)
-
-    def peek(self, key: Hashable) -> V | None:
-        """The stored, unexpired value for ``key``, or ``None``; never loads."""
-        if self._fresh is None:
-            return None
-        return self._fresh.get(key)
-
-    def clear(self) -> None:
-        """Forget every stored and last-good value (in-flight loads are unaffected)."""
-        if self._fresh is not None:
-            self._fresh.clear()
-        if self._last_good is not None:
-            self._last_good.clear()
-
-    def invalidate(self, key: Hashable) -> None:
-        """Forget the stored and last-good value for ``key``."""
-        if self._fresh is not None:
-            self._fresh.pop(key, None)
-        if self._last_good is not None:
-            self._last_good.pop(key, None)
-
-    def put(self, key: Hashable, value: V | None) -> None:
-        """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
-        self._store(key, value)
-
-    async def get(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
-        """The value for ``key``: stored, shared from an in-flight load, or loaded now.
-
-        A failing load raises its exception in the caller that ran it and
-        :class:`SharedFetchError` in callers that waited for it, unless a stale value
-        can be served instead.
-        """
-        hash(key)  # an unhashable key fails here, before any load starts
-        if self._fresh is None:
-            return await self._load(key, load)  # nothing stored: nothing to share
-        while True:
-            value = self._fresh.get(key, _MISSING)
-            if value is not _MISSING:
-                return Hit(value, Source.CACHED)
-            flight = self._flights.get(key)
-            if flight is None:
-                break
-            await flight.done.wait()
-            if flight.abandoned:
-                continue  # its leader was cancelled: look again, maybe lead
-            if flight.error is not None:
-                stale = self._stale(key, flight.error)
-                if stale is None:
-                    raise SharedFetchError(flight.error) from flight.error
-                return stale
-            return Hit(flight.value, Source.SHARED)
-        return await self._lead(key, load)
-
-    async def _lead(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
-        hit: Hit[V] = await lead_flight(self._flights, key,
-                                        lambda: self._load(key, load), _record_value)
-        return hit
-
-    async def _load(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
-        """Run ``load``: store a good value; on failure serve the stale one or raise."""
-        try:
-            value = await load()
-        except Exception as exc:
-            stale = self._stale(key, exc)
-            if stale is None:
-                raise
-            return stale
-        self._store(key, value)
-        return Hit(value, Source.FRESH)
-
-    def _store(self, key: Hashable, value: V | None) -> None:
-        if value is None:
-            if self._last_good is not None:
-                self._last_good.pop(key, None)
-            return
-        if self._fresh is not None:
-            self._fresh[key] = value
-        if self._last_good is not None:
-            self._last_good[key] = value
-
-    def _stale(self, key: Hashable, exc: BaseException) -> Hit[V] | None:
-        if self._last_good is not None:
-            stale = self._last_good.get(key, _MISSING)
-            if stale is not _MISSING:
-                return Hit(stale, Source.STALE, exc)
-        return None
-
+           "default_key", "lead_flight"]
 
 # -- the caching wrapper for any provider -------------------------------------------
 

@@ -45,14 +45,16 @@ the one the provider made. With ``cache_ttl > 0`` a good value is kept for that
 many seconds and concurrent cold calls share one request
 (:class:`~lionctx.providers.cache.FlightCache`); with ``stale_on_error`` a failed
 refresh serves the last good value, marked stale.
+
+Layout: this module does the I/O (the client, the host check before each hop, the
+capped body); checking and building the request and the redirect policy are
+:mod:`lionctx.providers._http_request`'s (pure, property-tested).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
-import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -61,14 +63,24 @@ import anyio.lowlevel
 
 from .._exceptions import HttpFetchError
 from . import _decode
+from ._flight import FlightCache, SharedFetchError, Source
 from ._hosts import Host, parse_hosts, url_host, url_port
-from ._redact import MIN_SECRET as _MIN_SECRET
+from ._http_request import (
+    after_redirect,
+    check_headers,
+    check_method,
+    check_url,
+    default_name,
+    encode_body,
+    origin,
+    redirect_target,
+    url_secrets,
+    wire_headers,
+)
 from ._redact import public_httpx_url as _safe_url
-from ._redact import query_secrets as _query_secrets
 from ._redact import redact as _redact
 from ._redact import scrub_library_logs as _scrub_httpx_log_for
 from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
-from .cache import FlightCache, SharedFetchError, Source
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -85,42 +97,7 @@ DEFAULT_MAX_REDIRECTS = 5
 Body = str | bytes | Mapping[str, Any] | list[Any] | None
 Transform = Callable[[str], str | None | Awaitable[str | None]]
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
-# What httpx can send as a header value: visible ASCII, spaces and tabs. Anything else
-# fails mid-request with the value in the error message, so it is refused up front.
-_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
 _CACHE_KEY = "response"
-
-
-
-
-def default_name(url: str | httpx.URL) -> str:
-    """The name of an ``HttpContextProvider`` built without one: ``host[:port]/path``.
-
-    The host as it goes on the wire (lower case, IDNA, IPv6 in brackets), the port
-    only when the URL names a non-default one, the path as sent without a trailing
-    slash; never the scheme, user info, query string or fragment:
-    ``https://status.example.com/api/current?key=...`` is named
-    ``status.example.com/api/current``. The CLI names ``--http`` sources with it.
-    Two providers for the same host and path get the same name: give one ``name=``.
-    """
-    import httpx
-
-    parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
-    if not parsed.raw_host:
-        return "http"  # not an absolute URL: the provider refuses it anyway
-    port = f":{parsed.port}" if parsed.port else ""
-    path = parsed.raw_path.split(b"?", 1)[0].decode("ascii", "replace").rstrip("/")
-    return f"{url_host(parsed)}{port}{path}" or "http"
-
-
-def _target_problem(url: httpx.URL) -> str | None:
-    """Why ``url`` cannot be requested at all, or ``None``."""
-    if url.scheme not in ("http", "https"):
-        return f"a {url.scheme!r} URL (only http and https)"
-    if not url.raw_host:
-        return "a URL without a host"
-    return None
 
 
 def _provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
@@ -196,14 +173,13 @@ class HttpContextProvider(ContextSource):
     ) -> None:
         import httpx  # deferred: importing lionctx should not import httpx
 
-        self._secrets: list[str] = []
-        self.url = self._check_url(url)
-        if not isinstance(method, str) or not _TOKEN.match(method):
-            raise ValueError(f"method must be an HTTP method name such as 'GET', got {method!r}")
-        self.method = method.upper()
-        self._headers = self._check_headers(headers)
+        self.url = check_url(url)
+        self._secrets: list[str] = url_secrets(self.url)
+        self.method = check_method(method)
+        headers, header_secrets = check_headers(headers)
+        self._secrets.extend(header_secrets)
         self._secrets.sort(key=len, reverse=True)  # longest first: see _redact
-        self._content = self._encode_body(body)
+        self._content, self._headers = encode_body(body, headers)
         self.timeout = check_duration(timeout, "timeout", allow_zero=False)
         self.cache_ttl = check_duration(cache_ttl, "cache_ttl", allow_zero=True)
         self.name = default_name(self.url) if name is None else check_name(name)
@@ -238,71 +214,6 @@ class HttpContextProvider(ContextSource):
         self.degradation_reason = None
         if self._secrets:
             _scrub_httpx_log_for(self)
-
-    # -- construction checks ----------------------------------------------------------
-    def _check_url(self, url: Any) -> httpx.URL:
-        import httpx  # already loaded by __init__
-
-        if not isinstance(url, (str, httpx.URL)):
-            raise TypeError(f"url must be a str, got {type(url).__name__}")
-        try:
-            parsed = httpx.URL(url)
-        except Exception:
-            raise ValueError("url is not a valid URL") from None
-        problem = _target_problem(parsed)
-        if problem is not None:
-            raise ValueError(f"url must be an http or https URL with a host, got {problem}")
-        if parsed.userinfo:
-            # As written (percent-encoded, as httpx logs it) and decoded; a user name
-            # alone ("https://TOKEN@host") is a token.
-            raw = parsed.userinfo.decode("ascii", "replace")
-            user, _, password = raw.partition(":")
-            for secret in (password, parsed.password) if password else (user, parsed.username):
-                if len(secret) >= _MIN_SECRET:
-                    self._secrets.append(secret)
-        self._secrets.extend(_query_secrets(parsed.query.decode("ascii", "replace")))
-        return parsed
-
-    def _check_headers(self, headers: Any) -> dict[str, str]:
-        if headers is None:
-            return {}
-        if not isinstance(headers, Mapping):
-            raise TypeError(f"headers must be a mapping of str to str, got "
-                            f"{type(headers).__name__}")
-        out: dict[str, str] = {}
-        for key, value in headers.items():
-            if not isinstance(key, str) or not _TOKEN.match(key):
-                raise ValueError(f"headers: {key!r} is not a valid header name")
-            # Values are secrets: say what is wrong, never what they are.
-            if not isinstance(value, str):
-                raise TypeError(f"headers[{key!r}] must be a str, got {type(value).__name__}")
-            if not _HEADER_VALUE.match(value):
-                raise ValueError(f"headers[{key!r}] must be printable ASCII: no line breaks, "
-                                 f"control or non-ASCII characters")
-            out[key] = value
-            if len(value.strip()) >= _MIN_SECRET:
-                self._secrets.append(value.strip())
-                # "Bearer abc...": the token alone is as secret as the whole value
-                self._secrets.extend(p for p in value.split() if len(p) >= _MIN_SECRET)
-        return out
-
-    def _encode_body(self, body: Any) -> bytes | None:
-        if body is None:
-            return None
-        if isinstance(body, str):
-            return body.encode("utf-8")
-        if isinstance(body, bytes):
-            return body
-        if isinstance(body, (Mapping, list)):
-            try:
-                data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            except (TypeError, ValueError) as exc:
-                raise TypeError(f"body could not be sent as JSON: {exc}") from None
-            if not any(k.lower() == "content-type" for k in self._headers):
-                self._headers["Content-Type"] = "application/json"
-            return data
-        raise TypeError(f"body must be a str, bytes, dict, list or None, got "
-                        f"{type(body).__name__}")
 
     # -- public -----------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -421,48 +332,24 @@ class HttpContextProvider(ContextSource):
         method = self.method
         content = self._content
         headers = self._headers
-        origin = (url.scheme, url_host(url), url_port(url))
+        first = origin(url)
         for _hop in range(self.max_redirects + 1):
             if not self._allowed(url):
                 raise HttpFetchError(
                     f"refused: host {url_host(url)}:{url_port(url)} is not in allowed_hosts")
-            async with client.stream(method, url, headers=self._wire_headers(headers),
+            async with client.stream(method, url, headers=wire_headers(headers),
                                      content=content,
                                      follow_redirects=False, timeout=self.timeout) as resp:
-                status = resp.status_code
                 if resp.is_redirect:
-                    nxt = self._redirect_target(url, resp.headers["location"])
-                    if status == 303 or (status in (301, 302) and method == "POST"):
-                        method = "GET" if method != "HEAD" else method
-                        content = None
-                        headers = {k: v for k, v in headers.items()
-                                   if k.lower() not in ("content-type", "content-length")}
-                    if (nxt.scheme, url_host(nxt), url_port(nxt)) != origin:
-                        headers = {}  # the caller's headers were meant for the first origin
+                    nxt = redirect_target(url, resp.headers["location"])
+                    method, content, headers = after_redirect(
+                        resp.status_code, method, content, headers, first, origin(nxt))
                     url = nxt
                     continue
-                if not 200 <= status < 300:
-                    raise HttpFetchError(f"HTTP {status} from {_safe_url(url)}")
+                if not 200 <= resp.status_code < 300:
+                    raise HttpFetchError(f"HTTP {resp.status_code} from {_safe_url(url)}")
                 return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")
-
-    @staticmethod
-    def _wire_headers(headers: dict[str, str]) -> dict[str, str]:
-        # Advertise only what _read_body decodes (httpx would add br or zstd when their
-        # packages are installed); a caller's own Accept-Encoding is kept.
-        if any(k.lower() == "accept-encoding" for k in headers):
-            return headers
-        return {**headers, "Accept-Encoding": _decode.ACCEPT_ENCODING}
-
-    def _redirect_target(self, url: httpx.URL, location: str) -> httpx.URL:
-        try:
-            nxt = url.join(location)
-        except Exception:
-            raise HttpFetchError("refused: redirect to an invalid URL") from None
-        problem = _target_problem(nxt)
-        if problem is not None:
-            raise HttpFetchError(f"refused: redirect to {problem}")
-        return nxt
 
     async def _read_body(self, resp: httpx.Response) -> str | None:
         cap = self.max_response_bytes

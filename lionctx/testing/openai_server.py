@@ -12,6 +12,10 @@ tool calls and errors with :meth:`LocalOpenAIServer.script`.
 Usage counts are whitespace-separated words, not model tokens: deterministic and
 good enough to check that usage flows through.
 
+Layout: this module is the HTTP side (routing, auth, recording requests, the
+scripted-reply queue); what an answer is and how it is encoded, plain or streamed,
+is :mod:`lionctx.testing._openai_wire` (pure, property-tested).
+
 ::
 
     with LocalOpenAIServer() as srv:
@@ -25,63 +29,28 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..providers._redact import redact_query_strings
+from . import _openai_wire as wire
+from ._openai_wire import ECHO_LABEL, Reply, ScriptItem, echo_reply
 
 __all__ = ["ECHO_LABEL", "LocalOpenAIServer", "RecordedRequest", "Reply", "echo_reply"]
 
 logger = logging.getLogger(__name__)
 
-#: Every default reply starts with this label, so nobody mistakes it for a model.
-ECHO_LABEL = "[offline echo model]"
-_TAG_NAME = re.compile(r'<context name="([^"]*)">')
 _HOST = "127.0.0.1"
 _MAX_BODY = 32 * 1024 * 1024
 #: Header names whose values are credentials: never shown in a repr.
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key",
                              "cookie", "set-cookie"})
-
-
-@dataclass
-class Reply:
-    """One scripted answer.
-
-    ``tool_calls`` entries are ``{"name": ..., "arguments": dict or JSON str}`` with
-    an optional ``"id"``. A ``status`` other than 200 answers with an OpenAI-style
-    error body carrying ``error``.
-    """
-
-    content: str | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, int] | None = None
-    finish_reason: str | None = None
-    status: int = 200
-    error: str | None = None
-
-    @classmethod
-    def calling(cls, name: str, arguments: Mapping[str, Any] | str | None = None,
-                *, id: str | None = None) -> Reply:  # noqa: A002 - OpenAI's field name
-        """A reply that makes one tool call."""
-        call: dict[str, Any] = {"name": name, "arguments": arguments or {}}
-        if id is not None:
-            call["id"] = id
-        return cls(tool_calls=[call])
-
-    @classmethod
-    def failure(cls, status: int, message: str = "scripted failure") -> Reply:
-        """An HTTP error reply."""
-        return cls(status=status, error=message)
-
-
-ScriptItem = Reply | str | Mapping[str, Any] | Callable[[dict[str, Any]], Any]
+_CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
 
 class _Headers(dict[str, str]):
@@ -109,37 +78,6 @@ class RecordedRequest:
     def __post_init__(self) -> None:
         if not isinstance(self.headers, _Headers):
             self.headers = _Headers(self.headers)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content
-                         if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return ""
-
-
-def echo_reply(body: Mapping[str, Any]) -> str:
-    """The offline echo model's deterministic answer to a chat request body."""
-    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
-    last_user = next((_text(m.get("content")) for m in reversed(messages)
-                      if m.get("role") == "user"), "")
-    names: list[str] = []
-    for m in messages:
-        if m.get("role") in ("system", "developer", "user"):
-            names.extend(_TAG_NAME.findall(_text(m.get("content"))))
-    said = " ".join(last_user.split())
-    if len(said) > 200:
-        said = said[:197] + "..."
-    text = f"{ECHO_LABEL} You said: {said}"
-    if names:
-        text += f" | context seen: {', '.join(names)}"
-    return text
-
-
-def _words(text: str) -> int:
-    return len(text.split())
 
 
 class LocalOpenAIServer:
@@ -293,44 +231,7 @@ class LocalOpenAIServer:
     def _reply_for(self, body: dict[str, Any]) -> Reply:
         with self._lock:
             item = self._script.popleft() if self._script else None
-        if item is None:
-            return Reply(content=echo_reply(body))
-        if callable(item) and not isinstance(item, (Reply, Mapping)):
-            item = item(body)
-        if isinstance(item, Reply):
-            return item
-        if isinstance(item, str):
-            return Reply(content=item)
-        if isinstance(item, Mapping):
-            return Reply(**item)
-        raise TypeError(f"scripted callable returned {type(item).__name__}")
-
-    def _tool_calls(self, reply: Reply) -> list[dict[str, Any]]:
-        calls = []
-        for call in reply.tool_calls:
-            args = call.get("arguments", {})
-            calls.append({
-                "id": call.get("id") or f"call_{self._next_id():012d}",
-                "type": "function",
-                "function": {"name": call["name"],
-                             "arguments": args if isinstance(args, str)
-                             else json.dumps(args, sort_keys=True)},
-            })
-        return calls
-
-    def _usage(self, body: dict[str, Any], reply: Reply) -> dict[str, int]:
-        if reply.usage is not None:
-            return dict(reply.usage)
-        prompt = sum(_words(_text(m.get("content"))) for m in body.get("messages") or []
-                     if isinstance(m, Mapping))
-        completion = _words(reply.content or "") + sum(
-            _words(str(c.get("arguments", ""))) for c in reply.tool_calls)
-        return {"prompt_tokens": prompt, "completion_tokens": completion,
-                "total_tokens": prompt + completion}
-
-
-def _error_body(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+        return wire.reply_for(item, body)
 
 
 class _Server(ThreadingHTTPServer):
@@ -369,107 +270,87 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         self.owner._record(RecordedRequest("GET", path, None, self._headers()))
         if not self.owner._authorized(self._headers()):
-            self._send_json(401, _error_body("invalid api key", "authentication_error"))
+            self._send_json(401, wire.error_body("invalid api key", "authentication_error"))
         elif path.rstrip("/") in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "lionctx"}
                 for m in self.owner.models]})
         else:
-            self._send_json(404, _error_body(f"no route for GET {path}"))
+            self._send_json(404, wire.error_body(f"no route for GET {path}"))
 
     def do_POST(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
+        body = self._read_json(path)
+        if body is _UNREADABLE:
+            return
+        owner = self.owner
+        owner._record(RecordedRequest("POST", path, body, self._headers()))
+        if not owner._authorized(self._headers()):
+            self._send_json(401, wire.error_body("invalid api key", "authentication_error"))
+        elif path.rstrip("/") not in _CHAT_PATHS:
+            self._send_json(404, wire.error_body(f"no route for POST {path}"))
+        elif (problem := wire.check_chat_body(body)) is not None:
+            self._send_json(400, wire.error_body(problem))
+        else:
+            try:
+                self._answer(body)
+            except (BrokenPipeError, ConnectionResetError):
+                logger.debug("client went away before the reply was written")
+
+    def _read_json(self, path: str) -> Any:
+        """The request's JSON body; ``_UNREADABLE`` once a 400 has been sent."""
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             length = -1
         if not 0 <= length <= _MAX_BODY:
-            self._send_json(400, _error_body("bad Content-Length"))
-            return
+            self._send_json(400, wire.error_body("bad Content-Length"))
+            return _UNREADABLE
         raw = self.rfile.read(length)
         try:
-            body = json.loads(raw or b"null")
+            return json.loads(raw or b"null")
         except ValueError:
             self.owner._record(RecordedRequest("POST", path, None, self._headers()))
-            self._send_json(400, _error_body("body is not valid JSON"))
-            return
+            self._send_json(400, wire.error_body("body is not valid JSON"))
+            return _UNREADABLE
+
+    def _answer(self, body: dict[str, Any]) -> None:
         owner = self.owner
-        owner._record(RecordedRequest("POST", path, body, self._headers()))
-        if not owner._authorized(self._headers()):
-            self._send_json(401, _error_body("invalid api key", "authentication_error"))
-            return
-        if path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-            self._send_json(404, _error_body(f"no route for POST {path}"))
-            return
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            self._send_json(400, _error_body("body must be an object with a 'messages' list"))
-            return
         try:
             reply = owner._reply_for(body)
         except Exception as exc:  # a broken script must show up in the test, as a 500
             logger.exception("scripted reply failed")
-            self._send_json(500, _error_body(f"scripted reply failed: {exc}", "server_error"))
+            self._send_json(500, wire.error_body(f"scripted reply failed: {exc}",
+                                                 "server_error"))
             return
         if reply.status != 200:
             kind = "authentication_error" if reply.status in (401, 403) else "server_error"
-            self._send_json(reply.status, _error_body(reply.error or "error", kind))
+            self._send_json(reply.status, wire.error_body(reply.error or "error", kind))
             return
-        calls = owner._tool_calls(reply)
-        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        usage = owner._usage(body, reply)
+        calls = wire.tool_calls(reply, owner._next_id)
+        finish = wire.finish_reason(reply, calls)
+        used = wire.usage(body, reply)
         model = body.get("model") or owner.models[0]
         cid = f"chatcmpl-{owner._next_id()}"
-        try:
-            if body.get("stream"):
-                opts = body.get("stream_options") or {}
-                self._stream(cid, model, reply, calls, finish,
-                             usage if opts.get("include_usage") else None)
-            else:
-                message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-                if calls:
-                    message["tool_calls"] = calls
-                self._send_json(200, {
-                    "id": cid, "object": "chat.completion", "created": int(time.time()),
-                    "model": model,
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                                 "logprobs": None}],
-                    "usage": usage,
-                })
-        except (BrokenPipeError, ConnectionResetError):
-            logger.debug("client went away before the reply was written")
+        created = int(time.time())
+        if not body.get("stream"):
+            self._send_json(200, wire.completion(cid, model, created, reply, calls, finish,
+                                                 used))
+            return
+        opts = body.get("stream_options") or {}
+        self._stream(wire.stream_chunks(cid, model, created, reply, calls, finish,
+                                        used if opts.get("include_usage") else None))
 
-    def _stream(self, cid: str, model: str, reply: Reply, calls: list[dict[str, Any]],
-                finish: str, usage: dict[str, int] | None) -> None:
+    def _stream(self, chunks: list[dict[str, Any]]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
-        created = int(time.time())
-
-        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> None:
-            self._event({"id": cid, "object": "chat.completion.chunk", "created": created,
-                         "model": model, "choices": [{"index": 0, "delta": delta,
-                                                      "finish_reason": finish_reason}]})
-
-        chunk({"role": "assistant", "content": ""})
-        for piece in re.findall(r"\S+\s*|\s+", reply.content or ""):
-            chunk({"content": piece})
-        for i, call in enumerate(calls):
-            fn = call["function"]
-            chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                   "function": {"name": fn["name"], "arguments": ""}}]})
-            args = fn["arguments"]
-            half = len(args) // 2
-            for piece in (args[:half], args[half:]):
-                if piece:
-                    chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
-        chunk({}, finish)
-        if usage is not None:
-            self._event({"id": cid, "object": "chat.completion.chunk", "created": created,
-                         "model": model, "choices": [], "usage": usage})
+        for payload in chunks:
+            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
-    def _event(self, payload: dict[str, Any]) -> None:
-        self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
-        self.wfile.flush()
+
+_UNREADABLE: Any = object()

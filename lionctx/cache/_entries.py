@@ -1,0 +1,176 @@
+"""What :class:`~lionctx.cache.RedisCache` writes to Redis, pure: keys, entries, markers.
+
+* Keys: ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST``, the digest a keyed BLAKE2b hash of
+  the provider's scope and the cache key (:func:`digest`), so no user id, query,
+  URL or header is ever part of a key name (:func:`key_names`).
+* Entries: JSON with the text, its token count, the encoding counted in and the
+  provider's small metadata (:func:`encode_entry`); :func:`decode_entry` accepts
+  exactly that and refuses anything else as :class:`_Garbage`.
+* Failure markers: the owner's lease token and the reason its load failed
+  (:func:`failure_marker`); :func:`marker_reason` reads one back for a waiter, and
+  only when it is from the lease holder the waiter saw.
+* The lease's compare-and-delete / compare-and-renew scripts and :class:`Circuit`,
+  which keeps calls off Redis for a while after a connection failure (clock injected).
+
+Nothing here talks to Redis; :mod:`lionctx.cache.redis_cache` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from .._exceptions import SharedCacheError
+from .counted import CountedText
+
+__all__ = ["FORMAT", "KEY_VERSION", "NAMESPACE", "PARTS", "RELEASE", "RENEW", "Circuit",
+           "decode_entry", "digest", "encode_entry", "failure_marker",
+           "key_names", "key_prefix", "marker_reason", "milliseconds", "process_local"]
+
+logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
+
+KEY_VERSION = "v1"
+FORMAT = 1
+NAMESPACE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+#: The keys of one cache key: the value, the lease, a failure marker, the last good value.
+PARTS = ("val", "lease", "err", "last")
+
+# Release the lease only if it is still ours; renew it only if it is still ours.
+RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+class _Garbage(SharedCacheError):
+    """A stored value that does not decode: not ours, truncated, or too large."""
+
+
+# -- keys -------------------------------------------------------------------------------
+
+def digest(*parts: Any) -> str:
+    """40 hex characters naming ``parts`` (by their repr) without revealing them."""
+    material = repr(parts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(material, digest_size=20, person=b"lionctx-cache").hexdigest()
+
+
+def process_local(key: Hashable) -> bool:
+    """True for a key that means something only in this process (an object's identity)."""
+    return " at 0x" in repr(key)
+
+
+def key_prefix(namespace: str, kind: str) -> str:
+    """``NAMESPACE:lionctx:v1:KIND``, the kind folded to ``[a-z0-9_]{1,16}``."""
+    label = re.sub(r"[^a-z0-9_]", "_", kind.lower())[:16] or "x"
+    return f"{namespace}:lionctx:{KEY_VERSION}:{label}"
+
+
+def key_names(prefix: str, key_digest: str) -> dict[str, str]:
+    """The Redis key of each of :data:`PARTS` for one cache key."""
+    return {part: f"{prefix}:{part}:{key_digest}" for part in PARTS}
+
+
+def milliseconds(seconds: float) -> int:
+    """A Redis expiry in whole milliseconds, at least 1 (``PX 0`` is an error)."""
+    return max(1, int(seconds * 1000))
+
+
+# -- entries ----------------------------------------------------------------------------
+
+def encode_entry(text: str, tokens: int | None, encoding: str | None,
+                 meta: dict[str, Any]) -> bytes:
+    """The stored form of a value: UTF-8 JSON, lone surrogates kept as counted."""
+    return json.dumps({"format": FORMAT, "text": text, "tokens": tokens,
+                       "encoding": encoding, "meta": meta},
+                      ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def decode_entry(raw: object, max_bytes: int) -> tuple[CountedText, dict[str, Any]]:
+    """The text (with its stored count) and metadata of a stored value.
+
+    Raises:
+        _Garbage: anything :func:`encode_entry` did not make, or over ``max_bytes``
+            (bytes, or characters for a str).
+    """
+    if not isinstance(raw, (bytes, str)) or len(raw) > max_bytes:
+        raise _Garbage("a stored value that is too large or not bytes")
+    try:
+        return _fields(json.loads(raw.decode("utf-8", "surrogatepass")
+                                  if isinstance(raw, bytes) else raw))
+    except Exception:
+        raise _Garbage("a stored value that does not decode") from None
+
+
+def _fields(data: object) -> tuple[CountedText, dict[str, Any]]:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError("unknown format")
+    text, count, encoding = data["text"], data["tokens"], data["encoding"]
+    meta = data.get("meta") or {}
+    if not isinstance(text, str) or not text or not isinstance(meta, dict):
+        raise ValueError("bad fields")
+    if not (count is None or (type(count) is int and count >= 0)):
+        raise ValueError("bad count")
+    if not (encoding is None or isinstance(encoding, str)):
+        raise ValueError("bad encoding")
+    return CountedText(text, token_count=count, token_encoding=encoding), meta
+
+
+# -- failure markers ----------------------------------------------------------------------
+
+def failure_marker(token: str, reason: str) -> str:
+    """What a lease owner whose load failed leaves for its waiters."""
+    return json.dumps({"token": token, "reason": reason})
+
+
+def marker_reason(raw: str | bytes, holder: bytes) -> str | None:
+    """The reason in a failure marker, if the lease ``holder`` a waiter saw wrote it.
+
+    A marker from another owner (an earlier one) is None: not this load's failure.
+
+    Raises:
+        _Garbage: not a marker :func:`failure_marker` made.
+    """
+    try:
+        data = json.loads(raw)
+        token, reason = data["token"], data["reason"]
+    except Exception:
+        raise _Garbage("a failure marker that does not decode") from None
+    if not isinstance(token, str) or not isinstance(reason, str):
+        raise _Garbage("a failure marker that does not decode")
+    return reason if token.encode() == holder else None
+
+
+# -- the circuit ----------------------------------------------------------------------------
+
+class Circuit:
+    """Open after a connection failure; lets calls try Redis again after ``retry_after``."""
+
+    def __init__(self, retry_after: float, clock: Callable[[], float]) -> None:
+        self.retry_after = retry_after
+        self.clock = clock
+        self.opened_at: float | None = None
+        self.reason: str | None = None
+
+    def allows(self) -> bool:
+        return self.opened_at is None or self.clock() - self.opened_at >= self.retry_after
+
+    def failed(self, reason: str) -> None:
+        if self.opened_at is None:
+            logger.warning("shared cache unavailable, using in-process caches for %gs: %s",
+                           self.retry_after, reason)
+        self.opened_at = self.clock()
+        self.reason = reason
+
+    def succeeded(self) -> None:
+        if self.opened_at is not None:
+            logger.info("shared cache reachable again")
+        self.opened_at = None
+        self.reason = None

@@ -1,0 +1,219 @@
+"""The HTTP provider's request, pure: checking it, building it, and the redirect policy.
+
+:class:`~lionctx.providers.HttpContextProvider` does the I/O (the client, the host
+check before each hop, the capped body); this module decides, without any I/O:
+
+* what may be requested at all (:func:`target_problem`, :func:`check_url`), the
+  method (:func:`check_method`), the headers (:func:`check_headers`: RFC 9110 names,
+  values httpx can send) and the body (:func:`encode_body`: JSON for a dict or list);
+* which strings are secrets to scrub from every message (:func:`url_secrets`, and
+  what :func:`check_headers` returns): header values, the URL's password or token,
+  its query values;
+* the headers sent (:func:`wire_headers`: only the encodings the provider decodes);
+* where a redirect goes (:func:`redirect_target`) and what the next hop sends
+  (:func:`after_redirect`): 303 (and 301/302 after a POST) become GET without a
+  body; a hop to another origin drops the caller's headers.
+
+Error messages say what is wrong with a header value, never what it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .._exceptions import HttpFetchError
+from . import _decode
+from ._hosts import url_host, url_port
+from ._redact import MIN_SECRET, query_secrets
+
+if TYPE_CHECKING:  # pragma: no cover
+    import httpx
+
+__all__ = ["Origin", "after_redirect", "check_headers", "check_method", "check_url",
+           "default_name", "encode_body", "origin", "redirect_target", "target_problem",
+           "url_secrets", "wire_headers"]
+
+# Matched whole (fullmatch): a "$" would also accept a trailing line break.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
+# What httpx can send as a header value: visible ASCII, spaces and tabs. Anything else
+# fails mid-request with the value in the error message, so it is refused up front.
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+#: Headers that describe a body; they go when a redirect drops the body.
+_BODY_HEADERS = frozenset({"content-type", "content-length"})
+
+#: ``(scheme, host, port)`` as the host check sees them.
+Origin = tuple[str, str, int]
+
+
+def default_name(url: str | httpx.URL) -> str:
+    """The name of an ``HttpContextProvider`` built without one: ``host[:port]/path``.
+
+    The host as it goes on the wire (lower case, IDNA, IPv6 in brackets), the port
+    only when the URL names a non-default one, the path as sent without a trailing
+    slash; never the scheme, user info, query string or fragment:
+    ``https://status.example.com/api/current?key=...`` is named
+    ``status.example.com/api/current``. The CLI names ``--http`` sources with it.
+    Two providers for the same host and path get the same name: give one ``name=``.
+    """
+    import httpx
+
+    parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
+    if not parsed.raw_host:
+        return "http"  # not an absolute URL: the provider refuses it anyway
+    port = f":{parsed.port}" if parsed.port else ""
+    path = parsed.raw_path.split(b"?", 1)[0].decode("ascii", "replace").rstrip("/")
+    return f"{url_host(parsed)}{port}{path}" or "http"
+
+
+# -- checking what a provider is built with -------------------------------------------------
+
+def target_problem(url: httpx.URL) -> str | None:
+    """Why ``url`` cannot be requested at all, or ``None``."""
+    if url.scheme not in ("http", "https"):
+        return f"a {url.scheme!r} URL (only http and https)"
+    if not url.raw_host:
+        return "a URL without a host"
+    return None
+
+
+def check_url(url: object) -> httpx.URL:
+    """``url`` parsed; an http(s) URL with a host, else TypeError or ValueError."""
+    import httpx
+
+    if not isinstance(url, (str, httpx.URL)):
+        raise TypeError(f"url must be a str, got {type(url).__name__}")
+    try:
+        parsed = httpx.URL(url)
+    except Exception:
+        raise ValueError("url is not a valid URL") from None
+    problem = target_problem(parsed)
+    if problem is not None:
+        raise ValueError(f"url must be an http or https URL with a host, got {problem}")
+    return parsed
+
+
+def url_secrets(url: httpx.URL) -> list[str]:
+    """The URL's password (or a user name alone: a token) and its query values."""
+    found: list[str] = []
+    if url.userinfo:
+        # As written (percent-encoded, as httpx logs it) and decoded; a user name
+        # alone ("https://TOKEN@host") is a token.
+        raw = url.userinfo.decode("ascii", "replace")
+        user, _, password = raw.partition(":")
+        for secret in (password, url.password) if password else (user, url.username):
+            if len(secret) >= MIN_SECRET:
+                found.append(secret)
+    found.extend(query_secrets(url.query.decode("ascii", "replace")))
+    return found
+
+
+def check_method(method: object) -> str:
+    """An HTTP method name, upper-cased."""
+    if not isinstance(method, str) or not _TOKEN.fullmatch(method):
+        raise ValueError(f"method must be an HTTP method name such as 'GET', got {method!r}")
+    return method.upper()
+
+
+def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
+    """The headers as a dict, and the secrets in their values (whole and word by word)."""
+    if headers is None:
+        return {}, []
+    if not isinstance(headers, Mapping):
+        raise TypeError(f"headers must be a mapping of str to str, got "
+                        f"{type(headers).__name__}")
+    out: dict[str, str] = {}
+    found: list[str] = []
+    for key, value in headers.items():
+        if not isinstance(key, str) or not _TOKEN.fullmatch(key):
+            raise ValueError(f"headers: {key!r} is not a valid header name")
+        # Values are secrets: say what is wrong, never what they are.
+        if not isinstance(value, str):
+            raise TypeError(f"headers[{key!r}] must be a str, got {type(value).__name__}")
+        if not _HEADER_VALUE.fullmatch(value):
+            raise ValueError(f"headers[{key!r}] must be printable ASCII: no line breaks, "
+                             f"control or non-ASCII characters")
+        out[key] = value
+        if len(value.strip()) >= MIN_SECRET:
+            found.append(value.strip())
+            # "Bearer abc...": the token alone is as secret as the whole value
+            found.extend(p for p in value.split() if len(p) >= MIN_SECRET)
+    return out, found
+
+
+def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None, dict[str, str]]:
+    """The body's bytes, and the headers with a JSON content type when it is JSON
+    and they set none."""
+    if body is None:
+        return None, dict(headers)
+    if isinstance(body, str):
+        return body.encode("utf-8"), dict(headers)
+    if isinstance(body, bytes):
+        return body, dict(headers)
+    if isinstance(body, (Mapping, list)):
+        try:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"body could not be sent as JSON: {exc}") from None
+        if any(k.lower() == "content-type" for k in headers):
+            return data, dict(headers)
+        return data, {**headers, "Content-Type": "application/json"}
+    raise TypeError(f"body must be a str, bytes, dict, list or None, got "
+                    f"{type(body).__name__}")
+
+
+# -- each hop ---------------------------------------------------------------------------------
+
+def wire_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """What is sent: ``headers``, asking for only the encodings the provider decodes.
+
+    httpx would add ``br`` or ``zstd`` when their packages are installed; a caller's
+    own ``Accept-Encoding`` is kept.
+    """
+    if any(k.lower() == "accept-encoding" for k in headers):
+        return dict(headers)
+    return {**headers, "Accept-Encoding": _decode.ACCEPT_ENCODING}
+
+
+def origin(url: httpx.URL) -> Origin:
+    """``(scheme, host, port)`` of ``url``, the host as it goes on the wire."""
+    return url.scheme, url_host(url), url_port(url)
+
+
+def redirect_target(url: httpx.URL, location: str) -> httpx.URL:
+    """Where a redirect from ``url`` to ``location`` goes; HttpFetchError if nowhere
+    an http provider may go."""
+    try:
+        nxt = url.join(location)
+    except Exception:
+        raise HttpFetchError("refused: redirect to an invalid URL") from None
+    problem = target_problem(nxt)
+    if problem is not None:
+        raise HttpFetchError(f"refused: redirect to {problem}")
+    return nxt
+
+
+def after_redirect(
+    status: int,
+    method: str,
+    content: bytes | None,
+    headers: Mapping[str, str],
+    first: Origin,
+    nxt: Origin,
+) -> tuple[str, bytes | None, dict[str, str]]:
+    """The next hop's method, body and headers after a ``status`` redirect.
+
+    303, and 301/302 after a POST, become GET (HEAD stays HEAD) without the body
+    and its headers; 307/308 keep all three. A hop to an origin other than the
+    ``first`` one sends none of the caller's headers: they were meant for it.
+    """
+    out = dict(headers)
+    if status == 303 or (status in (301, 302) and method == "POST"):
+        method = "GET" if method != "HEAD" else method
+        content = None
+        out = {k: v for k, v in out.items() if k.lower() not in _BODY_HEADERS}
+    if nxt != first:
+        out = {}
+    return method, content, out
