@@ -10,13 +10,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lionctx.context import RunContext
+    from lionctx._context import RunContext
     from lionctx.resolve import Resolution, resolve_context, resolve_context_providers
 
-    from .agent import Agent, InstructionContext, RunResult
-    from .models import OpenAIChatModel, openai
-    from .protocol import ContextProvider
-    from .providers import (
+    from ._agent import Agent, InstructionContext, RunResult
+    from ._models import OpenAIChatModel, openai
+    from ._protocol import ContextProvider
+    from ._providers import (
         CachedContextProvider,
         DatabaseContextProvider,
         FilesystemContextProvider,
@@ -30,23 +30,23 @@ if TYPE_CHECKING:  # pragma: no cover
 # name -> (module, attribute), imported on first access: ``import agentium_compat``
 # stays as cheap as importing a package.
 _LAZY = {
-    "RunContext": ("lionctx.context", "RunContext"),
+    "RunContext": ("lionctx._context", "RunContext"),
     "Resolution": ("lionctx.resolve", "Resolution"),
     "resolve_context": ("lionctx.resolve", "resolve_context"),
     "resolve_context_providers": ("lionctx.resolve", "resolve_context_providers"),
     "resolveContext": ("lionctx.resolve", "resolve_context"),
     "resolveContextProviders": ("lionctx.resolve", "resolve_context_providers"),
-    "Agent": ("agentium_compat.agent", "Agent"),
-    "InstructionContext": ("agentium_compat.agent", "InstructionContext"),
-    "RunResult": ("agentium_compat.agent", "RunResult"),
-    "OpenAIChatModel": ("agentium_compat.models", "OpenAIChatModel"),
-    "openai": ("agentium_compat.models", "openai"),
-    "ContextProvider": ("agentium_compat.protocol", "ContextProvider"),
-    "CachedContextProvider": ("agentium_compat.providers", "CachedContextProvider"),
-    "DatabaseContextProvider": ("agentium_compat.providers", "DatabaseContextProvider"),
-    "FilesystemContextProvider": ("agentium_compat.providers", "FilesystemContextProvider"),
-    "HttpContextProvider": ("agentium_compat.providers", "HttpContextProvider"),
-    "SourceUnavailable": ("agentium_compat.providers", "SourceUnavailable"),
+    "Agent": ("agentium_compat._agent", "Agent"),
+    "InstructionContext": ("agentium_compat._agent", "InstructionContext"),
+    "RunResult": ("agentium_compat._agent", "RunResult"),
+    "OpenAIChatModel": ("agentium_compat._models", "OpenAIChatModel"),
+    "openai": ("agentium_compat._models", "openai"),
+    "ContextProvider": ("agentium_compat._protocol", "ContextProvider"),
+    "CachedContextProvider": ("agentium_compat._providers", "CachedContextProvider"),
+    "DatabaseContextProvider": ("agentium_compat._providers", "DatabaseContextProvider"),
+    "FilesystemContextProvider": ("agentium_compat._providers", "FilesystemContextProvider"),
+    "HttpContextProvider": ("agentium_compat._providers", "HttpContextProvider"),
+    "SourceUnavailable": ("agentium_compat._providers", "SourceUnavailable"),
 }
 
 
@@ -60,7 +60,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(__all__)
 
 
 __all__ = [

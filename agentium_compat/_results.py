@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lionctx.context import RunContext
-from lionctx.models.base import ChatResponse
+from lionctx._context import RunContext
+from lionctx.models._base import ChatResponse
 from lionctx.resolve import Resolution
 
 __all__ = ["InstructionContext", "Instructions", "RunResult"]

@@ -15,7 +15,6 @@ Run: ``python -m benchmarks.bench_core``.
 from __future__ import annotations
 
 import anyio
-
 from lionctx import ContextProviderRegistry, count_tokens, resolve_context
 
 from .common import Row, best_of, format_table, machine_line, row

@@ -32,10 +32,11 @@ import time
 from typing import Any
 
 import anyio
-
-from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context
-from lionctx.messages import system_message  # noqa: F401  (import cost paid up front)
-from lionctx.render import join_tagged, tag_block
+from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context, tag_block
+from lionctx.testing import (
+    join_tagged,
+    system_message,  # noqa: F401  (import cost paid up front)
+)
 
 from .common import Row, best_cpu_of, best_of_each, format_table, machine_line, row
 

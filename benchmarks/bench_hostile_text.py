@@ -12,7 +12,6 @@ Run: ``python -m benchmarks.bench_hostile_text``.
 from __future__ import annotations
 
 import anyio
-
 from lionctx import ContextProviderRegistry, resolve_context
 
 from .common import Row, best_of, format_table, machine_line, row

@@ -24,8 +24,8 @@ import gc
 import time
 
 import anyio
-
-from lionctx import ContextProviderRegistry, telemetry
+from lionctx import ContextProviderRegistry
+from lionctx.testing import telemetry
 
 from .common import Row, format_table, machine_line, row
 

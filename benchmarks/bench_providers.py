@@ -34,7 +34,6 @@ from typing import Any
 
 import anyio
 import httpx
-
 from lionctx.providers import FilesystemContextProvider, HttpContextProvider
 from tests.providers.http_server import LoopbackServer
 

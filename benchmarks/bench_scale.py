@@ -22,10 +22,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
 import anyio
-
 from lionctx.cache import RedisCache
 from lionctx.providers import HttpContextProvider
-from lionctx.testing.redis_server import LocalRedisServer
+from lionctx.testing import LocalRedisServer
 from tests.providers.http_server import LoopbackServer
 
 from .common import Row, format_table, machine_line, row

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import anyio
-
 from lionctx import Branch, OpenAIChatModel
 from lionctx.providers import FilesystemContextProvider
 from lionctx.testing import LocalOpenAIServer, Reply

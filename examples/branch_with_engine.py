@@ -19,7 +19,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
-
 from lionctx import Branch, OpenAIChatModel
 from lionctx.testing import LocalOpenAIServer
 

@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 
 import anyio
-
 from lionctx import ContextProviderRegistry, RunContext, resolve_context
 
 

@@ -20,10 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
 import anyio
-
 from lionctx.cache import RedisCache
 from lionctx.providers import HttpContextProvider
-from lionctx.testing.redis_server import LocalRedisServer
+from lionctx.testing import LocalRedisServer
 
 
 class CountingServer(ThreadingHTTPServer):

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import anyio
-
 from agentium_compat import Agent, openai
 from lionctx.providers import (
     DatabaseContextProvider,

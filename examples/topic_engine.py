@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lionctx.engines import apply_select_context, engine_for_agent, list_context_engines
+from lionctx.engines import engine_for_agent, list_context_engines
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,9 +38,11 @@ def main() -> None:
 
     incoming = {"role": "user", "content": "How long should the pasta boil?"}
     request = [*HISTORY, incoming]
-    selected = apply_select_context(
-        engine, request, conversation_messages=HISTORY, incoming_message=incoming
-    )
+    # The hook a host calls before each model request (Branch and Agent call it for
+    # you, checked and time-bounded); None would mean "send the request unchanged".
+    selected = engine.select_context(
+        request, conversation_messages=HISTORY, incoming_message=incoming
+    ) or request
     print(f"request: {len(request)} messages -> sent: {len(selected)} messages")
     for message in selected:
         print(f"  {message['role']:>9}: {message['content']}")

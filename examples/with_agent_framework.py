@@ -7,10 +7,9 @@ bundled local echo server on 127.0.0.1).
 from __future__ import annotations
 
 import anyio
+import lionctx
 from agent_framework import Agent, tool
 from agent_framework.openai import OpenAIChatCompletionClient
-
-import lionctx
 from lionctx.integrations.agent_framework import LionctxContextProvider
 from lionctx.testing import LocalOpenAIServer, Reply
 

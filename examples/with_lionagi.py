@@ -11,9 +11,8 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from lionagi import Branch, iModel
-
 import lionctx
+from lionagi import Branch, iModel
 from lionctx import SqliteContextProvider
 from lionctx.integrations.lionagi import use_bundled_tokenizer
 from lionctx.testing import LocalOpenAIServer

@@ -8,12 +8,10 @@ OpenAI, is turned off).
 from __future__ import annotations
 
 import anyio
-from agents import (Agent, OpenAIChatCompletionsModel, Runner, function_tool,
-                    set_tracing_disabled)
-from openai import AsyncOpenAI
-
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
 from lionctx.integrations.openai_agents import context_instructions, report
 from lionctx.testing import LocalOpenAIServer, Reply
+from openai import AsyncOpenAI
 
 
 class OrderNotes:

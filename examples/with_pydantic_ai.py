@@ -7,12 +7,11 @@ local echo server on 127.0.0.1).
 from __future__ import annotations
 
 import anyio
+from lionctx.integrations.pydantic_ai import context_instructions
+from lionctx.testing import LocalOpenAIServer, Reply
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
-
-from lionctx.integrations.pydantic_ai import context_instructions
-from lionctx.testing import LocalOpenAIServer, Reply
 
 
 class OrderNotes:

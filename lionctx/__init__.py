@@ -35,20 +35,24 @@ from ._exceptions import (  # dependency-free, so eager
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .admission import Admission, Candidate, admit
+    from ._admission import Admission, Candidate, admit
+    from ._breaker import Breakers, BreakerSettings
+    from ._context import RunContext, bind_run_context, bound_run_context, coerce_run_context
+    from ._gather import ProviderCall
+    from ._outcome import Outcome, SourceUnavailable, Status
+    from ._render import escape_name, neutralize, render_lionagi, tag_block
+    from ._report import Report
+    from ._stability import CacheBreak
+    from ._tokens import TokenizerDataError, count_tokens
     from .branch import Branch, ContextBlock, Instruction, OperateResult
-    from .breaker import Breakers, BreakerSettings
     from .cache import InProcessCache, RedisCache
-    from .context import RunContext, bind_run_context, bound_run_context, coerce_run_context
     from .engines import (
         ContextCompressor,
         ContextEngine,
         list_context_engines,
         register_context_engine,
     )
-    from .gather import ProviderCall
     from .models import ChatResponse, OpenAIChatModel
-    from .outcome import Outcome, SourceUnavailable, Status
     from .providers import (
         CachedContextProvider,
         ContextSource,
@@ -59,36 +63,34 @@ if TYPE_CHECKING:  # pragma: no cover
         SqliteContextProvider,
     )
     from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
-    from .render import escape_name, neutralize, render_lionagi, tag_block
     from .resolve import Resolution, resolve_context, resolve_context_providers
-    from .stability import CacheBreak
-    from .tokens import TokenizerDataError, count_tokens
 
 # name -> module that defines it, imported on first access
 _LAZY = {
-    "Admission": ".admission",
-    "Candidate": ".admission",
-    "admit": ".admission",
-    "RunContext": ".context",
-    "bind_run_context": ".context",
-    "bound_run_context": ".context",
-    "coerce_run_context": ".context",
-    "ProviderCall": ".gather",
-    "Outcome": ".outcome",
-    "SourceUnavailable": ".outcome",
-    "Status": ".outcome",
+    "Admission": "._admission",
+    "Candidate": "._admission",
+    "admit": "._admission",
+    "RunContext": "._context",
+    "bind_run_context": "._context",
+    "bound_run_context": "._context",
+    "coerce_run_context": "._context",
+    "ProviderCall": "._gather",
+    "Outcome": "._outcome",
+    "SourceUnavailable": "._outcome",
+    "Status": "._outcome",
     "ContextProvider": ".registry",
     "ContextProviderRegistry": ".registry",
     "ProviderReport": ".registry",
-    "escape_name": ".render",
-    "neutralize": ".render",
-    "render_lionagi": ".render",
-    "tag_block": ".render",
+    "Report": "._report",
+    "escape_name": "._render",
+    "neutralize": "._render",
+    "render_lionagi": "._render",
+    "tag_block": "._render",
     "Resolution": ".resolve",
     "resolve_context": ".resolve",
     "resolve_context_providers": ".resolve",
-    "TokenizerDataError": ".tokens",
-    "count_tokens": ".tokens",
+    "TokenizerDataError": "._tokens",
+    "count_tokens": "._tokens",
     "Branch": ".branch",
     "ContextBlock": ".branch",
     "Instruction": ".branch",
@@ -106,9 +108,9 @@ _LAZY = {
     "HttpContextProvider": ".providers",
     "ProvidedText": ".providers",
     "SqliteContextProvider": ".providers",
-    "BreakerSettings": ".breaker",
-    "Breakers": ".breaker",
-    "CacheBreak": ".stability",
+    "BreakerSettings": "._breaker",
+    "Breakers": "._breaker",
+    "CacheBreak": "._stability",
     "InProcessCache": ".cache",
     "RedisCache": ".cache",
 }
@@ -124,7 +126,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(__all__)
 
 
 __version__ = "0.1.0"
@@ -169,6 +171,7 @@ __all__ = [
     "ProviderCall",
     "ProviderReport",
     "RedisCache",
+    "Report",
     "Resolution",
     "RunContext",
     "SharedCacheError",

@@ -31,7 +31,7 @@ The tree::
 Second bases are the built-ins callers caught before this module existed, so
 ``except ValueError`` around ``registry.timeout = -1`` and ``except RuntimeError``
 around a model call keep working. Each class is also importable from the module that
-defined it first (``from lionctx.outcome import SourceUnavailable``).
+defined it first (``from lionctx._outcome import SourceUnavailable``).
 
 This module imports nothing from lionctx, so any module can import it.
 """
@@ -107,7 +107,7 @@ class HttpFetchError(SourceUnavailable):
     """Why one request got no text. The message is already free of secrets.
 
     Raised inside the provider; ``retrieve`` passes the reason on as a plain
-    :class:`~lionctx.providers.base.SourceUnavailable`.
+    :class:`~lionctx.providers._base.SourceUnavailable`.
     """
 
 

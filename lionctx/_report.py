@@ -1,7 +1,7 @@
 """The one report of a pass, and the two faces' views of it.
 
 A pass ends in one :class:`Report`: every provider's final
-:class:`~lionctx.outcome.Outcome` in source order, the budget, the tokens kept and
+:class:`~lionctx._outcome.Outcome` in source order, the budget, the tokens kept and
 offered, the timing, the digests of the injected blocks and where the prompt-cache
 prefix broke. :func:`build_report` makes it from the gathered outcomes: admission
 decides, and a row whose decision changes becomes a new outcome. The gathered rows
@@ -14,7 +14,7 @@ Two thin views read it, each with its face's public shape:
 * :class:`Resolution` (agentium): the ``<context>`` string and its outcomes.
 
 Both expose the report as ``.report``. Text is rendered on demand by the one
-renderer (:mod:`lionctx.render`): as tags, or as LionAGI's fold.
+renderer (:mod:`lionctx._render`): as tags, or as LionAGI's fold.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Generic, Literal, TypeVar, overload
 
+from ._admission import admit_columns
+from ._outcome import Outcome, Status
+from ._render import kept_in_order, render_context, render_lionagi
+from ._stability import CacheBreak, Digests, compare, digest
 from ._types import Number
-from .admission import admit_columns
-from .outcome import Outcome, Status
-from .render import kept_in_order, render_context, render_lionagi
-from .stability import CacheBreak, Digests, compare, digest
 
 __all__ = ["ProviderReport", "Report", "Resolution", "build_report"]
 
@@ -120,7 +120,7 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
                  tokenizer_load_ms: float = 0.0) -> Report:
     """Admission over one pass's gathered ``outcomes``, then the report.
 
-    Every ``fired`` row goes through :func:`~lionctx.admission.admit_columns`
+    Every ``fired`` row goes through :func:`~lionctx._admission.admit_columns`
     (caps, then ``budget``); a row it skips is a new outcome
     (``skipped_cap``/``skipped_budget`` with the reason). With ``digests``, each
     kept block has its digest and the report says how its blocks compare with
@@ -284,7 +284,7 @@ class ProviderReport(_View):
         "pass in a process only; 0 afterwards).")
     cache_break: _Shown[CacheBreak | None] = _Shown(
         "The first block that differs from the previous pass's (a "
-        ":class:`~lionctx.stability.CacheBreak`), ``None`` when none does.")
+        ":class:`~lionctx._stability.CacheBreak`), ``None`` when none does.")
     prefix_stable: _Shown[bool | None] = _Shown(
         "The injected blocks are byte-identical to the previous pass's (``None`` on the "
         "first pass).")

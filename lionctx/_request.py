@@ -3,7 +3,7 @@
 :func:`build_request` is the one request builder behind ``Branch`` and the
 agentium ``Agent``: stored history, the turn's instruction and its tool rounds, as
 fresh copies without persistence-only fields, with the selected blocks rendered in
-through :mod:`lionctx.render` (tags or LionAGI's fold). :func:`selected_blocks`
+through :mod:`lionctx._render` (tags or LionAGI's fold). :func:`selected_blocks`
 turns a provider report into the blocks a request carries.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._messages import message_text, strip_persistence_fields, system_message
+from ._render import kept_in_order, render_lionagi, render_tagged
 from ._values import ContextBlock, Instruction, RenderMode
-from .messages import message_text, strip_persistence_fields, system_message
-from .render import kept_in_order, render_lionagi, render_tagged
 
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import ProviderReport

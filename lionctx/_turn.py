@@ -30,10 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ._request import build_request, selected_blocks
-from ._values import ContextBlock, Instruction, OperateResult, RenderMode, add_usage
-from .context import RunContext
-from .messages import (
+from ._context import RunContext
+from ._messages import (
     ensure_tool_call_uids,
     ensure_uid,
     message_text,
@@ -41,8 +39,10 @@ from .messages import (
     strip_persistence_fields,
     tool_message,
 )
-from .models.base import ChatResponse, ModelResponseError
-from .models.tools import ActionResponse, Tool, run_tool_call
+from ._request import build_request, selected_blocks
+from ._values import ContextBlock, Instruction, OperateResult, RenderMode, add_usage
+from .models._base import ChatResponse, ModelResponseError
+from .models._tools import ActionResponse, Tool, run_tool_call
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engines._session import EngineSession

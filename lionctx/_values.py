@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .models.base import ChatResponse
-from .models.tools import ActionResponse, Tool, as_tool
+from .models._base import ChatResponse
+from .models._tools import ActionResponse, Tool, as_tool
 
 __all__ = ["ContextBlock", "Instruction", "OperateResult", "RenderMode", "add_usage",
            "as_block", "as_instruction", "tools_by_name"]

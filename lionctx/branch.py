@@ -61,6 +61,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ._context import RunContext, coerce_run_context
+from ._messages import ensure_uid, system_message
 from ._request import build_request
 from ._task_local import TaskLocal
 from ._turn import Conversation, Turn, copy_messages
@@ -74,14 +76,12 @@ from ._values import (
     as_instruction,
     tools_by_name,
 )
-from .context import RunContext, coerce_run_context
-from .messages import ensure_uid, system_message
-from .models.base import ChatModel, ChatResponse
+from .models._base import ChatModel, ChatResponse
 from .registry import ContextProviderRegistry, ProviderReport
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .engines._base import ContextEngine
     from .engines._session import EngineSession
-    from .engines.base import ContextEngine
 
 __all__ = ["Branch", "ContextBlock", "Instruction", "OperateResult", "RenderMode"]
 
@@ -139,7 +139,7 @@ class Branch:
         if not isinstance(inject_systemless, bool):
             raise TypeError(f"inject_systemless must be a bool, got {inject_systemless!r}")
         if model is None:
-            from .models.openai_chat import OpenAIChatModel
+            from .models._openai_chat import OpenAIChatModel
 
             model = OpenAIChatModel()
         elif not callable(getattr(model, "complete", None)):

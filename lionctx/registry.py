@@ -6,7 +6,7 @@ provider, per-provider caps then a greedy priority budget, blocks in registratio
 order, six accumulating ``stats`` counters, writeback after ``operate`` actions.
 
 Beyond LionAGI, without changing its five report lists: every report also carries
-one :class:`~lionctx.outcome.Outcome` per provider (status, reason, tokens, duration),
+one :class:`~lionctx._outcome.Outcome` per provider (status, reason, tokens, duration),
 the budget and the tokens used (:class:`ProviderReport` is a view of the one
 :class:`~lionctx._report.Report`, its ``report``); a registry can opt into
 concurrent retrieval, a per-provider timeout and a deadline; values that could only
@@ -23,17 +23,17 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Protocol, runtime_checkable
 
-from . import production as _p13  # issue 13: breakers, dedupe, traces
+from . import _production as _p13  # issue 13: breakers, dedupe, traces
+from ._adapters import provide_invoker, provider_name
+from ._breaker import Breakers, BreakerSettings, coerce_breakers
 from ._exceptions import InvalidType
+from ._gather import Observer, ProviderCall, gather
+from ._outcome import Outcome, Status
 from ._policy import Policy, check_max_chars, check_number, check_seconds
+from ._render import tag_block
 from ._report import ProviderReport, Report, build_report
+from ._tokens import TokenCounter, resolve_counter
 from ._types import Number
-from .adapters import provide_invoker, provider_name
-from .breaker import Breakers, BreakerSettings, coerce_breakers
-from .gather import Observer, ProviderCall, gather
-from .outcome import Outcome, Status
-from .render import tag_block
-from .tokens import TokenCounter, resolve_counter
 
 __all__ = ["ContextProvider", "ContextProviderRegistry", "ProviderReport"]
 
@@ -75,8 +75,8 @@ class ContextProviderRegistry:
     characters; ``register`` can override it): longer text is skipped uncounted.
 
     Production (issue 13): ``breaker`` (default ``True``) gives each provider a
-    circuit breaker (see :mod:`lionctx.breaker`; ``False`` turns them off, a
-    :class:`~lionctx.breaker.BreakerSettings` or :class:`~lionctx.breaker.Breakers`
+    circuit breaker (see :mod:`lionctx._breaker`; ``False`` turns them off, a
+    :class:`~lionctx._breaker.BreakerSettings` or :class:`~lionctx._breaker.Breakers`
     configures them); ``dedupe=True`` skips a block whose text an earlier provider
     of the same pass returned. Every report carries ``prefix_stable`` and
     ``cache_break`` against this registry's previous pass (``digests=False``: no
@@ -314,7 +314,7 @@ class ContextProviderRegistry:
         entries = self._entries
         history = None
         if getattr(branch, "dedupe_history", False):
-            from .messages import message_text
+            from ._messages import message_text
 
             history = [message_text(m) for m in getattr(branch, "messages", ())
                        if m.get("role") != "system"]

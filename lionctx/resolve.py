@@ -2,7 +2,7 @@
 
 Every provider's ``fetch(query, ctx)`` runs concurrently with allSettled semantics:
 one that raises, times out or returns ``None``/``""`` is left out, the others are
-each wrapped in ``<context name="...">`` tags (see :mod:`lionctx.render` for the
+each wrapped in ``<context name="...">`` tags (see :mod:`lionctx._render` for the
 escaping) and joined with a blank line in the order of the ``providers`` list, never
 in completion order. Nothing returned gives ``""``.
 
@@ -19,18 +19,18 @@ from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
 
-from . import production as _p13  # issue 13: breakers, dedupe, traces
+from . import _production as _p13  # issue 13: breakers, dedupe, traces
+from ._adapters import fetch_invoker, provider_name
+from ._breaker import DEFAULT_BREAKERS, coerce_breakers
+from ._context import coerce_run_context
 from ._exceptions import InvalidType
+from ._gather import TAG_FRAME, Observer, ProviderCall, gather
+from ._outcome import Outcome
 from ._policy import Policy, check_number
+from ._render import tag_block
 from ._report import Resolution, build_report
+from ._tokens import TokenCounter, resolve_counter
 from ._types import Number
-from .adapters import fetch_invoker, provider_name
-from .breaker import DEFAULT_BREAKERS, coerce_breakers
-from .context import coerce_run_context
-from .gather import TAG_FRAME, Observer, ProviderCall, gather
-from .outcome import Outcome
-from .render import tag_block
-from .tokens import TokenCounter, resolve_counter
 
 __all__ = ["Resolution", "resolve_context", "resolve_context_providers"]
 
@@ -55,7 +55,7 @@ async def resolve_context(
 ) -> Resolution:
     """Resolve ``providers`` for ``query`` and return the string with its outcomes.
 
-    ``ctx`` is a :class:`~lionctx.context.RunContext`, or any mapping or object shaped
+    ``ctx`` is a :class:`~lionctx._context.RunContext`, or any mapping or object shaped
     like one (snake_case or camelCase keys); providers receive a RunContext.
     ``timeout`` and ``deadline`` are seconds. With ``budget``, blocks are admitted
     greedily in list order until the budget (tokens of the tagged blocks) is spent.
@@ -65,7 +65,7 @@ async def resolve_context(
 
     Production options: ``breaker`` (``True``, the default: the
     process-wide circuit breakers, one per provider instance; ``False``: off; or a
-    :class:`~lionctx.breaker.Breakers` / :class:`~lionctx.breaker.BreakerSettings`),
+    :class:`~lionctx._breaker.Breakers` / :class:`~lionctx._breaker.BreakerSettings`),
     ``dedupe=True`` (the same text from two providers is injected once), ``previous``
     (the previous turn's :class:`Resolution`: the result then says whether the text
     is byte-identical to it and, if not, which block changed first), ``history``
@@ -116,7 +116,7 @@ def _volatile(provider: Any) -> bool:
 
 
 def _untagged(outcome: Outcome) -> str:
-    from .dedupe import untag
+    from ._dedupe import untag
 
     return untag(outcome.name, outcome.text or "", tag_block)
 

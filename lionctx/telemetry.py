@@ -3,7 +3,7 @@
 Without ``opentelemetry-api`` installed nothing here imports it and a pass pays one
 cached boolean check. With it, every pass is recorded after it ends:
 
-* a ``lionctx.gather`` span (kind INTERNAL) under the caller's current span, with
+* a ``lionctx._gather`` span (kind INTERNAL) under the caller's current span, with
   the face, the budget, the tokens used, the provider count and, when the injected
   prefix changed since the previous turn, the cache break;
 * one ``lionctx.provider`` child span per provider, placed where the provider ran
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .outcome import Outcome, Status
+from ._outcome import Outcome, Status
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._report import Report

@@ -13,7 +13,7 @@ provider.
 
 For TTL tests, :class:`FakeClock` is a clock the test moves by hand and
 :class:`ClockedCache` a cache backend (what ``cache=`` takes) whose in-process
-:class:`~lionctx.providers.cache.FlightCache` reads that clock, so "after the TTL"
+:class:`~lionctx.providers._cache.FlightCache` reads that clock, so "after the TTL"
 is one ``clock.advance(...)`` instead of a sleep on the real clock.
 """
 
@@ -22,8 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-
-from lionctx.providers.cache import FlightCache
+from lionctx.providers import FlightCache
 
 __all__ = ["ClockedCache", "FakeClock", "Fetch", "FetchRaising", "Raising", "SlowFetch",
            "Static", "WithWriteback"]
@@ -143,7 +142,7 @@ class ClockedCache:
     """The in-process cache backend, reading ``clock`` instead of the real one.
 
     Binds exactly as lionctx's default backend does (one
-    :class:`~lionctx.providers.cache.FlightCache` per provider, with the provider's
+    :class:`~lionctx.providers._cache.FlightCache` per provider, with the provider's
     TTL, size and ``stale_on_error``), plus ``timer=clock``.
     """
 

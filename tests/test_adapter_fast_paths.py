@@ -6,19 +6,12 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-
-from lionctx.adapters import (
-    call_fetch,
-    fetch_invoker,
-    fetch_method,
-    provider_name,
-    retrieve_method,
-)
-from lionctx.providers.base import ContextSource
+from lionctx.providers import ContextSource
+from lionctx.testing import call_fetch, fetch_invoker, fetch_method, provider_name, retrieve_method
 
 
 def plain_name(provider, explicit=None, *, agentium=False):
-    from lionctx._text import make_encodable
+    from lionctx.testing import make_encodable
 
     if explicit:
         return make_encodable(explicit)[0]

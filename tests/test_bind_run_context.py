@@ -5,15 +5,18 @@ from __future__ import annotations
 import sqlite3
 
 import anyio
+import lionctx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-import lionctx
-from lionctx import RunContext, SqliteContextProvider, bind_run_context, bound_run_context
-from lionctx._threads import run_in_worker
-from lionctx.adapters import run_context_from_branch
-from lionctx.context import coerce_run_context, context_value
+from lionctx import (
+    RunContext,
+    SqliteContextProvider,
+    bind_run_context,
+    bound_run_context,
+    coerce_run_context,
+)
+from lionctx.testing import context_value, run_context_from_branch, run_in_worker
 
 
 def test_binds_for_the_block_only_and_nests():

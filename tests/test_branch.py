@@ -11,13 +11,19 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from lionctx import Branch, ContextBlock, Instruction, OpenAIChatModel, count_tokens
-from lionctx.messages import PERSISTENCE_ONLY_FIELDS, is_uid
+from lionctx import (
+    Branch,
+    ContextBlock,
+    Instruction,
+    OpenAIChatModel,
+    Status,
+    count_tokens,
+    render_lionagi,
+    tag_block,
+)
 from lionctx.models import ActionResponse, ModelResponseError
-from lionctx.outcome import Status
-from lionctx.render import render_lionagi, tag_block
-from lionctx.testing import ECHO_LABEL, Reply
+from lionctx.testing import ECHO_LABEL, PERSISTENCE_ONLY_FIELDS, Reply, is_uid
+
 from tests.fakes import Raising, Static, WithWriteback
 
 SYSTEM = "You are helpful."
@@ -61,15 +67,15 @@ def test_new_branch_has_no_registry_and_no_report(model):
 def test_zero_provider_branch_builds_nothing_imports_no_tokenizer_runs_no_gather():
     code = textwrap.dedent("""
         import sys, anyio
-        import lionctx.gather
+        from lionctx.testing import gather_module, group_module, run_module
         from lionctx import Branch, OpenAIChatModel
         from lionctx.testing import LocalOpenAIServer
 
-        gather_file = lionctx.gather.__file__
+        engine_files = {m.__file__ for m in (gather_module, group_module, run_module)}
         calls = []
 
         def profile(frame, event, arg):
-            if event == "call" and frame.f_code.co_filename == gather_file:
+            if event == "call" and frame.f_code.co_filename in engine_files:
                 calls.append(frame.f_code.co_name)
 
         async def main(base_url):

@@ -16,26 +16,31 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from lionctx import Branch, Instruction, OpenAIChatModel
+from lionctx import Branch, Instruction, OpenAIChatModel, tag_block
 from lionctx.engines import (
     SUMMARY_MARKER,
     ContextCompressor,
     ContextEngine,
-    ThreadBridgeModel,
     clear_registered_context_engine,
     register_context_engine,
+)
+from lionctx.models import ModelResponseError
+from lionctx.testing import (
+    ECHO_LABEL,
+    PERSISTENCE_ONLY_FIELDS,
+    LocalOpenAIServer,
+    Reply,
+    ThreadBridgeModel,
+    is_uid,
+    new_uid,
     tool_pairing_problems,
 )
-from lionctx.messages import PERSISTENCE_ONLY_FIELDS, is_uid, new_uid
-from lionctx.models import ModelResponseError
-from lionctx.render import tag_block
-from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply
+
 from tests.engines.recording import Plain, Recorder
 from tests.fakes import Static
 
 SYSTEM = "You are helpful."
-HOST_LOG = "lionctx.engines.host"
+HOST_LOG = "lionctx.engines._host"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

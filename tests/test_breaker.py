@@ -9,9 +9,9 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lionctx import Breakers, BreakerSettings, ContextProviderRegistry, Status, resolve_context
+from lionctx.testing import CircuitBreaker, coerce_breakers
 
-from lionctx import ContextProviderRegistry, Status, resolve_context
-from lionctx.breaker import BreakerSettings, Breakers, CircuitBreaker, coerce_breakers
 from tests.providers.http_server import serve
 
 pytestmark = pytest.mark.anyio
@@ -384,13 +384,13 @@ def _unhealthy(board):
 
 
 def _failed_row(name, i):
-    from lionctx.outcome import Outcome
+    from lionctx import Outcome
 
     return Outcome(name, i, Status.FAILED, reason="down")
 
 
 def _fired_row(name, i):
-    from lionctx.outcome import Outcome
+    from lionctx import Outcome
 
     return Outcome(name, i, Status.FIRED, "x", 1)
 
@@ -439,7 +439,7 @@ def test_board_shortcuts_decide_as_a_plain_board(ops, weak):
                 for i in range(6):
                     ok = next(called)
                     if i in refused:
-                        from lionctx.breaker import skipped_outcome
+                        from lionctx.testing import skipped_outcome
                         rows.append(skipped_outcome(f"k{i}", i, refused[i]))
                     else:
                         rows.append(_fired_row(f"k{i}", i) if ok else _failed_row(f"k{i}", i))

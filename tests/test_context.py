@@ -1,8 +1,8 @@
 from types import SimpleNamespace
 
 import pytest
-
-from lionctx.context import RunContext, coerce_run_context, context_value
+from lionctx import RunContext, coerce_run_context
+from lionctx.testing import context_value
 
 
 def test_snake_and_camel_views():

@@ -9,14 +9,12 @@ import os
 import subprocess
 import sys
 
+import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import anyio
-
-from lionctx import resolve_context, stability
-from lionctx.render import tag_block
-from lionctx.stability import digest
+from lionctx import resolve_context, tag_block
+from lionctx.testing import stability_digest as digest
+from lionctx.testing import stability_module as stability
 
 
 def plain(text: str) -> str:
@@ -73,7 +71,7 @@ def test_the_memo_is_bounded(monkeypatch):
 def test_with_a_fixed_hash_seed_nothing_is_memoized():
     # A known seed lets anyone craft a text whose (length, hash) equals an earlier
     # block's: a memo would then call a changed prefix stable.
-    code = ("from lionctx import stability\n"
+    code = ("from lionctx.testing import stability_module as stability\n"
             "import hashlib\n"
             "d = stability.digest('some block')\n"
             "assert d == hashlib.blake2b(b'some block', digest_size=8).hexdigest()\n"

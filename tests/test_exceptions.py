@@ -16,12 +16,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import agentium_compat
+import lionctx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-import agentium_compat
-import lionctx
 from lionctx import ContextProviderRegistry, LionctxError, resolve_context
 
 # Internal control flow that never leaves its module (caught where it is raised).
@@ -117,22 +116,22 @@ def test_source_failures_keep_their_chain() -> None:
 
 
 @pytest.mark.parametrize("module, name", [
-    ("lionctx.outcome", "SourceUnavailable"),
+    ("lionctx._outcome", "SourceUnavailable"),
     ("lionctx.providers", "SourceUnavailable"),
-    ("lionctx.providers.base", "SourceUnavailable"),
+    ("lionctx.providers._base", "SourceUnavailable"),
     ("lionctx._threads", "WorkersExhausted"),
-    ("lionctx.providers.http", "HttpFetchError"),
+    ("lionctx.providers._http", "HttpFetchError"),
     ("lionctx.providers", "SharedFetchError"),
-    ("lionctx.providers.cache", "SharedFetchError"),
+    ("lionctx.providers._cache", "SharedFetchError"),
     ("lionctx.providers._decode", "DecodeError"),
     ("lionctx.providers._decode", "BodyTooLarge"),
-    ("lionctx.cache.redis_cache", "SharedCacheError"),
+    ("lionctx.cache._redis_cache", "SharedCacheError"),
     ("lionctx.engines", "PluginLoadError"),
-    ("lionctx.engines.loader", "PluginLoadError"),
+    ("lionctx.engines._loader", "PluginLoadError"),
     ("lionctx.models", "ModelError"),
-    ("lionctx.models.base", "ModelAuthError"),
-    ("lionctx.tokens", "TokenizerDataError"),
-    ("lionctx.cli.sources", "UsageError"),
+    ("lionctx.models._base", "ModelAuthError"),
+    ("lionctx._tokens", "TokenizerDataError"),
+    ("lionctx.cli._sources", "UsageError"),
     ("agentium_compat", "SourceUnavailable"),
 ])
 def test_old_import_paths_still_work(module: str, name: str) -> None:
@@ -156,15 +155,19 @@ def _resolve(*args: Any) -> Callable[[], None]:
 
 
 def _validators() -> list[Any]:
-    from lionctx._threads import set_max_threads
-    from lionctx.gather import validate_max_chars, validate_seconds
-    from lionctx.providers.base import (
+    from lionctx.testing import (
         check_count,
+        check_counter,
         check_duration,
+        check_limit,
         check_name,
+        check_number,
+        check_observer,
         check_path,
+        set_max_threads,
+        validate_max_chars,
+        validate_seconds,
     )
-    from lionctx._policy import check_counter, check_limit, check_number, check_observer
 
     reg = ContextProviderRegistry
     cases: list[tuple[str, Callable[[], Any], type[Exception]]] = [

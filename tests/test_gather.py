@@ -4,10 +4,8 @@ from functools import partial
 
 import anyio
 import pytest
-
-from lionctx import gather as gather_module
-from lionctx.gather import ProviderCall, gather, validate_seconds
-from lionctx.outcome import Status
+from lionctx import ProviderCall, Status
+from lionctx.testing import gather, group_module, validate_seconds
 
 pytestmark = pytest.mark.anyio
 
@@ -21,9 +19,9 @@ def spawner(request, monkeypatch):
     tasks (Python 3.11's default), a task per provider (3.12+, eagerly started
     there, and any pass with a limit), anyio's task group (trio, Python 3.10)."""
     if request.param == "anyio-taskgroup":
-        monkeypatch.setattr(gather_module, "_asyncio_taskgroup", lambda: None)
+        monkeypatch.setattr(group_module, "_asyncio_taskgroup", lambda: None)
     else:
-        monkeypatch.setattr(gather_module, "_RELAY", request.param == "relay")
+        monkeypatch.setattr(group_module, "_RELAY", request.param == "relay")
     return request.param
 
 
@@ -91,7 +89,7 @@ async def test_exceptions_are_contained_and_logged(caplog):
     async def boom():
         raise RuntimeError("kaput")
 
-    caplog.set_level(logging.WARNING, logger="lionctx.gather")
+    caplog.set_level(logging.WARNING, logger="lionctx._gather")
     out = await gather([call("bad", boom), call("good", returning("ok"))], counter=words)
     assert out[0].status is Status.FAILED
     assert out[0].error_type == "RuntimeError" and out[0].error == "kaput"
@@ -347,7 +345,7 @@ async def test_first_pass_loads_the_encoding_off_the_event_loop(monkeypatch):
     # providers running beside the first one to finish.
     import threading
 
-    from lionctx import tokens
+    from lionctx.testing import tokens_module as tokens
 
     monkeypatch.setattr(tokens, "_encodings", {})
     threads = []
@@ -380,12 +378,12 @@ async def test_exception_whose_str_raises_is_still_contained():
 
 
 async def test_expected_unavailability_is_logged_in_one_line(caplog):
-    from lionctx.outcome import SourceUnavailable
+    from lionctx import SourceUnavailable
 
     async def down():
         raise SourceUnavailable("HTTP 503 from http://127.0.0.1:1/status")
 
-    caplog.set_level(logging.WARNING, logger="lionctx.gather")
+    caplog.set_level(logging.WARNING, logger="lionctx._gather")
     out = await gather([call("status", down)], counter=words)
     assert out[0].status is Status.FAILED
     assert out[0].reason == "SourceUnavailable: HTTP 503 from http://127.0.0.1:1/status"
@@ -399,9 +397,9 @@ async def test_expected_unavailability_is_logged_in_one_line(caplog):
 @pytest.mark.parametrize("tagged", [False, True])
 async def test_a_warm_source_is_counted_once_and_gives_the_same_outcome(tagged, monkeypatch):
     from lionctx import count_tokens as real_count
+    from lionctx import tag_block
     from lionctx.providers import ProvidedText
-    from lionctx.render import tag_block
-    from lionctx.tokens import clear_token_cache, get_counter, get_encoding
+    from lionctx.testing import clear_token_cache, get_counter, get_encoding
 
     clear_token_cache()
     counter = get_counter()

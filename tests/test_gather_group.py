@@ -18,11 +18,9 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from lionctx import gather as gather_module
-from lionctx.gather import ProviderCall, gather
-from lionctx.outcome import Status
-from lionctx.tokens import get_counter
+from lionctx import ProviderCall, Status
+from lionctx.testing import gather, get_counter, group_module
+from lionctx.testing import gather_module as gather_module
 
 pytestmark = pytest.mark.anyio
 
@@ -36,9 +34,9 @@ def spawner(request, monkeypatch):
     tasks (Python 3.11's default), a task per provider (3.12+, eagerly started
     there, and any pass with a limit), anyio's task group (trio, Python 3.10)."""
     if request.param == "anyio-taskgroup":
-        monkeypatch.setattr(gather_module, "_asyncio_taskgroup", lambda: None)
+        monkeypatch.setattr(group_module, "_asyncio_taskgroup", lambda: None)
     else:
-        monkeypatch.setattr(gather_module, "_RELAY", request.param == "relay")
+        monkeypatch.setattr(group_module, "_RELAY", request.param == "relay")
     return request.param
 
 
@@ -96,8 +94,8 @@ def _rows(outcomes):
 def test_concurrent_outcomes_equal_sequential_ones(kinds, framed, cap, keep):
     """Same rows, same bytes, run one after another or together; and TAG_FRAME
     frames (and counts) exactly as ``partial(tag_block, name)`` does."""
-    from lionctx.gather import TAG_FRAME
-    from lionctx.render import tag_block
+    from lionctx import tag_block
+    from lionctx.testing import TAG_FRAME
 
     counter = get_counter()
 
@@ -290,7 +288,7 @@ async def test_an_instant_provider_is_done_when_its_task_is_made(spawner):
     if spawner == "anyio-taskgroup":
         pytest.skip("the lionctx group only")
     loop = asyncio.get_running_loop()
-    spawn = gather_module._spawner(loop)
+    spawn = group_module._spawner(loop)
 
     async def instant():
         return "x"
@@ -376,9 +374,9 @@ async def test_a_class_seen_suspending_gets_its_own_task_next_time(spawner, monk
     either way, and the hint is forgotten after a while."""
     if spawner != "relay":
         pytest.skip("the relay only")
-    monkeypatch.setattr(gather_module, "_SUSPENDS", {})
-    monkeypatch.setattr(gather_module, "_hint_age", 0)
-    monkeypatch.setattr(gather_module, "_HINT_PASSES", 3)
+    monkeypatch.setattr(group_module, "_SUSPENDS", {})
+    monkeypatch.setattr(group_module, "_hint_age", 0)
+    monkeypatch.setattr(group_module, "_HINT_PASSES", 3)
 
     class Waits:
         async def go(self):

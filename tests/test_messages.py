@@ -1,18 +1,17 @@
-"""lionctx.messages: message identity and the wire copy."""
+"""lionctx._messages: message identity and the wire copy."""
 
 import copy
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from lionctx.messages import (
+from lionctx.engines import message_text
+from lionctx.testing import (
     PERSISTENCE_ONLY_FIELDS,
     assistant_message,
     ensure_tool_call_uids,
     ensure_uid,
     is_uid,
-    message_text,
     new_uid,
     strip_persistence_fields,
     tool_message,

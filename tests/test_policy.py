@@ -4,12 +4,11 @@ bad values with the same errors, naming the value."""
 import math
 
 import pytest
+from agentium_compat import Agent
 from hypothesis import given
 from hypothesis import strategies as st
-
-from agentium_compat import Agent
 from lionctx import ContextProviderRegistry, InvalidType, InvalidValue, resolve_context
-from lionctx._policy import Policy
+from lionctx.testing import Policy
 
 BAD = [
     ("timeout", 0, InvalidValue), ("timeout", -1, InvalidValue),

@@ -8,8 +8,8 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from lionctx import ContextProvider, ContextProviderRegistry, ProviderReport, Status, count_tokens
+
 from tests.fakes import Raising, Static
 
 pytestmark = pytest.mark.anyio

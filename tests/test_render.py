@@ -3,18 +3,15 @@ import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from lionctx.outcome import Outcome, Status
-from lionctx.render import kept_in_order, render_context, render_tagged
-from lionctx.render import (
+from lionctx import Outcome, Status, escape_name, neutralize, render_lionagi, tag_block
+from lionctx.testing import (
     _READS_AS,
     OPENERS,
     _neutralize_walk,
-    escape_name,
     join_tagged,
-    neutralize,
-    render_lionagi,
-    tag_block,
+    kept_in_order,
+    render_context,
+    render_tagged,
 )
 
 # What a lenient reader (a model, a regex) would take for a context tag.

@@ -19,23 +19,24 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
 from lionctx import (
+    Breakers,
+    BreakerSettings,
+    CacheBreak,
     ContextProviderRegistry,
     Outcome,
     ProviderReport,
+    Report,
     Resolution,
     Status,
+    admit,
     resolve_context,
-    telemetry,
 )
-from lionctx._report import Report, build_report
-from lionctx.admission import admit
-from lionctx.breaker import Breakers, BreakerSettings
-from lionctx.stability import CacheBreak, digest
+from lionctx.testing import build_report, telemetry
+from lionctx.testing import stability_digest as digest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from .fakes import FakeClock
 
@@ -314,7 +315,7 @@ def test_build_report_leaves_its_inputs_alone_and_the_views_agree(
 
 
 def _candidate(o: Outcome) -> Any:
-    from lionctx.admission import Candidate
+    from lionctx import Candidate
 
     return Candidate(o.tokens, o.priority, o.max_tokens)
 

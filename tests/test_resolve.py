@@ -6,9 +6,15 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lionctx import (
+    RunContext,
+    Status,
+    count_tokens,
+    resolve_context,
+    resolve_context_providers,
+    tag_block,
+)
 
-from lionctx import RunContext, Status, count_tokens, resolve_context, resolve_context_providers
-from lionctx.render import tag_block
 from tests.fakes import Fetch
 
 pytestmark = pytest.mark.anyio
@@ -229,7 +235,7 @@ async def test_a_source_that_cannot_answer_is_failed_on_both_faces_and_none_from
 
 
 async def test_fetch_only_subclasses_and_third_party_providers_work_as_before():
-    from lionctx.adapters import call_fetch, retrieve_method
+    from lionctx.testing import call_fetch, retrieve_method
 
     _, _, old = _sources()
     assert retrieve_method(old) is None  # its fetch override is what it means

@@ -6,10 +6,17 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from lionctx import Branch, ContextProviderRegistry, Instruction, Status, resolve_context
-from lionctx.render import join_tagged, tag_block
-from lionctx.stability import CacheBreak, PrefixHistory, compare, digest, render_order
+from lionctx import (
+    Branch,
+    CacheBreak,
+    ContextProviderRegistry,
+    Instruction,
+    Status,
+    resolve_context,
+    tag_block,
+)
+from lionctx.testing import PrefixHistory, compare, join_tagged, render_order
+from lionctx.testing import stability_digest as digest
 
 pytestmark = pytest.mark.anyio
 

@@ -8,15 +8,14 @@ import textwrap
 
 import anyio
 import pytest
+from lionctx import Breakers, ContextProviderRegistry, SourceUnavailable, Status, resolve_context
+from lionctx.testing import telemetry
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-
-from lionctx import ContextProviderRegistry, SourceUnavailable, Status, resolve_context, telemetry
-from lionctx.breaker import Breakers
 
 pytestmark = pytest.mark.anyio
 
@@ -224,7 +223,7 @@ def test_without_otel_nothing_is_imported_and_passes_work(setup):
 
 
 def test_importing_lionctx_loads_no_opentelemetry_even_when_installed():
-    code = ("import sys, lionctx, agentium_compat, lionctx.telemetry, lionctx.production; "
+    code = ("import sys, lionctx, agentium_compat, lionctx.telemetry, lionctx._production; "
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)

@@ -9,10 +9,9 @@ from types import SimpleNamespace
 
 import anyio
 import pytest
+from agentium_compat import Agent
 from hypothesis import given
 from hypothesis import strategies as st
-
-from agentium_compat import Agent
 from lionctx import (
     Branch,
     ContextProviderRegistry,
@@ -21,13 +20,19 @@ from lionctx import (
     OpenAIChatModel,
     RunContext,
     SqliteContextProvider,
+    tag_block,
 )
-from lionctx._turn import Conversation, Turn, copy_messages
-from lionctx.engines import EngineSession
-from lionctx.messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx.models import ModelResponseError
-from lionctx.render import tag_block
-from lionctx.testing import Reply
+from lionctx.testing import (
+    PERSISTENCE_ONLY_FIELDS,
+    Conversation,
+    EngineSession,
+    Reply,
+    Turn,
+    copy_messages,
+    is_uid,
+)
+
 from tests.engines.recording import Recorder
 
 SYSTEM = "You are helpful."
@@ -257,7 +262,7 @@ async def test_operate_runs_user_and_engine_tools(server, model):
     def lookup(q: str) -> str:
         return f"result for {q}"
 
-    from lionctx._values import tools_by_name
+    from lionctx.testing import tools_by_name
 
     server.script(Reply.calling("lookup", {"q": "x"}, id="c1"),
                   Reply.calling("recall", {"query": "y"}, id="c2"), "done")

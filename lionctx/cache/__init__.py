@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import TEXT_CODEC, BoundCache, CacheBackend, Codec, InProcessCache, resolve_cache
-from .counted import CountedText, known_token_count, provided
+from ._base import TEXT_CODEC, BoundCache, CacheBackend, Codec, InProcessCache, resolve_cache
+from ._counted import CountedText, known_token_count, provided
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .redis_cache import RedisCache
+    from ._redis_cache import RedisCache
 
 __all__ = ["TEXT_CODEC", "BoundCache", "CacheBackend", "Codec", "CountedText",
            "InProcessCache", "RedisCache", "known_token_count", "provided", "resolve_cache"]
@@ -20,7 +20,11 @@ __all__ = ["TEXT_CODEC", "BoundCache", "CacheBackend", "Codec", "CountedText",
 
 def __getattr__(name: str) -> Any:
     if name == "RedisCache":
-        from .redis_cache import RedisCache
+        from ._redis_cache import RedisCache
 
         return RedisCache
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -12,7 +12,7 @@
 * The lease's compare-and-delete / compare-and-renew scripts and :class:`Circuit`,
   which keeps calls off Redis for a while after a connection failure (clock injected).
 
-Nothing here talks to Redis; :mod:`lionctx.cache.redis_cache` does.
+Nothing here talks to Redis; :mod:`lionctx.cache._redis_cache` does.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from .._exceptions import SharedCacheError
-from .counted import CountedText
+from ._counted import CountedText
 
 __all__ = ["FORMAT", "KEY_VERSION", "NAMESPACE", "PARTS", "RELEASE", "RENEW", "Circuit",
            "decode_entry", "digest", "encode_entry", "failure_marker",
            "key_names", "key_prefix", "marker_reason", "milliseconds", "process_local"]
 
-logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
+logger = logging.getLogger("lionctx.cache._redis_cache")  # one logger for the shared cache
 
 KEY_VERSION = "v1"
 FORMAT = 1

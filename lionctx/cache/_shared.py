@@ -5,8 +5,8 @@ value; on a miss, one caller per process goes on, takes the key's lease (``SET N
 PX``) and loads, renewing the lease while it loads, then stores the value (or a
 failure marker) and releases the lease; everyone else polls for the outcome with
 backoff. Any Redis failure falls back to this process's
-:class:`~lionctx.providers.cache.FlightCache`. The steps are described in
-:mod:`lionctx.cache.redis_cache`; what is written (keys, entries, markers) is
+:class:`~lionctx.providers._cache.FlightCache`. The steps are described in
+:mod:`lionctx.cache._redis_cache`; what is written (keys, entries, markers) is
 :mod:`lionctx.cache._entries`'s.
 """
 
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._exceptions import SharedCacheError, SharedFetchError
+from ..providers._base import SourceUnavailable
 from ..providers._flight import FlightCache, Hit, Source, _Flight, lead_flight
-from ..providers.base import SourceUnavailable
+from ._base import Codec
 from ._entries import (
     _Garbage,
     decode_entry,
@@ -34,14 +35,13 @@ from ._entries import (
     milliseconds,
     process_local,
 )
-from .base import Codec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .redis_cache import RedisCache
+    from ._redis_cache import RedisCache
 
 __all__ = ["SharedCache"]
 
-logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
+logger = logging.getLogger("lionctx.cache._redis_cache")  # one logger for the shared cache
 
 
 class SharedCache:
@@ -334,7 +334,7 @@ async def _count(text: str) -> tuple[int | None, str | None]:
     loading it here would stall the event loop, and the lease, for most of a second.
     The value is then stored without a count, and a hit counts it as usual.
     """
-    from .. import tokens
+    from .. import _tokens as tokens
 
     if tokens.DEFAULT_ENCODING not in tokens._encodings:
         return None, None

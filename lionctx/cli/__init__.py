@@ -21,11 +21,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .resolve import DEFAULT_TIMEOUT, cmd_resolve
-from .sources import KINDS, UsageError, arg_type, one_line, parse_float, parse_int
-from .sources import ModifierAction as _ModifierAction
-from .sources import SourceAction as _SourceAction
-from .terminal import visible
+from ._resolve import DEFAULT_TIMEOUT, cmd_resolve
+from ._sources import KINDS, UsageError, arg_type, one_line, parse_float, parse_int
+from ._sources import ModifierAction as _ModifierAction
+from ._sources import SourceAction as _SourceAction
+from ._terminal import visible
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError",
            "build_parser", "main"]
@@ -243,3 +243,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return EXIT_OK
 
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,28 +1,28 @@
 """Context engines: the plugin slot that owns a session's compaction policy.
 
-:class:`ContextEngine` is the contract, :class:`ContextCompressor` the built-in
-engine, :mod:`.loader` picks and discovers engines, :mod:`.host` holds the calls a
-host (Branch, Agent) makes each turn (:class:`EngineSession` has them as methods),
-and :mod:`.identity` the message-uid helpers.
+This package exports the plugin contract and nothing else:
+
+* what an engine is: :class:`ContextEngine` (the hooks a host calls each turn, each
+  with a safe default) and :class:`ContextCompressor`, the built-in engine to use as is
+  or subclass, with its :data:`SUMMARY_MARKER` and :data:`FALLBACK_NOTE`;
+* helpers an engine's hooks use: :func:`message_text`, :func:`message_tokens`,
+  :func:`usage_counts`, :data:`DEFAULT_SELECT_TIMEOUT`;
+* how an engine is found and made: :class:`PluginContext` (what a plugin's
+  ``register(ctx)`` receives), :func:`register_context_engine`, the
+  :data:`ENTRY_POINT_GROUP`, :func:`list_context_engines` (:class:`EngineInfo` rows),
+  :func:`load_engine`, :func:`engine_for_agent`, :func:`clone_engine`,
+  :func:`resolve_context_engine`, :func:`load_config`, :func:`configured_engine_name`,
+  :class:`PluginLoadError`.
+
+How a host drives an engine through a turn (selection checks, time bounds, tool
+dispatch, compaction) is implementation: :class:`lionctx.Branch` and
+:class:`agentium_compat.Agent` do it through one private session object.
 """
 
-from ._session import EngineSession
-from .base import DEFAULT_SELECT_TIMEOUT, ContextEngine, overrides, usage_counts
-from .compressor import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, message_tokens
-from .host import (
-    ThreadBridgeModel,
-    after_response,
-    apply_select_context,
-    apply_select_context_async,
-    dispatch_engine_tool,
-    engine_tools,
-    maybe_compress,
-    notify_turn_complete,
-    selection_problem,
-    summary_model,
-    tool_pairing_problems,
-)
-from .loader import (
+from .._messages import message_text
+from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, usage_counts
+from ._compressor import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, message_tokens
+from ._loader import (
     DEFAULT_ENGINE,
     ENTRY_POINT_GROUP,
     EngineInfo,
@@ -46,34 +46,26 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "FALLBACK_NOTE",
     "SUMMARY_MARKER",
-    "ThreadBridgeModel",
     "ContextCompressor",
     "ContextEngine",
     "EngineInfo",
-    "EngineSession",
     "PluginContext",
     "PluginLoadError",
-    "after_response",
-    "apply_select_context",
-    "apply_select_context_async",
     "clear_registered_context_engine",
     "clone_engine",
     "configured_engine_name",
-    "dispatch_engine_tool",
     "engine_for_agent",
-    "engine_tools",
     "list_context_engines",
     "load_config",
     "load_engine",
-    "maybe_compress",
+    "message_text",
     "message_tokens",
-    "notify_turn_complete",
-    "overrides",
     "register_context_engine",
     "registered_context_engine",
     "resolve_context_engine",
-    "selection_problem",
-    "summary_model",
-    "tool_pairing_problems",
     "usage_counts",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -21,8 +21,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import usage_counts
-from .identity import PERSISTENCE_ONLY_FIELDS, UID_FIELD, is_uid, new_uid
+from ._base import usage_counts
+from ._identity import PERSISTENCE_ONLY_FIELDS, UID_FIELD, is_uid, new_uid
 
 __all__ = [
     "authority_problem",
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 # The host's logger: these lines read as the host's, as before the split.
-logger = logging.getLogger("lionctx.engines.host")
+logger = logging.getLogger("lionctx.engines._host")
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

@@ -6,7 +6,7 @@ fold into the new summary, the messages kept in the middle (the last user messag
 system messages) and the protected tail. It writes nothing, calls no model, and
 changes no state: the same messages and settings give the same plan. Writing the
 summary and assembling the new history is
-:meth:`~lionctx.engines.compressor.ContextCompressor.compress`'s.
+:meth:`~lionctx.engines._compressor.ContextCompressor.compress`'s.
 
 :func:`message_tokens` is the size the compressor measures a message by (what
 ``tokens`` counts in a plan).
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..tokens import TokenCounter, resolve_counter
+from .._tokens import TokenCounter, resolve_counter
 
 __all__ = ["CompactionPlan", "message_tokens", "plan_compaction", "role", "units"]
 

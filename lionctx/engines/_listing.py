@@ -3,7 +3,7 @@
 :func:`list_context_engines` reports, in resolution order, the built-in compressor, a
 registered engine, directory plugins and entry points; an engine shadowed by an
 earlier one of the same name (:func:`~lionctx.engines._discovery.shadowed_by`) is
-listed as unavailable. Resolving a name is :mod:`lionctx.engines.loader`'s.
+listed as unavailable. Resolving a name is :mod:`lionctx.engines._loader`'s.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ._base import engine_label
 from ._config import DEFAULT_ENGINE, ConfigArg, PathArg
 from ._config import context_section as _context_section
 from ._config import search_paths as _search_paths
@@ -26,7 +27,6 @@ from ._discovery import (
     shadowed_by,
 )
 from ._plugins import load_directory, load_entry_point, registered_context_engine
-from .base import engine_label
 
 __all__ = ["EngineInfo", "list_context_engines"]
 

@@ -1,6 +1,6 @@
 """Importing context-engine plugins and building their engines; registration.
 
-What a name resolves to is :mod:`lionctx.engines.loader`'s; finding plugins is
+What a name resolves to is :mod:`lionctx.engines._loader`'s; finding plugins is
 :mod:`lionctx.engines._discovery`'s. This module turns a found plugin into an engine:
 
 * :func:`import_plugin` imports a plugin directory as a real package under a unique
@@ -27,13 +27,13 @@ from types import ModuleType
 from typing import Any
 
 from .._exceptions import PluginLoadError
-from .base import ContextEngine, engine_label
+from ._base import ContextEngine, engine_label
 
 __all__ = ["PluginContext", "clear_registered_context_engine", "engine_from_module",
            "engine_from_object", "import_plugin", "load_directory", "load_entry_point",
            "module_name", "register_context_engine", "registered_context_engine"]
 
-logger = logging.getLogger("lionctx.engines.loader")  # one logger for engine loading
+logger = logging.getLogger("lionctx.engines._loader")  # one logger for engine loading
 
 #: Guards the registration and the per-process caches (plugins may load from threads).
 lock = threading.RLock()

@@ -17,13 +17,13 @@ from typing import Any
 
 import anyio
 
+from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
 from ._checks import checked_selection
-from .base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
 
 __all__ = ["apply_select_context", "apply_select_context_async"]
 
 # The host's logger: warnings about selection read as the host's, as before the split.
-logger = logging.getLogger("lionctx.engines.host")
+logger = logging.getLogger("lionctx.engines._host")
 
 
 def _select_timeout(engine: ContextEngine) -> float:

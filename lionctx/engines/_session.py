@@ -26,9 +26,9 @@ from typing import Any
 
 import anyio
 
+from ._base import ContextEngine, engine_label, overrides, usage_counts
 from ._bridge import summary_model
-from .base import ContextEngine, engine_label, overrides, usage_counts
-from .host import (
+from ._host import (
     after_response,
     apply_select_context_async,
     compression_due,
@@ -37,12 +37,12 @@ from .host import (
     maybe_compress,
     notify_turn_complete,
 )
-from .identity import new_uid
+from ._identity import new_uid
 
 __all__ = ["EngineSession", "SessionPool", "open_session"]
 
 # The host's logger: warnings about session hooks read as the host's, as before.
-logger = logging.getLogger("lionctx.engines.host")
+logger = logging.getLogger("lionctx.engines._host")
 
 
 def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> EngineSession | None:
@@ -50,7 +50,7 @@ def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> Engi
 
     The built-in compressor summarizes with the host's chat ``model``.
     """
-    from .loader import resolve_context_engine
+    from ._loader import resolve_context_engine
 
     engine = resolve_context_engine(context_engine, engine_config, model=summary_model(model))
     return EngineSession(engine) if engine is not None else None
@@ -96,7 +96,7 @@ class EngineSession:
 
     def clone(self, model: Any) -> EngineSession:
         """A new session over the engine's ``clone_for_agent()`` (its own state)."""
-        from .loader import clone_engine
+        from ._loader import clone_engine
 
         return EngineSession(clone_engine(self.engine, model=summary_model(model)))
 
@@ -256,7 +256,7 @@ class SessionPool:
                 if key is None:
                     session = EngineSession(self.engine)
                 else:  # a conversation of its own: its own engine state
-                    from .loader import clone_engine
+                    from ._loader import clone_engine
 
                     engine = clone_engine(self.engine, model=summary_model(self._model))
                     session = EngineSession(engine, session_id=key)

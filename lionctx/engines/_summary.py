@@ -6,7 +6,7 @@ fold, rendered and shortened; the previous summary; the focus and the target);
 :func:`summary_message` is the message that takes the folded messages' place (its
 role, its marker and the uid it carries). Nothing here calls a model or keeps state:
 calling the summarizer and deciding what to fold is
-:class:`~lionctx.engines.compressor.ContextCompressor`'s and
+:class:`~lionctx.engines._compressor.ContextCompressor`'s and
 :mod:`~lionctx.engines._compaction`'s.
 """
 
@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..messages import message_text
+from .._messages import message_text
 from ._compaction import RESULT_ROLES, role
-from .identity import ABSORBED_UIDS_FIELD, UID_FIELD, is_uid, record_merge
+from ._identity import ABSORBED_UIDS_FIELD, UID_FIELD, is_uid, record_merge
 
 __all__ = ["FALLBACK_NOTE", "SUMMARIZER_INSTRUCTIONS", "SUMMARY_MARKER", "SUMMARY_ROLES",
            "cut_to_tokens", "fallback_text", "render_for_summary", "response_text", "shorten",

@@ -7,3 +7,9 @@
 
 Importing this package imports no host; each module imports its host only when used.
 """
+
+__all__: list[str] = []  # the host modules are imported by name, each with its extra
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

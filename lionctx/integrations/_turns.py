@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 
+from .._adapters import fetch_method, retrieve_method
+from .._context import bind_run_context, coerce_run_context
 from .._policy import Policy, check_number
-from ..adapters import fetch_method, retrieve_method
-from ..context import bind_run_context, coerce_run_context
 from ..resolve import Resolution, resolve_context
 
 __all__ = ["TurnResolver", "compose", "text_of"]

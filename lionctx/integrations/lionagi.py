@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
+from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
 
 __all__ = ["LionagiProvider", "instruction_text", "provider", "use_bundled_tokenizer"]
 
@@ -55,7 +55,7 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
     Call it before the first token count of the process: tiktoken keeps an encoding
     once loaded.
     """
-    from ..tokens import O200K_FILE, O200K_SHA256
+    from .._tokens import O200K_FILE, O200K_SHA256
 
     folder = Path(cache_dir or os.environ.get("TIKTOKEN_CACHE_DIR")
                   or Path(tempfile.gettempdir()) / "lionctx-tiktoken")

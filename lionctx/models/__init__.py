@@ -3,7 +3,7 @@
 Importing this package does not import ``openai``; the first call does.
 """
 
-from .base import (
+from ._base import (
     ChatModel,
     ChatResponse,
     ChatStream,
@@ -13,8 +13,8 @@ from .base import (
     ModelError,
     ModelResponseError,
 )
-from .openai_chat import DEFAULT_MODEL, OpenAIChatModel, OpenAIChatStream
-from .tools import ActionResponse, Tool, as_tool, run_tool_call
+from ._openai_chat import DEFAULT_MODEL, OpenAIChatModel, OpenAIChatStream
+from ._tools import ActionResponse, Tool, as_tool, run_tool_call
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -33,3 +33,7 @@ __all__ = [
     "as_tool",
     "run_tool_call",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

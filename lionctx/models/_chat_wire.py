@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..messages import strip_persistence_fields
+from .._messages import strip_persistence_fields
 from ..providers._redact import public_url
-from .base import (
+from ._base import (
     ChatResponse,
     ModelAuthError,
     ModelConnectionError,

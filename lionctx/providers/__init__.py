@@ -12,12 +12,12 @@ Each provider implements ``retrieve(query, ctx)``, which raises
 :class:`SourceUnavailable` for such a failure.
 """
 
-from .base import ContextSource, ProvidedText, SourceUnavailable
-from .cache import CachedContextProvider, FlightCache, SharedFetchError, default_key
-from .database import DatabaseContextProvider
-from .filesystem import FilesystemContextProvider
-from .http import HttpContextProvider, HttpFetchError
-from .sqlite import SqliteContextProvider, format_rows
+from ._base import ContextSource, ProvidedText, SourceUnavailable
+from ._cache import CachedContextProvider, FlightCache, SharedFetchError, default_key
+from ._database import DatabaseContextProvider
+from ._filesystem import FilesystemContextProvider
+from ._http import HttpContextProvider, HttpFetchError
+from ._sqlite import SqliteContextProvider, format_rows
 
 __all__ = [
     "CachedContextProvider",
@@ -34,3 +34,7 @@ __all__ = [
     "default_key",
     "format_rows",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -29,7 +29,7 @@ import anyio
 from cachetools import LRUCache, TTLCache
 
 from .._exceptions import SharedFetchError
-from .base import check_count, check_duration
+from ._base import check_count, check_duration
 
 __all__ = ["FlightCache", "Hit", "SharedFetchError", "Source", "lead_flight"]
 

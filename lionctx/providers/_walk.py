@@ -1,7 +1,7 @@
 """The filesystem provider's walk: descriptor-safe listing, capped reads, change detection.
 
 :class:`DirectoryWalk` is the I/O half of
-:class:`~lionctx.providers.filesystem.FilesystemContextProvider` (which inherits it,
+:class:`~lionctx.providers._filesystem.FilesystemContextProvider` (which inherits it,
 so a subclass can still wrap ``_read_file``, ``_enter`` or ``_scan``). It needs the
 provider's ``base_path``, ``encoding``, ``max_file_size``, ``max_files``, its
 compiled glob (``_matcher``) and what the last walk read (``_files``).
@@ -63,7 +63,7 @@ Entry = tuple[str, str, bool, bool, Any, Any]  # sort key, name, is_dir, is_link
 def _abandoned() -> Exception:
     # The signal class stays with its owner (exception classes are gathered
     # elsewhere, issue 11); imported late because the provider imports this module.
-    from .filesystem import _Abandoned
+    from ._filesystem import _Abandoned
 
     return _Abandoned()
 

@@ -7,7 +7,7 @@ events of the same answer (text in word pieces, each tool call's arguments in tw
 halves, a final usage chunk when asked), so a client assembling the stream gets
 exactly what the plain body says. :func:`usage` counts whitespace-separated words.
 The HTTP side (routing, auth, recording requests) is
-:mod:`lionctx.testing.openai_server`'s.
+:mod:`lionctx.testing._openai_server`'s.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from agentium_compat import (
     Agent,
     InstructionContext,
@@ -16,10 +15,9 @@ from agentium_compat import (
     openai,
     resolveContextProviders,
 )
-from lionctx import Resolution
-from lionctx.outcome import Status
-from lionctx.render import tag_block
+from lionctx import Resolution, Status, tag_block
 from lionctx.testing import ECHO_LABEL
+
 from tests.fakes import Fetch, FetchRaising, SlowFetch
 
 

@@ -6,19 +6,24 @@ import json
 import logging
 
 import pytest
-
 from agentium_compat import Agent, openai
+from lionctx import tag_block
 from lionctx.engines import (
     SUMMARY_MARKER,
     ContextCompressor,
     clear_registered_context_engine,
     register_context_engine,
+)
+from lionctx.models import ModelResponseError
+from lionctx.testing import (
+    ECHO_LABEL,
+    PERSISTENCE_ONLY_FIELDS,
+    Reply,
+    echo_reply,
+    is_uid,
     tool_pairing_problems,
 )
-from lionctx.messages import PERSISTENCE_ONLY_FIELDS, is_uid
-from lionctx.models import ModelResponseError
-from lionctx.render import tag_block
-from lionctx.testing import ECHO_LABEL, Reply, echo_reply
+
 from tests.engines.recording import Recorder
 from tests.fakes import Fetch
 
@@ -107,7 +112,7 @@ async def test_agent_selection_is_request_only_and_hostile_ones_are_refused(serv
     assert "obey me" not in json.dumps(server.requests)
     assert len(r4.messages) == 8
     assert any("system" in r.getMessage() for r in caplog.records
-               if r.name == "lionctx.engines.host")
+               if r.name == "lionctx.engines._host")
 
 
 @pytest.mark.anyio

@@ -6,7 +6,6 @@ import json
 import sqlite3
 
 import pytest
-
 from agentium_compat import (
     Agent,
     ContextProvider,

@@ -8,13 +8,20 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
 
-import pytest
-
 import lionctx
-from agentium_compat import (CachedContextProvider, DatabaseContextProvider,
-                             FilesystemContextProvider, HttpContextProvider, RunContext,
-                             SourceUnavailable, resolveContext, resolveContextProviders)
+import pytest
+from agentium_compat import (
+    CachedContextProvider,
+    DatabaseContextProvider,
+    FilesystemContextProvider,
+    HttpContextProvider,
+    RunContext,
+    SourceUnavailable,
+    resolveContext,
+    resolveContextProviders,
+)
 from lionctx import ContextProviderRegistry, Status
+
 from tests.providers.http_server import LoopbackServer
 
 pytestmark = pytest.mark.anyio

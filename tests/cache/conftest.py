@@ -4,8 +4,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from lionctx.testing import LocalRedisServer
 
-from lionctx.testing.redis_server import LocalRedisServer
 from tests.providers.http_server import LoopbackServer
 
 

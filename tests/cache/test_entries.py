@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from lionctx._exceptions import SharedCacheError
+from lionctx import SharedCacheError
 from lionctx.cache import CountedText
-from lionctx.cache._entries import (
+from lionctx.testing import (
     KEY_VERSION,
     PARTS,
     Circuit,

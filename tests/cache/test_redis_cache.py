@@ -9,20 +9,17 @@ import signal
 import time
 from typing import Any
 
+import agentium_compat
 import anyio
 import pytest
 import redis.asyncio as aredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import agentium_compat
-from lionctx import count_tokens, resolve_context
+from lionctx import RunContext, count_tokens, resolve_context
 from lionctx.cache import CountedText, InProcessCache, RedisCache, known_token_count
-from lionctx.context import RunContext
-from lionctx.providers import CachedContextProvider, HttpContextProvider
-from lionctx.providers.cache import FlightCache
-from lionctx.testing.redis_server import LocalRedisServer
-from lionctx.tokens import get_counter, prepare_counter
+from lionctx.providers import CachedContextProvider, FlightCache, HttpContextProvider
+from lionctx.testing import LocalRedisServer, get_counter, prepare_counter
+
 from tests.cache import workers
 from tests.providers.http_server import LoopbackServer
 
@@ -164,7 +161,7 @@ async def test_different_requests_never_share(redis_server: LocalRedisServer, na
                           st.text(max_size=12)), min_size=1, max_size=8))
 def test_key_names_are_digests_and_distinct_per_key(
         keys: list[tuple[str, str, str, str]]) -> None:
-    from lionctx.providers.cache import default_key
+    from lionctx.providers import default_key
 
     cache = RedisCache("redis://localhost", namespace="app")
     p = CachedContextProvider(HttpContextProvider("http://127.0.0.1:9/"), 60, cache=cache)
@@ -508,7 +505,7 @@ async def test_waiters_get_the_stale_value_with_the_owners_reason(
 @given(text=st.text(st.characters(blacklist_categories=()), min_size=1, max_size=200),
        reason=st.one_of(st.none(), st.text(max_size=50)), stale=st.booleans())
 def test_a_stored_value_comes_back_exactly(text: str, reason: Any, stale: bool) -> None:
-    from lionctx.providers.cache import _STORED_CODEC, _Stored
+    from lionctx.testing import _STORED_CODEC, _Stored
 
     cache = RedisCache("redis://localhost", namespace="app")
     bound = cache.bind(kind="cached", scope="s", ttl=5, maxsize=4, stale_on_error=True,

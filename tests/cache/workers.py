@@ -6,10 +6,9 @@ import os
 from typing import Any, Optional
 
 import anyio
-
 from lionctx.cache import RedisCache
-from lionctx.context import context_value
 from lionctx.providers import CachedContextProvider, ContextSource, HttpContextProvider
+from lionctx.testing import context_value
 
 
 def http_worker(redis_url: str, namespace: str, url: str, calls: int, ready: Any, go: Any,
@@ -61,7 +60,7 @@ class Profiles(ContextSource):
 def users_worker(redis_url: str, namespace: str, requests: list[tuple[str, str, str]],
                  go: Any, out: Any) -> None:
     """Each (tenant, user, query) once, all concurrently; puts what each one got."""
-    from lionctx.context import RunContext
+    from lionctx import RunContext
 
     async def main() -> tuple[int, list[tuple[tuple[str, str, str], Optional[str]]], list[str]]:
         cache = RedisCache(redis_url, namespace=namespace)

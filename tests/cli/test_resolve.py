@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from lionctx.render import tag_block
+from lionctx import tag_block
 
 from .helpers import ANSI, clean_env, run_cli, run_cli_on_pty
 
@@ -462,8 +461,8 @@ def test_a_bad_later_source_is_exit_2_and_leaks_nothing(server, profile_db, tmp_
 async def test_a_provider_that_fails_to_close_hides_no_result_and_no_other_close(
         server, notes):
     from lionctx.cli import build_parser
-    from lionctx.cli.resolve import make_plan, open_providers, run_plan
     from lionctx.providers import FilesystemContextProvider, HttpContextProvider
+    from lionctx.testing import make_plan, open_providers, run_plan
 
     closed: list[str] = []
 

@@ -10,8 +10,8 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from lionctx.cli.terminal import (
+from lionctx import Outcome, Status
+from lionctx.testing import (
     LiveStatus,
     Style,
     format_table,
@@ -20,7 +20,6 @@ from lionctx.cli.terminal import (
     visible,
     want_color,
 )
-from lionctx.outcome import Outcome, Status
 
 
 def sample() -> list[Outcome]:

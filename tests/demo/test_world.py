@@ -8,9 +8,8 @@ import threading
 from contextlib import closing
 
 import httpx
-
-from lionctx.demo import samples
-from lionctx.demo.world import StatusServer, demo_world
+from lionctx.testing import StatusServer, demo_world
+from lionctx.testing import demo_samples_module as samples
 
 from ..cli.helpers import port_is_closed
 

@@ -1,5 +1,4 @@
 import pytest
-
 from lionctx.engines import clear_registered_context_engine
 
 

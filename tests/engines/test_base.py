@@ -2,10 +2,10 @@ import copy
 import json
 
 import pytest
-from openai.types import CompletionUsage
-
 from lionctx import ContextCompressor, ContextEngine
-from lionctx.engines import overrides, usage_counts
+from lionctx.engines import usage_counts
+from lionctx.testing import overrides
+from openai.types import CompletionUsage
 
 
 class MinimalEngine(ContextEngine):

@@ -4,18 +4,11 @@ import logging
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from lionctx import count_tokens
-from lionctx.engines import (
-    FALLBACK_NOTE,
-    SUMMARY_MARKER,
-    ContextCompressor,
-    message_tokens,
-    tool_pairing_problems,
-)
-from lionctx.engines.identity import ABSORBED_UIDS_FIELD, UID_FIELD, is_uid, new_uid
+from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, message_tokens
+from lionctx.testing import ABSORBED_UIDS_FIELD, UID_FIELD, is_uid, new_uid, tool_pairing_problems
 
-LOG = "lionctx.engines.compressor"
+LOG = "lionctx.engines._compressor"
 
 
 def stored(messages):

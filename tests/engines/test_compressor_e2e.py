@@ -5,21 +5,18 @@ import json
 import logging
 
 import pytest
-
-from lionctx.engines import (
-    FALLBACK_NOTE,
-    SUMMARY_MARKER,
-    ContextCompressor,
+from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, engine_for_agent
+from lionctx.testing import (
+    UID_FIELD,
     after_response,
     apply_select_context,
-    engine_for_agent,
+    is_uid,
     maybe_compress,
+    models,
+    testing,
     tool_pairing_problems,
 )
-from lionctx.engines.identity import UID_FIELD, is_uid
-
-from lionctx import messages as messages_mod
-from lionctx import models, testing
+from lionctx.testing import messages_module as messages_mod
 
 FOLD_HEADER = "Messages to fold into the summary"
 
@@ -140,7 +137,7 @@ def test_server_failure_inserts_the_fallback_note(server, model, caplog):
     history = [messages_mod.ensure_uid(messages_mod.system_message("s"))]
     run_turns(engine, model, server, history, turns=6)
     server.script(testing.Reply.failure(500, "summarizer down"))
-    caplog.set_level(logging.WARNING, logger="lionctx.engines.compressor")
+    caplog.set_level(logging.WARNING, logger="lionctx.engines._compressor")
     out = maybe_compress(engine, history, None, force=True)
     assert out is not None and len(out) < len(history)
     assert any(m["content"] == f"{SUMMARY_MARKER}\n{FALLBACK_NOTE}" for m in out)

@@ -11,8 +11,15 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from lionctx.engines import _config, _discovery, loader
+from lionctx.testing import (
+    engines_config_module as _config,
+)
+from lionctx.testing import (
+    engines_discovery_module as _discovery,
+)
+from lionctx.testing import (
+    engines_loader_module as loader,
+)
 
 keys = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 scalars = st.one_of(st.integers(-10**6, 10**6), st.booleans(),
@@ -100,7 +107,8 @@ def test_a_broken_toml_file_names_itself(tmp_path, raw, match):
 
 
 def test_one_toml_reader_for_the_loader_and_the_cli(tmp_path, monkeypatch):
-    from lionctx.cli.sources import UsageError, read_config
+    from lionctx.cli import UsageError
+    from lionctx.testing import read_config
 
     file = tmp_path / "c.toml"
     file.write_text("budget = 1\n")
@@ -155,7 +163,19 @@ def test_plugin_directories_are_found_in_order_and_named(tmp_path):
 
 
 def test_host_still_exports_the_session_and_the_bridge():
-    from lionctx.engines import EngineSession, ThreadBridgeModel, _bridge, _session, host
+    from lionctx.testing import (
+        EngineSession,
+        ThreadBridgeModel,
+    )
+    from lionctx.testing import (
+        engines_bridge_module as _bridge,
+    )
+    from lionctx.testing import (
+        engines_host_module as host,
+    )
+    from lionctx.testing import (
+        engines_session_module as _session,
+    )
 
     assert host.EngineSession is _session.EngineSession is EngineSession
     assert host.ThreadBridgeModel is _bridge.ThreadBridgeModel is ThreadBridgeModel

@@ -5,22 +5,22 @@ from types import MappingProxyType
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from openai.types import CompletionUsage
-
-from lionctx.engines import (
-    ContextCompressor,
-    ContextEngine,
+from lionctx.engines import ContextCompressor, ContextEngine
+from lionctx.testing import (
+    UID_FIELD,
     after_response,
     apply_select_context,
     dispatch_engine_tool,
     engine_tools,
+    is_uid,
     maybe_compress,
+    new_uid,
     notify_turn_complete,
     tool_pairing_problems,
 )
-from lionctx.engines.identity import UID_FIELD, is_uid, new_uid
+from openai.types import CompletionUsage
 
-HOST = "lionctx.engines.host"
+HOST = "lionctx.engines._host"
 
 
 class Engine(ContextEngine):

@@ -5,18 +5,15 @@ import logging
 
 import anyio
 import pytest
-
-from lionctx import models, testing
 from lionctx.engines import (
     ContextCompressor,
     ContextEngine,
-    EngineSession,
-    ThreadBridgeModel,
     clone_engine,
     register_context_engine,
     resolve_context_engine,
-    summary_model,
 )
+from lionctx.testing import EngineSession, ThreadBridgeModel, models, summary_model, testing
+
 from tests.engines.recording import Plain
 
 

@@ -1,7 +1,6 @@
 from hypothesis import given
 from hypothesis import strategies as st
-
-from lionctx.engines.identity import (
+from lionctx.testing import (
     ABSORBED_UIDS_FIELD,
     UID_FIELD,
     is_uid,

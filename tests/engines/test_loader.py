@@ -4,9 +4,9 @@ import textwrap
 import uuid
 
 import pytest
-
 from lionctx import ContextCompressor, ContextEngine, list_context_engines, register_context_engine
 from lionctx.engines import (
+    PluginContext,
     PluginLoadError,
     configured_engine_name,
     engine_for_agent,
@@ -14,9 +14,8 @@ from lionctx.engines import (
     load_engine,
     registered_context_engine,
 )
-from lionctx.engines.loader import PluginContext
 
-LOG = "lionctx.engines.loader"
+LOG = "lionctx.engines._loader"
 
 ENGINE_BODY = '''
 from lionctx.engines import ContextEngine

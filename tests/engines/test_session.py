@@ -9,10 +9,9 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lionctx.engines import ContextEngine
+from lionctx.testing import EngineSession, SessionPool, is_uid, open_session
 
-from lionctx.engines import ContextEngine, EngineSession
-from lionctx.engines._session import SessionPool, open_session
-from lionctx.engines.identity import is_uid
 from tests.engines.recording import Plain, Recorder
 
 
@@ -170,7 +169,7 @@ def test_pool_keeps_the_most_recently_used_sessions(ids, bound):
 
 @pytest.mark.anyio
 async def test_a_busy_session_is_not_evicted_and_eviction_survives_cancellation(caplog):
-    caplog.set_level(logging.DEBUG, logger="lionctx.engines.host")
+    caplog.set_level(logging.DEBUG, logger="lionctx.engines._host")
     rec = Recorder()
     pool = SessionPool(rec, model=None, max_sessions=1, owner="agent 'bot'")
     async with pool.session("a") as a:

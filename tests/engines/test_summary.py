@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from lionctx.engines import _summary
-from lionctx.engines._compaction import MEDIA_PART_TOKENS, MESSAGE_OVERHEAD, message_tokens
-from lionctx.engines._compaction import role as role_of
-from lionctx.engines._summary import (
-    SUMMARY_MARKER,
+from lionctx import count_tokens
+from lionctx.engines import SUMMARY_MARKER, message_tokens
+from lionctx.testing import (
+    ABSORBED_UIDS_FIELD,
+    MEDIA_PART_TOKENS,
+    MESSAGE_OVERHEAD,
+    UID_FIELD,
     cut_to_tokens,
+    new_uid,
     response_text,
     shorten,
     summarizer_request,
@@ -27,9 +29,8 @@ from lionctx.engines._summary import (
     summary_message,
     summary_role,
 )
-from lionctx.engines.identity import ABSORBED_UIDS_FIELD, UID_FIELD
-from lionctx.messages import new_uid
-from lionctx.tokens import count_tokens
+from lionctx.testing import engines_summary_module as _summary
+from lionctx.testing import role as role_of
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
 

@@ -6,14 +6,12 @@ from pathlib import Path
 
 from lionctx.engines import (
     ContextEngine,
-    apply_select_context,
     engine_for_agent,
     list_context_engines,
     load_engine,
     message_tokens,
-    notify_turn_complete,
-    tool_pairing_problems,
 )
+from lionctx.testing import apply_select_context, notify_turn_complete, tool_pairing_problems
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONFIG = {"context": {"engine": "topic"}}

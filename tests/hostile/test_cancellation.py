@@ -5,10 +5,14 @@ import asyncio
 
 import anyio
 import pytest
-
 from agentium_compat import Agent, openai
-from lionctx import Branch, ContextProviderRegistry, resolve_context, resolve_context_providers
-from lionctx.outcome import Status
+from lionctx import (
+    Branch,
+    ContextProviderRegistry,
+    Status,
+    resolve_context,
+    resolve_context_providers,
+)
 
 pytestmark = pytest.mark.anyio
 

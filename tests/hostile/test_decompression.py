@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from lionctx import Status, resolve_context
+from lionctx import BodyTooLarge, Status, resolve_context
 from lionctx.providers import HttpContextProvider
-from lionctx.providers._decode import BodyDecoder, BodyTooLarge
+from lionctx.testing import BodyDecoder
+
 from tests.providers.http_server import LoopbackServer, Raw
 
 from .bombs import GIB, fetch_peak_rss, gzip_zeros

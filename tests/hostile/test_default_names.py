@@ -14,12 +14,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from agentium_compat import providers as agentium
 from lionctx import resolve_context
-from lionctx.cli.sources import SourceSpec, assign_names
 from lionctx.providers import FilesystemContextProvider, SqliteContextProvider
-from lionctx.providers._names import name_from_path
+from lionctx.testing import SourceSpec, assign_names, name_from_path
+from lionctx.testing import agentium_compat_providers_module as agentium
 
 pytestmark = pytest.mark.anyio
 

@@ -15,10 +15,9 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from lionctx import Branch, OpenAIChatModel
-from lionctx.engines import (
-    ContextEngine,
+from lionctx.engines import ContextEngine
+from lionctx.testing import (
     apply_select_context,
     apply_select_context_async,
     engine_tools,
@@ -27,7 +26,7 @@ from lionctx.engines import (
 )
 
 SYSTEM = "You are careful."
-HOST = "lionctx.engines.host"
+HOST = "lionctx.engines._host"
 
 
 # -- liars ---------------------------------------------------------------------------

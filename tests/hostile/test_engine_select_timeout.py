@@ -13,21 +13,19 @@ import time
 
 import anyio
 import pytest
-
 from agentium_compat import Agent
 from lionctx import Branch, OpenAIChatModel
-from lionctx._threads import stats
 from lionctx.engines import (
     DEFAULT_SELECT_TIMEOUT,
     ContextEngine,
-    apply_select_context_async,
     clear_registered_context_engine,
     register_context_engine,
     resolve_context_engine,
 )
+from lionctx.testing import apply_select_context_async, stats
 
 SYSTEM = "You are helpful."
-HOST = "lionctx.engines.host"
+HOST = "lionctx.engines._host"
 HISTORY = [
     {"role": "user", "content": "first question"},
     {"role": "assistant", "content": "first answer"},

@@ -8,9 +8,9 @@ Through Branch.operate against the local OpenAI-compatible server (real openai c
 import json
 
 import pytest
-
 from lionctx import Branch
 from lionctx.testing import Reply
+
 from tests.engines.recording import Recorder
 
 DEEP = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError on this

@@ -16,9 +16,14 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from lionctx import Branch, ContextProviderRegistry, OpenAIChatModel, RunContext, Status, \
-    resolve_context
+from lionctx import (
+    Branch,
+    ContextProviderRegistry,
+    OpenAIChatModel,
+    RunContext,
+    Status,
+    resolve_context,
+)
 from lionctx.providers import FilesystemContextProvider
 
 pytestmark = [pytest.mark.anyio,

@@ -9,7 +9,6 @@ naming the header and never echoing the value, so no request is ever made.
 from __future__ import annotations
 
 import pytest
-
 from lionctx.providers import HttpContextProvider
 
 SECRET = "hdr-s3cr3t-of-the-tenant"

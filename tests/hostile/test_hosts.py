@@ -9,8 +9,8 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from lionctx.providers import HttpContextProvider
+
 from tests.providers.http_server import LoopbackServer
 
 pytestmark = pytest.mark.anyio

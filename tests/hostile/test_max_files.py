@@ -19,7 +19,6 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context
 from lionctx.providers import FilesystemContextProvider
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from urllib.parse import quote, quote_plus
 
 import pytest
-
 from lionctx.providers import HttpContextProvider
+
 from tests.providers.http_server import LoopbackServer, Raw
 
 pytestmark = pytest.mark.anyio

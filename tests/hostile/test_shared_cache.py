@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aredis
-
 from lionctx import resolve_context
 from lionctx.cache import RedisCache
-from lionctx.testing.redis_server import LocalRedisServer
+from lionctx.testing import LocalRedisServer
+
 from tests.cache.conftest import namespace, redis_server, srv  # noqa: F401 - fixtures
 from tests.providers.http_server import LoopbackServer
 
@@ -81,14 +81,15 @@ async def test_a_value_that_is_not_ours_is_never_served(
 
 async def test_a_forged_meta_reason_of_the_wrong_type_is_refused(
         redis_server: LocalRedisServer, namespace: str) -> None:  # noqa: F811
-    from lionctx.context import RunContext
+    from lionctx import RunContext
     from lionctx.providers import CachedContextProvider
+
     from tests.cache.workers import Profiles
 
     cache = RedisCache(redis_server.url, namespace=namespace)
     p = CachedContextProvider(Profiles(), 60, cache=cache)
     ctx = RunContext(user_id="u1")
-    from lionctx.providers.cache import default_key
+    from lionctx.providers import default_key
 
     key = p._cache.redis_key(default_key("q", ctx))
     client = aredis.Redis.from_url(redis_server.url)

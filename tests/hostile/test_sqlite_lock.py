@@ -15,7 +15,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context
 from lionctx.providers import SqliteContextProvider
 

@@ -6,9 +6,7 @@ import time
 
 import anyio
 import pytest
-
-from lionctx import ContextProviderRegistry, resolve_context
-from lionctx.outcome import Status
+from lionctx import ContextProviderRegistry, Status, resolve_context
 
 from .conftest import Static
 

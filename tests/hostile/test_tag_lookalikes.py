@@ -7,9 +7,7 @@ import re
 import unicodedata
 
 import pytest
-
-from lionctx import Branch, OpenAIChatModel
-from lionctx.render import neutralize, tag_block
+from lionctx import Branch, OpenAIChatModel, neutralize, tag_block
 
 ANY_TAG = re.compile(r"<\s*/?\s*context\b", re.IGNORECASE)
 

@@ -10,25 +10,26 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
 
 import anyio
 import pytest
-
-from functools import partial
-
 from lionctx import ContextProviderRegistry, RunContext, Status
-from lionctx import _threads
 from lionctx import resolve_context as _resolve_context
+from lionctx.testing import threads_module as _threads
 
 # These attacks call one hung source turn after turn to exhaust threads; the circuit
 # breaker (on by default) would rightly stop calling it after three timeouts and hide
 # what is under test here (tests/test_breaker.py covers the breaker).
 resolve_context = partial(_resolve_context, breaker=False)
-from lionctx.providers import (CachedContextProvider, DatabaseContextProvider,
-                               FilesystemContextProvider)
+from lionctx.providers import (
+    CachedContextProvider,
+    DatabaseContextProvider,
+    FilesystemContextProvider,
+)
 
 pytestmark = pytest.mark.anyio
 

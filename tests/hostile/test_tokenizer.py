@@ -7,10 +7,8 @@ import sys
 import textwrap
 
 import pytest
-
 from agentium_compat import Agent, openai
-from lionctx import Branch, ContextProviderRegistry, resolve_context
-from lionctx.outcome import Status
+from lionctx import Branch, ContextProviderRegistry, Status, resolve_context
 
 from .conftest import Static
 
@@ -22,7 +20,7 @@ PANIC = " " * 1_000_000 + "a line of text\n"
 
 
 def _panics():
-    from lionctx.tokens import get_encoding
+    from lionctx.testing import get_encoding
 
     try:
         get_encoding().encode_ordinary(PANIC)

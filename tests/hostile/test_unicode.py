@@ -4,10 +4,8 @@ encodable before they reach the model client, and the row must say so."""
 import json
 
 import pytest
-
 from agentium_compat import Agent, openai
-from lionctx import Branch, ContextProviderRegistry, resolve_context
-from lionctx.outcome import Status
+from lionctx import Branch, ContextProviderRegistry, Status, resolve_context
 
 from .conftest import Static
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import lionctx
+import pytest
 from lionctx.integrations.agent_framework import LionctxContextProvider
 from lionctx.testing import Reply
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-import pytest
-
 import lionctx
+import pytest
 from lionctx import CachedContextProvider, SqliteContextProvider
 from lionctx.integrations.lionagi import instruction_text, provider
 
@@ -120,7 +119,6 @@ async def test_render_lionagi_fold_is_exactly_lionagis_guidance_value(server, tm
     it as the YAML ``Guidance`` value of its first instruction; lionctx's message
     framing around it is lionctx's own (see the README)."""
     import yaml
-
     from lionctx import Branch as LionctxBranch
     from lionctx import OpenAIChatModel, render_lionagi
 
@@ -151,7 +149,6 @@ async def test_second_turn_differs_from_lionagi_as_documented(server, tmp_path):
     instruction's guidance, lionctx's fold has none (the guidance follows in the
     stored text). The README states exactly this."""
     import yaml
-
     from lionctx import Branch as LionctxBranch
     from lionctx import OpenAIChatModel, render_lionagi
 

@@ -11,7 +11,6 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from lionctx import ContextProviderRegistry
 
 lionagi_registry = pytest.importorskip("lionagi.protocols.context_providers")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import lionctx
+import pytest
 from lionctx.integrations.openai_agents import context_instructions, latest_user_text, report
 from lionctx.testing import Reply
 

@@ -5,10 +5,8 @@ options pass through."""
 from __future__ import annotations
 
 import pytest
-
-from lionctx.breaker import BreakerSettings
-from lionctx.integrations._turns import TurnResolver
-from lionctx.stability import CacheBreak
+from lionctx import BreakerSettings, CacheBreak
+from lionctx.testing import TurnResolver
 
 pytestmark = pytest.mark.anyio
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import lionctx
+import pytest
 from lionctx.integrations.pydantic_ai import context_instructions
 from lionctx.testing import Reply
 

@@ -4,8 +4,7 @@ import json
 from typing import Literal, Optional
 
 import pytest
-
-from lionctx.models.tools import ActionResponse, Tool, as_tool, run_tool_call
+from lionctx.models import ActionResponse, Tool, as_tool, run_tool_call
 
 
 def lookup(order_id: str, limit: int = 3, exact: bool = False,

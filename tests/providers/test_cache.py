@@ -10,13 +10,25 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lionctx import (
+    ContextProviderRegistry,
+    RunContext,
+    Status,
+    resolve_context,
+    resolve_context_providers,
+)
+from lionctx.providers import (
+    CachedContextProvider,
+    DatabaseContextProvider,
+    FilesystemContextProvider,
+    FlightCache,
+    HttpContextProvider,
+    ProvidedText,
+    SharedFetchError,
+    SourceUnavailable,
+)
+from lionctx.testing import Source
 
-from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
-    resolve_context_providers
-from lionctx.providers import (CachedContextProvider, DatabaseContextProvider,
-                               FilesystemContextProvider, FlightCache, HttpContextProvider,
-                               ProvidedText, SharedFetchError, SourceUnavailable)
-from lionctx.providers.cache import Source
 from tests.fakes import ClockedCache, FakeClock
 
 pytestmark = pytest.mark.anyio

@@ -13,11 +13,19 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
-    resolve_context_providers
-from lionctx.providers import (DatabaseContextProvider, SourceUnavailable,
-                               SqliteContextProvider, format_rows)
+from lionctx import (
+    ContextProviderRegistry,
+    RunContext,
+    Status,
+    resolve_context,
+    resolve_context_providers,
+)
+from lionctx.providers import (
+    DatabaseContextProvider,
+    SourceUnavailable,
+    SqliteContextProvider,
+    format_rows,
+)
 
 pytestmark = pytest.mark.anyio
 

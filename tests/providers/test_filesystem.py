@@ -13,11 +13,15 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
-    resolve_context_providers
+from lionctx import (
+    ContextProviderRegistry,
+    RunContext,
+    Status,
+    resolve_context,
+    resolve_context_providers,
+)
 from lionctx.providers import FilesystemContextProvider, ProvidedText
-from lionctx.providers.filesystem import GlobMatcher
+from lionctx.testing import GlobMatcher
 
 pytestmark = pytest.mark.anyio
 

@@ -13,11 +13,9 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from lionctx.providers import FlightCache, SharedFetchError
-from lionctx.providers._flight import Source
-from lionctx.providers.cache import FlightCache as FromCacheModule
-from lionctx.providers.cache import Hit, lead_flight
+from lionctx.providers import FlightCache as FromCacheModule
+from lionctx.testing import Hit, Source, lead_flight
 
 TTL = 10.0
 

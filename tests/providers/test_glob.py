@@ -9,9 +9,8 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from lionctx.providers._glob import GlobMatcher, compiled_glob, expand_braces
-from lionctx.providers.filesystem import GlobMatcher as ReExported
+from lionctx.testing import GlobMatcher, compiled_glob, expand_braces
+from lionctx.testing import GlobMatcher as ReExported
 
 
 def matches(matcher: GlobMatcher, path: str) -> bool:

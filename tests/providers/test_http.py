@@ -13,11 +13,15 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context, \
-    resolve_context_providers
-import agentium_compat.providers as compat
+from lionctx import (
+    ContextProviderRegistry,
+    RunContext,
+    Status,
+    resolve_context,
+    resolve_context_providers,
+)
 from lionctx.providers import HttpContextProvider, ProvidedText, SourceUnavailable
+from lionctx.testing import agentium_compat_providers_module as compat
 
 from tests.fakes import ClockedCache, FakeClock
 

@@ -13,11 +13,10 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from lionctx.providers import HttpFetchError
-from lionctx.providers._decode import ACCEPT_ENCODING
-from lionctx.providers._redact import MIN_SECRET
-from lionctx.providers._http_request import (
+from lionctx.testing import (
+    ACCEPT_ENCODING,
+    MIN_SECRET,
     after_redirect,
     check_headers,
     check_method,

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lionctx.messages import message_text
+from lionctx.engines import message_text
 
 STOPWORDS = frozenset(
     """

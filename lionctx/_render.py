@@ -44,7 +44,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 
-from .outcome import Outcome, Status
+from ._outcome import Outcome, Status
 
 __all__ = [
     "OPENERS",

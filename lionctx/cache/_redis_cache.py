@@ -48,7 +48,8 @@ import anyio
 import anyio.lowlevel
 
 from .._exceptions import SharedCacheError
-from ..providers.base import check_duration, check_name
+from ..providers._base import check_duration, check_name
+from ._base import Codec
 from ._entries import (
     KEY_VERSION,
     NAMESPACE,
@@ -57,7 +58,6 @@ from ._entries import (
     Circuit,
 )
 from ._shared import SharedCache
-from .base import Codec
 
 __all__ = ["KEY_VERSION", "RedisCache", "SharedCacheError"]
 

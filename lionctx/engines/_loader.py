@@ -1,7 +1,7 @@
 """Choosing, discovering and loading context engines.
 
 Configuration: ``context.engine`` names the engine (default ``"compressor"``, the
-built-in :class:`~lionctx.engines.compressor.ContextCompressor`). It comes from a
+built-in :class:`~lionctx.engines._compressor.ContextCompressor`). It comes from a
 dict, or a YAML (``.yaml``/``.yml``, needs pyyaml) or TOML (``.toml``) file::
 
     context:
@@ -60,6 +60,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._exceptions import PluginLoadError
+from ._base import ContextEngine, check_select_timeout, engine_label
+from ._compressor import ContextCompressor
 from ._config import (
     DEFAULT_ENGINE,
     ConfigArg,
@@ -85,8 +87,6 @@ from ._plugins import (
 )
 from ._plugins import load_directory as _load_directory
 from ._plugins import load_entry_point as _load_entry_point
-from .base import ContextEngine, check_select_timeout, engine_label
-from .compressor import ContextCompressor
 
 __all__ = [
     "DEFAULT_ENGINE",

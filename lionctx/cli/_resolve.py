@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .closing import opened
-from .sources import (
+from ._closing import opened
+from ._sources import (
     SourceSpec,
     UsageError,
     assign_names,
@@ -20,7 +20,7 @@ from .sources import (
     read_config,
     tidy_number,
 )
-from .terminal import (
+from ._terminal import (
     LiveStatus,
     Style,
     format_table,
@@ -108,7 +108,7 @@ async def open_providers(
 
     A bad option is a :class:`UsageError`; the providers built before it are
     closed first. ``build`` makes one provider from a spec (default:
-    :func:`~lionctx.cli.sources.build_provider` with the plan's timeout).
+    :func:`~lionctx.cli._sources.build_provider` with the plan's timeout).
     """
     make = build if build is not None else (lambda spec: build_provider(spec, plan.timeout))
     async with opened(plan.specs, make) as providers:
@@ -126,7 +126,7 @@ async def run_plan(plan: Plan, providers: list[Any],
     """
     import anyio
 
-    from ..context import RunContext
+    from .._context import RunContext
 
     ctx = RunContext(user_id=plan.user, tenant_id=plan.tenant)
     observer = live.on_outcome if live is not None and live.enabled else None
@@ -198,7 +198,7 @@ def turn_line(row: dict[str, Any]) -> str:
 
 async def _resolve_agentium(plan: Plan, providers: list[Any], ctx: Any,
                             observer: Any) -> dict[str, Any]:
-    from ..breaker import Breakers
+    from .._breaker import Breakers
     from ..resolve import resolve_context
 
     for spec, provider in zip(plan.specs, providers, strict=False):

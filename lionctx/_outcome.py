@@ -71,7 +71,7 @@ class Outcome:
     started_ns: int | None = None
     """Wall-clock start of the call (``time.time_ns()``), for trace spans."""
     digest: str | None = None
-    """Digest of the kept block's text (see :mod:`lionctx.stability`)."""
+    """Digest of the kept block's text (see :mod:`lionctx._stability`)."""
     volatile: bool = False
     """The source was registered ``volatile=True``: rendered after the stable blocks."""
     circuit: str | None = None

@@ -24,7 +24,7 @@ Safety. The walk never reads outside the base path:
 Every file that matched but was not included is listed, with the reason, in
 ``last_skipped`` and summarised in ``degradation_reason`` (the registry reports it
 as ``degraded``). A base path that is missing or cannot be listed is a failure:
-``retrieve`` raises :class:`~lionctx.providers.base.SourceUnavailable` with the
+``retrieve`` raises :class:`~lionctx.providers._base.SourceUnavailable` with the
 reason (reported ``failed``); ``fetch`` returns ``None`` with it in ``last_error``.
 
 Time. The walk runs in a lionctx worker thread
@@ -57,10 +57,10 @@ from typing import Any
 import anyio
 
 from .._threads import WorkersExhausted, run_in_worker
+from ._base import ContextSource, ProvidedText, check_count, check_name, check_path
 from ._glob import GlobMatcher, compiled_glob
 from ._names import name_from_path
 from ._walk import DirectoryWalk, Plan, Scan, Seen, os_reason
-from .base import ContextSource, ProvidedText, check_count, check_name, check_path
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]
@@ -158,7 +158,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
     async def retrieve(self, query: str, ctx: Any) -> str | None:
         """Read the matching files (``query`` and ``ctx`` do not change what is read).
 
-        Raises :class:`~lionctx.providers.base.SourceUnavailable` when the base path
+        Raises :class:`~lionctx.providers._base.SourceUnavailable` when the base path
         is missing or cannot be listed; a file that cannot be read is skipped.
         """
         plan = self._plan

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from . import samples
+from . import _samples as samples
 
 __all__ = ["DemoWorld", "StatusServer", "demo_world"]
 

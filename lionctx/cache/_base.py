@@ -8,7 +8,7 @@ with ``get(key, load) -> Hit`` (stored value, another caller's in-flight load, o
 ``load()`` now), ``clear()`` and ``invalidate(key)``.
 
 * :class:`InProcessCache` (the default) binds to a
-  :class:`~lionctx.providers.cache.FlightCache`: a TTL cache and single flight in
+  :class:`~lionctx.providers._cache.FlightCache`: a TTL cache and single flight in
   this process.
 * :class:`~lionctx.cache.RedisCache` binds to entries in Redis shared by every
   worker process, with single flight across them, and this process's cache as the
@@ -73,7 +73,7 @@ class CacheBackend(Protocol):
 class InProcessCache:
     """The default backend: a TTL cache and single flight inside this process.
 
-    Every provider gets its own :class:`~lionctx.providers.cache.FlightCache`;
+    Every provider gets its own :class:`~lionctx.providers._cache.FlightCache`;
     nothing is shared with other processes.
     """
 

@@ -11,11 +11,11 @@ hanging fails fast (``WorkersExhausted``) once it has a few threads stuck.
 What the function returns is the answer (``None``: nothing for this query, reported
 ``empty``); what it raises propagates as is, so the engines report ``failed`` with
 its type and message. A function that raises
-:class:`~lionctx.providers.base.SourceUnavailable` gets the built-in providers'
+:class:`~lionctx.providers._base.SourceUnavailable` gets the built-in providers'
 treatment: ``failed`` in reports, ``None`` from ``fetch``.
 
 For a database that needs no server, see
-:class:`~lionctx.providers.sqlite.SqliteContextProvider` (also reachable as
+:class:`~lionctx.providers._sqlite.SqliteContextProvider` (also reachable as
 ``DatabaseContextProvider.sqlite(...)``).
 """
 
@@ -27,10 +27,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._threads import run_in_worker
-from .base import ContextSource, SourceUnavailable, check_name
+from ._base import ContextSource, SourceUnavailable, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .sqlite import SqliteContextProvider
+    from ._sqlite import SqliteContextProvider
 
 __all__ = ["DatabaseContextProvider"]
 
@@ -140,6 +140,6 @@ class DatabaseContextProvider(ContextSource):
     @staticmethod
     def sqlite(database: Any, sql: str, **options: Any) -> SqliteContextProvider:
         """An embedded SQLite provider; see :class:`SqliteContextProvider`."""
-        from .sqlite import SqliteContextProvider
+        from ._sqlite import SqliteContextProvider
 
         return SqliteContextProvider(database, sql, **options)

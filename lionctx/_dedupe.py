@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .outcome import Outcome, Status
+from ._outcome import Outcome, Status
 
 __all__ = ["dedupe"]
 

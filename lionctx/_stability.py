@@ -29,7 +29,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .tokens import _HASH_IS_SECRET
+from ._tokens import _HASH_IS_SECRET
 
 __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "render_order"]
 

@@ -47,23 +47,23 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lionctx._adapters import fetch_method, provider_name
+from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
+from lionctx._context import RunContext, coerce_run_context
+from lionctx._messages import ensure_uid, system_message
 from lionctx._policy import check_max_chars, check_number, check_seconds
+from lionctx._stability import PrefixHistory  # issue 13
 from lionctx._turn import Conversation, Turn, copy_messages
 from lionctx._values import Instruction
-from lionctx.adapters import fetch_method, provider_name
-from lionctx.breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
-from lionctx.context import RunContext, coerce_run_context
-from lionctx.messages import ensure_uid, system_message
-from lionctx.models.base import ChatModel
+from lionctx.models._base import ChatModel
 from lionctx.resolve import Resolution, resolve_context
-from lionctx.stability import PrefixHistory  # issue 13
 
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
+    from lionctx.engines._base import ContextEngine
     from lionctx.engines._session import EngineSession, SessionPool
-    from lionctx.engines.base import ContextEngine
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
@@ -163,7 +163,7 @@ class Agent:
         if model_settings is not None and not isinstance(model_settings, Mapping):
             raise TypeError(f"model_settings must be a mapping, got {model_settings!r}")
         if model is None:
-            from lionctx.models.openai_chat import OpenAIChatModel
+            from lionctx.models._openai_chat import OpenAIChatModel
 
             model = OpenAIChatModel()
         elif not callable(getattr(model, "complete", None)):
@@ -362,7 +362,7 @@ class Agent:
     def _p13_options(self, messages: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
         history = None
         if self.dedupe_history and messages:
-            from lionctx.messages import message_text
+            from lionctx._messages import message_text
 
             history = [message_text(m) for m in messages if isinstance(m, Mapping)]
         return {"breaker": self._breakers if self._breakers is not None else False,
@@ -370,7 +370,7 @@ class Agent:
 
     def _p13_remember(self, session_id: Any, report: Resolution) -> None:
         """Compare with this session's previous turn; keep this turn's digests."""
-        from lionctx.stability import compare
+        from lionctx._stability import compare
 
         key = None if session_id is None else str(session_id)
         previous = self._prefixes.swap(key, report.digests)

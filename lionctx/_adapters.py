@@ -7,7 +7,7 @@
 Each face calls providers through one function here, so a provider of either shape
 works on either face: a fetch-only provider registered on a branch gets the
 instruction's text as its query and the branch's run context; a built-in provider
-implements both methods through :class:`lionctx.providers.base.ContextSource`.
+implements both methods through :class:`lionctx.providers._base.ContextSource`.
 
 A ``ContextSource`` is called through its ``retrieve(query, ctx)`` on both faces:
 it raises ``SourceUnavailable`` when its source could not answer, so the report says
@@ -21,9 +21,9 @@ import inspect
 from functools import partial
 from typing import Any
 
+from ._context import RunContext, coerce_run_context
 from ._text import make_encodable
 from ._threads import run_in_worker
-from .context import RunContext, coerce_run_context
 
 __all__ = [
     "call_fetch",
@@ -123,7 +123,7 @@ def fetch_method(provider: Any) -> Any:
 def retrieve_method(provider: Any) -> Any:
     """The failure-raising ``retrieve(query, ctx)`` of a ContextSource, or None.
 
-    Only a class that :class:`lionctx.providers.base.ContextSource` marks as
+    Only a class that :class:`lionctx.providers._base.ContextSource` marks as
     answering through ``retrieve`` qualifies (read from the class, so an instance
     attribute cannot claim it): an unrelated object's ``retrieve`` method may mean
     anything, and a subclass that overrides ``fetch`` is called through its

@@ -11,7 +11,7 @@ supplies the two faces on top of it:
   text as the query and the branch's run context.
 
 The engines (:class:`~lionctx.ContextProviderRegistry` through ``provide``,
-:func:`~lionctx.resolve_context` through :func:`lionctx.adapters.call_fetch`) call
+:func:`~lionctx.resolve_context` through :func:`lionctx._adapters.call_fetch`) call
 ``retrieve``, so a source that could not answer is reported ``failed`` with its
 reason instead of looking like a source with nothing to say (``empty``). The merged
 text is the same either way: a failed source contributes nothing.
@@ -27,10 +27,10 @@ import math
 import os
 from typing import Any, ClassVar
 
+from .._adapters import query_from_instruction, run_context_from_branch
+from .._context import RunContext, coerce_run_context
 from .._exceptions import InvalidType, InvalidValue
-from ..adapters import query_from_instruction, run_context_from_branch
-from ..context import RunContext, coerce_run_context
-from ..outcome import SourceUnavailable
+from .._outcome import SourceUnavailable
 
 __all__ = ["ContextSource", "ProvidedText", "SourceUnavailable", "check_count",
            "check_duration", "check_name", "check_path"]
@@ -78,7 +78,7 @@ class ContextSource:
 
     #: True when the faces call ``retrieve``; False for a subclass that overrides
     #: ``fetch`` (its override is what it means to be called). Set per class below;
-    #: :func:`lionctx.adapters.retrieve_method` reads it.
+    #: :func:`lionctx._adapters.retrieve_method` reads it.
     _lionctx_retrieves: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

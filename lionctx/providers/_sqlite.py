@@ -23,7 +23,7 @@ query with named parameters, and a formatter:
   gives ``None`` (reported ``empty``).
 * A database error (a missing file, a locked database, a statement the authorizer
   refuses) is a failure: ``retrieve`` raises
-  :class:`~lionctx.providers.base.SourceUnavailable` with SQLite's message, which
+  :class:`~lionctx.providers._base.SourceUnavailable` with SQLite's message, which
   never holds a bound value, so both faces report ``failed`` with the reason;
   ``fetch`` returns ``None`` and keeps the reason in ``last_error``.
 """
@@ -41,10 +41,9 @@ from typing import Any
 
 import anyio
 
+from .._context import context_value
 from .._threads import WorkersExhausted, run_in_worker
-from ..context import context_value
-from ._names import name_from_path
-from .base import (
+from ._base import (
     ContextSource,
     SourceUnavailable,
     check_count,
@@ -52,6 +51,7 @@ from .base import (
     check_name,
     check_path,
 )
+from ._names import name_from_path
 
 __all__ = ["SqliteContextProvider", "format_rows"]
 
@@ -214,7 +214,7 @@ class SqliteContextProvider(ContextSource):
     async def retrieve(self, query: str, ctx: Any) -> str | None:
         """Run the query for this turn and format the rows (``None`` when none).
 
-        Raises :class:`~lionctx.providers.base.SourceUnavailable` on a database
+        Raises :class:`~lionctx.providers._base.SourceUnavailable` on a database
         error; a ``params`` function or ``formatter`` that raises propagates as is.
         """
         bind = self.bindings(query, ctx)

@@ -3,7 +3,7 @@
 A value read back from a shared cache (:class:`~lionctx.cache.RedisCache`) was
 counted once, by the worker that fetched it, and stored with its count and the
 encoding it was counted in. It comes back as :class:`CountedText`, a
-:class:`~lionctx.providers.base.ProvidedText` (so a ``str``) with
+:class:`~lionctx.providers._base.ProvidedText` (so a ``str``) with
 ``token_count`` and ``token_encoding``.
 
 :func:`known_token_count` is what a caller that counts (gather) asks first: the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..providers.base import ProvidedText
+from ..providers._base import ProvidedText
 
 __all__ = ["CountedText", "known_token_count", "provided"]
 
@@ -49,7 +49,7 @@ def provided(value: str, *, cached: bool = False, stale: bool = False) -> Provid
 def known_token_count(text: Any, counter: Any) -> int | None:
     """The count ``text`` carries if it was counted with ``counter``'s encoding.
 
-    ``counter`` is a counter from :func:`lionctx.tokens.get_counter` (it has
+    ``counter`` is a counter from :func:`lionctx._tokens.get_counter` (it has
     ``encoding_name``); any other callable gets ``None``, as does text without a
     count. The count is of ``text`` itself: text that is framed (tagged) before it
     is counted needs counting again.

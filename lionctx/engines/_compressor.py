@@ -32,7 +32,7 @@ first keeps its uid and the others are recorded in ``_absorbed_message_uids``.
 Kept messages are copied with all their fields, uids included. The uids of the
 messages a pass summarized are available as :attr:`ContextCompressor.last_summarized_uids`.
 
-Tokens are counted with :func:`lionctx.tokens.count_tokens` (o200k_base) over each
+Tokens are counted with :func:`lionctx._tokens.count_tokens` (o200k_base) over each
 message's content, name and tool calls; persistence-only fields are never counted.
 
 Layout: which messages a pass summarizes is :mod:`lionctx.engines._compaction`'s and
@@ -47,8 +47,10 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..tokens import TokenCounter, resolve_counter
+from .._tokens import TokenCounter, resolve_counter
+from ._base import ContextEngine, usage_counts
 from ._compaction import CompactionPlan, message_tokens, plan_compaction, role, units
+from ._identity import UID_FIELD, is_uid, new_uid
 from ._summary import (
     FALLBACK_NOTE,
     SUMMARY_MARKER,
@@ -60,8 +62,6 @@ from ._summary import (
     summary_body,
     summary_message,
 )
-from .base import ContextEngine, usage_counts
-from .identity import UID_FIELD, is_uid, new_uid
 
 __all__ = [
     "FALLBACK_NOTE",

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
-from ..outcome import Outcome, Status
+from .._outcome import Outcome, Status
 
 __all__ = ["LiveStatus", "Style", "format_table", "json_safe", "outcome_reason",
            "summary_line", "visible", "want_color"]

@@ -29,11 +29,11 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from lionctx.providers import cache as _cache
-from lionctx.providers import database as _database
-from lionctx.providers import filesystem as _filesystem
-from lionctx.providers import http as _http
-from lionctx.providers.base import SourceUnavailable, check_duration
+from lionctx.providers import _cache as _cache
+from lionctx.providers import _database as _database
+from lionctx.providers import _filesystem as _filesystem
+from lionctx.providers import _http as _http
+from lionctx.providers._base import SourceUnavailable, check_duration
 
 __all__ = [
     "CachedContextProvider",

@@ -1,6 +1,6 @@
 """``lionctx demo``: the whole job, on this machine, in a couple of seconds.
 
-1. Build the sources (:func:`~lionctx.demo.world.demo_world`): notes in a temp
+1. Build the sources (:func:`~lionctx.demo._world.demo_world`): notes in a temp
    folder, a SQLite user profile, a status endpoint on 127.0.0.1, and a slow
    incidents endpoint that will time out on purpose.
 2. LionAGI face: a :class:`~lionctx.ContextProviderRegistry` on a
@@ -26,8 +26,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..cli.closing import aclose_all
-from ..cli.terminal import (
+from ..cli._closing import aclose_all
+from ..cli._terminal import (
     LiveStatus,
     Style,
     format_table,
@@ -36,8 +36,8 @@ from ..cli.terminal import (
     want_color,
 )
 from ..providers._redact import public_url
-from . import samples
-from .world import DemoWorld, demo_world
+from . import _samples as samples
+from ._world import DemoWorld, demo_world
 
 __all__ = ["run_demo"]
 
@@ -115,8 +115,8 @@ def _describe_sources(run: _Run) -> None:
 
 
 async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
+    from .._context import RunContext
     from ..branch import Branch, ContextBlock, Instruction
-    from ..context import RunContext
 
     notes, profile, status, incidents, archive = providers
     run.heading("1. LionAGI face: a ContextProviderRegistry on a Branch")
@@ -173,7 +173,7 @@ async def _later_turns(run: _Run, branch: Any) -> None:
 
 
 async def _agentium_face(run: _Run, providers: list[Any]) -> Any:
-    from ..context import RunContext
+    from .._context import RunContext
     from ..resolve import resolve_context
 
     run.heading("2. agentium face: resolve_context over the same provider objects")

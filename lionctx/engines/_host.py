@@ -36,6 +36,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
 from ._bridge import ThreadBridgeModel, summary_model
 from ._checks import (
     _NotPlain,
@@ -49,7 +50,6 @@ from ._checks import (
     usage_dict,
 )
 from ._select import apply_select_context, apply_select_context_async
-from .base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._session import EngineSession

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._exceptions import InvalidType, InvalidValue
-from .outcome import Outcome, Status
+from ._outcome import Outcome, Status
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
 

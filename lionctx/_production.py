@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import telemetry
-from .breaker import Breakers, skipped_outcome
-from .dedupe import dedupe
-from .outcome import Outcome
+from ._breaker import Breakers, skipped_outcome
+from ._dedupe import dedupe
+from ._outcome import Outcome
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._report import Report

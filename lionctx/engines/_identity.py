@@ -1,7 +1,7 @@
-"""Message identity as the engine side needs it, on top of :mod:`lionctx.messages`.
+"""Message identity as the engine side needs it, on top of :mod:`lionctx._messages`.
 
 A stored message carries ``message_uid`` (32 lowercase hex characters; minted by
-:func:`lionctx.messages.new_uid`, checked by :func:`lionctx.messages.is_uid`), kept
+:func:`lionctx._messages.new_uid`, checked by :func:`lionctx._messages.is_uid`), kept
 across copies, content rewrites, clones and compaction. This module adds what the
 engine side needs beyond that: reading a uid that may be absent, and recording a
 merge. A merge keeps the uid of the part whose text comes first and records the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
-from ..messages import PERSISTENCE_ONLY_FIELDS, is_uid, new_uid
+from .._messages import PERSISTENCE_ONLY_FIELDS, is_uid, new_uid
 
 __all__ = [
     "ABSORBED_UIDS_FIELD",

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..providers._redact import mask_key
 from ..providers._redact import public_url as public_url  # re-exported, as it always was
+from ._base import ChatResponse, ModelConfigError, ModelError
 from ._chat_wire import (
     StreamAssembly,
     model_error,
@@ -42,7 +43,6 @@ from ._chat_wire import (
 )
 from ._chat_wire import is_loopback as _is_loopback
 from ._chat_wire import public_endpoint as _public_url
-from .base import ChatResponse, ModelConfigError, ModelError
 
 __all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "OpenAIChatStream"]
 

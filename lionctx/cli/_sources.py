@@ -288,7 +288,7 @@ def _config_source(table: dict[str, Any], index: int, base: Path, where: str) ->
 
 def check_glob(pattern: str, where: str) -> None:
     """A UsageError naming ``pattern`` unless the fs provider's matcher accepts it."""
-    from ..providers.filesystem import GlobMatcher
+    from ..providers._filesystem import GlobMatcher
 
     try:
         GlobMatcher(pattern)
@@ -298,7 +298,7 @@ def check_glob(pattern: str, where: str) -> None:
 
 def _default_name(spec: SourceSpec) -> str:
     if spec.kind == "http":
-        from ..providers.http import default_name
+        from ..providers._http import default_name
 
         try:  # the provider's own default: host[:port]/path
             return default_name(spec.target)
@@ -334,7 +334,7 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
     """The provider for one source; a bad option becomes a UsageError naming it."""
     try:
         if spec.kind == "fs":
-            from ..providers.filesystem import FilesystemContextProvider
+            from ..providers._filesystem import FilesystemContextProvider
 
             if not os.path.isdir(spec.target):
                 raise UsageError(f"{spec.origin}: {spec.target} is not a directory")
@@ -344,7 +344,7 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
                 kwargs["glob"] = spec.glob
             return FilesystemContextProvider(spec.target, name=spec.name, **kwargs)
         if spec.kind == "http":
-            from ..providers.http import HttpContextProvider
+            from ..providers._http import HttpContextProvider
 
             kwargs = dict(spec.options)
             if timeout is not None:
@@ -352,7 +352,7 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
                 # is a backstop just behind it.
                 kwargs.setdefault("timeout", timeout + 1.0)
             return HttpContextProvider(spec.target, name=spec.name, **kwargs)
-        from ..providers.sqlite import SqliteContextProvider
+        from ..providers._sqlite import SqliteContextProvider
 
         if spec.sql is None:
             raise UsageError(f"{spec.origin}: needs a query (--sql after it, or sql = "

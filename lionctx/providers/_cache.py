@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._exceptions import SharedFetchError
-from ..adapters import (
+from .._adapters import (
     call_fetch,
     call_provide,
     fetch_method,
@@ -26,12 +25,13 @@ from ..adapters import (
     query_from_instruction,
     run_context_from_branch,
 )
-from ..context import context_value
+from .._context import context_value
+from .._exceptions import SharedFetchError
+from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 from ._flight import FlightCache, Hit, Source, lead_flight
-from .base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 
 if TYPE_CHECKING:
-    from ..cache.base import BoundCache
+    from ..cache._base import BoundCache
 
 __all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
            "default_key", "lead_flight"]
@@ -145,7 +145,7 @@ class CachedContextProvider(ContextSource):
     ``None`` and exceptions are never cached; concurrent calls for one key share
     one call to ``inner``. A failure propagates (``failed`` in reports, with the
     inner provider's reason; ``None`` from ``fetch`` when it is a
-    :class:`~lionctx.providers.base.SourceUnavailable`), unless ``stale_on_error``
+    :class:`~lionctx.providers._base.SourceUnavailable`), unless ``stale_on_error``
     serves the last good value. The inner provider's ``degradation_reason`` at the
     time a value was made travels with the cached value.
     """
@@ -161,7 +161,7 @@ class CachedContextProvider(ContextSource):
         name: str | None = None,
         cache: Any = None,
     ) -> None:
-        from ..cache.base import resolve_cache  # deferred: lionctx.cache imports providers
+        from ..cache._base import resolve_cache  # deferred: lionctx.cache imports providers
 
         if fetch_method(inner) is None and not callable(getattr(inner, "provide", None)):
             raise TypeError(f"inner must be a context provider with fetch() or provide(), "
@@ -222,7 +222,7 @@ class CachedContextProvider(ContextSource):
         return await self._get(key, call)
 
     async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> str | None:
-        from ..cache.counted import provided
+        from ..cache._counted import provided
 
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))

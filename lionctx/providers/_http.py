@@ -2,7 +2,7 @@
 
 Returns the response text. A network error, a timeout, a non-2xx status, a refused
 host or a body over the size cap is a failure: ``retrieve`` raises
-:class:`~lionctx.providers.base.SourceUnavailable` with the reason, so both faces
+:class:`~lionctx.providers._base.SourceUnavailable` with the reason, so both faces
 report the provider ``failed`` with it, and ``fetch`` returns ``None`` as the
 agentium page documents, with the reason in ``last_error``. No retries.
 
@@ -43,7 +43,7 @@ One ``httpx.AsyncClient`` per provider (or the one passed in) is kept open and
 pooled across turns; ``async with provider`` or ``await provider.aclose()`` closes
 the one the provider made. With ``cache_ttl > 0`` a good value is kept for that
 many seconds and concurrent cold calls share one request
-(:class:`~lionctx.providers.cache.FlightCache`); with ``stale_on_error`` a failed
+(:class:`~lionctx.providers._cache.FlightCache`); with ``stale_on_error`` a failed
 refresh serves the last good value, marked stale.
 
 Layout: this module does the I/O (the client, the host check before each hop, the
@@ -63,6 +63,7 @@ import anyio.lowlevel
 
 from .._exceptions import HttpFetchError
 from . import _decode
+from ._base import ContextSource, ProvidedText, check_count, check_duration, check_name
 from ._flight import FlightCache, SharedFetchError, Source
 from ._hosts import Host, parse_hosts, url_host, url_port
 from ._http_request import (
@@ -80,7 +81,6 @@ from ._http_request import (
 from ._redact import public_httpx_url as _safe_url
 from ._redact import redact as _redact
 from ._redact import scrub_library_logs as _scrub_httpx_log_for
-from .base import ContextSource, ProvidedText, check_count, check_duration, check_name
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -101,14 +101,14 @@ _CACHE_KEY = "response"
 
 
 def _provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
-    from ..cache.counted import provided as keep_count  # a shared-cache hit keeps its count
+    from ..cache._counted import provided as keep_count  # a shared-cache hit keeps its count
 
     return keep_count(value, cached=cached, stale=stale)
 
 
 def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
     """The provider's cache on ``cache``, keyed by everything that makes the request."""
-    from ..cache.base import TEXT_CODEC, resolve_cache
+    from ..cache._base import TEXT_CODEC, resolve_cache
 
     transform = provider.transform
     return resolve_cache(cache).bind(
@@ -224,7 +224,7 @@ class HttpContextProvider(ContextSource):
         """The response text (``query`` and ``ctx`` do not change the request).
 
         ``None`` for an empty body (or a ``transform`` that returned nothing); raises
-        :class:`~lionctx.providers.base.SourceUnavailable` when the request failed,
+        :class:`~lionctx.providers._base.SourceUnavailable` when the request failed,
         unless ``stale_on_error`` can serve the last good value (marked stale, with
         the failure in ``degradation_reason``).
         """

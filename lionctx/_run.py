@@ -1,0 +1,419 @@
+"""One provider, run: the call, its time limit, its containment, its count: one Outcome.
+
+:class:`ProviderCall` is what a face hands the engine for each provider; :func:`_run_one`
+turns it into an :class:`~lionctx._outcome.Outcome` (see :mod:`lionctx._gather` for the
+guarantees). Texts over 64K characters are counted in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+
+from ._cancellation import _fatal, _fatal_from_provider
+from ._outcome import Outcome, SourceUnavailable, Status
+from ._render import tag_block
+from ._stability import digest
+from ._text import make_encodable
+from ._threads import run_in_worker
+from ._tokens import (
+    _HASH_IS_SECRET,
+    TokenCounter,
+    count_bounded,
+    memo_key,
+)
+
+if TYPE_CHECKING:
+    from ._group import _Group
+
+from ._call import TAG_FRAME, Observer, ProviderCall
+
+logger = logging.getLogger("lionctx._gather")  # the engine logs under one name
+
+_FIRED = Status.FIRED
+_EMPTY = Status.EMPTY
+_FAILED = Status.FAILED
+_TIMEOUT = Status.TIMEOUT
+
+#: Default size limit of one provider's text, in characters: above what the built-in
+#: providers return at their own defaults (20 files of 100 KB), far beyond what any
+#: budget admits (about a million tokens). Checking it costs nothing.
+DEFAULT_MAX_CHARS = 4_000_000
+# Texts longer than this are counted in a worker thread, off the event loop.
+_THREAD_CHARS = 65_536
+_COUNT_KEY = "lionctx._tokens"
+_NO_SCOPE = contextlib.nullcontext()
+
+
+
+
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # an exception whose __str__ raises must not escape containment
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def _log_failure(call: ProviderCall, exc: BaseException) -> None:
+    if isinstance(exc, SourceUnavailable):  # expected: the reason says it all
+        logger.warning("context provider %r unavailable: %s", call.name, _message(exc))
+    else:
+        logger.warning("context provider %r raised; skipping", call.name, exc_info=exc)
+
+
+def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
+            prefix: str = "", elapsed: float | None = None,
+            degraded: str | None = None) -> Outcome:
+    message = _message(exc)
+    if isinstance(exc, asyncio.CancelledError):
+        message = message or "the provider raised CancelledError while the turn was not cancelled"
+    return Outcome(
+        call.name, index, _FAILED,
+        duration_ms=(perf_counter() - start) * 1000.0 if elapsed is None else elapsed,
+        error_type=type(exc).__name__, error=message,
+        reason=f"{prefix}{type(exc).__name__}: {message}",
+        degradation_reason=degraded, priority=call.priority, max_tokens=call.max_tokens,
+    )
+
+
+def _timed_out(call: ProviderCall, index: int, start: float | None, why: str) -> Outcome:
+    return Outcome(
+        call.name, index, _TIMEOUT,
+        duration_ms=0.0 if start is None else (perf_counter() - start) * 1000.0,
+        reason=why, priority=call.priority, max_tokens=call.max_tokens,
+    )
+
+
+def _degradation(call: ProviderCall, reason: Any) -> str | None:
+    """A provider's ``degradation_reason``, when it is a non-empty str (logged)."""
+    if isinstance(reason, str) and reason:
+        logger.warning("context provider %r degraded: %s", call.name, reason)
+        return reason
+    return None
+
+
+def _add_reason(current: str | None, more: str) -> str:
+    return more if current is None else f"{current}; {more}"
+
+
+@dataclass(slots=True)
+class _Pass:
+    """What every provider of one pass shares."""
+
+    counter: TokenCounter
+    timeout: float | None
+    budget: float | None
+    max_chars: int
+    args: tuple[Any, ...] = ()
+    join_cost: int = 0
+    memo: dict[Any, int] | None = None
+    remember: Callable[[Any, int], None] | None = None
+    #: Each provider's start time, when a deadline may have to report it.
+    starts: list[float | None] | None = None
+    #: The concurrent pass's group, told when a provider's task fails for good.
+    group: _Group | None = None
+
+
+@dataclass(slots=True)
+class _Big:
+    """A text to count in a worker thread: everything else about the outcome is known."""
+
+    counted: str
+    stored: str
+    bound: float
+    elapsed: float
+    degraded: str | None
+    cached: bool
+    stale: bool
+    key: Any = None
+
+
+def _bound(call: ProviderCall, ps: _Pass) -> float:
+    # A text over its cap is a cap skip whatever the budget; with no cap, over the
+    # whole budget is a budget skip. Stopping past these keeps LionAGI's labels.
+    cap = call.max_tokens
+    if cap:
+        return float(cap)
+    if ps.budget is not None:
+        return float(ps.budget)
+    return math.inf
+
+
+def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int,
+             exact: bool, elapsed: float, degraded: str | None, cached: bool,
+             stale: bool) -> Outcome:
+    if type(tokens) is not int or tokens < 0:
+        raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
+    if call.frame is not None:
+        tokens += ps.join_cost
+    # A text counted whole may be kept: its digest now, so the kept row is final. (One
+    # whose counting stopped is over its cap or the budget: never kept, never hashed.)
+    d = digest(stored) if call.digest and exact else None
+    return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
+                   degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
+
+
+def _carried_count(result: Any, counter: TokenCounter) -> int | None:
+    if not hasattr(result, "token_count"):
+        return None
+    from .cache._counted import known_token_count  # only texts from a shared cache get here
+
+    return known_token_count(result, counter)
+
+
+def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseException,
+                  elapsed: float, degraded: str | None) -> Outcome:
+    logger.warning("context provider %r output could not be counted", call.name,
+                   exc_info=exc)
+    return _failed(call, index, start, exc, "token counting failed: ", elapsed, degraded)
+
+
+def _finish(call: ProviderCall, index: int, result: Any, start: float,
+            ps: _Pass) -> Outcome | _Big:
+    """Validate, size-check, sanitize and count what a provider returned.
+
+    ``duration_ms`` is the provider's own time: counting is not charged to it. A
+    large text comes back as :class:`_Big`, to be counted off the loop.
+    """
+    elapsed = (perf_counter() - start) * 1000.0
+    try:
+        degraded = getattr(call.provider, "degradation_reason", None)
+    except Exception:  # a property that raises is no reason
+        degraded = None
+    if degraded is not None:
+        degraded = _degradation(call, degraded)
+    # The hot path first: a plain, non-empty str (the others are checked in turn).
+    if result.__class__ is str:
+        if not result:
+            return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, None,
+                           degraded, False, False, call.priority, call.max_tokens)
+        plain = True
+        cached = stale = False
+    elif result is None or (isinstance(result, str) and not str.__len__(result)):
+        return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, None,
+                       degraded, False, False, call.priority, call.max_tokens)
+    elif not isinstance(result, str):
+        logger.warning("context provider %r returned %s; skipping", call.name,
+                       type(result).__name__)
+        return _failed(call, index, start, TypeError(
+            f"provider returned {type(result).__name__}, expected str or None"),
+            "", elapsed, degraded)
+    else:
+        plain = False
+        try:
+            cached = bool(getattr(result, "cached", False))
+            stale = bool(getattr(result, "stale", False))
+        except Exception:  # a str subclass's properties are the provider's business
+            cached = stale = False
+    size = str.__len__(result)
+    limit = call.max_chars
+    if limit is None:
+        limit = ps.max_chars
+    if size > limit:
+        logger.warning("context provider %r returned %d characters, over its size limit "
+                       "of %d; skipped uncounted", call.name, size, limit)
+        return Outcome(call.name, index, Status.SKIPPED_SIZE, None, 0, elapsed, None, None,
+                       f"{size} characters over the size limit of {limit}", degraded,
+                       cached, stale, call.priority, call.max_tokens)
+    try:
+        # Plain str, whatever subclass came back: what we count is what we send.
+        text = result if plain else _plain_of(result, size)
+        replaced = 0
+        if not text.isascii():
+            text, replaced = make_encodable(text)
+            if replaced:
+                why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
+                       "as UTF-8, with U+FFFD")
+                logger.warning("context provider %r: %s", call.name, why)
+                degraded = _add_reason(degraded, why)
+        frame = call.frame
+        memo = ps.memo
+        key: Any = None
+        if memo is not None:
+            # memo_key and _memo_key, inlined for the common cases (a secret hash).
+            if frame is None:
+                key = (len(text), hash(text)) if _HASH_IS_SECRET else memo_key(text)
+            elif frame is TAG_FRAME and _HASH_IS_SECRET:
+                key = (call.name, len(text), hash(text))
+            else:
+                key = _memo_key(call, frame, text)
+            if key is not None:
+                # A text seen before is found by its cached hash, without framing or
+                # reading it again (a warm source returns the same string object).
+                known = memo.get(key)
+                if known.__class__ is int and known >= 0:
+                    if frame is None:
+                        stored = text
+                    else:
+                        known += ps.join_cost
+                        if not call.keep_frame:
+                            stored = text
+                        elif frame is TAG_FRAME:
+                            stored = tag_block(call.name, text)
+                        else:
+                            stored = frame(text)
+                    return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,
+                                   None, None, degraded, cached, stale, call.priority,
+                                   call.max_tokens, True, None,
+                                   digest(stored) if call.digest else None)
+        counted = text if frame is None else _framed(call, frame, text)
+        stored = counted if call.keep_frame else text
+        bound = _bound(call, ps)
+        if frame is not None:
+            bound -= ps.join_cost
+        if not plain and frame is None and not replaced:
+            # A shared-cache hit carries the count its fetcher made (RedisCache).
+            carried = _carried_count(result, ps.counter)
+            if carried is not None:
+                return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
+                                cached, stale)
+        if len(counted) > _THREAD_CHARS:
+            return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
+        tokens, exact = count_bounded(ps.counter, counted, bound)
+        if exact and key is not None and frame is not None:
+            ps.remember(key, tokens)  # type: ignore[misc]
+        return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
+                        cached, stale)
+    except BaseException as exc:
+        if _fatal(exc):
+            raise
+        return _count_failed(call, index, start, exc, elapsed, degraded)
+
+
+def _plain_of(result: str, size: int) -> str:
+    """The plain ``str`` of a str subclass: the one it was made from when it says so
+    (:class:`~lionctx.providers.ProvidedText`'s ``plain``, same length), else a copy."""
+    try:
+        inner = getattr(result, "plain", None)
+    except Exception:  # a subclass's property is its own business
+        inner = None
+    if type(inner) is str and str.__len__(inner) == size:
+        return inner
+    return str.__add__("", result)
+
+
+def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
+    if frame is TAG_FRAME:
+        return tag_block(call.name, text)
+    return frame(text)
+
+
+def _memo_key(call: ProviderCall, frame: Callable[[str], str], text: str) -> Any:
+    """The memo key of a framed text: for a tag block the (name, text) pair it is a
+    pure function of; None for any other frame."""
+    if frame is TAG_FRAME:
+        name = call.name
+    elif type(frame) is partial and frame.func is tag_block and len(frame.args) == 1:
+        name = frame.args[0]
+    else:
+        return None
+    if _HASH_IS_SECRET:
+        return (name, len(text), hash(text))
+    return (name, *memo_key(text))
+
+
+async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
+                     ps: _Pass) -> Outcome:
+    try:
+        tokens, exact = await run_in_worker(
+            partial(count_bounded, ps.counter, big.counted, big.bound), key=_COUNT_KEY)
+        if exact and big.key is not None:
+            ps.remember(big.key, tokens)  # type: ignore[misc]
+        return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
+                        big.degraded, big.cached, big.stale)
+    except BaseException as exc:
+        if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
+            raise  # a timeout's cancellation is the scope's to absorb
+        return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
+
+
+
+
+def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:
+    if observe is not None:
+        try:
+            observe(outcome)
+        except Exception:  # an observer must never cost the turn
+            logger.warning("outcome observer raised", exc_info=True)
+    return outcome
+
+
+async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
+    """One provider's call, bounded by its timeout, contained, counted."""
+    start = perf_counter()
+    if ps.starts is not None:
+        ps.starts[index] = start
+    limit = call.timeout if call.timeout is not None else ps.timeout
+    try:
+        if limit is None:
+            try:
+                result = await call.invoke(*ps.args)
+            except BaseException as exc:
+                if _fatal_from_provider(exc):
+                    raise
+                _log_failure(call, exc)
+                return _failed(call, index, start, exc)
+            out = _finish(call, index, result, start, ps)
+            if out.__class__ is _Big:
+                return await _count_big(call, index, start, out, ps)
+            return out  # type: ignore[return-value]
+        return await _run_limited(call, index, ps, start, limit)
+    except BaseException:
+        # Nothing a provider causes leaves here (contained above): this is a
+        # cancellation or a fatal error. A concurrent pass stops waiting in order.
+        if ps.group is not None:
+            ps.group.alarm()
+        raise
+
+
+async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
+                       limit: float) -> Outcome:
+    outcome: Outcome | None = None
+    answered = False
+    with anyio.move_on_after(limit) as scope:
+        try:
+            result = await call.invoke(*ps.args)
+            answered = True
+            out = _finish(call, index, result, start, ps)
+            if out.__class__ is _Big:
+                out = await _count_big(call, index, start, out, ps)
+            outcome = out  # type: ignore[assignment]
+        except BaseException as exc:
+            if scope.cancel_called and isinstance(exc, anyio.get_cancelled_exc_class()):
+                raise  # ours: the scope absorbs it; the caller's: it propagates
+            if _fatal(exc) if answered else _fatal_from_provider(exc):
+                raise
+            if not scope.cancel_called:
+                _log_failure(call, exc)
+                return _failed(call, index, start, exc)
+    if scope.cancel_called:
+        # Late, even if the provider swallowed the cancellation and answered: what
+        # comes after the limit is dropped, never injected.
+        why = (f"timed out after {limit:g}s while counting its text" if answered
+               else f"timed out after {limit:g}s")
+        logger.warning("context provider %r %s", call.name, why)
+        return _timed_out(call, index, start, why)
+    assert outcome is not None
+    ran = perf_counter() - start
+    if ran > limit + max(0.1, limit * 0.25):
+        # The limit's timer could not fire: the event loop was blocked (sync code
+        # such as time.sleep in an async provider, this one or another). Nothing can
+        # preempt that; what came back past the limit is still dropped.
+        why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
+               "(sync work in an async provider cannot be cut off; run it in a thread)")
+        logger.warning("context provider %r %s", call.name, why)
+        return _timed_out(call, index, start, why)
+    return outcome
+

@@ -1,0 +1,114 @@
+"""The public surface: what the package ``__init__``s export, and nothing else.
+
+Implementation modules are private (``lionctx._gather`` ...). Each public package lists
+its API in ``__all__``, ``dir()`` shows exactly that, and the test suite itself imports
+only the public API plus the one documented testing module, :mod:`lionctx.testing`.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import pathlib
+import pkgutil
+
+import pytest
+
+import lionctx
+import lionctx.integrations
+
+PACKAGES = ["lionctx", "agentium_compat", "lionctx.providers", "lionctx.engines",
+            "lionctx.cache", "lionctx.models", "lionctx.testing", "lionctx.cli", "lionctx.demo",
+            "lionctx.integrations"]
+# Public modules that are not packages: the LionAGI face, the agentium entry points,
+# telemetry, and one module per host framework (each an optional extra).
+MODULES = ["lionctx.branch", "lionctx.registry", "lionctx.resolve", "lionctx.telemetry"] + [
+    f"lionctx.integrations.{m.name}" for m in pkgutil.iter_modules(lionctx.integrations.__path__)
+    if not m.name.startswith("_")]
+PUBLIC = set(PACKAGES) | set(MODULES)
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_dir_shows_exactly_all(name: str) -> None:
+    package = importlib.import_module(name)
+    for sub in pkgutil.iter_modules(getattr(package, "__path__", [])):
+        importlib.import_module(f"{name}.{sub.name}")  # a loaded submodule must not show
+    shown = [n for n in dir(package) if not (n.startswith("__") and n.endswith("__"))]
+    assert shown == sorted(package.__all__)
+
+
+@pytest.mark.parametrize("name", PACKAGES + MODULES)
+def test_every_exported_name_resolves(name: str) -> None:
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:  # pragma: no cover - an optional host missing
+        pytest.skip(f"optional extra not installed: {exc}")
+    for attr in module.__all__:
+        assert getattr(module, attr) is not None, (name, attr)
+
+
+def _implementation_modules() -> list[str]:
+    found = []
+    for path in [*(ROOT / "lionctx").rglob("*.py"), *(ROOT / "agentium_compat").rglob("*.py")]:
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__" or parts[-1] == "__main__":
+            continue
+        found.append(".".join(parts))
+    return found
+
+
+def test_implementation_modules_are_private() -> None:
+    public_files = {m for m in MODULES}
+    leaky = [m for m in _implementation_modules()
+             if m not in public_files and not any(p.startswith("_") for p in m.split(".")[1:])]
+    assert leaky == []
+
+
+def _is_module(dotted: str) -> bool:
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except ImportError:  # the parent is not a package
+        return False
+
+
+def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out += [(node.lineno, node.module)]
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
+                    if _is_module(f"{node.module}.{a.name}")]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return [(line, m) for line, m in out if m.split(".")[0] in ("lionctx", "agentium_compat")]
+
+
+@pytest.mark.parametrize("folder", ["tests", "examples"])
+def test_tests_and_examples_import_only_the_public_api(folder: str) -> None:
+    bad = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for line, module in _imports(path):
+            if module not in PUBLIC:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {module}")
+    assert bad == []
+
+
+def test_the_testing_seams_all_resolve() -> None:
+    import lionctx.testing as testing
+
+    for name in testing._SEAMS:
+        assert getattr(testing, name) is not None, name
+
+
+def test_engines_export_the_plugin_contract_only() -> None:
+    import lionctx.engines as engines
+
+    hooks = {"apply_select_context", "apply_select_context_async", "after_response",
+             "maybe_compress", "notify_turn_complete", "dispatch_engine_tool", "engine_tools"}
+    assert not hooks & set(engines.__all__)
+    assert {"ContextEngine", "ContextCompressor", "PluginContext",
+            "register_context_engine"} <= set(engines.__all__)
