@@ -1,4 +1,5 @@
 import pytest
+from lionctx.testing import group_module
 
 
 @pytest.fixture
@@ -13,3 +14,15 @@ def server():
 
     with LocalOpenAIServer() as srv:
         yield srv
+
+
+@pytest.fixture(params=["relay", "task-per-provider", "anyio-taskgroup"])
+def spawner(request, monkeypatch):
+    """(Used by the gather tests.) Every test under each way a concurrent pass can run its providers: relay
+    tasks (Python 3.11's default), a task per provider (3.12+, eagerly started
+    there, and any pass with a limit), anyio's task group (trio, Python 3.10)."""
+    if request.param == "anyio-taskgroup":
+        monkeypatch.setattr(group_module, "_asyncio_taskgroup", lambda: None)
+    else:
+        monkeypatch.setattr(group_module, "_RELAY", request.param == "relay")
+    return request.param

@@ -5,24 +5,14 @@ from functools import partial
 import anyio
 import pytest
 from lionctx import ProviderCall, Status
-from lionctx.testing import gather, group_module, validate_seconds
+from lionctx.testing import gather, validate_seconds
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("spawner")]
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 
-@pytest.fixture(autouse=True, params=["relay", "task-per-provider", "anyio-taskgroup"])
-def spawner(request, monkeypatch):
-    """Every test under each way a concurrent pass can run its providers: relay
-    tasks (Python 3.11's default), a task per provider (3.12+, eagerly started
-    there, and any pass with a limit), anyio's task group (trio, Python 3.10)."""
-    if request.param == "anyio-taskgroup":
-        monkeypatch.setattr(group_module, "_asyncio_taskgroup", lambda: None)
-    else:
-        monkeypatch.setattr(group_module, "_RELAY", request.param == "relay")
-    return request.param
 
 
 def words(text):
