@@ -43,7 +43,6 @@ session with a fresh engine. Runs without a session id are not counted.
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +66,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
-logger = logging.getLogger(__name__)
+from lionctx._log import logger_for
+
+logger = logger_for(__name__)
 
 # run() keywords in either spelling -> RunContext field
 _RUN_KEYS = {

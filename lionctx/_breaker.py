@@ -17,7 +17,6 @@ concurrent passes on one loop) share a breaker safely. ``clock`` is injectable
 
 from __future__ import annotations
 
-import logging
 import math
 import operator
 import threading
@@ -32,7 +31,9 @@ from ._outcome import Outcome, Status
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
 
-logger = logging.getLogger(__name__)
+from ._log import logger_for
+
+logger = logger_for(__name__)
 
 Clock = Callable[[], float]
 

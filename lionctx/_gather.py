@@ -26,7 +26,6 @@ Outcomes come back in registration order whatever order providers finished in.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
@@ -60,7 +59,9 @@ from ._tokens import (
 __all__ = ["DEFAULT_MAX_CHARS", "TAG_FRAME", "Observer", "ProviderCall", "gather",
            "validate_max_chars", "validate_seconds"]
 
-logger = logging.getLogger(__name__)
+from ._log import logger_for
+
+logger = logger_for(__name__)
 
 async def gather(
     calls: Sequence[ProviderCall],

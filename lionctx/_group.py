@@ -24,7 +24,7 @@ from ._call import Observer, ProviderCall
 from ._outcome import Outcome
 from ._run import _NO_SCOPE, _failed, _notify, _Pass, _run_one, _timed_out
 
-logger = logging.getLogger("lionctx._gather")  # the engine logs under one name
+logger = logging.getLogger("lionctx.gather")  # the engine logs under one name
 
 def _asyncio_taskgroup() -> type | None:
     """asyncio's Task type when running on asyncio (3.11+), else None (another

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 
-logger = logging.getLogger("lionctx._gather")  # the engine logs under one name
+logger = logging.getLogger("lionctx.gather")  # the engine logs under one name
 
 _FIRED = Status.FIRED
 _EMPTY = Status.EMPTY

@@ -24,7 +24,6 @@ pool, apart from anyio's default limiter (which the host application shares):
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Hashable
 from typing import TypeVar
@@ -36,7 +35,9 @@ from ._exceptions import InvalidValue, WorkersExhausted
 
 __all__ = ["WorkersExhausted", "max_threads", "run_in_worker", "set_max_threads", "stats"]
 
-logger = logging.getLogger(__name__)
+from ._log import logger_for
+
+logger = logger_for(__name__)
 
 T = TypeVar("T")
 

@@ -15,7 +15,6 @@ import base64
 import gzip
 import hashlib
 import itertools
-import logging
 import math
 import sys
 import threading
@@ -42,7 +41,9 @@ __all__ = [
     "resolve_counter",
 ]
 
-logger = logging.getLogger(__name__)
+from ._log import logger_for
+
+logger = logger_for(__name__)
 
 DEFAULT_ENCODING = "o200k_base"
 #: sha256 of the official, uncompressed ``o200k_base.tiktoken`` file.

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Conversation", "Turn", "copy_messages"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("lionctx.branch")  # the turn is the branch's, as before
 
 
 def copy_messages(value: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

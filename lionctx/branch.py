@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -85,7 +84,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Branch", "ContextBlock", "Instruction", "OperateResult", "RenderMode"]
 
-logger = logging.getLogger(__name__)
+from ._log import logger_for
+
+logger = logger_for(__name__)
 
 
 class Branch:

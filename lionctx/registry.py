@@ -16,7 +16,6 @@ they are set.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -37,7 +36,9 @@ from ._types import Number
 
 __all__ = ["ContextProvider", "ContextProviderRegistry", "ProviderReport"]
 
-logger = logging.getLogger(__name__)
+from ._log import logger_for
+
+logger = logger_for(__name__)
 
 
 

@@ -26,7 +26,6 @@ are still the API's no-op defaults, nothing is built at all. :func:`set_enabled`
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 import re
 import time
@@ -42,7 +41,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["configure", "enabled", "live", "record_pass", "record_report", "scrub",
            "set_enabled"]
 
-logger = logging.getLogger(__name__)
+from ._log import logger_for
+
+logger = logger_for(__name__)
 
 _state: dict[str, Any] = {"enabled": None, "tracer": None, "meter": None,
                           "tracer_provider": None, "meter_provider": None,

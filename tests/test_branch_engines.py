@@ -40,7 +40,7 @@ from tests.engines.recording import Plain, Recorder
 from tests.fakes import Static
 
 SYSTEM = "You are helpful."
-HOST_LOG = "lionctx.engines._host"
+HOST_LOG = "lionctx.engines.host"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

@@ -79,7 +79,7 @@ async def test_exceptions_are_contained_and_logged(caplog):
     async def boom():
         raise RuntimeError("kaput")
 
-    caplog.set_level(logging.WARNING, logger="lionctx._gather")
+    caplog.set_level(logging.WARNING, logger="lionctx.gather")
     out = await gather([call("bad", boom), call("good", returning("ok"))], counter=words)
     assert out[0].status is Status.FAILED
     assert out[0].error_type == "RuntimeError" and out[0].error == "kaput"
@@ -373,7 +373,7 @@ async def test_expected_unavailability_is_logged_in_one_line(caplog):
     async def down():
         raise SourceUnavailable("HTTP 503 from http://127.0.0.1:1/status")
 
-    caplog.set_level(logging.WARNING, logger="lionctx._gather")
+    caplog.set_level(logging.WARNING, logger="lionctx.gather")
     out = await gather([call("status", down)], counter=words)
     assert out[0].status is Status.FAILED
     assert out[0].reason == "SourceUnavailable: HTTP 503 from http://127.0.0.1:1/status"

@@ -49,7 +49,7 @@ def test_every_exported_name_resolves(name: str) -> None:
         assert getattr(module, attr) is not None, (name, attr)
 
 
-def _implementation_modules() -> list[str]:
+def _implementation_modules() -> list[str]:  # dotted names of lionctx and agentium_compat modules
     found = []
     for path in [*(ROOT / "lionctx").rglob("*.py"), *(ROOT / "agentium_compat").rglob("*.py")]:
         rel = path.relative_to(ROOT).with_suffix("")
@@ -112,3 +112,17 @@ def test_engines_export_the_plugin_contract_only() -> None:
     assert not hooks & set(engines.__all__)
     assert {"ContextEngine", "ContextCompressor", "PluginContext",
             "register_context_engine"} <= set(engines.__all__)
+
+
+def test_loggers_have_public_names() -> None:
+    # What users configure is a logger name: private module paths never show in one.
+    import logging
+
+    names = []
+    for module_name in _implementation_modules():
+        module = importlib.import_module(module_name)
+        log = getattr(module, "logger", None)
+        if isinstance(log, logging.Logger):
+            names.append(log.name)
+    assert "lionctx.gather" in names and "lionctx.engines.host" in names
+    assert [n for n in names if "._" in n or not n.startswith(("lionctx", "agentium"))] == []

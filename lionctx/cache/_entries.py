@@ -31,7 +31,7 @@ __all__ = ["FORMAT", "KEY_VERSION", "NAMESPACE", "PARTS", "RELEASE", "RENEW", "C
            "decode_entry", "digest", "encode_entry", "failure_marker",
            "key_names", "key_prefix", "marker_reason", "milliseconds", "process_local"]
 
-logger = logging.getLogger("lionctx.cache._redis_cache")  # one logger for the shared cache
+logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
 
 KEY_VERSION = "v1"
 FORMAT = 1

@@ -39,7 +39,6 @@ timeout); :mod:`lionctx.cache._shared` the per-provider lease protocol above;
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -61,7 +60,9 @@ from ._shared import SharedCache
 
 __all__ = ["KEY_VERSION", "RedisCache", "SharedCacheError"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 
 class RedisCache:

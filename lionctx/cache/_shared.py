@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SharedCache"]
 
-logger = logging.getLogger("lionctx.cache._redis_cache")  # one logger for the shared cache
+logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
 
 
 class SharedCache:

@@ -9,14 +9,15 @@ failure is logged; cancellation and interrupts are never caught.
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 __all__ = ["CLOSE_TIMEOUT", "aclose_all", "opened"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 #: Seconds one ``aclose()`` may take before it is abandoned (and logged), so a
 #: close that hangs cannot hang the command on its way out.

@@ -9,7 +9,6 @@ stops the server and removes the folder.
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 import tempfile
 import threading
@@ -24,7 +23,9 @@ from . import _samples as samples
 
 __all__ = ["DemoWorld", "StatusServer", "demo_world"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 _HOST = "127.0.0.1"
 

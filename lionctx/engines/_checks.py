@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 # The host's logger: these lines read as the host's, as before the split.
-logger = logging.getLogger("lionctx.engines._host")
+logger = logging.getLogger("lionctx.engines.host")
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})

@@ -43,7 +43,6 @@ new history.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -71,7 +70,9 @@ __all__ = [
     "message_tokens",
 ]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 #: ``summarize(messages_to_fold, previous_summary) -> summary text``.
 Summarizer = Callable[[list[dict[str, Any]], "str | None"], str]

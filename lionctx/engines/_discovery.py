@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["ENTRY_POINT_GROUP", "entry_point_meta", "entry_points", "plugin_dirs", "plugin_meta",
            "plugin_name", "shadowed_by"]
 
-logger = logging.getLogger("lionctx.engines._loader")  # one logger for engine loading
+logger = logging.getLogger("lionctx.engines.loader")  # one logger for engine loading
 
 ENTRY_POINT_GROUP = "lionctx.context_engines"
 _PLUGIN_SUBDIR = ("plugins", "context_engine")

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +71,9 @@ __all__ = [
     "usage_dict",
 ]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 
 def __getattr__(name: str) -> Any:

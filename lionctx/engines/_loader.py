@@ -55,7 +55,6 @@ the names it always had).
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -107,7 +106,9 @@ __all__ = [
     "resolve_context_engine",
 ]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 
 # -- resolution ----------------------------------------------------------------------

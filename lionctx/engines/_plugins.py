@@ -33,7 +33,7 @@ __all__ = ["PluginContext", "clear_registered_context_engine", "engine_from_modu
            "engine_from_object", "import_plugin", "load_directory", "load_entry_point",
            "module_name", "register_context_engine", "registered_context_engine"]
 
-logger = logging.getLogger("lionctx.engines._loader")  # one logger for engine loading
+logger = logging.getLogger("lionctx.engines.loader")  # one logger for engine loading
 
 #: Guards the registration and the per-process caches (plugins may load from threads).
 lock = threading.RLock()

@@ -23,7 +23,7 @@ from ._checks import checked_selection
 __all__ = ["apply_select_context", "apply_select_context_async"]
 
 # The host's logger: warnings about selection read as the host's, as before the split.
-logger = logging.getLogger("lionctx.engines._host")
+logger = logging.getLogger("lionctx.engines.host")
 
 
 def _select_timeout(engine: ContextEngine) -> float:

@@ -42,7 +42,7 @@ from ._identity import new_uid
 __all__ = ["EngineSession", "SessionPool", "open_session"]
 
 # The host's logger: warnings about session hooks read as the host's, as before.
-logger = logging.getLogger("lionctx.engines._host")
+logger = logging.getLogger("lionctx.engines.host")
 
 
 def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> EngineSession | None:

@@ -9,7 +9,6 @@ caches. The :class:`~lionctx.Resolution` of the turn is the report.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +21,9 @@ from ..resolve import Resolution, resolve_context
 
 __all__ = ["TurnResolver", "compose", "text_of"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 #: The keyword options of :func:`lionctx.resolve_context` an integration accepts.
 RESOLVE_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome",

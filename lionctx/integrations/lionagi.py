@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import logging
 import os
 import tempfile
 from pathlib import Path
@@ -39,7 +38,9 @@ from .._adapters import call_fetch, provider_name, query_from_instruction, run_c
 
 __all__ = ["LionagiProvider", "instruction_text", "provider", "use_bundled_tokenizer"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 #: Where tiktoken fetches o200k_base from; its cache file is named by this URL's sha1.
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"

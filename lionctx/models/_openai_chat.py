@@ -25,7 +25,6 @@ the errors are :mod:`lionctx.models._chat_wire`'s (pure, property-tested).
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import threading
 import weakref
@@ -46,7 +45,9 @@ from ._chat_wire import public_endpoint as _public_url
 
 __all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "OpenAIChatStream"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 #: The model name used when neither an argument nor ``LIONCTX_MODEL`` gives one.
 DEFAULT_MODEL = "gpt-4o-mini"

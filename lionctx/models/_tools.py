@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import logging
 import re
 import types
 import typing
@@ -21,7 +20,9 @@ from typing import Any, Union
 
 __all__ = ["ActionResponse", "Tool", "as_tool", "run_tool_call"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean",

@@ -22,7 +22,6 @@ working: ``fetch`` is then what every face calls, and its ``None`` is ``empty``.
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from typing import Any, ClassVar
@@ -35,7 +34,9 @@ from .._outcome import SourceUnavailable
 __all__ = ["ContextSource", "ProvidedText", "SourceUnavailable", "check_count",
            "check_duration", "check_name", "check_path"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 
 class ProvidedText(str):

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import codecs
 import functools
-import logging
 import os
 import threading
 from collections.abc import Iterable
@@ -65,7 +64,9 @@ from ._walk import DirectoryWalk, Plan, Scan, Seen, os_reason
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 DEFAULT_GLOB = "**/*.md"
 DEFAULT_MAX_FILE_SIZE = 100 * 1024

@@ -54,7 +54,6 @@ capped body); checking and building the request and the redirect policy are
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +87,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "HttpContextProvider",
            "HttpFetchError", "default_name"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024

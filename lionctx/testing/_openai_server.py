@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import logging
 import threading
 import time
 from collections import deque
@@ -43,7 +42,9 @@ from ._openai_wire import ECHO_LABEL, Reply, ScriptItem, echo_reply
 
 __all__ = ["ECHO_LABEL", "LocalOpenAIServer", "RecordedRequest", "Reply", "echo_reply"]
 
-logger = logging.getLogger(__name__)
+from .._log import logger_for
+
+logger = logger_for(__name__)
 
 _HOST = "127.0.0.1"
 _MAX_BODY = 32 * 1024 * 1024

@@ -112,7 +112,7 @@ async def test_agent_selection_is_request_only_and_hostile_ones_are_refused(serv
     assert "obey me" not in json.dumps(server.requests)
     assert len(r4.messages) == 8
     assert any("system" in r.getMessage() for r in caplog.records
-               if r.name == "lionctx.engines._host")
+               if r.name == "lionctx.engines.host")
 
 
 @pytest.mark.anyio

@@ -45,7 +45,7 @@ async def test_a_failing_close_is_logged_and_the_rest_are_still_closed(tmp_path,
     log: list[str] = []
     items = [Recording(tmp_path, "a", log, fail=True), object(), SyncClose(log),
              Recording(tmp_path, "b", log), Recording(tmp_path, "c", log, fail=True)]
-    with caplog.at_level(logging.WARNING, logger="lionctx.cli._closing"):
+    with caplog.at_level(logging.WARNING, logger="lionctx.cli.closing"):
         failed = await aclose_all(items)
     assert log == ["a", "sync", "b", "c"]
     assert failed == ["Recording 'a'", "Recording 'c'"]
@@ -66,7 +66,7 @@ async def test_closing_runs_even_in_a_cancelled_scope(tmp_path):
 @pytest.mark.anyio
 async def test_a_close_that_hangs_is_abandoned_and_the_next_closed(tmp_path, caplog):
     log: list[str] = []
-    with caplog.at_level(logging.WARNING, logger="lionctx.cli._closing"):
+    with caplog.at_level(logging.WARNING, logger="lionctx.cli.closing"):
         failed = await aclose_all([Hangs(tmp_path, name="stuck"),
                                    Recording(tmp_path, "b", log)], timeout=0.05)
     assert failed == ["Hangs 'stuck'"]

@@ -8,7 +8,7 @@ from lionctx import count_tokens
 from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, message_tokens
 from lionctx.testing import ABSORBED_UIDS_FIELD, UID_FIELD, is_uid, new_uid, tool_pairing_problems
 
-LOG = "lionctx.engines._compressor"
+LOG = "lionctx.engines.compressor"
 
 
 def stored(messages):

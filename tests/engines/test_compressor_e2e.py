@@ -137,7 +137,7 @@ def test_server_failure_inserts_the_fallback_note(server, model, caplog):
     history = [messages_mod.ensure_uid(messages_mod.system_message("s"))]
     run_turns(engine, model, server, history, turns=6)
     server.script(testing.Reply.failure(500, "summarizer down"))
-    caplog.set_level(logging.WARNING, logger="lionctx.engines._compressor")
+    caplog.set_level(logging.WARNING, logger="lionctx.engines.compressor")
     out = maybe_compress(engine, history, None, force=True)
     assert out is not None and len(out) < len(history)
     assert any(m["content"] == f"{SUMMARY_MARKER}\n{FALLBACK_NOTE}" for m in out)

@@ -20,7 +20,7 @@ from lionctx.testing import (
 )
 from openai.types import CompletionUsage
 
-HOST = "lionctx.engines._host"
+HOST = "lionctx.engines.host"
 
 
 class Engine(ContextEngine):

@@ -15,7 +15,7 @@ from lionctx.engines import (
     registered_context_engine,
 )
 
-LOG = "lionctx.engines._loader"
+LOG = "lionctx.engines.loader"
 
 ENGINE_BODY = '''
 from lionctx.engines import ContextEngine

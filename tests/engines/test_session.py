@@ -169,7 +169,7 @@ def test_pool_keeps_the_most_recently_used_sessions(ids, bound):
 
 @pytest.mark.anyio
 async def test_a_busy_session_is_not_evicted_and_eviction_survives_cancellation(caplog):
-    caplog.set_level(logging.DEBUG, logger="lionctx.engines._host")
+    caplog.set_level(logging.DEBUG, logger="lionctx.engines.host")
     rec = Recorder()
     pool = SessionPool(rec, model=None, max_sessions=1, owner="agent 'bot'")
     async with pool.session("a") as a:

@@ -26,7 +26,7 @@ from lionctx.testing import (
 )
 
 SYSTEM = "You are careful."
-HOST = "lionctx.engines._host"
+HOST = "lionctx.engines.host"
 
 
 # -- liars ---------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from lionctx.engines import (
 from lionctx.testing import apply_select_context_async, stats
 
 SYSTEM = "You are helpful."
-HOST = "lionctx.engines._host"
+HOST = "lionctx.engines.host"
 HISTORY = [
     {"role": "user", "content": "first question"},
     {"role": "assistant", "content": "first answer"},

@@ -171,7 +171,7 @@ def test_recorded_request_repr_hides_the_authorization_header():
 
 
 def test_request_log_lines_leave_out_query_strings(caplog):
-    caplog.set_level("DEBUG", logger="lionctx.testing._openai_server")
+    caplog.set_level("DEBUG", logger="lionctx.testing.openai_server")
     with LocalOpenAIServer() as srv:
         r = httpx.get(srv.base_url + f"/models?api-key={SECRET}")
         assert r.status_code == 200
