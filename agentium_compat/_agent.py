@@ -66,21 +66,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
+from lionctx._context import spellings
 from lionctx._log import logger_for
 
 logger = logger_for(__name__)
 
 # run() keywords in either spelling -> RunContext field
-_RUN_KEYS = {
-    "user_id": "user_id", "userId": "user_id",
-    "tenant_id": "tenant_id", "tenantId": "tenant_id",
-    "session_id": "session_id", "sessionId": "session_id",
-    "session_state": "session_state", "sessionState": "session_state",
-    "run_id": "run_id", "runId": "run_id",
-    "metadata": "metadata",
-    "dependencies": "dependencies",
-    "signal": "signal",
-}
+_RUN_KEYS = spellings("user_id", "tenant_id", "session_id", "session_state", "run_id",
+                      "metadata", "dependencies", "signal")
 
 
 def _check_providers(providers: Any) -> list[Any]:
@@ -324,8 +317,9 @@ class Agent:
                 self.context_providers, input, ctx, budget=self.context_budget,
                 timeout=self.context_timeout, deadline=self.context_deadline,
                 max_chars=self.context_max_chars,
+                previous=self._prefixes.latest(self._prefix_key(ctx.session_id)),
                 **self._p13_options(messages))  # issue 13
-            self._p13_remember(ctx.session_id, report)  # issue 13
+            self._prefixes.swap(self._prefix_key(ctx.session_id), report.digests)
             text = report.text
         else:
             text = ""
@@ -369,15 +363,10 @@ class Agent:
         return {"breaker": self._breakers if self._breakers is not None else False,
                 "dedupe": self.context_dedupe, "history": history}
 
-    def _p13_remember(self, session_id: Any, report: Resolution) -> None:
-        """Compare with this session's previous turn; keep this turn's digests."""
-        from lionctx._stability import compare
-
-        key = None if session_id is None else str(session_id)
-        previous = self._prefixes.swap(key, report.digests)
-        brk = compare(previous, report.digests)
-        object.__setattr__(report, "cache_break", brk)
-        object.__setattr__(report, "prefix_stable", None if previous is None else brk is None)
+    @staticmethod
+    def _prefix_key(session_id: Any) -> str | None:
+        """Whose previous turn a run's blocks compare with: its session's."""
+        return None if session_id is None else str(session_id)
 
     @staticmethod
     def _run_fields(values: Mapping[str, Any]) -> dict[str, Any]:

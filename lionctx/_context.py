@@ -38,6 +38,19 @@ _CAMEL = {
 _SNAKE_TO_CAMEL = {v: k for k, v in _CAMEL.items()}
 
 
+def spellings(*fields: str) -> dict[str, str]:
+    """``{spelling: field}`` for each of ``fields`` (RunContext field names), in both
+    its snake_case and (where it has one) its camelCase spelling: the one table of run
+    keys that ``Agent.run`` options and the SQLite provider's parameters read."""
+    out: dict[str, str] = {}
+    for name in fields:
+        out[name] = name
+        camel = _SNAKE_TO_CAMEL.get(name)
+        if camel is not None:
+            out[camel] = name
+    return out
+
+
 def _new_run_id() -> str:
     return uuid.uuid4().hex
 

@@ -136,6 +136,11 @@ class PrefixHistory:
                 self._turns.popitem(last=False)
             return previous
 
+    def latest(self, key: Hashable) -> Digests | None:
+        """``key``'s latest turn, or ``None`` (it stays the latest)."""
+        with self._lock:
+            return self._turns.get(key)
+
     def forget(self, key: Hashable) -> None:
         """Drop ``key``'s history (its next turn has nothing to compare with)."""
         with self._lock:

@@ -41,7 +41,7 @@ from typing import Any
 
 import anyio
 
-from .._context import context_value
+from .._context import context_value, spellings
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import (
     ContextSource,
@@ -61,12 +61,7 @@ Params = Mapping[str, Any] | Callable[[str, Any], Mapping[str, Any]] | None
 
 # Bound on every call: parameter name -> run context field (None: the query).
 _BUILTIN: dict[str, str | None] = {
-    "query": None,
-    "user_id": "user_id", "userId": "user_id",
-    "tenant_id": "tenant_id", "tenantId": "tenant_id",
-    "session_id": "session_id", "sessionId": "session_id",
-    "run_id": "run_id", "runId": "run_id",
-}
+    "query": None, **spellings("user_id", "tenant_id", "session_id", "run_id")}
 # sqlite3's own default wait for a lock, kept when no timeout bounds the call.
 _DEFAULT_BUSY = 5.0
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
