@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from lionctx._adapters import fetch_method, provider_name
 from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx._context import RunContext, coerce_run_context
+from lionctx._exceptions import InvalidType, InvalidValue
 from lionctx._messages import ensure_uid, system_message
 from lionctx._policy import check_max_chars, check_number, check_seconds
 from lionctx._stability import PrefixHistory  # issue 13
@@ -80,10 +81,10 @@ def _check_providers(providers: Any) -> list[Any]:
     if providers is None:
         return []
     if isinstance(providers, (str, bytes, Mapping)) or not isinstance(providers, Sequence):
-        raise TypeError(f"context_providers must be a list of providers, got {providers!r}")
+        raise InvalidType(f"context_providers must be a list of providers, got {providers!r}")
     for i, p in enumerate(providers):
         if fetch_method(p) is None:
-            raise TypeError(
+            raise InvalidType(
                 f"context_providers[{i}] ({provider_name(p)}) has no fetch(query, ctx) "
                 "or fetchContext(query, ctx) method"
             )
@@ -92,9 +93,9 @@ def _check_providers(providers: Any) -> list[Any]:
 
 def _check_max_sessions(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_sessions must be an int >= 1, got {value!r}")
+        raise InvalidType(f"max_sessions must be an int >= 1, got {value!r}")
     if value < 1:
-        raise ValueError(f"max_sessions must be an int >= 1, got {value!r}")
+        raise InvalidValue(f"max_sessions must be an int >= 1, got {value!r}")
     return value
 
 
@@ -146,22 +147,23 @@ class Agent:
         dedupe_history: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty str, got {name!r}")
+            raise InvalidValue(f"name must be a non-empty str, got {name!r}")
         max_sessions = _check_max_sessions(max_sessions)
         if not (isinstance(instructions, str) or callable(instructions)):
-            raise TypeError(f"instructions must be a str or a function, got "
+            raise InvalidType(f"instructions must be a str or a function, got "
                             f"{type(instructions).__name__}")
         if context_providers is not None and contextProviders is not None:
-            raise TypeError("pass context_providers or contextProviders, not both")
+            raise InvalidType("pass context_providers or contextProviders, not both")
         context_budget = check_number(context_budget, "context_budget", allow_none=True)
         if model_settings is not None and not isinstance(model_settings, Mapping):
-            raise TypeError(f"model_settings must be a mapping, got {model_settings!r}")
+            raise InvalidType(f"model_settings must be a mapping, got {model_settings!r}")
         if model is None:
             from lionctx.models._openai_chat import OpenAIChatModel
 
             model = OpenAIChatModel()
         elif not callable(getattr(model, "complete", None)):
-            raise TypeError(f"model must have complete() (a ChatModel), got {type(model).__name__}")
+            raise InvalidType(
+                f"model must have complete() (a ChatModel), got {type(model).__name__}")
         self.name = name
         self.model = model
         self.instructions = instructions
@@ -253,7 +255,7 @@ class Agent:
         if inspect.isawaitable(result):
             result = await result
         if not isinstance(result, str):
-            raise TypeError(f"agent {self.name!r}: instructions function returned "
+            raise InvalidType(f"agent {self.name!r}: instructions function returned "
                             f"{type(result).__name__}, expected str")
         return result
 
@@ -278,29 +280,29 @@ class Agent:
         ``messages`` is prior conversation (no system message) sent before the input.
         """
         if not isinstance(input, str):
-            raise TypeError(f"input must be a str, got {type(input).__name__}")
+            raise InvalidType(f"input must be a str, got {type(input).__name__}")
         given: dict[str, Any] = {}
         if options is not None:
             if not isinstance(options, Mapping):
-                raise TypeError(f"options must be a mapping, got {type(options).__name__}")
+                raise InvalidType(f"options must be a mapping, got {type(options).__name__}")
             opts = dict(options)
             if "context" in opts:
                 if context is not None:
-                    raise TypeError("context given twice: in options and as a keyword")
+                    raise InvalidType("context given twice: in options and as a keyword")
                 context = opts.pop("context")
             for key in ("run_context", "runContext", "messages"):
                 if key in opts:
-                    raise TypeError(f"pass {key!r} as a keyword, not in options")
+                    raise InvalidType(f"pass {key!r} as a keyword, not in options")
             given.update(self._run_fields(opts))
         for key, value in self._run_fields(keywords).items():
             if key in given:
-                raise TypeError(f"{key} given twice")
+                raise InvalidType(f"{key} given twice")
             given[key] = value
         ctx = coerce_run_context(run_context, **{k: v for k, v in given.items() if v is not None})
         if messages is not None:
             messages = list(messages)
             if any(isinstance(m, Mapping) and m.get("role") == "system" for m in messages[:1]):
-                raise ValueError("messages must not start with a system message: the agent's "
+                raise InvalidValue("messages must not start with a system message: the agent's "
                                  "instructions are its system message")
 
         report: Resolution | None = None
@@ -310,7 +312,7 @@ class Agent:
             elif isinstance(context, str):
                 text = context
             else:
-                raise TypeError(f"context must be a str or a Resolution, got "
+                raise InvalidType(f"context must be a str or a Resolution, got "
                                 f"{type(context).__name__}")
         elif self.context_providers:
             report = await resolve_context(
@@ -374,8 +376,8 @@ class Agent:
         for key, value in values.items():
             name = _RUN_KEYS.get(key)
             if name is None:
-                raise TypeError(f"unknown run option {key!r}")
+                raise InvalidType(f"unknown run option {key!r}")
             if name in out:
-                raise TypeError(f"{name} given twice (as {key!r})")
+                raise InvalidType(f"{name} given twice (as {key!r})")
             out[name] = value
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lionctx._exceptions import InvalidType
 from lionctx.models import OpenAIChatModel
 
 __all__ = ["OpenAIChatModel", "openai"]
@@ -26,8 +27,8 @@ def openai(
     :class:`~lionctx.OpenAIChatModel`. Nothing is contacted until the first call.
     """
     if base_url is not None and baseURL is not None:
-        raise TypeError("pass base_url or baseURL, not both")
+        raise InvalidType("pass base_url or baseURL, not both")
     if api_key is not None and apiKey is not None:
-        raise TypeError("pass api_key or apiKey, not both")
+        raise InvalidType("pass api_key or apiKey, not both")
     return OpenAIChatModel(model, base_url=base_url or baseURL, api_key=api_key or apiKey,
                            **options)

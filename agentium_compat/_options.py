@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from lionctx._exceptions import InvalidType
+
 __all__ = ["accepts_options_mapping"]
 
 T = TypeVar("T", bound=type)
@@ -35,17 +37,17 @@ def accepts_options_mapping(cls: T) -> T:
     def __init__(self: Any, options: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         if options is not None:
             if not isinstance(options, Mapping):
-                raise TypeError(f"{cls.__name__}() takes an options mapping or keywords, "
+                raise InvalidType(f"{cls.__name__}() takes an options mapping or keywords, "
                                 f"got {type(options).__name__}")
             merged: dict[str, Any] = {}
             for key, value in options.items():
                 if not isinstance(key, str):
-                    raise TypeError(f"{cls.__name__} option names must be str, got {key!r}")
+                    raise InvalidType(f"{cls.__name__} option names must be str, got {key!r}")
                 name = _snake(key)
                 if name not in accepted:
-                    raise TypeError(f"{cls.__name__} got an unknown option {key!r}")
+                    raise InvalidType(f"{cls.__name__} got an unknown option {key!r}")
                 if name in merged or name in kwargs:
-                    raise TypeError(f"{cls.__name__} option {key!r} given twice")
+                    raise InvalidType(f"{cls.__name__} option {key!r} given twice")
                 merged[name] = value
             kwargs = {**merged, **kwargs}
         init(self, **kwargs)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from lionctx._exceptions import InvalidType
 from lionctx.providers import _cache as _cache
 from lionctx.providers import _database as _database
 from lionctx.providers import _filesystem as _filesystem
@@ -58,20 +59,20 @@ def _options(cls_name: str, options: Mapping[str, Any] | None, given: dict[str, 
     merged: dict[str, Any] = {}
     if options is not None:
         if not isinstance(options, Mapping):
-            raise TypeError(f"{cls_name} options must be a dict, got {options!r}")
+            raise InvalidType(f"{cls_name} options must be a dict, got {options!r}")
         merged.update(options)
     for key, value in given.items():
         if value is not _MISSING:
             if key in merged:
-                raise TypeError(f"{cls_name} got option {key!r} twice")
+                raise InvalidType(f"{cls_name} got option {key!r} twice")
             merged[key] = value
     camel_of = {snake: camel for camel, snake in table.items()}
     for key in merged:
         if key not in table:
             hint = f" (agentium spells it {camel_of[key]!r})" if key in camel_of else ""
-            raise TypeError(f"{cls_name} got an unknown option {key!r}{hint}")
+            raise InvalidType(f"{cls_name} got an unknown option {key!r}{hint}")
     if required is not None and required not in merged:
-        raise TypeError(f"{cls_name} needs {required}")
+        raise InvalidType(f"{cls_name} needs {required}")
     return {table[k]: v for k, v in merged.items()}
 
 

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from ._context import RunContext, coerce_run_context
+from ._exceptions import InvalidType
 from ._text import make_encodable
 from ._threads import run_in_worker
 
@@ -106,7 +107,7 @@ async def _call_blocking_or_async(provider: Any, method: Any, *args: Any,
     if inspect.isawaitable(result):
         return await result
     if must_await:
-        raise TypeError(
+        raise InvalidType(
             f"provide() of {type(provider).__name__} is not async: it returned "
             f"{type(result).__name__} instead of an awaitable; define it with async def")
     return result

@@ -24,6 +24,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ._exceptions import InvalidType
+
 __all__ = ["RunContext", "bind_run_context", "bound_run_context", "coerce_run_context",
            "context_value"]
 
@@ -163,7 +165,7 @@ def _init_any_spelling(self: RunContext, *args: Any, **kwargs: Any) -> None:
     for camel, snake in _CAMEL.items():
         if camel in kwargs:
             if snake in kwargs:
-                raise TypeError(f"RunContext got both {camel!r} and {snake!r}")
+                raise InvalidType(f"RunContext got both {camel!r} and {snake!r}")
             kwargs[snake] = kwargs.pop(camel)
     _dataclass_init(self, *args, **kwargs)
 
@@ -282,7 +284,7 @@ def coerce_run_context(ctx: Any = None, **overrides: Any) -> RunContext:
     if not isinstance(ctx, RunContext):
         for key, value in items.items():
             if not isinstance(key, str):
-                raise TypeError(f"run context keys must be str, got {key!r}")
+                raise InvalidType(f"run context keys must be str, got {key!r}")
             name = _CAMEL.get(key, key)
             if name in _FIELD_NAMES and name != "extra":
                 values[name] = value
@@ -291,7 +293,7 @@ def coerce_run_context(ctx: Any = None, **overrides: Any) -> RunContext:
     for key, value in overrides.items():
         name = _CAMEL.get(key, key)
         if name not in _FIELD_NAMES or name == "extra":
-            raise TypeError(f"unknown run context field {key!r}")
+            raise InvalidType(f"unknown run context field {key!r}")
         values[name] = value
     for name in ("metadata", "session_state", "dependencies"):
         if values.get(name) is None:

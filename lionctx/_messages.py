@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._exceptions import InvalidType, InvalidValue
+
 __all__ = [
     "PERSISTENCE_ONLY_FIELDS",
     "assistant_message",
@@ -49,10 +51,10 @@ def is_uid(value: Any) -> bool:
 
 def _check_message(msg: Any) -> None:
     if not isinstance(msg, dict):
-        raise TypeError(f"a message must be a dict, got {type(msg).__name__}: {msg!r}")
+        raise InvalidType(f"a message must be a dict, got {type(msg).__name__}: {msg!r}")
     role = msg.get("role")
     if not isinstance(role, str) or not role:
-        raise ValueError(f"a message needs a non-empty str 'role', got {role!r} in {msg!r}")
+        raise InvalidValue(f"a message needs a non-empty str 'role', got {role!r} in {msg!r}")
 
 
 def ensure_uid(msg: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +98,7 @@ def strip_persistence_fields(messages: Iterable[Mapping[str, Any]]) -> list[dict
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, Mapping):
-            raise TypeError(
+            raise InvalidType(
                 f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}"
             )
         out.append({k: v for k, v in msg.items() if k not in PERSISTENCE_ONLY_FIELDS})

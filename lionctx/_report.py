@@ -26,6 +26,7 @@ from time import perf_counter
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from ._admission import admit_columns
+from ._exceptions import InvalidValue
 from ._outcome import Outcome, Status
 from ._render import kept_in_order, render_context, render_lionagi
 from ._stability import CacheBreak, Digests, compare, digest
@@ -85,7 +86,7 @@ class Report:
             return render_context(self.outcomes, framed=self.framed)
         if style == "lionagi":
             return render_lionagi(system, (o.text or "" for o in self.kept), guidance)
-        raise ValueError(f"style must be 'tags' or 'lionagi', got {style!r}")
+        raise InvalidValue(f"style must be 'tags' or 'lionagi', got {style!r}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # by value (a frozen slots dataclass does not unpickle on Python 3.10)

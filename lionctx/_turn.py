@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from ._context import RunContext
+from ._exceptions import InvalidType
 from ._messages import (
     ensure_tool_call_uids,
     ensure_uid,
@@ -56,11 +57,11 @@ logger = logging.getLogger("lionctx.branch")  # the turn is the branch's, as bef
 def copy_messages(value: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Deep copies of ``value``'s message dicts, each with a ``message_uid``."""
     if isinstance(value, (str, bytes, Mapping)):
-        raise TypeError(f"messages must be a list of message dicts, got {type(value).__name__}")
+        raise InvalidType(f"messages must be a list of message dicts, got {type(value).__name__}")
     stored = []
     for i, msg in enumerate(value):
         if not isinstance(msg, Mapping):
-            raise TypeError(f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}")
+            raise InvalidType(f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}")
         stored.append(ensure_uid(copy.deepcopy(dict(msg))))
     return stored
 
@@ -124,7 +125,7 @@ class Turn:
                  session: EngineSession | None = None, run_context: RunContext | None = None,
                  render: RenderMode = "tags", record: bool = True) -> None:
         if not callable(getattr(model, "complete", None)):
-            raise TypeError(f"model must have complete() (a ChatModel), got "
+            raise InvalidType(f"model must have complete() (a ChatModel), got "
                             f"{type(model).__name__}")
         self.conversation = conversation
         self.model = model
@@ -219,7 +220,7 @@ class Turn:
         is then :attr:`response`. The model must have ``stream``."""
         open_stream = getattr(self.model, "stream", None)
         if not callable(open_stream):
-            raise TypeError(f"model must have stream() to stream a reply, got "
+            raise InvalidType(f"model must have stream() to stream a reply, got "
                             f"{type(self.model).__name__}")
         self.api_calls += 1
         self.sent = request

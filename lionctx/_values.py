@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._exceptions import InvalidType, InvalidValue
 from .models._base import ChatResponse
 from .models._tools import ActionResponse, Tool, as_tool
 
@@ -38,9 +39,9 @@ class Instruction:
 
     def __post_init__(self) -> None:
         if not isinstance(self.instruction, str):
-            raise TypeError(f"instruction must be a str, got {type(self.instruction).__name__}")
+            raise InvalidType(f"instruction must be a str, got {type(self.instruction).__name__}")
         if self.guidance is not None and not isinstance(self.guidance, str):
-            raise TypeError(f"guidance must be a str or None, got {type(self.guidance).__name__}")
+            raise InvalidType(f"guidance must be a str or None, got {type(self.guidance).__name__}")
 
     @property
     def content(self) -> str:
@@ -80,7 +81,7 @@ def as_instruction(instruction: str | Instruction, guidance: str | None) -> Inst
             return Instruction(instruction.instruction, guidance)
         return instruction
     if not isinstance(instruction, str):
-        raise TypeError(
+        raise InvalidType(
             f"instruction must be a str or an Instruction, got {type(instruction).__name__}"
         )
     return Instruction(instruction, guidance)
@@ -94,7 +95,7 @@ def as_block(block: Any) -> ContextBlock:
         return ContextBlock("context", block)
     if isinstance(block, tuple) and len(block) == 2 and all(isinstance(x, str) for x in block):
         return ContextBlock(block[0], block[1])
-    raise TypeError(f"a context block must be a ContextBlock, a str or a (name, text) "
+    raise InvalidType(f"a context block must be a ContextBlock, a str or a (name, text) "
                     f"tuple, got {block!r}")
 
 
@@ -112,11 +113,11 @@ def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dic
 def tools_by_name(tools: Sequence[Any]) -> dict[str, Tool]:
     """``operate``'s ``tools`` (callables, :class:`Tool` objects, specs) by name."""
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-        raise TypeError(f"tools must be a list of callables, Tools or specs, got {tools!r}")
+        raise InvalidType(f"tools must be a list of callables, Tools or specs, got {tools!r}")
     by_name: dict[str, Tool] = {}
     for obj in tools:
         tool = as_tool(obj)
         if tool.name in by_name:
-            raise ValueError(f"two tools are named {tool.name!r}")
+            raise InvalidValue(f"two tools are named {tool.name!r}")
         by_name[tool.name] = tool
     return by_name

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._context import RunContext, coerce_run_context
+from ._exceptions import InvalidType, InvalidValue
 from ._messages import ensure_uid, system_message
 from ._request import build_request
 from ._task_local import TaskLocal
@@ -134,17 +135,17 @@ class Branch:
         dedupe_history: bool = False,
     ) -> None:
         if system is not None and not isinstance(system, str):
-            raise TypeError(f"system must be a str or None, got {type(system).__name__}")
+            raise InvalidType(f"system must be a str or None, got {type(system).__name__}")
         if render not in RENDER_MODES:
-            raise ValueError(f"render must be one of {RENDER_MODES}, got {render!r}")
+            raise InvalidValue(f"render must be one of {RENDER_MODES}, got {render!r}")
         if not isinstance(inject_systemless, bool):
-            raise TypeError(f"inject_systemless must be a bool, got {inject_systemless!r}")
+            raise InvalidType(f"inject_systemless must be a bool, got {inject_systemless!r}")
         if model is None:
             from .models._openai_chat import OpenAIChatModel
 
             model = OpenAIChatModel()
         elif not callable(getattr(model, "complete", None)):
-            raise TypeError(f"model must have complete() (a ChatModel), got "
+            raise InvalidType(f"model must have complete() (a ChatModel), got "
                             f"{type(model).__name__}")
         self.name = name
         self.model: ChatModel = model
@@ -157,7 +158,7 @@ class Branch:
         self.messages = messages if messages is not None else []
         if system is not None:
             if self.system is not None:
-                raise ValueError("system given twice: as system= and as the first of messages=")
+                raise InvalidValue("system given twice: as system= and as the first of messages=")
             self.system = system
         # LionAGI's private attributes (_last_context_report below): no registry
         # until someone asks for one.
@@ -201,7 +202,7 @@ class Branch:
                 del msgs[0]
             return
         if not isinstance(value, str):
-            raise TypeError(f"system must be a str or None, got {type(value).__name__}")
+            raise InvalidType(f"system must be a str or None, got {type(value).__name__}")
         if has:
             msgs[0]["content"] = value  # same message, new text: uid kept
         else:
@@ -381,7 +382,7 @@ class Branch:
         """
         ins = as_instruction(instruction, guidance)
         if not callable(getattr(self.model, "stream", None)):
-            raise TypeError(f"model must have stream() to stream a reply, got "
+            raise InvalidType(f"model must have stream() to stream a reply, got "
                             f"{type(self.model).__name__}")
         async with self._turn(ins) as turn:
             await self._gather(turn)
@@ -422,7 +423,7 @@ class Branch:
         """
         by_name = tools_by_name(tools)
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise ValueError(f"max_rounds must be an int >= 1, got {max_rounds!r}")
+            raise InvalidValue(f"max_rounds must be an int >= 1, got {max_rounds!r}")
         async with self._turn(as_instruction(instruction, guidance)) as turn:
             specs = turn.offer_tools(by_name)
             await self._gather(turn)

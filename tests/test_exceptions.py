@@ -230,3 +230,30 @@ def test_a_registry_setting_is_kept_or_refused_as_a_lionctx_error(value: Any) ->
         except LionctxError as exc:
             assert isinstance(exc, lionctx.ConfigurationError)
             assert isinstance(exc, (ValueError, TypeError))
+
+
+def _refusals():
+    from agentium_compat import Agent
+
+    from lionctx import Branch, ContextProviderRegistry, FilesystemContextProvider
+
+    return [
+        ("Branch(5)", lambda: Branch(5)),
+        ("Branch(render='x')", lambda: Branch("s", render="x")),
+        ("Agent(name='')", lambda: Agent(name="")),
+        ("Agent(max_sessions=0)", lambda: Agent(name="a", max_sessions=0)),
+        ("Agent(context_providers='x')", lambda: Agent(name="a", context_providers="x")),
+        ("register(priority=None)",
+         lambda: ContextProviderRegistry().register(object(), priority=None)),
+        ("FilesystemContextProvider(max_files=0)",
+         lambda: FilesystemContextProvider(".", max_files=0)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_refusals())))
+def test_a_refusal_at_the_boundary_is_one_lionctx_error(case):
+    # One ``except LionctxError`` catches every refusal, and the built-in base too.
+    label, build = _refusals()[case]
+    with pytest.raises(LionctxError) as info:
+        build()
+    assert isinstance(info.value, (ValueError, TypeError)), label

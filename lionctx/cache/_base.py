@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from .._exceptions import InvalidType
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..providers._flight import FlightCache, Hit
 
@@ -95,6 +97,6 @@ def resolve_cache(cache: Any) -> Any:
     if cache is None:
         return InProcessCache()
     if not callable(getattr(cache, "bind", None)):
-        raise TypeError(f"cache must be a cache backend such as RedisCache(...) or None, "
+        raise InvalidType(f"cache must be a cache backend such as RedisCache(...) or None, "
                         f"got {cache!r}")
     return cache

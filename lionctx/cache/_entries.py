@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from .._exceptions import SharedCacheError
+from .._exceptions import InvalidValue, SharedCacheError
 from ._counted import CountedText
 
 __all__ = ["FORMAT", "KEY_VERSION", "NAMESPACE", "PARTS", "RELEASE", "RENEW", "Circuit",
@@ -111,15 +111,15 @@ def decode_entry(raw: object, max_bytes: int) -> tuple[CountedText, dict[str, An
 
 def _fields(data: object) -> tuple[CountedText, dict[str, Any]]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError("unknown format")
+        raise InvalidValue("unknown format")
     text, count, encoding = data["text"], data["tokens"], data["encoding"]
     meta = data.get("meta") or {}
     if not isinstance(text, str) or not text or not isinstance(meta, dict):
-        raise ValueError("bad fields")
+        raise InvalidValue("bad fields")
     if not (count is None or (type(count) is int and count >= 0)):
-        raise ValueError("bad count")
+        raise InvalidValue("bad count")
     if not (encoding is None or isinstance(encoding, str)):
-        raise ValueError("bad encoding")
+        raise InvalidValue("bad encoding")
     return CountedText(text, token_count=count, token_encoding=encoding), meta
 
 

@@ -46,7 +46,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from .._exceptions import SharedCacheError
+from .._exceptions import InvalidType, InvalidValue, SharedCacheError
 from ..providers._base import check_duration, check_name
 from ._base import Codec
 from ._entries import (
@@ -109,17 +109,17 @@ class RedisCache:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if (url is None) == (client is None):
-            raise ValueError("RedisCache needs a url or a client (exactly one)")
+            raise InvalidValue("RedisCache needs a url or a client (exactly one)")
         if url is not None:
             if not isinstance(url, str) or not url.startswith(("redis://", "rediss://",
                                                                 "unix://")):
-                raise ValueError(f"url must be a redis://, rediss:// or unix:// URL, got "
+                raise InvalidValue(f"url must be a redis://, rediss:// or unix:// URL, got "
                                  f"{_redact_url(url)!r}")
         if client is not None and not callable(getattr(client, "set", None)):
-            raise TypeError(f"client must be a redis.asyncio.Redis, got {type(client).__name__}")
+            raise InvalidType(f"client must be a redis.asyncio.Redis, got {type(client).__name__}")
         check_name(namespace, "namespace")
         if not NAMESPACE.match(namespace):
-            raise ValueError(f"namespace must be 1-64 letters, digits or _.:- characters, "
+            raise InvalidValue(f"namespace must be 1-64 letters, digits or _.:- characters, "
                              f"got {namespace!r}")
         self.namespace = namespace
         self.lease = check_duration(lease, "lease", allow_zero=False)
@@ -129,16 +129,16 @@ class RedisCache:
         self.stale_ttl = check_duration(stale_ttl, "stale_ttl", allow_zero=False)
         if isinstance(max_value_bytes, bool) or not isinstance(max_value_bytes, int) \
                 or max_value_bytes < 1:
-            raise ValueError(f"max_value_bytes must be an int >= 1, got {max_value_bytes!r}")
+            raise InvalidValue(f"max_value_bytes must be an int >= 1, got {max_value_bytes!r}")
         self.max_value_bytes = max_value_bytes
         if isinstance(max_connections, bool) or not isinstance(max_connections, int) \
                 or max_connections < 1:
-            raise ValueError(f"max_connections must be an int >= 1, got {max_connections!r}")
+            raise InvalidValue(f"max_connections must be an int >= 1, got {max_connections!r}")
         self.max_connections = max_connections
         self._slots: anyio.Semaphore | None = None
         self._slots_token: Any = None
         if not callable(clock):
-            raise TypeError(f"clock must be a function returning seconds, got {clock!r}")
+            raise InvalidType(f"clock must be a function returning seconds, got {clock!r}")
         self._url = url
         self._given = client
         self._client: Any = None

@@ -20,6 +20,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
+from .._exceptions import InvalidType, InvalidValue
+
 __all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_select_timeout", "engine_label",
            "overrides", "usage_counts"]
 
@@ -128,9 +130,9 @@ class ContextEngine(ABC):
         """The host switched models; ``context_length`` is the new window when known."""
         if context_length is not None:
             if not isinstance(context_length, int) or isinstance(context_length, bool):
-                raise TypeError(f"context_length must be an int, got {context_length!r}")
+                raise InvalidType(f"context_length must be an int, got {context_length!r}")
             if context_length < 0:
-                raise ValueError(f"context_length must be >= 0, got {context_length!r}")
+                raise InvalidValue(f"context_length must be >= 0, got {context_length!r}")
             self.context_length = context_length
 
     # -- engine tools ---------------------------------------------------------------
@@ -193,7 +195,7 @@ def check_select_timeout(seconds: object) -> float:
     """``seconds`` as a float when it is a positive, finite number; else ValueError."""
     if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
             or not math.isfinite(seconds) or seconds <= 0):
-        raise ValueError(
+        raise InvalidValue(
             f"select_context_timeout must be a positive, finite number of seconds, "
             f"got {seconds!r}")
     return float(seconds)
@@ -207,7 +209,7 @@ def overrides(engine: object, hook: str) -> bool:
     """
     base = ContextEngine.__dict__.get(hook)
     if base is None:
-        raise ValueError(f"ContextEngine has no hook named {hook!r}")
+        raise InvalidValue(f"ContextEngine has no hook named {hook!r}")
     attr = getattr(engine, hook, None)
     if attr is None or not callable(attr):
         return False

@@ -11,6 +11,8 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._exceptions import InvalidType
+
 __all__ = ["ThreadBridgeModel", "summary_model"]
 
 
@@ -26,7 +28,7 @@ class ThreadBridgeModel:
 
     def __init__(self, model: Any) -> None:
         if not callable(getattr(model, "complete", None)):
-            raise TypeError(f"model must have an async complete(), got {type(model).__name__}")
+            raise InvalidType(f"model must have an async complete(), got {type(model).__name__}")
         self.model = model
 
     def __repr__(self) -> str:

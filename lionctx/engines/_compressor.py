@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._exceptions import InvalidType, InvalidValue
 from .._tokens import TokenCounter, resolve_counter
 from ._base import ContextEngine, usage_counts
 from ._compaction import CompactionPlan, message_tokens, plan_compaction, role, units
@@ -80,17 +81,17 @@ Summarizer = Callable[[list[dict[str, Any]], "str | None"], str]
 
 def _check_int(name: str, value: object, minimum: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}")
+        raise InvalidType(f"{name} must be an int, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+        raise InvalidValue(f"{name} must be >= {minimum}, got {value!r}")
     return value
 
 
 def _check_fraction(name: str, value: object) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got {value!r}")
+        raise InvalidType(f"{name} must be a number, got {value!r}")
     if not 0 < value <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        raise InvalidValue(f"{name} must be in (0, 1], got {value!r}")
     return float(value)
 
 
@@ -132,13 +133,13 @@ class ContextCompressor(ContextEngine):
         max_message_chars: int = 4000,
     ) -> None:
         if model is not None and not callable(getattr(model, "complete_sync", None)):
-            raise TypeError(
+            raise InvalidType(
                 f"model must have a complete_sync(messages) method, got {type(model).__name__}"
             )
         if summarize is not None and not callable(summarize):
-            raise TypeError(f"summarize must be callable, got {summarize!r}")
+            raise InvalidType(f"summarize must be callable, got {summarize!r}")
         if model is not None and summarize is not None:
-            raise ValueError("give either model or summarize, not both")
+            raise InvalidValue("give either model or summarize, not both")
         self.model = model
         self.summarize = summarize
         self.context_length = _check_int("context_length", context_length, 1)
@@ -352,12 +353,12 @@ class ContextCompressor(ContextEngine):
 
 def _check_messages(messages: object, focus_topic: object) -> None:
     if not isinstance(messages, list):
-        raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        raise InvalidType(f"messages must be a list of dicts, got {type(messages).__name__}")
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise TypeError(f"messages[{index}] must be a dict, got {type(message).__name__}")
+            raise InvalidType(f"messages[{index}] must be a dict, got {type(message).__name__}")
     if focus_topic is not None and not isinstance(focus_topic, str):
-        raise TypeError(f"focus_topic must be a str or None, got {focus_topic!r}")
+        raise InvalidType(f"focus_topic must be a str or None, got {focus_topic!r}")
 
 
 def _neighbours(

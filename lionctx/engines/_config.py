@@ -14,6 +14,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from .._exceptions import InvalidType, InvalidValue
+
 __all__ = ["DEFAULT_ENGINE", "SECTION_KEYS", "ConfigArg", "PathArg", "configured_engine_name",
            "context_section", "default_search_paths", "load_config", "load_toml",
            "search_paths"]
@@ -68,7 +70,7 @@ def load_config(path: PathArg) -> dict[str, Any]:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ValueError(f"configuration {str(file)!r} is not valid YAML: {exc}") from None
+            raise InvalidValue(f"configuration {str(file)!r} is not valid YAML: {exc}") from None
     elif suffix == ".toml":
         try:
             data = load_toml(file.read_bytes())
@@ -76,15 +78,15 @@ def load_config(path: PathArg) -> dict[str, Any]:
             raise ImportError(
                 f"reading the TOML configuration {str(file)!r}: {exc}") from None
         except ValueError as exc:  # not UTF-8, or not TOML
-            raise ValueError(f"configuration {str(file)!r} is not valid TOML: {exc}") from None
+            raise InvalidValue(f"configuration {str(file)!r} is not valid TOML: {exc}") from None
     else:
-        raise ValueError(
+        raise InvalidValue(
             f"configuration file {str(file)!r} must end in .yaml, .yml or .toml"
         )
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ValueError(
+        raise InvalidValue(
             f"configuration {str(file)!r} must hold a mapping at the top, "
             f"got {type(data).__name__}"
         )
@@ -100,14 +102,14 @@ def context_section(config: ConfigArg) -> dict[str, Any]:
         base = Path(config).parent
         config = load_config(config)
     if not isinstance(config, Mapping):
-        raise TypeError(
+        raise InvalidType(
             f"config must be a mapping, a path to a YAML/TOML file, or None; got {config!r}"
         )
     section = config.get("context", {})
     if section is None:
         return {}
     if not isinstance(section, Mapping):
-        raise ValueError(f"configuration 'context' must be a mapping, got {section!r}")
+        raise InvalidValue(f"configuration 'context' must be a mapping, got {section!r}")
     section = dict(section)
     paths = section.get("plugin_paths")
     if base is not None and isinstance(paths, (list, tuple)):
@@ -125,7 +127,7 @@ def configured_engine_name(config: ConfigArg = None) -> str:
     if name is None:
         return DEFAULT_ENGINE
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"context.engine must be a non-empty string, got {name!r}")
+        raise InvalidValue(f"context.engine must be a non-empty string, got {name!r}")
     return name.strip()
 
 
@@ -139,7 +141,7 @@ def search_paths(
 ) -> list[Path]:
     """``given`` (or the default paths), then the section's ``plugin_paths``."""
     if given is not None and isinstance(given, (str, PathLike)):
-        raise TypeError(
+        raise InvalidType(
             f"search_paths must be a list of paths, got the single path {given!r}"
         )
     paths = [Path(p) for p in given] if given is not None else default_search_paths()
@@ -147,5 +149,5 @@ def search_paths(
     if isinstance(extra, (str, PathLike)):
         extra = [extra]
     if not isinstance(extra, (list, tuple)):
-        raise ValueError(f"context.plugin_paths must be a list of paths, got {extra!r}")
+        raise InvalidValue(f"context.plugin_paths must be a list of paths, got {extra!r}")
     return paths + [Path(p) for p in extra]

@@ -58,7 +58,7 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._exceptions import PluginLoadError
+from .._exceptions import InvalidType, InvalidValue, PluginLoadError
 from ._base import ContextEngine, check_select_timeout, engine_label
 from ._compressor import ContextCompressor
 from ._config import (
@@ -122,7 +122,7 @@ def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> 
         PluginLoadError: the plugin was found but could not be loaded.
     """
     if not isinstance(name, str) or not name:
-        raise ValueError(f"engine name must be a non-empty string, got {name!r}")
+        raise InvalidValue(f"engine name must be a non-empty string, got {name!r}")
     registered = registered_context_engine()
     if registered is not None and engine_label(registered) == name:
         return registered
@@ -174,14 +174,14 @@ def _engine_for_section(
 ) -> ContextEngine:
     settings = section.get("compressor") or {}
     if not isinstance(settings, Mapping):
-        raise ValueError(f"context.compressor must be a mapping, got {settings!r}")
+        raise InvalidValue(f"context.compressor must be a mapping, got {settings!r}")
     paths = _search_paths(search_paths, section)
 
     def builtin() -> ContextCompressor:
         try:
             return ContextCompressor(model=model, **dict(settings))
         except TypeError as exc:
-            raise ValueError(
+            raise InvalidValue(
                 f"invalid context.compressor settings {dict(settings)!r}: {exc}") from None
 
     if name == DEFAULT_ENGINE:
@@ -241,7 +241,7 @@ def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
     engine, as :func:`engine_for_agent` does for a configured plugin.
     """
     if not isinstance(shared, ContextEngine):
-        raise TypeError(f"shared must be a ContextEngine, got {type(shared).__name__}")
+        raise InvalidType(f"shared must be a ContextEngine, got {type(shared).__name__}")
     clone = _clone_or_none(shared, engine_label(shared))
     return clone if clone is not None else ContextCompressor(model=model)
 
@@ -281,13 +281,13 @@ def resolve_context_engine(
     if isinstance(engine, str):
         name = engine.strip()
         if not name:
-            raise ValueError(f"context_engine name must be a non-empty string, got {engine!r}")
+            raise InvalidValue(f"context_engine name must be a non-empty string, got {engine!r}")
         section = _context_section(config)
         section["engine"] = name
         return engine_for_agent({"context": section}, search_paths=search_paths, model=model)
     if engine is not None:
         hint = " (pass an instance, not the class)" if inspect.isclass(engine) else ""
-        raise TypeError(
+        raise InvalidType(
             f"context_engine must be None, a ContextEngine or an engine name, got "
             f"{engine!r}{hint}"
         )
@@ -302,7 +302,7 @@ def _as_configuration(config: ConfigArg) -> ConfigArg:
         return config
     unknown = sorted(str(k) for k in config if k not in _SECTION_KEYS)
     if unknown:
-        raise ValueError(
+        raise InvalidValue(
             f"engine_config has unknown key(s) {unknown}: give a configuration with a "
             f"'context' section, or the section itself with {sorted(_SECTION_KEYS)}"
         )
@@ -312,7 +312,7 @@ def _as_configuration(config: ConfigArg) -> ConfigArg:
 def _given_engine(engine: ContextEngine, config: ConfigArg, model: Any) -> ContextEngine:
     """An engine instance a host was given: as is, or a clone of the registered one."""
     if config is not None:
-        raise ValueError(
+        raise InvalidValue(
             f"engine_config is for choosing an engine by name; it cannot configure the "
             f"given engine instance {engine_label(engine)!r}"
         )

@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 
+from .._exceptions import InvalidType
 from ._base import ContextEngine, engine_label, overrides, usage_counts
 from ._bridge import summary_model
 from ._host import (
@@ -72,7 +73,7 @@ class EngineSession:
 
     def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
         if not isinstance(engine, ContextEngine):
-            raise TypeError(f"engine must be a ContextEngine, got {type(engine).__name__}")
+            raise InvalidType(f"engine must be a ContextEngine, got {type(engine).__name__}")
         self.engine = engine
         self._fixed_id = session_id
         #: The current (or last) session's id; None before the first start.

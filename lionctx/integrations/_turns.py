@@ -16,6 +16,7 @@ import anyio
 
 from .._adapters import fetch_method, retrieve_method
 from .._context import bind_run_context, coerce_run_context
+from .._exceptions import InvalidType
 from .._policy import Policy, check_number
 from ..resolve import Resolution, resolve_context
 
@@ -32,12 +33,12 @@ RESOLVE_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outc
 
 def _check_providers(providers: Any, where: str) -> list[Any]:
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
-        raise TypeError(f"{where}: providers must be a list of context providers, "
+        raise InvalidType(f"{where}: providers must be a list of context providers, "
                         f"got {providers!r}")
     for i, provider in enumerate(providers):
         if (retrieve_method(provider) is None and fetch_method(provider) is None
                 and not callable(getattr(provider, "provide", None))):
-            raise TypeError(f"{where}: providers[{i}] ({provider!r}) has no fetch(query, ctx), "
+            raise InvalidType(f"{where}: providers[{i}] ({provider!r}) has no fetch(query, ctx), "
                             f"fetchContext(query, ctx) or provide(branch, instruction)")
     return list(providers)
 
@@ -45,7 +46,7 @@ def _check_providers(providers: Any, where: str) -> list[Any]:
 def _check_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     unknown = sorted(set(options) - set(RESOLVE_OPTIONS))
     if unknown:
-        raise TypeError(f"{where}: unknown option {unknown[0]!r} "
+        raise InvalidType(f"{where}: unknown option {unknown[0]!r} "
                         f"(accepted: {', '.join(RESOLVE_OPTIONS)})")
     checked = dict(options)
     # The shared knobs are checked by the one policy (the same errors as anywhere).

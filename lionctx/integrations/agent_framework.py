@@ -32,6 +32,7 @@ from typing import Any
 
 from agent_framework import ContextProvider
 
+from .._exceptions import InvalidValue
 from ._turns import ResolverBacked, TurnResolver, text_of
 
 __all__ = ["LionctxContextProvider"]
@@ -50,7 +51,7 @@ class LionctxContextProvider(ResolverBacked, ContextProvider):
     def __init__(self, providers: Any, source_id: str = "lionctx", *,
                  run_context: Any = None, **options: Any) -> None:
         if not isinstance(source_id, str) or not source_id:
-            raise ValueError(f"LionctxContextProvider: source_id must be a non-empty str, "
+            raise InvalidValue(f"LionctxContextProvider: source_id must be a non-empty str, "
                              f"got {source_id!r}")
         super().__init__(source_id)
         self._resolver = TurnResolver(providers, options, "LionctxContextProvider")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
+from .._exceptions import InvalidType
 
 __all__ = ["LionagiProvider", "instruction_text", "provider", "use_bundled_tokenizer"]
 
@@ -107,7 +108,7 @@ class LionagiProvider:
     def __init__(self, inner: Any, name: str | None = None) -> None:
         if not callable(getattr(inner, "fetch", None)) and not callable(
                 getattr(inner, "fetchContext", None)):
-            raise TypeError(f"provider: {inner!r} has no fetch(query, ctx) or "
+            raise InvalidType(f"provider: {inner!r} has no fetch(query, ctx) or "
                             f"fetchContext(query, ctx)")
         self.inner = inner
         self.name = provider_name(inner, name, agentium=True)

@@ -27,6 +27,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from .._exceptions import InvalidType
 from ..resolve import Resolution
 from ._turns import ResolverBacked, TurnResolver, compose, text_of
 
@@ -58,7 +59,7 @@ class ContextInstructions(ResolverBacked):
     def __init__(self, providers: Any, *, instructions: Any = None, **options: Any) -> None:
         if (instructions is not None and not isinstance(instructions, str)
                 and not callable(instructions)):
-            raise TypeError("context_instructions: instructions must be a str, a callable "
+            raise InvalidType("context_instructions: instructions must be a str, a callable "
                             f"(context, agent) or None, got {instructions!r}")
         self._resolver = TurnResolver(providers, options, "context_instructions")
         self._base = instructions

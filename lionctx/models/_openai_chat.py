@@ -31,6 +31,7 @@ import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from .._exceptions import InvalidType, InvalidValue
 from ..providers._redact import mask_key
 from ..providers._redact import public_url as public_url  # re-exported, as it always was
 from ._base import ChatResponse, ModelConfigError, ModelError
@@ -60,7 +61,7 @@ def _opt_str(value: Any, label: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"{label} must be a str or None, got {type(value).__name__}")
+        raise InvalidType(f"{label} must be a str or None, got {type(value).__name__}")
     return value
 
 
@@ -91,11 +92,11 @@ class OpenAIChatModel:
         base_url = _opt_str(base_url, "base_url") or os.environ.get("OPENAI_BASE_URL") or None
         api_key = _opt_str(api_key, "api_key") or os.environ.get("OPENAI_API_KEY") or None
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+            raise InvalidValue(f"timeout must be a positive number of seconds, got {timeout!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+            raise InvalidValue(f"max_retries must be an int >= 0, got {max_retries!r}")
         if params is not None and not isinstance(params, Mapping):
-            raise TypeError(f"params must be a mapping or None, got {type(params).__name__}")
+            raise InvalidType(f"params must be a mapping or None, got {type(params).__name__}")
         self.model: str = model
         self.base_url: str | None = base_url
         self._api_key: str | None = api_key

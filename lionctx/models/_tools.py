@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .._exceptions import InvalidType, InvalidValue
+
 __all__ = ["ActionResponse", "Tool", "as_tool", "run_tool_call"]
 
 from .._log import logger_for
@@ -56,7 +58,7 @@ def _schema(tp: Any) -> dict[str, Any]:
 
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(
+        raise InvalidValue(
             f"tool name must be 1-64 characters of letters, digits, '_' or '-', got {name!r}"
         )
     return name
@@ -79,10 +81,10 @@ class Tool:
     def __post_init__(self) -> None:
         _check_name(self.name)
         if self.function is not None and not callable(self.function):
-            raise TypeError(f"tool {self.name!r}: function must be callable, "
+            raise InvalidType(f"tool {self.name!r}: function must be callable, "
                             f"got {type(self.function).__name__}")
         if not isinstance(self.parameters, Mapping):
-            raise TypeError(f"tool {self.name!r}: parameters must be a JSON-schema dict, "
+            raise InvalidType(f"tool {self.name!r}: parameters must be a JSON-schema dict, "
                             f"got {type(self.parameters).__name__}")
 
     def spec(self) -> dict[str, Any]:
@@ -97,7 +99,7 @@ class Tool:
                       description: str | None = None) -> Tool:
         """Build a tool from a callable's signature, type hints and docstring."""
         if not callable(fn):
-            raise TypeError(f"a tool must be callable, got {type(fn).__name__}: {fn!r}")
+            raise InvalidType(f"a tool must be callable, got {type(fn).__name__}: {fn!r}")
         tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
         try:
             hints = typing.get_type_hints(fn)
@@ -124,10 +126,10 @@ class Tool:
                   function: Callable[..., Any] | None = None) -> Tool:
         """Build a tool from an OpenAI function-tool spec (or its ``function`` part)."""
         if not isinstance(spec, Mapping):
-            raise TypeError(f"a tool spec must be a dict, got {type(spec).__name__}")
+            raise InvalidType(f"a tool spec must be a dict, got {type(spec).__name__}")
         body = spec.get("function", spec) if spec.get("type", "function") == "function" else None
         if not isinstance(body, Mapping):
-            raise ValueError(f"unsupported tool spec (only function tools): {dict(spec)!r}")
+            raise InvalidValue(f"unsupported tool spec (only function tools): {dict(spec)!r}")
         params = body.get("parameters") or {"type": "object", "properties": {}}
         name = _check_name(body.get("name"))
         return cls(name, function, body.get("description") or "", dict(params))
@@ -141,7 +143,7 @@ def as_tool(obj: Any) -> Tool:
         return Tool.from_spec(obj)
     if callable(obj):
         return Tool.from_function(obj)
-    raise TypeError(f"a tool must be a callable, a Tool or a spec dict, got "
+    raise InvalidType(f"a tool must be a callable, a Tool or a spec dict, got "
                     f"{type(obj).__name__}: {obj!r}")
 
 

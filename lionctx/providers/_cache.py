@@ -26,7 +26,7 @@ from .._adapters import (
     run_context_from_branch,
 )
 from .._context import context_value
-from .._exceptions import SharedFetchError
+from .._exceptions import InvalidType, InvalidValue, SharedFetchError
 from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 from ._flight import FlightCache, Hit, Source, lead_flight
 
@@ -106,10 +106,10 @@ def _stored_meta(stored: _Stored) -> dict[str, Any]:
 def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
     reason = meta.get("reason")
     if reason is not None and not isinstance(reason, str):
-        raise ValueError("reason is not a str")
+        raise InvalidValue("reason is not a str")
     stale = meta.get("stale", False)
     if not isinstance(stale, bool):
-        raise ValueError("stale is not a bool")
+        raise InvalidValue("stale is not a bool")
     return _Stored(text, reason, stale)
 
 
@@ -164,11 +164,11 @@ class CachedContextProvider(ContextSource):
         from ..cache._base import resolve_cache  # deferred: lionctx.cache imports providers
 
         if fetch_method(inner) is None and not callable(getattr(inner, "provide", None)):
-            raise TypeError(f"inner must be a context provider with fetch() or provide(), "
+            raise InvalidType(f"inner must be a context provider with fetch() or provide(), "
                             f"got {inner!r}")
         check_duration(ttl, "ttl", allow_zero=False)
         if key is not None and not callable(key):
-            raise TypeError(f"key must be a function of (query, ctx), got {key!r}")
+            raise InvalidType(f"key must be a function of (query, ctx), got {key!r}")
         self.inner = inner
         self.key: KeyFunc = key or default_key
         self._name = None if name is None else check_name(name)
@@ -259,7 +259,7 @@ class CachedContextProvider(ContextSource):
         if result is None:
             return None
         if not isinstance(result, str):
-            raise TypeError(f"provider returned {type(result).__name__}, expected str or None")
+            raise InvalidType(f"provider returned {type(result).__name__}, expected str or None")
         if not str.__len__(result):
             return None
         return _Stored(str.__add__("", result), _reason_of(self.inner),

@@ -26,6 +26,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._exceptions import InvalidType, InvalidValue
 from .._threads import run_in_worker
 from ._base import ContextSource, SourceUnavailable, check_name
 
@@ -93,13 +94,13 @@ class DatabaseContextProvider(ContextSource):
         takes_query: bool | None = None,
     ) -> None:
         if name is not None and label is not None and name != label:
-            raise ValueError(f"give name or label, not both (got name={name!r}, "
+            raise InvalidValue(f"give name or label, not both (got name={name!r}, "
                              f"label={label!r})")
         chosen = check_name(name if name is not None else label, "name (or label)")
         if fetch is None or not callable(fetch):
-            raise TypeError(f"fetch must be a function of (ctx) or (query, ctx), got {fetch!r}")
+            raise InvalidType(f"fetch must be a function of (ctx) or (query, ctx), got {fetch!r}")
         if takes_query is not None and not isinstance(takes_query, bool):
-            raise TypeError(f"takes_query must be a bool or None, got {takes_query!r}")
+            raise InvalidType(f"takes_query must be a bool or None, got {takes_query!r}")
         self.name = chosen
         self._fn = fetch
         self._async = _is_async(fetch)

@@ -55,6 +55,7 @@ from typing import Any
 
 import anyio
 
+from .._exceptions import InvalidType, InvalidValue
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import ContextSource, ProvidedText, check_count, check_name, check_path
 from ._glob import GlobMatcher, compiled_glob
@@ -132,11 +133,11 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
     ) -> None:
         raw = check_path(base_path, "base_path")
         if not isinstance(encoding, str):
-            raise TypeError(f"encoding must be a str, got {encoding!r}")
+            raise InvalidType(f"encoding must be a str, got {encoding!r}")
         try:
             self.encoding = codecs.lookup(encoding).name
         except LookupError:
-            raise ValueError(f"encoding {encoding!r} is not a known text encoding") from None
+            raise InvalidValue(f"encoding {encoding!r} is not a known text encoding") from None
         self.base_path = os.path.abspath(raw)
         self.glob = glob
         self._matcher = compiled_glob(glob) if isinstance(glob, str) else GlobMatcher(glob)

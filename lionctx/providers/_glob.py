@@ -22,6 +22,8 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 
+from .._exceptions import InvalidType, InvalidValue
+
 __all__ = ["GlobMatcher", "States", "compiled_glob", "expand_braces"]
 
 # Matched one path segment at a time so the walk can prune directories that cannot
@@ -102,7 +104,7 @@ def expand_braces(pattern: str) -> list[str]:
             for a, b in zip(bounds, bounds[1:], strict=False):
                 out.extend(expand_braces(head + pattern[a + 1:b] + tail))
                 if len(out) > _MAX_ALTERNATIVES:
-                    raise ValueError(
+                    raise InvalidValue(
                         f"glob expands to more than {_MAX_ALTERNATIVES} alternatives")
             return out
         start = pattern.find("{", start + 1)
@@ -136,18 +138,18 @@ def _unclosed_bracket(segment: str) -> bool:
 
 def _split(pattern: str, original: str) -> tuple[Seg, ...]:
     if pattern.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", pattern):
-        raise ValueError(f"glob must be relative to the base path, got {original!r}")
+        raise InvalidValue(f"glob must be relative to the base path, got {original!r}")
     segs: list[Seg] = []
     for part in pattern.split("/"):
         if part in ("", "."):
             continue
         if part == ".." or part.startswith("..\\") or part.endswith("\\..") or "\\..\\" in part:
-            raise ValueError(f"glob must not climb out of the base path with '..', "
+            raise InvalidValue(f"glob must not climb out of the base path with '..', "
                              f"got {original!r}")
         if _unclosed_bracket(part):
             # fnmatch would match such a '[' literally, so the glob would quietly find
             # nothing; it is almost always a typo.
-            raise ValueError(f"glob {original!r} has a '[' with no closing ']' "
+            raise InvalidValue(f"glob {original!r} has a '[' with no closing ']' "
                              "(write '[[]' to match a literal '[')")
         if part == "**":
             if segs and segs[-1] is _DOUBLE:
@@ -156,7 +158,7 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
         else:
             segs.append(_Segment(part))
     if not segs:
-        raise ValueError(f"glob matches nothing, got {original!r}")
+        raise InvalidValue(f"glob matches nothing, got {original!r}")
     return tuple(segs)
 
 
@@ -165,14 +167,14 @@ class GlobMatcher:
 
     def __init__(self, pattern: str) -> None:
         if not isinstance(pattern, str):
-            raise TypeError(f"glob must be a str, got {pattern!r}")
+            raise InvalidType(f"glob must be a str, got {pattern!r}")
         if not pattern.strip():
-            raise ValueError(f"glob must not be empty, got {pattern!r}")
+            raise InvalidValue(f"glob must not be empty, got {pattern!r}")
         self.pattern = pattern
         try:
             alternatives = expand_braces(pattern)
         except ValueError as exc:
-            raise ValueError(f"glob {pattern!r}: {exc}") from None
+            raise InvalidValue(f"glob {pattern!r}: {exc}") from None
         self._pats: tuple[tuple[Seg, ...], ...] = tuple(_split(p, pattern) for p in alternatives)
         self._initial = self._closure((i, 0) for i in range(len(self._pats)))
         self._steps: dict[tuple[States, str], States] = {}

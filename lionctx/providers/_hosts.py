@@ -22,6 +22,8 @@ import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .._exceptions import InvalidType, InvalidValue
+
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
@@ -105,39 +107,39 @@ def parse_hosts(value: Any) -> list[Host]:
     import httpx
 
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise TypeError(f"allowed_hosts must be a list of host names, got {value!r}")
+        raise InvalidType(f"allowed_hosts must be a list of host names, got {value!r}")
     hosts: list[Host] = []
     for entry in value:
         if not isinstance(entry, str):
-            raise TypeError(f"allowed_hosts entries must be str, got {entry!r}")
+            raise InvalidType(f"allowed_hosts entries must be str, got {entry!r}")
         bad = (f"allowed_hosts entry {entry!r} is not a host name, 'host:port', "
                f"'*.domain' or '[ipv6]'")
         m = _HOST_ENTRY.match(entry.strip())
         if m is None:
-            raise ValueError(bad)
+            raise InvalidValue(bad)
         host = m["host"]
         wildcard = bool(m["wild"])
         if host.startswith("["):
             try:
                 host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
             except ValueError:
-                raise ValueError(bad) from None
+                raise InvalidValue(bad) from None
         else:
             if not host.isascii():
                 try:  # the IDNA form httpx puts on the wire
                     host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
                 except Exception:
-                    raise ValueError(bad) from None
+                    raise InvalidValue(bad) from None
             host = wire_host(host)
             if not _WIRE_NAME.match(host):
-                raise ValueError(bad)
+                raise InvalidValue(bad)
         if wildcard and is_address(host):
-            raise ValueError(f"allowed_hosts entry {entry!r}: a wildcard matches host names "
+            raise InvalidValue(f"allowed_hosts entry {entry!r}: a wildcard matches host names "
                              f"below a domain, never IP addresses; list each address")
         port = int(m["port"]) if m["port"] else None
         if port is not None and not 0 < port < 65536:
-            raise ValueError(f"allowed_hosts entry {entry!r} has an invalid port")
+            raise InvalidValue(f"allowed_hosts entry {entry!r} has an invalid port")
         hosts.append(Host(host, port, wildcard))
     if not hosts:
-        raise ValueError("allowed_hosts must name at least one host")
+        raise InvalidValue("allowed_hosts must name at least one host")
     return hosts

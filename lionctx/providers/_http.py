@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 
-from .._exceptions import HttpFetchError
+from .._exceptions import HttpFetchError, InvalidType, InvalidValue
 from . import _decode
 from ._base import ContextSource, ProvidedText, check_count, check_duration, check_name
 from ._flight import FlightCache, SharedFetchError, Source
@@ -192,22 +192,22 @@ class HttpContextProvider(ContextSource):
         else:
             self.allowed_hosts = parse_hosts(allowed_hosts)
             if not self._allowed(self.url):
-                raise ValueError(
+                raise InvalidValue(
                     f"allowed_hosts {self.allowed_hosts!r} does not include the host of url "
                     f"({url_host(self.url)}:{url_port(self.url)})")
         self.max_response_bytes = check_count(max_response_bytes, "max_response_bytes", 1)
         self.max_redirects = check_count(max_redirects, "max_redirects", 0)
         if transform is not None and not callable(transform):
-            raise TypeError(f"transform must be callable or None, got {transform!r}")
+            raise InvalidType(f"transform must be callable or None, got {transform!r}")
         self.transform = transform
         self.stale_on_error = bool(stale_on_error)
         if client is not None and not isinstance(client, httpx.AsyncClient):
-            raise TypeError(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
+            raise InvalidType(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
         self._given_client = client
         self._client: httpx.AsyncClient | None = None
         self._client_token: Any = None
         if cache is not None and self.cache_ttl <= 0:
-            raise ValueError(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
+            raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
         self._cache: FlightCache[str] | None = (
             _bind_cache(self, cache) if self.cache_ttl > 0 or self.stale_on_error else None
         )

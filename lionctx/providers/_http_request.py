@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .._exceptions import HttpFetchError
+from .._exceptions import HttpFetchError, InvalidType, InvalidValue
 from . import _decode
 from ._hosts import url_host, url_port
 from ._redact import MIN_SECRET, query_secrets
@@ -84,14 +84,14 @@ def check_url(url: object) -> httpx.URL:
     import httpx
 
     if not isinstance(url, (str, httpx.URL)):
-        raise TypeError(f"url must be a str, got {type(url).__name__}")
+        raise InvalidType(f"url must be a str, got {type(url).__name__}")
     try:
         parsed = httpx.URL(url)
     except Exception:
-        raise ValueError("url is not a valid URL") from None
+        raise InvalidValue("url is not a valid URL") from None
     problem = target_problem(parsed)
     if problem is not None:
-        raise ValueError(f"url must be an http or https URL with a host, got {problem}")
+        raise InvalidValue(f"url must be an http or https URL with a host, got {problem}")
     return parsed
 
 
@@ -113,7 +113,7 @@ def url_secrets(url: httpx.URL) -> list[str]:
 def check_method(method: object) -> str:
     """An HTTP method name, upper-cased."""
     if not isinstance(method, str) or not _TOKEN.fullmatch(method):
-        raise ValueError(f"method must be an HTTP method name such as 'GET', got {method!r}")
+        raise InvalidValue(f"method must be an HTTP method name such as 'GET', got {method!r}")
     return method.upper()
 
 
@@ -122,18 +122,18 @@ def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
     if headers is None:
         return {}, []
     if not isinstance(headers, Mapping):
-        raise TypeError(f"headers must be a mapping of str to str, got "
+        raise InvalidType(f"headers must be a mapping of str to str, got "
                         f"{type(headers).__name__}")
     out: dict[str, str] = {}
     found: list[str] = []
     for key, value in headers.items():
         if not isinstance(key, str) or not _TOKEN.fullmatch(key):
-            raise ValueError(f"headers: {key!r} is not a valid header name")
+            raise InvalidValue(f"headers: {key!r} is not a valid header name")
         # Values are secrets: say what is wrong, never what they are.
         if not isinstance(value, str):
-            raise TypeError(f"headers[{key!r}] must be a str, got {type(value).__name__}")
+            raise InvalidType(f"headers[{key!r}] must be a str, got {type(value).__name__}")
         if not _HEADER_VALUE.fullmatch(value):
-            raise ValueError(f"headers[{key!r}] must be printable ASCII: no line breaks, "
+            raise InvalidValue(f"headers[{key!r}] must be printable ASCII: no line breaks, "
                              f"control or non-ASCII characters")
         out[key] = value
         if len(value.strip()) >= MIN_SECRET:
@@ -156,11 +156,11 @@ def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None,
         try:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"body could not be sent as JSON: {exc}") from None
+            raise InvalidType(f"body could not be sent as JSON: {exc}") from None
         if any(k.lower() == "content-type" for k in headers):
             return data, dict(headers)
         return data, {**headers, "Content-Type": "application/json"}
-    raise TypeError(f"body must be a str, bytes, dict, list or None, got "
+    raise InvalidType(f"body must be a str, bytes, dict, list or None, got "
                     f"{type(body).__name__}")
 
 

@@ -42,6 +42,7 @@ from typing import Any
 import anyio
 
 from .._context import context_value, spellings
+from .._exceptions import InvalidType, InvalidValue
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import (
     ContextSource,
@@ -153,21 +154,21 @@ class SqliteContextProvider(ContextSource):
     ) -> None:
         raw = check_path(database, "database")
         if raw == ":memory:":
-            raise ValueError(f"database must be the path of a SQLite file, got {database!r}")
+            raise InvalidValue(f"database must be the path of a SQLite file, got {database!r}")
         if not isinstance(sql, str) or not sql.strip():
-            raise ValueError(f"sql must be a non-empty str, got {sql!r}")
+            raise InvalidValue(f"sql must be a non-empty str, got {sql!r}")
         if not _READ_ONLY_START.match(sql):
-            raise ValueError("sql must be a single read-only query starting with SELECT, "
+            raise InvalidValue("sql must be a single read-only query starting with SELECT, "
                              f"WITH or VALUES, got {sql[:60]!r}")
         if not sqlite3.complete_statement(sql.rstrip().rstrip(";") + ";"):
-            raise ValueError(f"sql is not a complete statement: {sql[:60]!r}")
+            raise InvalidValue(f"sql is not a complete statement: {sql[:60]!r}")
         if params is not None and not callable(params):
             if not isinstance(params, Mapping):
-                raise TypeError(f"params must be a mapping or a function of (query, ctx), "
+                raise InvalidType(f"params must be a mapping or a function of (query, ctx), "
                                 f"got {params!r}")
             self._check_params(params)
         if formatter is not None and not callable(formatter):
-            raise TypeError(f"formatter must be callable or None, got {formatter!r}")
+            raise InvalidType(f"formatter must be callable or None, got {formatter!r}")
         self.max_rows = check_count(max_rows, "max_rows", 1)
         self.busy_timeout = (None if busy_timeout is None else
                              check_duration(busy_timeout, "busy_timeout", allow_zero=True))
@@ -187,9 +188,9 @@ class SqliteContextProvider(ContextSource):
     def _check_params(params: Mapping[Any, Any]) -> None:
         for key in params:
             if not isinstance(key, str) or not _NAME.match(key):
-                raise ValueError(f"params: {key!r} is not a valid parameter name")
+                raise InvalidValue(f"params: {key!r} is not a valid parameter name")
             if key in _BUILTIN:
-                raise ValueError(f"params: {key!r} is bound from the turn and cannot be "
+                raise InvalidValue(f"params: {key!r} is bound from the turn and cannot be "
                                  f"given here")
 
     def bindings(self, query: str, ctx: Any) -> dict[str, Any]:
@@ -201,7 +202,7 @@ class SqliteContextProvider(ContextSource):
         extra = self.params(query, ctx) if callable(self.params) else self.params
         if extra:
             if not isinstance(extra, Mapping):
-                raise TypeError(f"params() returned {type(extra).__name__}, not a mapping")
+                raise InvalidType(f"params() returned {type(extra).__name__}, not a mapping")
             self._check_params(extra)
             bind.update({k: _bindable(v) for k, v in extra.items()})
         return bind
