@@ -37,7 +37,6 @@ from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _cancelling_of_current_task, _fatal_from_provider, _reraise_cancellation
 from ._group import _concurrent
 from ._outcome import Outcome
-from ._policy import check_max_chars, check_seconds
 from ._run import (
     DEFAULT_MAX_CHARS,
     _Big,
@@ -56,8 +55,7 @@ from ._tokens import (
     prepare_counter,
 )
 
-__all__ = ["DEFAULT_MAX_CHARS", "TAG_FRAME", "Observer", "ProviderCall", "gather",
-           "validate_max_chars", "validate_seconds"]
+__all__ = ["DEFAULT_MAX_CHARS", "TAG_FRAME", "Observer", "ProviderCall", "gather"]
 
 from ._log import logger_for
 
@@ -190,7 +188,3 @@ async def _sequential_plain(calls: Sequence[ProviderCall], ps: _Pass,
     return outcomes
 
 
-
-# The one validator per knob lives in _policy; these names are kept for callers.
-validate_seconds = check_seconds
-validate_max_chars = check_max_chars

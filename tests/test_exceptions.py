@@ -234,7 +234,6 @@ def test_a_registry_setting_is_kept_or_refused_as_a_lionctx_error(value: Any) ->
 
 def _refusals():
     from agentium_compat import Agent
-
     from lionctx import Branch, ContextProviderRegistry, FilesystemContextProvider
 
     return [

@@ -13,10 +13,9 @@ import importlib.util
 import pathlib
 import pkgutil
 
-import pytest
-
 import lionctx
 import lionctx.integrations
+import pytest
 
 PACKAGES = ["lionctx", "agentium_compat", "lionctx.providers", "lionctx.engines",
             "lionctx.cache", "lionctx.models", "lionctx.testing", "lionctx.cli", "lionctx.demo",

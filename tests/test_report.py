@@ -31,8 +31,9 @@ from lionctx import (
     Status,
     admit,
     resolve_context,
+    telemetry,
 )
-from lionctx.testing import build_report, telemetry
+from lionctx.testing import build_report
 from lionctx.testing import stability_digest as digest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

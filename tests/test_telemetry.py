@@ -8,8 +8,14 @@ import textwrap
 
 import anyio
 import pytest
-from lionctx import Breakers, ContextProviderRegistry, SourceUnavailable, Status, resolve_context
-from lionctx.testing import telemetry
+from lionctx import (
+    Breakers,
+    ContextProviderRegistry,
+    SourceUnavailable,
+    Status,
+    resolve_context,
+    telemetry,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider

@@ -10,11 +10,11 @@ One turn, in order::
 
 plus :func:`engine_tools` (offered to the model as function tools) and
 :func:`dispatch_engine_tool` (a call to one of them). Hosts on an event loop call
-these through :class:`~lionctx.engines.EngineSession`, whose methods are the turn's
+these through ``EngineSession`` (``_session.py``), whose methods are the turn's
 hooks. The selection calls live in ``_select.py`` and the pure checks applied to
 what an engine returns in ``_checks.py``; both are re-exported here
 (:func:`selection_problem`, :func:`tool_pairing_problems`, :func:`usage_dict`), as
-are :class:`EngineSession`, :class:`ThreadBridgeModel` and :func:`summary_model`.
+are :class:`ThreadBridgeModel` and :func:`summary_model`.
 
 Everything here fails open: whatever an engine raises or returns, the request goes
 out as it would have without the engine, stored history is only replaced by a valid
@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
 from ._bridge import ThreadBridgeModel, summary_model
@@ -50,12 +50,8 @@ from ._checks import (
 )
 from ._select import apply_select_context, apply_select_context_async
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._session import EngineSession
-
 __all__ = [
     "DEFAULT_SELECT_TIMEOUT",
-    "EngineSession",
     "ThreadBridgeModel",
     "after_response",
     "apply_select_context",
@@ -74,16 +70,6 @@ __all__ = [
 from .._log import logger_for
 
 logger = logger_for(__name__)
-
-
-def __getattr__(name: str) -> Any:
-    # EngineSession's methods call the functions here, so _session imports this
-    # module; the old import path reaches the class without a cycle.
-    if name == "EngineSession":
-        from ._session import EngineSession
-
-        return EngineSession
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- after each response -------------------------------------------------------------

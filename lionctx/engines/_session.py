@@ -5,7 +5,7 @@ turn's hooks as methods: :meth:`~EngineSession.select` before each request,
 :meth:`~EngineSession.after_response` after each reply, :meth:`~EngineSession.compress`
 after a turn that stored messages, :meth:`~EngineSession.turn_complete` at the end,
 and :meth:`~EngineSession.tools` / :meth:`~EngineSession.dispatch_tool` for the
-engine's own tools. Each method is the contained call of :mod:`.host` for this
+engine's own tools. Each method is the contained call of ``_host.py`` for this
 session's engine; a turn (``lionctx._turn.Turn``) calls them and nothing else.
 
 :class:`SessionPool` is for a host that serves many conversations (the agentium
@@ -167,7 +167,7 @@ class EngineSession:
 
     def maybe_compress(self, messages: list[dict[str, Any]], prompt_tokens: int | None, *,
                        force: bool = False) -> list[dict[str, Any]] | None:
-        """:func:`~lionctx.engines.maybe_compress` for this session's engine."""
+        """``maybe_compress`` (``_host.py``) for this session's engine."""
         return maybe_compress(self.engine, messages, prompt_tokens, force=force)
 
     async def compress(self, messages: list[dict[str, Any]],

@@ -5,6 +5,7 @@ import json
 import logging
 
 import pytest
+from lionctx import models, testing
 from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, engine_for_agent
 from lionctx.testing import (
     UID_FIELD,
@@ -12,8 +13,6 @@ from lionctx.testing import (
     apply_select_context,
     is_uid,
     maybe_compress,
-    models,
-    testing,
     tool_pairing_problems,
 )
 from lionctx.testing import messages_module as messages_mod

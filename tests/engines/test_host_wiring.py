@@ -5,6 +5,7 @@ import logging
 
 import anyio
 import pytest
+from lionctx import models, testing
 from lionctx.engines import (
     ContextCompressor,
     ContextEngine,
@@ -12,7 +13,7 @@ from lionctx.engines import (
     register_context_engine,
     resolve_context_engine,
 )
-from lionctx.testing import EngineSession, ThreadBridgeModel, models, summary_model, testing
+from lionctx.testing import EngineSession, ThreadBridgeModel, summary_model
 
 from tests.engines.recording import Plain
 

@@ -5,9 +5,8 @@ from an exception message that quotes a URL, not from the text a provider return
 from __future__ import annotations
 
 import pytest
-from lionctx import ContextProviderRegistry, resolve_context
+from lionctx import ContextProviderRegistry, resolve_context, telemetry
 from lionctx.providers import HttpContextProvider
-from lionctx.testing import telemetry
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
