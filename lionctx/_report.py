@@ -15,6 +15,11 @@ Two thin views read it, each with its face's public shape:
 
 Both expose the report as ``.report``. Text is rendered on demand by the one
 renderer (:mod:`lionctx._render`): as tags, or as LionAGI's fold.
+
+Each view is built from a report (``report=``) or, as the frozen dataclasses they
+were, from their old fields (positional or keyword); those fields then make the
+report. To :mod:`dataclasses` each still is that frozen dataclass (``fields``,
+``asdict``, ``replace``, ``is_dataclass``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Any, ClassVar, Generic, Literal, TypeVar, overload
 
 from ._admission import admit_columns
 from ._exceptions import InvalidValue
@@ -209,12 +214,21 @@ class _Shown(Generic[T]):
 
 
 class _View:
-    """What both views share: the report, frozen attributes, equality, pickling."""
+    """What both views share: the report, frozen attributes, equality, pickling.
+
+    Each view keeps the dataclass face it had before it became a view: its class
+    carries the ``__dataclass_fields__`` and ``__dataclass_params__`` of a frozen
+    dataclass with the old fields (:func:`_face`), so :func:`dataclasses.fields`,
+    :func:`~dataclasses.asdict`, :func:`~dataclasses.replace` and
+    :func:`~dataclasses.is_dataclass` work on it, and equality compares those
+    fields in order, as the dataclass's did.
+    """
 
     __slots__ = ("__weakref__", "report")
     report: Report
-    _FIELDS: tuple[str, ...] = ()
-    """The names shown by ``repr``, in the order of the dataclass each view was."""
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+    """The old dataclass's field names, in order (``repr``, equality, the constructor)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -225,11 +239,14 @@ class _View:
     def _state(self) -> tuple[Any, ...]:
         return tuple(getattr(self, s) for s in type(self).__slots__)
 
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
         assert isinstance(other, _View)
-        return self.report == other.report and self._state() == other._state()
+        return self._values() == other._values()
 
     __hash__ = None  # type: ignore[assignment]  # holds lists, as the dataclasses did
 
@@ -247,6 +264,86 @@ def _restore(cls: type[_View], report: Report, state: tuple[Any, ...]) -> _View:
     for name, value in zip(cls.__slots__, state, strict=True):
         object.__setattr__(view, name, value)
     return view
+
+
+def _face(view: type[_View], shape: type) -> None:
+    """Give ``view`` the dataclass metadata of the frozen dataclass ``shape``."""
+    for name in ("__dataclass_fields__", "__dataclass_params__"):
+        setattr(view, name, getattr(shape, name))
+    setattr(view, "__match_args__", view._FIELDS)  # noqa: B010  # mypy: a final name
+    assert tuple(f.name for f in dataclasses.fields(shape)) == view._FIELDS
+
+
+_UNSET: Any = object()  # a field the caller did not give
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is _UNSET else value
+
+
+def _report_arg(report: object, given: dict[str, Any], view: str) -> Report:
+    """The ``report=`` argument, checked: a Report, and no field beside it."""
+    if not isinstance(report, Report):
+        raise TypeError(f"{view}(report=...) takes a Report, got {report!r}")
+    extra = [name for name, value in given.items() if value is not _UNSET]
+    if extra:
+        raise TypeError(f"{view}() takes report= or the fields, not both; got report= "
+                        f"and {', '.join(extra)}")
+    return report
+
+
+def _outcome_rows(outcomes: Any, view: str) -> tuple[Outcome, ...]:
+    rows = tuple(outcomes)
+    for o in rows:
+        if not isinstance(o, Outcome):
+            raise TypeError(f"{view}(outcomes=...) takes Outcome rows, got {o!r}")
+    return rows
+
+
+def _kept_digests(rows: Sequence[Outcome]) -> Digests:
+    """What build_report records when digests are on: every kept row's digest, in
+    rendering order (empty when any kept row has none: digests were off)."""
+    kept = kept_in_order(rows)
+    if any(o.digest is None for o in kept):
+        return ()
+    return tuple((o.name, o.digest or "") for o in kept)
+
+
+_SKIPS = (Status.SKIPPED_SIZE, Status.SKIPPED_CAP, Status.SKIPPED_BUDGET)
+
+
+def _skip_order_of(rows: Sequence[Outcome], names: Sequence[str]) -> tuple[int, ...]:
+    """Positions of the size, cap and budget skips LionAGI's ``skipped`` names, in
+    its order (a name without such a row has no position)."""
+    free: dict[str, list[int]] = {}
+    for i, o in enumerate(rows):
+        if o.status in _SKIPS:
+            free.setdefault(o.name, []).append(i)
+    order: list[int] = []
+    for name in names:
+        spots = free.get(name)
+        if spots:
+            order.append(spots.pop(0))
+    return tuple(order)
+
+
+def _skip_order_from_rows(rows: Sequence[Outcome]) -> tuple[int, ...]:
+    """build_report's skip order, read back from the rows: size skips, cap skips,
+    then budget skips in the order admission considered them (priority, then
+    source order)."""
+    size = [i for i, o in enumerate(rows) if o.status is _SIZE]
+    cap = [i for i, o in enumerate(rows) if o.status is Status.SKIPPED_CAP]
+    budget = [i for i, o in enumerate(rows) if o.status is Status.SKIPPED_BUDGET]
+    if len({rows[i].priority for i in budget}) > 1:
+        budget.sort(key=lambda i: -rows[i].priority)
+    return (*size, *cap, *budget)
+
+
+def _offered(rows: Sequence[Outcome]) -> int:
+    """Tokens of every block that reached admission (kept, or skipped by it)."""
+    return sum(o.tokens for o in rows
+               if o.status is _FIRED or o.status is Status.SKIPPED_CAP
+               or o.status is Status.SKIPPED_BUDGET)
 
 
 class ProviderReport(_View):
@@ -290,8 +387,59 @@ class ProviderReport(_View):
         "The injected blocks are byte-identical to the previous pass's (``None`` on the "
         "first pass).")
 
-    def __init__(self, report: Report | None = None) -> None:
-        report = _EMPTY if report is None else report
+    @overload
+    def __init__(self, report: Report, /) -> None: ...
+    @overload
+    def __init__(self, blocks: list[str] | None = None,
+                 fired: list[dict[str, Any]] | None = None, skipped: list[str] | None = None,
+                 failed: list[str] | None = None, degraded: list[dict[str, Any]] | None = None,
+                 outcomes: list[Outcome] | None = None, budget: Number | None = None,
+                 used_tokens: int = 0, offered_tokens: int = 0, duration_ms: float = 0.0,
+                 tokenizer_load_ms: float = 0.0, cache_break: CacheBreak | None = None,
+                 prefix_stable: bool | None = None, *, report: Report | None = None) -> None: ...
+    def __init__(self, blocks: Any = _UNSET, fired: Any = _UNSET, skipped: Any = _UNSET,
+                 failed: Any = _UNSET, degraded: Any = _UNSET, outcomes: Any = _UNSET,
+                 budget: Any = _UNSET, used_tokens: Any = _UNSET, offered_tokens: Any = _UNSET,
+                 duration_ms: Any = _UNSET, tokenizer_load_ms: Any = _UNSET,
+                 cache_break: Any = _UNSET, prefix_stable: Any = _UNSET, *,
+                 report: Report | None = None) -> None:
+        """The view of ``report``, or a report made from LionAGI's fields.
+
+        ``ProviderReport(report)`` / ``ProviderReport(report=report)`` reads every
+        field from the :class:`Report`. Otherwise the fields are the old dataclass's,
+        positional in this order or by keyword, each defaulting to empty: the lists
+        given are the lists shown (as given, not copied), and ``report`` is a
+        :class:`Report` of the given ``outcomes``, budget, tokens, timing and cache
+        figures.
+        """
+        given: tuple[Any, ...] = (
+            blocks, fired, skipped, failed, degraded, outcomes, budget, used_tokens,
+            offered_tokens, duration_ms, tokenizer_load_ms, cache_break, prefix_stable)
+        names: tuple[str, ...] = self._FIELDS
+        if isinstance(blocks, Report) and report is None:  # ProviderReport(report)
+            report, given, names = blocks, given[1:], names[1:]
+        if report is not None:
+            if report.__class__ is not Report or any(v is not _UNSET for v in given):
+                _report_arg(report, dict(zip(names, given, strict=True)), "ProviderReport")
+            self._read(report)
+            return
+        set_ = object.__setattr__
+        rows = _outcome_rows(() if outcomes is _UNSET or outcomes is None else outcomes,
+                             "ProviderReport")
+        skipped = [] if skipped is _UNSET or skipped is None else skipped
+        set_(self, "report", Report(
+            rows, _given(budget, None), _given(used_tokens, 0), _given(offered_tokens, 0),
+            _given(duration_ms, 0.0), _given(tokenizer_load_ms, 0.0), _kept_digests(rows),
+            _given(prefix_stable, None), _given(cache_break, None),
+            _skip_order_of(rows, skipped)))
+        set_(self, "blocks", [] if blocks is _UNSET or blocks is None else blocks)
+        set_(self, "fired", [] if fired is _UNSET or fired is None else fired)
+        set_(self, "skipped", skipped)
+        set_(self, "failed", [] if failed is _UNSET or failed is None else failed)
+        set_(self, "degraded", [] if degraded is _UNSET or degraded is None else degraded)
+        set_(self, "outcomes", outcomes if isinstance(outcomes, list) else list(rows))
+
+    def _read(self, report: Report) -> None:
         outcomes = list(report.outcomes)
         blocks: list[str] = []
         fired: list[dict[str, Any]] = []
@@ -367,11 +515,59 @@ class Resolution(_View):
     prefix_stable: _Shown[bool | None] = _Shown(
         "``text`` is byte-identical to ``previous``'s (``None`` without ``previous``).")
 
-    def __init__(self, report: Report) -> None:
+    @overload
+    def __init__(self, report: Report, /) -> None: ...
+    @overload
+    def __init__(self, text: str, outcomes: list[Outcome] | None = None,
+                 budget: Number | None = None, used_tokens: int = 0,
+                 duration_ms: float = 0.0, tokenizer_load_ms: float = 0.0,
+                 digests: Digests = (), cache_break: CacheBreak | None = None,
+                 prefix_stable: bool | None = None) -> None: ...
+    @overload
+    def __init__(self, *, report: Report) -> None: ...
+    def __init__(self, text: Any = _UNSET, outcomes: Any = _UNSET, budget: Any = _UNSET,
+                 used_tokens: Any = _UNSET, duration_ms: Any = _UNSET,
+                 tokenizer_load_ms: Any = _UNSET, digests: Any = _UNSET,
+                 cache_break: Any = _UNSET, prefix_stable: Any = _UNSET, *,
+                 report: Report | None = None) -> None:
+        """The view of ``report``, or a report made from the old dataclass's fields.
+
+        ``Resolution(report)`` / ``Resolution(report=report)`` reads every field from
+        the :class:`Report` (``text`` is its rendering). Otherwise ``text`` is
+        required and the other fields default to empty, positional in this order or
+        by keyword: ``text`` and ``outcomes`` are shown as given, and ``report`` is a
+        :class:`Report` of the given outcomes (their text framed in ``<context>``
+        tags, as :func:`~lionctx.resolve_context` keeps it), budget, tokens, timing,
+        digests and cache figures.
+        """
+        given: tuple[Any, ...] = (text, outcomes, budget, used_tokens, duration_ms,
+                                  tokenizer_load_ms, digests, cache_break, prefix_stable)
+        names: tuple[str, ...] = self._FIELDS
+        if isinstance(text, Report) and report is None:  # Resolution(report)
+            report, given, names = text, given[1:], names[1:]
         set_ = object.__setattr__
-        set_(self, "report", report)
-        set_(self, "text", report.render())
-        set_(self, "outcomes", list(report.outcomes))
+        if report is not None:
+            if report.__class__ is not Report or any(v is not _UNSET for v in given):
+                _report_arg(report, dict(zip(names, given, strict=True)), "Resolution")
+            set_(self, "report", report)
+            set_(self, "text", report.render())
+            set_(self, "outcomes", list(report.outcomes))
+            return
+        if text is _UNSET:
+            raise TypeError("Resolution() needs its text (or report=)")
+        if not isinstance(text, str):
+            raise TypeError(f"Resolution(text=...) takes a str, got {text!r}")
+        rows = _outcome_rows(() if outcomes is _UNSET or outcomes is None else outcomes,
+                             "Resolution")
+        pairs: Digests = () if digests is _UNSET or digests is None else tuple(
+            (str(name), str(value)) for name, value in digests)
+        set_(self, "report", Report(
+            rows, _given(budget, None), _given(used_tokens, 0), _offered(rows),
+            _given(duration_ms, 0.0), _given(tokenizer_load_ms, 0.0), pairs,
+            _given(prefix_stable, None), _given(cache_break, None),
+            _skip_order_from_rows(rows), framed=True))
+        set_(self, "text", text)
+        set_(self, "outcomes", outcomes if isinstance(outcomes, list) else list(rows))
 
     def __str__(self) -> str:
         return self.text
@@ -394,3 +590,39 @@ class Resolution(_View):
             "prefix_stable": self.prefix_stable,
             "cache_break": brk.to_dict() if brk is not None else None,
         }
+
+
+# -- the dataclass face of each view (what the frozen dataclasses were) ---------------
+
+@dataclass(frozen=True)
+class _ProviderReportShape:
+    blocks: list[str] = dataclasses.field(default_factory=list)
+    fired: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    skipped: list[str] = dataclasses.field(default_factory=list)
+    failed: list[str] = dataclasses.field(default_factory=list)
+    degraded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    outcomes: list[Outcome] = dataclasses.field(default_factory=list)
+    budget: Number | None = None
+    used_tokens: int = 0
+    offered_tokens: int = 0
+    duration_ms: float = 0.0
+    tokenizer_load_ms: float = 0.0
+    cache_break: CacheBreak | None = None
+    prefix_stable: bool | None = None
+
+
+@dataclass(frozen=True)
+class _ResolutionShape:
+    text: str
+    outcomes: list[Outcome] = dataclasses.field(default_factory=list)
+    budget: Number | None = None
+    used_tokens: int = 0
+    duration_ms: float = 0.0
+    tokenizer_load_ms: float = 0.0
+    digests: Digests = ()
+    cache_break: CacheBreak | None = None
+    prefix_stable: bool | None = None
+
+
+_face(ProviderReport, _ProviderReportShape)
+_face(Resolution, _ResolutionShape)

@@ -262,8 +262,8 @@ class ContextProviderRegistry:
             Outcome(e.name, i, Status.SKIPPED, reason="branch has no system message",
                     priority=e.priority, max_tokens=e.max_tokens)
             for i, e in enumerate(self._entries))
-        return ProviderReport(Report(outcomes, self._budget,
-                                     skip_order=tuple(range(len(outcomes)))))
+        return ProviderReport(report=Report(outcomes, self._budget,
+                                            skip_order=tuple(range(len(outcomes)))))
 
     async def gather(self, branch: Any, instruction: Any, *, tagged: bool = False
                      ) -> ProviderReport:
@@ -305,7 +305,7 @@ class ContextProviderRegistry:
                               tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0))
         self._last_digests = report.digests
         hooks.finish("lionagi", report, concurrent=self.concurrent)  # spans, when traced
-        view = ProviderReport(report)
+        view = ProviderReport(report=report)
         self._count(view)
         return view
 

@@ -104,7 +104,7 @@ async def resolve_context(
     report = build_report(outcomes, budget, previous=prior, framed=True, started=started,
                           tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0))
     hooks.finish("agentium", report, concurrent=True)  # spans, when traced
-    return Resolution(report)  # its text: stable blocks first, then volatile
+    return Resolution(report=report)  # its text: stable blocks first, then volatile
 
 
 # -- issue 13 helpers ---------------------------------------------------------------
