@@ -30,9 +30,10 @@ from ._gather import Observer, ProviderCall, gather
 from ._outcome import Outcome, Status
 from ._policy import Policy, check_max_chars, check_number, check_seconds
 from ._render import tag_block
-from ._report import ProviderReport, Report, build_report
+from ._report import Report, build_report
 from ._tokens import TokenCounter, resolve_counter
 from ._types import Number
+from ._views import ProviderReport
 
 __all__ = ["ContextProvider", "ContextProviderRegistry", "ProviderReport"]
 

@@ -28,9 +28,10 @@ from ._gather import TAG_FRAME, Observer, ProviderCall, gather
 from ._outcome import Outcome
 from ._policy import Policy, check_number
 from ._render import tag_block
-from ._report import Resolution, build_report
+from ._report import build_report
 from ._tokens import TokenCounter, resolve_counter
 from ._types import Number
+from ._views import Resolution
 
 __all__ = ["Resolution", "resolve_context", "resolve_context_providers"]
 

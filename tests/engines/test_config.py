@@ -162,21 +162,10 @@ def test_plugin_directories_are_found_in_order_and_named(tmp_path):
     assert _discovery.plugin_dirs([root]) == found  # a context_engine folder itself
 
 
-def test_host_still_exports_the_session_and_the_bridge():
-    from lionctx.testing import (
-        EngineSession,
-        ThreadBridgeModel,
-    )
-    from lionctx.testing import (
-        engines_bridge_module as _bridge,
-    )
-    from lionctx.testing import (
-        engines_host_module as host,
-    )
-    from lionctx.testing import (
-        engines_session_module as _session,
-    )
+def test_host_uses_the_one_bridge():
+    from lionctx.testing import ThreadBridgeModel, summary_model
+    from lionctx.testing import engines_bridge_module as _bridge
+    from lionctx.testing import engines_host_module as host
 
-    assert host.EngineSession is _session.EngineSession is EngineSession
     assert host.ThreadBridgeModel is _bridge.ThreadBridgeModel is ThreadBridgeModel
-    assert host.summary_model is _bridge.summary_model
+    assert host.summary_model is _bridge.summary_model is summary_model
