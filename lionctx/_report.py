@@ -104,6 +104,38 @@ class Report:
 _EMPTY = Report()
 
 
+def _all_kept(rows: list[Outcome], budget: Number | None) -> int | None:
+    """The tokens of ``rows`` when admission keeps every one of them (each fired, none
+    with a cap, their sum within ``budget``): no decision to make. Else ``None``."""
+    if not rows or [o.status for o in rows].count(_FIRED) != len(rows):
+        return None
+    if any([o.max_tokens for o in rows]):
+        return None
+    used = sum([o.tokens for o in rows])
+    if budget is not None and used > budget:
+        return None
+    return used
+
+
+def _report_of_all(rows: list[Outcome], budget: Number | None, used: int,
+                   previous: Digests | None, digests: bool, framed: bool,
+                   started: float | None, tokenizer_load_ms: float) -> Report:
+    """:func:`build_report` when every row is kept (what :func:`_all_kept` found)."""
+    current: Digests = ()
+    brk: CacheBreak | None = None
+    stable: bool | None = None
+    if digests:
+        if None in [o.digest for o in rows]:
+            rows = [o if o.digest is not None else o.replace(digest=digest(o.text or ""))
+                    for o in rows]
+        current = tuple([(o.name, o.digest or "") for o in kept_in_order(rows)])
+        brk = compare(previous, current)
+        stable = None if previous is None else brk is None
+    duration = 0.0 if started is None else (perf_counter() - started) * 1000.0 - tokenizer_load_ms
+    return Report(tuple(rows), budget, used, used, duration, tokenizer_load_ms, current, stable,
+                  brk, (), framed)
+
+
 def _counted(o: Outcome) -> str:
     return f"{o.tokens} tokens" if o.exact else f"at least {o.tokens} tokens (counting stopped)"
 
@@ -123,6 +155,10 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
     left as it is.
     """
     rows = list(outcomes)
+    fast = _all_kept(rows, budget)
+    if fast is not None:  # the common pass: every row fired, no cap, all of it fits
+        return _report_of_all(rows, budget, fast, previous, digests, framed, started,
+                              tokenizer_load_ms)
     texted: list[int] = []
     tokens: list[int] = []
     priorities: list[Number] = []

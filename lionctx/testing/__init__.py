@@ -134,6 +134,7 @@ _SEAMS = {
     "gather": "lionctx._gather:gather",
     "gather_module": "lionctx._gather:",
     "group_module": "lionctx._group:",
+    "report_module": "lionctx._report:",
     "run_module": "lionctx._run:",
     "get_counter": "lionctx._tokens:get_counter",
     "get_encoding": "lionctx._tokens:get_encoding",
