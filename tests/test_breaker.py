@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import anyio
 import pytest
@@ -298,21 +297,18 @@ async def test_a_dead_http_source_costs_its_timeout_three_turns_then_nothing(htt
                                   breaker=Breakers(BreakerSettings(cooldown=30), clock=clock))
     reg.register(dead)
     try:
-        times = []
+        statuses = []
         for _ in range(5):
-            t0 = time.perf_counter()
             report = await reg.gather(None, None)
-            times.append(time.perf_counter() - t0)
-        assert [o.status for o in [report.outcomes[0]]] == [Status.SKIPPED]
-        assert all(t >= timeout * 0.9 for t in times[:3]), times
-        assert all(t < timeout / 2 for t in times[3:]), times
+            statuses.append(report.outcomes[0].status)
+        # Three turns waited out the timeout; then the source is not called at all.
+        assert statuses == [Status.TIMEOUT] * 3 + [Status.SKIPPED] * 2
+        assert report.outcomes[0].circuit == "open"
         # one request per turn 1-3 at most (on a loaded machine one may time out
         # before the server reads it), none on turns 4-5
         assert 1 <= http.count("/slow") <= 3
         clock.now += 30  # cool-down over: one trial, which costs the timeout again
-        t0 = time.perf_counter()
         report = await reg.gather(None, None)
-        assert time.perf_counter() - t0 >= timeout * 0.9
         assert report.outcomes[0].status is Status.TIMEOUT
         assert report.outcomes[0].circuit == "half_open"
         assert http.count("/slow") <= 4

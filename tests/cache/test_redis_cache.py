@@ -6,7 +6,6 @@ import json
 import multiprocessing
 import os
 import signal
-import time
 from typing import Any
 
 import agentium_compat
@@ -246,12 +245,10 @@ async def test_a_dead_lease_owner_is_taken_over_within_the_lease(
             await anyio.sleep(0.2)  # the waiter is polling behind the owner's lease
             assert not got
             os.kill(owner.pid, signal.SIGKILL)
-            killed = time.monotonic()
             with anyio.fail_after(lease + 3):  # generous: a live lease would hold it 10 s
                 while srv.count("/gate") < 2:
                     await anyio.sleep(0.01)
             srv.gate.set()
-        assert time.monotonic() - killed < lease + 3
         assert got == ["gated"]
         assert srv.count("/gate") == 2
         await cache.aclose()
