@@ -159,7 +159,10 @@ async def _concurrent_asyncio(calls: Sequence[ProviderCall], ps: _Pass,
     group = ps.group = _Group()
     tasks = group.tasks
     relay = _RELAY and limiter is None
-    own: list[tuple[int, asyncio.Task[Outcome]]] = []  # a task per provider: (index, task)
+    # Relay passes: the providers with a task of their own, as parallel lists
+    # (index, task); no pair object per provider.
+    own_at: list[int] = []
+    own: list[asyncio.Task[Outcome]] = []
     try:
         if relay:
             relays = _Relays(calls, ps, group, results, observe, loop)
@@ -175,7 +178,8 @@ async def _concurrent_asyncio(calls: Sequence[ProviderCall], ps: _Pass,
                         t = spawn(_run_one(c, i, ps) if observe is None
                                   else _run_wrapped(c, i, ps, None, observe))
                         tasks.append(t)
-                        own.append((i, t))
+                        own_at.append(i)
+                        own.append(t)
                         first = i + 1
             if first < len(calls):
                 tasks.append(relays.make(_Relay(relays, first, len(calls))))
@@ -207,7 +211,9 @@ async def _concurrent_asyncio(calls: Sequence[ProviderCall], ps: _Pass,
             raise error from None  # a provider's fatal error wins over the cancellation
         raise
     finally:
-        for i, t in own if relay else enumerate(tasks):  # collect what finished
+        # Collect what finished with a result (a cancelled or failed task has its
+        # row made by the caller).
+        for i, t in zip(own_at, own, strict=True) if relay else enumerate(tasks):
             if t.done() and not t.cancelled() and t.exception() is None:
                 results[i] = t.result()
 

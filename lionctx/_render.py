@@ -98,6 +98,8 @@ _LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _ASCII_NAME = str.maketrans(
     {**_NAME_ESCAPES, **{c: f"&#{ord(c)};" for c in _LINE_BREAKS if c < "\x80"}})
 _NAME_SPECIAL = frozenset(_NAME_ESCAPES) | frozenset(_LINE_BREAKS)
+_ASCII_NAME_SPECIAL = re.compile(
+    "[" + re.escape("".join(c for c in _NAME_SPECIAL if c < "\x80")) + "]")
 
 
 def _invisible(ch: str) -> bool:
@@ -167,6 +169,9 @@ def escape_name(name: str) -> str:
     every character whose NFKC form holds one of these becomes ``&#xHEX;``.
     """
     if name.isascii():
+        # Most names need no escape; translate() with a table costs ~0.4 us even then.
+        if name.isidentifier() or _ASCII_NAME_SPECIAL.search(name) is None:
+            return name
         return name.translate(_ASCII_NAME)
     out = []
     for ch in name:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from time import perf_counter
 from typing import Any, Literal
 
@@ -102,6 +103,25 @@ class Report:
 
 
 _EMPTY = Report()
+_NAME = attrgetter("name")
+_DIGEST = attrgetter("digest")
+_NAME_DIGEST = attrgetter("name", "digest")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+
+
+def _pairs(kept: list[Outcome], previous: Digests | None) -> Digests:
+    """``(name, digest)`` of each of ``kept`` (every one has its digest).
+
+    When they equal ``previous`` (the steady state a prompt cache wants), that very
+    tuple, compared column by column in C: the pass makes no pair per block (one
+    more long-lived object each, which the collector would walk as it grows).
+    """
+    if (previous is not None and len(previous) == len(kept)
+            and list(map(_SECOND, previous)) == list(map(_DIGEST, kept))
+            and list(map(_FIRST, previous)) == list(map(_NAME, kept))):
+        return previous
+    return tuple(map(_NAME_DIGEST, kept))
 
 
 def _all_kept(rows: list[Outcome], budget: Number | None) -> int | None:
@@ -128,7 +148,7 @@ def _report_of_all(rows: list[Outcome], budget: Number | None, used: int,
         if None in [o.digest for o in rows]:
             rows = [o if o.digest is not None else o.replace(digest=digest(o.text or ""))
                     for o in rows]
-        current = tuple([(o.name, o.digest or "") for o in kept_in_order(rows)])
+        current = _pairs(kept_in_order(rows), previous)
         brk = compare(previous, current)
         stable = None if previous is None else brk is None
     duration = 0.0 if started is None else (perf_counter() - started) * 1000.0 - tokenizer_load_ms
@@ -193,7 +213,7 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
             o = rows[texted[k]]
             if o.digest is None:  # gather digests what it counts; a row made elsewhere
                 rows[texted[k]] = o.replace(digest=digest(o.text or ""))
-        current = tuple((o.name, o.digest or "") for o in kept_in_order(rows))
+        current = _pairs(kept_in_order(rows), previous)  # each kept row has its digest
         brk = compare(previous, current)
         stable = None if previous is None else brk is None
     duration = 0.0 if started is None else (perf_counter() - started) * 1000.0 - tokenizer_load_ms

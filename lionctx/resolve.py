@@ -15,7 +15,7 @@ per-provider outcomes (a :class:`Resolution`: a view of the one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -35,6 +35,25 @@ from ._views import Resolution
 
 __all__ = ["Resolution", "resolve_context", "resolve_context_providers"]
 
+
+class _Call(ProviderCall):
+    """A provider's call in a resolve: tag-framed, counted framed, digested, no
+    limits of its own. Built once per provider per call, so only the three fields
+    that differ are set (the rest are class constants; no call is ever changed)."""
+
+    __slots__ = ()
+    frame: Callable[[str], str] | None = TAG_FRAME
+    timeout = None
+    priority = 0
+    max_tokens = None
+    max_chars = None
+    keep_frame = True
+    digest = True
+
+    def __init__(self, name: str, provider: Any, invoke: Any) -> None:
+        self.name = name
+        self.provider = provider
+        self.invoke = invoke
 
 
 async def resolve_context(
@@ -84,13 +103,7 @@ async def resolve_context(
     prior = _previous_digests(previous)
     started = perf_counter()
     run_ctx = coerce_run_context(ctx)
-    calls = []
-    for provider in providers:
-        name = provider_name(provider, agentium=True)
-        # Positional (cheaper than keywords, once per provider per call): frame,
-        # timeout, priority, cap, size limit, keep_frame, digest.
-        calls.append(ProviderCall(name, provider, fetch_invoker(provider), TAG_FRAME, None,
-                                  0, None, None, True, True))
+    calls = [_Call(provider_name(p, agentium=True), p, fetch_invoker(p)) for p in providers]
     timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),

@@ -236,3 +236,32 @@ def test_render_context_is_the_kept_blocks_stable_first(rows):
     framed = [Outcome(o.name, o.index, o.status, tag_block(o.name, o.text) if o.text else None,
                       volatile=o.volatile) for o in outcomes]
     assert render_context(framed, framed=True) == expected
+
+
+def _escape_reference(name: str) -> str:
+    # The attribute rule of escape_name's docstring, for ASCII, one character at a
+    # time: the five XML specials and CR/LF by name, other ASCII line breaks by number.
+    named = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;",
+             "\n": "&#10;", "\r": "&#13;"}
+    return "".join(named.get(c) or (f"&#{ord(c)};" if c in "\x0b\x0c\x1c\x1d\x1e" else c)
+                   for c in name)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(
+    st.text(st.characters(max_codepoint=0x7F), max_size=24),
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True),
+    st.lists(st.sampled_from(["p1", "notes", "-", " ", "&", "<", ">", '"', "'", "\n", "\r",
+                              "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\t"]),
+             max_size=8).map("".join),
+))
+def test_an_ascii_name_is_escaped_by_the_rule_whichever_path_it_takes(name: str) -> None:
+    # Names that need no escape (identifiers, or no special character) are returned
+    # as they are without the translation table; the result is the rule's either way.
+    assert escape_name(name) == _escape_reference(name)
+
+
+def test_a_name_that_needs_no_escape_is_the_same_object() -> None:
+    for name in ("p1", "project-notes", "user row", "a.b/c"):
+        assert escape_name(name) is name
+    assert escape_name("a&b") == "a&amp;b"

@@ -590,3 +590,58 @@ def test_the_all_kept_shortcut_decides_as_admission_does(
     with mock.patch.object(report_module, "_all_kept", lambda rows, budget: None):
         general = build_report(outcomes, budget, previous=previous, digests=digests)
     assert fast == general
+
+
+@settings(max_examples=300, deadline=None)
+@given(outcome_sets(), st.one_of(st.none(), st.integers(0, 400)), st.booleans(),
+       st.sampled_from(["none", "same", "other", "reordered"]))
+def test_digests_are_the_kept_blocks_pairs_and_reuse_an_equal_previous(
+        outcomes: list[Outcome], budget: Any, all_fired: bool, kind: str) -> None:
+    # A report's digests are the (name, digest) of its kept blocks in rendering order.
+    # When they equal the previous pass's, the report holds that very tuple (no new
+    # pair per block); otherwise a tuple of its own, equal to the pairs.
+    from lionctx.testing import kept_in_order
+
+    if all_fired:
+        outcomes = [o.replace(status=Status.FIRED, text=o.text or "x", max_tokens=None)
+                    for o in outcomes]
+    first = build_report(outcomes, budget)
+    pairs = tuple((o.name, o.digest) for o in kept_in_order(first.outcomes))
+    assert first.digests == pairs
+    previous: Any = None
+    if kind == "same":
+        previous = tuple((str(a), str(b)) for a, b in pairs)  # equal, not the same object
+    elif kind == "other":
+        previous = pairs + (("z", "ffffffffffffffff"),)
+    elif kind == "reordered":
+        previous = tuple(reversed(pairs))
+    report = build_report(outcomes, budget, previous=previous)
+    assert report.digests == pairs
+    if previous is not None and previous == pairs:
+        assert report.digests is previous
+        assert report.prefix_stable is True and report.cache_break is None
+    elif previous is not None:
+        assert report.digests is not previous
+        assert report.prefix_stable is False and report.cache_break is not None
+
+
+async def test_a_steady_registry_keeps_one_digest_tuple_until_a_block_changes() -> None:
+    class Source:
+        def __init__(self, name: str, text: str) -> None:
+            self.name, self.text = name, text
+
+        async def provide(self, branch: Any, instruction: Any) -> str:
+            return self.text
+
+    sources = [Source(f"s{i}", f"text {i}") for i in range(50)]
+    registry = ContextProviderRegistry()
+    for s in sources:
+        registry.register(s)
+    first = (await registry.gather(None, "q")).report
+    second = (await registry.gather(None, "q")).report
+    assert second.digests is first.digests and second.prefix_stable is True
+    sources[7].text = "changed"
+    third = (await registry.gather(None, "q")).report
+    assert third.digests is not second.digests
+    assert third.digests[7] == ("s7", digest("changed")) and third.digests[8] == second.digests[8]
+    assert third.cache_break == CacheBreak("s7", "changed", 7)

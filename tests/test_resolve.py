@@ -383,3 +383,21 @@ def test_same_inputs_same_bytes_whatever_the_completion_order(values, rnd):
 
     expected = "\n\n".join(tag_block(f"p{i}", v) for i, v in enumerate(values) if v)
     assert anyio.run(run) == expected
+
+
+def test_a_resolve_call_reads_as_the_full_provider_call_it_stands_for() -> None:
+    # resolve builds a light call per provider (three fields set, the rest class
+    # constants): every field must read as the ProviderCall it replaces would.
+    import dataclasses
+
+    from lionctx import ProviderCall
+    from lionctx.testing import TAG_FRAME, ResolveCall
+
+    provider = Fetch("n", "t")
+    invoke = provider.fetch
+    light = ResolveCall("n", provider, invoke)
+    full = ProviderCall("n", provider, invoke, TAG_FRAME, None, 0, None, None, True, True)
+    assert isinstance(light, ProviderCall)
+    for f in dataclasses.fields(ProviderCall):
+        assert getattr(light, f.name) == getattr(full, f.name), f.name
+    assert not hasattr(light, "__dict__")  # no per-call dict: slots only

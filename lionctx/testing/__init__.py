@@ -51,6 +51,7 @@ _SEAMS = {
     "PERSISTENCE_ONLY_FIELDS": "lionctx._messages:PERSISTENCE_ONLY_FIELDS",
     "Policy": "lionctx._policy:Policy",
     "PrefixHistory": "lionctx._stability:PrefixHistory",
+    "ResolveCall": "lionctx.resolve:_Call",
     "SessionPool": "lionctx.engines._session:SessionPool",
     "Source": "lionctx.providers._cache:Source",
     "SourceSpec": "lionctx.cli._sources:SourceSpec",
