@@ -23,7 +23,7 @@ import anyio.lowlevel
 from ._cancellation import _fatal, _fatal_from_provider
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
-from ._stability import digest
+from ._stability import digest, digest_under
 from ._text import make_encodable
 from ._threads import run_in_worker
 from ._tokens import (
@@ -262,6 +262,13 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                             stored = text
                         elif frame is TAG_FRAME:
                             stored = tag_block(call.name, text)
+                            # The block is new each pass; its digest is found by the
+                            # key that determines it (no hashing of the block).
+                            return Outcome(call.name, index, _FIRED, stored, known,
+                                           elapsed, None, None, None, degraded, cached,
+                                           stale, call.priority, call.max_tokens, True,
+                                           None,
+                                           digest_under(key, stored) if call.digest else None)
                         else:
                             stored = frame(text)
                     return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,

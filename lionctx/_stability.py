@@ -37,13 +37,15 @@ BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 
 
-#: (length, string hash) -> digest. Context is mostly the same from turn to turn
-#: (often the very same str object, whose hash Python keeps), so a dict lookup
-#: replaces hashing the bytes again. Keyed like the token-count memo: no text is
-#: held, and past _MEMO_MAX entries the oldest quarter goes (no cliff at a fixed
-#: number of distinct blocks). With PYTHONHASHSEED fixed the string hash is no
-#: secret, so nothing is memoized (a crafted collision would fake a stable prefix).
-_MEMO: dict[tuple[int, int], str] = {}
+#: (length, string hash) -> digest; from :func:`digest_under`, also a tag block's
+#: (name, length, hash of its text) -> the block's digest. Context is mostly the
+#: same from turn to turn (often the very same str object, whose hash Python
+#: keeps), so a dict lookup replaces hashing the bytes again. Keyed like the
+#: token-count memo: no text is held, and past _MEMO_MAX entries the oldest quarter
+#: goes (no cliff at a fixed number of distinct blocks). With PYTHONHASHSEED fixed
+#: the string hash is no secret, so nothing is memoized (a crafted collision would
+#: fake a stable prefix).
+_MEMO: dict[Hashable, str] = {}
 _MEMO_MAX = 65_536
 _SECRET = _HASH_IS_SECRET
 
@@ -53,6 +55,23 @@ def digest(text: str) -> str:
     if not _SECRET:
         return _blake(text)
     key = (len(text), hash(text))
+    found = _MEMO.get(key)
+    if found is not None:
+        return found
+    value = _blake(text)
+    if len(_MEMO) >= _MEMO_MAX:
+        for old in list(itertools.islice(_MEMO, _MEMO_MAX // 4)):
+            _MEMO.pop(old, None)
+    _MEMO[key] = value
+    return value
+
+
+def digest_under(key: Hashable, text: str) -> str:
+    """:func:`digest` of ``text``, memoized under ``key``: a key that determines
+    ``text`` exactly (the token memo's key of a tag block: its name and the text's
+    length and hash), so a block made anew each pass is not hashed again."""
+    if not _SECRET:
+        return _blake(text)
     found = _MEMO.get(key)
     if found is not None:
         return found

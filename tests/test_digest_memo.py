@@ -80,3 +80,33 @@ def test_with_a_fixed_hash_seed_nothing_is_memoized():
     fixed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**os.environ, "PYTHONHASHSEED": "0"})
     assert fixed.stdout.strip() == "ok", fixed.stderr
+
+
+@settings(max_examples=30, deadline=None)
+@given(items=st.lists(st.tuples(st.sampled_from(["a", "b", "a&b", 'q"x', "p 1"]),
+                                st.sampled_from(["same", "other", "<context>", "ü"])),
+                      min_size=1, max_size=6))
+def test_a_tag_blocks_digest_found_by_its_key_is_the_digest_of_that_block(items):
+    # From the second pass on, a tag block's digest is found under the token memo's
+    # key of the block (its name, its text's length and hash), never hashed again:
+    # it must be the digest of the block itself, whoever had that name or text before.
+    providers = [Says(name, text) for name, text in items]
+    for turn in range(3):
+        if turn == 2:  # names move to other texts: a key names its block exactly
+            for p, q in zip(providers, reversed(providers), strict=True):
+                p.name = q.name + "'"
+        res = anyio.run(lambda: resolve_context(providers, "q", breaker=False))
+        for o, p in zip(res.outcomes, providers, strict=True):
+            assert o.text == tag_block(p.name, p.text)
+            assert o.digest == plain(o.text)
+
+
+def test_a_keyed_digest_is_bounded_and_right(monkeypatch):
+    monkeypatch.setattr(stability, "_MEMO", {})
+    monkeypatch.setattr(stability, "_MEMO_MAX", 50)
+    for i in range(500):
+        block = tag_block(f"n{i % 7}", f"t{i}")
+        key = (f"n{i % 7}", len(f"t{i}"), hash(f"t{i}"))
+        assert stability.digest_under(key, block) == plain(block)
+        assert stability.digest_under(key, block) == plain(block)  # from the memo
+        assert len(stability._MEMO) <= 50
