@@ -43,6 +43,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 
 from ._outcome import Outcome, Status
 
@@ -241,6 +242,7 @@ def render_lionagi(system: str, blocks: Iterable[str], guidance: str = "") -> st
 # -- the one renderer: what a pass injects -------------------------------------------
 
 _FIRED = Status.FIRED  # read once: Status.X costs about 90 ns on Python 3.11
+_VOLATILE = attrgetter("volatile")
 
 
 def kept_in_order(outcomes: Sequence[Outcome]) -> list[Outcome]:
@@ -248,7 +250,7 @@ def kept_in_order(outcomes: Sequence[Outcome]) -> list[Outcome]:
     sources in registration order, then volatile ones (prompt caches keep the stable
     prefix). LionAGI's fold keeps plain registration order instead."""
     kept = [o for o in outcomes if o.status is _FIRED]
-    if not any(o.volatile for o in kept):
+    if not any(map(_VOLATILE, kept)):  # read in C: no generator step per row
         return kept
     return [o for o in kept if not o.volatile] + [o for o in kept if o.volatile]
 
@@ -266,5 +268,5 @@ def render_context(outcomes: Sequence[Outcome], *, framed: bool = False) -> str:
     """
     kept = kept_in_order(outcomes)
     if framed:
-        return join_tagged(o.text or "" for o in kept)
+        return join_tagged([o.text or "" for o in kept])
     return render_tagged((o.name, o.text or "") for o in kept)

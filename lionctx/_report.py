@@ -106,6 +106,9 @@ _EMPTY = Report()
 _NAME = attrgetter("name")
 _DIGEST = attrgetter("digest")
 _NAME_DIGEST = attrgetter("name", "digest")
+_STATUS = attrgetter("status")
+_MAX_TOKENS = attrgetter("max_tokens")
+_TOKENS = attrgetter("tokens")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 
@@ -127,11 +130,11 @@ def _pairs(kept: list[Outcome], previous: Digests | None) -> Digests:
 def _all_kept(rows: list[Outcome], budget: Number | None) -> int | None:
     """The tokens of ``rows`` when admission keeps every one of them (each fired, none
     with a cap, their sum within ``budget``): no decision to make. Else ``None``."""
-    if not rows or [o.status for o in rows].count(_FIRED) != len(rows):
+    if not rows or list(map(_STATUS, rows)).count(_FIRED) != len(rows):
         return None
-    if any([o.max_tokens for o in rows]):
+    if any(map(_MAX_TOKENS, rows)):
         return None
-    used = sum([o.tokens for o in rows])
+    used: int = sum(map(_TOKENS, rows))
     if budget is not None and used > budget:
         return None
     return used
@@ -145,7 +148,7 @@ def _report_of_all(rows: list[Outcome], budget: Number | None, used: int,
     brk: CacheBreak | None = None
     stable: bool | None = None
     if digests:
-        if None in [o.digest for o in rows]:
+        if None in map(_DIGEST, rows):
             rows = [o if o.digest is not None else o.replace(digest=digest(o.text or ""))
                     for o in rows]
         current = _pairs(kept_in_order(rows), previous)
