@@ -111,7 +111,10 @@ async def resolve_context(
                             limit=policy.limit, observe=hooks.observer(policy.observer),
                             budget=budget, max_chars=policy.max_chars, timing=timing,
                             args=(query, run_ctx))
-    flags = [_volatile(p) for p in providers]
+    try:  # in one comprehension; a property that raises sends every flag the long way
+        flags = [getattr(p, "volatile", False) is True for p in providers]
+    except Exception:
+        flags = [_volatile(p) for p in providers]
     outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13
                            flags if True in flags else None, dedupe_on=bool(dedupe),
                            body=_untagged, history=history)

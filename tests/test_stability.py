@@ -225,3 +225,24 @@ async def test_agent_keeps_previous_digests_per_session(server):
     other = await agent.run("q", session_id="s2")
     assert other.context_report.prefix_stable is None, "sessions do not share history"
     assert [o.status for o in r3.context_report.outcomes] == [Status.FIRED, Status.FIRED]
+
+
+class Moody(Box):
+    """``volatile`` is a property that raises: it declares nothing."""
+
+    @property  # type: ignore[override]
+    def volatile(self):
+        raise RuntimeError("no idea")
+
+    @volatile.setter
+    def volatile(self, value):
+        pass
+
+
+async def test_resolve_reads_volatile_flags_even_when_one_property_raises():
+    providers = [Box("clock", "t=1", volatile=True), Moody("moody", "m"),
+                 Box("plan", "p"), Box("also", "a", volatile=1)]  # 1 is not True
+    res = await resolve_context(providers, "q")
+    assert [o.volatile for o in res.outcomes] == [True, False, False, False]
+    assert res.text == join_tagged([tag_block("moody", "m"), tag_block("plan", "p"),
+                                    tag_block("also", "a"), tag_block("clock", "t=1")])
