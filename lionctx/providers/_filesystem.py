@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import codecs
 import functools
+import itertools
+import operator
 import os
 import threading
 from collections.abc import Iterable
@@ -82,6 +84,24 @@ _REASON_NAMES = 5
 
 class _Abandoned(Exception):
     """The call that started this walk gave up on it (timeout): stop walking."""
+
+
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
+
+
+def _any_unshowable(names: list[str]) -> bool:
+    """Whether any of ``names`` cannot be encoded as UTF-8 (a lone surrogate from an
+    undecodable file name): asked of them all at once, in C, since a flat folder
+    lists tens of thousands and almost never has one."""
+    joined = "\x00".join(names)  # NUL is in no file name
+    if joined.isascii():
+        return False
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _shown(rel: str) -> str:
@@ -213,7 +233,9 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
     def _publish(self, scan: Scan) -> str | None:
         self._files = scan.files
         # Names go out (headers, reports, logs) only in a form UTF-8 can carry.
-        renamed = [rel for rel, _ in (*scan.included, *scan.skipped) if _shown(rel) != rel]
+        names = list(map(_FIRST, itertools.chain(scan.included, scan.skipped)))
+        renamed = [rel for rel in names if _shown(rel) != rel] if _any_unshowable(names) \
+            else []
         included = [(_shown(rel), text) for rel, text in scan.included] if renamed \
             else scan.included
         skipped = [(_shown(rel), why) for rel, why in scan.skipped] if renamed \
@@ -222,11 +244,16 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.last_included = [rel for rel, _ in included]
         over = f"over max_files {self.max_files}"
         parts: list[str] = []
-        others = [(rel, why) for rel, why in skipped if why != over]
+        if list(map(_SECOND, skipped)).count(over) == len(skipped):
+            # The common case of a big folder: every skip is over max_files (read in C).
+            others: list[tuple[str, str]] = []
+            dropped = list(map(_FIRST, skipped))
+        else:
+            others = [(rel, why) for rel, why in skipped if why != over]
+            dropped = [rel for rel, why in skipped if why == over]
         if others:
             parts.append(f"skipped {len(others)} file(s): "
                          + _some(f"{rel} ({why})" for rel, why in others))
-        dropped = [rel for rel, why in skipped if why == over]
         if dropped:
             parts.append(f"left out {len(dropped)} more matching file(s), {over}: "
                          + _some(dropped))
