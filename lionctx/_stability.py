@@ -56,14 +56,7 @@ def digest(text: str) -> str:
         return _blake(text)
     key = (len(text), hash(text))
     found = _MEMO.get(key)
-    if found is not None:
-        return found
-    value = _blake(text)
-    if len(_MEMO) >= _MEMO_MAX:
-        for old in list(itertools.islice(_MEMO, _MEMO_MAX // 4)):
-            _MEMO.pop(old, None)
-    _MEMO[key] = value
-    return value
+    return found if found is not None else _remember(key, text)
 
 
 def digest_under(key: Hashable, text: str) -> str:
@@ -73,8 +66,10 @@ def digest_under(key: Hashable, text: str) -> str:
     if not _SECRET:
         return _blake(text)
     found = _MEMO.get(key)
-    if found is not None:
-        return found
+    return found if found is not None else _remember(key, text)
+
+
+def _remember(key: Hashable, text: str) -> str:
     value = _blake(text)
     if len(_MEMO) >= _MEMO_MAX:
         for old in list(itertools.islice(_MEMO, _MEMO_MAX // 4)):
