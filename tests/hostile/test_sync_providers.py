@@ -60,22 +60,43 @@ async def test_a_blocking_fetch_is_cut_off_under_a_deadline_without_blaming_othe
     assert "late text" not in res.text
 
 
+class LoopWitness:
+    """A sync ``provide`` that blocks until the event loop has run a few ticks: it
+    can only be released if it is not blocking the loop itself."""
+
+    name = "witness"
+
+    def __init__(self) -> None:
+        self.loop_ran = threading.Event()  # set by a task on the loop
+        self.released: bool | None = None
+
+    def provide(self, branch, instruction):  # sync on purpose: blocks its thread
+        self.released = self.loop_ran.wait(10)  # 10 s: a hang guard, never a measure
+        return "late text"
+
+
 async def test_the_loop_keeps_running_while_a_sync_provide_blocks():
     ticks = 0
+    witness = LoopWitness()
 
     async def ticker():
         nonlocal ticks
         while True:
             await anyio.sleep(0.01)
             ticks += 1
+            if ticks == 5:
+                witness.loop_ran.set()
 
     reg = ContextProviderRegistry()
-    reg.register(SleepyProvide(seconds=0.3))
+    reg.register(witness)
     async with anyio.create_task_group() as tg:
         tg.start_soon(ticker)
         report = await reg.gather(None, "q")
         tg.cancel_scope.cancel()
-    assert ticks >= 5  # on the loop, a 0.3 s time.sleep allows none
+    # Causal, not timed: the provide returned because the loop ticked while it blocked
+    # (run on the loop, it would have waited out its guard with no tick at all).
+    assert witness.released is True
+    assert ticks >= 5
     # LionAGI's contract: a non-async provide is a contained failure, with a reason
     # that says how to fix it.
     (row,) = report.outcomes

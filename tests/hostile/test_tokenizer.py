@@ -105,10 +105,26 @@ async def test_the_callers_base_exceptions_from_counting_still_propagate(kind):
 
 
 def test_tokenizer_load_is_reported_apart_from_the_pass():
-    # A fresh process: the first pass loads the encoding, the second does not.
+    # A fresh process: the first pass loads the encoding, the second does not. The
+    # clock the pass reads is one the test moves: the load takes five of its seconds
+    # and nothing else moves it, so every figure is exact (no elapsed time measured).
     code = textwrap.dedent("""
         import anyio, json
+        import lionctx.resolve
         from lionctx import resolve_context
+        from lionctx.testing import gather_module, report_module, tokens_module
+
+        now = [1000.0]
+        for module in (gather_module, report_module, lionctx.resolve):
+            module.perf_counter = lambda: now[0]
+        real_load = tokens_module._load_o200k
+
+        def slow_load(*args, **kwargs):
+            encoding = real_load(*args, **kwargs)
+            now[0] += 5.0
+            return encoding
+
+        tokens_module._load_o200k = slow_load
 
         class P:
             name = "p"
@@ -125,6 +141,9 @@ def test_tokenizer_load_is_reported_apart_from_the_pass():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     first, second = json.loads(out)
+    assert first["tokenizer_load_ms"] == 5000.0  # the load, measured where it happens
+    assert second["tokenizer_load_ms"] == 0.0  # loaded once per process
+    assert first["duration_ms"] == 0.0 == second["duration_ms"]  # the load is not the pass's
     assert first["tokenizer_load_ms"] > 0
     assert second["tokenizer_load_ms"] < first["tokenizer_load_ms"]
     # The load is not charged to the pass: the pass itself is far shorter than it.
