@@ -76,6 +76,11 @@ class ContextSource:
     volatile: bool = False
     degradation_reason: str | None = None
     last_error: str | None = None
+    #: The source this provider reads, stated without secrets (see ``lionctx._scope``);
+    #: ``None``: not stated, so no state about it is shared across processes.
+    source_identity: str | None = None
+    #: The run-context fields (snake_case) this provider's answer depends on.
+    context_fields: tuple[str, ...] = ()
 
     #: True when the faces call ``retrieve``; False for a subclass that overrides
     #: ``fetch`` (its override is what it means to be called). Set per class below;

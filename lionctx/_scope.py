@@ -1,0 +1,54 @@
+"""Whose state is this: a source's identity and the run-context fields it reads.
+
+State that outlives one turn (a shared cache entry, a breaker, a digest baseline) is
+keyed by what it is about. A provider states that with two attributes:
+
+* ``source_identity``: a stable ``str`` naming the source it reads (a resolved root and
+  glob, a method and URL, a database and query), without secrets; ``None`` (the
+  default) when the provider does not say, so nothing about it may be shared across
+  processes;
+* ``context_fields``: the snake_case run-context fields its answer depends on (for
+  example ``("user_id",)``); ``()`` when its answer is the same for every user.
+
+:func:`scope_of` reads those fields' values for one call: two calls share state only
+when their provider has the same identity and their scopes are equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._context import context_value
+from ._exceptions import InvalidType
+
+__all__ = ["Scope", "context_fields", "scope_of", "source_identity"]
+
+#: ``((field, value), ...)`` in the provider's field order; values as ``repr`` so that
+#: ``1`` and ``"1"`` stay apart.
+Scope = tuple[tuple[str, str], ...]
+
+
+def source_identity(provider: Any) -> str | None:
+    """The identity ``provider`` states, or ``None`` when it states none."""
+    value = getattr(provider, "source_identity", None)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidType(f"source_identity of {type(provider).__name__} must be a str "
+                          f"or None, got {type(value).__name__}")
+    return value
+
+
+def context_fields(provider: Any) -> tuple[str, ...]:
+    """The run-context fields ``provider`` reads (``()`` when it declares none)."""
+    fields = getattr(provider, "context_fields", ())
+    if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
+        raise InvalidType(f"context_fields of {type(provider).__name__} must be a tuple "
+                          f"of field names, got {fields!r}")
+    return tuple(fields)
+
+
+def scope_of(provider: Any, ctx: Any) -> Scope:
+    """The values of the fields ``provider`` reads, for a call with run context ``ctx``
+    (the bound run context fills fields ``ctx`` leaves unset)."""
+    return tuple((name, repr(context_value(ctx, name))) for name in context_fields(provider))
