@@ -23,9 +23,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
-from lionctx import ContextProviderRegistry, RunContext, Status, resolve_context
+from lionctx import ContextProviderRegistry, RunContext, Status, _threads, resolve_context
 from lionctx.providers import DatabaseContextProvider, FilesystemContextProvider
-from lionctx.testing import threads_module as _threads
 
 from .common import Row, format_table, machine_line, row
 

@@ -24,8 +24,7 @@ import gc
 import time
 
 import anyio
-from lionctx import ContextProviderRegistry
-from lionctx.testing import telemetry
+from lionctx import ContextProviderRegistry, telemetry
 
 from .common import Row, format_table, machine_line, row
 
