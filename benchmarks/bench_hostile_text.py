@@ -45,8 +45,8 @@ async def _run() -> list[Row]:
         reg = ContextProviderRegistry(budget=100, timeout=0.5, deadline=1)
         reg.register(provider)
         t_reg = await best_of(lambda: reg.gather(None, "q"), repeat=5, number=3)
-        t_res = await best_of(lambda: resolve_context([provider], "q", budget=100,
-                                                      timeout=0.5, deadline=1),
+        t_res = await best_of(lambda p=provider: resolve_context([p], "q", budget=100,
+                                                                 timeout=0.5, deadline=1),
                               repeat=5, number=3)
         if base_reg is None:
             base_reg, base_res = t_reg, t_res

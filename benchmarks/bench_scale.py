@@ -19,7 +19,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 from lionctx.cache import RedisCache
@@ -66,7 +66,7 @@ async def _hit_rows(srv: LoopbackServer, redis_url: str) -> list[Row]:
 def _worker(jobs: Any, results: Any) -> None:
     """A long-lived worker process: runs one round of cold calls per job."""
 
-    async def round_(url: str, redis_url: Optional[str], namespace: str) -> int:
+    async def round_(url: str, redis_url: str | None, namespace: str) -> int:
         cache = RedisCache(redis_url, namespace=namespace) if redis_url else None
         provider = HttpContextProvider(url, cache_ttl=600, timeout=30, cache=cache)
         answers = 0

@@ -6,12 +6,12 @@ import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Optional
+from typing import Any
 
 Row = dict[str, Any]
 
 
-def row(name: str, figure: float, baseline: Optional[float], unit: str, note: str = "",
+def row(name: str, figure: float, baseline: float | None, unit: str, note: str = "",
         baseline_name: str = "") -> Row:
     """One line of the table: a figure, its same-run baseline and their ratio."""
     ratio = figure / baseline if baseline else None

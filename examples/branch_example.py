@@ -19,7 +19,7 @@ import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 from lionctx import Branch, OpenAIChatModel
@@ -38,7 +38,7 @@ class RecentTopics:
     def __init__(self) -> None:
         self.facts: list[str] = []
 
-    async def provide(self, branch: Branch, instruction: Any) -> Optional[str]:
+    async def provide(self, branch: Branch, instruction: Any) -> str | None:
         turns = sum(1 for m in branch.messages if m["role"] == "user")
         lines = [f"user {branch.run_context.user_id} has asked {turns} question(s) so far"]
         lines += [f"known: {fact}" for fact in self.facts]
@@ -66,7 +66,7 @@ async def main() -> None:
         notes_dir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         (notes_dir / "shipping.md").write_text("Standard shipping takes 3-5 business days.\n")
 
-        server: Optional[LocalOpenAIServer] = None
+        server: LocalOpenAIServer | None = None
         if os.environ.get("OPENAI_BASE_URL"):
             model = OpenAIChatModel()  # everything from the environment
             print(f"model: {model.model} at {os.environ['OPENAI_BASE_URL']}")

@@ -37,7 +37,8 @@ class ProfileProvider:
 
     async def fetch(self, query: str, ctx: RunContext) -> str | None:
         with sqlite3.connect(self.db) as conn:
-            row = conn.execute("SELECT name, plan FROM users WHERE id = ?", (ctx.user_id,)).fetchone()
+            row = conn.execute("SELECT name, plan FROM users WHERE id = ?",
+                               (ctx.user_id,)).fetchone()
         return None if row is None else f"name: {row[0]}\nplan: {row[1]}"
 
 
@@ -62,7 +63,8 @@ async def main() -> None:
         print(res.text)
         print()
         for o in res.outcomes:
-            print(f"  {o.name:<14} {o.status.value:<8} {o.tokens:>4} tokens  {o.duration_ms:6.2f} ms")
+            print(f"  {o.name:<14} {o.status.value:<8} {o.tokens:>4} tokens  "
+                  f"{o.duration_ms:6.2f} ms")
 
         # LionAGI face: an ordered registry with priorities and a budget
         class Branch:

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 from lionctx.cache import RedisCache
@@ -55,14 +55,14 @@ class CountingServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
 
 
-def worker(url: str, redis_url: Optional[str], namespace: str, calls: int, go: Any,
+def worker(url: str, redis_url: str | None, namespace: str, calls: int, go: Any,
            out: Any) -> None:
     """One worker process: ``calls`` concurrent calls of one cached HTTP source."""
 
     async def main() -> int:
         cache = RedisCache(redis_url, namespace=namespace) if redis_url else None
         provider = HttpContextProvider(url, cache_ttl=60, cache=cache)
-        texts: list[Optional[str]] = []
+        texts: list[str | None] = []
 
         async def one() -> None:
             texts.append(await provider.retrieve("", None))
@@ -79,7 +79,7 @@ def worker(url: str, redis_url: Optional[str], namespace: str, calls: int, go: A
     out.put(anyio.run(main))
 
 
-def run_round(url: str, redis_url: Optional[str], namespace: str, workers: int,
+def run_round(url: str, redis_url: str | None, namespace: str, workers: int,
               calls: int) -> int:
     """Start ``workers`` processes, release them at once, return the answers they got."""
     ctx = multiprocessing.get_context("spawn")

@@ -21,10 +21,11 @@ import sqlite3
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import anyio
 from agentium_compat import Agent, openai
@@ -85,7 +86,7 @@ async def main() -> None:
         make_db(db)
         status_url = os.environ.get("STATUS_URL") or stack.enter_context(status_feed())
 
-        base_url: Optional[str] = os.environ.get("OPENAI_BASE_URL")
+        base_url: str | None = os.environ.get("OPENAI_BASE_URL")
         if base_url:
             model = openai(os.environ.get("LIONCTX_MODEL") or "gpt-4o")
             print(f"model: {model.model} at {base_url}")
@@ -98,7 +99,7 @@ async def main() -> None:
                                           max_file_size=100 * 1024, max_files=20, name="notes")
         status = HttpContextProvider(status_url, timeout=5, cache_ttl=60, name="status-feed")
 
-        def profile_row(ctx: Any) -> Optional[str]:  # sync: runs in a worker thread
+        def profile_row(ctx: Any) -> str | None:  # sync: runs in a worker thread
             with sqlite3.connect(db) as conn:
                 row = conn.execute("SELECT name, plan, signup FROM users WHERE id = ?",
                                    (ctx.user_id,)).fetchone()
