@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
+from ._exceptions import InvalidType
 from ._outcome import Outcome, Status
 from ._render import kept_in_order
 from ._report import Report
@@ -136,10 +137,10 @@ def _given(value: Any, default: Any) -> Any:
 def _report_arg(report: object, given: dict[str, Any], view: str) -> Report:
     """The ``report=`` argument, checked: a Report, and no field beside it."""
     if not isinstance(report, Report):
-        raise TypeError(f"{view}(report=...) takes a Report, got {report!r}")
+        raise InvalidType(f"{view}(report=...) takes a Report, got {report!r}")
     extra = [name for name, value in given.items() if value is not _UNSET]
     if extra:
-        raise TypeError(f"{view}() takes report= or the fields, not both; got report= "
+        raise InvalidType(f"{view}() takes report= or the fields, not both; got report= "
                         f"and {', '.join(extra)}")
     return report
 
@@ -148,7 +149,7 @@ def _outcome_rows(outcomes: Any, view: str) -> tuple[Outcome, ...]:
     rows = tuple(outcomes)
     for o in rows:
         if not isinstance(o, Outcome):
-            raise TypeError(f"{view}(outcomes=...) takes Outcome rows, got {o!r}")
+            raise InvalidType(f"{view}(outcomes=...) takes Outcome rows, got {o!r}")
     return rows
 
 
@@ -406,9 +407,9 @@ class Resolution(_View):
             set_(self, "outcomes", list(report.outcomes))
             return
         if text is _UNSET:
-            raise TypeError("Resolution() needs its text (or report=)")
+            raise InvalidType("Resolution() needs its text (or report=)")
         if not isinstance(text, str):
-            raise TypeError(f"Resolution(text=...) takes a str, got {text!r}")
+            raise InvalidType(f"Resolution(text=...) takes a str, got {text!r}")
         rows = _outcome_rows(() if outcomes is _UNSET or outcomes is None else outcomes,
                              "Resolution")
         pairs: Digests = () if digests is _UNSET or digests is None else tuple(

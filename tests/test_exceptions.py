@@ -234,7 +234,14 @@ def test_a_registry_setting_is_kept_or_refused_as_a_lionctx_error(value: Any) ->
 
 def _refusals():
     from agentium_compat import Agent
-    from lionctx import Branch, ContextProviderRegistry, FilesystemContextProvider
+    from lionctx import (
+        Branch,
+        ContextProviderRegistry,
+        FilesystemContextProvider,
+        ProviderReport,
+        Resolution,
+    )
+    from lionctx.models._chat_wire import request_body
 
     return [
         ("Branch(5)", lambda: Branch(5)),
@@ -246,6 +253,9 @@ def _refusals():
          lambda: ContextProviderRegistry().register(object(), priority=None)),
         ("FilesystemContextProvider(max_files=0)",
          lambda: FilesystemContextProvider(".", max_files=0)),
+        ("ProviderReport(report=5)", lambda: ProviderReport(report=5)),
+        ("Resolution(5)", lambda: Resolution(5)),
+        ("request_body(messages='hello')", lambda: request_body("m", {}, "hello", None, {})),
     ]
 
 

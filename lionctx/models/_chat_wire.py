@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._exceptions import InvalidType, InvalidValue
 from .._messages import strip_persistence_fields
 from ..providers._redact import public_url
 from ._base import (
@@ -76,22 +77,22 @@ def request_body(model: str, params: Mapping[str, Any], messages: Sequence[Mappi
                  kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The chat-completions body: ``model``, then ``params``, then the call's keywords.
 
-    Raises TypeError or ValueError for messages, tools or keywords of the wrong kind.
+    Raises InvalidType or InvalidValue for messages, tools or keywords of the wrong kind.
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise TypeError(
+        raise InvalidType(
             f"messages must be a list of message dicts, got {type(messages).__name__}")
     if "stream" in kwargs:
-        raise TypeError("pass no 'stream' keyword: call stream() to stream a reply")
+        raise InvalidType("pass no 'stream' keyword: call stream() to stream a reply")
     sent = strip_persistence_fields(messages)
     for i, msg in enumerate(sent):
         role = msg.get("role")
         if not isinstance(role, str) or not role:
-            raise ValueError(f"message {i} needs a non-empty str 'role', got {role!r}")
+            raise InvalidValue(f"message {i} needs a non-empty str 'role', got {role!r}")
     body: dict[str, Any] = {"model": model, **params, **kwargs, "messages": sent}
     if tools:
         if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-            raise TypeError(f"tools must be a list of tool specs, got {type(tools).__name__}")
+            raise InvalidType(f"tools must be a list of tool specs, got {type(tools).__name__}")
         body["tools"] = [dict(t) for t in tools]
     if "tool_choice" in body and body["tool_choice"] is None:
         del body["tool_choice"]
