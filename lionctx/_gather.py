@@ -114,8 +114,13 @@ async def gather(
         outcomes = await _sequential_plain(calls, ps, cancelling)
     else:
         outcomes = await _sequential(calls, ps, deadline, observe, cancelling)
-    if cancelling is not None and cancelling():
-        await _reraise_cancellation()
+    if cancelling is not None:
+        if cancelling():
+            await _reraise_cancellation()
+    else:
+        # trio (and asyncio before 3.11): cancellation is a scope's state, so a
+        # checkpoint re-raises a cancellation a provider swallowed.
+        await anyio.lowlevel.checkpoint_if_cancelled()
     return outcomes
 
 

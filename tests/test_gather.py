@@ -9,6 +9,12 @@ from lionctx.testing import gather, validate_seconds
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("spawner")]
 
+@pytest.fixture
+def anyio_backend(both_backends):
+    # concurrency, time and containment hold on asyncio and on trio alike
+    return both_backends
+
+
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 

@@ -12,6 +12,12 @@ from .conftest import Static
 
 pytestmark = pytest.mark.anyio
 
+@pytest.fixture
+def anyio_backend(both_backends):
+    # concurrency, time and containment hold on asyncio and on trio alike
+    return both_backends
+
+
 
 class SleepyProvide:
     name = "sleepy"

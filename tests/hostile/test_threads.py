@@ -33,6 +33,12 @@ from lionctx.providers import (
 
 pytestmark = pytest.mark.anyio
 
+@pytest.fixture
+def anyio_backend(both_backends):
+    # concurrency, time and containment hold on asyncio and on trio alike
+    return both_backends
+
+
 BRANCH = SimpleNamespace(run_context=RunContext(user_id="u"))
 
 
