@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-
 from lionctx import ContextProviderRegistry, Status, resolve_context
 
 pytestmark = pytest.mark.anyio
