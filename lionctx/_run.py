@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 
+from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
@@ -32,11 +33,6 @@ from ._tokens import (
     count_bounded,
     memo_key,
 )
-
-if TYPE_CHECKING:
-    from ._group import _Group
-
-from ._call import TAG_FRAME, Observer, ProviderCall
 
 logger = logging.getLogger("lionctx.gather")  # the engine logs under one name
 
@@ -122,8 +118,6 @@ class _Pass:
     remember: Callable[[Any, int], None] | None = None
     #: Each provider's start time, when a deadline may have to report it.
     starts: list[float | None] | None = None
-    #: The concurrent pass's group, told when a provider's task fails for good.
-    group: _Group | None = None
 
 
 @dataclass(slots=True)
@@ -363,27 +357,19 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
     if ps.starts is not None:
         ps.starts[index] = start
     limit = call.timeout if call.timeout is not None else ps.timeout
-    try:
-        if limit is None:
-            try:
-                result = await call.invoke(*ps.args)
-            except BaseException as exc:
-                if _fatal_from_provider(exc):
-                    raise
-                _log_failure(call, exc)
-                return _failed(call, index, start, exc)
-            out = _finish(call, index, result, start, ps)
-            if out.__class__ is _Big:
-                return await _count_big(call, index, start, out, ps)
-            return out  # type: ignore[return-value]
+    if limit is not None:
         return await _run_limited(call, index, ps, start, limit)
-    except BaseException:
-        # Nothing a provider causes leaves here (contained above): this is a
-        # cancellation or a fatal error. A concurrent pass stops waiting in order.
-        if ps.group is not None:
-            ps.group.alarm()
-        raise
-
+    try:
+        result = await call.invoke(*ps.args)
+    except BaseException as exc:
+        if _fatal_from_provider(exc):
+            raise
+        _log_failure(call, exc)
+        return _failed(call, index, start, exc)
+    out = _finish(call, index, result, start, ps)
+    if out.__class__ is _Big:
+        return await _count_big(call, index, start, out, ps)
+    return out  # type: ignore[return-value]
 
 async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
