@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from lionctx._public import publish_one
+
 if TYPE_CHECKING:  # pragma: no cover
     from lionctx._context import RunContext
     from lionctx.resolve import Resolution, resolve_context, resolve_context_providers
@@ -55,6 +57,7 @@ def __getattr__(name: str) -> Any:
     if target is None:
         raise AttributeError(f"module 'agentium_compat' has no attribute {name!r}")
     value = getattr(importlib.import_module(target[0]), target[1])
+    publish_one(value, name, __name__)  # ``agentium_compat.Agent``, not its private module
     globals()[name] = value
     return value
 

@@ -33,7 +33,8 @@ import time
 from typing import Any
 
 import anyio
-from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context, tag_block
+from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context
+from lionctx._render import tag_block
 from lionctx._messages import system_message  # noqa: F401  (import cost paid up front)
 from lionctx._render import join_tagged
 
@@ -202,7 +203,7 @@ async def _concurrent(rows: list[Row]) -> None:
 
 
 async def _bookkeeping(rows: list[Row]) -> None:
-    from lionctx import Instruction
+    from lionctx.branch import Instruction
 
     async def pass_time(k: int) -> float:
         branches = [Branch("sys") for _ in range(k)]

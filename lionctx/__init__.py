@@ -33,33 +33,24 @@ from ._exceptions import (  # dependency-free, so eager
     UsageError,
     WorkersExhausted,
 )
+from ._public import publish, publish_one
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._admission import Admission, Candidate, admit
     from ._breaker import Breakers, BreakerSettings
-    from ._context import RunContext, bind_run_context, bound_run_context, coerce_run_context
-    from ._gather import ProviderCall
+    from ._context import RunContext, bind_run_context, bound_run_context
     from ._outcome import Outcome, SourceUnavailable, Status
-    from ._render import escape_name, neutralize, render_lionagi, tag_block
     from ._report import Report
     from ._stability import CacheBreak
     from ._tokens import TokenizerDataError, count_tokens
-    from .branch import Branch, ContextBlock, Instruction, OperateResult
-    from .cache import InProcessCache, RedisCache
-    from .engines import (
-        ContextCompressor,
-        ContextEngine,
-        list_context_engines,
-        register_context_engine,
-    )
-    from .models import ChatResponse, OpenAIChatModel
+    from .branch import Branch, OperateResult
+    from .engines import ContextEngine
+    from .models import OpenAIChatModel
     from .providers import (
         CachedContextProvider,
         ContextSource,
         DatabaseContextProvider,
         FilesystemContextProvider,
         HttpContextProvider,
-        ProvidedText,
         SqliteContextProvider,
     )
     from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
@@ -67,14 +58,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # name -> module that defines it, imported on first access
 _LAZY = {
-    "Admission": "._admission",
-    "Candidate": "._admission",
-    "admit": "._admission",
     "RunContext": "._context",
     "bind_run_context": "._context",
     "bound_run_context": "._context",
-    "coerce_run_context": "._context",
-    "ProviderCall": "._gather",
     "Outcome": "._outcome",
     "SourceUnavailable": "._outcome",
     "Status": "._outcome",
@@ -82,37 +68,24 @@ _LAZY = {
     "ContextProviderRegistry": ".registry",
     "ProviderReport": ".registry",
     "Report": "._report",
-    "escape_name": "._render",
-    "neutralize": "._render",
-    "render_lionagi": "._render",
-    "tag_block": "._render",
     "Resolution": ".resolve",
     "resolve_context": ".resolve",
     "resolve_context_providers": ".resolve",
     "TokenizerDataError": "._tokens",
     "count_tokens": "._tokens",
     "Branch": ".branch",
-    "ContextBlock": ".branch",
-    "Instruction": ".branch",
     "OperateResult": ".branch",
-    "ContextCompressor": ".engines",
     "ContextEngine": ".engines",
-    "list_context_engines": ".engines",
-    "register_context_engine": ".engines",
-    "ChatResponse": ".models",
     "OpenAIChatModel": ".models",
     "CachedContextProvider": ".providers",
     "ContextSource": ".providers",
     "DatabaseContextProvider": ".providers",
     "FilesystemContextProvider": ".providers",
     "HttpContextProvider": ".providers",
-    "ProvidedText": ".providers",
     "SqliteContextProvider": ".providers",
     "BreakerSettings": "._breaker",
     "Breakers": "._breaker",
     "CacheBreak": "._stability",
-    "InProcessCache": ".cache",
-    "RedisCache": ".cache",
 }
 
 
@@ -121,6 +94,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'lionctx' has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
+    publish_one(value, name, __name__)  # ``lionctx.Report``, not ``lionctx._report``
     globals()[name] = value
     return value
 
@@ -132,18 +106,13 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "Admission",
     "BodyTooLarge",
     "Branch",
     "BreakerSettings",
     "Breakers",
     "CacheBreak",
     "CachedContextProvider",
-    "Candidate",
-    "ChatResponse",
     "ConfigurationError",
-    "ContextBlock",
-    "ContextCompressor",
     "ContextEngine",
     "ContextProvider",
     "ContextProviderRegistry",
@@ -153,8 +122,6 @@ __all__ = [
     "FilesystemContextProvider",
     "HttpContextProvider",
     "HttpFetchError",
-    "InProcessCache",
-    "Instruction",
     "InvalidType",
     "InvalidValue",
     "LionctxError",
@@ -167,10 +134,7 @@ __all__ = [
     "OperateResult",
     "Outcome",
     "PluginLoadError",
-    "ProvidedText",
-    "ProviderCall",
     "ProviderReport",
-    "RedisCache",
     "Report",
     "Resolution",
     "RunContext",
@@ -182,17 +146,11 @@ __all__ = [
     "TokenizerDataError",
     "UsageError",
     "WorkersExhausted",
-    "admit",
     "bind_run_context",
     "bound_run_context",
-    "coerce_run_context",
     "count_tokens",
-    "escape_name",
-    "list_context_engines",
-    "neutralize",
-    "register_context_engine",
-    "render_lionagi",
     "resolve_context",
     "resolve_context_providers",
-    "tag_block",
 ]
+
+publish(globals())  # the exceptions, imported eagerly above

@@ -432,3 +432,8 @@ class Branch:
             if responses and self._context_providers:
                 await self._context_providers.gather_writeback(self, responses)
         return result
+
+
+from ._public import publish  # noqa: E402  (after the exports it rewrites)
+
+publish(globals())

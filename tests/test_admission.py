@@ -2,7 +2,7 @@
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from lionctx import Candidate, admit
+from lionctx._admission import Candidate, admit
 
 caps = st.one_of(st.none(), st.just(0), st.integers(-5, 60))
 entries = st.lists(

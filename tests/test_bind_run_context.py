@@ -9,13 +9,8 @@ import lionctx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx import (
-    RunContext,
-    SqliteContextProvider,
-    bind_run_context,
-    bound_run_context,
-    coerce_run_context,
-)
+from lionctx import RunContext, SqliteContextProvider, bind_run_context, bound_run_context
+from lionctx._context import coerce_run_context
 from lionctx.testing import context_value, run_context_from_branch, run_in_worker
 
 

@@ -11,16 +11,9 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx import (
-    Branch,
-    ContextBlock,
-    Instruction,
-    OpenAIChatModel,
-    Status,
-    count_tokens,
-    render_lionagi,
-    tag_block,
-)
+from lionctx import Branch, OpenAIChatModel, Status, count_tokens
+from lionctx.branch import ContextBlock, Instruction
+from lionctx._render import render_lionagi, tag_block
 from lionctx.models import ActionResponse, ModelResponseError
 from lionctx.testing import ECHO_LABEL, PERSISTENCE_ONLY_FIELDS, Reply, is_uid
 

@@ -16,7 +16,9 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lionctx import Branch, Instruction, OpenAIChatModel, tag_block
+from lionctx import Branch, OpenAIChatModel
+from lionctx.branch import Instruction
+from lionctx._render import tag_block
 from lionctx.engines import (
     SUMMARY_MARKER,
     ContextCompressor,

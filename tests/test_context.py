@@ -1,7 +1,8 @@
 from types import SimpleNamespace
 
 import pytest
-from lionctx import RunContext, coerce_run_context
+from lionctx import RunContext
+from lionctx._context import coerce_run_context
 from lionctx.testing import context_value
 
 

@@ -6,7 +6,8 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import Branch, ContextProviderRegistry, Outcome, Status, resolve_context, tag_block
+from lionctx import Branch, ContextProviderRegistry, Outcome, Status, resolve_context
+from lionctx._render import tag_block
 from lionctx.testing import dedupe, untag
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,8 @@ import sys
 import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import resolve_context, tag_block
+from lionctx import resolve_context
+from lionctx._render import tag_block
 from lionctx.testing import stability_digest as digest
 from lionctx.testing import stability_module as stability
 

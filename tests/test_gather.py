@@ -4,7 +4,8 @@ from functools import partial
 
 import anyio
 import pytest
-from lionctx import ProviderCall, Status
+from lionctx import Status
+from lionctx._call import ProviderCall
 from lionctx.testing import gather, validate_seconds
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("spawner")]
@@ -393,7 +394,7 @@ async def test_expected_unavailability_is_logged_in_one_line(caplog):
 @pytest.mark.parametrize("tagged", [False, True])
 async def test_a_warm_source_is_counted_once_and_gives_the_same_outcome(tagged, monkeypatch):
     from lionctx import count_tokens as real_count
-    from lionctx import tag_block
+    from lionctx._render import tag_block
     from lionctx.providers import ProvidedText
     from lionctx.testing import clear_token_cache, get_counter, get_encoding
 

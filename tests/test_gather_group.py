@@ -17,7 +17,8 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lionctx import ProviderCall, Status
+from lionctx import Status
+from lionctx._call import ProviderCall
 from lionctx.testing import gather, get_counter
 from lionctx.testing import gather_module as gather_module
 
@@ -83,7 +84,7 @@ def _rows(outcomes):
 def test_concurrent_outcomes_equal_sequential_ones(kinds, framed, cap, keep):
     """Same rows, same bytes, run one after another or together; and TAG_FRAME
     frames (and counts) exactly as ``partial(tag_block, name)`` does."""
-    from lionctx import tag_block
+    from lionctx._render import tag_block
     from lionctx.testing import TAG_FRAME
 
     counter = get_counter()

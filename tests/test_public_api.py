@@ -126,3 +126,26 @@ def test_loggers_have_public_names() -> None:
             names.append(log.name)
     assert "lionctx.gather" in names and "lionctx.engines.host" in names
     assert [n for n in names if "._" in n or not n.startswith(("lionctx", "agentium"))] == []
+
+
+@pytest.mark.parametrize("name", PACKAGES + MODULES)
+def test_public_names_report_a_public_module(name: str) -> None:
+    # As httpx does: ``lionctx.Report``, never ``lionctx._report.Report``.
+    module = importlib.import_module(name)
+    private = []
+    for attr in module.__all__:
+        where = getattr(getattr(module, attr), "__module__", None)
+        if isinstance(where, str) and where.startswith(("lionctx", "agentium_compat")) and any(
+                part.startswith("_") for part in where.split(".")):
+            private.append(f"{attr}: {where}")
+    assert private == []
+
+
+def test_the_top_level_keeps_what_users_call() -> None:
+    assert len(lionctx.__all__) <= 45
+    internals = {"admit", "Admission", "Candidate", "ProviderCall", "escape_name",
+                 "neutralize", "tag_block", "render_lionagi", "coerce_run_context"}
+    assert not internals & set(lionctx.__all__)
+    for name in internals:
+        with pytest.raises(AttributeError):
+            getattr(lionctx, name)

@@ -3,7 +3,8 @@ import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import Outcome, Status, escape_name, neutralize, render_lionagi, tag_block
+from lionctx import Outcome, Status
+from lionctx._render import escape_name, neutralize, render_lionagi, tag_block
 from lionctx.testing import (
     _READS_AS,
     OPENERS,

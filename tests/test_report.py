@@ -29,10 +29,10 @@ from lionctx import (
     Report,
     Resolution,
     Status,
-    admit,
     resolve_context,
     telemetry,
 )
+from lionctx._admission import admit
 from lionctx.testing import build_report
 from lionctx.testing import stability_digest as digest
 from opentelemetry.sdk.trace import TracerProvider
@@ -316,7 +316,7 @@ def test_build_report_leaves_its_inputs_alone_and_the_views_agree(
 
 
 def _candidate(o: Outcome) -> Any:
-    from lionctx import Candidate
+    from lionctx._admission import Candidate
 
     return Candidate(o.tokens, o.priority, o.max_tokens)
 

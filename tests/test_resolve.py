@@ -6,14 +6,8 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import (
-    RunContext,
-    Status,
-    count_tokens,
-    resolve_context,
-    resolve_context_providers,
-    tag_block,
-)
+from lionctx import RunContext, Status, count_tokens, resolve_context, resolve_context_providers
+from lionctx._render import tag_block
 
 from tests.fakes import Fetch
 
@@ -390,7 +384,7 @@ def test_a_resolve_call_reads_as_the_full_provider_call_it_stands_for() -> None:
     # constants): every field must read as the ProviderCall it replaces would.
     import dataclasses
 
-    from lionctx import ProviderCall
+    from lionctx._call import ProviderCall
     from lionctx.testing import TAG_FRAME, ResolveCall
 
     provider = Fetch("n", "t")

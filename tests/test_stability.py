@@ -6,15 +6,9 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import (
-    Branch,
-    CacheBreak,
-    ContextProviderRegistry,
-    Instruction,
-    Status,
-    resolve_context,
-    tag_block,
-)
+from lionctx import Branch, CacheBreak, ContextProviderRegistry, Status, resolve_context
+from lionctx.branch import Instruction
+from lionctx._render import tag_block
 from lionctx.testing import PrefixHistory, compare, join_tagged, render_order
 from lionctx.testing import stability_digest as digest
 

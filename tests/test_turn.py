@@ -16,12 +16,12 @@ from lionctx import (
     Branch,
     ContextProviderRegistry,
     FilesystemContextProvider,
-    Instruction,
     OpenAIChatModel,
     RunContext,
     SqliteContextProvider,
-    tag_block,
 )
+from lionctx.branch import Instruction
+from lionctx._render import tag_block
 from lionctx.models import ModelResponseError
 from lionctx.testing import (
     PERSISTENCE_ONLY_FIELDS,

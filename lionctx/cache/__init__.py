@@ -22,9 +22,14 @@ def __getattr__(name: str) -> Any:
     if name == "RedisCache":
         from ._redis_cache import RedisCache
 
+        publish_one(RedisCache, name, __name__)
         return RedisCache
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+from .._public import publish, publish_one  # noqa: E402  (after the exports it rewrites)
+
+publish(globals())

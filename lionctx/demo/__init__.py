@@ -12,3 +12,8 @@ __all__ = ["run_demo"]
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+from .._public import publish  # noqa: E402  (after the exports it rewrites)
+
+publish(globals())

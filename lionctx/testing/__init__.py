@@ -233,9 +233,16 @@ def __getattr__(name: str) -> Any:
     module_name, _, attribute = target.partition(":")
     module = importlib.import_module(module_name)
     value = getattr(module, attribute) if attribute else module
+    if name in __all__:
+        publish_one(value, name, __name__)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+from .._public import publish, publish_one  # noqa: E402  (after the exports it rewrites)
+
+publish(globals())

@@ -15,7 +15,8 @@ from agentium_compat import (
     openai,
     resolveContextProviders,
 )
-from lionctx import Resolution, Status, tag_block
+from lionctx import Resolution, Status
+from lionctx._render import tag_block
 from lionctx.testing import ECHO_LABEL
 
 from tests.fakes import Fetch, FetchRaising, SlowFetch

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 from agentium_compat import Agent, openai
-from lionctx import tag_block
+from lionctx._render import tag_block
 from lionctx.engines import (
     SUMMARY_MARKER,
     ContextCompressor,

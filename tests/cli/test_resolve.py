@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lionctx import tag_block
+from lionctx._render import tag_block
 
 from .helpers import ANSI, clean_env, run_cli, run_cli_on_pty
 

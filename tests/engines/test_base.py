@@ -2,7 +2,8 @@ import copy
 import json
 
 import pytest
-from lionctx import ContextCompressor, ContextEngine
+from lionctx import ContextEngine
+from lionctx.engines import ContextCompressor
 from lionctx.engines import usage_counts
 from lionctx.testing import overrides
 from openai.types import CompletionUsage

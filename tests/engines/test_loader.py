@@ -4,7 +4,8 @@ import textwrap
 import uuid
 
 import pytest
-from lionctx import ContextCompressor, ContextEngine, list_context_engines, register_context_engine
+from lionctx import ContextEngine
+from lionctx.engines import ContextCompressor, list_context_engines, register_context_engine
 from lionctx.engines import (
     PluginContext,
     PluginLoadError,

@@ -3,7 +3,8 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context, tag_block
+from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context
+from lionctx._render import tag_block
 from lionctx.testing import join_tagged
 
 from .conftest import Static

@@ -7,7 +7,8 @@ import re
 import unicodedata
 
 import pytest
-from lionctx import Branch, OpenAIChatModel, neutralize, tag_block
+from lionctx import Branch, OpenAIChatModel
+from lionctx._render import neutralize, tag_block
 
 ANY_TAG = re.compile(r"<\s*/?\s*context\b", re.IGNORECASE)
 

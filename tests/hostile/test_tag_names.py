@@ -16,7 +16,8 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import resolve_context, tag_block
+from lionctx import resolve_context
+from lionctx._render import tag_block
 
 pytestmark = pytest.mark.anyio
 

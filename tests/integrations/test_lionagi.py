@@ -120,7 +120,8 @@ async def test_render_lionagi_fold_is_exactly_lionagis_guidance_value(server, tm
     framing around it is lionctx's own (see the README)."""
     import yaml
     from lionctx import Branch as LionctxBranch
-    from lionctx import OpenAIChatModel, render_lionagi
+    from lionctx import OpenAIChatModel
+    from lionctx._render import render_lionagi
 
     system = "You are helpful."
     blocks = ["BLOCK-A\nsecond line", "BLOCK-B"]
@@ -150,7 +151,8 @@ async def test_second_turn_differs_from_lionagi_as_documented(server, tmp_path):
     stored text). The README states exactly this."""
     import yaml
     from lionctx import Branch as LionctxBranch
-    from lionctx import OpenAIChatModel, render_lionagi
+    from lionctx import OpenAIChatModel
+    from lionctx._render import render_lionagi
 
     real = make_branch(server, tmp_path, "SYS.")
     real.providers.register(Static("a", "BLOCK"))

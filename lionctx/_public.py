@@ -1,0 +1,48 @@
+"""Public names report public modules, as httpx's do.
+
+Implementation modules are private (``lionctx._report``), so a class's ``__module__``
+would show a path users never import. :func:`publish` rewrites it, for the names a
+public package exports, to ``lionctx`` when the top level exports the name, else to
+that package (``lionctx.providers``); reprs, docs and pickles then name what users
+import. Names another package defines (a host's class) are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["publish", "public_module"]
+
+
+def public_module(name: str, package: str) -> str:
+    """The module ``name`` should report when ``package`` exports it."""
+    top = sys.modules.get("lionctx")
+    if top is not None and name in getattr(top, "__all__", ()):
+        return "lionctx"
+    return package
+
+
+def _is_private(module: str) -> bool:
+    parts = module.split(".")
+    return parts[0] in ("lionctx", "agentium_compat") and any(p.startswith("_") for p in parts)
+
+
+def publish_one(value: Any, name: str, package: str) -> None:
+    """Rewrite ``value.__module__`` if it names a private lionctx module."""
+    module = getattr(value, "__module__", None)
+    if isinstance(module, str) and _is_private(module):
+        public = ("agentium_compat" if module.startswith("agentium_compat")
+                  else public_module(name, package))
+        with contextlib.suppress(AttributeError, TypeError):
+            value.__module__ = public
+
+
+def publish(namespace: dict[str, Any], names: Iterable[str] | None = None) -> None:
+    """Publish every name of ``namespace['__all__']`` (or ``names``) already bound."""
+    package = namespace["__name__"]
+    for name in namespace["__all__"] if names is None else names:
+        if name in namespace:
+            publish_one(namespace[name], name, package)
