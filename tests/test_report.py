@@ -195,7 +195,7 @@ async def test_no_outcome_changes_after_the_observer_saw_it_resolve(traced: Any)
     flaky = Flaky("flaky")
     sources = [*_sources(flaky), Text("told", "the user said this")]
     options: dict[str, Any] = dict(timeout=0.3, budget=65, on_outcome=keeper, dedupe=True,
-                                   breaker=board, history=["earlier: the user said this"],
+                                   breaker=board, history=["earlier:\n\nthe user said this"],
                                    max_chars=200)
     first = await resolve_context(sources, "q", **options)
     by_name = {o.name: o for o in first.outcomes}
