@@ -3,11 +3,10 @@ already said is not injected again."""
 
 from __future__ import annotations
 
-import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import Branch, ContextProviderRegistry, Outcome, Status, resolve_context, tag_block
+from lionctx import Branch, ContextProviderRegistry, Status, resolve_context, tag_block
 from lionctx._admission import admit_columns
 from lionctx._dedupe import HistoryIndex, untag
 
