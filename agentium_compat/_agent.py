@@ -123,8 +123,10 @@ class Agent:
 
     Production (issue 13): ``context_breaker`` (default ``True``: the process-wide
     circuit breakers, one per provider instance; ``False``: off); ``context_dedupe``
-    (inject the same text from two providers once); ``dedupe_history`` (skip a
-    block the given ``messages`` already hold verbatim). Each session keeps its
+    (inject the same text from two providers once: the copy admission keeps);
+    ``dedupe_history`` (skip a block that an assistant, tool or later system message
+    of the given ``messages`` holds as a whole block, never a user's; each session's
+    runs read only the messages new since its previous run). Each session keeps its
     previous turn's block digests: ``result.context_report.cache_break`` names the
     first block that changed, ``prefix_stable`` says whether none did. A session is
     the run context's tenant, user and session id (``lionctx._stability.session_key``):

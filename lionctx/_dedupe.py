@@ -57,6 +57,14 @@ def _digest(text: str) -> bytes:
 _VOUCHED = object()
 
 
+def _system_side(role: object, position: int) -> bool:
+    """Whether a message the system side wrote (the leading system message is the
+    instructions, sent on every turn anyway: not history)."""
+    if role is _VOUCHED:
+        return True
+    return role in SYSTEM_SIDE_ROLES and not (role == "system" and position == 0)
+
+
 def _fingerprint(role: object, text: str) -> bytes:
     return _digest(f"{'' if role is _VOUCHED else role!r}\0{text}")
 
@@ -129,8 +137,8 @@ class HistoryIndex:
             start = 0
         for i in range(max(start, n - self.max_messages), n):
             role, text = self._look(messages[i])
-            if role is _VOUCHED or (role in SYSTEM_SIDE_ROLES and not (role == "system" and i == 0)):
-                self._remember(text, i)  # (the leading system message is the instructions)
+            if _system_side(role, i):
+                self._remember(text, i)
             if i == n - 1:
                 self._last = _fingerprint(role, text)
         self._count = n

@@ -146,3 +146,23 @@ def test_history_index_is_bounded_in_blocks():
     index = HistoryIndex(max_blocks=3)
     index.update([{"role": "assistant", "content": f"b{i}"} for i in range(10)])
     assert len(index) == 3 and index.find("b9") == 9 and index.find("b0") is None
+
+
+def test_the_dedupe_page_examples_print_what_they_say():
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "dedupe.md").read_text()
+    printed = []
+    for block in re.findall(r"```python\n(.*?)```", page, re.S):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "docs/dedupe.md", "exec"), {"__name__": "docs"})
+        printed.append(out.getvalue().split("\n")[:-1])
+    assert printed == [
+        ["['policy']", "skipped_cap"],
+        ["['rules']", "duplicate of message 1"],
+        ["ann None", "bob None", "ann True", "bob True"],
+    ]
