@@ -215,6 +215,7 @@ class Agent:
     @max_sessions.setter
     def max_sessions(self, value: int) -> None:
         self._max_sessions = _check_max_sessions(value)
+        self._prefixes.max_sessions = self._max_sessions  # takes effect at its next turn
         if self._pool is not None:
             self._pool.max_sessions = self._max_sessions
 

@@ -62,7 +62,8 @@ def _system_side(role: object, position: int) -> bool:
     instructions, sent on every turn anyway: not history)."""
     if role is _VOUCHED:
         return True
-    return role in SYSTEM_SIDE_ROLES and not (role == "system" and position == 0)
+    return (isinstance(role, str) and role in SYSTEM_SIDE_ROLES
+            and not (role == "system" and position == 0))
 
 
 def _fingerprint(role: object, text: str) -> bytes:

@@ -31,7 +31,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._context import context_value
+from ._context import RunContext, bound_run_context, context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._tokens import _HASH_IS_SECRET
 
@@ -136,7 +136,7 @@ def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
     return CacheBreak(now_name, "moved", i)
 
 
-SessionKey = tuple[str, str, str, int | None]
+SessionKey = tuple[Any, Any, Any, int | None]
 
 #: owner object -> a number never given to another owner (so a new object at a dead
 #: one's address cannot read its baseline); entries go with their objects.
@@ -148,14 +148,22 @@ _OWNERS_LOCK = threading.Lock()
 def _owner_number(owner: Any) -> int | None:
     if owner is None:
         return None
-    with _OWNERS_LOCK:
-        try:
-            number = _OWNERS.get(owner)
-            if number is None:
-                number = _OWNERS[owner] = next(_OWNER_NUMBERS)
-        except TypeError:  # not weakly referenceable, or unhashable
-            return None
+    try:
+        number = _OWNERS.get(owner)
+        if number is None:
+            with _OWNERS_LOCK:
+                number = _OWNERS.setdefault(owner, next(_OWNER_NUMBERS))
+    except TypeError:  # not weakly referenceable, or unhashable
+        return None
     return number
+
+
+_FIELDS = ("tenant_id", "user_id", "session_id")
+
+
+def _plain(value: Any) -> Any:
+    # ids are mostly str or int; anything else by its repr (hashable, and 1 != "1")
+    return value if value is None or type(value) is str or type(value) is int else repr(value)
 
 
 def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
@@ -172,15 +180,21 @@ def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
     """Whose previous turn a turn compares with.
 
     The run context's ``tenant_id``, ``user_id`` and ``session_id`` (the context
-    bound by :func:`~lionctx.bind_run_context` fills those ``ctx`` leaves unset),
-    each as its ``repr`` so ``1`` and ``"1"`` stay apart. When no session id is
-    given, ``owner`` (the one conversation the turn belongs to, such as a
-    ``Branch``) stands for the session. Two turns share a baseline only when their
-    keys are equal: the same tenant and user, and the same session or conversation.
+    bound by :func:`~lionctx.bind_run_context` fills those ``ctx`` leaves unset).
+    When no session id is given, ``owner`` (the one conversation the turn belongs
+    to, such as a ``Branch``) stands for the session. Two turns share a baseline only
+    when their keys are equal: the same tenant and user, and the same session or
+    conversation.
     """
-    session = context_value(ctx, "session_id")
-    return (repr(context_value(ctx, "tenant_id")), repr(context_value(ctx, "user_id")),
-            repr(session), _owner_number(owner) if session is None else None)
+    bound = bound_run_context()
+    if bound is None and type(ctx) is RunContext:
+        tenant, user, session = ctx.tenant_id, ctx.user_id, ctx.session_id
+    elif bound is None and ctx is None:
+        tenant = user = session = None
+    else:
+        tenant, user, session = (context_value(ctx, name) for name in _FIELDS)
+    return (_plain(tenant), _plain(user), _plain(session),
+            _owner_number(owner) if session is None else None)
 
 
 class PrefixHistory:

@@ -315,8 +315,9 @@ class ContextProviderRegistry:
         )
         outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13
         outcomes = self._skip_seen(outcomes, branch)
-        session = session_key(getattr(branch, "run_context", None), branch)
-        report = build_report(outcomes, self._budget, previous=self._baselines.latest(session),
+        session = session_key(getattr(branch, "run_context", None), branch) if digests else None
+        previous = self._baselines.latest(session) if digests else None
+        report = build_report(outcomes, self._budget, previous=previous,
                               digests=digests, started=started,
                               tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0),
                               dedupe=_text_key if self.dedupe else None)
