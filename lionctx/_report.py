@@ -42,7 +42,8 @@ class Report:
     used_tokens: int = 0
     """Tokens of the kept blocks."""
     offered_tokens: int = 0
-    """Tokens of every block providers returned, kept or not."""
+    """Tokens of every block providers returned, kept or not (with dedupe, a
+    duplicate of an injected block is not offered again)."""
     duration_ms: float = 0.0
     """Wall time of the pass, not counting the one-time tokenizer load."""
     tokenizer_load_ms: float = 0.0

@@ -93,6 +93,31 @@ async def test_the_duplicate_costs_no_budget_and_is_not_offered_twice() -> None:
     assert report.skipped == [], "a duplicate is not one of LionAGI's skipped blocks"
 
 
+async def test_a_copy_over_its_size_limit_or_behind_an_open_circuit_drops_nothing() -> None:
+    # Refused before admission (uncounted, or never called): the next copy still counts.
+    from lionctx import Breakers, BreakerSettings
+
+    class Down:
+        name = "down"
+
+        async def provide(self, branch: object, instruction: object) -> str:
+            raise ConnectionError("unreachable")
+
+    board = Breakers(BreakerSettings(threshold=1, cooldown=600.0))
+    reg = ContextProviderRegistry(budget=1000, counter=words, dedupe=True, breaker=board)
+    down = Down()
+    reg.register(down, priority=9)
+    reg.register(Box("huge", RULE), priority=8, max_chars=10)  # over its size limit
+    reg.register(Box("copy", RULE), priority=0)
+    await reg.gather(None, None)  # opens down's circuit
+    down.provide = lambda *a: RULE  # type: ignore[method-assign,assignment]
+    report = await reg.gather(None, None)
+    rows = {o.name: o for o in report.outcomes}
+    assert rows["down"].circuit == "open" and rows["down"].status is Status.SKIPPED
+    assert rows["huge"].status is Status.SKIPPED_SIZE
+    assert injected(report) == [RULE] and rows["copy"].status is Status.FIRED
+
+
 # --- the other face: tags make the copies cost differently -----------------------------
 async def test_agentium_face_a_copy_over_the_budget_leaves_room_for_a_cheaper_copy() -> None:
     # Counted as sent, the tag's name is part of the cost: the first copy's long name
