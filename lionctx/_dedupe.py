@@ -151,7 +151,10 @@ class HistoryIndex:
             return _VOUCHED, message
         if not isinstance(message, Mapping):
             return None, ""
-        return message.get("role"), message_text(message)
+        try:
+            return message.get("role"), message_text(message)
+        except Exception:  # a message that cannot be read is compared with nothing
+            return None, ""
 
     def _remember(self, text: str, position: int) -> None:
         for block in _blocks(text):

@@ -166,3 +166,14 @@ def test_the_dedupe_page_examples_print_what_they_say():
         ["['rules']", "duplicate of message 1"],
         ["ann None", "bob None", "ann True", "bob True"],
     ]
+
+
+def test_history_index_survives_messages_it_cannot_read():
+    class Bad:
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    index = HistoryIndex()
+    index.update([{"role": "assistant", "content": Bad()}, {"role": ["odd"], "content": "x"},
+                  42, {"role": "tool", "content": "ok"}])
+    assert index.find("ok") == 3 and index.find("x") is None
