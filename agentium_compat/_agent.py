@@ -43,16 +43,19 @@ session with a fresh engine. Runs without a session id are not counted.
 from __future__ import annotations
 
 import inspect
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionctx._adapters import fetch_method, provider_name
 from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx._context import RunContext, coerce_run_context
+from lionctx._dedupe import HistoryIndex
 from lionctx._exceptions import InvalidType, InvalidValue
 from lionctx._messages import ensure_uid, system_message
 from lionctx._policy import check_max_chars, check_number, check_seconds
-from lionctx._stability import PrefixHistory  # issue 13
+from lionctx._stability import PrefixHistory, session_key
 from lionctx._turn import Conversation, Turn, copy_messages
 from lionctx._values import Instruction
 from lionctx.models._base import ChatModel
@@ -120,10 +123,14 @@ class Agent:
 
     Production (issue 13): ``context_breaker`` (default ``True``: the process-wide
     circuit breakers, one per provider instance; ``False``: off); ``context_dedupe``
-    (inject the same text from two providers once); ``dedupe_history`` (skip a
-    block the given ``messages`` already hold verbatim). Each session keeps its
+    (inject the same text from two providers once: the copy admission keeps);
+    ``dedupe_history`` (skip a block that an assistant, tool or later system message
+    of the given ``messages`` holds as a whole block, never a user's; each session's
+    runs read only the messages new since its previous run). Each session keeps its
     previous turn's block digests: ``result.context_report.cache_break`` names the
-    first block that changed, ``prefix_stable`` says whether none did.
+    first block that changed, ``prefix_stable`` says whether none did. A session is
+    the run context's tenant, user and session id (``lionctx._stability.session_key``):
+    a run never compares with another user's.
     """
 
     def __init__(
@@ -191,7 +198,9 @@ class Agent:
         self._breakers = coerce_breakers(context_breaker, DEFAULT_BREAKERS)
         self.context_dedupe = bool(context_dedupe)
         self.dedupe_history = bool(dedupe_history)
-        self._prefixes = PrefixHistory(max_sessions)
+        self._prefixes = PrefixHistory(max_sessions)  # previous digests, per session_key
+        self._seen: OrderedDict[Any, HistoryIndex] = OrderedDict()  # dedupe_history, per session
+        self._seen_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "
@@ -206,6 +215,7 @@ class Agent:
     @max_sessions.setter
     def max_sessions(self, value: int) -> None:
         self._max_sessions = _check_max_sessions(value)
+        self._prefixes.max_sessions = self._max_sessions  # takes effect at its next turn
         if self._pool is not None:
             self._pool.max_sessions = self._max_sessions
 
@@ -318,10 +328,9 @@ class Agent:
             report = await resolve_context(
                 self.context_providers, input, ctx, budget=self.context_budget,
                 timeout=self.context_timeout, deadline=self.context_deadline,
-                max_chars=self.context_max_chars,
-                previous=self._prefixes.latest(self._prefix_key(ctx.session_id)),
+                max_chars=self.context_max_chars, baselines=self._prefixes,
+                history=self._history(ctx, messages),
                 **self._p13_options(messages))  # issue 13
-            self._prefixes.swap(self._prefix_key(ctx.session_id), report.digests)
             text = report.text
         else:
             text = ""
@@ -357,18 +366,23 @@ class Agent:
 
     # -- issue 13 --------------------------------------------------------------------
     def _p13_options(self, messages: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
-        history = None
-        if self.dedupe_history and messages:
-            from lionctx._messages import message_text
-
-            history = [message_text(m) for m in messages if isinstance(m, Mapping)]
         return {"breaker": self._breakers if self._breakers is not None else False,
-                "dedupe": self.context_dedupe, "history": history}
+                "dedupe": self.context_dedupe}
 
-    @staticmethod
-    def _prefix_key(session_id: Any) -> str | None:
-        """Whose previous turn a run's blocks compare with: its session's."""
-        return None if session_id is None else str(session_id)
+    def _history(self, ctx: RunContext, messages: Sequence[Mapping[str, Any]] | None
+                 ) -> HistoryIndex | None:
+        """``dedupe_history``: the session's index of what the system side said, brought
+        up to date with ``messages`` (only the messages new since its last run are read)."""
+        if not self.dedupe_history or not messages:
+            return None
+        key = session_key(ctx)
+        with self._seen_lock:
+            index = self._seen.pop(key, None) or HistoryIndex()
+            self._seen[key] = index  # most recent last
+            while len(self._seen) > self._max_sessions:
+                self._seen.popitem(last=False)
+        index.update(messages)
+        return index
 
     @staticmethod
     def _run_fields(values: Mapping[str, Any]) -> dict[str, Any]:

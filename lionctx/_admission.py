@@ -12,11 +12,19 @@ The rules are LionAGI's (ADR-0008 D3), exactly:
    block fits a zero budget. ``budget=None`` means no total budget.
 3. Kept blocks come back in registration order; cap skips (registration order)
    come before budget skips (the order they were considered in).
+
+Dedupe (``keys``: one hashable per candidate, equal for the same text) is decided
+inside step 2, so the copy kept is the one admission keeps: the walk goes in
+admission order (priority, then registration order, with or without a budget), and
+a candidate whose key an already kept candidate holds is a duplicate of that one
+(it costs no budget). A copy refused by its cap or the budget keeps nothing, so a
+later copy of the same text is still considered: a text is dropped as a duplicate
+only in favour of a copy that is injected.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from ._types import Number
@@ -48,6 +56,9 @@ class Admission:
     """For each budget skip, the budget left when it was considered."""
     used: int
     """Total tokens kept."""
+    duplicates: tuple[tuple[int, int], ...] = ()
+    """``(duplicate, kept)`` pairs: a candidate left out because ``kept``, a kept
+    candidate with the same key, was injected in its place (in the order considered)."""
 
     @property
     def skipped(self) -> tuple[int, ...]:
@@ -62,9 +73,11 @@ def admit(candidates: Sequence[Candidate], budget: Number | None) -> Admission:
 
 
 def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
-                  caps: Sequence[Number | None], budget: Number | None) -> Admission:
+                  caps: Sequence[Number | None], budget: Number | None,
+                  keys: Sequence[Hashable] | None = None) -> Admission:
     """:func:`admit` over three parallel columns (what a pass has at hand: no
-    :class:`Candidate` object per provider)."""
+    :class:`Candidate` object per provider). With ``keys`` (one per candidate, equal
+    for duplicates), each key is kept at most once (see the module docs)."""
     skipped_cap: list[int] = []
     eligible: list[int] = []
     for i, cap in enumerate(caps):
@@ -73,6 +86,8 @@ def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
         else:
             eligible.append(i)
 
+    if keys is not None:
+        return _admit_unique(tokens, priorities, eligible, skipped_cap, budget, keys)
     if budget is None:
         return Admission(tuple(eligible), tuple(skipped_cap), (), (),
                          sum(tokens[i] for i in eligible))
@@ -97,3 +112,33 @@ def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
     if order is not eligible:
         kept_set.sort()
     return Admission(tuple(kept_set), tuple(skipped_cap), tuple(skipped_budget), tuple(room), used)
+
+
+def _admit_unique(tokens: Sequence[int], priorities: Sequence[Number], eligible: list[int],
+                  skipped_cap: list[int], budget: Number | None,
+                  keys: Sequence[Hashable]) -> Admission:
+    """Step 2 with dedupe: the greedy walk in admission order, a key kept once."""
+    order = sorted(eligible, key=lambda i: -priorities[i])  # stable: ties keep their order
+    holder: dict[Hashable, int] = {}  # key -> the kept candidate holding it
+    kept: list[int] = []
+    skipped_budget: list[int] = []
+    room: list[Number] = []
+    duplicates: list[tuple[int, int]] = []
+    used = 0
+    for i in order:
+        key = keys[i]
+        first = holder.get(key)
+        if first is not None:
+            duplicates.append((i, first))
+            continue
+        n = tokens[i]
+        if budget is None or used + n <= budget:
+            used += n
+            kept.append(i)
+            holder[key] = i
+        else:
+            skipped_budget.append(i)
+            room.append(budget - used)
+    kept.sort()
+    return Admission(tuple(kept), tuple(skipped_cap), tuple(skipped_budget), tuple(room), used,
+                     tuple(duplicates))

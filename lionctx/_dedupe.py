@@ -1,74 +1,194 @@
-"""Dedupe: the same text from two sources in one pass is injected once.
+"""Dedupe: a text is injected once per pass, and not at all when the system side
+already said it.
 
-Runs after the gather and before admission, so a duplicate is counted against
-nothing (neither the budget nor its own cap). "The same" is exact: two blocks are
-duplicates when their texts are equal after stripping leading and trailing
-whitespace (found through a hash table keyed by that text, then compared whole, so
-a hash collision can never drop a block). The later block (in registration or list order) is
-``skipped`` with the reason ``duplicate of NAME``: a new outcome, the gathered one is
-left as it is.
+Within a pass (``dedupe=True``), two blocks are the same text when they are equal
+after stripping leading and trailing whitespace (:func:`text_key`). Which copy is
+kept is decided by admission (:mod:`lionctx._admission`), never here: the copy kept
+is the one admission injects, so a text is dropped as a duplicate only in favour of
+a copy that is sent.
 
-With ``history`` (a session's earlier message texts), a block whose text the
-conversation already holds verbatim is skipped the same way, with the reason
-``duplicate of message N`` (N counts from 0 over the history given).
+Against the conversation (``dedupe_history``), a block is skipped (reason
+``duplicate of message N``) when the *system side* already holds it as a whole
+block: an assistant, tool or function message, or a system or developer message
+after the leading one (where a host keeps context it injected earlier). What the
+user wrote is never compared, so quoting a rule cannot remove it from later turns.
+A message's whole blocks are its whole text, each paragraph (text between blank
+lines) and each ``<context name="...">`` block it holds, each stripped; a block
+matches only one of those exactly, never a substring (``No`` does not match
+``Now``).
+
+The cost is bounded per turn: :class:`HistoryIndex` keeps BLAKE2b digests of the
+system side's blocks per conversation, reads only the messages appended since its
+last turn (a rewritten history is read again from its latest ``max_messages``), and
+holds at most ``max_blocks`` digests (the oldest go first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
+from ._messages import message_text
 from ._outcome import Outcome, Status
 
-__all__ = ["dedupe"]
+__all__ = ["HistoryIndex", "skip_seen", "text_key", "untag"]
+
+#: Roles whose messages the system side wrote (user text is never compared).
+SYSTEM_SIDE_ROLES = frozenset({"assistant", "tool", "function", "system", "developer"})
+
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")
+_CONTEXT_OPEN = re.compile(r'<context name="[^"\n]*">\n')
+_CONTEXT_CLOSE = "\n</context>"
 
 
-def dedupe(outcomes: Sequence[Outcome], *, body: Callable[[Outcome], str] | None = None,
-           history: Sequence[str] | None = None, within: bool = True
-           ) -> tuple[list[Outcome], int]:
-    """The rows with each duplicate ``fired`` one replaced by a ``skipped`` row, and
-    how many were. ``outcomes`` is left as it is (a duplicate is a new outcome).
+def text_key(text: str) -> str:
+    """What two blocks must share to be the same text: the text, stripped."""
+    return text.strip()
 
-    ``body`` gives the text to compare (default: the outcome's text; the agentium
-    face passes one that strips its tag, since the tag holds the name).
-    ``within=False`` compares with ``history`` only, not between the sources.
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+#: the role of a ``str`` history item: system-side text the caller vouches for
+_VOUCHED = object()
+
+
+def _system_side(role: object, position: int) -> bool:
+    """Whether a message the system side wrote (the leading system message is the
+    instructions, sent on every turn anyway: not history)."""
+    if role is _VOUCHED:
+        return True
+    return (isinstance(role, str) and role in SYSTEM_SIDE_ROLES
+            and not (role == "system" and position == 0))
+
+
+def _fingerprint(role: object, text: str) -> bytes:
+    return _digest(f"{'' if role is _VOUCHED else role!r}\0{text}")
+
+
+def _blocks(text: str) -> Iterable[str]:
+    """A message's whole blocks, each stripped (empty ones left out)."""
+    whole = text.strip()
+    if not whole:
+        return
+    yield whole
+    for part in _PARAGRAPH_BREAK.split(whole):
+        part = part.strip()
+        if part and part != whole:
+            yield part
+    if "<context" in whole:
+        yield from _context_blocks(whole)
+
+
+def _context_blocks(text: str) -> Iterable[str]:
+    """The texts of the ``<context>`` blocks in ``text``. Linear: each search starts
+    past the previous block, and the first opening with no closing ends the walk."""
+    pos = 0
+    while True:
+        opening = _CONTEXT_OPEN.search(text, pos)
+        if opening is None:
+            return
+        end = text.find(_CONTEXT_CLOSE, opening.end() - 1)
+        if end < 0:
+            return
+        inner = text[opening.end():end].strip()
+        if inner:
+            yield inner
+        pos = end + len(_CONTEXT_CLOSE)
+
+
+class HistoryIndex:
+    """Digests of the whole blocks the system side wrote in one conversation.
+
+    :meth:`update` with the conversation's messages each turn reads only those
+    appended since the previous call (``examined`` counts every message read), so a
+    turn costs its new messages, not the whole history. Not thread-safe: one per
+    conversation.
     """
+
+    def __init__(self, max_messages: int = 256, max_blocks: int = 4096) -> None:
+        self.max_messages = max_messages
+        self.max_blocks = max_blocks
+        self.examined = 0
+        """Messages read so far (the cause of this index's cost)."""
+        self._blocks: OrderedDict[bytes, int] = OrderedDict()  # digest -> message position
+        self._count = 0  # messages of the conversation already read
+        self._last: bytes | None = None  # fingerprint of the last message read
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def update(self, messages: Sequence[Mapping[str, Any] | str]) -> None:
+        """Read the messages appended since the last call.
+
+        When ``messages`` is not the previous conversation plus new messages (it was
+        cleared, compacted or is another conversation), the index starts over from
+        its latest ``max_messages`` messages. A ``str`` item is system-side text (the
+        caller vouches for it); a mapping is read by its ``role``.
+        """
+        n = len(messages)
+        start = self._count
+        if start and (n < start or _fingerprint(*self._look(messages[start - 1])) != self._last):
+            self._blocks.clear()
+            self._last = None
+            start = 0
+        for i in range(max(start, n - self.max_messages), n):
+            role, text = self._look(messages[i])
+            if _system_side(role, i):
+                self._remember(text, i)
+            if i == n - 1:
+                self._last = _fingerprint(role, text)
+        self._count = n
+
+    def _look(self, message: Mapping[str, Any] | str) -> tuple[object, str]:
+        """One message's role and text (the only place a message is read)."""
+        self.examined += 1
+        if isinstance(message, str):
+            return _VOUCHED, message
+        if not isinstance(message, Mapping):
+            return None, ""
+        try:
+            return message.get("role"), message_text(message)
+        except Exception:  # a message that cannot be read is compared with nothing
+            return None, ""
+
+    def _remember(self, text: str, position: int) -> None:
+        for block in _blocks(text):
+            key = _digest(block)
+            self._blocks.pop(key, None)
+            self._blocks[key] = position
+        while len(self._blocks) > self.max_blocks:
+            self._blocks.popitem(last=False)
+
+    def find(self, text: str) -> int | None:
+        """The position of a message holding ``text`` as a whole block, or ``None``."""
+        key = text_key(text)
+        if not key:
+            return None
+        return self._blocks.get(_digest(key))
+
+
+def skip_seen(outcomes: Sequence[Outcome], index: HistoryIndex,
+              body: Callable[[Outcome], str] | None = None) -> list[Outcome]:
+    """The rows with each ``fired`` one the system side already holds replaced by a
+    ``skipped`` row (reason ``duplicate of message N``). ``body`` gives the text to
+    compare (default: the outcome's text; the agentium face strips its tag).
+    ``outcomes`` is left as it is."""
     rows = list(outcomes)
-    # (position, its text) for each fired outcome that has text
-    fired = [(i, o.text) for i, o in enumerate(rows)
-             if o.status is Status.FIRED and o.text is not None]
-    if len(fired) < 2 and not history:
-        return rows, 0
-    if not history and within:
-        texts = [t for _, t in fired] if body is None else [body(rows[i]) for i, _ in fired]
-        keys = list(map(str.strip, texts))
-        if len(set(keys)) == len(keys):
-            return rows, 0  # the hot path: all distinct
-    seen: dict[str, str] = {}
-    marked = 0
-    for i, own in fired:
-        o = rows[i]
-        text = body(o) if body is not None else own
-        if history:
-            needle = text.strip()
-            hit = next((n for n, m in enumerate(history) if needle and needle in m), None)
-            if hit is not None:
-                rows[i] = _skipped(o, f"duplicate of message {hit}")
-                marked += 1
-                continue
-        if not within:
+    if not len(index):
+        return rows
+    for i, o in enumerate(rows):
+        if o.status is not Status.FIRED or o.text is None:
             continue
-        key = text.strip()
-        first = seen.get(key)
-        if first is None:
-            seen[key] = o.name
-            continue
-        rows[i] = _skipped(o, f"duplicate of {first}")
-        marked += 1
-    return rows, marked
-
-
-def _skipped(o: Outcome, reason: str) -> Outcome:
-    return o.replace(status=Status.SKIPPED, reason=reason, digest=None)
+        hit = index.find(body(o) if body is not None else o.text)
+        if hit is not None:
+            rows[i] = o.replace(status=Status.SKIPPED, reason=f"duplicate of message {hit}",
+                                digest=None)
+    return rows
 
 
 def untag(name: str, framed: str, tag: Callable[[str, str], str]) -> str:

@@ -9,8 +9,8 @@ nothing of them):
    ``gather``; with tracing on, the time each outcome arrived is noted.
 3. :meth:`PassHooks.merge`: the refused sources' ``skipped`` rows join the called
    ones in source order, each row with its position, circuit state, volatile flag
-   and start time; the breakers record the results; duplicates are skipped (before
-   admission, so they cost no budget).
+   and start time; the breakers record the results. (Duplicates are admission's to
+   decide: :mod:`lionctx._admission`.)
 4. :meth:`PassHooks.finish`: after the report is built, the spans.
 
 A row that gains anything in step 3 is a new outcome: the ones ``gather`` made (and
@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import telemetry
 from ._breaker import Breakers, skipped_outcome
-from ._dedupe import dedupe
 from ._outcome import Outcome
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,10 +81,8 @@ class PassHooks:
         return noted
 
     def merge(self, called: list[Outcome], n: int, describe: Callable[[int], tuple[str, Any, Any]],
-              volatile: Sequence[bool] | None = None, *, dedupe_on: bool = True,
-              body: Callable[[Outcome], str] | None = None,
-              history: Sequence[str] | None = None) -> list[Outcome]:
-        """Step 3: all ``n`` sources' rows in order, breakers told, duplicates skipped.
+              volatile: Sequence[bool] | None = None) -> list[Outcome]:
+        """Step 3: all ``n`` sources' rows in order, breakers told.
 
         ``describe(i)`` gives source i's ``(name, priority, cap)`` for the row of a
         source its open circuit kept out (asked only then). ``volatile``: a flag
@@ -117,8 +114,6 @@ class PassHooks:
             outcomes = rows  # type: ignore[assignment]  # every position is filled
         if self.board is not None:
             self.board.record(self.breakers, outcomes)
-        if dedupe_on or history:
-            outcomes, _ = dedupe(outcomes, body=body, history=history, within=dedupe_on)
         return outcomes
 
     def finish(self, face: str, report: Report, *, concurrent: bool) -> None:

@@ -13,7 +13,7 @@ The faces read it through their views (:mod:`lionctx._views`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from time import perf_counter
@@ -42,7 +42,8 @@ class Report:
     used_tokens: int = 0
     """Tokens of the kept blocks."""
     offered_tokens: int = 0
-    """Tokens of every block providers returned, kept or not."""
+    """Tokens of every block providers returned, kept or not (with dedupe, a
+    duplicate of an injected block is not offered again)."""
     duration_ms: float = 0.0
     """Wall time of the pass, not counting the one-time tokenizer load."""
     tokenizer_load_ms: float = 0.0
@@ -159,6 +160,11 @@ def _report_of_all(rows: list[Outcome], budget: Number | None, used: int,
                   brk, (), framed)
 
 
+def _has_duplicates(keys: Iterable[Hashable]) -> bool:
+    seen = list(keys)
+    return len(set(seen)) != len(seen)
+
+
 def _counted(o: Outcome) -> str:
     return f"{o.tokens} tokens" if o.exact else f"at least {o.tokens} tokens (counting stopped)"
 
@@ -166,7 +172,8 @@ def _counted(o: Outcome) -> str:
 def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
                  previous: Digests | None = None, digests: bool = True,
                  framed: bool = False, started: float | None = None,
-                 tokenizer_load_ms: float = 0.0) -> Report:
+                 tokenizer_load_ms: float = 0.0,
+                 dedupe: Callable[[Outcome], Hashable] | None = None) -> Report:
     """Admission over one pass's gathered ``outcomes``, then the report.
 
     Every ``fired`` row goes through :func:`~lionctx._admission.admit_columns`
@@ -174,11 +181,15 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
     (``skipped_cap``/``skipped_budget`` with the reason). With ``digests``, each
     kept block has its digest and the report says how its blocks compare with
     ``previous`` (the previous pass's digests). ``started`` (a ``perf_counter``
-    reading) gives ``duration_ms``, less ``tokenizer_load_ms``. ``outcomes`` is
-    left as it is.
+    reading) gives ``duration_ms``, less ``tokenizer_load_ms``. ``dedupe`` (the key
+    of a row's text, equal for duplicates) makes admission keep each text once: a
+    duplicate is ``skipped`` with the reason ``duplicate of NAME``, NAME the copy
+    injected in its place (see :mod:`lionctx._admission`). ``outcomes`` is left as it is.
     """
     rows = list(outcomes)
     fast = _all_kept(rows, budget)
+    if fast is not None and dedupe is not None and _has_duplicates(map(dedupe, rows)):
+        fast = None
     if fast is not None:  # the common pass: every row fired, no cap, all of it fits
         return _report_of_all(rows, budget, fast, previous, digests, framed, started,
                               tokenizer_load_ms)
@@ -196,7 +207,19 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
             caps.append(o.max_tokens)
         elif status is _SIZE:
             sized.append(i)
-    decision = admit_columns(tokens, priorities, caps, budget)
+    keys = None
+    if dedupe is not None:
+        keys = [dedupe(rows[i]) for i in texted]
+        if not _has_duplicates(keys):
+            keys = None  # the common pass: every text distinct
+    decision = admit_columns(tokens, priorities, caps, budget, keys)
+    offered = sum(tokens)
+    for k, first in decision.duplicates:
+        i = texted[k]
+        o = rows[i]
+        offered -= o.tokens  # the same text as one offered already
+        rows[i] = o.replace(status=Status.SKIPPED, digest=None,
+                            reason=f"duplicate of {rows[texted[first]].name}")
     for k in decision.skipped_cap:
         i = texted[k]
         o = rows[i]
@@ -220,7 +243,7 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
         brk = compare(previous, current)
         stable = None if previous is None else brk is None
     duration = 0.0 if started is None else (perf_counter() - started) * 1000.0 - tokenizer_load_ms
-    return Report(tuple(rows), budget, decision.used, sum(tokens), duration, tokenizer_load_ms,
+    return Report(tuple(rows), budget, decision.used, offered, duration, tokenizer_load_ms,
                   current, stable, brk, (*sized, *(texted[k] for k in decision.skipped)),
                   framed)
 

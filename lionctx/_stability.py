@@ -16,7 +16,8 @@ much of the cache survives. This module:
   previous turn no longer there) or ``moved`` (a source at another position).
 
 Pure functions, plus :class:`PrefixHistory`, the thread-safe previous-turn memory
-an agent keeps per session.
+kept per session (:func:`session_key`): a turn compares with the previous turn of
+its own session, never with another user's.
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from ._context import RunContext, bound_run_context, context_value
+from ._exceptions import InvalidType, InvalidValue
 from ._tokens import _HASH_IS_SECRET
 
-__all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "render_order"]
+__all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "render_order", "session_key"]
 
 BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
@@ -132,12 +136,77 @@ def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
     return CacheBreak(now_name, "moved", i)
 
 
+SessionKey = tuple[Any, Any, Any, int | None]
+
+#: owner object -> a number never given to another owner (so a new object at a dead
+#: one's address cannot read its baseline); entries go with their objects.
+_OWNERS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_OWNER_NUMBERS = itertools.count(1)
+_OWNERS_LOCK = threading.Lock()
+
+
+def _owner_number(owner: Any) -> int | None:
+    if owner is None:
+        return None
+    try:
+        number = _OWNERS.get(owner)
+        if number is None:
+            with _OWNERS_LOCK:
+                number = _OWNERS.setdefault(owner, next(_OWNER_NUMBERS))
+    except TypeError:  # not weakly referenceable, or unhashable
+        return None
+    return number
+
+
+_FIELDS = ("tenant_id", "user_id", "session_id")
+
+
+def _plain(value: Any) -> Any:
+    # ids are mostly str or int; anything else by its repr (hashable, and 1 != "1")
+    return value if value is None or type(value) is str or type(value) is int else repr(value)
+
+
+def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
+    """``value`` when it is an ``int >= 1``; else :class:`~lionctx.InvalidType` /
+    :class:`~lionctx.InvalidValue` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidType(f"{label} must be an int >= 1, got {value!r}")
+    if value < 1:
+        raise InvalidValue(f"{label} must be an int >= 1, got {value!r}")
+    return value
+
+
+def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
+    """Whose previous turn a turn compares with.
+
+    The run context's ``tenant_id``, ``user_id`` and ``session_id`` (the context
+    bound by :func:`~lionctx.bind_run_context` fills those ``ctx`` leaves unset).
+    When no session id is given, ``owner`` (the one conversation the turn belongs
+    to, such as a ``Branch``) stands for the session. Two turns share a baseline only
+    when their keys are equal: the same tenant and user, and the same session or
+    conversation.
+    """
+    bound = bound_run_context()
+    if bound is None and type(ctx) is RunContext:
+        tenant, user, session = ctx.tenant_id, ctx.user_id, ctx.session_id
+    elif bound is None and ctx is None:
+        tenant = user = session = None
+    else:
+        tenant, user, session = (context_value(ctx, name) for name in _FIELDS)
+    return (_plain(tenant), _plain(user), _plain(session),
+            _owner_number(owner) if session is None else None)
+
+
 class PrefixHistory:
     """Each session's previous-turn digests (at most ``max_sessions``, least recent
-    dropped first). Thread-safe."""
+    dropped first). Thread-safe.
+
+    Keys are :func:`session_key` values (or any hashable a caller chooses):
+    :meth:`previous` / :meth:`record` take a run context and derive it.
+    """
 
     def __init__(self, max_sessions: int = 1024) -> None:
-        self.max_sessions = max_sessions
+        self.max_sessions = check_max_sessions(max_sessions)
         self._lock = threading.Lock()
         self._turns: OrderedDict[Hashable, Digests] = OrderedDict()
 
@@ -154,6 +223,20 @@ class PrefixHistory:
         """``key``'s latest turn, or ``None`` (it stays the latest)."""
         with self._lock:
             return self._turns.get(key)
+
+    def previous(self, ctx: Any = None, owner: Any = None) -> Digests | None:
+        """The digests of the previous turn of ``ctx``'s session (see
+        :func:`session_key`), or ``None`` when it has none."""
+        return self.latest(session_key(ctx, owner))
+
+    def record(self, digests: Digests, ctx: Any = None, owner: Any = None) -> Digests | None:
+        """Keep ``digests`` as the latest turn of ``ctx``'s session; return the one it
+        replaces."""
+        return self.swap(session_key(ctx, owner), digests)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._turns)
 
     def forget(self, key: Hashable) -> None:
         """Drop ``key``'s history (its next turn has nothing to compare with)."""

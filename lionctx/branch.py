@@ -116,8 +116,10 @@ class Branch:
     instance without a model or summarizer gets it too).
 
     ``dedupe_history``: skip a provider's block (row ``skipped``, reason
-    ``duplicate of message N``) when an earlier message of this branch already
-    holds its text verbatim.
+    ``duplicate of message N``, N its position in :attr:`messages`) when the system
+    side of this branch already said it as a whole block: an assistant, tool or
+    later system message, never a user's (see ``docs/dedupe.md``; each turn reads
+    only the messages new since the previous one).
     """
 
     def __init__(
@@ -151,7 +153,7 @@ class Branch:
         self.model: ChatModel = model
         self.render: RenderMode = render
         self.inject_systemless = inject_systemless
-        #: issue 13: skip a block whose text an earlier message already holds verbatim.
+        #: skip a block the system side of this conversation already said (whole blocks).
         self.dedupe_history = bool(dedupe_history)
         self.run_context: RunContext = coerce_run_context(run_context)
         self._conversation = Conversation(name=name)

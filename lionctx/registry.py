@@ -16,6 +16,7 @@ they are set.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -25,12 +26,14 @@ from typing import Any, Protocol, runtime_checkable
 from . import _production as _p13  # issue 13: breakers, dedupe, traces
 from ._adapters import provide_invoker, provider_name
 from ._breaker import Breakers, BreakerSettings, coerce_breakers
+from ._dedupe import HistoryIndex, skip_seen, text_key
 from ._exceptions import InvalidType
 from ._gather import Observer, ProviderCall, gather
 from ._outcome import Outcome, Status
 from ._policy import Policy, check_max_chars, check_number, check_seconds
 from ._render import tag_block
 from ._report import Report, build_report
+from ._stability import PrefixHistory, check_max_sessions, session_key
 from ._tokens import TokenCounter, resolve_counter
 from ._types import Number
 from ._views import ProviderReport
@@ -61,6 +64,10 @@ class _Entry:
     volatile: bool = False
 
 
+def _text_key(o: Outcome) -> str:
+    return text_key(o.text or "")
+
+
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
               "writeback_records", "writeback_failed")
 
@@ -80,9 +87,11 @@ class ContextProviderRegistry:
     circuit breaker (see :mod:`lionctx._breaker`; ``False`` turns them off, a
     :class:`~lionctx._breaker.BreakerSettings` or :class:`~lionctx._breaker.Breakers`
     configures them); ``dedupe=True`` skips a block whose text an earlier provider
-    of the same pass returned. Every report carries ``prefix_stable`` and
-    ``cache_break`` against this registry's previous pass (``digests=False``: no
-    block digests and no cache-break report).
+    of the same pass returned (the copy admission keeps: see ``docs/dedupe.md``).
+    Every report carries ``prefix_stable`` and ``cache_break`` against the previous
+    pass of the same session (:func:`~lionctx._stability.session_key` of the
+    branch's run context, else the branch itself; the latest ``max_sessions``
+    sessions are kept) (``digests=False``: no block digests and no cache-break report).
     """
 
     def __init__(
@@ -99,6 +108,7 @@ class ContextProviderRegistry:
         breaker: Any = True,
         dedupe: bool = False,
         digests: bool = True,
+        max_sessions: int = 1024,
     ) -> None:
         self._entries: list[_Entry] = []
         # The calls of a pass, built once per (entries, tagged, digests) and reused: a
@@ -113,7 +123,9 @@ class ContextProviderRegistry:
             else coerce_breakers(breaker))
         self.dedupe = bool(dedupe)
         self.digests = bool(digests)
-        self._last_digests: tuple[tuple[str, str], ...] | None = None
+        self._baselines = PrefixHistory(check_max_sessions(max_sessions))
+        # each conversation's index of what the system side said (dedupe_history)
+        self._seen: weakref.WeakKeyDictionary[Any, HistoryIndex] = weakref.WeakKeyDictionary()
         self.budget = budget
         self.concurrent = bool(concurrent)
         self._counter: TokenCounter | None = None
@@ -243,6 +255,7 @@ class ContextProviderRegistry:
             breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock)
                      if self.breakers is not None else False),
             dedupe=self.dedupe, digests=self.digests,
+            max_sessions=self._baselines.max_sessions,
         )
         new._entries = [
             _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.max_chars,
@@ -301,10 +314,15 @@ class ContextProviderRegistry:
             timing=timing, args=(branch, instruction),
         )
         outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13
-        report = build_report(outcomes, self._budget, previous=self._last_digests,
+        outcomes = self._skip_seen(outcomes, branch)
+        session = session_key(getattr(branch, "run_context", None), branch) if digests else None
+        previous = self._baselines.latest(session) if digests else None
+        report = build_report(outcomes, self._budget, previous=previous,
                               digests=digests, started=started,
-                              tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0))
-        self._last_digests = report.digests
+                              tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0),
+                              dedupe=_text_key if self.dedupe else None)
+        if digests:
+            self._baselines.swap(session, report.digests)
         hooks.finish("lionagi", report, concurrent=self.concurrent)  # spans, when traced
         view = ProviderReport(report=report)
         self._count(view)
@@ -314,19 +332,26 @@ class ContextProviderRegistry:
     def _p13_merge(self, hooks: _p13.PassHooks, outcomes: list[Outcome],
                    branch: Any) -> list[Outcome]:
         entries = self._entries
-        history = None
-        if getattr(branch, "dedupe_history", False):
-            from ._messages import message_text
-
-            history = [message_text(m) for m in getattr(branch, "messages", ())
-                       if m.get("role") != "system"]
         volatile: list[bool] | None = [e.volatile for e in entries]
         if True not in volatile:  # type: ignore[operator]
             volatile = None
         return hooks.merge(
             outcomes, len(entries),
             lambda i: (entries[i].name, entries[i].priority, entries[i].max_tokens),
-            volatile, dedupe_on=self.dedupe, history=history)
+            volatile)
+
+    def _skip_seen(self, outcomes: list[Outcome], branch: Any) -> list[Outcome]:
+        """``dedupe_history``: skip a block the branch's system side already holds."""
+        if not getattr(branch, "dedupe_history", False):
+            return outcomes
+        try:
+            index = self._seen.get(branch)
+            if index is None:
+                index = self._seen[branch] = HistoryIndex()
+        except TypeError:  # an owner that cannot be weakly keyed: a fresh, bounded index
+            index = HistoryIndex()
+        index.update(getattr(branch, "messages", ()))
+        return skip_seen(outcomes, index)
 
     def _count(self, report: ProviderReport) -> None:
         stats = self.stats

@@ -15,7 +15,7 @@ per-provider outcomes (a :class:`Resolution`: a view of the one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -23,12 +23,14 @@ from . import _production as _p13  # issue 13: breakers, dedupe, traces
 from ._adapters import fetch_invoker, provider_name
 from ._breaker import DEFAULT_BREAKERS, coerce_breakers
 from ._context import coerce_run_context
+from ._dedupe import HistoryIndex, skip_seen, text_key, untag
 from ._exceptions import InvalidType
 from ._gather import TAG_FRAME, Observer, ProviderCall, gather
 from ._outcome import Outcome
 from ._policy import Policy, check_number
 from ._render import tag_block
 from ._report import build_report
+from ._stability import PrefixHistory
 from ._tokens import TokenCounter, resolve_counter
 from ._types import Number
 from ._views import Resolution
@@ -71,7 +73,8 @@ async def resolve_context(
     breaker: Any = True,
     dedupe: bool = False,
     previous: Any = None,
-    history: Sequence[str] | None = None,
+    history: HistoryIndex | Sequence[str | Mapping[str, Any]] | None = None,
+    baselines: PrefixHistory | None = None,
 ) -> Resolution:
     """Resolve ``providers`` for ``query`` and return the string with its outcomes.
 
@@ -86,12 +89,17 @@ async def resolve_context(
     Production options: ``breaker`` (``True``, the default: the
     process-wide circuit breakers, one per provider instance; ``False``: off; or a
     :class:`~lionctx._breaker.Breakers` / :class:`~lionctx._breaker.BreakerSettings`),
-    ``dedupe=True`` (the same text from two providers is injected once), ``previous``
-    (the previous turn's :class:`Resolution`: the result then says whether the text
-    is byte-identical to it and, if not, which block changed first), ``history``
-    (earlier message texts of the conversation: a block one of them holds verbatim
-    is skipped). A provider with a true ``volatile`` attribute is rendered after
-    the others.
+    ``dedupe=True`` (the same text from two providers is injected once: the copy
+    admission keeps), ``previous`` (the previous turn's :class:`Resolution` or its
+    digests: the result then says whether the text is byte-identical to it and, if
+    not, which block changed first), ``baselines`` (a
+    :class:`~lionctx._stability.PrefixHistory`: the previous turn is that of
+    ``ctx``'s session, read from it, and this turn is recorded in it; not with
+    ``previous``), ``history`` (the conversation's messages, or a
+    :class:`~lionctx._dedupe.HistoryIndex` kept over them: a block that an
+    assistant, tool or later system message holds as a whole block is skipped; a
+    ``str`` item counts as system-side text). A provider with a true ``volatile``
+    attribute is rendered after the others. See ``docs/dedupe.md``.
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
@@ -103,6 +111,13 @@ async def resolve_context(
     prior = _previous_digests(previous)
     started = perf_counter()
     run_ctx = coerce_run_context(ctx)
+    if baselines is not None:
+        if previous is not None:
+            raise InvalidType("pass previous or baselines, not both")
+        if not isinstance(baselines, PrefixHistory):
+            raise InvalidType(f"baselines must be a PrefixHistory, got {baselines!r}")
+        prior = baselines.previous(run_ctx)
+    seen = _history_index(history)
     calls = [_Call(provider_name(p, agentium=True), p, fetch_invoker(p)) for p in providers]
     timing: dict[str, float] = {}
     hooks = _p13.PassHooks.start(boards, providers)  # issue 13
@@ -116,10 +131,14 @@ async def resolve_context(
     except Exception:
         flags = [_volatile(p) for p in providers]
     outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13
-                           flags if True in flags else None, dedupe_on=bool(dedupe),
-                           body=_untagged, history=history)
+                           flags if True in flags else None)
+    if seen is not None:
+        outcomes = skip_seen(outcomes, seen, _untagged)
     report = build_report(outcomes, budget, previous=prior, framed=True, started=started,
-                          tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0))
+                          tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0),
+                          dedupe=_untagged_key if dedupe else None)
+    if baselines is not None:
+        baselines.record(report.digests, run_ctx)
     hooks.finish("agentium", report, concurrent=True)  # spans, when traced
     return Resolution(report=report)  # its text: stable blocks first, then volatile
 
@@ -133,9 +152,22 @@ def _volatile(provider: Any) -> bool:
 
 
 def _untagged(outcome: Outcome) -> str:
-    from ._dedupe import untag
-
     return untag(outcome.name, outcome.text or "", tag_block)
+
+
+def _untagged_key(outcome: Outcome) -> str:
+    return text_key(untag(outcome.name, outcome.text or "", tag_block))
+
+
+def _history_index(history: Any) -> HistoryIndex | None:
+    if history is None or isinstance(history, HistoryIndex):
+        return history
+    if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Sequence):
+        raise InvalidType(f"history must be a list of messages or a HistoryIndex, "
+                          f"got {history!r}")
+    index = HistoryIndex()
+    index.update(history)  # its latest max_messages messages: bounded
+    return index
 
 
 def _previous_digests(previous: Any) -> tuple[tuple[str, str], ...] | None:

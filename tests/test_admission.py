@@ -198,3 +198,59 @@ def test_columns_decide_as_the_plain_rule(rows, budget):
     assert (list(got.kept), list(got.skipped_cap), list(got.skipped_budget), got.used) == (
         kept, capped, skipped, used)
     assert admit([Candidate(t, p, c) for t, p, c in rows], budget) == got
+
+
+# --- dedupe inside admission ------------------------------------------------------------
+def _reference_unique(rows, keys, budget):
+    """The dedupe rule written out plainly: the walk in admission order, a text kept
+    once, a copy refused by its cap or the budget holding nothing."""
+    capped = [i for i, (t, _, c) in enumerate(rows) if c and t > c]
+    used, kept, over, dup, holder = 0, [], [], [], {}
+    for i in sorted((i for i in range(len(rows)) if i not in capped),
+                    key=lambda i: -rows[i][1]):
+        if keys[i] in holder:
+            dup.append((i, holder[keys[i]]))
+        elif budget is None or used + rows[i][0] <= budget:
+            used += rows[i][0]
+            kept.append(i)
+            holder[keys[i]] = i
+        else:
+            over.append(i)
+    return sorted(kept), capped, over, used, dup
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.sampled_from([0, 0, 1, -2]),
+                          st.one_of(st.none(), st.integers(-5, 60)), st.sampled_from("xyz")),
+                max_size=12),
+       st.one_of(st.none(), st.integers(-5, 200)))
+def test_columns_with_keys_decide_as_the_plain_dedupe_rule(rows, budget):
+    from lionctx.testing import admit_columns
+
+    keys = [k for *_, k in rows]
+    plain = [(t, p, c) for t, p, c, _ in rows]
+    got = admit_columns([r[0] for r in plain], [r[1] for r in plain], [r[2] for r in plain],
+                        budget, keys)
+    kept, capped, over, used, dup = _reference_unique(plain, keys, budget)
+    assert (list(got.kept), list(got.skipped_cap), list(got.skipped_budget), got.used,
+            list(got.duplicates)) == (kept, capped, over, used, dup)
+
+
+def test_a_duplicate_yields_to_the_higher_priority_copy():
+    d = admit_columns_keyed([5, 5], [0, 3], [None, None], None, ["t", "t"])
+    assert d.kept == (1,) and d.duplicates == ((0, 1),)
+
+
+def test_a_copy_over_its_cap_leaves_the_text_to_the_next_copy():
+    d = admit_columns_keyed([5, 5], [0, 0], [4, None], 100, ["t", "t"])
+    assert d.kept == (1,) and d.skipped_cap == (0,) and d.duplicates == ()
+
+
+def test_a_copy_over_the_budget_leaves_the_text_to_a_cheaper_copy():
+    d = admit_columns_keyed([8, 5], [0, 0], [None, None], 6, ["t", "t"])
+    assert d.kept == (1,) and d.skipped_budget == (0,) and d.room == (6,)
+
+
+def admit_columns_keyed(tokens, priorities, caps, budget, keys):
+    from lionctx.testing import admit_columns
+
+    return admit_columns(tokens, priorities, caps, budget, keys)

@@ -1,14 +1,15 @@
-"""Dedupe (issue 13): the same text from two sources is injected once."""
+"""Dedupe: the same text from two sources is injected once; what the system side
+already said is not injected again."""
 
 from __future__ import annotations
 
-import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import Branch, ContextProviderRegistry, Outcome, Status, resolve_context
+from lionctx import Branch, ContextProviderRegistry, Status, resolve_context
+from lionctx._admission import admit_columns
+from lionctx._dedupe import HistoryIndex, untag
 from lionctx._render import tag_block
-from lionctx.testing import dedupe, untag
 
 pytestmark = pytest.mark.anyio
 
@@ -58,14 +59,15 @@ async def test_branch_dedupe_history_skips_what_the_conversation_holds(server):
 
     model = OpenAIChatModel("m", base_url=server.base_url, api_key="k")
     branch = Branch("sys", model, dedupe_history=True,
-                    messages=[{"role": "user", "content": "my plan: PRO tier, renews May"},
-                              {"role": "assistant", "content": "noted"}])
+                    messages=[{"role": "user", "content": "what is my plan?"},
+                              {"role": "assistant", "content": "Your plan:\n\nPRO tier\n\n"
+                                                               "It renews in May."}])
     branch.providers.register(Box("profile", "PRO tier"))
     branch.providers.register(Box("notes", "fresh note"))
     await branch.chat("hi")
     report = branch.last_context_report
     assert report.names == ["notes"]
-    assert report.outcomes[0].reason == "duplicate of message 0"
+    assert report.outcomes[0].reason == "duplicate of message 2"  # position in branch.messages
     assert "PRO tier" not in server.requests[-1]["messages"][0]["content"]
     plain = Branch("sys", model)
     plain.providers.register(Box("profile", "sys"))
@@ -79,10 +81,11 @@ async def test_agent_dedupe_options(server):
     agent = Agent(name="a", model=openai("m", base_url=server.base_url), instructions="i",
                   context_providers=[Box("a", "same"), Box("b", "same"), Box("c", "seen")],
                   context_dedupe=True, dedupe_history=True)
-    result = await agent.run("q", messages=[{"role": "user", "content": "I have seen it"}])
+    result = await agent.run("q", messages=[{"role": "user", "content": "seen"},
+                                            {"role": "assistant", "content": "seen"}])
     assert result.context_report.fired == ["a"]
     assert [o.reason for o in result.context_report.outcomes[1:]] == [
-        "duplicate of a", "duplicate of message 0"]
+        "duplicate of a", "duplicate of message 1"]
 
 
 def test_untag_round_trip_and_foreign_text_unchanged():
@@ -95,15 +98,83 @@ def test_untag_round_trip_and_foreign_text_unchanged():
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["alpha", "beta", " alpha ", "gamma", None]), max_size=8))
-def test_each_distinct_text_is_kept_exactly_once_first_wins(texts):
-    outs = [Outcome(f"p{i}", i, Status.FIRED if t else Status.EMPTY, t)
-            for i, t in enumerate(texts)]
-    outs, marked = dedupe(outs)
+async def test_each_distinct_text_is_kept_exactly_once_first_wins(texts):
+    # no budget, no caps, one priority: the first copy of each text is the one kept
+    reg = ContextProviderRegistry(budget=10**9, counter=lambda t: 1, dedupe=True,
+                                  breaker=False)
+    for i, t in enumerate(texts):
+        reg.register(Box(f"p{i}", t))
+    if not texts:
+        return
+    outs = (await reg.gather(None, None)).outcomes
     kept = [o for o in outs if o.status is Status.FIRED]
     keys = [o.text.strip() for o in kept]
     assert len(keys) == len(set(keys)) == len({t.strip() for t in texts if t})
-    assert marked == sum(1 for t in texts if t) - len(kept)
     for o in outs:
         if o.status is Status.SKIPPED:
             first = next(k for k in kept if k.text.strip() == o.text.strip())
             assert o.reason == f"duplicate of {first.name}" and first.index < o.index
+
+
+def test_admission_without_duplicates_is_unchanged_by_keys():
+    d = admit_columns([60, 60, 60], [0, 0, 0], [None, None, None], 130, ["a", "b", "c"])
+    assert d.kept == (0, 1) and d.skipped_budget == (2,) and d.duplicates == ()
+
+
+def test_history_index_reads_only_new_messages():
+    index = HistoryIndex(max_messages=10)
+    history = [{"role": "assistant", "content": f"reply {i}"} for i in range(100)]
+    index.update(history)
+    assert index.examined <= 11 and index.find("reply 99") == 99
+    assert index.find("reply 0") is None, "beyond the latest max_messages"
+    before = index.examined
+    history.append({"role": "assistant", "content": "new"})
+    index.update(history)
+    assert index.examined - before == 2  # the last message it had read, then the new one
+    assert index.find("new") == 100
+
+
+def test_history_index_starts_over_when_the_history_is_rewritten():
+    index = HistoryIndex()
+    index.update([{"role": "assistant", "content": "old"}])
+    index.update([{"role": "assistant", "content": "other"}, {"role": "tool", "content": "t"}])
+    assert index.find("old") is None and index.find("other") == 0 and index.find("t") == 1
+    index.update([])
+    assert index.find("other") is None
+
+
+def test_history_index_is_bounded_in_blocks():
+    index = HistoryIndex(max_blocks=3)
+    index.update([{"role": "assistant", "content": f"b{i}"} for i in range(10)])
+    assert len(index) == 3 and index.find("b9") == 9 and index.find("b0") is None
+
+
+def test_the_dedupe_page_examples_print_what_they_say():
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "dedupe.md").read_text()
+    printed = []
+    for block in re.findall(r"```python\n(.*?)```", page, re.S):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "docs/dedupe.md", "exec"), {"__name__": "docs"})
+        printed.append(out.getvalue().split("\n")[:-1])
+    assert printed == [
+        ["['policy']", "skipped_cap"],
+        ["['rules']", "duplicate of message 1"],
+        ["ann None", "bob None", "ann True", "bob True"],
+    ]
+
+
+def test_history_index_survives_messages_it_cannot_read():
+    class Bad:
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    index = HistoryIndex()
+    index.update([{"role": "assistant", "content": Bad()}, {"role": ["odd"], "content": "x"},
+                  42, {"role": "tool", "content": "ok"}])
+    assert index.find("ok") == 3 and index.find("x") is None

@@ -195,7 +195,7 @@ async def test_no_outcome_changes_after_the_observer_saw_it_resolve(traced: Any)
     flaky = Flaky("flaky")
     sources = [*_sources(flaky), Text("told", "the user said this")]
     options: dict[str, Any] = dict(timeout=0.3, budget=65, on_outcome=keeper, dedupe=True,
-                                   breaker=board, history=["earlier: the user said this"],
+                                   breaker=board, history=["earlier:\n\nthe user said this"],
                                    max_chars=200)
     first = await resolve_context(sources, "q", **options)
     by_name = {o.name: o for o in first.outcomes}
@@ -645,3 +645,21 @@ async def test_a_steady_registry_keeps_one_digest_tuple_until_a_block_changes() 
     assert third.digests is not second.digests
     assert third.digests[7] == ("s7", digest("changed")) and third.digests[8] == second.digests[8]
     assert third.cache_break == CacheBreak("s7", "changed", 7)
+
+
+def test_build_report_dedupe_names_the_injected_copy_and_leaves_rows_alone() -> None:
+    rows = (Outcome("low", 0, Status.FIRED, "same", tokens=4, priority=0),
+            Outcome("other", 1, Status.FIRED, "x", tokens=6, priority=1),
+            Outcome("high", 2, Status.FIRED, " same\n", tokens=4, priority=2))
+    report = build_report(rows, 9, dedupe=lambda o: (o.text or "").strip())
+    low, other, high = report.outcomes
+    assert (high.status, low.status, low.reason) == (Status.FIRED, Status.SKIPPED,
+                                                     "duplicate of high")
+    assert low.digest is None and other.status is Status.SKIPPED_BUDGET
+    assert (report.used_tokens, report.offered_tokens) == (4, 10)
+    assert rows[0].status is Status.FIRED, "the gathered row is left as it is"
+    assert report.skip_order == (1,)
+    # all distinct: the same report as without dedupe
+    distinct = rows[:2]
+    assert build_report(distinct, 99, dedupe=lambda o: o.text).outcomes == \
+        build_report(distinct, 99).outcomes

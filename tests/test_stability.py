@@ -240,3 +240,43 @@ async def test_resolve_reads_volatile_flags_even_when_one_property_raises():
     assert [o.volatile for o in res.outcomes] == [True, False, False, False]
     assert res.text == join_tagged([tag_block("moody", "m"), tag_block("plan", "p"),
                                     tag_block("also", "a"), tag_block("clock", "t=1")])
+
+
+# --- per-session baselines ---------------------------------------------------------------
+def test_session_key_separates_tenants_users_sessions_and_conversations():
+    from lionctx import bind_run_context
+    from lionctx._stability import session_key
+
+    class Conv:
+        pass
+
+    a, b = Conv(), Conv()
+    assert session_key({"user_id": "u"}) == session_key({"userId": "u"})
+    assert session_key({"user_id": 1}) != session_key({"user_id": "1"})
+    assert session_key({"session_id": "1", "tenant_id": "t1"}) != \
+        session_key({"session_id": "1", "tenant_id": "t2"})
+    assert session_key(None, a) != session_key(None, b)
+    assert session_key(None, a) == session_key(None, a)
+    assert session_key({"session_id": "s"}, a) == session_key({"session_id": "s"}, b), \
+        "a session id names the session whatever object carries it"
+    with bind_run_context(user_id="u"):
+        assert session_key(None) == session_key({"user_id": "u"})
+    assert session_key(None, object.__new__(object)) == session_key(None), \
+        "an owner that cannot be weakly keyed stands for nothing"
+
+
+def test_prefix_history_previous_and_record_by_run_context():
+    h = PrefixHistory()
+    assert h.record((("a", "1"),), {"user_id": "u1"}) is None
+    assert h.previous({"user_id": "u1"}) == (("a", "1"),)
+    assert h.previous({"user_id": "u2"}) is None
+    assert h.record((("a", "2"),), {"user_id": "u1"}) == (("a", "1"),)
+    assert len(h) == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "10", None])
+def test_prefix_history_bound_is_checked(bad):
+    from lionctx import InvalidType, InvalidValue
+
+    with pytest.raises((InvalidType, InvalidValue), match="max_sessions"):
+        PrefixHistory(bad)

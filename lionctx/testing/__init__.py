@@ -109,7 +109,6 @@ _SEAMS = {
     "cut_to_tokens": "lionctx.engines._summary:cut_to_tokens",
     "decode_entry": "lionctx.cache._entries:decode_entry",
     "decode_text": "lionctx.providers._descriptors:decode_text",
-    "dedupe": "lionctx._dedupe:dedupe",
     "demo_run_module": "lionctx.demo._run:",
     "demo_samples_module": "lionctx.demo._samples:",
     "demo_world": "lionctx.demo._world:demo_world",
