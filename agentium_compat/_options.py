@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from lionctx._exceptions import InvalidType
+from lionctx._suggest import unknown_option
 
 __all__ = ["accepts_options_mapping"]
 
@@ -22,16 +23,24 @@ def _snake(key: str) -> str:
     return key if key in _AS_IS else _UPPER.sub("_", key).lower()
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
 def accepts_options_mapping(cls: T) -> T:
     """Let ``cls(options_mapping)`` mean ``cls(**options)``, camelCase keys included.
 
     Keywords given beside the mapping win only when the mapping does not set the same
     option; a key set twice (``{"contextBudget": 1}`` and ``context_budget=2``) or a
     mapping key that is not a ``str`` raises ``TypeError`` naming it; an unknown
-    option raises as an unknown keyword does.
+    option, in the mapping or as a keyword, raises ``TypeError`` naming it with the
+    closest known option (``contextProvider``: did you mean ``contextProviders``?).
     """
     init: Callable[..., None] = cls.__init__  # type: ignore[misc]
     accepted = frozenset(inspect.signature(init).parameters) - {"self"}
+    # What an error may suggest: each option in both spellings.
+    spelled = accepted | {_camel(name) for name in accepted}
 
     @functools.wraps(init)
     def __init__(self: Any, options: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
@@ -45,11 +54,14 @@ def accepts_options_mapping(cls: T) -> T:
                     raise InvalidType(f"{cls.__name__} option names must be str, got {key!r}")
                 name = _snake(key)
                 if name not in accepted:
-                    raise InvalidType(f"{cls.__name__} got an unknown option {key!r}")
+                    raise unknown_option(cls.__name__, key, spelled)
                 if name in merged or name in kwargs:
                     raise InvalidType(f"{cls.__name__} option {key!r} given twice")
                 merged[name] = value
             kwargs = {**merged, **kwargs}
+        for key in kwargs:
+            if key not in accepted:
+                raise unknown_option(cls.__name__, key, spelled)
         init(self, **kwargs)
 
     cls.__init__ = __init__  # type: ignore[misc]
