@@ -29,12 +29,13 @@ def _camel(name: str) -> str:
 
 
 def accepts_options_mapping(cls: T) -> T:
-    """Let ``cls(options_mapping)`` mean ``cls(**options)``, camelCase keys included.
+    """Let ``cls(options_mapping)`` mean ``cls(**options)``, camelCase keys included
+    (as keywords too: ``Agent(name="a", contextTimeout=None)``).
 
-    Keywords given beside the mapping win only when the mapping does not set the same
-    option; a key set twice (``{"contextBudget": 1}`` and ``context_budget=2``) or a
-    mapping key that is not a ``str`` raises ``TypeError`` naming it; an unknown
-    option, in the mapping or as a keyword, raises ``TypeError`` naming it with the
+    Keywords may be given beside the mapping; a key set twice
+    (``{"contextBudget": 1}`` and ``context_budget=2``) or a mapping key that is not
+    a ``str`` raises ``TypeError`` naming it; an unknown option, in the mapping or as
+    a keyword, raises ``TypeError`` naming it with the
     closest known option (``contextProvider``: did you mean ``contextProviders``?).
     """
     init: Callable[..., None] = cls.__init__  # type: ignore[misc]
@@ -44,25 +45,23 @@ def accepts_options_mapping(cls: T) -> T:
 
     @functools.wraps(init)
     def __init__(self: Any, options: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
-        if options is not None:
-            if not isinstance(options, Mapping):
-                raise InvalidType(f"{cls.__name__}() takes an options mapping or keywords, "
-                                f"got {type(options).__name__}")
-            merged: dict[str, Any] = {}
-            for key, value in options.items():
-                if not isinstance(key, str):
-                    raise InvalidType(f"{cls.__name__} option names must be str, got {key!r}")
-                name = _snake(key)
-                if name not in accepted:
-                    raise unknown_option(cls.__name__, key, spelled)
-                if name in merged or name in kwargs:
-                    raise InvalidType(f"{cls.__name__} option {key!r} given twice")
-                merged[name] = value
-            kwargs = {**merged, **kwargs}
-        for key in kwargs:
-            if key not in accepted:
+        if options is not None and not isinstance(options, Mapping):
+            raise InvalidType(f"{cls.__name__}() takes an options mapping or keywords, "
+                              f"got {type(options).__name__}")
+        merged: dict[str, Any] = {}
+        spelled_as: dict[str, str] = {}
+        for key, value in [*(options or {}).items(), *kwargs.items()]:
+            if not isinstance(key, str):
+                raise InvalidType(f"{cls.__name__} option names must be str, got {key!r}")
+            name = _snake(key) if key not in accepted else key
+            if name not in accepted:
                 raise unknown_option(cls.__name__, key, spelled)
-        init(self, **kwargs)
+            if name in merged:
+                raise InvalidType(f"{cls.__name__} option {spelled_as[name]!r} given twice "
+                                  f"(also as {key!r})")
+            merged[name] = value
+            spelled_as[name] = key
+        init(self, **merged)
 
     cls.__init__ = __init__  # type: ignore[misc]
     return cls

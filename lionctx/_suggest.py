@@ -27,12 +27,18 @@ def _folded(name: str) -> str:
 
 
 def closest(key: str, known: Iterable[str]) -> str | None:
-    """The known name ``key`` most likely meant, or ``None`` when none is close."""
-    names = sorted(k for k in known if isinstance(k, str))
-    folded = _folded(key)
+    """The known name ``key`` most likely meant, or ``None`` when none is close.
+
+    Of two spellings of one option, the one in the caller's style: snake_case for a
+    key with an underscore, else camelCase (``apikey``: ``apiKey``)."""
+    snake = "_" in key
     by_fold: dict[str, str] = {}
-    for name in names:
-        by_fold.setdefault(_folded(name), name)
+    for name in sorted(k for k in known if isinstance(k, str)):
+        folded = _folded(name)
+        held = by_fold.get(folded)
+        if held is None or (("_" in name) == snake and ("_" in held) != snake):
+            by_fold[folded] = name
+    folded = _folded(key)
     if folded in by_fold:
         return by_fold[folded]
     match = difflib.get_close_matches(folded, list(by_fold), n=1, cutoff=0.75)
