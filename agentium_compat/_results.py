@@ -168,9 +168,12 @@ class RunResult(dict[str, Any]):
             self._show()
 
     def __repr__(self) -> str:
-        # Not the run context: its dependencies/session_state may hold clients and keys.
+        # Not the run context (its dependencies may hold clients and keys), and of the
+        # report only each row's fate: a provider's error message may quote a secret.
+        report = (None if self.context_report is None else
+                  [f"{o.name}: {o.status.value}" for o in self.context_report.outcomes])
         return (f"RunResult(output={self.output!r}, usage={self.usage!r}, "
-                f"context_report={self.context_report!r}, messages={self.messages!r}, "
+                f"context_report={report!r}, messages={self.messages!r}, "
                 f"context={self.context!r}, system={self.system!r}, agent={self.agent!r}, "
                 f"run_id={self.run_id!r})")
 
