@@ -188,3 +188,15 @@ async def test_a_result_carries_its_run_id(server: LocalOpenAIServer) -> None:
     fresh = await agent.run("hi", run_context=RunContext(user_id="u"))
     assert fresh.runId == fresh.run_context.run_id
     assert len(fresh.runId) == 32 and fresh.runId != given.runId
+
+
+def test_a_built_in_providers_mistyped_option_says_what_was_meant(tmp_path: Any) -> None:
+    from agentium_compat import FilesystemContextProvider, HttpContextProvider
+
+    with pytest.raises(InvalidType, match=r"FilesystemContextProvider got an unknown option "
+                                          r"'basepath'; did you mean 'basePath'\?"):
+        FilesystemContextProvider({"basepath": str(tmp_path)})
+    with pytest.raises(InvalidType, match=r"'cacheTTLMs'; did you mean 'cacheTtlMs'\?"):
+        HttpContextProvider({"url": "http://127.0.0.1:9/x", "cacheTTLMs": 5})
+    with pytest.raises(InvalidType, match=r"'max_files' \(agentium spells it 'maxFiles'\)"):
+        FilesystemContextProvider({"basePath": str(tmp_path), "max_files": 2})
