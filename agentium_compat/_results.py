@@ -77,10 +77,11 @@ _WORDS = ("error", "reason", "degradation_reason")
 
 
 def _secrets_of(value: Any, depth: int = 0) -> list[str]:
-    """The strings held in ``value`` (a run context's dependencies), a few levels deep."""
+    """The strings held in ``value`` (the run context's dicts), in mappings and
+    sequences a few levels deep (an object's attributes are not searched)."""
     if isinstance(value, str):
         return [value] if len(value) >= MIN_SECRET else []
-    if depth >= 3:
+    if depth >= 6:
         return []
     if isinstance(value, Mapping):
         return [s for v in value.values() for s in _secrets_of(v, depth + 1)]
@@ -90,11 +91,13 @@ def _secrets_of(value: Any, depth: int = 0) -> list[str]:
 
 
 def _scrubbed(report: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """``report`` (a Resolution's ``to_dict``) with the run context's dependency
-    values and URL passwords taken out of each row's own words: a provider that
-    raised with a token in its message must not hand that token to whoever reads
-    the result (a web client, a log)."""
-    secrets = sorted(set(_secrets_of(ctx.dependencies)), key=len, reverse=True)
+    """``report`` (a Resolution's ``to_dict``) with the run context's held values
+    (``dependencies``, ``metadata``, ``session_state``, extra fields) and URL
+    passwords taken out of each row's own words: a provider that raised with a
+    token in its message must not hand that token to whoever reads the result (a
+    web client, a log)."""
+    held = (ctx.dependencies, ctx.metadata, ctx.session_state, ctx.extra)
+    secrets = sorted(set(_secrets_of(held)), key=len, reverse=True)
     for row in report.get("outcomes", ()):
         for key in _WORDS:
             words = row.get(key)

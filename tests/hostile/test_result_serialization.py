@@ -11,6 +11,7 @@ through a walker that takes the dataclass path, not through ``repr`` in a log li
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -19,7 +20,9 @@ from typing import Any
 import pydantic_core
 import pytest
 from agentium_compat import Agent, RunContext, RunResult
-from lionctx import Status
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lionctx import Status, resolve_context
 
 pytestmark = pytest.mark.anyio
 
@@ -138,3 +141,51 @@ async def test_a_logged_result_shows_no_secret(model: Any,
     assert len(logged) == 1 and "billing: failed" in logged[0]
     assert_clean(logged[0])
     assert_clean(repr(result.run_context))
+
+
+SECRET = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=6,
+                 max_size=24).map(lambda s: f"S3C-{s}")
+
+
+def nested(secret: str, depth: int) -> Any:
+    """``secret`` wrapped ``depth`` times in dicts and lists, alternately."""
+    value: Any = secret
+    for level in range(depth):
+        value = {"v": value} if level % 2 else [value]
+    return value
+
+
+@st.composite
+def held_secrets(draw: st.DrawFn) -> tuple[RunContext, list[str]]:
+    secrets = draw(st.lists(SECRET, min_size=1, max_size=5, unique=True))
+    held: dict[str, dict[str, Any]] = {"dependencies": {}, "metadata": {},
+                                       "session_state": {}, "extra": {}}
+    for i, secret in enumerate(secrets):
+        place = draw(st.sampled_from(sorted(held)))
+        held[place][f"k{i}"] = nested(secret, draw(st.integers(0, 4)))
+    return RunContext(user_id="u1", **held), secrets
+
+
+class Quoting:
+    """Fails quoting every string its run context holds (as a careless driver might)."""
+
+    name = "quoting"
+
+    async def fetch(self, query: str, ctx: Any) -> str:
+        found = [ctx.dependencies, ctx.metadata, ctx.session_state, ctx.extra]
+        raise RuntimeError(f"cannot connect: {found!r}")
+
+
+@given(held=held_secrets())
+@settings(max_examples=40, deadline=None)
+def test_no_held_value_reaches_any_serialization(held: tuple[RunContext, list[str]]) -> None:
+    ctx, secrets = held
+    report = asyncio.run(resolve_context([Quoting(), Notes()], "q", ctx))
+    assert report.outcomes[0].status is Status.FAILED
+    assert all(s in (report.outcomes[0].reason or "") for s in secrets)  # the bait is set
+    result = RunResult("reply", None, report, [{"role": "user", "content": "q"}],
+                       context=report.text, run_context=ctx, agent="bot")
+    for serialized in (json.dumps(result), result.to_json(), pydantic_core.to_json(result),
+                       json.dumps(result.to_dict()), repr(result)):
+        text = serialized.decode() if isinstance(serialized, bytes) else serialized
+        assert not [s for s in secrets if s in text]
