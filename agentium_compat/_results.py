@@ -132,8 +132,10 @@ class RunResult(dict[str, Any]):
     ``res.json(result)``), a web framework's encoder (``pydantic_core.to_json``,
     FastAPI's, orjson) and ``result.to_json()`` all write that same view, and none
     of them ever writes the run context (its ``dependencies``, ``metadata``,
-    ``session_state``), the raw model response or the history. The full objects
-    stay attributes: ``result.run_context``, ``result.response``.
+    ``session_state``), the raw model response or the history; a report row's error
+    message has every value the run context holds, and URL passwords, redacted. The
+    full objects stay attributes: ``result.run_context``, ``result.response``.
+    Setting an attribute (``result.output = ...``) refreshes the view.
     """
 
     __slots__ = _FIELDS
