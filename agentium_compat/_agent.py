@@ -53,13 +53,15 @@ from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
 from lionctx._context import RunContext, coerce_run_context
 from lionctx._dedupe import HistoryIndex
 from lionctx._exceptions import InvalidType, InvalidValue
+from lionctx._literals import with_object_literals
 from lionctx._messages import ensure_uid, system_message
 from lionctx._policy import check_max_chars, check_number, check_seconds
 from lionctx._stability import PrefixHistory, session_key
+from lionctx._suggest import did_you_mean
 from lionctx._turn import Conversation, Turn, copy_messages
 from lionctx._values import Instruction
 from lionctx.models._base import ChatModel
-from lionctx.resolve import Resolution, resolve_context
+from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_context
 
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
@@ -85,6 +87,7 @@ def _check_providers(providers: Any) -> list[Any]:
         return []
     if isinstance(providers, (str, bytes, Mapping)) or not isinstance(providers, Sequence):
         raise InvalidType(f"context_providers must be a list of providers, got {providers!r}")
+    providers = with_object_literals(providers, "context_providers")
     for i, p in enumerate(providers):
         if fetch_method(p) is None:
             raise InvalidType(
@@ -108,8 +111,9 @@ class Agent:
 
     ``instructions``: a string, or a function (sync or async) of an
     :class:`InstructionContext` returning the system text. ``context_providers``
-    are resolved on every run; ``context_budget`` (tokens of the tagged blocks),
-    ``context_timeout`` (seconds per provider), ``context_deadline`` (seconds for
+    are resolved on every run (object literals ``{"name": ..., "fetch": ...}``
+    included); ``context_budget`` (tokens of the tagged blocks), ``context_timeout``
+    (seconds per provider, 10 by default, ``None``: none), ``context_deadline`` (seconds for
     all) and ``context_max_chars`` (size limit of one provider's text) pass through to
     :func:`lionctx.resolve_context`. ``model_settings``
     (``temperature``...) go into every request. Without ``model`` an
@@ -141,7 +145,7 @@ class Agent:
         instructions: Instructions = "",
         context_providers: Sequence[Any] | None = None,
         context_budget: float | None = None,
-        context_timeout: float | None = None,
+        context_timeout: float | None = DEFAULT_TIMEOUT,
         context_deadline: float | None = None,
         context_max_chars: int | None = None,
         model_settings: Mapping[str, Any] | None = None,
@@ -390,7 +394,8 @@ class Agent:
         for key, value in values.items():
             name = _RUN_KEYS.get(key)
             if name is None:
-                raise InvalidType(f"unknown run option {key!r}")
+                raise InvalidType(f"unknown run option {key!r}"
+                                  f"{did_you_mean(key, [*_RUN_KEYS, 'context'])}")
             if name in out:
                 raise InvalidType(f"{name} given twice (as {key!r})")
             out[name] = value

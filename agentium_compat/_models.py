@@ -1,34 +1,57 @@
-"""agentium's model factory: ``openai("gpt-4o")``."""
+"""agentium's model factory: ``openai("gpt-4o")``, ``openai("gpt-4o", {"baseURL": url})``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lionctx._exceptions import InvalidType
+from lionctx._suggest import unknown_option
 from lionctx.models import OpenAIChatModel
 
 __all__ = ["OpenAIChatModel", "openai"]
 
+# Every option name openai() takes, in each spelling -> OpenAIChatModel's keyword.
+_OPTIONS = {
+    "base_url": "base_url", "baseURL": "base_url", "baseUrl": "base_url",
+    "api_key": "api_key", "apiKey": "api_key",
+    "timeout": "timeout", "timeoutMs": "timeout",
+    "max_retries": "max_retries", "maxRetries": "max_retries",
+    "params": "params",
+    "include_usage": "include_usage", "includeUsage": "include_usage",
+}
+
 
 def openai(
     model: str | None = None,
-    *,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    baseURL: str | None = None,  # noqa: N803 - agentium's spelling
-    apiKey: str | None = None,  # noqa: N803
-    **options: Any,
+    options: Mapping[str, Any] | None = None,
+    /,
+    **keywords: Any,
 ) -> OpenAIChatModel:
-    """An OpenAI-compatible chat model, as agentium's ``openai(modelName)``.
+    """An OpenAI-compatible chat model, as agentium's ``openai(modelName, options)``.
 
-    ``base_url`` / ``api_key`` (or ``baseURL`` / ``apiKey``) default to
-    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``; other options (``timeout``,
-    ``max_retries``, ``params``, ``include_usage``) go to
-    :class:`~lionctx.OpenAIChatModel`. Nothing is contacted until the first call.
+    Options come as agentium's options object (``openai("gpt-4o", {"baseURL": url,
+    "apiKey": key})``), as keywords (``base_url=`` / ``baseURL=``, ``api_key=`` /
+    ``apiKey=``), or both. ``baseURL`` / ``apiKey`` default to ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``; ``timeout`` (seconds; ``timeoutMs`` in milliseconds),
+    ``maxRetries``, ``params`` and ``includeUsage`` go to
+    :class:`~lionctx.OpenAIChatModel`. An unknown option, or one given twice (in two
+    spellings, or in the object and as a keyword), raises ``TypeError`` naming it.
+    Nothing is contacted until the first call.
     """
-    if base_url is not None and baseURL is not None:
-        raise InvalidType("pass base_url or baseURL, not both")
-    if api_key is not None and apiKey is not None:
-        raise InvalidType("pass api_key or apiKey, not both")
-    return OpenAIChatModel(model, base_url=base_url or baseURL, api_key=api_key or apiKey,
-                           **options)
+    if options is not None and not isinstance(options, Mapping):
+        raise InvalidType(f"openai() options must be a mapping (agentium's options "
+                          f"object), got {type(options).__name__}")
+    given: dict[str, tuple[str, Any]] = {}
+    for key, value in [*(options or {}).items(), *keywords.items()]:
+        target = _OPTIONS.get(key) if isinstance(key, str) else None
+        if target is None:
+            raise unknown_option("openai()", key, _OPTIONS)
+        if target in given:
+            raise InvalidType(f"openai() got {given[target][0]!r} and {key!r} (the same "
+                              "option): give one, not both")
+        if key == "timeoutMs" and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            value = value / 1000.0
+        given[target] = (key, value)
+    return OpenAIChatModel(model, **{name: value for name, (_, value) in given.items()})

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from lionctx._exceptions import InvalidType
+from lionctx._suggest import unknown_option
 
 __all__ = ["accepts_options_mapping"]
 
@@ -22,35 +23,45 @@ def _snake(key: str) -> str:
     return key if key in _AS_IS else _UPPER.sub("_", key).lower()
 
 
-def accepts_options_mapping(cls: T) -> T:
-    """Let ``cls(options_mapping)`` mean ``cls(**options)``, camelCase keys included.
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
 
-    Keywords given beside the mapping win only when the mapping does not set the same
-    option; a key set twice (``{"contextBudget": 1}`` and ``context_budget=2``) or a
-    mapping key that is not a ``str`` raises ``TypeError`` naming it; an unknown
-    option raises as an unknown keyword does.
+
+def accepts_options_mapping(cls: T) -> T:
+    """Let ``cls(options_mapping)`` mean ``cls(**options)``, camelCase keys included
+    (as keywords too: ``Agent(name="a", contextTimeout=None)``).
+
+    Keywords may be given beside the mapping; a key set twice
+    (``{"contextBudget": 1}`` and ``context_budget=2``) or a mapping key that is not
+    a ``str`` raises ``TypeError`` naming it; an unknown option, in the mapping or as
+    a keyword, raises ``TypeError`` naming it with the
+    closest known option (``contextProvider``: did you mean ``contextProviders``?).
     """
     init: Callable[..., None] = cls.__init__  # type: ignore[misc]
     accepted = frozenset(inspect.signature(init).parameters) - {"self"}
+    # What an error may suggest: each option in both spellings.
+    spelled = accepted | {_camel(name) for name in accepted}
 
     @functools.wraps(init)
     def __init__(self: Any, options: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
-        if options is not None:
-            if not isinstance(options, Mapping):
-                raise InvalidType(f"{cls.__name__}() takes an options mapping or keywords, "
-                                f"got {type(options).__name__}")
-            merged: dict[str, Any] = {}
-            for key, value in options.items():
-                if not isinstance(key, str):
-                    raise InvalidType(f"{cls.__name__} option names must be str, got {key!r}")
-                name = _snake(key)
-                if name not in accepted:
-                    raise InvalidType(f"{cls.__name__} got an unknown option {key!r}")
-                if name in merged or name in kwargs:
-                    raise InvalidType(f"{cls.__name__} option {key!r} given twice")
-                merged[name] = value
-            kwargs = {**merged, **kwargs}
-        init(self, **kwargs)
+        if options is not None and not isinstance(options, Mapping):
+            raise InvalidType(f"{cls.__name__}() takes an options mapping or keywords, "
+                              f"got {type(options).__name__}")
+        merged: dict[str, Any] = {}
+        spelled_as: dict[str, str] = {}
+        for key, value in [*(options or {}).items(), *kwargs.items()]:
+            if not isinstance(key, str):
+                raise InvalidType(f"{cls.__name__} option names must be str, got {key!r}")
+            name = _snake(key) if key not in accepted else key
+            if name not in accepted:
+                raise unknown_option(cls.__name__, key, spelled)
+            if name in merged:
+                raise InvalidType(f"{cls.__name__} option {spelled_as[name]!r} given twice "
+                                  f"(also as {key!r})")
+            merged[name] = value
+            spelled_as[name] = key
+        init(self, **merged)
 
     cls.__init__ = __init__  # type: ignore[misc]
     return cls

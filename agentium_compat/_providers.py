@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lionctx._exceptions import InvalidType
+from lionctx._suggest import did_you_mean
 from lionctx.providers import _cache as _cache
 from lionctx.providers import _database as _database
 from lionctx.providers import _filesystem as _filesystem
@@ -69,7 +70,8 @@ def _options(cls_name: str, options: Mapping[str, Any] | None, given: dict[str, 
     camel_of = {snake: camel for camel, snake in table.items()}
     for key in merged:
         if key not in table:
-            hint = f" (agentium spells it {camel_of[key]!r})" if key in camel_of else ""
+            hint = (f" (agentium spells it {camel_of[key]!r})" if key in camel_of
+                    else did_you_mean(key, table))
             raise InvalidType(f"{cls_name} got an unknown option {key!r}{hint}")
     if required is not None and required not in merged:
         raise InvalidType(f"{cls_name} needs {required}")

@@ -8,7 +8,22 @@ from typing import Any
 
 from ._exceptions import SourceUnavailable
 
-__all__ = ["Outcome", "SourceUnavailable", "Status"]
+__all__ = ["NoText", "Outcome", "SourceUnavailable", "Status"]
+
+
+class NoText(str):
+    """An empty answer that says why (``""``, falsy, with a ``reason``).
+
+    A provider returns ``NoText("...")`` where it would return ``None``; its row is
+    ``empty`` with that reason, and agentium's ``fetch`` still returns ``None``.
+    """
+
+    reason: str
+
+    def __new__(cls, reason: str) -> NoText:
+        obj = super().__new__(cls, "")
+        obj.reason = reason
+        return obj
 
 
 class Status(str, Enum):
@@ -17,7 +32,7 @@ class Status(str, Enum):
     FIRED = "fired"
     """Returned text that was kept (injected)."""
     EMPTY = "empty"
-    """Returned ``None`` or ``""``."""
+    """Returned ``None`` or ``""`` (the reason says which, or the source's own why)."""
     FAILED = "failed"
     """Raised, returned a non-string, or its text could not be counted."""
     TIMEOUT = "timeout"

@@ -100,6 +100,20 @@ def _degradation(call: ProviderCall, reason: Any) -> str | None:
     return None
 
 
+_NO_STR = "the source returned an empty string"
+
+
+def _empty_reason(result: Any) -> str:
+    """Why a row is ``empty``: the source's own words (a NoText), or what it returned."""
+    if result is None:
+        return "the source returned no text (None)"
+    try:
+        why = getattr(result, "reason", None)
+    except Exception:  # a str subclass's property is its own business
+        why = None
+    return why if isinstance(why, str) and why else _NO_STR
+
+
 def _add_reason(current: str | None, more: str) -> str:
     return more if current is None else f"{current}; {more}"
 
@@ -191,13 +205,14 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     # The hot path first: a plain, non-empty str (the others are checked in turn).
     if result.__class__ is str:
         if not result:
-            return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, None,
+            return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, _NO_STR,
                            degraded, False, False, call.priority, call.max_tokens)
         plain = True
         cached = stale = False
     elif result is None or (isinstance(result, str) and not str.__len__(result)):
-        return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, None,
-                       degraded, False, False, call.priority, call.max_tokens)
+        return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None,
+                       _empty_reason(result), degraded, False, False, call.priority,
+                       call.max_tokens)
     elif not isinstance(result, str):
         logger.warning("context provider %r returned %s; skipping", call.name,
                        type(result).__name__)

@@ -6,8 +6,9 @@ each wrapped in ``<context name="...">`` tags (see :mod:`lionctx._render` for th
 escaping) and joined with a blank line in the order of the ``providers`` list, never
 in completion order. Nothing returned gives ``""``.
 
-Beyond the page: an optional per-provider ``timeout``, an overall ``deadline``, a
-token ``budget`` (greedy in list order, counted on the tagged blocks), a
+Beyond the page: a per-provider ``timeout`` (10 s unless given; ``None`` for
+none), object-literal providers (``{"name": ..., "fetch": ...}``), an overall
+``deadline``, a token ``budget`` (greedy in list order, counted on the tagged blocks), a
 concurrency ``limit``, and :func:`resolve_context`, which also returns the
 per-provider outcomes (a :class:`Resolution`: a view of the one
 :class:`~lionctx._report.Report`, its ``report``).
@@ -26,16 +27,22 @@ from ._context import coerce_run_context
 from ._dedupe import HistoryIndex, skip_seen, text_key, untag
 from ._exceptions import InvalidType
 from ._gather import TAG_FRAME, Observer, ProviderCall, gather
+from ._literals import with_object_literals
 from ._outcome import Outcome
 from ._policy import Policy, check_number
 from ._render import tag_block
 from ._report import build_report
 from ._stability import PrefixHistory
+from ._suggest import checked_keywords
 from ._tokens import TokenCounter, resolve_counter
 from ._types import Number
 from ._views import Resolution
 
-__all__ = ["Resolution", "resolve_context", "resolve_context_providers"]
+__all__ = ["DEFAULT_TIMEOUT", "Resolution", "resolve_context", "resolve_context_providers"]
+
+#: Seconds each provider gets by default on this face (and an ``Agent``'s), so one
+#: hung source cannot hang every turn; ``timeout=None`` lifts it.
+DEFAULT_TIMEOUT = 10.0
 
 
 class _Call(ProviderCall):
@@ -58,12 +65,13 @@ class _Call(ProviderCall):
         self.invoke = invoke
 
 
+@checked_keywords
 async def resolve_context(
     providers: Sequence[Any],
     query: str,
     ctx: Any = None,
     *,
-    timeout: float | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
     deadline: float | None = None,
     budget: Number | None = None,
     limit: int | None = None,
@@ -80,8 +88,11 @@ async def resolve_context(
 
     ``ctx`` is a :class:`~lionctx._context.RunContext`, or any mapping or object shaped
     like one (snake_case or camelCase keys); providers receive a RunContext.
-    ``timeout`` and ``deadline`` are seconds. With ``budget``, blocks are admitted
-    greedily in list order until the budget (tokens of the tagged blocks) is spent.
+    ``timeout`` (per provider; :data:`DEFAULT_TIMEOUT`, 10 s, unless given;
+    ``None``: none) and ``deadline`` are seconds. An object literal
+    (``{"name": ..., "fetch": ...}``) is accepted as a provider. With ``budget``,
+    blocks are admitted greedily in list order until the budget (tokens of the
+    tagged blocks) is spent.
     ``on_outcome`` is called with each provider's outcome as soon as it is known.
     ``max_chars`` is the size limit of one provider's text (default 4,000,000
     characters): longer text is skipped uncounted.
@@ -103,6 +114,7 @@ async def resolve_context(
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
+    providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
     policy = Policy(timeout, deadline, limit, counter, on_outcome, max_chars)

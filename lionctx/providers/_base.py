@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from .._adapters import query_from_instruction, run_context_from_branch
 from .._context import RunContext, coerce_run_context
 from .._exceptions import InvalidType, InvalidValue
-from .._outcome import SourceUnavailable
+from .._outcome import NoText, SourceUnavailable
 
 __all__ = ["ContextSource", "ProvidedText", "SourceUnavailable", "check_count",
            "check_duration", "check_name", "check_path"]
@@ -121,11 +121,12 @@ class ContextSource:
         # RunContext, so every built-in and wrapped function reads ctx.userId alike.
         ctx = coerce_run_context(ctx)
         try:
-            return await self.retrieve(query, ctx)
+            text = await self.retrieve(query, ctx)
         except SourceUnavailable as exc:
             self.last_error = str(exc)
             logger.warning("context provider %r got no text: %s", self.name, exc)
             return None
+        return None if isinstance(text, NoText) else text  # no text is None here
 
     async def provide(self, branch: Any, instruction: Any) -> str | None:
         """LionAGI face: ``retrieve`` with the instruction's text as the query.

@@ -20,7 +20,8 @@ query with named parameters, and a formatter:
   ``database is locked by another connection (waited ...)``.
 * At most ``max_rows`` rows are read. The default formatter writes one
   ``column: value`` line per column and separates rows with a blank line; no row
-  gives ``None`` (reported ``empty``).
+  gives ``None`` (reported ``empty``; when a run-context parameter the query uses,
+  such as ``:user_id``, had no value, the row's reason says so).
 * A database error (a missing file, a locked database, a statement the authorizer
   refuses) is a failure: ``retrieve`` raises
   :class:`~lionctx.providers._base.SourceUnavailable` with SQLite's message, which
@@ -43,6 +44,7 @@ import anyio
 
 from .._context import context_value, spellings
 from .._exceptions import InvalidType, InvalidValue
+from .._outcome import NoText
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import (
     ContextSource,
@@ -229,7 +231,17 @@ class SqliteContextProvider(ContextSource):
         except SourceUnavailable as exc:
             raise self._unavailable(str(exc)) from None
         self.last_error = None
-        return self.formatter(rows) if rows else None
+        return self.formatter(rows) if rows else self._no_rows(bind)
+
+    def _no_rows(self, bind: Mapping[str, Any]) -> NoText | None:
+        """No rows: say which run-context parameter the query uses had no value."""
+        unset = [key for key in _BUILTIN if _BUILTIN[key] is not None
+                 and bind.get(key) is None and re.search(rf"[:@$]{key}\b", self.sql)]
+        if not unset:
+            return None
+        fields = sorted({str(_BUILTIN[key]) for key in unset})
+        return NoText(f"no rows; {', '.join(':' + k for k in unset)} had no value "
+                      f"(the run context has no {' or '.join(fields)})")
 
     def _busy_seconds(self) -> float:
         """How long this call waits for a lock (see ``busy_timeout``)."""

@@ -1,0 +1,69 @@
+"""Object-literal providers: ``{"name": "notes", "fetch": fetch_notes}``.
+
+A TypeScript user writes a provider as an object literal; its Python port is a
+mapping. Where the agentium face takes providers (``resolve_context`` and
+``resolveContextProviders``, ``Agent``'s ``contextProviders``), such a mapping is
+turned into a provider at the boundary, and one that is not a valid provider is
+refused there with an error naming it, instead of failing quietly at run time.
+
+Keys: ``name`` (or the published code's ``label``), ``fetch`` (or ``fetchContext``):
+a function of ``(query, ctx)``, async or sync, returning ``str | None``; optionally
+``volatile``. Any other key is refused (as TypeScript refuses an excess property
+in an object literal), with the closest known key suggested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._adapters import fetch_method
+from ._exceptions import InvalidType, InvalidValue
+from ._suggest import unknown_option
+
+__all__ = ["LITERAL_KEYS", "object_literal", "with_object_literals"]
+
+#: The keys an object-literal provider may have.
+LITERAL_KEYS = ("name", "label", "fetch", "fetchContext", "volatile")
+
+
+def _is_literal(value: Any) -> bool:
+    # A Mapping that is itself a provider (a class with a fetch method) stays one.
+    return isinstance(value, Mapping) and fetch_method(value) is None
+
+
+def object_literal(value: Mapping[Any, Any], where: str) -> Any:
+    """The provider the object literal ``value`` describes (``where`` names it in
+    errors, e.g. ``providers[2]``)."""
+    for key in value:
+        if key not in LITERAL_KEYS:
+            raise unknown_option(f"{where} (an object-literal provider)", key, LITERAL_KEYS)
+    if "name" in value and "label" in value:
+        raise InvalidType(f"{where}: give 'name' or 'label', not both")
+    if "fetch" in value and "fetchContext" in value:
+        raise InvalidType(f"{where}: give 'fetch' or 'fetchContext', not both")
+    name = value.get("name", value.get("label"))
+    if not isinstance(name, str) or not name:
+        raise InvalidValue(f"{where} is a mapping but not a context provider: 'name' must "
+                           f"be a non-empty str, got {name!r}")
+    fetch = value.get("fetch", value.get("fetchContext"))
+    if not callable(fetch):
+        raise InvalidType(f"{where} ({name!r}) is a mapping but not a context provider: "
+                          f"'fetch' must be a function of (query, ctx), got {fetch!r}")
+    volatile = value.get("volatile", False)
+    if not isinstance(volatile, bool):
+        raise InvalidType(f"{where} ({name!r}): 'volatile' must be a bool, got {volatile!r}")
+    from .providers._database import DatabaseContextProvider
+
+    provider = DatabaseContextProvider(name, fetch, takes_query=True)
+    provider.volatile = volatile
+    return provider
+
+
+def with_object_literals(providers: Sequence[Any], label: str) -> Sequence[Any]:
+    """``providers`` with every object literal turned into a provider (the same
+    sequence when there is none)."""
+    if not any(map(_is_literal, providers)):
+        return providers
+    return [object_literal(p, f"{label}[{i}]") if _is_literal(p) else p
+            for i, p in enumerate(providers)]
