@@ -77,6 +77,7 @@ from ._http_request import (
     url_secrets,
     wire_headers,
 )
+from ._identity import callable_identity, identity_of, secret_digest
 from ._redact import public_httpx_url as _safe_url
 from ._redact import redact as _redact
 from ._redact import scrub_library_logs as _scrub_httpx_log_for
@@ -108,16 +109,27 @@ def _provided(value: str, *, cached: bool = False, stale: bool = False) -> Provi
 
 
 def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
-    """The provider's cache on ``cache``, keyed by everything that makes the request."""
+    """The provider's cache on ``cache``, shared under the provider's source identity."""
     from ..cache._base import TEXT_CODEC, resolve_cache
 
-    transform = provider.transform
     return resolve_cache(cache).bind(
         kind="http", ttl=provider.cache_ttl, maxsize=1, stale_on_error=provider.stale_on_error,
         wait=provider.timeout, codec=TEXT_CODEC, remote_error=HttpFetchError,
-        scope=(provider.name, provider.method, str(provider.url), sorted(provider._headers.items()),
-               provider._content, provider.max_response_bytes,
-               None if transform is None else getattr(transform, "__qualname__", repr(transform))))
+        scope=provider.source_identity)
+
+
+def _identity(provider: HttpContextProvider) -> str | None:
+    """Method, public URL, allowed hosts, limits and transform in the clear; the rest of
+    the request (query, user info, header values, body) only as a salted digest. None
+    when the transform holds state only this process can name."""
+    transform = callable_identity(provider.transform)
+    if transform is None:
+        return None
+    return identity_of(
+        "http", provider.method, _safe_url(provider.url),
+        secret_digest(str(provider.url), sorted(provider._headers.items()), provider._content),
+        sorted(([h.host, h.port, h.wildcard] for h in provider.allowed_hosts), key=repr),
+        provider.max_response_bytes, provider.max_redirects, transform)
 
 
 class HttpContextProvider(ContextSource):
@@ -206,6 +218,7 @@ class HttpContextProvider(ContextSource):
         self._given_client = client
         self._client: httpx.AsyncClient | None = None
         self._client_token: Any = None
+        self.source_identity: str | None = _identity(self)
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
         self._cache: FlightCache[str] | None = (
