@@ -76,14 +76,15 @@ _SAID_LOCAL: set[str] = set()
 _SAID_LOCAL_MAX = 256
 
 
-def _say_process_local(inner: Any, name: str) -> None:
+def say_process_local(inner: Any, name: str) -> None:
+    """Log, once per provider type, that ``inner`` is cached in this process only."""
     kind = f"{type(inner).__module__}.{type(inner).__qualname__}"
     if kind in _SAID_LOCAL or len(_SAID_LOCAL) >= _SAID_LOCAL_MAX:
         return
     _SAID_LOCAL.add(kind)
     logger.info("provider %r (%s) states no source_identity: its values are cached in "
-                "this process only; pass CachedContextProvider(source_identity=...) to "
-                "share them", name, kind)
+                "this process only; wrap it in CachedContextProvider(source_identity=...) "
+                "to share them", name, kind)
 
 
 class _Same:
@@ -224,7 +225,7 @@ class CachedContextProvider(ContextSource):
         backend = resolve_cache(cache)
         if self._source_identity is None and getattr(backend, "shares_across_processes",
                                                      False):
-            _say_process_local(inner, self.name)
+            say_process_local(inner, self.name)
         self._cache: BoundCache[_Stored] = backend.bind(
             kind="cached", scope=self._source_identity,
             ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),

@@ -111,8 +111,12 @@ def _provided(value: str, *, cached: bool = False, stale: bool = False) -> Provi
 def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
     """The provider's cache on ``cache``, shared under the provider's source identity."""
     from ..cache._base import TEXT_CODEC, resolve_cache
+    from ._cache import say_process_local
 
-    return resolve_cache(cache).bind(
+    backend = resolve_cache(cache)
+    if provider.source_identity is None and getattr(backend, "shares_across_processes", False):
+        say_process_local(provider, provider.name)
+    return backend.bind(
         kind="http", ttl=provider.cache_ttl, maxsize=1, stale_on_error=provider.stale_on_error,
         wait=provider.timeout, codec=TEXT_CODEC, remote_error=HttpFetchError,
         scope=provider.source_identity)
