@@ -37,11 +37,10 @@ Redis is untrusted: sizes are checked before reads, a key of another type than a
 string is deleted (that key only; the others keep using Redis), a malformed entry
 is a miss, and no token count is read from it.
 
-Fail open: a Redis error, a timeout (``op_timeout`` per command, and as long again
-at most for a free connection) or a value that does not decode makes the call use
-this process's cache and single flight, with the row ``degraded`` and the reason;
-after a connection failure a circuit skips Redis for ``retry_after`` seconds, then
-tries again. A cancelled call (its turn's timeout) hands its lease back within a
+Fail open: a Redis error, a timeout (``op_timeout`` per command) or a value that
+does not decode makes the call use this process's cache and single flight, with
+the row ``degraded`` and the reason; after a connection failure a circuit skips
+Redis for ``retry_after`` seconds, then tries again. A cancelled call (its turn's timeout) hands its lease back within a
 short grace and never waits for Redis past it.
 
 Layout: this module is the backend (the connection, its loop, the per-command
@@ -111,9 +110,10 @@ class RedisCache:
         stale_ttl: Seconds the last good value is kept for ``stale_on_error``
             (default one day).
         max_connections: Redis commands in flight at once from this process
-            (default 16); more wait for a slot, at most ``op_timeout`` (then the
-            call uses this process's cache; that wait is this process's queue, not
-            Redis being slow, so it does not open the circuit).
+            (default 16); more wait for a slot, and that wait is not counted
+            against ``op_timeout`` (it is this process's queue, not Redis being
+            slow): the call's own timeout or deadline bounds it, and once the
+            circuit opens the waiting calls use this process's cache at once.
         clock: Monotonic clock for the circuit (tests inject one).
     """
 
@@ -239,16 +239,15 @@ class RedisCache:
         return scripts
 
     async def _op(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Run one Redis step under ``op_timeout`` (after at most as long waiting for a
-        connection); any failure is a SharedCacheError."""
+        """Run one Redis step under ``op_timeout`` once a connection slot is free; any
+        failure is a SharedCacheError."""
         token = anyio.lowlevel.current_token()
         if self._slots is None or self._slots_token != token:
             self._slots, self._slots_token = anyio.Semaphore(self.max_connections), token
         slots = self._slots
-        with anyio.move_on_after(self.op_timeout) as waited:
-            await slots.acquire()
-        if waited.cancelled_caught:
-            raise _Busy(f"no free connection to the shared cache within {self.op_timeout:g}s")
+        # The wait for a slot is this process's queue, bounded by the call's own scope
+        # (its turn's timeout or deadline); once Redis fails the queue drains at once.
+        await slots.acquire()
         try:
             if not self.circuit.allows():  # opened while this call waited for a slot
                 raise _Busy(f"shared cache unavailable ({self.circuit.reason})")

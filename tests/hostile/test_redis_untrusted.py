@@ -262,6 +262,8 @@ async def test_turns_cut_by_their_timeout_return_while_redis_holds_every_reply(
             assert proxy._holding and proxy.held > 0
             assert len(rows) == len(providers)
             assert {row.status.value for row in rows} == {"timeout"}, rows
+            # And nothing of theirs is left behind in the single-flight tables.
+            assert all(not p._cache._flights for p in providers)
         proxy.release()
         srv.gate.set()
         await cache.aclose()
