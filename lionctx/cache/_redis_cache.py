@@ -40,8 +40,8 @@ is a miss, and no token count is read from it.
 Fail open: a Redis error, a timeout (``op_timeout`` per command) or a value that
 does not decode makes the call use this process's cache and single flight, with
 the row ``degraded`` and the reason; after a connection failure a circuit skips
-Redis for ``retry_after`` seconds, then tries again. A cancelled call (its turn's timeout) hands its lease back within a
-short grace and never waits for Redis past it.
+Redis for ``retry_after`` seconds, then tries again. A cancelled call (its turn's
+timeout) hands its lease back within a short grace and never waits for Redis past it.
 
 Layout: this module is the backend (the connection, its loop, the per-command
 timeout); :mod:`lionctx.cache._shared` the per-provider lease protocol above;

@@ -125,9 +125,10 @@ def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
 def _identity(provider: HttpContextProvider) -> str | None:
     """Method, public URL, allowed hosts, limits and transform in the clear; the rest of
     the request (query, user info, header values, body) only as a salted digest. None
-    when the transform holds state only this process can name."""
+    when the transform holds state only this process can name, or the caller gave its
+    own client (its headers, auth and transport may change the answer)."""
     transform = callable_identity(provider.transform)
-    if transform is None:
+    if transform is None or provider._given_client is not None:
         return None
     return identity_of(
         "http", provider.method, _safe_url(provider.url),
@@ -163,7 +164,10 @@ class HttpContextProvider(ContextSource):
         client: An ``httpx.AsyncClient`` to use instead of the provider's own; the
             provider never closes it, and never lets it follow redirects itself. Its
             proxy and ``trust_env`` settings are the caller's: the host checks apply
-            to the URL, not to a proxy the client was told to use.
+            to the URL, not to a proxy the client was told to use. With a client of
+            its own the provider states no ``source_identity`` (the client's headers,
+            auth and transport may change the answer), so a shared ``cache`` keeps
+            its responses in this process only.
         cache: Where a good response is kept when ``cache_ttl > 0``: ``None`` (this
             process) or a shared backend such as :class:`lionctx.cache.RedisCache`
             (every worker process shares it, and one request per TTL goes out

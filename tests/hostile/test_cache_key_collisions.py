@@ -140,6 +140,24 @@ def test_a_transform_holding_an_object_states_no_identity() -> None:
     assert isinstance(cached._cache, FlightCache)  # this process only
 
 
+async def test_two_tenants_clients_with_their_own_tokens_are_not_one_source() -> None:
+    # The same URL, each tenant's token in its own client's default headers: the
+    # provider cannot name what the client adds, so it states no identity.
+    import httpx
+
+    url = "http://127.0.0.1:9/feed"
+    async with httpx.AsyncClient(headers={"Authorization": "Bearer acme"}) as a_client, \
+            httpx.AsyncClient(headers={"Authorization": "Bearer globex"}) as b_client:
+        a = HttpContextProvider(url, client=a_client)
+        b = HttpContextProvider(url, client=b_client)
+        assert a.source_identity is None and b.source_identity is None
+        cache = RedisCache("redis://localhost", namespace="app")
+        from lionctx.providers import FlightCache
+
+        cached = HttpContextProvider(url, client=a_client, cache_ttl=5, cache=cache)
+        assert isinstance(cached._cache, FlightCache)  # this process only
+
+
 def test_header_values_and_query_secrets_never_appear_in_an_identity() -> None:
     url = "http://user:pw-secret-1234@127.0.0.1:9/feed?api_key=qs-secret-5678&x=1"
     a = HttpContextProvider(url, headers={"Authorization": "Bearer hdr-secret-9012"})
