@@ -5,9 +5,12 @@ process; re-exported here with :class:`Hit`, :class:`Source` and
 :func:`lead_flight`, where they always lived) or a shared backend such as
 :class:`lionctx.cache.RedisCache`. Its rules (TTL, single flight, an abandoned leader
 replaced, stale values on failure) are described in :mod:`lionctx.providers._flight`.
-This module adds the keys (:func:`default_key`: one user's value is never another's)
-and what a cached value carries (the inner provider's degradation reason and stale
-flag), for both faces.
+This module adds the keys and what a cached value carries (the inner provider's
+degradation reason and stale flag), for both faces. A key is the values of the
+run-context fields the source reads (``lionctx._scope``) plus the caller's key (by
+default the query, or :func:`default_key` for a source whose fields nobody stated);
+a shared backend adds the source's identity, so two sources, or two users of a
+per-user source, never share an entry.
 """
 
 from __future__ import annotations
