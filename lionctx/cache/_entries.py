@@ -63,16 +63,12 @@ return 0
 
 
 class _Garbage(SharedCacheError):
-    """A stored value that does not decode: not ours, truncated, or too large."""
+    """A stored value that does not decode: not ours, truncated, or too large;
+    ``wrong_type``: a key of ours that holds another type than a string."""
 
-
-class _WrongType(_Garbage):
-    """A key of ours that holds another type than a string (a list, a hash...)."""
-
-
-class _Busy(SharedCacheError):
-    """Redis was not asked: this process's own queue for it was full for too long, or
-    the circuit opened meanwhile. Not a failure of Redis."""
+    def __init__(self, message: str, *, wrong_type: bool = False) -> None:
+        super().__init__(message)
+        self.wrong_type = wrong_type
 
 
 # -- keys -------------------------------------------------------------------------------

@@ -67,8 +67,7 @@ from ._entries import (
     RELEASE,
     RENEW,
     Circuit,
-    _Busy,
-    _WrongType,
+    _Garbage,
 )
 from ._shared import SharedCache
 
@@ -250,7 +249,7 @@ class RedisCache:
         await slots.acquire()
         try:
             if not self.circuit.allows():  # opened while this call waited for a slot
-                raise _Busy(f"shared cache unavailable ({self.circuit.reason})")
+                raise SharedCacheError(self.circuit.reason or "unavailable")
             with anyio.fail_after(self.op_timeout):
                 return await fn(self._redis())
         except SharedCacheError:
@@ -260,7 +259,8 @@ class RedisCache:
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}"
             if "WRONGTYPE" in message[:200]:
-                raise _WrongType("a key of another type than a string") from None
+                raise _Garbage("a key of another type than a string",
+                               wrong_type=True) from None
             raise SharedCacheError(_redact_url(message[:1000])) from None
         finally:
             slots.release()

@@ -32,9 +32,7 @@ from ._base import Codec
 from ._entries import (
     MAX_LEASE_BYTES,
     MAX_MARKER_BYTES,
-    _Busy,
     _Garbage,
-    _WrongType,
     decode_entry,
     digest,
     encode_entry,
@@ -129,9 +127,8 @@ class SharedCache:
                         why: SharedCacheError, names: dict[str, str]) -> Hit[Any]:
         if isinstance(why, _Garbage):
             # Not ours to serve: remove it so the next load can share a good value.
-            await self._quietly(lambda r: _drop(r, names, wrong_type=isinstance(
-                why, _WrongType)))
-        elif not isinstance(why, _Busy):
+            await self._quietly(lambda r: _drop(r, names, wrong_type=why.wrong_type))
+        elif self.owner.circuit.allows():  # not open already (by another call)
             self.owner.circuit.failed(str(why))
         hit = await self.local.get(key, load)
         return _with_note(hit, f"shared cache unavailable ({why}); using this process's cache")
@@ -280,7 +277,7 @@ class SharedCache:
         try:
             await self.owner._op(fn)
         except SharedCacheError as exc:
-            if not isinstance(exc, (_Busy, _Garbage)):
+            if not isinstance(exc, _Garbage) and self.owner.circuit.allows():
                 self.owner.circuit.failed(str(exc))
             return f"shared cache unavailable ({exc}); value kept in this process only"
         return None
