@@ -65,7 +65,13 @@ class BoundCache(Protocol[V]):
 
 @runtime_checkable
 class CacheBackend(Protocol):
-    """What ``cache=`` accepts: something that binds one provider's cache."""
+    """What ``cache=`` accepts: something that binds one provider's cache.
+
+    ``scope`` is the provider's source identity (see ``lionctx._scope``), or ``None``
+    when it states none: a backend shared across processes must then keep the
+    provider's values in this process only. The key a provider passes to ``get``
+    already holds the values of the run-context fields its source reads.
+    """
 
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
              stale_on_error: bool, wait: float | None, codec: Codec[Any],

@@ -1,13 +1,16 @@
-"""Text that carries its token count, so a shared-cache hit costs no counting.
+"""Text that carries its token count: :class:`CountedText`, and who may trust it.
 
-A value read back from a shared cache (:class:`~lionctx.cache.RedisCache`) was
-counted once, by the worker that fetched it, and stored with its count and the
-encoding it was counted in. It comes back as :class:`CountedText`, a
-:class:`~lionctx.providers._base.ProvidedText` (so a ``str``) with
-``token_count`` and ``token_encoding``.
+:class:`CountedText` is a :class:`~lionctx.providers._base.ProvidedText` (so a
+``str``) with ``token_count`` and ``token_encoding``, made in this process by code
+that counted exactly this text. :func:`known_token_count` is what a caller that
+counts (gather) asks first: the carried count when it was made with the same
+encoding, else ``None`` (count it).
 
-:func:`known_token_count` is what a caller that counts (gather) asks first: the
-carried count when it was made with the same encoding, else ``None`` (count it).
+Nothing read from a shared cache is a :class:`CountedText`: Redis is untrusted, so a
+value read from :class:`~lionctx.cache.RedisCache` comes back as plain text (a
+:class:`ProvidedText` marked ``cached``) and is counted again, and a count stored
+beside it is never used (a forged ``tokens: 1`` cannot carry a large text past a
+budget).
 """
 
 from __future__ import annotations

@@ -3,14 +3,18 @@
 * Keys: ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST``, the digest a keyed BLAKE2b hash of
   the provider's scope and the cache key (:func:`digest`), so no user id, query,
   URL or header is ever part of a key name (:func:`key_names`).
-* Entries: JSON with the text, its token count, the encoding counted in and the
-  provider's small metadata (:func:`encode_entry`); :func:`decode_entry` accepts
-  exactly that and refuses anything else as :class:`_Garbage`.
+* Entries: JSON with the text and the provider's small metadata
+  (:func:`encode_entry`); :func:`decode_entry` accepts exactly that and refuses
+  anything else as :class:`_Garbage`. Redis is untrusted: an entry's ``tokens`` field
+  (written by earlier versions) is checked for its form but never used, so a forged
+  count cannot carry a large text past a budget; the text is counted again.
 * Failure markers: the owner's lease token and the reason its load failed
   (:func:`failure_marker`); :func:`marker_reason` reads one back for a waiter, and
   only when it is from the lease holder the waiter saw.
-* The lease's compare-and-delete / compare-and-renew scripts and :class:`Circuit`,
-  which keeps calls off Redis for a while after a connection failure (clock injected).
+* The lease's compare-and-delete / compare-and-renew scripts, the script that gives
+  a lease without an expiry (or with one longer than the lease) the lease's length,
+  and :class:`Circuit`, which keeps calls off Redis for a while after a connection
+  failure (clock injected).
 
 Nothing here talks to Redis; :mod:`lionctx.cache._redis_cache` does.
 """
@@ -25,9 +29,9 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from .._exceptions import InvalidValue, SharedCacheError
-from ._counted import CountedText
 
-__all__ = ["FORMAT", "KEY_VERSION", "NAMESPACE", "PARTS", "RELEASE", "RENEW", "Circuit",
+__all__ = ["BOUND_LEASE", "FORMAT", "KEY_VERSION", "NAMESPACE", "PARTS", "RELEASE", "RENEW",
+           "Circuit", "MAX_LEASE_BYTES", "MAX_MARKER_BYTES", "MAX_REASON",
            "decode_entry", "digest", "encode_entry", "failure_marker",
            "key_names", "key_prefix", "marker_reason", "milliseconds", "process_local"]
 
@@ -49,9 +53,22 @@ if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[
 return 0
 """
 
+# A lease lasts at most the lease time: one found without an expiry (written by
+# someone else), or with a longer one, is given the lease time from now.
+BOUND_LEASE = """
+local left = redis.call('pttl', KEYS[1])
+if left == -1 or left > tonumber(ARGV[1]) then return redis.call('pexpire', KEYS[1], ARGV[1]) end
+return 0
+"""
+
 
 class _Garbage(SharedCacheError):
-    """A stored value that does not decode: not ours, truncated, or too large."""
+    """A stored value that does not decode: not ours, truncated, or too large;
+    ``wrong_type``: a key of ours that holds another type than a string."""
+
+    def __init__(self, message: str, *, wrong_type: bool = False) -> None:
+        super().__init__(message)
+        self.wrong_type = wrong_type
 
 
 # -- keys -------------------------------------------------------------------------------
@@ -85,20 +102,23 @@ def milliseconds(seconds: float) -> int:
 
 # -- entries ----------------------------------------------------------------------------
 
-def encode_entry(text: str, tokens: int | None, encoding: str | None,
-                 meta: dict[str, Any]) -> bytes:
-    """The stored form of a value: UTF-8 JSON, lone surrogates kept as counted."""
-    return json.dumps({"format": FORMAT, "text": text, "tokens": tokens,
-                       "encoding": encoding, "meta": meta},
+def encode_entry(text: str, meta: dict[str, Any]) -> bytes:
+    """The stored form of a value: UTF-8 JSON, lone surrogates kept as written.
+
+    ``tokens`` and ``encoding`` stay in the format (null) for readers of earlier
+    versions, which count a value that carries no count.
+    """
+    return json.dumps({"format": FORMAT, "text": text, "tokens": None,
+                       "encoding": None, "meta": meta},
                       ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
-def decode_entry(raw: object, max_bytes: int) -> tuple[CountedText, dict[str, Any]]:
-    """The text (with its stored count) and metadata of a stored value.
+def decode_entry(raw: object, max_bytes: int) -> tuple[str, dict[str, Any]]:
+    """The text and metadata of a stored value (any count stored beside it is ignored).
 
     Raises:
-        _Garbage: anything :func:`encode_entry` did not make, or over ``max_bytes``
-            (bytes, or characters for a str).
+        _Garbage: anything :func:`encode_entry` (or an earlier version's) did not
+            make, or over ``max_bytes`` (bytes, or characters for a str).
     """
     if not isinstance(raw, (bytes, str)) or len(raw) > max_bytes:
         raise _Garbage("a stored value that is too large or not bytes")
@@ -109,24 +129,35 @@ def decode_entry(raw: object, max_bytes: int) -> tuple[CountedText, dict[str, An
         raise _Garbage("a stored value that does not decode") from None
 
 
-def _fields(data: object) -> tuple[CountedText, dict[str, Any]]:
+def _fields(data: object) -> tuple[str, dict[str, Any]]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InvalidValue("unknown format")
     text, count, encoding = data["text"], data["tokens"], data["encoding"]
     meta = data.get("meta") or {}
     if not isinstance(text, str) or not text or not isinstance(meta, dict):
         raise InvalidValue("bad fields")
+    # The form an earlier writer gave them; never their value (counted again).
     if not (count is None or (type(count) is int and count >= 0)):
         raise InvalidValue("bad count")
     if not (encoding is None or isinstance(encoding, str)):
         raise InvalidValue("bad encoding")
-    return CountedText(text, token_count=count, token_encoding=encoding), meta
+    return str.__str__(text), meta
 
 
 # -- failure markers ----------------------------------------------------------------------
 
+#: Characters of a failure reason a marker keeps, and the largest marker read back.
+MAX_REASON = 1000
+MAX_MARKER_BYTES = 16 * 1024
+#: The largest lease value read back (ours are 32 hex characters).
+MAX_LEASE_BYTES = 64
+
+
 def failure_marker(token: str, reason: str) -> str:
-    """What a lease owner whose load failed leaves for its waiters."""
+    """What a lease owner whose load failed leaves for its waiters (the reason cut to
+    :data:`MAX_REASON` characters)."""
+    if len(reason) > MAX_REASON:
+        reason = f"{reason[:MAX_REASON]}... ({len(reason)} characters)"
     return json.dumps({"token": token, "reason": reason})
 
 

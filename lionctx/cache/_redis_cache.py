@@ -8,7 +8,10 @@ Pass it as ``cache=`` to :class:`~lionctx.providers.HttpContextProvider` or
 
 What happens on a call, per key:
 
-1. ``GET`` the value. A hit is served with the token count stored beside it.
+1. Read the value: ``STRLEN`` first, and only a value within ``max_value_bytes`` is
+   read (``GETRANGE`` up to the cap, so not even one that grew meanwhile is read
+   whole). A hit is served as text; its tokens are counted again, never taken from
+   Redis.
 2. On a miss, one caller per process goes on (the others in this process wait for
    it); it tries to take the key's lease with ``SET lease NX PX``. The one caller
    in the deployment that gets it loads the value, stores it with Redis expiry
@@ -19,18 +22,26 @@ What happens on a call, per key:
    An owner whose load failed leaves a short failure marker with its token, so its
    waiters share the failure (or a stale value) instead of stampeding; a lease
    that vanished without value or marker (the owner died) is taken by the next
-   caller.
+   caller. A lease found without an expiry, or with one longer than ``lease``, is
+   given ``lease`` seconds from then: no key waits for ever.
 
-Keys are ``NAMESPACE:lionctx:v1:KIND:KIND2:DIGEST``: the digest is a BLAKE2b hash of
-the provider's scope (its name, and for HTTP the whole request) and the cache key
-(tenant, user, session, query), so no user id, query text, URL or header appears
-in a key. Values are JSON: the text, its token count, the encoding counted in,
-and the provider's small metadata (a degradation reason, a stale flag).
+Keys are ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST``: the digest is a BLAKE2b hash of
+the provider's source identity (``lionctx._scope``: the folder, the request, the
+database and query), the values of the run-context fields it reads, and the cache
+key, so no user id, query text, URL or header appears in a key. A provider that
+states no identity is not shared: ``bind`` gives it this process's cache. Values
+are JSON: the text and the provider's small metadata (a degradation reason, a
+stale flag).
+
+Redis is untrusted: sizes are checked before reads, a key of another type than a
+string is deleted (that key only; the others keep using Redis), a malformed entry
+is a miss, and no token count is read from it.
 
 Fail open: a Redis error, a timeout (``op_timeout`` per command) or a value that
 does not decode makes the call use this process's cache and single flight, with
 the row ``degraded`` and the reason; after a connection failure a circuit skips
-Redis for ``retry_after`` seconds, then tries again.
+Redis for ``retry_after`` seconds, then tries again. A cancelled call (its turn's
+timeout) hands its lease back within a short grace and never waits for Redis past it.
 
 Layout: this module is the backend (the connection, its loop, the per-command
 timeout); :mod:`lionctx.cache._shared` the per-provider lease protocol above;
@@ -41,7 +52,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -50,13 +61,18 @@ from .._exceptions import InvalidType, InvalidValue, SharedCacheError
 from ..providers._base import check_duration, check_name
 from ._base import Codec
 from ._entries import (
+    BOUND_LEASE,
     KEY_VERSION,
     NAMESPACE,
     RELEASE,
     RENEW,
     Circuit,
+    _Garbage,
 )
 from ._shared import SharedCache
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..providers._flight import FlightCache
 
 __all__ = ["KEY_VERSION", "RedisCache", "SharedCacheError"]
 
@@ -67,6 +83,10 @@ logger = logger_for(__name__)
 
 class RedisCache:
     """A cache backend on Redis (or Valkey), shared by every process that uses it.
+
+    Values are shared only between providers that state the same source identity
+    (``lionctx._scope``) and, for a source that reads run-context fields (a user, a
+    tenant), the same values of those fields.
 
     Args:
         url: ``redis://``, ``rediss://`` or ``unix://`` URL. Give this or ``client``.
@@ -84,12 +104,15 @@ class RedisCache:
         wait: Seconds a caller waits for another process's load when its provider
             has no timeout of its own (default 10).
         max_value_bytes: Largest stored value (default 4 MiB); a larger one is
-            served but not shared, and a larger one read back is refused.
+            served but not shared, and a larger one found in Redis is refused by
+            its size (``STRLEN``) without being read, then deleted.
         stale_ttl: Seconds the last good value is kept for ``stale_on_error``
             (default one day).
         max_connections: Redis commands in flight at once from this process
             (default 16); more wait for a slot, and that wait is not counted
-            against ``op_timeout`` (it is this process's queue, not Redis being slow).
+            against ``op_timeout`` (it is this process's queue, not Redis being
+            slow): the call's own timeout or deadline bounds it, and once the
+            circuit opens the waiting calls use this process's cache at once.
         clock: Monotonic clock for the circuit (tests inject one).
     """
 
@@ -143,7 +166,7 @@ class RedisCache:
         self._given = client
         self._client: Any = None
         self._client_token: Any = None
-        self._scripts: dict[int, tuple[Any, Any]] = {}
+        self._scripts: dict[int, tuple[Any, Any, Any]] = {}
         self.circuit = Circuit(self.retry_after, clock)
         if url is not None:
             _require_redis()
@@ -153,11 +176,23 @@ class RedisCache:
         return f"RedisCache({where!r}, namespace={self.namespace!r})"
 
     # -- what the providers call --------------------------------------------------------
+    #: What a provider reads to tell whether a missing source identity matters here.
+    shares_across_processes = True
+
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
              stale_on_error: bool, wait: float | None, codec: Codec[Any],
-             remote_error: Callable[[str], Exception]) -> SharedCache:
-        """One provider's view: its entries in Redis plus its in-process fallback."""
+             remote_error: Callable[[str], Exception]) -> SharedCache | FlightCache[Any]:
+        """One provider's view: its entries in Redis plus its in-process fallback.
+
+        ``scope`` is the provider's source identity (``lionctx._scope``); ``None``
+        (a provider that states none) gets this process's cache only: what it
+        makes is not shared across processes.
+        """
         check_duration(ttl, "ttl", allow_zero=False)
+        if scope is None:
+            from ..providers._flight import FlightCache
+
+            return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error)
         return SharedCache(self, kind, scope, ttl, maxsize, stale_on_error,
                             self.wait if wait is None else wait, codec, remote_error)
 
@@ -194,26 +229,41 @@ class RedisCache:
             self._scripts.clear()
         return self._client
 
-    def _script(self, client: Any) -> tuple[Any, Any]:
-        pair = self._scripts.get(id(client))
-        if pair is None:
-            pair = (client.register_script(RELEASE), client.register_script(RENEW))
-            self._scripts = {id(client): pair}
-        return pair
+    def _script(self, client: Any) -> tuple[Any, Any, Any]:
+        scripts = self._scripts.get(id(client))
+        if scripts is None:
+            scripts = (client.register_script(RELEASE), client.register_script(RENEW),
+                       client.register_script(BOUND_LEASE))
+            self._scripts = {id(client): scripts}
+        return scripts
 
     async def _op(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Run one Redis command under ``op_timeout``; any failure is SharedCacheError."""
+        """Run one Redis step under ``op_timeout`` once a connection slot is free; any
+        failure is a SharedCacheError."""
         token = anyio.lowlevel.current_token()
         if self._slots is None or self._slots_token != token:
             self._slots, self._slots_token = anyio.Semaphore(self.max_connections), token
+        slots = self._slots
+        # The wait for a slot is this process's queue, bounded by the call's own scope
+        # (its turn's timeout or deadline); once Redis fails the queue drains at once.
+        await slots.acquire()
         try:
-            async with self._slots:
-                with anyio.fail_after(self.op_timeout):
-                    return await fn(self._redis())
+            if not self.circuit.allows():  # opened while this call waited for a slot
+                raise SharedCacheError(self.circuit.reason or "unavailable")
+            with anyio.fail_after(self.op_timeout):
+                return await fn(self._redis())
+        except SharedCacheError:
+            raise
         except TimeoutError:
             raise SharedCacheError(f"no answer within {self.op_timeout:g}s") from None
         except Exception as exc:
-            raise SharedCacheError(_redact_url(f"{type(exc).__name__}: {exc}")) from None
+            message = f"{type(exc).__name__}: {exc}"
+            if "WRONGTYPE" in message[:200]:
+                raise _Garbage("a key of another type than a string",
+                               wrong_type=True) from None
+            raise SharedCacheError(_redact_url(message[:1000])) from None
+        finally:
+            slots.release()
 
 
 def _require_redis() -> None:

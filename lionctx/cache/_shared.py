@@ -5,7 +5,13 @@ value; on a miss, one caller per process goes on, takes the key's lease (``SET N
 PX``) and loads, renewing the lease while it loads, then stores the value (or a
 failure marker) and releases the lease; everyone else polls for the outcome with
 backoff. Any Redis failure falls back to this process's
-:class:`~lionctx.providers._cache.FlightCache`. The steps are described in
+:class:`~lionctx.providers._cache.FlightCache`.
+
+What Redis holds is read as untrusted input: a value's size (``STRLEN``) is checked
+against ``max_value_bytes`` before it is read, and then read only up to the cap
+(:func:`_bounded_get`); a key of another type is deleted, for that key only; a lease
+without an expiry gets one; a cancelled caller hands its lease back within a short
+grace (:data:`RELEASE_GRACE`), never waiting on Redis past it. The steps are described in
 :mod:`lionctx.cache._redis_cache`; what is written (keys, entries, markers) is
 :mod:`lionctx.cache._entries`'s.
 """
@@ -24,6 +30,8 @@ from ..providers._base import SourceUnavailable
 from ..providers._flight import FlightCache, Hit, Source, _Flight, lead_flight
 from ._base import Codec
 from ._entries import (
+    MAX_LEASE_BYTES,
+    MAX_MARKER_BYTES,
     _Garbage,
     decode_entry,
     digest,
@@ -43,6 +51,10 @@ __all__ = ["SharedCache"]
 
 logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
 
+#: Seconds at most a cancelled lease owner spends handing its lease back (shielded
+#: from its cancellation, so bounded here): past it the lease expires by itself.
+RELEASE_GRACE = 0.05
+
 
 class SharedCache:
     """One provider's cache on a :class:`RedisCache` (what ``bind`` returns)."""
@@ -56,11 +68,12 @@ class SharedCache:
         self.wait = wait
         self.codec = codec
         self.remote_error = remote_error
-        self._scope = digest(kind, scope)  # the scope itself (URL, headers) is not kept
+        self._scope = digest(kind, scope)  # the identity itself is not kept
         self._prefix = key_prefix(owner.namespace, kind)
         # This process's cache: the fallback when Redis fails, and the last good values.
         self.local: FlightCache[Any] = FlightCache(ttl, maxsize=maxsize,
                                                    stale_on_error=stale_on_error)
+        # One entry per key being read now; each leaves when its call ends.
         self._flights: dict[str, _Flight] = {}
 
     def __len__(self) -> int:
@@ -114,8 +127,8 @@ class SharedCache:
                         why: SharedCacheError, names: dict[str, str]) -> Hit[Any]:
         if isinstance(why, _Garbage):
             # Not ours to serve: remove it so the next load can share a good value.
-            await self._quietly(lambda r: r.delete(names["val"], names["err"]))
-        else:
+            await self._quietly(lambda r: _drop(r, names, wrong_type=why.wrong_type))
+        elif self.owner.circuit.allows():  # not open already (by another call)
             self.owner.circuit.failed(str(why))
         hit = await self.local.get(key, load)
         return _with_note(hit, f"shared cache unavailable ({why}); using this process's cache")
@@ -124,10 +137,11 @@ class SharedCache:
                           load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """Read the shared value; else lead the load on the lease, or wait for its owner."""
         op = self.owner._op
+        cap = self.owner.max_value_bytes
         token = secrets.token_hex(16)
         lease_ms = milliseconds(self.owner.lease)
         try:
-            raw = await op(lambda r: r.get(names["val"]))
+            raw = await op(lambda r: _bounded_get(r, names["val"], cap))
             self.owner.circuit.succeeded()
             if raw is not None:
                 return self._hit(key, raw, Source.CACHED)
@@ -151,7 +165,7 @@ class SharedCache:
                     load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """With the lease: load, unless the value was stored since it was read."""
         op = self.owner._op
-        raw = await op(lambda r: r.get(names["val"]))
+        raw = await op(lambda r: _bounded_get(r, names["val"], self.owner.max_value_bytes))
         if raw is None:
             return await self._own(key, names, token, load)
         release = self.owner._script(self.owner._redis())[0]
@@ -162,7 +176,9 @@ class SharedCache:
                               deadline: float) -> Hit[Any] | None:
         """Poll with backoff for the lease owner's value or failure; None once it is gone."""
         op = self.owner._op
-        holder = await op(lambda r: r.get(names["lease"]))
+        cap = self.owner.max_value_bytes
+        lease_ms = milliseconds(self.owner.lease)
+        holder = await op(lambda r: r.getrange(names["lease"], 0, MAX_LEASE_BYTES - 1))
         pause = 0.002
         while True:
             if anyio.current_time() >= deadline:
@@ -171,22 +187,35 @@ class SharedCache:
                 return await self._stale_or_raise(key, names, failure)
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.05)
-            raw, err, leased = await op(lambda r: _poll(r, names))
-            if raw is not None:
-                return self._hit(key, raw, Source.SHARED)
-            if err is not None and holder is not None:
-                reason = marker_reason(err, holder)
+            size, err_size, left = await op(lambda r: _poll(r, names))
+            if size:
+                raw = await op(lambda r: _bounded_get(r, names["val"], cap))
+                if raw is not None:
+                    return self._hit(key, raw, Source.SHARED)
+            if err_size and holder:
+                reason = await self._owner_failure(names, holder)
                 if reason is not None:
                     return await self._stale_or_raise(
                         key, names, self.remote_error(reason), shared=True)
-            if not leased:
+            if left == -2:  # no lease any more
                 return None
+            if left == -1 or left > lease_ms:
+                # Not a lease lionctx wrote: it lasts the lease time from now, at most.
+                await op(lambda r: self.owner._script(r)[2](
+                    keys=[names["lease"]], args=[lease_ms], client=r))
+
+    async def _owner_failure(self, names: dict[str, str], holder: bytes) -> str | None:
+        """The reason in the failure marker, if the lease holder this waiter saw left it;
+        a marker too large to be one, or of another owner, is none."""
+        raw = await self.owner._op(lambda r: _bounded_get(r, names["err"], MAX_MARKER_BYTES,
+                                                          refuse=False))
+        return None if raw is None else marker_reason(raw, holder)
 
     async def _own(self, key: Hashable, names: dict[str, str], token: str,
                    load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """Load as the lease owner, renewing the lease; store or report the outcome."""
         owner = self.owner
-        release, renew = owner._script(owner._redis())
+        release, renew, _ = owner._script(owner._redis())
         lease_ms = milliseconds(owner.lease)
         value: Any = None
         error: Exception | None = None
@@ -207,15 +236,17 @@ class SharedCache:
                 try:
                     value = await load()
                     if value is not None:
-                        # Counted while the lease is still renewed.
-                        payload = await self._encode(value)
+                        payload = self._encode(value)
                 except Exception as exc:
                     error = exc
                 finally:
                     tg.cancel_scope.cancel()
         except BaseException:
-            # Cancelled mid-load: hand the lease back at once so a waiter can lead.
-            with anyio.CancelScope(shield=True):
+            # Cancelled mid-load: hand the lease back so a waiter can lead, within a
+            # short grace (shielded from this cancellation, so bounded here): a slow
+            # Redis never holds a cancelled turn. Past it the lease expires by itself.
+            with anyio.CancelScope(shield=True) as grace:
+                grace.deadline = anyio.current_time() + min(owner.op_timeout, RELEASE_GRACE)
                 await self._quietly(lambda r: release(keys=[names["lease"]], args=[token],
                                                       client=r))
             raise
@@ -246,7 +277,8 @@ class SharedCache:
         try:
             await self.owner._op(fn)
         except SharedCacheError as exc:
-            self.owner.circuit.failed(str(exc))
+            if not isinstance(exc, _Garbage) and self.owner.circuit.allows():
+                self.owner.circuit.failed(str(exc))
             return f"shared cache unavailable ({exc}); value kept in this process only"
         return None
 
@@ -259,9 +291,13 @@ class SharedCache:
         """
         if self.stale_on_error:
             try:
-                raw = await self.owner._op(lambda r: r.get(names["last"]))
+                raw = await self.owner._op(lambda r: _bounded_get(
+                    r, names["last"], self.owner.max_value_bytes))
                 if raw is not None:
                     return Hit(self._decode(raw), Source.STALE, error, note)
+            except _Garbage:
+                # Not a value to serve: gone, so the next good one can take its place.
+                await self._quietly(lambda r: r.delete(names["last"]))
             except SharedCacheError as exc:
                 note = note or f"shared cache unavailable ({exc})"
             stale = self.local._stale(key, error)
@@ -271,16 +307,15 @@ class SharedCache:
             raise SharedFetchError(error)
         raise error
 
-    async def _encode(self, value: Any) -> bytes | None:
-        """The stored form of ``value`` (counted if the encoding is loaded), or None
-        when it is over ``max_value_bytes``: served, not shared."""
+    def _encode(self, value: Any) -> bytes | None:
+        """The stored form of ``value``, or None when it is over ``max_value_bytes``:
+        served, not shared. No token count is stored: a reader counts the text."""
         limit = self.owner.max_value_bytes
         text = self.codec.text(value)
-        if len(text) > limit:  # each char is at least one byte: do not count it
+        if len(text) > limit:  # each char is at least one byte: not encoded at all
             logger.info("value of %d chars is over max_value_bytes: not shared", len(text))
             return None
-        count, encoding = await _count(text)
-        payload = encode_entry(text, count, encoding, self.codec.meta(value))
+        payload = encode_entry(text, self.codec.meta(value))
         if len(payload) > limit:
             logger.info("value of %d bytes is over max_value_bytes: not shared", len(payload))
             return None
@@ -299,10 +334,49 @@ def _with_note(hit: Hit[Any], note: str) -> Hit[Any]:
     return Hit(hit.value, hit.source, hit.error, note)
 
 
+async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> bytes | None:
+    """The string at ``name`` if it is at most ``cap`` bytes, else :class:`_Garbage`
+    (or None when not ``refuse``), its size asked first (``STRLEN``) so a larger one
+    is never read; read up to the cap only (``GETRANGE``), so not even one that grew
+    between the two commands is read whole. ``None`` when there is none."""
+    size = await r.strlen(name)
+    if not size:
+        return None
+    if size > cap:
+        if not refuse:
+            return None
+        raise _Garbage(f"a stored value of {size} bytes is too large (max_value_bytes "
+                       f"{cap}); not read")
+    raw = await r.getrange(name, 0, cap)
+    if len(raw) > cap:
+        if not refuse:
+            return None
+        raise _Garbage(f"a stored value that is too large (max_value_bytes {cap}); not read")
+    return bytes(raw) or None
+
+
 async def _poll(r: Any, names: dict[str, str]) -> Any:
+    """The sizes of the value and the failure marker, and the lease's time left (ms;
+    -2: no lease, -1: a lease without an expiry)."""
     async with r.pipeline(transaction=False) as pipe:
-        pipe.get(names["val"]).get(names["err"]).exists(names["lease"])
+        pipe.strlen(names["val"]).strlen(names["err"]).pttl(names["lease"])
         return await pipe.execute()
+
+
+async def _drop(r: Any, names: dict[str, str], wrong_type: bool) -> None:
+    """Delete the value and marker that did not decode, and any part of the key that is
+    not a string (only this key's parts: every other key keeps using Redis)."""
+    if not wrong_type:
+        await r.delete(names["val"], names["err"])
+        return
+    async with r.pipeline(transaction=False) as pipe:
+        for name in names.values():
+            pipe.type(name)
+        kinds = await pipe.execute()
+    foreign = [name for name, kind in zip(names.values(), kinds, strict=True)
+               if kind not in (b"string", b"none", "string", "none")]
+    if foreign:
+        await r.delete(*foreign)
 
 
 async def _store(r: Any, names: dict[str, str], payload: bytes, ttl_ms: int, stale_ms: int,
@@ -325,24 +399,6 @@ async def _fail(r: Any, names: dict[str, str], marker: str, ttl_ms: int, release
                 token: str) -> None:
     await r.set(names["err"], marker, px=ttl_ms)
     await release(keys=[names["lease"]], args=[token], client=r)
-
-
-async def _count(text: str) -> tuple[int | None, str | None]:
-    """The default counter's count of ``text`` (memoized there, so gather's is free).
-
-    Only once the encoding is loaded (gather loads it before any provider runs):
-    loading it here would stall the event loop, and the lease, for most of a second.
-    The value is then stored without a count, and a hit counts it as usual.
-    """
-    from .. import _tokens as tokens
-
-    if tokens.DEFAULT_ENCODING not in tokens._encodings:
-        return None, None
-    try:
-        return tokens.get_counter(tokens.DEFAULT_ENCODING)(text), tokens.DEFAULT_ENCODING
-    except Exception:  # counting is an optimisation; never the reason a value is lost
-        logger.debug("could not count a value to share", exc_info=True)
-        return None, None
 
 
 def _record_hit(flight: _Flight, hit: Hit[Any]) -> None:

@@ -5,15 +5,18 @@ process; re-exported here with :class:`Hit`, :class:`Source` and
 :func:`lead_flight`, where they always lived) or a shared backend such as
 :class:`lionctx.cache.RedisCache`. Its rules (TTL, single flight, an abandoned leader
 replaced, stale values on failure) are described in :mod:`lionctx.providers._flight`.
-This module adds the keys (:func:`default_key`: one user's value is never another's)
-and what a cached value carries (the inner provider's degradation reason and stale
-flag), for both faces.
+This module adds the keys and what a cached value carries (the inner provider's
+degradation reason and stale flag), for both faces. A key is the values of the
+run-context fields the source reads (``lionctx._scope``) plus the caller's key (by
+default the query, or :func:`default_key` for a source whose fields nobody stated);
+a shared backend adds the source's identity, so two sources, or two users of a
+per-user source, never share an entry.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +30,21 @@ from .._adapters import (
 )
 from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue, SharedFetchError
+from .._log import logger_for
+from .._scope import context_fields as scoped_fields
+from .._scope import scope_of
+from .._scope import source_identity as scoped_identity
 from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 from ._flight import FlightCache, Hit, Source, lead_flight
+from ._identity import check_fields, check_identity
 
 if TYPE_CHECKING:
     from ..cache._base import BoundCache
 
 __all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
-           "default_key", "lead_flight"]
+           "default_key", "lead_flight", "query_key"]
+
+logger = logger_for(__name__)
 
 # -- the caching wrapper for any provider -------------------------------------------
 
@@ -56,6 +66,28 @@ def default_key(query: str, ctx: Any) -> Hashable:
     without a user id, one session's) context is never served to another."""
     return (*(_identity(context_value(ctx, field))
               for field in ("tenant_id", "user_id", "session_id")), query)
+
+
+def query_key(query: str, ctx: Any) -> Hashable:
+    """``query`` alone: the default key of a source that states which run-context
+    fields it reads (those fields' values are always part of the key)."""
+    return query
+
+
+#: Inner provider types already said (in the log) to be cached in this process only.
+_SAID_LOCAL: set[str] = set()
+_SAID_LOCAL_MAX = 256
+
+
+def say_process_local(inner: Any, name: str) -> None:
+    """Log, once per provider type, that ``inner`` is cached in this process only."""
+    kind = f"{type(inner).__module__}.{type(inner).__qualname__}"
+    if kind in _SAID_LOCAL or len(_SAID_LOCAL) >= _SAID_LOCAL_MAX:
+        return
+    _SAID_LOCAL.add(kind)
+    logger.info("provider %r (%s) states no source_identity: its values are cached in "
+                "this process only; wrap it in CachedContextProvider(source_identity=...) "
+                "to share them", name, kind)
 
 
 class _Same:
@@ -137,10 +169,24 @@ class CachedContextProvider(ContextSource):
         name: Defaults to the inner provider's name.
         cache: Where values live: ``None`` (this process, the default) or a shared
             backend such as :class:`lionctx.cache.RedisCache`, which keeps values
-            (keyed by a digest of the name and the key, never the key itself) for
-            every worker process and runs one call to ``inner`` per key across
-            them. A key must then be the same in every process: ``str``, numbers,
-            ``None`` and tuples of them (the default key is).
+            (keyed by a digest of the source identity, the values of the run-context
+            fields the source reads, and the key; never the key itself) for every
+            worker process and runs one call to ``inner`` per key across them. A key
+            must then be the same in every process: ``str``, numbers, ``None`` and
+            tuples of them (the default key is). A source that states no identity
+            (and is given none here) is cached in this process only.
+        source_identity: The identity of the source ``inner`` reads, for a provider
+            that states none (a custom one): a stable string without secrets
+            (``"crm:accounts"``). Given, the values are shared through a shared
+            ``cache``; it replaces the inner provider's own.
+        context_fields: The run-context fields ``inner``'s answer depends on
+            (``("tenant_id", "user_id")``), replacing the inner provider's own.
+            Their values are always part of the key.
+
+    The key of a value is always the values of the source's ``context_fields`` plus
+    ``key(query, ctx)``. The default ``key`` is the query alone when the source's
+    fields are stated (``inner`` states a ``source_identity``, or
+    ``context_fields`` is given here), else :func:`default_key`.
 
     ``None`` and exceptions are never cached; concurrent calls for one key share
     one call to ``inner``. A failure propagates (``failed`` in reports, with the
@@ -160,6 +206,8 @@ class CachedContextProvider(ContextSource):
         stale_on_error: bool = False,
         name: str | None = None,
         cache: Any = None,
+        source_identity: str | None = None,
+        context_fields: Iterable[str] | None = None,
     ) -> None:
         from ..cache._base import resolve_cache  # deferred: lionctx.cache imports providers
 
@@ -170,11 +218,19 @@ class CachedContextProvider(ContextSource):
         if key is not None and not callable(key):
             raise InvalidType(f"key must be a function of (query, ctx), got {key!r}")
         self.inner = inner
-        self.key: KeyFunc = key or default_key
         self._name = None if name is None else check_name(name)
+        given = check_identity(source_identity)
+        self._source_identity = given if given is not None else scoped_identity(inner)
+        self._context_fields = (scoped_fields(inner) if context_fields is None
+                                else check_fields(context_fields))
+        stated = scoped_identity(inner) is not None or context_fields is not None
+        self.key: KeyFunc = key or (query_key if stated else default_key)
         backend = resolve_cache(cache)
+        if self._source_identity is None and getattr(backend, "shares_across_processes",
+                                                     False):
+            say_process_local(inner, self.name)
         self._cache: BoundCache[_Stored] = backend.bind(
-            kind="cached", scope=(self.name, type(inner).__module__, type(inner).__qualname__),
+            kind="cached", scope=self._source_identity,
             ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),
             stale_on_error=stale_on_error, wait=None,
             codec=_STORED_CODEC, remote_error=SourceUnavailable)
@@ -186,8 +242,23 @@ class CachedContextProvider(ContextSource):
         return provider_name(self.inner, self._name)
 
     @property
+    def source_identity(self) -> str | None:  # type: ignore[override]  # the source's
+        """The identity given here, else the inner provider's (see ``lionctx._scope``)."""
+        return self._source_identity
+
+    @property
+    def context_fields(self) -> tuple[str, ...]:  # type: ignore[override]  # the source's
+        """The fields given here, else the inner provider's."""
+        return self._context_fields
+
+    @property
     def ttl(self) -> float:
         return self._cache.ttl
+
+    def cache_key(self, query: str, ctx: Any) -> Hashable:
+        """The key a value for ``(query, ctx)`` is kept under: the values of the
+        source's context fields, then ``key(query, ctx)``."""
+        return (scope_of(self, ctx), self.key(query, ctx))
 
     def __repr__(self) -> str:
         return f"CachedContextProvider({self.inner!r}, ttl={self.ttl:g})"
@@ -198,12 +269,12 @@ class CachedContextProvider(ContextSource):
 
     def invalidate(self, query: str, ctx: Any = None) -> None:
         """Forget the value cached for ``(query, ctx)``."""
-        self._cache.invalidate(self.key(query, ctx))
+        self._cache.invalidate(self.cache_key(query, ctx))
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
         """The inner provider's text for ``(query, ctx)``, from the cache when fresh."""
         call = functools.partial(call_fetch, self.inner, query, ctx)
-        return await self._get(self.key(query, ctx), call)
+        return await self._get(self.cache_key(query, ctx), call)
 
     async def provide(self, branch: Any, instruction: Any) -> str | None:
         """LionAGI face; a provide-only inner provider is called through ``provide``.
@@ -212,12 +283,12 @@ class CachedContextProvider(ContextSource):
         """
         query = query_from_instruction(instruction)
         ctx = run_context_from_branch(branch)
-        key = self.key(query, ctx)
+        key = self.cache_key(query, ctx)
         if fetch_method(self.inner) is not None:
             call = functools.partial(call_fetch, self.inner, query, ctx)
         else:
             call = functools.partial(call_provide, self.inner, branch, instruction)
-            if self.key is default_key:
+            if self.key in (default_key, query_key):
                 key = (key, _Same(branch))  # what it returns may depend on the branch
         return await self._get(key, call)
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._exceptions import InvalidType, InvalidValue
 from .._threads import run_in_worker
 from ._base import ContextSource, SourceUnavailable, check_name
+from ._identity import check_fields, check_identity
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._sqlite import SqliteContextProvider
@@ -83,6 +84,11 @@ class DatabaseContextProvider(ContextSource):
         label: The published agentium spelling of ``name``.
         takes_query: Force the calling convention when the signature is ambiguous
             (``True``: ``fetch(query, ctx)``; ``False``: ``fetch(ctx)``).
+        source_identity: A stable name for what ``fetch`` reads (``"crm:accounts"``),
+            without secrets; needed for its answers to be shared across processes
+            (a shared cache). ``None`` (the default): not shared.
+        context_fields: The run-context fields ``fetch``'s answer depends on
+            (``("tenant_id", "user_id")``); state every one it reads.
     """
 
     def __init__(
@@ -92,6 +98,8 @@ class DatabaseContextProvider(ContextSource):
         *,
         label: str | None = None,
         takes_query: bool | None = None,
+        source_identity: str | None = None,
+        context_fields: Iterable[str] = (),
     ) -> None:
         if name is not None and label is not None and name != label:
             raise InvalidValue(f"give name or label, not both (got name={name!r}, "
@@ -102,6 +110,8 @@ class DatabaseContextProvider(ContextSource):
         if takes_query is not None and not isinstance(takes_query, bool):
             raise InvalidType(f"takes_query must be a bool or None, got {takes_query!r}")
         self.name = chosen
+        self.source_identity = check_identity(source_identity)
+        self.context_fields = check_fields(context_fields)
         self._fn = fetch
         self._async = _is_async(fetch)
         self.takes_query = _wants_query(fetch) if takes_query is None else takes_query

@@ -61,6 +61,7 @@ from .._exceptions import InvalidType, InvalidValue
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import ContextSource, ProvidedText, check_count, check_name, check_path
 from ._glob import GlobMatcher, compiled_glob
+from ._identity import identity_of
 from ._names import name_from_path
 from ._walk import DirectoryWalk, Plan, Scan, Seen, os_reason
 
@@ -165,6 +166,12 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.max_files = check_count(max_files, "max_files", 1)
         self.name = check_name(name) if name is not None else name_from_path(
             self.base_path, fallback="filesystem")
+        # The folder as written and as resolved now: a link moved later to another
+        # folder is then another identity. Every option that changes the text is in.
+        self.source_identity: str | None = identity_of(
+            "filesystem", self.base_path, os.path.realpath(self.base_path),
+            glob if isinstance(glob, str) else repr(glob), self.encoding,
+            self.max_file_size, self.max_files)
         self.degradation_reason = None
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []

@@ -77,6 +77,7 @@ from ._http_request import (
     url_secrets,
     wire_headers,
 )
+from ._identity import callable_identity, identity_of, secret_digest
 from ._redact import public_httpx_url as _safe_url
 from ._redact import redact as _redact
 from ._redact import scrub_library_logs as _scrub_httpx_log_for
@@ -108,16 +109,32 @@ def _provided(value: str, *, cached: bool = False, stale: bool = False) -> Provi
 
 
 def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
-    """The provider's cache on ``cache``, keyed by everything that makes the request."""
+    """The provider's cache on ``cache``, shared under the provider's source identity."""
     from ..cache._base import TEXT_CODEC, resolve_cache
+    from ._cache import say_process_local
 
-    transform = provider.transform
-    return resolve_cache(cache).bind(
+    backend = resolve_cache(cache)
+    if provider.source_identity is None and getattr(backend, "shares_across_processes", False):
+        say_process_local(provider, provider.name)
+    return backend.bind(
         kind="http", ttl=provider.cache_ttl, maxsize=1, stale_on_error=provider.stale_on_error,
         wait=provider.timeout, codec=TEXT_CODEC, remote_error=HttpFetchError,
-        scope=(provider.name, provider.method, str(provider.url), sorted(provider._headers.items()),
-               provider._content, provider.max_response_bytes,
-               None if transform is None else getattr(transform, "__qualname__", repr(transform))))
+        scope=provider.source_identity)
+
+
+def _identity(provider: HttpContextProvider) -> str | None:
+    """Method, public URL, allowed hosts, limits and transform in the clear; the rest of
+    the request (query, user info, header values, body) only as a salted digest. None
+    when the transform holds state only this process can name, or the caller gave its
+    own client (its headers, auth and transport may change the answer)."""
+    transform = callable_identity(provider.transform)
+    if transform is None or provider._given_client is not None:
+        return None
+    return identity_of(
+        "http", provider.method, _safe_url(provider.url),
+        secret_digest(str(provider.url), sorted(provider._headers.items()), provider._content),
+        sorted(([h.host, h.port, h.wildcard] for h in provider.allowed_hosts), key=repr),
+        provider.max_response_bytes, provider.max_redirects, transform)
 
 
 class HttpContextProvider(ContextSource):
@@ -147,7 +164,10 @@ class HttpContextProvider(ContextSource):
         client: An ``httpx.AsyncClient`` to use instead of the provider's own; the
             provider never closes it, and never lets it follow redirects itself. Its
             proxy and ``trust_env`` settings are the caller's: the host checks apply
-            to the URL, not to a proxy the client was told to use.
+            to the URL, not to a proxy the client was told to use. With a client of
+            its own the provider states no ``source_identity`` (the client's headers,
+            auth and transport may change the answer), so a shared ``cache`` keeps
+            its responses in this process only.
         cache: Where a good response is kept when ``cache_ttl > 0``: ``None`` (this
             process) or a shared backend such as :class:`lionctx.cache.RedisCache`
             (every worker process shares it, and one request per TTL goes out
@@ -206,6 +226,7 @@ class HttpContextProvider(ContextSource):
         self._given_client = client
         self._client: httpx.AsyncClient | None = None
         self._client_token: Any = None
+        self.source_identity: str | None = _identity(self)
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
         self._cache: FlightCache[str] | None = (

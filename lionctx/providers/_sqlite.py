@@ -54,6 +54,7 @@ from ._base import (
     check_name,
     check_path,
 )
+from ._identity import callable_identity, identity_of, secret_digest
 from ._names import name_from_path
 
 __all__ = ["SqliteContextProvider", "format_rows"]
@@ -104,6 +105,27 @@ def _bindable(value: Any) -> Any:
     if value is None or isinstance(value, (int, float, str, bytes)):
         return value
     return str(value)  # a UUID, say: bind its text rather than fail the turn
+
+
+# A named parameter as SQLite reads one: ``:name``, ``@name`` or ``$name``.
+_PARAMETER = re.compile(r"[:@$]([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, ...]]:
+    """The database (as written and resolved), the SQL, the row limit, the formatter and
+    the fixed parameters (as a digest); the run-context fields the SQL binds. No
+    identity when ``params`` is a function (it may read any field) or the formatter
+    holds state only this process can name."""
+    named = set(_PARAMETER.findall(provider.sql))
+    fields = tuple(sorted({field for key, field in _BUILTIN.items()
+                           if field is not None and key in named}))
+    formatter = callable_identity(provider.formatter)
+    if callable(provider.params) or formatter is None:
+        return None, fields
+    fixed = sorted((k, repr(v)) for k, v in (provider.params or {}).items())
+    return identity_of("sqlite", provider.database, os.path.realpath(provider.database),
+                       provider.sql, provider.max_rows, formatter,
+                       secret_digest(fixed)), fields
 
 
 class _Running:
@@ -182,6 +204,7 @@ class SqliteContextProvider(ContextSource):
         self.params = params
         self.formatter: Formatter = formatter or format_rows
         self.degradation_reason = None
+        self.source_identity, self.context_fields = _identity(self)
 
     def __repr__(self) -> str:
         return f"SqliteContextProvider({self.database!r}, name={self.name!r})"

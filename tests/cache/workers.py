@@ -45,6 +45,8 @@ class Profiles(ContextSource):
     """A per-user source: the text names the tenant, user and query it was made for."""
 
     name = "profile"
+    source_identity = "tests:profiles"
+    context_fields = ("tenant_id", "user_id")
 
     def __init__(self) -> None:
         self.calls = 0

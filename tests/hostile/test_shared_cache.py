@@ -89,9 +89,7 @@ async def test_a_forged_meta_reason_of_the_wrong_type_is_refused(
     cache = RedisCache(redis_server.url, namespace=namespace)
     p = CachedContextProvider(Profiles(), 60, cache=cache)
     ctx = RunContext(user_id="u1")
-    from lionctx.providers import default_key
-
-    key = p._cache.redis_key(default_key("q", ctx))
+    key = p._cache.redis_key(p.cache_key("q", ctx))
     client = aredis.Redis.from_url(redis_server.url)
     try:
         await client.set(key, _entry(meta={"reason": {"evil": 1}, "stale": "yes"}))

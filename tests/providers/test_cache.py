@@ -26,6 +26,7 @@ from lionctx.providers import (
     ProvidedText,
     SharedFetchError,
     SourceUnavailable,
+    SqliteContextProvider,
 )
 from lionctx.testing import Source
 
@@ -434,3 +435,110 @@ async def test_waiters_share_the_failure_as_the_same_reason(srv: Any) -> None:
         (Status.FAILED, "SourceUnavailable", "timed out after 0.3s")] * 5
     assert srv.count("/slow") == 1  # one request, its failure shared and not cached
     await http.aclose()
+
+
+# -- whose entry is this: identities, fields and the options that state them ---------------
+
+@pytest.mark.parametrize("kw, exc, word", [
+    ({"source_identity": 5}, TypeError, "source_identity must be a str or None, got 5"),
+    ({"source_identity": ""}, ValueError, "source_identity"),
+    ({"source_identity": "a\nb"}, ValueError, "'a\\\\nb'"),
+    ({"source_identity": "x" * 2000}, ValueError, "source_identity"),
+    ({"context_fields": "user_id"}, TypeError, "context_fields must be a tuple"),
+    ({"context_fields": ("User-Id",)}, ValueError, "'User-Id'"),
+    ({"context_fields": (3,)}, ValueError, "3 is not a snake_case"),
+])
+def test_stated_identity_and_fields_are_checked_by_name(kw: dict[str, Any], exc: type,
+                                                         word: str) -> None:
+    inner = DatabaseContextProvider("x", lambda ctx: "x")
+    with pytest.raises(exc, match=word):
+        CachedContextProvider(inner, 5, **kw)
+    with pytest.raises(exc, match=word):
+        DatabaseContextProvider("x", lambda ctx: "x", **kw)
+
+
+def test_the_wrapper_states_its_inner_providers_identity_and_fields(tmp_path: Path) -> None:
+    from lionctx._scope import context_fields, scope_of, source_identity
+
+    fs = FilesystemContextProvider(tmp_path)
+    p = CachedContextProvider(fs, 60)
+    assert source_identity(p) == source_identity(fs) is not None
+    assert context_fields(p) == ()
+    db = DatabaseContextProvider("crm", lambda ctx: "x", source_identity="crm:accounts",
+                                 context_fields=("tenant_id",))
+    q = CachedContextProvider(db, 60)
+    assert (source_identity(q), context_fields(q)) == ("crm:accounts", ("tenant_id",))
+    assert scope_of(q, RunContext(tenant_id="t1", user_id="u")) == (("tenant_id", "'t1'"),)
+    # Given here, they replace the inner provider's.
+    r = CachedContextProvider(db, 60, source_identity="other", context_fields=())
+    assert (source_identity(r), context_fields(r)) == ("other", ())
+
+
+def test_every_option_that_changes_the_text_changes_the_filesystem_identity(
+        tmp_path: Path) -> None:
+    base = FilesystemContextProvider(tmp_path).source_identity
+    assert str(tmp_path) in (base or "")
+    variants = [FilesystemContextProvider(tmp_path, glob="*.txt"),
+                FilesystemContextProvider(tmp_path, encoding="latin-1"),
+                FilesystemContextProvider(tmp_path, max_file_size=10),
+                FilesystemContextProvider(tmp_path, max_files=2),
+                FilesystemContextProvider(tmp_path / "sub")]
+    assert len({base, *(v.source_identity for v in variants)}) == 6
+    # The name is not the source: two names over one folder are one source.
+    assert FilesystemContextProvider(tmp_path, name="other").source_identity == base
+
+
+def test_a_link_and_its_target_are_told_apart(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    link = tmp_path / "current"
+    link.symlink_to(tmp_path / "a")
+    before = FilesystemContextProvider(link).source_identity
+    link.unlink()
+    link.symlink_to(tmp_path / "b")
+    after = FilesystemContextProvider(link).source_identity
+    # Re-pointed, the same path is another folder: another identity.
+    assert before != after
+    assert FilesystemContextProvider(tmp_path / "a").source_identity not in (before, after)
+
+
+def test_sqlite_states_the_fields_its_sql_binds(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "p.db"
+    sqlite3.connect(db).close()
+
+    def fields(sql: str, **kw: Any) -> tuple[str, ...]:
+        return SqliteContextProvider(db, sql, **kw).context_fields
+
+    assert fields("select 1") == ()
+    assert fields("select :query") == ()  # the query is in every key anyway
+    assert fields("select 1 where :user_id = 1") == ("user_id",)
+    assert fields("select 1 where @tenantId = 1 and $userId = 2") == ("tenant_id", "user_id")
+    assert fields("select :session_id, :runId") == ("run_id", "session_id")
+    one = SqliteContextProvider(db, "select 1").source_identity
+    assert one is not None and one != SqliteContextProvider(db, "select 2").source_identity
+    assert one != SqliteContextProvider(db, "select 1", max_rows=3).source_identity
+    # Fixed parameters go in as a digest; a params function may read anything: no identity.
+    secret = SqliteContextProvider(db, "select :k", params={"k": "tok-secret-77"})
+    assert secret.source_identity is not None and "tok-secret-77" not in secret.source_identity
+    assert SqliteContextProvider(db, "select :k",
+                                 params=lambda q, ctx: {"k": 1}).source_identity is None
+
+
+async def test_in_process_entries_are_kept_per_declared_field() -> None:
+    # A coarse key never joins two values of a field the source declares it reads.
+    calls: list[Any] = []
+
+    async def per_tenant(ctx: Any) -> str:
+        calls.append(ctx.tenant_id)
+        return f"for {ctx.tenant_id}"
+
+    inner = DatabaseContextProvider("t", per_tenant, source_identity="tests:per-tenant",
+                                    context_fields=("tenant_id",))
+    p = CachedContextProvider(inner, 60, key=lambda query, ctx: "all")
+    assert await p.fetch("q", RunContext(tenant_id="a", user_id="1")) == "for a"
+    assert await p.fetch("q", RunContext(tenant_id="b", user_id="1")) == "for b"
+    hit = await p.fetch("other", RunContext(tenant_id="a", user_id="2"))
+    assert hit == "for a" and isinstance(hit, ProvidedText) and hit.cached
+    assert calls == ["a", "b"]

@@ -1,0 +1,160 @@
+"""How the built-in providers state their ``source_identity``, pure.
+
+An identity is ``KIND:`` followed by a JSON array of the parts that decide the text
+(:func:`identity_of`): JSON escapes every quote and separator, so no value in one
+part can pass for a boundary between parts, and two identities are equal only when
+every part is. Secrets (header values, a URL's query or password, a request body)
+go in only as a salted digest (:func:`secret_digest`), never as they are.
+
+A function that shapes the text (a transform, a formatter) is named by
+:func:`callable_identity`: its module and qualified name plus a digest of its code,
+defaults and captured values, so two lambdas in one module, or one closure over two
+tenants' settings, are two identities. A function whose captured values mean
+something only in this process (an object shown by its address) has no identity:
+its provider states none, and nothing it makes is shared across processes.
+
+:func:`check_identity` and :func:`check_fields` validate an identity and field names a
+caller states, naming the bad value.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import types
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from .._exceptions import InvalidType, InvalidValue
+
+__all__ = ["MAX_IDENTITY", "callable_identity", "check_fields", "check_identity",
+           "identity_of", "secret_digest"]
+
+#: Longest identity a caller may state (an identity names a source, it is not data).
+MAX_IDENTITY = 1024
+_FIELD = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def identity_of(kind: str, *parts: Any) -> str:
+    """``KIND:[part, ...]``, the parts as JSON (str, int, bool, None, lists of them)."""
+    return f"{kind}:" + json.dumps(list(parts), ensure_ascii=True, separators=(",", ":"))
+
+
+def secret_digest(*parts: Any) -> str:
+    """32 hex characters standing for ``parts`` (secrets), salted for this use only."""
+    material = repr(parts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(material, digest_size=16, key=b"lionctx-source-identity",
+                           person=b"lionctx-secret").hexdigest()
+
+
+def _shown(value: Any) -> str | None:
+    """``repr(value)``, or None when it may differ between processes (an address) or
+    cannot be taken."""
+    try:
+        text = repr(value)
+    except Exception:
+        return None
+    if not isinstance(text, str) or " at 0x" in text:
+        return None
+    return text
+
+
+def callable_identity(fn: Any) -> str | None:
+    """A name for what ``fn`` computes, the same in every process running the same code;
+    ``None`` when ``fn`` carries state that only this process can name.
+
+    Captured values are taken as they are when ``fn`` is first named: the same
+    function object keeps its name (a closure over a counter stays one source).
+    """
+    if fn is None:
+        return "none"
+    try:
+        return _NAMED[fn]
+    except (KeyError, TypeError):  # not seen, or not weak-referenceable / unhashable
+        pass
+    shown = _shown(_material(fn, 0))
+    if shown is None:
+        return None
+    target = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    target = getattr(target, "__func__", target)
+    if not hasattr(target, "__code__") and not isinstance(target, type):
+        target = type(target)
+    module = getattr(target, "__module__", None) or "?"
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", "?")
+    named = f"{module}.{name}#{secret_digest(shown)[:16]}"
+    try:
+        _NAMED[fn] = named
+    except TypeError:
+        pass
+    return named
+
+
+#: Functions already named, while they live (bounded by the live functions).
+_NAMED: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_DEPTH = 4
+
+
+def _material(value: Any, depth: int) -> Any:
+    """What decides what a callable computes, with code and functions spelled out."""
+    if depth > _DEPTH:
+        return value  # its repr decides (an address there means: no identity)
+    if isinstance(value, types.CodeType):
+        return ("code", value.co_code, [_material(c, depth + 1) for c in value.co_consts],
+                value.co_names)
+    if isinstance(value, functools.partial):
+        return ("partial", _material(value.func, depth + 1),
+                [_material(a, depth + 1) for a in value.args],
+                sorted((k, _material(v, depth + 1)) for k, v in value.keywords.items()))
+    if isinstance(value, types.MethodType):
+        return ("method", _material(value.__func__, depth + 1),
+                _material(value.__self__, depth + 1))
+    if isinstance(value, types.FunctionType):
+        cells = [_material(c.cell_contents, depth + 1)
+                 for c in (value.__closure__ or ()) if _has_contents(c)]
+        return ("function", value.__module__, value.__qualname__,
+                _material(value.__code__, depth + 1),
+                [_material(d, depth + 1) for d in (value.__defaults__ or ())],
+                sorted((k, _material(v, depth + 1))
+                       for k, v in (value.__kwdefaults__ or {}).items()), cells)
+    if isinstance(value, type):
+        return ("class", value.__module__, value.__qualname__)
+    return value
+
+
+def _has_contents(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def check_identity(value: Any, label: str = "source_identity") -> str | None:
+    """``None`` or a non-empty ``str`` of printable characters, at most
+    :data:`MAX_IDENTITY` long."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidType(f"{label} must be a str or None, got {value!r}")
+    if not value or len(value) > MAX_IDENTITY or not value.isprintable():
+        raise InvalidValue(f"{label} must be 1-{MAX_IDENTITY} printable characters, "
+                           f"got {value[:80]!r}")
+    return value
+
+
+def check_fields(value: Any, label: str = "context_fields") -> tuple[str, ...]:
+    """A tuple of snake_case run-context field names (``("tenant_id", "user_id")``)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidType(f"{label} must be a tuple of field names such as "
+                          f"('user_id',), got {value!r}")
+    fields = tuple(value)
+    for field in fields:
+        if not isinstance(field, str) or not _FIELD.fullmatch(field):
+            raise InvalidValue(f"{label}: {field!r} is not a snake_case run-context "
+                               f"field name such as 'user_id'")
+    return fields
