@@ -67,7 +67,6 @@ def test_block_runs_and_prints_what_it_says(page: str, line: int, code: str,
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=tmp_path, env=_env(), timeout=180)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip(), "an example should show something"
     printed = out.stdout.splitlines()
     at = 0
     for promise in expected_lines(code):
