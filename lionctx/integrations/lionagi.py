@@ -148,6 +148,16 @@ class LionagiProvider:
     def degradation_reason(self) -> Any:
         return getattr(self.inner, "degradation_reason", None)
 
+    @property
+    def source_identity(self) -> Any:
+        """The wrapped provider's (see :mod:`lionctx._scope`)."""
+        return getattr(self.inner, "source_identity", None)
+
+    @property
+    def context_fields(self) -> Any:
+        """The run-context fields the wrapped provider reads."""
+        return getattr(self.inner, "context_fields", ())
+
     async def provide(self, branch: Any, instruction: Any) -> Any:
         """Call the wrapped provider with the instruction's text and the run context.
 
