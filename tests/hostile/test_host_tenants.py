@@ -11,6 +11,8 @@ import anyio
 import anyio.lowlevel
 import lionctx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lionctx import Status
 
 pytestmark = pytest.mark.anyio
@@ -252,3 +254,47 @@ async def test_missing_user_is_said_in_the_row_not_silent(server):
     result = await agent.run("hi", deps=Deps("alice"))  # typed deps, no run_context=
     (row,) = report(result).outcomes
     assert row.status is Status.EMPTY and row.reason == "no user_id in the run context"
+
+
+# -- property: state written under one user or tenant is never read under another --------
+
+_who = st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(["u1", "u2"]),
+                 st.sampled_from(["s1", "s2"]))
+
+
+class Same:
+    """The same text for everyone: only the scope can keep two runs' baselines apart."""
+
+    name = "faq"
+
+    async def fetch(self, query, ctx):
+        return "the same answer for every user"
+
+
+class RunObject:
+    """A host's per-run object."""
+
+
+@settings(max_examples=60, deadline=None)
+@given(_who, _who)
+def test_no_baseline_or_report_crosses_users_tenants_or_sessions(first, second):
+    from lionctx import RunContext
+    from lionctx.integrations._turns import tie_report, tied_report
+    from lionctx.testing import TurnResolver
+
+    async def both():
+        resolver = TurnResolver([Same()], {}, "test")
+        runs = []
+        for tenant, user, session in (first, second):
+            ctx = RunContext(tenant_id=tenant, user_id=user, session_id=session)
+            run = RunObject()
+            resolution = await resolver.resolve(run, "q", ctx)
+            tie_report(run, resolution.report)
+            runs.append((run, resolution))
+        (run_a, res_a), (run_b, res_b) = runs
+        # the second run compares with the first only when it is the same session of
+        # the same user and tenant
+        assert res_b.prefix_stable is (True if first == second else None)
+        assert tied_report(run_a) is res_a.report and tied_report(run_b) is res_b.report
+
+    anyio.run(both)
