@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,7 +71,32 @@ class ContextInstructions:
             usage, getattr(ctx, "prompt", None), run_ctx, key=run_id,
             session=getattr(ctx, "conversation_id", None))
         tie_report(usage, resolution.report, run_id)
+        _index_run(run_id, usage)
         return resolution.text
+
+
+#: run_id -> the run's usage object (weakly), for results whose ``usage`` is computed
+#: anew (a streamed result's); a run_id that two live runs share maps to nothing.
+_BY_RUN_ID: dict[str, weakref.ref[Any] | None] = {}
+_INDEX_LOCK = threading.Lock()
+
+
+def _index_run(run_id: Any, usage: Any) -> None:
+    if not isinstance(run_id, str) or usage is None:
+        return
+    with _INDEX_LOCK:
+        held = _BY_RUN_ID.get(run_id, _NONE)
+        if held is _NONE:
+            def drop(ref: weakref.ref[Any], run_id: str = run_id) -> None:
+                with _INDEX_LOCK:
+                    if _BY_RUN_ID.get(run_id) is ref:
+                        del _BY_RUN_ID[run_id]
+            try:
+                _BY_RUN_ID[run_id] = weakref.ref(usage, drop)
+            except TypeError:
+                pass
+        elif held is None or held() is not usage:
+            _BY_RUN_ID[run_id] = None  # ambiguous: never another run's report
 
 
 def _run_of(run: Any) -> tuple[Any, Any]:
@@ -101,11 +128,19 @@ def report(run: Any) -> Report | None:
     ``StreamedRunResult``, the ``AgentRun`` of ``agent.iter`` or a ``RunContext`` of
     the run. ``None`` when no lionctx instructions ran in it."""
     usage, run_id = _run_of(run)
-    return tied_report(usage, run_id) if usage is not None else None
+    found = tied_report(usage, run_id) if usage is not None else None
+    if found is None and isinstance(run_id, str):
+        held = _BY_RUN_ID.get(run_id)
+        holder = held() if held is not None else None
+        if holder is not None:
+            found = tied_report(holder, run_id)
+    return found
 
 
 #: One lionctx block as rendered: provider text never holds ``</context`` (the renderer
 #: neutralizes it), so the first ``\n</context>`` ends the block.
+_NONE: Any = object()
+
 _BLOCK = re.compile(r'<context name="[^"\n]*">\n.*?\n</context>', re.DOTALL)
 _BLANKS = re.compile(r"\n{3,}")
 

@@ -298,3 +298,22 @@ def test_no_baseline_or_report_crosses_users_tenants_or_sessions(first, second):
         assert tied_report(run_a) is res_a.report and tied_report(run_b) is res_b.report
 
     anyio.run(both)
+
+
+async def test_pydantic_two_users_given_one_run_id_keep_their_own_context(server):
+    from lionctx.integrations.pydantic_ai import context_instructions, report
+
+    source = PerUser()
+    agent = pydantic_agent(server, [context_instructions([source])])
+    server.script(*([reply] * 4))
+    results = {}
+
+    async def run(user):
+        results[user] = await agent.run("hi", deps={"user_id": user}, run_id="request-1")
+
+    async with anyio.create_task_group() as tg:
+        for user in ("alice", "bob"):
+            tg.start_soon(run, user)
+    assert sorted(source.calls) == [("alice", None), ("bob", None)]  # neither reused
+    for user, result in results.items():
+        assert report(result).outcomes[0].text.endswith(f"private notes of {user}\n</context>")

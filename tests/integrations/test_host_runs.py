@@ -267,3 +267,20 @@ def test_timeout_none_means_none():
     none = ContextProviderRegistry()
     install(Branch(system="s"), none, timeout=None)
     assert none.timeout is None
+
+
+async def test_pydantic_ai_streamed_and_iterated_runs_report(server):
+    from lionctx.integrations.pydantic_ai import context_instructions, report
+
+    from .test_pydantic_ai import make_agent
+
+    agent = make_agent(server, [context_instructions([UserKB()])])
+    with lionctx.bind_run_context(user_id="frank"):
+        async with agent.run_stream("hi", deps={}) as streamed:
+            await streamed.get_output()
+        assert "Orders of frank" in own_text(report(streamed))
+        async with agent.iter("hi", deps={"user_id": "gina"}) as run:
+            async for _ in run:
+                pass
+        assert "Orders of gina" in own_text(report(run))
+        assert report(run) is report(run.result)
