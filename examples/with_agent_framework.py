@@ -10,7 +10,7 @@ import anyio
 import lionctx
 from agent_framework import Agent, tool
 from agent_framework.openai import OpenAIChatCompletionClient
-from lionctx.integrations.agent_framework import LionctxContextProvider
+from lionctx.integrations.agent_framework import LionctxContextProvider, report
 from lionctx.testing import LocalOpenAIServer, Reply
 
 
@@ -40,7 +40,8 @@ async def main() -> None:
         with lionctx.bind_run_context(user_id="u1"):
             response = await agent.run("Where is order 42?", session=session)
         print("reply:", response.text)
-        print("model calls:", len(server.requests), "| fired:", provider.last_report.fired)
+        print("model calls:", len(server.requests),
+              "| fired:", [o.name for o in report(response).kept])
         print("session report:", [o["status"] for o in session.state["lionctx"]["report"]["outcomes"]])
 
 

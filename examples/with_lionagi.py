@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import lionctx
 from lionagi import Branch, iModel
-from lionctx import SqliteContextProvider
-from lionctx.integrations.lionagi import use_bundled_tokenizer
+from lionctx import ContextProviderRegistry, SqliteContextProvider
+from lionctx.integrations.lionagi import install, report, use_bundled_tokenizer
 from lionctx.testing import LocalOpenAIServer
 
 
@@ -31,12 +31,16 @@ async def main() -> None:
                        api_key="offline", allow_local_network=True)
         branch = Branch(system="You are a support assistant.", chat_model=model,
                         log_config={"persist_dir": str(tmp / "logs"), "auto_save_on_exit": False})
-        branch.providers.register(SqliteContextProvider(
+        # A lionctx registry in LionAGI's place: once per user call, a 2 s timeout.
+        registry = ContextProviderRegistry(budget=800, timeout=2)
+        registry.register(SqliteContextProvider(
             db, "select plan from profile where user_id = :user_id", name="profile"))
+        install(branch, registry)
         # A LionAGI Branch has no run context: bind one around the turn.
         with lionctx.bind_run_context(user_id="u1", tenant_id="acme"):
             reply = await branch.chat("Which plan am I on?", guidance="Be brief.")
-        print("fired:", branch.last_context_report.fired)
+        print("fired:", branch.last_context_report.fired)  # LionAGI's view
+        print("report:", [(o.name, o.status.value) for o in report(branch).outcomes])
         print("sent:", server.requests[-1]["messages"][0]["content"])
         print("reply:", reply)
 

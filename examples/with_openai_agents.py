@@ -39,7 +39,8 @@ async def main() -> None:
                       tools=[track])
         result = await Runner.run(agent, "Where is order 42?", context={"user_id": "u1"})
         print("reply:", result.final_output)
-        print("model calls:", len(server.requests), "| fired:", report(result).fired)
+        print("model calls:", len(server.requests),
+              "| fired:", [o.name for o in report(result).kept])
         print("system:", server.requests[0]["messages"][0]["content"])
 
 

@@ -7,7 +7,7 @@ local echo server on 127.0.0.1).
 from __future__ import annotations
 
 import anyio
-from lionctx.integrations.pydantic_ai import context_instructions
+from lionctx.integrations.pydantic_ai import context_instructions, report
 from lionctx.testing import LocalOpenAIServer, Reply
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -37,7 +37,7 @@ async def main() -> None:
         result = await agent.run("Where is order 42?", deps={"user_id": "u1"})
         print("reply:", result.output)
         print("model calls:", len(server.requests),
-              "| fired:", lionctx_instructions.report_for(result).fired)
+              "| fired:", [o.name for o in report(result).kept])
 
 
 if __name__ == "__main__":

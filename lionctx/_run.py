@@ -101,12 +101,16 @@ def _degradation(call: ProviderCall, reason: Any) -> str | None:
 
 
 _NO_STR = "the source returned an empty string"
+_NO_TEXT = "the source returned no text (None)"
+#: The reasons of an empty row that say only what the source returned: a more
+#: specific reason (a run-context field it reads was unset) may replace them.
+GENERIC_EMPTY = (_NO_STR, _NO_TEXT)
 
 
 def _empty_reason(result: Any) -> str:
     """Why a row is ``empty``: the source's own words (a NoText), or what it returned."""
     if result is None:
-        return "the source returned no text (None)"
+        return _NO_TEXT
     try:
         why = getattr(result, "reason", None)
     except Exception:  # a str subclass's property is its own business

@@ -1,34 +1,65 @@
-"""What every host integration shares: checked options, one resolve per user turn.
+"""What every host integration shares: checked options, the run context, one resolve per
+run, and the run's own report.
 
-A host's tool loop asks for its instructions before every model call of a turn. The
-integrations resolve the providers once per turn (keyed by an object the host keeps
-for the whole turn) and hand back the same string on every later call of that turn,
-so the providers run once and the request prefix stays byte-identical for prompt
-caches. The :class:`~lionctx.Resolution` of the turn is the report.
+A host's tool loop asks for its instructions before every model call of a run. The
+integrations resolve the providers once per run (keyed by an object the host keeps for
+that run) and hand back the same string on every later call of the run, so the
+providers run once and the request prefix stays byte-identical for prompt caches.
+
+Per-run state only: a run's report is tied to the run's own objects (the Agents SDK's
+context wrapper, Pydantic AI's run usage, Agent Framework's session context and
+response) by identity and weakly, so it lives exactly as long as they do, with no
+table of the latest N runs. The cache-break baseline is the previous run of the same
+session (the run context's ``session_id``, or the host's own conversation), scoped to
+its user and tenant; without a session there is none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import dataclasses
+import inspect
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import anyio
 
 from .._adapters import fetch_method, retrieve_method
-from .._context import bind_run_context, coerce_run_context
-from .._exceptions import InvalidType
+from .._context import (
+    RunContext,
+    _read,
+    bind_run_context,
+    bound_run_context,
+    coerce_run_context,
+    context_value,
+)
+from .._exceptions import InvalidType, LionctxError
+from .._outcome import Outcome, Status
 from .._policy import Policy, check_number
+from .._report import Report
+from .._run import GENERIC_EMPTY
+from .._scope import context_fields
+from .._stability import Digests
+from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
 from ..resolve import Resolution, resolve_context
 
-__all__ = ["TurnResolver", "compose", "text_of"]
+__all__ = ["DEFAULT_TIMEOUT", "RunTies", "TurnResolver", "compose", "merge_run_context",
+           "note_missing_fields", "text_of"]
 
 from .._log import logger_for
 
 logger = logger_for(__name__)
 
+#: The per-provider timeout (seconds) every integration applies unless given another
+#: (``timeout=None``: none): a hung source costs its row, never the run. One value
+#: with the agentium face's (``lionctx.resolve.DEFAULT_TIMEOUT``).
+DEFAULT_TIMEOUT = RESOLVE_DEFAULT_TIMEOUT
+
 #: The keyword options of :func:`lionctx.resolve_context` an integration accepts.
 RESOLVE_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome",
-                   "breaker", "dedupe")  # issue 13: breaker, dedupe
+                   "breaker", "dedupe")
 
 
 def _check_providers(providers: Any, where: str) -> list[Any]:
@@ -49,6 +80,7 @@ def _check_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
         raise InvalidType(f"{where}: unknown option {unknown[0]!r} "
                         f"(accepted: {', '.join(RESOLVE_OPTIONS)})")
     checked = dict(options)
+    checked.setdefault("timeout", DEFAULT_TIMEOUT)
     # The shared knobs are checked by the one policy (the same errors as anywhere).
     policy = Policy(checked.get("timeout"), checked.get("deadline"), checked.get("limit"),
                     checked.get("counter"), checked.get("on_outcome"))
@@ -58,6 +90,17 @@ def _check_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     if "budget" in checked:
         checked["budget"] = check_number(checked["budget"], "budget", allow_none=True)
     return checked
+
+
+def check_run_context(run_context: Any, where: str) -> Any:
+    """``run_context=`` as given: ``None``, a callable, or a context value (a
+    :class:`~lionctx.RunContext`, a mapping or an object with the fields)."""
+    if run_context is None or callable(run_context):
+        return run_context
+    if isinstance(run_context, (str, bytes, int, float)):
+        raise InvalidType(f"{where}: run_context must be a RunContext, a mapping, an object "
+                          f"with its fields or a callable, got {run_context!r}")
+    return run_context
 
 
 def text_of(value: Any) -> str:
@@ -96,82 +139,257 @@ def compose(base: str | None, context: str) -> str:
     return base or context
 
 
-class TurnResolver:
-    """Resolve ``providers`` at most once per turn; keep each turn's report.
+# -- identity: the host's context, the bound one filling what it leaves unset ---------
 
-    ``turn`` is a host value that names exactly one user turn: an object the host
-    keeps for the turn (compared by identity when unhashable) or an id string. The
-    reports of the latest :attr:`KEEP` turns are kept.
+_FILLED = ("user_id", "tenant_id", "session_id", "signal")
+_FILLED_DICTS = ("metadata", "session_state", "dependencies")
+
+
+def merge_run_context(own: Any) -> RunContext:
+    """The run context of a run: ``own`` (the host's, any shape) with the context bound
+    by :func:`lionctx.bind_run_context` filling every field ``own`` leaves unset.
+
+    The host's values win field by field; a field it leaves unset (missing or
+    ``None``, an empty dict for ``metadata`` / ``session_state`` / ``dependencies``,
+    an extra key it does not have) comes from the bound context, and so does the
+    ``run_id`` when ``own`` states none.
+    """
+    bound = bound_run_context()
+    if own is None:
+        return bound if bound is not None else RunContext()
+    ctx = coerce_run_context(own)
+    if bound is None or bound is ctx:
+        return ctx
+    fills: dict[str, Any] = {}
+    for name in _FILLED:
+        if getattr(ctx, name) is None and getattr(bound, name) is not None:
+            fills[name] = getattr(bound, name)
+    for name in _FILLED_DICTS:
+        if not getattr(ctx, name) and getattr(bound, name):
+            fills[name] = getattr(bound, name)
+    if not isinstance(own, RunContext) and _read(own, "run_id", None) is None:
+        fills["run_id"] = bound.run_id
+    missing = {k: v for k, v in bound.extra.items() if k not in ctx.extra}
+    if missing:
+        fills["extra"] = {**missing, **ctx.extra}
+    return dataclasses.replace(ctx, **fills) if fills else ctx
+
+
+async def call_mapper(mapper: Any, *host: Any) -> Any:
+    """``mapper(*host)`` (or ``mapper(host[0])`` when it takes one argument), awaited
+    when it returns an awaitable."""
+    args = host
+    if len(host) > 1:
+        try:
+            inspect.signature(mapper).bind(*host)
+        except TypeError:
+            args = host[:1]
+        except ValueError:  # no signature to read (some builtins): give everything
+            pass
+    value = mapper(*args)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+def note_missing_fields(report: Report, providers: Sequence[Any], ctx: Any) -> Report:
+    """``report`` with each ``empty`` row of a provider that reads a run-context field the
+    run has no value for saying so (``"no user_id in the run context"``)."""
+    rows: list[Outcome] | None = None
+    for i, (outcome, provider) in enumerate(zip(report.outcomes, providers, strict=False)):
+        if outcome.status is not Status.EMPTY:
+            continue
+        try:
+            fields = context_fields(provider)
+        except LionctxError:
+            continue
+        missing = [f for f in fields if context_value(ctx, f) is None]
+        if not missing:
+            continue
+        note = f"no {', '.join(missing)} in the run context"
+        if rows is None:
+            rows = list(report.outcomes)
+        rows[i] = outcome.replace(reason=note if outcome.reason in (None, "", *GENERIC_EMPTY)
+                                  else f"{outcome.reason}; {note}")
+    return report if rows is None else dataclasses.replace(report, outcomes=tuple(rows))
+
+
+# -- per-run state, tied to the run's own objects -------------------------------------
+
+V = TypeVar("V")
+
+
+class RunTies(Generic[V]):
+    """Values tied to host objects by identity, each dropped when its object is collected.
+
+    Host run objects are often dataclasses (unhashable), so a ``WeakKeyDictionary``
+    cannot hold them; this keys by ``id`` and keeps a weak reference whose callback
+    removes the entry, so an id reused by a later object never finds an old value.
     """
 
-    KEEP = 64
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[weakref.ref[Any], V]] = {}
+        self._lock = threading.Lock()
 
-    def __init__(self, providers: Any, options: Mapping[str, Any], where: str) -> None:
+    def get(self, obj: Any) -> V | None:
+        """The value tied to ``obj``, or ``None``."""
+        item = self._items.get(id(obj))
+        if item is None or item[0]() is not obj:
+            return None
+        return item[1]
+
+    def setdefault(self, obj: Any, factory: Callable[[], V]) -> V | None:
+        """The value tied to ``obj``, made by ``factory`` first if there is none;
+        ``None`` when ``obj`` cannot be referenced weakly."""
+        with self._lock:
+            found = self.get(obj)
+            if found is not None:
+                return found
+            key = id(obj)
+            items = self._items
+
+            def drop(ref: weakref.ref[Any], key: int = key) -> None:
+                held = items.get(key)
+                if held is not None and held[0] is ref:
+                    items.pop(key, None)
+
+            try:
+                ref = weakref.ref(obj, drop)
+            except TypeError:
+                return None
+            value = factory()
+            items[key] = (ref, value)
+            return value
+
+    def __len__(self) -> int:
+        return sum(1 for ref, _ in list(self._items.values()) if ref() is not None)
+
+
+#: holder -> {key: Report}: the reports of the runs a host object carries.
+_REPORTS: RunTies[dict[Any, Report]] = RunTies()
+
+
+def tie_report(holder: Any, report: Report, key: Any = None) -> None:
+    """Tie ``report`` to ``holder`` (and ``key``, for a holder shared by several runs)."""
+    reports = _REPORTS.setdefault(holder, dict)
+    if reports is not None:
+        reports.pop(key, None)  # the latest tied is the last one read by tied_report
+        reports[key] = report
+
+
+def tied_report(holder: Any, key: Any = None) -> Report | None:
+    """The report tied to ``holder`` (and ``key``), or ``None``."""
+    if holder is None:
+        return None
+    reports = _REPORTS.get(holder)
+    return reports.get(key) if reports else None
+
+
+class _Turn:
+    __slots__ = ("lock", "resolution")
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.resolution: Resolution | None = None
+
+
+_AUTO: Any = object()
+
+
+class TurnResolver:
+    """Resolve ``providers`` at most once per run; keep each session's baseline.
+
+    A run is named by a host object the host keeps for it (``holder``) and, for a
+    holder that several runs share, a ``key``. ``run_context`` is the integration's
+    ``run_context=`` option (see :meth:`context_for`).
+    """
+
+    #: Sessions whose previous digests are kept (the least recently used go first;
+    #: a session past it only loses its next turn's cache-break comparison).
+    BASELINES = 4096
+
+    def __init__(self, providers: Any, options: Mapping[str, Any], where: str, *,
+                 run_context: Any = None) -> None:
         self.providers = _check_providers(providers, where)
         self.options = _check_options(options, where)
+        self.run_context = check_run_context(run_context, where)
         self.resolves = 0
-        self.last_report: Resolution | None = None
-        # slot -> (turn, resolution); the turn is held so an id cannot be reused.
-        self._turns: dict[Any, tuple[Any, Resolution]] = {}
-        self._locks: dict[Any, anyio.Lock] = {}
+        self._turns: RunTies[dict[Any, _Turn]] = RunTies()
+        self._baselines: OrderedDict[tuple[str, str, str], Digests] = OrderedDict()
+        self._baseline_lock = threading.Lock()
 
-    @staticmethod
-    def _slot(turn: Any) -> Any:
-        try:
-            hash(turn)
-        except TypeError:
-            return ("id", id(turn))
-        return ("value", turn)
+    async def context_for(self, native: Any, *host: Any) -> RunContext:
+        """The run context of a run: ``run_context=`` applied to ``host`` when it is a
+        callable, ``run_context=`` itself when it is a value, else ``native`` (the
+        context the host carries); the bound run context fills what it leaves unset."""
+        mapper = self.run_context
+        own = native
+        if callable(mapper):
+            own = await call_mapper(mapper, *host)
+        elif mapper is not None:
+            own = mapper
+        return merge_run_context(own)
 
-    def report_for(self, turn: Any) -> Resolution | None:
-        """The report of ``turn``, or ``None`` when it has not resolved."""
-        held = self._turns.get(self._slot(turn))
-        return held[1] if held is not None else None
+    def _scope(self, ctx: RunContext, session: Any) -> tuple[str, str, str] | None:
+        named = ctx.session_id if ctx.session_id is not None else session
+        if named is None:
+            return None
+        return (repr(ctx.tenant_id), repr(ctx.user_id), repr(named))
 
-    def _store(self, turn: Any, resolution: Resolution) -> None:
-        self._turns[self._slot(turn)] = (turn, resolution)
-        while len(self._turns) > self.KEEP:
-            self._turns.pop(next(iter(self._turns)))
+    def baseline(self, ctx: RunContext, session: Any = None) -> Digests | None:
+        """The digests of the previous run of this session (its user and tenant)."""
+        scope = self._scope(ctx, session)
+        if scope is None:
+            return None
+        with self._baseline_lock:
+            found = self._baselines.get(scope)
+            if found is not None:
+                self._baselines.move_to_end(scope)
+            return found
 
-    async def resolve(self, turn: Any, query: Any, ctx: Any) -> Resolution:
-        """This turn's resolution: computed on the first call, the same object after."""
-        done = self.report_for(turn)
-        if done is not None:
-            return done
-        slot = self._slot(turn)
-        lock = self._locks.setdefault(slot, anyio.Lock())
-        try:
-            async with lock:
-                done = self.report_for(turn)
-                if done is not None:
-                    return done
-                run_ctx = coerce_run_context(ctx)
-                # Bound for the providers too, so nested lionctx code sees the same user.
-                with bind_run_context(run_ctx):
-                    resolution = await resolve_context(self.providers, text_of(query), run_ctx,
-                                                       previous=self.last_report,  # issue 13
-                                                       **self.options)
-                self.resolves += 1
-                self._store(turn, resolution)
-                self.last_report = resolution
-                logger.debug("resolved context for a turn: fired=%s", resolution.fired)
-                return resolution
-        finally:
-            if not lock.locked():
-                self._locks.pop(slot, None)
+    def _remember(self, ctx: RunContext, session: Any, digests: Digests) -> None:
+        scope = self._scope(ctx, session)
+        if scope is None:
+            return
+        with self._baseline_lock:
+            self._baselines[scope] = digests
+            self._baselines.move_to_end(scope)
+            while len(self._baselines) > self.BASELINES:
+                self._baselines.popitem(last=False)
 
+    async def resolve(self, holder: Any, query: Any, ctx: RunContext, *, key: Any = None,
+                      session: Any = None, previous: Any = _AUTO) -> Resolution:
+        """The run's resolution: computed on the first call, the same object after.
 
-class ResolverBacked:
-    """What every host adapter reports about its turns, read from its resolver."""
+        ``previous``: the digests to compare with (default: this session's previous
+        run, see :meth:`baseline`); passing it also leaves the keyed baseline alone.
+        """
+        turns = self._turns.setdefault(holder, dict)
+        if turns is None:  # a holder that cannot be tied: one resolve per call
+            return await self._resolve(query, ctx, session, previous)
+        turn = turns.get(key)
+        if turn is None:
+            turn = turns.setdefault(key, _Turn())
+        if turn.resolution is not None:
+            return turn.resolution
+        async with turn.lock:
+            if turn.resolution is None:
+                turn.resolution = await self._resolve(query, ctx, session, previous)
+            return turn.resolution
 
-    _resolver: TurnResolver
-
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per user turn)."""
-        return self._resolver.resolves
-
-    @property
-    def last_report(self) -> Resolution | None:
-        """The report of the most recent turn."""
-        return self._resolver.last_report
+    async def _resolve(self, query: Any, ctx: RunContext, session: Any,
+                       previous: Any) -> Resolution:
+        keyed = previous is _AUTO
+        prior = self.baseline(ctx, session) if keyed else previous
+        # Bound for the providers too, so nested lionctx code sees the same user.
+        with bind_run_context(ctx):
+            resolution = await resolve_context(self.providers, text_of(query), ctx,
+                                               previous=prior, **self.options)
+        report = note_missing_fields(resolution.report, self.providers, ctx)
+        if report is not resolution.report:
+            resolution = Resolution(report=report)
+        if keyed:
+            self._remember(ctx, session, report.digests)
+        self.resolves += 1
+        logger.debug("resolved context for a run: fired=%s", resolution.fired)
+        return resolution

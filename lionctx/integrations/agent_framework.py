@@ -3,23 +3,30 @@
 ::
 
     from agent_framework import Agent
-    from lionctx.integrations.agent_framework import LionctxContextProvider
+    from lionctx.integrations.agent_framework import LionctxContextProvider, report
 
-    lionctx_provider = LionctxContextProvider(providers, budget=800, timeout=2)
+    lionctx_provider = LionctxContextProvider(providers, budget=800)
     agent = Agent(client=client, instructions="Be brief.",
                   context_providers=[lionctx_provider], tools=[...])
     with lionctx.bind_run_context(user_id="u1"):
         response = await agent.run("Where is my order?", session=session)
-    lionctx_provider.last_report.fired               # what each source did
+    report(response).outcomes                         # what each source did in this run
     session.state["lionctx"]["report"]                # the same, JSON-ready, no text
 
 A real ``agent_framework.ContextProvider``: its ``before_run`` resolves the providers
 once per ``agent.run`` (the framework calls it once per run, however many model calls
 the tool loop makes) and adds the tagged blocks with ``context.extend_instructions``.
 The query is the text of the run's last input message. ``SessionContext`` carries no
-user, so the run context is ``run_context=`` (a :class:`lionctx.RunContext`, a
-mapping, or a callable ``(session, context) -> ctx``), else the one bound with
-:func:`lionctx.bind_run_context`.
+user, so the run context is ``run_context=``: a callable ``(session)`` or
+``(session, context)`` (sync or async), or a value (a :class:`lionctx.RunContext`, a
+mapping); the context bound with :func:`lionctx.bind_run_context` fills every field it
+leaves unset. Each provider has a 10 s timeout unless ``timeout=`` says otherwise
+(``timeout=None``: none).
+
+:func:`report` takes the ``AgentResponse`` of a run, a finished ``ResponseStream``, or
+the ``AgentSession`` (its latest run) and returns that run's :class:`lionctx.Report`.
+The cache-break baseline is the previous run of the same session, kept in the
+session's state (``digests``), so it travels with a serialized session.
 
 Importing this module imports ``agent_framework`` (the class must subclass its
 ``ContextProvider``); ``import lionctx`` never does.
@@ -27,25 +34,26 @@ Importing this module imports ``agent_framework`` (the class must subclass its
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from agent_framework import ContextProvider
 
 from .._exceptions import InvalidValue
-from ._turns import ResolverBacked, TurnResolver, text_of
+from .._report import Report
+from ._turns import DEFAULT_TIMEOUT, TurnResolver, text_of, tie_report, tied_report
 
-__all__ = ["LionctxContextProvider"]
+__all__ = ["DEFAULT_TIMEOUT", "LionctxContextProvider", "report"]
 
 
-class LionctxContextProvider(ResolverBacked, ContextProvider):
+class LionctxContextProvider(ContextProvider):
     """Resolve lionctx providers before each agent run; see the module docstring.
 
     ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
     ``source_id``: the framework's attribution id (default ``"lionctx"``).
-    ``options``: those of :func:`lionctx.resolve_context` (``timeout``,
-    ``deadline``, ``budget``, ``limit``, ``counter``, ``on_outcome``). A wrong
-    argument raises here, naming it.
+    ``run_context``: see the module docstring. ``options``: those of
+    :func:`lionctx.resolve_context` (``timeout`` (default 10 s), ``deadline``,
+    ``budget``, ``limit``, ``counter``, ``on_outcome``, ``breaker``, ``dedupe``). A
+    wrong argument raises here, naming it.
     """
 
     def __init__(self, providers: Any, source_id: str = "lionctx", *,
@@ -54,30 +62,52 @@ class LionctxContextProvider(ResolverBacked, ContextProvider):
             raise InvalidValue(f"LionctxContextProvider: source_id must be a non-empty str, "
                              f"got {source_id!r}")
         super().__init__(source_id)
-        self._resolver = TurnResolver(providers, options, "LionctxContextProvider")
-        self._run_context = run_context
+        self._resolver = TurnResolver(providers, options, "LionctxContextProvider",
+                                      run_context=run_context)
 
-
-    async def _ctx(self, session: Any, context: Any) -> Any:
-        ctx = self._run_context
-        if callable(ctx):
-            ctx = ctx(session, context)
-            if inspect.isawaitable(ctx):
-                ctx = await ctx
-        return ctx
+    @property
+    def resolves(self) -> int:
+        """How many times the providers were resolved (one per run)."""
+        return self._resolver.resolves
 
     async def before_run(self, *, agent: Any, session: Any, context: Any,
                          state: dict[str, Any]) -> None:
         """Resolve for this run and add the blocks to the run's instructions."""
         messages = getattr(context, "input_messages", None) or []
         query = text_of(getattr(messages[-1], "text", None)) if messages else ""
-        # SessionContext is created fresh for each agent.run: it keys the turn.
-        resolution = await self._resolver.resolve(context, query,
-                                                  await self._ctx(session, context))
+        ctx = await self._resolver.context_for(None, session, context)
+        previous = state.get("digests")
+        # SessionContext is created fresh for each agent.run: it keys the run.
+        resolution = await self._resolver.resolve(
+            context, query, ctx,
+            previous=tuple(tuple(d) for d in previous) if isinstance(previous, list) else None)
+        rep = resolution.report
+        tie_report(context, rep)
+        if session is not None:
+            tie_report(session, rep)
         # JSON-native for session stores; without the text, so no source's text is
         # persisted with the session.
-        report = resolution.to_dict()
-        report.pop("text", None)
-        state["report"] = report
+        state["report"] = rep.to_dict()
+        state["digests"] = [list(d) for d in rep.digests]
         if resolution.text:
             context.extend_instructions(self.source_id, resolution.text)
+
+    async def after_run(self, *, agent: Any, session: Any, context: Any,
+                        state: dict[str, Any]) -> None:
+        """Tie the run's report to its response."""
+        rep = tied_report(context)
+        response = getattr(context, "response", None)
+        if rep is not None and response is not None:
+            tie_report(response, rep)
+
+
+def report(run: Any) -> Report | None:
+    """The lionctx report of one run: pass the ``AgentResponse`` of ``agent.run``, a
+    ``ResponseStream`` that has finished, or the ``AgentSession`` (its latest run).
+    ``None`` when no lionctx provider ran for it."""
+    found = tied_report(run)
+    if found is None:
+        final = getattr(run, "_final_result", None)  # a finished ResponseStream's response
+        if final is not None:
+            found = tied_report(final)
+    return found

@@ -9,6 +9,16 @@ they register in a real ``lionagi.Branch`` as they are::
         await branch.chat("Where is my order?")
     branch.last_context_report        # LionAGI's own report of the pass
 
+Registered that way, they run under LionAGI's rules: LionAGI calls its registry before
+every model call (twice per ReAct run, more with parse retries), with no timeout and
+LionAGI's own report. :func:`install` puts a lionctx registry in its place::
+
+    registry = lionctx.ContextProviderRegistry(budget=800, timeout=2)
+    registry.register(SqliteContextProvider(...), priority=10)
+    install(branch, registry, run_context=lambda branch: {"user_id": current_user()})
+    await branch.ReAct(instruct={"instruction": "Where is my order?"}, tools=[...])
+    report(branch).outcomes       # lionctx's report of that call, one row per provider
+
 What they get from LionAGI:
 
 * the **query** is the instruction's text as LionAGI renders it for the model
@@ -16,7 +26,8 @@ What they get from LionAGI:
   format left out), or its ``plain_content``; never ``str(instruction)``, which holds a
   fresh UUID and timestamp every turn;
 * the **run context**: a LionAGI ``Branch`` has none (and refuses one), so providers
-  read the one bound with :func:`lionctx.bind_run_context` around the turn.
+  read the one bound with :func:`lionctx.bind_run_context` around the turn (with
+  :func:`install`, also ``run_context=``).
 
 A provider that only has ``fetch(query, ctx)`` (agentium style) gets a ``provide`` with
 :func:`provider`. LionAGI counts tokens with tiktoken's ``o200k_base``, which tiktoken
@@ -31,13 +42,33 @@ import gzip
 import hashlib
 import os
 import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
+from dataclasses import replace
+from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
+from .._context import bind_run_context
 from .._exceptions import InvalidType
+from .._report import Report
+from .._stability import Digests, compare
+from ._turns import (
+    DEFAULT_TIMEOUT,
+    call_mapper,
+    check_run_context,
+    merge_run_context,
+    note_missing_fields,
+)
 
-__all__ = ["LionagiProvider", "instruction_text", "provider", "use_bundled_tokenizer"]
+if TYPE_CHECKING:
+    from ..registry import ContextProviderRegistry, ProviderReport
+
+__all__ = ["DEFAULT_TIMEOUT", "LionagiProvider", "install", "instruction_text", "provider",
+           "report", "use_bundled_tokenizer"]
 
 from .._log import logger_for
 
@@ -117,6 +148,16 @@ class LionagiProvider:
     def degradation_reason(self) -> Any:
         return getattr(self.inner, "degradation_reason", None)
 
+    @property
+    def source_identity(self) -> Any:
+        """The wrapped provider's (see :mod:`lionctx._scope`)."""
+        return getattr(self.inner, "source_identity", None)
+
+    @property
+    def context_fields(self) -> Any:
+        """The run-context fields the wrapped provider reads."""
+        return getattr(self.inner, "context_fields", ())
+
     async def provide(self, branch: Any, instruction: Any) -> Any:
         """Call the wrapped provider with the instruction's text and the run context.
 
@@ -130,3 +171,194 @@ class LionagiProvider:
 def provider(inner: Any, name: str | None = None) -> LionagiProvider:
     """Wrap a ``fetch(query, ctx)`` provider for ``lionagi.Branch.providers.register``."""
     return LionagiProvider(inner, name)
+
+
+# -- install: a lionctx registry inside a real LionAGI Branch ------------------------
+
+#: The Branch methods that start a user call (each may make several model calls).
+_ENTRIES = ("chat", "chat_and_record", "communicate", "operate", "parse", "interpret", "ReAct")
+#: The ones that stream (async generators).
+_STREAMS = ("ReActStream", "run")
+_UNSET: Any = object()
+
+
+class _Call:
+    """One user call: its pass, made by its first model call, shared by the others."""
+
+    __slots__ = ("lock", "view")
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.view: ProviderReport | None = None
+
+
+class _Installed:
+    """What LionAGI's Branch finds as its registry after :func:`install`.
+
+    LionAGI calls ``gather(branch, instruction)`` before every model call; this runs
+    the lionctx registry once per user call (the first model call's instruction is the
+    query) and gives every model call of that call the same report, so the same blocks.
+    Everything else LionAGI reads (``names``, ``budget``, ``stats``, writeback...) is
+    the registry's.
+    """
+
+    def __init__(self, registry: ContextProviderRegistry, run_context: Any) -> None:
+        self.registry = registry
+        self.run_context = run_context
+        self.call: ContextVar[_Call | None] = ContextVar("lionctx_lionagi_call", default=None)
+        self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report",
+                                                          default=None)
+        self.previous: Digests | None = None  # this branch's previous user call
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.registry, name)
+
+    def __bool__(self) -> bool:
+        return bool(self.registry)
+
+    def __len__(self) -> int:
+        return len(self.registry)
+
+    @property
+    def names(self) -> list[str]:
+        return self.registry.names
+
+    async def gather(self, branch: Any, instruction: Any) -> ProviderReport:
+        call = self.call.get()
+        if call is None:  # a model call outside any Branch method: its own user call
+            view = await self._pass(branch, instruction)
+            self.last.set(view.report)
+            return view
+        async with call.lock:
+            if call.view is None:
+                call.view = await self._pass(branch, instruction)
+            return call.view
+
+    async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
+        await self.registry.gather_writeback(branch, action_responses)
+
+    async def _pass(self, branch: Any, instruction: Any) -> ProviderReport:
+        from ..registry import ProviderReport
+
+        mapper = self.run_context
+        own = (await call_mapper(mapper, branch) if callable(mapper) else mapper)
+        ctx = merge_run_context(own)
+        with bind_run_context(ctx):
+            view = await self.registry.gather(branch, instruction)
+        rep = note_missing_fields(view.report, [e.provider for e in self.registry._entries],
+                                  ctx)
+        if rep.digests or self.previous:  # the cache break against this branch's last call
+            brk = compare(self.previous, rep.digests)
+            rep = replace(rep, cache_break=brk,
+                          prefix_stable=None if self.previous is None else brk is None)
+            self.previous = rep.digests
+        return view if rep is view.report else ProviderReport(report=rep)
+
+    def finish(self, branch: Any, call: _Call) -> None:
+        if call.view is not None:
+            self.last.set(call.view.report)
+        elif self.registry and not getattr(getattr(branch, "msgs", None), "system", True):
+            self.last.set(self.registry.skipped_report().report)  # LionAGI called nobody
+        else:
+            self.last.set(None)
+
+
+def _installed(branch: Any) -> _Installed | None:
+    found = getattr(branch, "_context_providers", None)
+    return found if isinstance(found, _Installed) else None
+
+
+def _entry(branch: Any, method: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(method)
+    async def entry(*args: Any, **kwargs: Any) -> Any:
+        installed = _installed(branch)
+        if installed is None or installed.call.get() is not None:  # nested: same call
+            return await method(*args, **kwargs)
+        call = _Call()
+        token = installed.call.set(call)
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            installed.call.reset(token)
+            installed.finish(branch, call)
+    return entry
+
+
+def _stream(branch: Any, method: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(method)
+    async def entry(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        installed = _installed(branch)
+        inner = method(*args, **kwargs)
+        if installed is None or installed.call.get() is not None:
+            async for item in inner:
+                yield item
+            return
+        call = _Call()
+        try:
+            while True:
+                # Set around each step only: the consumer's context between items is its own.
+                token = installed.call.set(call)
+                try:
+                    item = await inner.__anext__()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    installed.call.reset(token)
+                yield item
+        finally:
+            await inner.aclose()
+            installed.finish(branch, call)
+    return entry
+
+
+def install(branch: Any, registry: ContextProviderRegistry | None = None, *,
+            run_context: Any = None, timeout: float | None = _UNSET) -> ContextProviderRegistry:
+    """Make a real LionAGI ``Branch`` gather through a lionctx registry; return it.
+
+    LionAGI calls its registry before every model call. After ``install``, the lionctx
+    ``registry`` (a new one when ``None``) runs once per user call (``chat``,
+    ``communicate``, ``operate``, ``parse``, ``interpret``, ``ReAct``, ``ReActStream``,
+    ``run``; parse retries and ReAct rounds included) under its own priorities, caps,
+    budget, timeout, deadline, concurrency and breakers, and every model call of that
+    user call carries the same context. :func:`report` gives lionctx's report of the
+    last user call.
+
+    ``run_context``: a callable ``(branch)`` (sync or async) or a value giving the run
+    context; the one bound with :func:`lionctx.bind_run_context` fills every field it
+    leaves unset. ``timeout`` (seconds) becomes the registry's per-provider timeout;
+    left out, a registry without a timeout of its own gets :data:`DEFAULT_TIMEOUT`
+    (10 s) and one with a timeout keeps it; ``timeout=None`` leaves the registry as it
+    is. Installing again replaces the registry.
+    """
+    from ..registry import ContextProviderRegistry
+
+    if not hasattr(branch, "_context_providers") or not callable(getattr(branch, "chat", None)):
+        raise InvalidType(f"install: branch must be a lionagi.Branch, got {branch!r}")
+    if registry is None:
+        registry = ContextProviderRegistry()
+    elif not isinstance(registry, ContextProviderRegistry):
+        raise InvalidType("install: registry must be a lionctx.ContextProviderRegistry, "
+                          f"got {registry!r}")
+    run_context = check_run_context(run_context, "install")
+    if timeout is not _UNSET and timeout is not None:
+        registry.timeout = timeout
+    elif timeout is _UNSET and registry.timeout is None:
+        registry.timeout = DEFAULT_TIMEOUT
+    already = _installed(branch) is not None
+    branch._context_providers = _Installed(registry, run_context)
+    if not already:
+        for name in (*_ENTRIES, *_STREAMS):
+            method = getattr(branch, name, None)
+            if method is not None:
+                wrap = _stream if name in _STREAMS else _entry
+                # An instance attribute shadows the class's method for this branch only.
+                object.__setattr__(branch, name, wrap(branch, method))
+    return registry
+
+
+def report(branch: Any) -> Report | None:
+    """lionctx's report of the last user call made on ``branch`` from the caller's own
+    task (one row per provider: status, reason, tokens, timing); ``None`` when this
+    task made none or ``branch`` has no lionctx registry (see :func:`install`)."""
+    installed = _installed(branch)
+    return installed.last.get() if installed is not None else None

@@ -7,16 +7,24 @@
 
     agent = Agent(name="support", model=model,
                   instructions=context_instructions(providers, instructions="Be brief.",
-                                                    budget=800, timeout=2))
+                                                    budget=800))
     result = await Runner.run(agent, "Where is my order?", context={"user_id": "u1"})
-    report(result).fired          # what each source did this turn
+    report(result).outcomes       # what each source did in this run
 
 The SDK calls ``instructions`` before every model call of a run (a tool round makes
 two calls); the providers run on the first call only and every call of the run gets
 the same bytes. The query is the run's latest user input (its text parts when it is
-multimodal); the run context is the SDK's ``context`` (a :class:`lionctx.RunContext`,
-a mapping or any object with the fields), else the one bound with
-:func:`lionctx.bind_run_context`.
+multimodal). The run context is ``run_context(context)`` when ``run_context=`` is a
+callable (it gets the ``context`` you passed to ``Runner.run``), else that
+``context`` itself (a :class:`lionctx.RunContext`, a mapping or an object with the
+fields); the context bound with :func:`lionctx.bind_run_context` fills every field it
+leaves unset. Each provider has a 10 s timeout unless ``timeout=`` says otherwise
+(``timeout=None``: none).
+
+:func:`report` takes what ``Runner.run`` / ``Runner.run_streamed`` hand back (or the
+run's ``RunContextWrapper``) and returns that run's own :class:`lionctx.Report`.
+The cache-break baseline (``prefix_stable``, ``cache_break``) is the previous run of
+the same ``session_id`` (and user and tenant); without a session there is none.
 
 This module does not import the SDK: it only reads the objects the SDK passes in.
 """
@@ -28,10 +36,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._exceptions import InvalidType
-from ..resolve import Resolution
-from ._turns import ResolverBacked, TurnResolver, compose, text_of
+from .._report import Report
+from ._turns import DEFAULT_TIMEOUT, TurnResolver, compose, text_of, tie_report, tied_report
 
-__all__ = ["ContextInstructions", "context_instructions", "latest_user_text", "report"]
+__all__ = ["DEFAULT_TIMEOUT", "ContextInstructions", "context_instructions",
+           "latest_user_text", "report"]
 
 
 def latest_user_text(items: Any) -> str:
@@ -49,25 +58,23 @@ def latest_user_text(items: Any) -> str:
     return ""
 
 
-class ContextInstructions(ResolverBacked):
-    """The ``instructions`` callable for ``agents.Agent``; see the module docstring.
+class ContextInstructions:
+    """The ``instructions`` callable for ``agents.Agent``; see the module docstring."""
 
-    ``last_report`` is the most recent turn's :class:`~lionctx.Resolution`;
-    :func:`report` finds a given run's.
-    """
-
-    def __init__(self, providers: Any, *, instructions: Any = None, **options: Any) -> None:
+    def __init__(self, providers: Any, *, instructions: Any = None, run_context: Any = None,
+                 **options: Any) -> None:
         if (instructions is not None and not isinstance(instructions, str)
                 and not callable(instructions)):
             raise InvalidType("context_instructions: instructions must be a str, a callable "
                             f"(context, agent) or None, got {instructions!r}")
-        self._resolver = TurnResolver(providers, options, "context_instructions")
+        self._resolver = TurnResolver(providers, options, "context_instructions",
+                                      run_context=run_context)
         self._base = instructions
 
-
-    def report_for(self, wrapper: Any) -> Resolution | None:
-        """The report of the run whose ``RunContextWrapper`` is ``wrapper``."""
-        return self._resolver.report_for(wrapper)
+    @property
+    def resolves(self) -> int:
+        """How many times the providers were resolved (one per run)."""
+        return self._resolver.resolves
 
     async def __call__(self, wrapper: Any, agent: Any) -> str:
         base = self._base
@@ -75,40 +82,33 @@ class ContextInstructions(ResolverBacked):
             base = base(wrapper, agent)
             if inspect.isawaitable(base):
                 base = await base
-        # The wrapper lives for one Runner.run (one user turn): it keys the turn.
+        native = getattr(wrapper, "context", None)
+        ctx = await self._resolver.context_for(native, native)
+        # The wrapper lives for one Runner.run: it keys the run and carries its report.
         resolution = await self._resolver.resolve(
-            wrapper, latest_user_text(getattr(wrapper, "turn_input", None)),
-            getattr(wrapper, "context", None))
-        _remember(wrapper, self, resolution)
+            wrapper, latest_user_text(getattr(wrapper, "turn_input", None)), ctx)
+        tie_report(wrapper, resolution.report)
         return compose(base, resolution.text)
 
 
-def _remember(wrapper: Any, owner: ContextInstructions, resolution: Resolution) -> None:
-    # The report rides on the run's own context wrapper, so report(result) finds it.
-    try:
-        reports = wrapper.__dict__.setdefault("_lionctx_reports", {})
-    except AttributeError:
-        return
-    reports[id(owner)] = resolution
-
-
-def context_instructions(providers: Any, *, instructions: Any = None,
+def context_instructions(providers: Any, *, instructions: Any = None, run_context: Any = None,
                          **options: Any) -> ContextInstructions:
     """An ``instructions`` callable for ``agents.Agent(instructions=...)``.
 
     ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
     ``instructions``: the agent's own instructions (a str or a callable
-    ``(context, agent)``), put before the context blocks. ``options``: those of
-    :func:`lionctx.resolve_context` (``timeout``, ``deadline``, ``budget``, ``limit``,
-    ``counter``, ``on_outcome``). A wrong argument raises here, naming it.
+    ``(context, agent)``), put before the context blocks. ``run_context``: a callable
+    mapping the ``context`` given to ``Runner.run`` to a run context (sync or async),
+    or a run context value. ``options``: those of :func:`lionctx.resolve_context`
+    (``timeout`` (default 10 s), ``deadline``, ``budget``, ``limit``, ``counter``,
+    ``on_outcome``, ``breaker``, ``dedupe``). A wrong argument raises here, naming it.
     """
-    return ContextInstructions(providers, instructions=instructions, **options)
+    return ContextInstructions(providers, instructions=instructions, run_context=run_context,
+                               **options)
 
 
-def report(run: Any) -> Resolution | None:
-    """The lionctx report of a run: pass the ``RunResult`` (or its
-    ``context_wrapper``). ``None`` when no lionctx instructions ran in it; with
-    several, the last one resolved."""
-    wrapper = getattr(run, "context_wrapper", run)
-    reports = getattr(wrapper, "__dict__", {}).get("_lionctx_reports") or {}
-    return list(reports.values())[-1] if reports else None
+def report(run: Any) -> Report | None:
+    """The lionctx report of one run: pass what ``Runner.run`` or ``Runner.run_streamed``
+    returned (or the run's ``RunContextWrapper``). ``None`` when no lionctx
+    instructions ran in it; with several agents (handoffs), the last one resolved."""
+    return tied_report(getattr(run, "context_wrapper", run))

@@ -3,61 +3,167 @@
 ::
 
     from pydantic_ai import Agent
-    from lionctx.integrations.pydantic_ai import context_instructions
+    from lionctx.integrations.pydantic_ai import context_instructions, report, strip_context
 
-    ctx_instructions = context_instructions(providers, budget=800, timeout=2)
-    agent = Agent(model, deps_type=dict, instructions=["Be brief.", ctx_instructions])
-    result = await agent.run("Where is my order?", deps={"user_id": "u1"})
-    ctx_instructions.report_for(result).fired     # what each source did this run
+    agent = Agent(model, deps_type=Deps,
+                  instructions=["Be brief.", context_instructions(
+                      providers, budget=800,
+                      run_context=lambda deps: {"user_id": deps.user.id})])
+    result = await agent.run("Where is my order?", deps=deps)
+    report(result).outcomes                         # what each source did in this run
+    store(strip_context(result.all_messages()))     # persist without the injected context
 
 Pydantic AI re-runs instruction functions before every model request of a run (a
-tool round makes two); the providers run on the first request only, keyed by the
-run's ``run_id``, and every request of the run gets the same bytes. The query is
-``RunContext.prompt`` (the text parts of a multimodal prompt); the run context is
-``deps`` (a :class:`lionctx.RunContext`, a mapping or any object with the fields),
-else the one bound with :func:`lionctx.bind_run_context`.
+tool round makes two); the providers run on the first request only and every request
+of the run gets the same bytes. The query is ``RunContext.prompt`` (the text parts of
+a multimodal prompt). The run context is ``run_context(deps)`` when ``run_context=``
+is a callable (sync or async; how typed deps give their user), else ``deps`` itself
+(a :class:`lionctx.RunContext`, a mapping or an object with the fields); the context
+bound with :func:`lionctx.bind_run_context` fills every field it leaves unset. Each
+provider has a 10 s timeout unless ``timeout=`` says otherwise (``timeout=None``: none).
+
+The report of a run is tied to the run's own usage object and ``run_id`` (what the
+result, a streamed result, ``agent.iter``'s run and a tool's ``RunContext`` all
+carry), so it lives as long as the run's objects do. The cache-break baseline is the
+previous run of the same conversation (the run context's ``session_id``, else Pydantic
+AI's ``conversation_id``), scoped to its user and tenant.
+
+Pydantic AI stores each request's instructions on its ``ModelRequest``
+(``instructions``), so ``result.all_messages()`` holds the injected context;
+:func:`strip_context` removes it before a history is persisted.
 
 This module does not import Pydantic AI: it only reads the objects it passes in.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import threading
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
-from ..resolve import Resolution
-from ._turns import ResolverBacked, TurnResolver
+from .._report import Report
+from ._turns import DEFAULT_TIMEOUT, TurnResolver, tie_report, tied_report
 
-__all__ = ["ContextInstructions", "context_instructions"]
+__all__ = ["DEFAULT_TIMEOUT", "ContextInstructions", "context_instructions", "report",
+           "strip_context"]
 
 
-class ContextInstructions(ResolverBacked):
+class ContextInstructions:
     """An instructions function for ``pydantic_ai.Agent``; see the module docstring."""
 
-    def __init__(self, providers: Any, **options: Any) -> None:
-        self._resolver = TurnResolver(providers, options, "context_instructions")
+    def __init__(self, providers: Any, *, run_context: Any = None, **options: Any) -> None:
+        self._resolver = TurnResolver(providers, options, "context_instructions",
+                                      run_context=run_context)
 
-
-    def report_for(self, run: Any) -> Resolution | None:
-        """The report of a run: its ``AgentRunResult``, ``RunContext`` or ``run_id``."""
-        run_id = run if isinstance(run, str) else getattr(run, "run_id", None)
-        return self._resolver.report_for(run_id) if run_id is not None else None
+    @property
+    def resolves(self) -> int:
+        """How many times the providers were resolved (one per run)."""
+        return self._resolver.resolves
 
     async def __call__(self, ctx: Any) -> str:
-        # run_id names one agent.run; without one (older versions) the deps object
-        # and the prompt do.
-        turn = getattr(ctx, "run_id", None) or (id(ctx.deps), repr(ctx.prompt))
-        resolution = await self._resolver.resolve(turn, getattr(ctx, "prompt", None),
-                                                  getattr(ctx, "deps", None))
+        deps = getattr(ctx, "deps", None)
+        run_ctx = await self._resolver.context_for(deps, deps)
+        usage, run_id = _run_of(ctx)
+        resolution = await self._resolver.resolve(
+            usage, getattr(ctx, "prompt", None), run_ctx, key=run_id,
+            session=getattr(ctx, "conversation_id", None))
+        tie_report(usage, resolution.report, run_id)
+        _index_run(run_id, usage)
         return resolution.text
 
 
-def context_instructions(providers: Any, **options: Any) -> ContextInstructions:
+#: run_id -> the run's usage object (weakly), for results whose ``usage`` is computed
+#: anew (a streamed result's); a run_id that two live runs share maps to nothing.
+_BY_RUN_ID: dict[str, weakref.ref[Any] | None] = {}
+_INDEX_LOCK = threading.Lock()
+
+
+def _index_run(run_id: Any, usage: Any) -> None:
+    if not isinstance(run_id, str) or usage is None:
+        return
+    with _INDEX_LOCK:
+        held = _BY_RUN_ID.get(run_id, _NONE)
+        if held is _NONE:
+            def drop(ref: weakref.ref[Any], run_id: str = run_id) -> None:
+                with _INDEX_LOCK:
+                    if _BY_RUN_ID.get(run_id) is ref:
+                        del _BY_RUN_ID[run_id]
+            try:
+                _BY_RUN_ID[run_id] = weakref.ref(usage, drop)
+            except TypeError:
+                pass
+        elif held is None or held() is not usage:
+            _BY_RUN_ID[run_id] = None  # ambiguous: never another run's report
+
+
+def _run_of(run: Any) -> tuple[Any, Any]:
+    # The usage object lives for the run (runs given the same usage= share it, so the
+    # run_id tells them apart).
+    usage = getattr(run, "usage", None)
+    if callable(usage) and not hasattr(usage, "requests"):  # an older usage() method
+        usage = usage()
+    return usage, getattr(run, "run_id", None)
+
+
+def context_instructions(providers: Any, *, run_context: Any = None,
+                         **options: Any) -> ContextInstructions:
     """An instructions function for ``Agent(instructions=[...])`` or to register with
     ``agent.instructions(...)``.
 
     ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
-    ``options``: those of :func:`lionctx.resolve_context` (``timeout``, ``deadline``,
-    ``budget``, ``limit``, ``counter``, ``on_outcome``). A wrong argument raises
-    here, naming it.
+    ``run_context``: a callable mapping the run's ``deps`` to a run context (sync or
+    async), or a run context value. ``options``: those of
+    :func:`lionctx.resolve_context` (``timeout`` (default 10 s), ``deadline``,
+    ``budget``, ``limit``, ``counter``, ``on_outcome``, ``breaker``, ``dedupe``). A
+    wrong argument raises here, naming it.
     """
-    return ContextInstructions(providers, **options)
+    return ContextInstructions(providers, run_context=run_context, **options)
+
+
+def report(run: Any) -> Report | None:
+    """The lionctx report of one run: pass its ``AgentRunResult``, a
+    ``StreamedRunResult``, the ``AgentRun`` of ``agent.iter`` or a ``RunContext`` of
+    the run. ``None`` when no lionctx instructions ran in it."""
+    usage, run_id = _run_of(run)
+    found = tied_report(usage, run_id) if usage is not None else None
+    if found is None and isinstance(run_id, str):
+        held = _BY_RUN_ID.get(run_id)
+        holder = held() if held is not None else None
+        if holder is not None:
+            found = tied_report(holder, run_id)
+    return found
+
+
+#: One lionctx block as rendered: provider text never holds ``</context`` (the renderer
+#: neutralizes it), so the first ``\n</context>`` ends the block.
+_NONE: Any = object()
+
+_BLOCK = re.compile(r'<context name="[^"\n]*">\n.*?\n</context>', re.DOTALL)
+_BLANKS = re.compile(r"\n{3,}")
+
+
+def _without_blocks(text: str) -> str:
+    return _BLANKS.sub("\n\n", _BLOCK.sub("", text)).strip("\n")
+
+
+def strip_context(messages: Sequence[Any]) -> list[Any]:
+    """``messages`` (a Pydantic AI message history) without lionctx's context.
+
+    Each ``ModelRequest`` whose ``instructions`` hold ``<context name="...">`` blocks
+    is replaced by a copy without them (``instructions=None`` when nothing else is
+    left); every other message is kept as it is. The list given is not changed::
+
+        history = strip_context(result.all_messages())
+    """
+    out: list[Any] = []
+    for message in messages:
+        instructions = getattr(message, "instructions", None)
+        if (isinstance(instructions, str) and "<context name=" in instructions
+                and dataclasses.is_dataclass(message) and not isinstance(message, type)):
+            kept = _without_blocks(instructions)
+            message = dataclasses.replace(message, instructions=kept or None)
+        out.append(message)
+    return out

@@ -6,7 +6,7 @@ import json
 
 import lionctx
 import pytest
-from lionctx.integrations.agent_framework import LionctxContextProvider
+from lionctx.integrations.agent_framework import LionctxContextProvider, report
 from lionctx.testing import Reply
 
 from .helpers import KB, system_texts
@@ -47,7 +47,8 @@ async def test_one_resolve_per_run_across_a_tool_round(server):
     assert system_texts(bodies[0]) == [f"Be brief.\n{BLOCK}"]
     assert json.dumps(system_texts(bodies[0])) == json.dumps(system_texts(bodies[1]))
     assert kb.calls == [("Where is order 42?", "u1")]
-    assert provider.resolves == 1 and provider.last_report.fired == ["kb"]
+    assert provider.resolves == 1 and [o.name for o in report(response).kept] == ["kb"]
+    assert report(session) is report(response)
     stored = session.state["lionctx"]["report"]
     assert [o["status"] for o in stored["outcomes"]] == ["fired"]
     assert "text" not in stored and "Order 42" not in json.dumps(stored)
@@ -58,10 +59,10 @@ async def test_run_context_option_and_nothing_fired(server):
     provider = LionctxContextProvider([kb], source_id="memory",
                                       run_context=lambda session, context: {"userId": "u9"})
     agent = make_agent(server, provider)
-    await agent.run("hello")
+    response = await agent.run("hello")
     assert kb.calls == [("hello", "u9")]
     assert system_texts(server.requests[0]) == ["Be brief."]
-    assert [o.status.value for o in provider.last_report.outcomes] == ["empty"]
+    assert [o.status.value for o in report(response).outcomes] == ["empty"]
 
 
 @pytest.mark.parametrize("args, kwargs, match", [

@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECT = {
-    "with_lionagi.py": ["fired: [{'provider_name': 'profile'", "plan: gold"],
+    "with_lionagi.py": ["fired: [{'provider_name': 'profile'", "plan: gold",
+                       "report: [('profile', 'fired')]"],
     "with_openai_agents.py": ["model calls: 2 | fired: ['orders']", "Orders of u1"],
     "with_pydantic_ai.py": ["model calls: 2 | fired: ['orders']"],
     "with_agent_framework.py": ["model calls: 2 | fired: ['orders']", "session report: ['fired']"],

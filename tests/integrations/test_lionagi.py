@@ -37,7 +37,8 @@ def profiles(tmp_path):
     return db
 
 
-async def test_builtin_provider_gets_rendered_instruction_and_bound_user(server, tmp_path, profiles):
+async def test_builtin_provider_gets_rendered_instruction_and_bound_user(server, tmp_path,
+                                                                       profiles):
     branch = make_branch(server, tmp_path)
     sql = "select plan, :query as asked from profile where user_id = :user_id"
     branch.providers.register(SqliteContextProvider(profiles, sql, name="profile"))

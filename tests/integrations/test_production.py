@@ -1,11 +1,11 @@
-"""Host integrations (issue 13): each keeps its previous turn's digests, so a turn's
-report says whether the injected prefix stayed byte-identical; breaker and dedupe
-options pass through."""
+"""Host integrations: a run's report says whether the injected prefix stayed
+byte-identical to the previous run of the same session; breaker and dedupe options
+pass through."""
 
 from __future__ import annotations
 
 import pytest
-from lionctx import BreakerSettings, CacheBreak
+from lionctx import BreakerSettings, CacheBreak, RunContext
 from lionctx.testing import TurnResolver
 
 pytestmark = pytest.mark.anyio
@@ -22,26 +22,39 @@ class Box:
         return self.text
 
 
-async def test_turns_report_prefix_stability_and_the_first_changed_block():
+class Run:
+    """A host's per-run object."""
+
+
+async def test_runs_of_a_session_report_prefix_stability_and_the_first_changed_block():
     status = Box("status", "up")
     resolver = TurnResolver([Box("notes", "n"), status], {}, "test")
-    first = await resolver.resolve("turn-1", "q", None)
+    ctx = RunContext(user_id="u1", session_id="s1")
+    run1 = Run()
+    first = await resolver.resolve(run1, "q", ctx)
     assert first.prefix_stable is None
-    again = await resolver.resolve("turn-1", "q", None)
-    assert again is first, "one resolve per turn"
-    second = await resolver.resolve("turn-2", "q", None)
+    again = await resolver.resolve(run1, "q", ctx)
+    assert again is first, "one resolve per run"
+    second = await resolver.resolve(Run(), "q", ctx)
     assert second.prefix_stable is True
     status.text = "down now"
-    third = await resolver.resolve("turn-3", "q", None)
+    third = await resolver.resolve(Run(), "q", ctx)
     assert third.cache_break == CacheBreak("status", "changed", 1)
+
+
+async def test_no_session_no_baseline():
+    resolver = TurnResolver([Box("notes", "n")], {}, "test")
+    await resolver.resolve(Run(), "q", RunContext(user_id="u1"))
+    second = await resolver.resolve(Run(), "q", RunContext(user_id="u1"))
+    assert second.prefix_stable is None and second.cache_break is None
 
 
 async def test_breaker_and_dedupe_options_pass_through():
     dead = Box("dead", None)
     resolver = TurnResolver([Box("a", "same"), Box("b", "same"), dead],
                             {"breaker": BreakerSettings(threshold=2), "dedupe": True}, "test")
-    for turn in range(4):
-        report = await resolver.resolve(turn, "q", None)
+    for _ in range(4):
+        report = await resolver.resolve(Run(), "q", RunContext())
     assert dead.calls == 2
     assert report.fired == ["a"]
     assert [o.reason.split(" until")[0] for o in report.outcomes[1:]] == [

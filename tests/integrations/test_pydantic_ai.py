@@ -6,7 +6,7 @@ import json
 
 import lionctx
 import pytest
-from lionctx.integrations.pydantic_ai import context_instructions
+from lionctx.integrations.pydantic_ai import context_instructions, report
 from lionctx.testing import Reply
 
 from .helpers import KB, system_texts
@@ -44,8 +44,8 @@ async def test_one_resolve_per_run_across_a_tool_round(server):
     assert system_texts(bodies[0]) == ["Be brief.", BLOCK]
     assert json.dumps(system_texts(bodies[0])) == json.dumps(system_texts(bodies[1]))
     assert kb.calls == [("Where is order 42?", "u1")]
-    rep = ctx_instructions.report_for(result)
-    assert rep is not None and rep.fired == ["kb"] and rep.budget == 500
+    rep = report(result)
+    assert rep is not None and [o.name for o in rep.kept] == ["kb"] and rep.budget == 500
     assert ctx_instructions.resolves == 1
 
 
@@ -70,7 +70,7 @@ async def test_two_runs_two_resolves(server):
     r1 = await agent.run("one", deps={"user_id": "a"})
     r2 = await agent.run("two", deps={"user_id": "b"})
     assert kb.calls == [("one", "a"), ("two", "b")]
-    assert ctx_instructions.report_for(r1) is not ctx_instructions.report_for(r2)
+    assert report(r1) is not report(r2)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -98,4 +98,4 @@ async def test_concurrent_runs_each_resolve_once_for_their_own_user(server):
     assert sorted(kb.calls) == [("question of a", "a"), ("question of b", "b"),
                                 ("question of c", "c")]
     assert ctx_instructions.resolves == 3
-    assert len({id(ctx_instructions.report_for(r)) for r in results.values()}) == 3
+    assert len({id(report(r)) for r in results.values()}) == 3
