@@ -27,6 +27,7 @@ from .._adapters import (
 )
 from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue, SharedFetchError
+from .._safe_text import error_text, safe_text
 from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 from ._flight import FlightCache, Hit, Source, lead_flight
 
@@ -88,8 +89,8 @@ def _reason_of(provider: Any) -> str | None:
 def _why(exc: BaseException | None) -> str:
     """A failure as a reason: a SourceUnavailable's message is one already."""
     if isinstance(exc, SourceUnavailable):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+        return safe_text(exc)
+    return ": ".join(error_text(exc))  # bounded, whatever the exception's __str__ does
 
 
 @dataclass(frozen=True, slots=True)
