@@ -103,7 +103,7 @@ def safe_text(obj: object, limit: int = TEXT_LIMIT) -> str:
     When ``str`` fails, ``repr``; when both fail, ``<unprintable TypeName>``.
     """
     if obj.__class__ is str:
-        return obj if len(obj) <= limit and obj.isascii() else cut(obj, limit)  # type: ignore[arg-type]
+        return obj if len(obj) <= limit and obj.isascii() else cut(obj, limit)
     text = _text_of(obj, False)
     if text is None:
         text = _text_of(obj, True)
