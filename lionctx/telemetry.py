@@ -34,7 +34,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -72,9 +71,6 @@ NAME_CHARS = 200
 _given: set[str] = set()
 _label_of: dict[str, str] = {}
 _labels_lock = threading.Lock()
-# What no label value holds: control, format (bidi, zero-width) and separator chars.
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f"
-                          r"\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]")
 
 
 def enabled() -> bool:
@@ -228,6 +224,17 @@ _MEMO_CHARS = 2000
 _scrub_memo = functools.lru_cache(maxsize=4096)(_scrub)
 
 
+def _printable(text: str) -> str:
+    """``text`` with each control, format or separator character as ``?``."""
+    if text.isprintable() and text:
+        return text
+    return "".join(c if c.isprintable() else "?" for c in text) or "?"
+
+
+def _shown_name(name: object) -> str:
+    return _printable(scrub(name, NAME_CHARS))
+
+
 def metric_label(name: object) -> str:
     """The provider label a metric gets for ``name``: scrubbed, printable, at most
     :data:`LABEL_CHARS` characters, and one of a bounded set of values per process
@@ -237,7 +244,7 @@ def metric_label(name: object) -> str:
         found = _label_of.get(key)
         if found is not None:
             return found
-    value = _UNPRINTABLE.sub("?", _scrub(name, LABEL_CHARS)) or "?"
+    value = _printable(_scrub(name, LABEL_CHARS))
     cap = _state["max_labels"] or MAX_LABEL_VALUES
     with _labels_lock:
         if value not in _given:
@@ -305,7 +312,7 @@ def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent:
     if prefix_stable is not None:
         attrs["lionctx.prefix.stable"] = prefix_stable
     if cache_break is not None:
-        attrs["lionctx.cache_break.name"] = scrub(cache_break.name, NAME_CHARS)
+        attrs["lionctx.cache_break.name"] = _shown_name(cache_break.name)
         attrs["lionctx.cache_break.kind"] = cache_break.kind
     parent = tracer.start_span("lionctx.gather", kind=SpanKind.INTERNAL, attributes=attrs,
                                start_time=started_ns)
@@ -314,7 +321,7 @@ def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent:
     inst = _instruments()
     for o, start in zip(outcomes, starts, strict=False):
         status = o.status.value
-        name = scrub(o.name, NAME_CHARS)
+        name = _shown_name(o.name)
         a: dict[str, Any] = {"lionctx.provider.name": name, "lionctx.provider.status": status,
                              "lionctx.provider.index": o.index,
                              "lionctx.provider.tokens": o.tokens,
