@@ -183,6 +183,26 @@ async def test_a_secret_across_the_cut_leaves_no_fragment(otel, offset):
         assert not leaked, (secret, leaked)
 
 
+@pytest.mark.parametrize("inside", [3, 8, 16, 24])
+async def test_a_secret_across_the_scrubbed_window_leaves_no_fragment(otel, inside):
+    # Query strings are taken out, so the scrubbed text is short: the edge of what
+    # was read (not the final cut) is what ends the span text. A secret across that
+    # edge must not show its first half.
+    from lionctx.providers._redact import _MARGIN
+
+    exporter, _ = otel
+    edge = telemetry.MESSAGE_CHARS + _MARGIN - len("RuntimeError: ")
+    head = "GET https://api.example/v1?" + "q=1&" * 300
+    head = head[:edge - inside - 1] + " "
+    for secret in (RANDOM_KEY, EMAIL, "pg://u:" + DSN_PASSWORD):
+        message = head + secret + " tail" * 100
+        await resolve_context([Raising("edge", RuntimeError(message))], "q", breaker=False)
+        dump = _span_text(exporter)
+        assert "api.example/v1" in dump
+        leaked = [f for f in _fragments(secret, 6) if f in dump and f not in head]
+        assert not leaked, (secret, leaked)
+
+
 async def test_a_name_carrying_an_email_is_scrubbed_in_spans_and_labels(otel):
     exporter, reader = otel
     name = f"crm/users/{EMAIL}/notes"
