@@ -157,6 +157,13 @@ _KEY_RUN = re.compile(r"(?<![A-Za-z0-9_+=\-])[A-Za-z0-9_+=\-]{20,}")
 _KEY_PREFIX = re.compile(
     r"(?<![A-Za-z0-9_\-])(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA"
     r"|AIza)[_\-]?[A-Za-z0-9_\-]{8,}")
+# What each pattern needs to be present before it is worth running.
+_AUTH_WORDS = ("bearer", "basic", "digest", "token")
+_KEY_WORDS = ("key", "secret", "pass", "pwd", "token", "auth", "credential", "session")
+_KEY_PREFIX_HINT = re.compile(
+    r"(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA|AIza)[_\-]?"
+    r"[A-Za-z0-9_\-]{8}")
+_KEY_RUN_HINT = re.compile(r"[A-Za-z0-9_+=\-]{20}")
 _DIGIT = re.compile(r"[0-9]")
 _LETTER = re.compile(r"[A-Za-z]")
 _EMAIL_SHOWN = "[email]"
@@ -173,14 +180,22 @@ def scrub_personal(text: str) -> str:
     DSN's password included), e-mail addresses and key-like strings (20+ letters
     and digits mixed, or a known key prefix). Linear in ``len(text)``; cut the text
     first (:func:`scrub_bounded` does both)."""
+    # Each pattern runs only where a look in C says it may match: most messages
+    # hold none of these, and a look-behind makes a pattern try every position.
     if "://" in text:
         text = _URL_PARTS.sub(r"\1\2", text)
-    text = _AUTH_SCHEME.sub(rf"\1\2{REDACTED}", text)
-    text = _KEY_VALUE.sub(rf"\1{REDACTED}", text)
+    low = text.lower()
+    if any(word in low for word in _AUTH_WORDS):
+        text = _AUTH_SCHEME.sub(rf"\1\2{REDACTED}", text)
+    if any(word in low for word in _KEY_WORDS):
+        text = _KEY_VALUE.sub(rf"\1{REDACTED}", text)
     if "@" in text:
         text = _EMAIL.sub(_EMAIL_SHOWN, text)
-    text = _KEY_PREFIX.sub(REDACTED, text)
-    return _KEY_RUN.sub(_key_like, text)
+    if _KEY_PREFIX_HINT.search(text):
+        text = _KEY_PREFIX.sub(REDACTED, text)
+    if _KEY_RUN_HINT.search(text):
+        text = _KEY_RUN.sub(_key_like, text)
+    return text
 
 
 _SPACE = (" ", "\t", "\n", "\r", "\f", "\v")
