@@ -304,6 +304,24 @@ def test_a_model_error_from_a_lying_exception_is_bounded():
     assert "HugeLyingError" in str(err) and len(str(err)) < 2 * TEXT_LIMIT
 
 
+@pytest.mark.parametrize("exc", [NamedByLiar("x"), HugeLyingError(), ValueError(MESSAGE)],
+                         ids=["class-name-liar", "huge-liar", "huge"])
+async def test_a_tool_raising_a_hostile_exception_tells_the_model_a_bounded_error(exc, caplog):
+    from lionctx.models import as_tool, run_tool_call
+
+    caplog.set_level(logging.WARNING, logger="lionctx")
+
+    def lookup(order_id: str) -> str:
+        raise exc
+
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "lookup", "arguments": json.dumps({"order_id": "A1"})}}
+    resp, text = await run_tool_call(as_tool(lookup), call)
+    assert resp is not None and resp.error is not None
+    assert type(text) is str and len(text) <= REASON_BOUND + 100
+    assert len(caplog.text) < 2 * TRACEBACK_LIMIT
+
+
 async def test_a_writeback_hook_raising_a_huge_message_logs_a_bounded_traceback(log_text):
     class Writes(Returning):
         async def writeback(self, branch, responses):
