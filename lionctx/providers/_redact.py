@@ -19,6 +19,7 @@ adapter, the shared cache, the CLI, the demo and the local test server:
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 import threading
@@ -265,6 +266,9 @@ class SecretIndex:
         self.root: _Node = _Node()
         self.counts: dict[str, int] = {}
         self.lock = threading.Lock()  # httpx may log from worker threads
+        # Secrets of collected owners, taken out under the lock by the next caller:
+        # a collection can run inside a locked scan, whose thread must not wait.
+        self.dead: collections.deque[tuple[str, ...]] = collections.deque()
 
     def add(self, owner: HasSecrets) -> None:
         """File ``owner``'s secrets until it is collected."""
@@ -273,6 +277,7 @@ class SecretIndex:
         if not secrets:
             return
         with self.lock:
+            self._collect()
             for secret in secrets:
                 count = self.counts.get(secret, 0)
                 self.counts[secret] = count + 1
@@ -281,8 +286,11 @@ class SecretIndex:
         weakref.finalize(owner, self._discard, secrets)
 
     def _discard(self, secrets: tuple[str, ...]) -> None:
-        with self.lock:
-            for secret in secrets:
+        self.dead.append(secrets)  # atomic; no lock (see __init__)
+
+    def _collect(self) -> None:
+        while self.dead:
+            for secret in self.dead.popleft():
                 count = self.counts.pop(secret, 1) - 1
                 if count:
                     self.counts[secret] = count
@@ -290,13 +298,17 @@ class SecretIndex:
                     self.root.remove(secret)
 
     def __len__(self) -> int:
-        return len(self.counts)
+        """How many distinct secrets live owners hold."""
+        with self.lock:
+            self._collect()
+            return len(self.counts)
 
     def redact(self, text: str) -> str:
         """``text`` with every character of every secret found in it as ``[redacted]``
         (overlapping secrets are taken out together)."""
         spans: list[list[int]] = []
         with self.lock:
+            self._collect()
             if not self.counts:
                 return text
             root = self.root
@@ -413,7 +425,7 @@ class _LibraryLogScrubber(logging.Filter):
         self.index.add(owner)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if len(self.index):
+        if self.index.counts:
             message = record.getMessage()
             clean = self.index.redact(message)
             if clean != message:

@@ -257,6 +257,33 @@ def test_a_collected_owners_secrets_leave_the_index():
     assert index.root.children in (None, {})  # nothing left behind
 
 
+def test_an_owner_collected_during_a_scan_does_not_wedge_the_scrubber():
+    # The collector may run inside a scan (any allocation) and finalize an owner:
+    # its secrets must leave later, not by waiting on the lock the scan holds.
+    import threading
+
+    index = SecretIndex()
+    owners = _owners(50)
+    list(map(index.add, owners))
+    doomed = [owners.pop()]
+
+    class Collecting(str):
+        def startswith(self, prefix, *args):
+            if doomed:
+                doomed.clear()
+                gc.collect()  # the last reference is gone: finalized here, mid-scan
+            return str.startswith(self, prefix, *args)
+
+    line = Collecting(f"x {owners[0]._secrets[0]} y")
+    result: list[str] = []
+    scan = threading.Thread(target=lambda: result.append(index.redact(line)), daemon=True)
+    scan.start()
+    scan.join(timeout=30)
+    assert not scan.is_alive(), "the scan waited on itself"
+    assert owners[0]._secrets[0] not in result[0]
+    assert len(index) == 3 * 49  # the collected owner's secrets left at the next call
+
+
 @pytest.mark.anyio
 async def test_with_thousands_of_providers_a_real_httpx_line_leaks_nothing(caplog):
     caplog.set_level(logging.INFO, logger="httpx")
