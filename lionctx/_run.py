@@ -97,7 +97,8 @@ def _timed_out(call: ProviderCall, index: int, start: float | None, why: str) ->
 
 def _degradation(call: ProviderCall, reason: Any) -> str | None:
     """A provider's ``degradation_reason``, when it is a non-empty str (logged)."""
-    if isinstance(reason, str) and str.__len__(reason):  # not its own __len__
+    # By its real type, read by str's own __len__: the provider's object may lie.
+    if issubclass(type(reason), str) and str.__len__(reason):
         shown = safe_text(reason)
         logger.warning("context provider %r degraded: %s", call.name, shown)
         return shown

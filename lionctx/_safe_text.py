@@ -102,8 +102,10 @@ def safe_text(obj: object, limit: int = TEXT_LIMIT) -> str:
 
     When ``str`` fails, ``repr``; when both fail, ``<unprintable TypeName>``.
     """
-    if obj.__class__ is str:
+    if type(obj) is str:  # the real type: a __class__ property may lie
         return obj if len(obj) <= limit and obj.isascii() else cut(obj, limit)
+    if issubclass(type(obj), str):  # a str subclass: its characters, not what it says
+        return cut(obj, limit)
     text = _text_of(obj, False)
     if text is None:
         text = _text_of(obj, True)

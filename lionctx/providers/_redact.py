@@ -219,7 +219,7 @@ def scrub_bounded(text: object, limit: int) -> str:
     from .._safe_text import plain, safe_text, split_cut
 
     window = limit + _MARGIN
-    raw = safe_text(text, window) if type(text) is not str else text
+    raw = text if issubclass(type(text), str) else safe_text(text, window)
     head, size = plain(raw, window)
     head, note = split_cut(head)
     if note or size > window:

@@ -232,8 +232,18 @@ async def test_a_hostile_returned_object_costs_a_row(value, caplog):
     assert bad.status is Status.FAILED and len(bad.reason) <= REASON_BOUND
 
 
+class ClaimsToBeStr:
+    """Not a str, but says so through ``__class__``."""
+
+    __class__ = property(lambda self: str)  # type: ignore[assignment]
+
+    def __len__(self):
+        raise RuntimeError("no len")
+
+
 @pytest.mark.parametrize("reason", [
     pytest.param(Liar("partly stale"), id="str-subclass"),
+    pytest.param(ClaimsToBeStr(), id="claims-to-be-a-str"),
     pytest.param("stale " * 1_000_000, id="six-million-chars"),
 ])
 async def test_a_hostile_degradation_reason_is_bounded(reason, caplog):
@@ -247,8 +257,12 @@ async def test_a_hostile_degradation_reason_is_bounded(reason, caplog):
     report = await reg.gather(None, None)
     row = report.report.outcomes[0]
     assert row.status is Status.FIRED
-    assert type(row.degradation_reason) is str
-    assert len(row.degradation_reason) <= TEXT_LIMIT
+    if type(reason) is ClaimsToBeStr:
+        assert row.degradation_reason is None  # not a str: no reason
+    else:
+        assert type(row.degradation_reason) is str
+        assert len(row.degradation_reason) <= TEXT_LIMIT
+        assert str.startswith(reason, row.degradation_reason[:12])  # its own characters
     assert len(caplog.text) < 2 * TEXT_LIMIT
 
 
@@ -363,6 +377,9 @@ def _hostile(kind: str, payload: str):
         return type("E", (Exception,), {"__str__": lambda self: Liar(payload)})()
     if kind == "not-a-str":
         return type("N", (), {"__str__": lambda self: 42, "__repr__": lambda self: payload})()
+    if kind == "class-liar":  # claims to be a str
+        return type("C", (), {"__class__": property(lambda self: str),
+                              "__len__": lambda self: 1 // 0, "__str__": lambda self: payload})()
     if kind == "raises":
         return Unprintable()
     if kind == "recursive":
@@ -370,7 +387,8 @@ def _hostile(kind: str, payload: str):
     return object()
 
 
-KINDS = ["plain", "liar", "exc", "exc-liar", "not-a-str", "raises", "recursive", "object"]
+KINDS = ["plain", "liar", "exc", "exc-liar", "not-a-str", "class-liar", "raises", "recursive",
+         "object"]
 
 
 @settings(max_examples=300, deadline=None)
