@@ -19,6 +19,7 @@ import logging
 import re
 import traceback
 from types import TracebackType
+from typing import cast
 
 from ._text import make_encodable
 
@@ -105,7 +106,7 @@ def safe_text(obj: object, limit: int = TEXT_LIMIT) -> str:
     if type(obj) is str:  # the real type: a __class__ property may lie
         return obj if len(obj) <= limit and obj.isascii() else cut(obj, limit)
     if issubclass(type(obj), str):  # a str subclass: its characters, not what it says
-        return cut(obj, limit)
+        return cut(cast(str, obj), limit)
     text = _text_of(obj, False)
     if text is None:
         text = _text_of(obj, True)

@@ -25,7 +25,7 @@ import re
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -219,7 +219,7 @@ def scrub_bounded(text: object, limit: int) -> str:
     from .._safe_text import plain, safe_text, split_cut
 
     window = limit + _MARGIN
-    raw = text if issubclass(type(text), str) else safe_text(text, window)
+    raw = cast(str, text) if issubclass(type(text), str) else safe_text(text, window)
     head, size = plain(raw, window)
     head, note = split_cut(head)
     if note or size > window:
