@@ -151,7 +151,10 @@ _KEY_VALUE = re.compile(
     r"|client[_-]?secret|password|passwd|pwd|pass|token|access[_-]?token"
     r"|refresh[_-]?token|auth(?:orization)?|credentials?|session(?:[_-]?id)?)"
     r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+")
-_EMAIL = re.compile(r"(?<![\w.+\-])[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
+# The local part: RFC 5322's atext and dots, less "/" (a path before an address
+# stays readable; an address whose local part is all "/" loses its "@domain").
+_EMAIL = re.compile(r"(?<![\w.!#$%&'*+=?^`{|}~\-])[\w.!#$%&'*+=?^`{|}~\-]*"
+                    r"@[\w\-]+(?:\.[\w\-]+)+")
 # A run of key characters long enough to be a key: judged by _key_like.
 _KEY_RUN = re.compile(r"(?<![A-Za-z0-9_+=\-])[A-Za-z0-9_+=\-]{20,}")
 # Keys whose prefix says what they are, however long the rest.

@@ -9,6 +9,8 @@ provider name per user (2,000 users) and names with control characters."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lionctx import ContextProviderRegistry, SourceUnavailable, resolve_context, telemetry
 from lionctx.providers import HttpContextProvider
 from opentelemetry.sdk.metrics import MeterProvider
@@ -265,6 +267,27 @@ async def test_a_hostile_name_is_a_printable_bounded_label(otel, name):
     spans = [s for s in exporter.get_finished_spans() if s.name == "lionctx.provider"]
     shown = spans[0].attributes["lionctx.provider.name"]
     assert len(shown) <= telemetry.NAME_CHARS and shown.isprintable()
+
+
+@settings(max_examples=50, deadline=None)
+@given(named=st.lists(st.one_of(st.text(max_size=300).map(lambda t: (t, False)),
+                                st.emails().map(lambda e: (f"crm/{e}/notes", e))),
+                      min_size=1, max_size=60),
+       cap=st.integers(1, 20))
+def test_labels_of_any_names_are_printable_bounded_and_few(named, cap):
+    names = [n for n, _ in named]
+    telemetry.configure(max_label_values=cap)
+    try:
+        labels = [telemetry.metric_label(n) for n in names]
+        assert all(0 < len(label) <= telemetry.LABEL_CHARS and label.isprintable()
+                   for label in labels)
+        assert len(set(labels) - {telemetry.OVERFLOW_LABEL}) <= cap
+        for (_, email), label in zip(named, labels, strict=True):
+            assert not email or email not in label
+        # The same name always gets the same label.
+        assert [telemetry.metric_label(n) for n in names] == labels
+    finally:
+        telemetry.configure()
 
 
 def test_the_label_cap_is_checked_where_it_is_set():
