@@ -139,6 +139,7 @@ KEYS = st.text(alphabet=string.ascii_letters + string.digits, min_size=18, max_s
 
 PLANTS = st.one_of(
     EMAILS.map(lambda e: (e, e)),
+    st.emails().map(lambda e: (e, e)),
     PASSWORDS.map(lambda p: (p, f"postgresql://app:{p}@db.internal:5432/crm")),
     PASSWORDS.map(lambda p: (p, f"host=db password={p} user=app")),
     TOKENS.map(lambda t: (t, f"Authorization: Bearer {t}")),
