@@ -118,7 +118,9 @@ class SharedFetchError(LionctxError):
     """
 
     def __init__(self, original: BaseException) -> None:
-        super().__init__(f"{type(original).__name__}: {original}")
+        from ._safe_text import error_text  # the load's error is a provider's: bounded
+
+        super().__init__(": ".join(error_text(original)))
         self.original = original
 
 

@@ -16,4 +16,6 @@ __all__ = ["logger_for"]
 
 def logger_for(module: str) -> logging.Logger:
     """The logger of ``module`` (its ``__name__``) under its public dotted name."""
-    return logging.getLogger(module.replace("._", "."))
+    from ._safe_text import bound_tracebacks  # tracebacks of outside objects, bounded
+
+    return bound_tracebacks(logging.getLogger(module.replace("._", ".")))

@@ -24,6 +24,7 @@ from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
+from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
 from ._stability import digest, digest_under
 from ._text import make_encodable
 from ._threads import run_in_worker
@@ -34,7 +35,7 @@ from ._tokens import (
     memo_key,
 )
 
-logger = logging.getLogger("lionctx.gather")  # the engine logs under one name
+logger = bound_tracebacks(logging.getLogger("lionctx.gather"))  # the engine's one name
 
 _FIRED = Status.FIRED
 _EMPTY = Status.EMPTY
@@ -56,10 +57,8 @@ _NO_SCOPE = contextlib.nullcontext()
 
 
 def _message(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except Exception:  # an exception whose __str__ raises must not escape containment
-        return f"<unprintable {type(exc).__name__}>"
+    # Bounded, and never through the exception's own formatting (see _safe_text).
+    return error_text(exc)[1]
 
 
 def _log_failure(call: ProviderCall, exc: BaseException) -> None:
@@ -72,14 +71,14 @@ def _log_failure(call: ProviderCall, exc: BaseException) -> None:
 def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
             prefix: str = "", elapsed: float | None = None,
             degraded: str | None = None) -> Outcome:
-    message = _message(exc)
+    kind, message = error_text(exc)
     if isinstance(exc, asyncio.CancelledError):
         message = message or "the provider raised CancelledError while the turn was not cancelled"
     return Outcome(
         call.name, index, _FAILED,
         duration_ms=(perf_counter() - start) * 1000.0 if elapsed is None else elapsed,
-        error_type=type(exc).__name__, error=message,
-        reason=f"{prefix}{type(exc).__name__}: {message}",
+        error_type=kind, error=message,
+        reason=f"{prefix}{kind}: {message}",
         degradation_reason=degraded, priority=call.priority, max_tokens=call.max_tokens,
     )
 
@@ -94,9 +93,11 @@ def _timed_out(call: ProviderCall, index: int, start: float | None, why: str) ->
 
 def _degradation(call: ProviderCall, reason: Any) -> str | None:
     """A provider's ``degradation_reason``, when it is a non-empty str (logged)."""
-    if isinstance(reason, str) and reason:
-        logger.warning("context provider %r degraded: %s", call.name, reason)
-        return reason
+    # By its real type, read by str's own __len__: the provider's object may lie.
+    if issubclass(type(reason), str) and str.__len__(reason):
+        shown = safe_text(reason)
+        logger.warning("context provider %r degraded: %s", call.name, shown)
+        return shown
     return None
 
 
@@ -218,10 +219,10 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                        _empty_reason(result), degraded, False, False, call.priority,
                        call.max_tokens)
     elif not isinstance(result, str):
-        logger.warning("context provider %r returned %s; skipping", call.name,
-                       type(result).__name__)
+        kind = type_name(result)
+        logger.warning("context provider %r returned %s; skipping", call.name, kind)
         return _failed(call, index, start, TypeError(
-            f"provider returned {type(result).__name__}, expected str or None"),
+            f"provider returned {kind}, expected str or None"),
             "", elapsed, degraded)
     else:
         plain = False

@@ -14,8 +14,14 @@ cached boolean check. With it, every pass is recorded after it ends:
   and status), the counter ``lionctx.tokens.injected`` (by provider) and the
   histogram ``lionctx.provider.duration`` (ms, by provider and status).
 
-No provider text, header or query string goes into any attribute: reasons and
-error messages have URL query strings and userinfo cut before they are recorded.
+No provider text, header or query string goes into any attribute. Every text that
+came from outside (reasons, error messages, exception types, provider names) is cut
+to a bounded length first and then scrubbed of URL user info, query strings,
+authorization values, ``key=value`` secrets, e-mail addresses and key-like strings
+(:func:`scrub`). A metric's provider label is the provider's registered name,
+scrubbed, cut to :data:`LABEL_CHARS` characters, printable, and one of at most
+:data:`MAX_LABEL_VALUES` distinct values per process; names past that share the
+label :data:`OVERFLOW_LABEL`.
 
 Spans go to the global tracer/meter providers unless :func:`configure` gives
 others (tests do, with the SDK's in-memory exporters). While both global providers
@@ -25,9 +31,10 @@ are still the API's no-op defaults, nothing is built at all. :func:`set_enabled`
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
-import re
+import threading
 import time
 from collections.abc import Sequence
 from types import ModuleType
@@ -38,8 +45,8 @@ from ._outcome import Outcome, Status
 if TYPE_CHECKING:  # pragma: no cover
     from ._report import Report
 
-__all__ = ["configure", "enabled", "live", "record_pass", "record_report", "scrub",
-           "set_enabled"]
+__all__ = ["LABEL_CHARS", "MAX_LABEL_VALUES", "OVERFLOW_LABEL", "configure", "enabled",
+           "live", "metric_label", "record_pass", "record_report", "scrub", "set_enabled"]
 
 from ._log import logger_for
 
@@ -47,7 +54,23 @@ logger = logger_for(__name__)
 
 _state: dict[str, Any] = {"enabled": None, "tracer": None, "meter": None,
                           "tracer_provider": None, "meter_provider": None,
-                          "instruments": None}
+                          "instruments": None, "max_labels": None}
+
+#: Default most distinct provider label values a process gives its metrics.
+MAX_LABEL_VALUES = 100
+#: The provider label of every name past :data:`MAX_LABEL_VALUES`.
+OVERFLOW_LABEL = "_other"
+#: Most characters of one label value.
+LABEL_CHARS = 64
+#: Most characters of a reason or an error message in a span.
+MESSAGE_CHARS = 500
+#: Most characters of a provider name or an exception type in a span.
+NAME_CHARS = 200
+
+# The label values handed out so far (at most the cap), and a memo name -> label.
+_given: set[str] = set()
+_label_of: dict[str, str] = {}
+_labels_lock = threading.Lock()
 
 
 def enabled() -> bool:
@@ -123,11 +146,24 @@ def set_enabled(on: bool | None) -> None:
     _state["live_until"] = None
 
 
-def configure(*, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+def configure(*, tracer_provider: Any = None, meter_provider: Any = None,
+              max_label_values: int | None = None) -> None:
     """Send spans and metrics to these providers instead of the global ones
-    (``None`` for either: back to the global one)."""
+    (``None`` for either: back to the global one).
+
+    ``max_label_values`` caps the distinct provider label values of the metrics
+    (default :data:`MAX_LABEL_VALUES`); the labels handed out so far are forgotten.
+    """
+    if max_label_values is not None:
+        from ._policy import check_limit
+
+        max_label_values = check_limit(max_label_values, "max_label_values")
+    _state["max_labels"] = max_label_values  # None: the default
     _state.update(tracer_provider=tracer_provider, meter_provider=meter_provider,
                   tracer=None, meter=None, instruments=None, live_until=None)
+    with _labels_lock:
+        _given.clear()
+        _label_of.clear()
 
 
 def _tracer() -> Any:
@@ -164,15 +200,61 @@ def _instruments() -> Any:
     return inst
 
 
-# scheme://user:pass@host/path?query#frag -> scheme://host/path
-_URL = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)(?:[^/\s@]*@)?([^\s?#]*)(?:\?[^\s#]*)?(?:#\S*)?")
+def scrub(text: object, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` in at most ``limit`` characters, without personal data or credentials.
+
+    Cut first (only about ``limit`` characters are ever read), then scrubbed of URL
+    user info, query strings and fragments, authorization values, ``key=value``
+    secrets, e-mail addresses and key-like strings; a word across a cut is dropped.
+    ``text`` may be any object: it is made text as a reason is (never raises).
+    """
+    if type(text) is str and len(text) <= _MEMO_CHARS:
+        return _scrub_memo(text, limit)
+    return _scrub(text, limit)
 
 
-def scrub(text: str, limit: int = 500) -> str:
-    """``text`` with URL credentials, query strings and fragments cut, bounded."""
-    if "://" in text:
-        text = _URL.sub(r"\1\2", text)
-    return text if len(text) <= limit else text[:limit] + "..."
+def _scrub(text: object, limit: int) -> str:
+    from .providers._redact import scrub_bounded  # the one redaction module
+
+    return scrub_bounded(text, limit)
+
+
+# Names, types and reasons repeat from pass to pass: scrubbed once each.
+_MEMO_CHARS = 2000
+_scrub_memo = functools.lru_cache(maxsize=4096)(_scrub)
+
+
+def _printable(text: str) -> str:
+    """``text`` with each control, format or separator character as ``?``."""
+    if text.isprintable() and text:
+        return text
+    return "".join(c if c.isprintable() else "?" for c in text) or "?"
+
+
+def _shown_name(name: object) -> str:
+    return _printable(scrub(name, NAME_CHARS))
+
+
+def metric_label(name: object) -> str:
+    """The provider label a metric gets for ``name``: scrubbed, printable, at most
+    :data:`LABEL_CHARS` characters, and one of a bounded set of values per process
+    (past the cap, :data:`OVERFLOW_LABEL`)."""
+    key = name if type(name) is str and len(name) <= 4 * LABEL_CHARS else None
+    if key is not None:
+        found = _label_of.get(key)
+        if found is not None:
+            return found
+    value = _printable(_scrub(name, LABEL_CHARS))
+    cap = _state["max_labels"] or MAX_LABEL_VALUES
+    with _labels_lock:
+        if value not in _given:
+            if len(_given) >= cap:
+                value = OVERFLOW_LABEL
+            else:
+                _given.add(value)
+        if key is not None and len(_label_of) < 4 * cap:  # the memo is bounded too
+            _label_of[key] = value
+    return value
 
 
 def _place(outcomes: Sequence[Outcome], pass_start: int, concurrent: bool) -> list[int]:
@@ -230,7 +312,7 @@ def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent:
     if prefix_stable is not None:
         attrs["lionctx.prefix.stable"] = prefix_stable
     if cache_break is not None:
-        attrs["lionctx.cache_break.name"] = cache_break.name
+        attrs["lionctx.cache_break.name"] = _shown_name(cache_break.name)
         attrs["lionctx.cache_break.kind"] = cache_break.kind
     parent = tracer.start_span("lionctx.gather", kind=SpanKind.INTERNAL, attributes=attrs,
                                start_time=started_ns)
@@ -239,7 +321,8 @@ def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent:
     inst = _instruments()
     for o, start in zip(outcomes, starts, strict=False):
         status = o.status.value
-        a: dict[str, Any] = {"lionctx.provider.name": o.name, "lionctx.provider.status": status,
+        name = _shown_name(o.name)
+        a: dict[str, Any] = {"lionctx.provider.name": name, "lionctx.provider.status": status,
                              "lionctx.provider.index": o.index,
                              "lionctx.provider.tokens": o.tokens,
                              "lionctx.provider.duration_ms": o.duration_ms}
@@ -262,7 +345,8 @@ def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent:
         span = tracer.start_span("lionctx.provider", context=parent_ctx, kind=SpanKind.INTERNAL,
                                  attributes=a, start_time=start)
         if o.status in _ERROR:
-            etype = o.error_type or ("TimeoutError" if o.status is Status.TIMEOUT else "Error")
+            etype = scrub(o.error_type or (
+                "TimeoutError" if o.status is Status.TIMEOUT else "Error"), NAME_CHARS)
             message = scrub(o.error or o.reason or status)
             a_err = {"exception.type": etype, "exception.message": message}
             span.add_event("exception", a_err)
@@ -270,10 +354,11 @@ def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent:
             span.set_status(OtelStatus(StatusCode.ERROR, message))
         span.end(end_time=min(max(start, start + int(o.duration_ms * 1e6)), max(ended, start)))
         if inst:
-            labels = {"lionctx.provider.name": o.name, "lionctx.provider.status": status}
+            label = metric_label(o.name)
+            labels = {"lionctx.provider.name": label, "lionctx.provider.status": status}
             inst[0].add(1, labels)
             if o.status is Status.FIRED:
-                inst[1].add(o.tokens, {"lionctx.provider.name": o.name})
+                inst[1].add(o.tokens, {"lionctx.provider.name": label})
             if o.circuit != "open":
                 inst[2].record(o.duration_ms, labels)
     if any(o.status in _ERROR for o in outcomes) and len(outcomes) == sum(

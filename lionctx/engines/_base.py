@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._exceptions import InvalidType, InvalidValue
+from .._safe_text import NAME_LIMIT, cut, type_name
 
 __all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_select_timeout", "engine_label",
            "overrides", "usage_counts"]
@@ -226,8 +227,8 @@ def engine_label(engine: object) -> str:
     except Exception:
         name = None
     if isinstance(name, str) and name:
-        return str.__str__(name)  # an exact str: a subclass's repr/format could lie
-    return type(engine).__name__
+        return cut(name, NAME_LIMIT)  # an exact str: a subclass's repr/format could lie
+    return type_name(engine)
 
 
 def _int_field(source: Any, *keys: str) -> int | None:

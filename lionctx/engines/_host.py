@@ -35,6 +35,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
 from ._bridge import ThreadBridgeModel, summary_model
 from ._checks import (
@@ -89,7 +90,7 @@ def after_response(engine: ContextEngine, usage: Any) -> None:
         logger.warning(
             "context engine %r update_from_response raised %s; ignored",
             engine_label(engine),
-            type(exc).__name__,
+            type_name(exc),
         )
 
 
@@ -106,7 +107,7 @@ def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
         return bool(engine.should_compress(prompt_tokens))
     except Exception as exc:
         logger.warning("context engine %r should_compress raised %s; history kept",
-                       engine_label(engine), type(exc).__name__)
+                       engine_label(engine), type_name(exc))
         return False
 
 
@@ -143,20 +144,20 @@ def maybe_compress(
         )
     except Exception as exc:
         logger.warning(
-            "context engine %r compress raised %s; history kept", label, type(exc).__name__
+            "context engine %r compress raised %s; history kept", label, type_name(exc)
         )
         return None
     try:
         plain = plain_messages(result)  # judged, and stored, by what it holds
         problem = compaction_problem(messages, plain)
     except _NotPlain as exc:
-        problem = str(exc)
+        problem = safe_text(exc)
     except Exception as exc:  # a list we cannot even inspect is refused
-        problem = f"returned messages that cannot be checked ({type(exc).__name__})"
+        problem = f"returned messages that cannot be checked ({type_name(exc)})"
     if problem == "":
         return None  # nothing was compacted: keep the stored rows as they are
     if problem is not None:
-        logger.warning("context engine %r compress %s; history kept", label, problem)
+        logger.warning("context engine %r compress %s; history kept", label, safe_text(problem))
         return None
     # No problem means shape_problem passed it: a list of dicts.
     assert type(plain) is list
@@ -204,7 +205,7 @@ def notify_turn_complete(
         logger.warning(
             "context engine %r on_turn_complete raised %s; ignored",
             engine_label(engine),
-            type(exc).__name__,
+            type_name(exc),
         )
 
 
@@ -226,7 +227,7 @@ def engine_tools(engine: ContextEngine) -> list[dict[str, Any]]:
         logger.warning(
             "context engine %r get_tool_schemas raised %s; no engine tools offered",
             label,
-            type(exc).__name__,
+            type_name(exc),
         )
         return []
     if not schemas:
@@ -235,7 +236,7 @@ def engine_tools(engine: ContextEngine) -> list[dict[str, Any]]:
         logger.warning(
             "context engine %r get_tool_schemas returned %s, not a list; no engine tools",
             label,
-            type(schemas).__name__,
+            type_name(schemas),
         )
         return []
     tools: list[dict[str, Any]] = []
@@ -245,7 +246,7 @@ def engine_tools(engine: ContextEngine) -> list[dict[str, Any]]:
         except Exception as exc:
             logger.warning(
                 "context engine %r tool schema %d (%s) is unusable (%s); left out",
-                label, index, schema_name(schema), type(exc).__name__,
+                label, index, schema_name(schema), type_name(exc),
             )
             continue
         if function is None:
@@ -269,24 +270,25 @@ def dispatch_engine_tool(
     rather than an error for the turn; a non-string return value is JSON-encoded.
     """
     label = engine_label(engine)
+    shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
     if args is None or args == "":
         parsed: Any = {}
     elif isinstance(args, str):
         try:
             parsed = json.loads(args)
         except (ValueError, RecursionError):  # the model's text: any shape, any depth
-            return json.dumps({"error": f"arguments for tool {name!r} are not valid JSON"})
+            return json.dumps({"error": f"arguments for tool {shown} are not valid JSON"})
     else:
         parsed = args
     if not isinstance(parsed, Mapping):
-        return json.dumps({"error": f"arguments for tool {name!r} must be a JSON object"})
+        return json.dumps({"error": f"arguments for tool {shown} must be a JSON object"})
     try:
         result = engine.handle_tool_call(name, dict(parsed), **kwargs)
     except Exception as exc:
         logger.warning(
-            "context engine %r tool %r raised %s", label, name, type(exc).__name__
+            "context engine %r tool %s raised %s", label, shown, type_name(exc)
         )
-        return json.dumps({"error": f"tool {name!r} failed: {type(exc).__name__}"})
+        return json.dumps({"error": f"tool {shown} failed: {type_name(exc)}"})
     if isinstance(result, str):
         return str.__str__(result)  # an exact str, whatever the subclass says
     try:
@@ -296,6 +298,6 @@ def dispatch_engine_tool(
     try:
         text = str(result)
         return str.__str__(text) if isinstance(text, str) else json.dumps(
-            {"error": f"tool {name!r} returned a result that cannot be encoded"})
+            {"error": f"tool {shown} returned a result that cannot be encoded"})
     except Exception:  # RecursionError included
-        return json.dumps({"error": f"tool {name!r} returned a result that cannot be encoded"})
+        return json.dumps({"error": f"tool {shown} returned a result that cannot be encoded"})

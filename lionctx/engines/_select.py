@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from .._safe_text import safe_text, type_name
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
 from ._checks import checked_selection
 
@@ -75,12 +76,12 @@ def _accept_selection(
     try:
         plain, problem = checked_selection(request_messages, result)
     except Exception as exc:  # an engine's list we cannot even inspect is refused
-        plain, problem = None, f"returned messages that cannot be checked ({type(exc).__name__})"
+        plain, problem = None, f"returned messages that cannot be checked ({type_name(exc)})"
     if plain is None:
         logger.warning(
             "context engine %r select_context %s; using the unmodified request",
             label,
-            problem,
+            safe_text(problem),  # it may quote what the engine returned
         )
         return request_messages
     return plain
@@ -118,7 +119,7 @@ def apply_select_context(
         logger.warning(
             "context engine %r select_context raised %s; using the unmodified request",
             label,
-            type(exc).__name__,
+            type_name(exc),
         )
         return request_messages
     if inspect.isawaitable(result):
@@ -181,7 +182,7 @@ async def apply_select_context_async(
         logger.warning(
             "context engine %r select_context raised %s; using the unmodified request",
             label,
-            type(exc).__name__,
+            type_name(exc),
         )
         return request_messages
     if scope.cancel_called or result is unset:

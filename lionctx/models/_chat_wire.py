@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from .._exceptions import InvalidType, InvalidValue
 from .._messages import strip_persistence_fields
+from .._safe_text import safe_text, type_name
 from ..providers._redact import public_url
 from ._base import (
     ChatResponse,
@@ -199,7 +200,7 @@ def model_error(exc: BaseException, *, where: str, timeout: float, model: str,
         return ModelConnectionError(f"model server {where} did not answer within {timeout:g}s")
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
-        detail = f" ({type(cause).__name__})" if cause is not None else ""
+        detail = f" ({type_name(cause)})" if cause is not None else ""
         return ModelConnectionError(f"could not reach the model server at {where}{detail}")
     if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
         # The body may echo part of the key: leave it out, keep its type and code.
@@ -212,10 +213,10 @@ def model_error(exc: BaseException, *, where: str, timeout: float, model: str,
         )
     if isinstance(exc, openai.APIStatusError):
         # Scrub before cutting: a cut could split the key below the fragment size.
-        message = scrub(str(getattr(exc, "message", "") or exc)[:2000])[:500]
+        message = scrub(safe_text(getattr(exc, "message", "") or exc, 2000))[:500]
         return ModelResponseError(
             f"model server {where} answered HTTP {exc.status_code} for model "
             f"{model!r}: {message}", exc.status_code,
         )
     return ModelResponseError(f"model call to {where} failed: "
-                              f"{type(exc).__name__}: {scrub(str(exc)[:2000])[:500]}")
+                              f"{type_name(exc)}: {scrub(safe_text(exc, 2000))[:500]}")

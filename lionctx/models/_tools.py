@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from .._exceptions import InvalidType, InvalidValue
+from .._safe_text import error_text
 
 __all__ = ["ActionResponse", "Tool", "as_tool", "run_tool_call"]
 
@@ -212,7 +213,7 @@ async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
             result = await result
     except Exception as exc:
         logger.warning("tool %r raised; the model is told", name, exc_info=True)
-        resp = ActionResponse(call_id, name, args, None, f"{type(exc).__name__}: {exc}")
+        resp = ActionResponse(call_id, name, args, None, ": ".join(error_text(exc)))
         return resp, resp.content
     resp = ActionResponse(call_id, name, args, result)
     return resp, resp.content

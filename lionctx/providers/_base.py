@@ -30,6 +30,7 @@ from .._adapters import query_from_instruction, run_context_from_branch
 from .._context import RunContext, coerce_run_context
 from .._exceptions import InvalidType, InvalidValue
 from .._outcome import NoText, SourceUnavailable
+from .._safe_text import safe_text
 
 __all__ = ["ContextSource", "ProvidedText", "SourceUnavailable", "check_count",
            "check_duration", "check_name", "check_path"]
@@ -123,8 +124,8 @@ class ContextSource:
         try:
             text = await self.retrieve(query, ctx)
         except SourceUnavailable as exc:
-            self.last_error = str(exc)
-            logger.warning("context provider %r got no text: %s", self.name, exc)
+            self.last_error = safe_text(exc)  # a subclass's message is anyone's text
+            logger.warning("context provider %r got no text: %s", self.name, self.last_error)
             return None
         return None if isinstance(text, NoText) else text  # no text is None here
 
@@ -142,6 +143,7 @@ class ContextSource:
 
     def _unavailable(self, reason: str) -> SourceUnavailable:
         """Record ``reason`` as this call's failure and return the exception to raise."""
+        reason = safe_text(reason)  # it often quotes what the source said
         self.last_error = reason
         self.degradation_reason = None  # an outright failure is not a partial success
         logger.debug("context provider %r could not answer: %s", self.name, reason)

@@ -31,6 +31,7 @@ from .._adapters import (
 from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue, SharedFetchError
 from .._log import logger_for
+from .._safe_text import error_text, safe_text
 from .._scope import context_fields as scoped_fields
 from .._scope import scope_of
 from .._scope import source_identity as scoped_identity
@@ -120,8 +121,8 @@ def _reason_of(provider: Any) -> str | None:
 def _why(exc: BaseException | None) -> str:
     """A failure as a reason: a SourceUnavailable's message is one already."""
     if isinstance(exc, SourceUnavailable):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+        return safe_text(exc)
+    return ": ".join(error_text(exc))  # bounded, whatever the exception's __str__ does
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ import anyio
 import anyio.lowlevel
 
 from .._exceptions import HttpFetchError, InvalidType, InvalidValue
+from .._safe_text import TEXT_LIMIT, error_text, type_name
 from . import _decode
 from ._base import ContextSource, ProvidedText, check_count, check_duration, check_name
 from ._flight import FlightCache, SharedFetchError, Source
@@ -91,6 +92,10 @@ __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "HttpContextProvider
 from .._log import logger_for
 
 logger = logger_for(__name__)
+
+# An error's text is cut to this before secrets are taken out, and to the reason's
+# bound after: a secret across the first cut is still far past the second.
+_SCRUB_WINDOW = 4 * TEXT_LIMIT
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
@@ -335,7 +340,7 @@ class HttpContextProvider(ContextSource):
         except Exception as exc:
             # Network errors, and what a hostile answer can make httpx raise (an
             # unparsable Location is an IDNAError): a reason, scrubbed of secrets.
-            raise HttpFetchError(self._scrub(f"{type(exc).__name__}: {exc}")) from None
+            raise HttpFetchError(self._scrub(": ".join(error_text(exc, _SCRUB_WINDOW)))) from None
         if text is None or self.transform is None:
             return text
         try:
@@ -343,10 +348,10 @@ class HttpContextProvider(ContextSource):
             if inspect.isawaitable(out):
                 out = await out
         except Exception as exc:
-            raise HttpFetchError(
-                self._scrub(f"transform raised {type(exc).__name__}: {exc}")) from None
+            raise HttpFetchError(self._scrub(
+                "transform raised " + ": ".join(error_text(exc, _SCRUB_WINDOW)))) from None
         if out is not None and not isinstance(out, str):
-            raise HttpFetchError(f"transform returned {type(out).__name__}, not str or None")
+            raise HttpFetchError(f"transform returned {type_name(out)}, not str or None")
         return out or None
 
     async def _request(self, client: httpx.AsyncClient) -> str | None:

@@ -11,25 +11,29 @@ adapter, the shared cache, the CLI, the demo and the local test server:
 * :func:`mask_key`: an API key, and any run of 8+ of its characters, as ``***``.
 * :func:`redact_url_passwords`, :func:`redact_query_strings`: patterns for text
   whose secrets are not known in advance.
+* :func:`scrub_personal`, :func:`scrub_bounded`: personal data and credentials out
+  of text nobody vetted (exception messages bound for spans), in linear time.
 * :func:`scrub_library_logs`: a filter on the ``httpx``/``httpcore`` loggers that
   takes the secrets of every live owner out of their records.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
 __all__ = ["MIN_SECRET", "mask_key", "public_httpx_url", "public_url", "query_secrets", "redact",
-           "redact_query_strings", "redact_url_passwords", "scrub_library_logs"]
+           "redact_query_strings", "redact_url_passwords", "scrub_bounded",
+           "scrub_library_logs", "scrub_personal"]
 
 # Values shorter than this are not treated as secrets to scrub from text; scrubbing
 # "1" or "on" would garble every message.
@@ -128,6 +132,115 @@ def redact_query_strings(text: str) -> str:
     return _QUERY.sub("?...", text)
 
 
+# -- personal data in text whose secrets are not known: spans and events -------------
+# Each pattern starts only where a run of its characters starts (a look-behind),
+# and its parts are told apart by a character the part before cannot hold, so the
+# engine never tries a run twice: linear in the text. They run on a bounded head.
+
+# scheme://user:password@host/path?query#fragment -> scheme://host/path
+_URL_PARTS = re.compile(
+    r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*://)"  # the scheme
+    r"(?:[^\s/?#]*@)?"  # user info, up to the authority's last @
+    r"([^\s?#]*)"  # host and path
+    r"(?:\?[^\s#]*)?(?:#\S*)?")  # query and fragment
+# Authorization: Bearer <token>, Basic <credentials>
+_AUTH_SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer|basic|digest|token)(\s+)[^\s\"',;]+")
+# password=..., "api_key": "...", secret: ... (a DSN's keyword form included)
+_KEY_VALUE = re.compile(
+    r"(?i)(?<![A-Za-z0-9_])((?:api[_-]?key|apikey|access[_-]?key|secret(?:[_-]?key)?"
+    r"|client[_-]?secret|password|passwd|pwd|pass|token|access[_-]?token"
+    r"|refresh[_-]?token|auth(?:orization)?|credentials?|session(?:[_-]?id)?)"
+    r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+")
+# The local part: RFC 5322's atext and dots, "/" included (``0/@a.ag`` is an
+# address): a path just before an address is masked with it, which costs only
+# readability.
+_EMAIL = re.compile(r"(?<![\w.!#$%&'*+/=?^`{|}~\-])[\w.!#$%&'*+/=?^`{|}~\-]*"
+                    r"@[\w\-]+(?:\.[\w\-]+)+")
+# A run of key characters long enough to be a key: judged by _key_like.
+_KEY_RUN = re.compile(r"(?<![A-Za-z0-9_+=\-])[A-Za-z0-9_+=\-]{20,}")
+# Keys whose prefix says what they are, however long the rest.
+_KEY_PREFIX = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA"
+    r"|AIza)[_\-]?[A-Za-z0-9_\-]{8,}")
+# What each pattern needs to be present before it is worth running.
+_AUTH_WORDS = ("bearer", "basic", "digest", "token")
+_KEY_WORDS = ("key", "secret", "pass", "pwd", "token", "auth", "credential", "session")
+_KEY_PREFIX_HINT = re.compile(
+    r"(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA|AIza)[_\-]?"
+    r"[A-Za-z0-9_\-]{8}")
+_KEY_RUN_HINT = re.compile(r"[A-Za-z0-9_+=\-]{20}")
+_DIGIT = re.compile(r"[0-9]")
+_LETTER = re.compile(r"[A-Za-z]")
+_EMAIL_SHOWN = "[email]"
+
+
+def _key_like(found: re.Match[str]) -> str:
+    run = found.group()
+    return REDACTED if _DIGIT.search(run) and _LETTER.search(run) else run
+
+
+def scrub_personal(text: str) -> str:
+    """``text`` without what identifies a person or opens a door: URL user info,
+    query strings and fragments, authorization values, ``key=value`` secrets (a
+    DSN's password included), e-mail addresses and key-like strings (20+ letters
+    and digits mixed, or a known key prefix). Linear in ``len(text)``; cut the text
+    first (:func:`scrub_bounded` does both)."""
+    # Each pattern runs only where a look in C says it may match: most messages
+    # hold none of these, and a look-behind makes a pattern try every position.
+    if "://" in text:
+        text = _URL_PARTS.sub(r"\1\2", text)
+    low = text.lower()
+    if any(word in low for word in _AUTH_WORDS):
+        text = _AUTH_SCHEME.sub(rf"\1\2{REDACTED}", text)
+    if any(word in low for word in _KEY_WORDS):
+        text = _KEY_VALUE.sub(rf"\1{REDACTED}", text)
+    if "@" in text:
+        text = _EMAIL.sub(_EMAIL_SHOWN, text)
+    if _KEY_PREFIX_HINT.search(text):
+        text = _KEY_PREFIX.sub(REDACTED, text)
+    if _KEY_RUN_HINT.search(text):
+        text = _KEY_RUN.sub(_key_like, text)
+    return text
+
+
+_SPACE = (" ", "\t", "\n", "\r", "\f", "\v")
+
+
+def _whole_words(head: str) -> str:
+    """``head`` without its last run of non-space characters: a text cut there may
+    end inside a secret, whose first half no pattern would know."""
+    return head[:max(head.rfind(c) for c in _SPACE) + 1]
+
+
+def scrub_bounded(text: object, limit: int) -> str:
+    """:func:`scrub_personal` over the head of ``text`` (any object, made text by
+    :func:`lionctx._safe_text.safe_text`), in at most ``limit`` characters.
+
+    Only about ``limit`` characters are ever read or scrubbed, whatever the length
+    of ``text``. Wherever the text is cut, before or after scrubbing, the word
+    across the cut is dropped, so no part of a secret is left at the edge.
+    """
+    from .._safe_text import plain, safe_text, split_cut
+
+    window = limit + _MARGIN
+    raw = cast(str, text) if issubclass(type(text), str) else safe_text(text, window)
+    head, size = plain(raw, window)
+    head, note = split_cut(head)
+    if note or size > window:
+        head = _whole_words(head)  # the text went on: its last word may be cut
+        if not note:
+            note = f"... [{size:,} chars]"
+    clean = scrub_personal(head)
+    if len(clean) + len(note) > limit:
+        note = note or f"... [{size:,} chars]"
+        clean = _whole_words(clean[:max(limit - len(note), 0)])
+    return (clean + note)[:limit]
+
+
+#: Characters read past the limit, so a secret near the end is seen whole.
+_MARGIN = 256
+
+
 class HasSecrets(Protocol):
     """An object whose secrets (longest first) must not appear in library logs."""
 
@@ -142,25 +255,183 @@ _LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11
                     "httpcore.http2", "httpcore.proxy", "httpcore.socks")
 
 
+class SecretIndex:
+    """Every secret of the live owners, found in a text in time that does not grow
+    with their number.
+
+    Each secret is filed under its first :data:`MIN_SECRET` characters, then under
+    the next ones while a bucket holds more than :data:`_BUCKET` (a burst trie), so
+    finding the secrets at one position of a text costs a few dict look-ups and a
+    few ``startswith``, however many owners there are. Adding an owner files its
+    secrets (read once, when it is added); when it is collected they are taken out.
+    """
+
+    def __init__(self) -> None:
+        self.root: _Node = _Node()
+        self.counts: dict[str, int] = {}
+        self.lock = threading.Lock()  # httpx may log from worker threads
+        # Secrets of collected owners, taken out under the lock by the next caller:
+        # a collection can run inside a locked scan, whose thread must not wait.
+        self.dead: collections.deque[tuple[str, ...]] = collections.deque()
+
+    def add(self, owner: HasSecrets) -> None:
+        """File ``owner``'s secrets until it is collected."""
+        secrets = tuple(dict.fromkeys(s for s in owner._secrets
+                                      if type(s) is str and len(s) >= MIN_SECRET))
+        if not secrets:
+            return
+        with self.lock:
+            self._collect()
+            for secret in secrets:
+                count = self.counts.get(secret, 0)
+                self.counts[secret] = count + 1
+                if not count:
+                    self.root.insert(secret)
+        weakref.finalize(owner, self._discard, secrets)
+
+    def _discard(self, secrets: tuple[str, ...]) -> None:
+        self.dead.append(secrets)  # atomic; no lock (see __init__)
+
+    def _collect(self) -> None:
+        while self.dead:
+            for secret in self.dead.popleft():
+                count = self.counts.pop(secret, 1) - 1
+                if count:
+                    self.counts[secret] = count
+                else:
+                    self.root.remove(secret)
+
+    def __len__(self) -> int:
+        """How many distinct secrets live owners hold."""
+        with self.lock:
+            self._collect()
+            return len(self.counts)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every character of every secret found in it as ``[redacted]``
+        (overlapping secrets are taken out together)."""
+        spans: list[list[int]] = []
+        with self.lock:
+            self._collect()
+            if not self.counts:
+                return text
+            root = self.root
+            children = root.children
+            if children is None and not any(secret in text for secret in root.here):
+                return text  # a few secrets (one bucket), none here: in C
+            # Most positions start no secret: one dict look-up each, inline.
+            get = children.get if children and not root.here else None
+            for i in range(len(text) - MIN_SECRET + 1):
+                if get is not None:
+                    child = get(text[i:i + MIN_SECRET])
+                    end = 0 if child is None else child.longest(text, i, 1)
+                else:
+                    end = root.longest(text, i, 0)
+                if end:
+                    if spans and i <= spans[-1][1]:
+                        spans[-1][1] = max(spans[-1][1], end)
+                    else:
+                        spans.append([i, end])
+        if not spans:
+            return text
+        out: list[str] = []
+        last = 0
+        for start, end in spans:
+            out += (text[last:start], REDACTED)
+            last = end
+        out.append(text[last:])
+        return "".join(out)
+
+
+#: Most secrets a trie node keeps in a list before it files them one level deeper.
+_BUCKET = 8
+
+
+class _Node:
+    """A node of :class:`SecretIndex`: the secrets that share its prefix (``depth``
+    chunks of :data:`MIN_SECRET` characters), in a list while few, else by chunk."""
+
+    __slots__ = ("children", "here")
+
+    def __init__(self) -> None:
+        self.here: list[str] = []
+        self.children: dict[str, _Node] | None = None
+
+    def insert(self, secret: str) -> None:
+        node, depth = self, 0
+        while node.children is not None and len(secret) >= (depth + 1) * MIN_SECRET:
+            at = depth * MIN_SECRET
+            node = node.children.setdefault(secret[at:at + MIN_SECRET], _Node())
+            depth += 1
+        node.here.append(secret)
+        if node.children is None and len(node.here) > _BUCKET:
+            node._burst(depth)
+
+    def _burst(self, depth: int) -> None:
+        # Iterative: secrets sharing a long prefix burst many levels at once.
+        stack = [(self, depth)]
+        while stack:
+            node, depth = stack.pop()
+            at = (depth + 1) * MIN_SECRET
+            items, node.here, node.children = node.here, [], {}
+            for secret in items:
+                if len(secret) < at:
+                    node.here.append(secret)
+                else:
+                    node.children.setdefault(secret[at - MIN_SECRET:at], _Node()).here.append(
+                        secret)
+            stack += [(child, depth + 1) for child in node.children.values()
+                      if len(child.here) > _BUCKET]
+
+    def remove(self, secret: str) -> None:
+        path: list[tuple[_Node, str]] = []
+        node, depth = self, 0
+        while node.children is not None and len(secret) >= (depth + 1) * MIN_SECRET:
+            at = depth * MIN_SECRET
+            key = secret[at:at + MIN_SECRET]
+            child = node.children.get(key)
+            if child is None:
+                return
+            path.append((node, key))
+            node, depth = child, depth + 1
+        if secret in node.here:
+            node.here.remove(secret)
+        while path and not node.here and not node.children:  # prune what is left empty
+            parent, key = path.pop()
+            del parent.children[key]  # type: ignore[union-attr]
+            node = parent
+
+    def longest(self, text: str, i: int, depth: int) -> int:
+        """The end of the longest secret at ``text[i:]`` (0: none), this node being
+        ``depth`` chunks down from the root."""
+        best = 0
+        node: _Node | None = self
+        while node is not None:
+            for secret in node.here:
+                if len(secret) > best - i and text.startswith(secret, i):
+                    best = i + len(secret)
+            if not node.children:
+                break
+            start = i + depth * MIN_SECRET
+            node = node.children.get(text[start:start + MIN_SECRET])
+            depth += 1
+        return best
+
+
 class _LibraryLogScrubber(logging.Filter):
     """Takes live owners' secrets out of httpx's and httpcore's own log lines."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.owners: weakref.WeakSet[HasSecrets] = weakref.WeakSet()
-        self.lock = threading.Lock()  # httpx may log from worker threads
+        self.index = SecretIndex()
 
     def add(self, owner: HasSecrets) -> None:
-        with self.lock:
-            self.owners.add(owner)
+        self.index.add(owner)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        with self.lock:
-            live = list(self.owners)
-        secrets = sorted({s for o in live for s in o._secrets}, key=len, reverse=True)
-        if secrets:
+        if self.index.counts:
             message = record.getMessage()
-            clean = redact(message, secrets)
+            clean = self.index.redact(message)
             if clean != message:
                 record.msg, record.args = clean, None
         return True

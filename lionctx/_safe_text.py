@@ -1,0 +1,189 @@
+"""Text of an outside object, bounded: the one way an exception, a reason or any value
+a provider, an engine or a model hands back becomes part of a message.
+
+Whatever the object does in ``__str__``/``__repr__`` (raise, recurse, return a str
+subclass whose ``__format__``, ``__len__`` or ``__getitem__`` raise, return ten
+megabytes), :func:`safe_text` returns a plain ``str`` of at most ``limit``
+characters, without lone surrogates. The object's ``__format__`` is never called,
+and only the first ``limit`` characters of what it returned are read: a text that
+is cut keeps its head and says how long it was (``"... [10,000,000 chars]"``).
+
+:class:`BoundedTracebacks` does the same for log records that carry an exception:
+the traceback a formatter prints is built here, bounded, instead of from the
+exception's own ``__str__``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import traceback
+from types import TracebackType
+from typing import cast
+
+from ._text import make_encodable
+
+__all__ = ["NAME_LIMIT", "TEXT_LIMIT", "TRACEBACK_LIMIT", "BoundedTracebacks", "cut",
+           "error_text", "plain", "safe_repr", "safe_text", "split_cut", "type_name"]
+
+#: Most characters of one outside text in a reason, a log line or a span.
+TEXT_LIMIT = 1000
+#: Most characters of a class name (``type(exc).__name__`` is any str a class sets).
+NAME_LIMIT = 100
+#: Most characters of one exception's traceback text in a log record.
+TRACEBACK_LIMIT = 8000
+#: Most frames of one traceback in a log record (the innermost are kept).
+TRACEBACK_FRAMES = 20
+#: Most exceptions of a ``__cause__``/``__context__`` chain named in a log record.
+CHAIN_LIMIT = 3
+
+_NOTE = re.compile(r"\.\.\. \[[0-9,]+ chars\]\Z")
+
+
+def plain(text: str, limit: int) -> tuple[str, int]:
+    """The first ``limit`` characters of ``text`` as a plain ``str``, and its length.
+
+    Read through ``str``'s own methods: a subclass's overrides are never called.
+    """
+    size = str.__len__(text)
+    head = str.__getitem__(text, slice(0, min(size, max(limit, 0))))
+    return head, size
+
+
+def cut(text: str, limit: int = TEXT_LIMIT) -> str:
+    """``text`` in at most ``limit`` characters: whole when it fits, else its head
+    followed by ``... [N chars]`` (N: its full length). A plain ``str``, encodable."""
+    head, size = plain(text, limit)
+    if size > limit:
+        note = f"... [{size:,} chars]"
+        head = str.__getitem__(head, slice(0, max(limit - len(note), 0))) + note
+        head = head[:limit]
+    if not head.isascii():
+        head = make_encodable(head)[0]
+    return head
+
+
+def split_cut(text: str) -> tuple[str, str]:
+    """``(head, note)`` of a text :func:`cut` shortened; ``(text, "")`` otherwise."""
+    found = _NOTE.search(text)
+    if found is None:
+        return text, ""
+    return text[:found.start()], text[found.start():]
+
+
+def _fatal(exc: BaseException) -> bool:
+    from ._cancellation import _fatal as fatal  # anyio: only once something failed
+
+    return fatal(exc)
+
+
+def _text_of(obj: object, use_repr: bool) -> str | None:
+    try:
+        text = repr(obj) if use_repr else str(obj)
+    except BaseException as exc:  # RecursionError included
+        if _fatal(exc):
+            raise
+        return None
+    return text if isinstance(text, str) else None
+
+
+def type_name(obj: object) -> str:
+    """The class name of ``obj`` (its real type, not ``__class__``), bounded."""
+    try:
+        name = type(obj).__name__
+    except BaseException as exc:  # a metaclass may make even this raise
+        if _fatal(exc):
+            raise
+        return "?"
+    return cut(name, NAME_LIMIT) if isinstance(name, str) else "?"
+
+
+def safe_text(obj: object, limit: int = TEXT_LIMIT) -> str:
+    """``str(obj)`` as a plain ``str`` of at most ``limit`` characters; never raises.
+
+    When ``str`` fails, ``repr``; when both fail, ``<unprintable TypeName>``.
+    """
+    if type(obj) is str:  # the real type: a __class__ property may lie
+        return obj if len(obj) <= limit and obj.isascii() else cut(obj, limit)
+    if issubclass(type(obj), str):  # a str subclass: its characters, not what it says
+        return cut(cast(str, obj), limit)
+    text = _text_of(obj, False)
+    if text is None:
+        text = _text_of(obj, True)
+    if text is None:
+        text = f"<unprintable {type_name(obj)}>"
+    return cut(text, limit)
+
+
+def safe_repr(obj: object, limit: int = TEXT_LIMIT) -> str:
+    """``repr(obj)`` as :func:`safe_text` gives ``str(obj)``."""
+    text = _text_of(obj, True)
+    if text is None:
+        text = f"<unprintable {type_name(obj)}>"
+    return cut(text, limit)
+
+
+def error_text(exc: object, limit: int = TEXT_LIMIT) -> tuple[str, str]:
+    """``(type name, message)`` of an exception, each bounded; never raises."""
+    name = type_name(exc)
+    text = _text_of(exc, False)
+    return name, (f"<unprintable {name}>" if text is None else cut(text, limit))
+
+
+def traceback_text(exc: BaseException) -> str:
+    """A traceback of ``exc`` in at most :data:`TRACEBACK_LIMIT` characters.
+
+    Frames come from the code (the innermost :data:`TRACEBACK_FRAMES`); every text
+    that came from an exception (its message, its causes') goes through
+    :func:`error_text`.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and len(seen) < CHAIN_LIMIT and id(current) not in seen:
+        seen.add(id(current))
+        name, message = error_text(current)
+        block = ["Traceback (most recent call last):\n"]
+        tb = current.__traceback__
+        if isinstance(tb, TracebackType):
+            try:
+                block += traceback.format_tb(tb, limit=-TRACEBACK_FRAMES)
+            except Exception:  # a frame whose source cannot be read
+                block.append("  <frames unavailable>\n")
+        block.append(f"{name}: {message}" if message else name)
+        parts.insert(0, "".join(block))
+        cause = current.__cause__
+        if cause is None and not current.__suppress_context__:
+            cause = current.__context__
+        current = cause if isinstance(cause, BaseException) else None
+        if current is not None and len(seen) < CHAIN_LIMIT:
+            parts.insert(0, "")  # a blank line between the chained tracebacks
+    return cut("\n".join(parts), TRACEBACK_LIMIT)
+
+
+class BoundedTracebacks(logging.Filter):
+    """Gives each record that carries an exception a bounded traceback text.
+
+    Formatters print ``record.exc_text`` when it is set, instead of formatting the
+    exception again: the exception object stays on the record for handlers that
+    want it, and what is written is built by :func:`traceback_text`.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        if info and not record.exc_text and isinstance(info[1], BaseException):
+            try:
+                record.exc_text = traceback_text(info[1])
+            except Exception:  # never the caller's problem
+                record.exc_text = "<traceback unavailable>"
+        return True
+
+
+_BOUNDED = BoundedTracebacks()
+
+
+def bound_tracebacks(logger: logging.Logger) -> logging.Logger:
+    """``logger``, with its records' tracebacks bounded (added once)."""
+    if _BOUNDED not in logger.filters:
+        logger.addFilter(_BOUNDED)
+    return logger
