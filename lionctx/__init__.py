@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
         DatabaseContextProvider,
         FilesystemContextProvider,
         HttpContextProvider,
+        McpResourceProvider,
         ProvidedText,
         SqliteContextProvider,
     )
@@ -106,6 +107,7 @@ _LAZY = {
     "DatabaseContextProvider": ".providers",
     "FilesystemContextProvider": ".providers",
     "HttpContextProvider": ".providers",
+    "McpResourceProvider": ".providers",
     "ProvidedText": ".providers",
     "SqliteContextProvider": ".providers",
     "BreakerSettings": "._breaker",
@@ -158,6 +160,7 @@ __all__ = [
     "InvalidType",
     "InvalidValue",
     "LionctxError",
+    "McpResourceProvider",
     "ModelAuthError",
     "ModelConfigError",
     "ModelConnectionError",

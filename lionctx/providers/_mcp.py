@@ -1,0 +1,659 @@
+"""``McpResourceProvider``: an MCP server's resource, read before each turn, as context.
+
+``server`` is where the resource lives:
+
+* a command (a list, or a string split as a shell would) run as a child process
+  speaking MCP over stdio;
+* an ``http://`` or ``https://`` URL (streamable HTTP), under the same host rules as
+  :class:`~lionctx.providers.HttpContextProvider`: only the URL's own host (or
+  ``allowed_hosts``) is ever requested, redirects only within the endpoint's origin
+  (the SDK's rule, checked again against ``allowed_hosts`` on every request), no
+  proxy from the environment, header values treated as secrets;
+* an ``mcp.StdioServerParameters``, an in-process ``MCPServer``, an unentered
+  transport, or an ``mcp.Client`` the caller has entered and keeps (used as it is:
+  never opened, closed or reconnected here).
+
+``uri`` is a resource URI or a template filled from the run context
+(``users://{user_id}/profile``, see :mod:`lionctx.providers._mcp_uri`): values are
+percent-encoded whole; a missing one is a failure row naming the field, and no
+request is sent.
+
+Every provider of one server shares one connection per event loop (see
+:mod:`lionctx.providers._mcp_connection`): opened by the first read, initialized
+once, reopened after the server dies, closed by :func:`close_mcp_connections` or when
+the loop ends.
+
+What a read can cost, and what it returns:
+
+* the read, connecting included, runs inside ``timeout`` (and the pass's deadline);
+* a resource error, a closed connection or an answer that is not a resource is a
+  failure (``SourceUnavailable``) with the reason, never the turn's end;
+* text contents over ``max_chars`` in total are a failure, never a truncated text.
+  Over streamable HTTP a JSON answer is refused on the wire once it passes the bytes
+  ``max_chars`` could take (and an SSE event likewise), so memory stays near that
+  bound. Over stdio the SDK reads each JSON-RPC line whole before lionctx sees it,
+  so the bound there is one message (the resource's size), held once per read and
+  released before the next; the text is then checked against ``max_chars`` before
+  anything else (joining, counting, caching) touches it;
+* binary (``blob``) contents are skipped, with a reason, unless ``decode_blob`` turns
+  them into text; contents under another URI than the one read are skipped too;
+  several contents are joined in order with a blank line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._context import context_value
+from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
+from ._base import ContextSource, check_count, check_duration, check_name
+from ._mcp_connection import (
+    DEFAULT_CONNECT_TIMEOUT,
+    Connection,
+    Target,
+    close_connections,
+    connection_for,
+)
+from ._mcp_uri import MissingField, UriTemplate
+from ._redact import redact
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mcp import Client
+
+__all__ = ["DEFAULT_MAX_CHARS", "DEFAULT_TIMEOUT", "McpResourceProvider",
+           "close_mcp_connections"]
+
+logger = logger_for(__name__)
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_CHARS = 200_000
+#: A JSON-escaped character takes at most 6 bytes (``\\u00XX``); plus the envelope.
+_BYTES_PER_CHAR = 6
+_ENVELOPE_BYTES = 64 * 1024
+
+BlobDecoder = Callable[[bytes, "str | None"], "str | None"]
+
+
+async def close_mcp_connections() -> None:
+    """Close every MCP connection of the running event loop (stdio children stop).
+
+    Providers reopen a connection lazily on their next read.
+    """
+    await close_connections()
+
+
+def _need_mcp() -> Any:
+    try:
+        import mcp
+    except ImportError:
+        raise InvalidValue("McpResourceProvider needs the MCP SDK: pip install "
+                           "'lionctx[mcp]'") from None
+    return mcp
+
+
+class McpResourceProvider(ContextSource):
+    """The text of one MCP resource, read before each turn.
+
+    Args:
+        server: A command (``["python", "server.py"]`` or ``"python server.py"``), an
+            ``http(s)://`` URL of a streamable HTTP endpoint, an
+            ``mcp.StdioServerParameters``, an ``MCPServer`` (in-process), a transport,
+            or an entered ``mcp.Client`` the caller keeps.
+        uri: The resource URI, or a template whose ``{fields}`` are run-context fields
+            (``"users://{user_id}/profile"``).
+        name: The name in reports and ``<context name="...">`` (default: ``uri``
+            without its scheme, fields kept as written).
+        timeout: Seconds for the whole read, connecting included (10).
+        max_chars: Most characters of text accepted (200,000); more is a failure.
+        decode_blob: ``(data, mime_type) -> str | None`` to read binary contents as
+            text; without it binary contents are skipped with a reason.
+        connect_timeout: Seconds a new connection may take to connect and
+            initialize, whoever waits for it (30).
+        headers: HTTP headers for a URL server (values are secrets: never shown).
+        allowed_hosts: Hosts a URL server may be reached at (default: its own host),
+            as in :class:`~lionctx.providers.HttpContextProvider`.
+        env: Extra environment variables for a command (values never shown).
+        cwd: Working directory for a command.
+        cache: Where read text is kept when ``cache_ttl > 0``: ``None`` (this process)
+            or a shared backend such as :class:`lionctx.cache.RedisCache`. Entries are
+            keyed by the server, the resolved URI and the run-context fields used,
+            and always by the tenant and user (a server's ``private`` answer is never
+            another user's); ``notifications/resources/updated`` for the URI drops
+            its entries.
+        cache_ttl: Seconds to keep a text (0, the default: read every turn).
+    """
+
+    def __init__(
+        self,
+        server: Any,
+        uri: str,
+        *,
+        name: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        decode_blob: BlobDecoder | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+        allowed_hosts: Iterable[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        cache: Any = None,
+        cache_ttl: float = 0.0,
+    ) -> None:
+        _need_mcp()
+        self.template = UriTemplate.parse(uri)
+        self.uri = uri
+        self.name = _default_name(uri) if name is None else check_name(name)
+        self.timeout = check_duration(timeout, "timeout", allow_zero=False)
+        self.max_chars = check_count(max_chars, "max_chars", 1)
+        self.connect_timeout = check_duration(connect_timeout, "connect_timeout",
+                                              allow_zero=False)
+        if decode_blob is not None and not callable(decode_blob):
+            raise InvalidType(f"decode_blob must be callable or None, got {decode_blob!r}")
+        self.decode_blob = decode_blob
+        self._target, identity, self._secrets = _target(
+            server, headers=headers, allowed_hosts=allowed_hosts, env=env, cwd=cwd,
+            max_bytes=self.max_chars * _BYTES_PER_CHAR + _ENVELOPE_BYTES)
+        self.server_label = self._target.label
+        #: The server and the URI template (see ``lionctx._scope``); None for a server
+        #: object that has no identity outside this process.
+        self.source_identity = (None if identity is None
+                                else f"mcp:{identity} uri:{self.template.text}")
+        self.context_fields = self.template.fields
+        self.cache_ttl = check_duration(cache_ttl, "cache_ttl", allow_zero=True)
+        if cache is not None and self.cache_ttl <= 0:
+            raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
+        self._cache = self._bind_cache(cache) if self.cache_ttl > 0 else None
+        self._cached_keys: dict[str, set[Any]] = {}
+        self.last_error: str | None = None
+        self.degradation_reason = None
+
+    def __repr__(self) -> str:
+        return (f"McpResourceProvider({self.server_label!r}, {self.template.text!r}, "
+                f"name={self.name!r})")
+
+    # -- public -------------------------------------------------------------------------
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
+        """The resource's text for this run context (``query`` is not used).
+
+        Raises :class:`~lionctx.providers._base.SourceUnavailable` with the reason
+        when a field is missing, the server could not be reached or answered with an
+        error, or the text is over ``max_chars``.
+        """
+        try:
+            uri = self.template.fill(lambda field: context_value(ctx, field))
+        except MissingField as exc:
+            raise self._unavailable(str(exc)) from None
+        if self._cache is None:
+            text, note = await self._read_bounded(uri)
+            self.last_error = None
+            self.degradation_reason = note
+            return text
+        return await self._cached(uri, ctx)
+
+    async def aclose(self) -> None:
+        """Close this provider's server connection (other providers of the same
+        server reopen it on their next read). A caller's own client stays open."""
+        from ._mcp_connection import live_connections
+
+        try:
+            conns = live_connections()
+        except Exception:
+            return
+        for conn in conns:
+            if conn.target.key == self._target.key:
+                await conn.aclose()
+
+    async def __aenter__(self) -> McpResourceProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+    def clear_cache(self) -> None:
+        """Forget every cached text."""
+        if self._cache is not None:
+            self._cache.clear()
+        self._cached_keys.clear()
+
+    @classmethod
+    async def discover(cls, server: Any, pattern: str = "*", **options: Any
+                       ) -> list[McpResourceProvider]:
+        """One provider per resource ``server`` lists whose URI matches ``pattern``.
+
+        ``pattern`` is a glob over the whole URI (``"notes://*"``; ``*`` also matches
+        ``/``). Each provider is built with ``options`` (``timeout``, ``max_chars``...)
+        and named after its URI. Listing runs on the shared connection, under
+        ``timeout``.
+        """
+        import fnmatch
+
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidValue(f"pattern must be a non-empty glob, got {pattern!r}")
+        probe = cls(server, "mcp://discover", **options)
+        found: list[str] = []
+        with anyio.fail_after(probe.timeout):
+            conn = probe._connection()
+            client = await conn.client()
+            cursor: str | None = None
+            for _ in range(100):  # a server whose pages never end cannot hang this
+                page = await client.list_resources(cursor=cursor, cache_mode="bypass")
+                found += [str(r.uri) for r in page.resources]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        return [cls(server, uri, **options) for uri in found
+                if fnmatch.fnmatchcase(uri, pattern) and "{" not in uri]
+
+    # -- reading ------------------------------------------------------------------------
+    def _connection(self) -> Connection:
+        return connection_for(self._target, self.connect_timeout)
+
+    async def _read_bounded(self, uri: str) -> tuple[str | None, str | None]:
+        with anyio.move_on_after(self.timeout) as scope:
+            return await self._read(uri)
+        assert scope.cancelled_caught
+        raise self._unavailable(f"no answer from the MCP server within {self.timeout:g}s")
+
+    async def _read(self, uri: str) -> tuple[str | None, str | None]:
+        """``(text, note)`` of ``uri``: one retry on a fresh session if the one in
+        hand turns out closed."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        for attempt in (1, 2):
+            conn = self._connection()
+            was_open = conn.open
+            try:
+                client = await conn.client()
+            except Exception as exc:
+                raise self._unavailable(self._scrub(str(exc))) from None
+            try:
+                result = await client.read_resource(uri, cache_mode="bypass")
+            except MCPError as exc:
+                if exc.code == CONNECTION_CLOSED:
+                    conn.discard()
+                    if attempt == 1 and was_open and self._target.reconnects:
+                        logger.info("MCP server %s closed the connection; reconnecting",
+                                    self.server_label)
+                        continue
+                    raise self._unavailable(
+                        f"the MCP server {self.server_label} closed the connection") from None
+                raise self._unavailable(
+                    f"the MCP server answered with error {exc.code}: "
+                    f"{self._scrub(_short(exc.message))}") from None
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
+                    OSError) as exc:
+                conn.discard()
+                raise self._unavailable(f"the MCP connection to {self.server_label} failed: "
+                                        f"{type(exc).__name__}") from None
+            except Exception as exc:  # a malformed answer (validation) or a transport bug
+                raise self._unavailable(f"the MCP server's answer could not be read: "
+                                        f"{type(exc).__name__}: "
+                                        f"{self._scrub(_short(str(exc)))}") from None
+            return self._text_of(result, uri)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _text_of(self, result: Any, uri: str) -> tuple[str | None, str | None]:
+        contents = getattr(result, "contents", None)
+        if not isinstance(contents, list):
+            raise self._unavailable("the MCP server's answer has no contents list")
+        texts: list[str] = []
+        skipped: list[str] = []
+        total = 0
+        for item in contents:
+            item_uri = getattr(item, "uri", None)
+            if str(item_uri) != uri:
+                skipped.append("content for another URI")
+                continue
+            text = getattr(item, "text", None)
+            if text is None:
+                blob = getattr(item, "blob", None)
+                if not isinstance(blob, str):
+                    skipped.append("content that is neither text nor blob")
+                    continue
+                text = self._decode(blob, getattr(item, "mime_type", None), skipped)
+                if text is None:
+                    continue
+            if not isinstance(text, str):
+                skipped.append("text that is not a string")
+                continue
+            total += len(text)
+            if total > self.max_chars:
+                raise self._unavailable(f"resource text is over max_chars ({self.max_chars})")
+            texts.append(text)
+        note = (f"skipped {len(skipped)} content(s): {', '.join(dict.fromkeys(skipped))}"
+                if skipped else None)
+        if not texts:
+            if skipped:
+                raise self._unavailable(f"no text in the resource: {note}")
+            return None, None
+        joined = "\n\n".join(texts)
+        return (joined or None), note
+
+    def _decode(self, blob: str, mime: Any, skipped: list[str]) -> str | None:
+        if self.decode_blob is None:
+            skipped.append(f"binary content ({mime or 'no MIME type'}) without decode_blob")
+            return None
+        import base64
+        import binascii
+
+        if len(blob) > (self.max_chars * 4) // 3 * _BYTES_PER_CHAR + 4:
+            raise self._unavailable(f"binary content is over what max_chars "
+                                    f"({self.max_chars}) allows")
+        try:
+            data = base64.b64decode(blob, validate=True)
+        except (binascii.Error, ValueError):
+            skipped.append("binary content that is not base64")
+            return None
+        text = self.decode_blob(data, mime if isinstance(mime, str) else None)
+        if text is None:
+            skipped.append(f"binary content ({mime or 'no MIME type'}) the decoder declined")
+        return text
+
+    def _scrub(self, text: str) -> str:
+        return redact(text, self._secrets)
+
+    # -- caching ------------------------------------------------------------------------
+    def _bind_cache(self, cache: Any) -> Any:
+        from ..cache._base import TEXT_CODEC, resolve_cache
+
+        scope = (self.source_identity if self.source_identity is not None
+                 else f"process:{id(self._target.key)}", self.max_chars,
+                 None if self.decode_blob is None
+                 else getattr(self.decode_blob, "__qualname__", repr(self.decode_blob)))
+        return resolve_cache(cache).bind(
+            kind="mcp", ttl=self.cache_ttl, maxsize=4096, stale_on_error=False,
+            wait=self.timeout, codec=TEXT_CODEC, remote_error=_Unavailable, scope=scope)
+
+    async def _cached(self, uri: str, ctx: Any) -> str | None:
+        from ..cache._counted import provided
+        from ._flight import SharedFetchError, Source
+
+        # The tenant and user are always in the key: a private answer stays theirs.
+        key = (uri, *(str(context_value(ctx, f)) for f in ("tenant_id", "user_id")))
+        keys = self._cached_keys.setdefault(uri, set())
+        if len(keys) < 65536:
+            keys.add(key)
+        self._watch(uri)
+        notes: list[str | None] = []
+
+        async def load() -> str | None:
+            text, note = await self._read_bounded(uri)
+            notes.append(note)
+            return text
+
+        assert self._cache is not None
+        try:
+            hit = await self._cache.get(key, load)
+        except SharedFetchError as exc:
+            raise self._unavailable(str(exc.original)) from None
+        except _Unavailable as exc:
+            raise self._unavailable(str(exc)) from None
+        self.last_error = None
+        self.degradation_reason = notes[0] if notes else None
+        value: str | None = hit.value
+        if value is not None and hit.source is not Source.FRESH:
+            return provided(value, cached=True)
+        return value
+
+    def _watch(self, uri: str) -> None:
+        """Drop this URI's cached texts when the server says it changed."""
+        if self._target.make is None:
+            return
+        try:
+            conn = self._connection()
+        except Exception:
+            return
+        conn.on_updated(uri, self._invalidate)
+
+    def _invalidate(self, uri: str) -> None:
+        if self._cache is None:
+            return
+        for key in self._cached_keys.pop(uri, ()):
+            self._cache.invalidate(key)
+
+
+class _Unavailable(Exception):
+    """A shared cache's failure marker for a read that failed (its reason)."""
+
+
+def _short(text: Any, limit: int = 200) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def _default_name(uri: str) -> str:
+    rest = uri.split("://", 1)[1] if "://" in uri else uri.split(":", 1)[-1]
+    return rest.strip("/") or uri
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _target(server: Any, *, headers: Mapping[str, str] | None,
+            allowed_hosts: Iterable[str] | None, env: Mapping[str, str] | None,
+            cwd: str | None, max_bytes: int) -> tuple[Target, str | None, list[str]]:
+    """How to reach ``server``, its identity (``None``: none outside this process),
+    and the secrets to keep out of reasons."""
+    mcp = _need_mcp()
+    from mcp.server import Server
+    from mcp.server.mcpserver import MCPServer
+
+    if isinstance(server, str) and server.lower().startswith(("http://", "https://")):
+        return _http_target(server, headers, allowed_hosts, max_bytes)
+    if headers is not None or allowed_hosts is not None:
+        raise InvalidValue("headers and allowed_hosts apply to an http(s) server only")
+    if isinstance(server, str):
+        try:
+            server = shlex.split(server)
+        except ValueError as exc:
+            raise InvalidValue(f"server command could not be split: {exc}") from None
+    if isinstance(server, Sequence) and not isinstance(server, (str, bytes)):
+        if not server or not all(isinstance(a, str) and a and "\x00" not in a for a in server):
+            raise InvalidValue("server command must be a non-empty list of non-empty "
+                               f"strings, got {list(server)!r}")
+        server = mcp.StdioServerParameters(command=server[0], args=list(server[1:]),
+                                           env=dict(env) if env else None, cwd=cwd)
+    elif env is not None or cwd is not None:
+        if not isinstance(server, mcp.StdioServerParameters):
+            raise InvalidValue("env and cwd apply to a command server only")
+        server = server.model_copy(update={"env": {**(server.env or {}), **env}
+                                           if env else server.env,
+                                           "cwd": cwd or server.cwd})
+    if isinstance(server, mcp.StdioServerParameters):
+        return _stdio_target(server)
+    if isinstance(server, (MCPServer, Server)):
+        label = f"in-process {getattr(server, 'name', 'server')!r}"
+        return Target(key=("object", id(server)), label=label,
+                      make=lambda on_message: mcp.Client(server, cache=None,
+                                                         message_handler=on_message)), None, []
+    if isinstance(server, mcp.Client):
+        inner = server.server
+        identity = None
+        if isinstance(inner, str):
+            identity = "http:" + _url_identity(inner)
+        elif isinstance(inner, mcp.StdioServerParameters):
+            identity = _stdio_identity(inner)
+        return Target(key=("held", id(server)), label="the caller's MCP client", make=None,
+                      held=server, reconnects=False), identity, []
+    if hasattr(server, "__aenter__") and hasattr(server, "__aexit__"):
+        return Target(key=("object", id(server)), label="the caller's MCP transport",
+                      make=lambda on_message: mcp.Client(server, cache=None,
+                                                         message_handler=on_message),
+                      reconnects=False), None, []
+    raise InvalidType(f"server must be a command, an http(s) URL, StdioServerParameters, "
+                      f"an MCP server, a transport or an mcp.Client; got "
+                      f"{type(server).__name__}")
+
+
+def _stdio_identity(params: Any) -> str:
+    # The command line and folder name the server; env values (secrets) never do.
+    return "stdio:" + json.dumps([params.command, *params.args, str(params.cwd or "")])
+
+
+def _stdio_target(params: Any) -> tuple[Target, str | None, list[str]]:
+    import mcp
+
+    identity = _stdio_identity(params)
+    env_secrets = sorted((v for v in (params.env or {}).values() if len(v) >= 4),
+                         key=len, reverse=True)
+    label = shlex.join([params.command, *params.args])[:120]
+
+    def make(on_message: Any) -> Client:
+        return mcp.Client(params, cache=None, message_handler=on_message)
+
+    # The key holds the env too: the same command with other secrets is another server.
+    key = ("stdio", identity, json.dumps(sorted((params.env or {}).items())))
+    return Target(key=key, label=label, make=make), identity, env_secrets
+
+
+def _url_identity(url: str) -> str:
+    import httpx
+
+    from ._redact import public_httpx_url
+
+    parsed = httpx.URL(url)
+    query = parsed.query.decode("ascii", "replace")
+    return public_httpx_url(parsed) + (f"?sha256:{_digest(query)}" if query else "")
+
+
+def _http_target(url: str, headers: Mapping[str, str] | None,
+                 allowed_hosts: Iterable[str] | None, max_bytes: int
+                 ) -> tuple[Target, str | None, list[str]]:
+    import mcp
+
+    from ._hosts import Host, parse_hosts, url_host, url_port
+    from ._http_request import check_headers, check_url, url_secrets
+    from ._redact import public_httpx_url
+
+    parsed = check_url(url)
+    secrets = url_secrets(parsed)
+    wire, header_secrets = check_headers(headers)
+    secrets = sorted(set(secrets) | set(header_secrets), key=len, reverse=True)
+    home = (url_host(parsed), url_port(parsed))
+    hosts = ([Host(home[0], None, False)] if allowed_hosts is None
+             else parse_hosts(allowed_hosts))
+
+    def allowed(target: str) -> bool:
+        import httpx
+
+        try:
+            u = httpx.URL(target)
+        except Exception:
+            return False
+        return any(h.allows(url_host(u), url_port(u), u.scheme, home) for h in hosts)
+
+    if not allowed(url):
+        raise InvalidValue(f"allowed_hosts {hosts!r} does not include the host of the server "
+                           f"URL ({home[0]}:{home[1]})")
+    label = public_httpx_url(parsed)
+    identity = "http:" + _url_identity(url)
+    # Headers that vary the answer (an auth token: another user) name another source.
+    header_part = _digest(json.dumps(sorted(wire.items()))) if wire else ""
+    if header_part:
+        identity += f" headers:sha256:{header_part}"
+
+    def make(on_message: Any) -> Client:
+        from mcp.client.streamable_http import streamable_http_client
+
+        client = _http_client(wire, allowed, max_bytes)
+        transport = streamable_http_client(str(parsed), http_client=client,
+                                           max_sse_event_size=max_bytes)
+        return mcp.Client(_OwningTransport(transport, client), cache=None,
+                          message_handler=on_message)
+
+    key = ("http", str(parsed), json.dumps(sorted(wire.items())), max_bytes)
+    return Target(key=key, label=label, make=make), identity, secrets
+
+
+class _OwningTransport:
+    """A streamable HTTP transport that also closes the HTTP client made for it."""
+
+    def __init__(self, transport: Any, client: Any) -> None:
+        self._transport = transport
+        self._client = client
+
+    async def __aenter__(self) -> Any:
+        await self._client.__aenter__()
+        try:
+            return await self._transport.__aenter__()
+        except BaseException:
+            await self._client.__aexit__(None, None, None)
+            raise
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self._transport.__aexit__(*exc_info)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._client.__aexit__(None, None, None)
+
+
+def _http_client(headers: dict[str, str], allowed: Callable[[str], bool],
+                 max_bytes: int) -> Any:
+    """The SDK's HTTP client, checked: allowed hosts on every request, no proxy from
+    the environment, and JSON answers refused past ``max_bytes`` as they stream in."""
+    import httpx2
+
+    async def check_host(request: Any) -> None:
+        if not allowed(str(request.url)):
+            raise httpx2.RequestError("refused: host not allowed", request=request)
+
+    # Duck-typed (httpx2 is imported only when an HTTP server is used).
+    transport: Any = _CappedTransport(httpx2.AsyncHTTPTransport(trust_env=False), max_bytes)
+    return httpx2.AsyncClient(headers=headers, trust_env=False, follow_redirects=False,
+                              timeout=httpx2.Timeout(30.0, read=300.0), transport=transport,
+                              event_hooks={"request": [check_host]})
+
+
+class _CappedTransport:
+    """An httpx2 transport whose JSON answers stop with an error past a byte cap."""
+
+    def __init__(self, inner: Any, cap: int) -> None:
+        self._inner = inner
+        self._cap = cap
+
+    async def handle_async_request(self, request: Any) -> Any:
+        response = await self._inner.handle_async_request(request)
+        kind = response.headers.get("content-type", "")
+        if kind.startswith("application/json"):
+            response.stream = _CappedStream(response.stream, self._cap)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _CappedTransport:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._inner.__aexit__(*exc_info)
+
+
+class _CappedStream:
+    def __init__(self, inner: Any, cap: int) -> None:
+        self._inner = inner
+        self._cap = cap
+
+    async def __aiter__(self) -> Any:
+        import httpx2
+
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._cap:
+                raise httpx2.ReadError(f"answer over {self._cap} bytes refused")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
