@@ -603,57 +603,33 @@ def _http_client(headers: dict[str, str], allowed: Callable[[str], bool],
     the environment, and JSON answers refused past ``max_bytes`` as they stream in."""
     import httpx2
 
+    class CappedStream(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        async def __aiter__(self) -> Any:
+            seen = 0
+            async for chunk in self._inner:
+                seen += len(chunk)
+                if seen > max_bytes:
+                    raise httpx2.ReadError(f"answer over {max_bytes} bytes refused")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class CappedTransport(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await super().handle_async_request(request)
+            if response.headers.get("content-type", "").startswith("application/json"):
+                response.stream = CappedStream(response.stream)
+            return response
+
     async def check_host(request: Any) -> None:
         if not allowed(str(request.url)):
             raise httpx2.RequestError("refused: host not allowed", request=request)
 
-    # Duck-typed (httpx2 is imported only when an HTTP server is used).
-    transport: Any = _CappedTransport(httpx2.AsyncHTTPTransport(trust_env=False), max_bytes)
     return httpx2.AsyncClient(headers=headers, trust_env=False, follow_redirects=False,
-                              timeout=httpx2.Timeout(30.0, read=300.0), transport=transport,
+                              timeout=httpx2.Timeout(30.0, read=300.0),
+                              transport=CappedTransport(trust_env=False),
                               event_hooks={"request": [check_host]})
-
-
-class _CappedTransport:
-    """An httpx2 transport whose JSON answers stop with an error past a byte cap."""
-
-    def __init__(self, inner: Any, cap: int) -> None:
-        self._inner = inner
-        self._cap = cap
-
-    async def handle_async_request(self, request: Any) -> Any:
-        response = await self._inner.handle_async_request(request)
-        kind = response.headers.get("content-type", "")
-        if kind.startswith("application/json"):
-            response.stream = _CappedStream(response.stream, self._cap)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _CappedTransport:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self._inner.__aexit__(*exc_info)
-
-
-class _CappedStream:
-    def __init__(self, inner: Any, cap: int) -> None:
-        self._inner = inner
-        self._cap = cap
-
-    async def __aiter__(self) -> Any:
-        import httpx2
-
-        seen = 0
-        async for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._cap:
-                raise httpx2.ReadError(f"answer over {self._cap} bytes refused")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
