@@ -33,7 +33,7 @@ from lionctx._scope import context_fields, scope_of, source_identity
 from lionctx.providers import close_mcp_connections
 from lionctx.providers._mcp_uri import MissingField, UriTemplate
 
-from tests.providers.mcp_servers import BIG_CHARS, ESCAPE_TEXT, STATIC_TEXT
+from tests.providers.mcp_servers import BIG_CHARS, STATIC_TEXT
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,7 +200,7 @@ async def test_a_killed_server_is_reconnected_on_the_next_turn(pidfile: Path) ->
     run = SimpleNamespace(run_context=None)
     first = int(await pid_source.retrieve("q", None) or 0)
     os.kill(first, signal.SIGKILL)
-    while alive(first):
+    while alive(first):  # noqa: ASYNC110 - a process state has no event to wait on
         await anyio.sleep(0.01)
     report = await reg.gather(run, "q")
     # at most one failed row, then a new session: here the read itself reconnected
