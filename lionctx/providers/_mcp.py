@@ -46,7 +46,7 @@ import hashlib
 import json
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
@@ -79,6 +79,15 @@ _BYTES_PER_CHAR = 6
 _ENVELOPE_BYTES = 64 * 1024
 
 BlobDecoder = Callable[[bytes, "str | None"], "str | None"]
+
+
+class _Read(NamedTuple):
+    """One read: the text (``None``: nothing), a partial-success note, and whether the
+    server marked the answer ``public`` (shareable across users)."""
+
+    text: str | None
+    note: str | None
+    public: bool = False
 
 
 async def close_mcp_connections() -> None:
@@ -171,7 +180,8 @@ class McpResourceProvider(ContextSource):
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
         self._cache = self._bind_cache(cache) if self.cache_ttl > 0 else None
-        self._cached_keys: dict[str, set[Any]] = {}
+        self._cached_keys: dict[str, set[tuple[str, ...]]] = {}
+        self._public: set[str] = set()
         self.last_error: str | None = None
         self.degradation_reason = None
 
@@ -192,10 +202,10 @@ class McpResourceProvider(ContextSource):
         except MissingField as exc:
             raise self._unavailable(str(exc)) from None
         if self._cache is None:
-            text, note = await self._read_bounded(uri)
+            read = await self._read_bounded(uri)
             self.last_error = None
-            self.degradation_reason = note
-            return text
+            self.degradation_reason = read.note
+            return read.text
         return await self._cached(uri, ctx)
 
     async def aclose(self) -> None:
@@ -222,6 +232,7 @@ class McpResourceProvider(ContextSource):
         if self._cache is not None:
             self._cache.clear()
         self._cached_keys.clear()
+        self._public.clear()
 
     @classmethod
     async def discover(cls, server: Any, pattern: str = "*", **options: Any
@@ -256,14 +267,14 @@ class McpResourceProvider(ContextSource):
     def _connection(self) -> Connection:
         return connection_for(self._target, self.connect_timeout)
 
-    async def _read_bounded(self, uri: str) -> tuple[str | None, str | None]:
+    async def _read_bounded(self, uri: str) -> _Read:
         with anyio.move_on_after(self.timeout) as scope:
             return await self._read(uri)
         assert scope.cancelled_caught
         raise self._unavailable(f"no answer from the MCP server within {self.timeout:g}s")
 
-    async def _read(self, uri: str) -> tuple[str | None, str | None]:
-        """``(text, note)`` of ``uri``: one retry on a fresh session if the one in
+    async def _read(self, uri: str) -> _Read:
+        """``uri`` read: one retry on a fresh session if the one in
         hand turns out closed."""
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
@@ -301,7 +312,7 @@ class McpResourceProvider(ContextSource):
             return self._text_of(result, uri)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _text_of(self, result: Any, uri: str) -> tuple[str | None, str | None]:
+    def _text_of(self, result: Any, uri: str) -> _Read:
         contents = getattr(result, "contents", None)
         if not isinstance(contents, list):
             raise self._unavailable("the MCP server's answer has no contents list")
@@ -334,9 +345,9 @@ class McpResourceProvider(ContextSource):
         if not texts:
             if skipped:
                 raise self._unavailable(f"no text in the resource: {note}")
-            return None, None
+            return _Read(None, None)
         joined = "\n\n".join(texts)
-        return (joined or None), note
+        return _Read(joined or None, note, getattr(result, "cache_scope", None) == "public")
 
     def _decode(self, blob: str, mime: Any, skipped: list[str]) -> str | None:
         if self.decode_blob is None:
@@ -366,7 +377,7 @@ class McpResourceProvider(ContextSource):
         from ..cache._base import TEXT_CODEC, resolve_cache
 
         scope = (self.source_identity if self.source_identity is not None
-                 else f"process:{id(self._target.key)}", self.max_chars,
+                 else f"process:{self._target.key!r}", self.max_chars,
                  None if self.decode_blob is None
                  else getattr(self.decode_blob, "__qualname__", repr(self.decode_blob)))
         return resolve_cache(cache).bind(
@@ -374,29 +385,58 @@ class McpResourceProvider(ContextSource):
             wait=self.timeout, codec=TEXT_CODEC, remote_error=_Unavailable, scope=scope)
 
     async def _cached(self, uri: str, ctx: Any) -> str | None:
+        """The text of ``uri`` through the cache.
+
+        Keys: ``("private", uri, tenant, user)`` by default, so an answer the server
+        marks ``private`` (the SDK's default) is only ever served to the user it was
+        read for. Once the server has marked ``uri`` ``public``, it is read and kept
+        under ``("public", uri)`` for everyone; an answer read there that is not
+        public is handed to its caller only, never stored, and ``uri`` goes back to
+        per-user keys.
+        """
         from ..cache._counted import provided
         from ._flight import SharedFetchError, Source
 
-        # The tenant and user are always in the key: a private answer stays theirs.
-        key = (uri, *(str(context_value(ctx, f)) for f in ("tenant_id", "user_id")))
-        keys = self._cached_keys.setdefault(uri, set())
-        if len(keys) < 65536:
-            keys.add(key)
-        self._watch(uri)
+        assert self._cache is not None
+        cache = self._cache
         notes: list[str | None] = []
 
-        async def load() -> str | None:
-            text, note = await self._read_bounded(uri)
-            notes.append(note)
-            return text
+        async def load_private() -> str | None:
+            read = await self._read_bounded(uri)
+            notes.append(read.note)
+            if read.public and len(self._public) < _MAX_TRACKED:
+                self._public.add(uri)
+            return read.text
 
-        assert self._cache is not None
+        async def load_public() -> str | None:
+            read = await self._read_bounded(uri)
+            notes.append(read.note)
+            if not read.public:
+                self._public.discard(uri)
+                raise _NotPublic(read)
+            return read.text
+
+        private = ("private", uri, *(repr(context_value(ctx, f))
+                                     for f in ("tenant_id", "user_id")))
+        key: tuple[str, ...] = ("public", uri) if uri in self._public else private
         try:
-            hit = await self._cache.get(key, load)
+            try:
+                hit = await cache.get(key, load_public if key[0] == "public" else load_private)
+            except _NotPublic as exc:  # read for everyone, but private: this caller's only
+                self.last_error = None
+                self.degradation_reason = exc.read.note
+                return exc.read.text
+            except SharedFetchError:
+                if key[0] != "public":
+                    raise
+                key = private  # another caller's public read failed or was private
+                hit = await cache.get(key, load_private)
         except SharedFetchError as exc:
             raise self._unavailable(str(exc.original)) from None
         except _Unavailable as exc:
             raise self._unavailable(str(exc)) from None
+        self._remember(uri, key)
+        self._watch(uri)
         self.last_error = None
         self.degradation_reason = notes[0] if notes else None
         value: str | None = hit.value
@@ -404,15 +444,18 @@ class McpResourceProvider(ContextSource):
             return provided(value, cached=True)
         return value
 
+    def _remember(self, uri: str, key: tuple[str, ...]) -> None:
+        keys = self._cached_keys.setdefault(uri, set())
+        if len(keys) < _MAX_TRACKED and len(self._cached_keys) < _MAX_TRACKED:
+            keys.add(key)
+
     def _watch(self, uri: str) -> None:
         """Drop this URI's cached texts when the server says it changed."""
-        if self._target.make is None:
-            return
         try:
             conn = self._connection()
         except Exception:
             return
-        conn.on_updated(uri, self._invalidate)
+        conn.watch(uri, self._invalidate)
 
     def _invalidate(self, uri: str) -> None:
         if self._cache is None:
@@ -423,6 +466,18 @@ class McpResourceProvider(ContextSource):
 
 class _Unavailable(Exception):
     """A shared cache's failure marker for a read that failed (its reason)."""
+
+
+class _NotPublic(Exception):
+    """A read under the shared key whose answer the server did not mark public."""
+
+    def __init__(self, read: _Read) -> None:
+        super().__init__("the answer is not public")
+        self.read = read
+
+
+#: URIs (and keys per URI) remembered at most, per provider.
+_MAX_TRACKED = 65536
 
 
 def _short(text: Any, limit: int = 200) -> str:

@@ -54,6 +54,9 @@ logger = logger_for(__name__)
 
 #: Seconds the owner waits for a server to finish connecting and ``initialize``.
 DEFAULT_CONNECT_TIMEOUT = 30.0
+#: URIs one connection subscribes to at most; callbacks per URI at most.
+MAX_WATCHED = 256
+MAX_CALLBACKS = 64
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,10 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._updated: dict[str, list[Callable[[str], None]]] = {}
-        self.generation = 0  # bumped by every updated notification (tests read it)
+        self._watched: set[str] = set()
+        self.listening: set[str] = set()  # URIs whose updates this session receives
+        self._group: Any = None  # the owner's task group, for listeners
+        self.updates = 0  # updated notifications received (tests read it)
 
     # -- readers ------------------------------------------------------------------------
     async def client(self) -> Client:
@@ -110,8 +116,50 @@ class Connection:
     def on_updated(self, uri: str, callback: Callable[[str], None]) -> None:
         """Call ``callback(uri)`` when the server says ``uri`` was updated."""
         callbacks = self._updated.setdefault(uri, [])
-        if callback not in callbacks:
+        if callback not in callbacks and len(callbacks) < MAX_CALLBACKS:
             callbacks.append(callback)
+
+    def watch(self, uri: str, callback: Callable[[str], None]) -> None:
+        """Subscribe to ``uri``'s updates (once per connection) and call ``callback``.
+
+        On a 2026-07-28 session this is a ``subscriptions/listen`` stream for the URI;
+        on an older one, ``resources/subscribe`` when the server offers it. At most
+        :data:`MAX_WATCHED` URIs per connection: past that, cached texts expire by
+        their TTL alone.
+        """
+        self.on_updated(uri, callback)
+        if (uri in self._watched or len(self._watched) >= MAX_WATCHED
+                or self._group is None or self._client is None):
+            return
+        self._watched.add(uri)
+        self._group.start_soon(self._listen, self._client, uri)
+
+    async def _listen(self, client: Client, uri: str) -> None:
+        import warnings
+
+        from mcp.client.subscriptions import ResourceUpdated
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        try:
+            if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                async with client.listen(resource_subscriptions=[uri]) as subscription:
+                    self.listening.add(uri)  # acknowledged: updates from now on arrive
+                    async for event in subscription:
+                        if isinstance(event, ResourceUpdated):
+                            self._updated_uri(event.uri)
+                return
+            resources = client.server_capabilities.resources
+            if resources is not None and resources.subscribe:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # deprecated only on newer sessions
+                    await client.subscribe_resource(uri)
+                self.listening.add(uri)
+                return  # updates arrive as notifications (_on_message)
+        except Exception as exc:  # a server that cannot subscribe: TTL alone then
+            logger.debug("no update subscription for %s on %s: %s", uri, self.target.label,
+                         _describe(exc))
+        self._watched.discard(uri)
+        self.listening.discard(uri)
 
     # -- the owner ----------------------------------------------------------------------
     def start(self) -> None:
@@ -129,9 +177,10 @@ class Connection:
                 if self._closed:
                     scope.cancel()
                 client = make(self._on_message)
-                async with client:
+                async with client, anyio.create_task_group() as group:
                     scope.deadline = math.inf  # connected: it stays open until closed
                     self._client = client
+                    self._group = group
                     self._ready.set()
                     await anyio.sleep_forever()
             if self._client is None and not self._closed:
@@ -143,6 +192,7 @@ class Connection:
             logger.debug("MCP connection to %s ended", self.target.label, exc_info=True)
         finally:
             self._client = None
+            self._group = None
             self._closed = True
             _forget(self)
             self._ready.set()
@@ -153,9 +203,11 @@ class Connection:
         if method != "notifications/resources/updated":
             return
         uri = getattr(getattr(message, "params", None), "uri", None)
-        if not isinstance(uri, str):
-            return
-        self.generation += 1
+        if isinstance(uri, str):
+            self._updated_uri(uri)
+
+    def _updated_uri(self, uri: str) -> None:
+        self.updates += 1
         for callback in tuple(self._updated.get(uri, ())):
             try:
                 callback(uri)
@@ -172,7 +224,8 @@ class Connection:
 
 
 class _Held(Connection):
-    """A client the caller entered and owns: used as it is, never closed here."""
+    """A client the caller entered and owns: used as it is, never closed here (and
+    never subscribed through: its notifications are the caller's)."""
 
     def __init__(self, target: Target) -> None:
         super().__init__(target, 0.0)

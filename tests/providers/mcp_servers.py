@@ -13,6 +13,9 @@ Resources:
 * ``notes://big``: 12 MB of text; ``notes://blob``: binary content
 * ``notes://escape``: text that tries to close its ``<context>`` tag
 * tool ``touch(uri)``: says ``uri`` was updated (``notifications/resources/updated``)
+
+With ``--public`` every read is marked ``cacheScope: public`` (the SDK's default is
+``private``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import asyncio
 import logging
 import os
 
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 
 BIG_CHARS = 12 * 1024 * 1024
@@ -86,6 +90,7 @@ async def touch(uri: str, ctx: Context) -> str:
 
 
 def main() -> None:
+    global app
     logging.disable(logging.CRITICAL)
     pidfile = os.environ.get("LIONCTX_MCP_PIDFILE")
     if pidfile:
@@ -93,7 +98,15 @@ def main() -> None:
             f.write(f"{os.getpid()}\n")
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None)
+    parser.add_argument("--public", action="store_true")
     args = parser.parse_args()
+    if args.public:
+        public = MCPServer("lionctx-test-public", log_level="CRITICAL",
+                           cache_hints={"resources/read": CacheHint(ttl_ms=60_000,
+                                                                    scope="public")})
+        for resource in app._resource_manager.list_resources():
+            public.add_resource(resource)
+        app = public
     if args.http is None:
         app.run()
     else:
