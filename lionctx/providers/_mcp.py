@@ -248,6 +248,9 @@ class McpResourceProvider(ContextSource):
 
         if not isinstance(pattern, str) or not pattern:
             raise InvalidValue(f"pattern must be a non-empty glob, got {pattern!r}")
+        if "name" in options:
+            raise InvalidValue("discover names each provider after its URI; name= is not "
+                               "accepted")
         probe = cls(server, "mcp://discover", **options)
         found: list[str] = []
         with anyio.fail_after(probe.timeout):
@@ -401,11 +404,16 @@ class McpResourceProvider(ContextSource):
         cache = self._cache
         notes: list[str | None] = []
 
+        private = ("private", uri, *(repr(context_value(ctx, f))
+                                     for f in ("tenant_id", "user_id")))
+        key: tuple[str, ...] = ("public", uri) if uri in self._public else private
+
         async def load_private() -> str | None:
             read = await self._read_bounded(uri)
             notes.append(read.note)
             if read.public and len(self._public) < _MAX_TRACKED:
                 self._public.add(uri)
+            self._remember(uri, private)  # on a load only: a hit costs no bookkeeping
             return read.text
 
         async def load_public() -> str | None:
@@ -414,11 +422,9 @@ class McpResourceProvider(ContextSource):
             if not read.public:
                 self._public.discard(uri)
                 raise _NotPublic(read)
+            self._remember(uri, ("public", uri))
             return read.text
 
-        private = ("private", uri, *(repr(context_value(ctx, f))
-                                     for f in ("tenant_id", "user_id")))
-        key: tuple[str, ...] = ("public", uri) if uri in self._public else private
         try:
             try:
                 hit = await cache.get(key, load_public if key[0] == "public" else load_private)
@@ -435,8 +441,6 @@ class McpResourceProvider(ContextSource):
             raise self._unavailable(str(exc.original)) from None
         except _Unavailable as exc:
             raise self._unavailable(str(exc)) from None
-        self._remember(uri, key)
-        self._watch(uri)
         self.last_error = None
         self.degradation_reason = notes[0] if notes else None
         value: str | None = hit.value
@@ -445,6 +449,8 @@ class McpResourceProvider(ContextSource):
         return value
 
     def _remember(self, uri: str, key: tuple[str, ...]) -> None:
+        """Note ``key`` as holding ``uri``'s text, and subscribe to ``uri``'s updates."""
+        self._watch(uri)
         keys = self._cached_keys.setdefault(uri, set())
         if len(keys) < _MAX_TRACKED and len(self._cached_keys) < _MAX_TRACKED:
             keys.add(key)

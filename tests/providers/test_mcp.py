@@ -240,6 +240,19 @@ def test_no_child_outlives_the_process(tmp_path: Path) -> None:
     assert not alive(pid)
 
 
+async def test_discover_builds_a_provider_per_listed_resource(pidfile: Path) -> None:
+    env = {"LIONCTX_MCP_PIDFILE": str(pidfile)}
+    found = await McpResourceProvider.discover(SERVER, "notes://[sp]*", cwd=str(ROOT), env=env,
+                                               timeout=30)
+    assert sorted(p.uri for p in found) == ["notes://pid", "notes://slow", "notes://static"]
+    static = next(p for p in found if p.uri == "notes://static")
+    assert static.name == "static" and await static.retrieve("q", None) == STATIC_TEXT
+    assert await McpResourceProvider.discover(SERVER, "none://*", cwd=str(ROOT), env=env) == []
+    assert len(pids_in(pidfile)) == 1  # listing and reading share the connection
+    with pytest.raises(InvalidValue):
+        await McpResourceProvider.discover(SERVER, "notes://*", name="x")
+
+
 # -- streamable HTTP on 127.0.0.1 -------------------------------------------------------------
 
 def _free_port() -> int:
