@@ -53,7 +53,7 @@ import anyio
 from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue
 from .._log import logger_for
-from ._base import ContextSource, check_count, check_duration, check_name
+from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 from ._mcp_connection import (
     DEFAULT_CONNECT_TIMEOUT,
     Connection,
@@ -283,7 +283,10 @@ class McpResourceProvider(ContextSource):
         from mcp_types import CONNECTION_CLOSED
 
         for attempt in (1, 2):
-            conn = self._connection()
+            try:
+                conn = self._connection()
+            except SourceUnavailable as exc:  # no asyncio loop to own a connection
+                raise self._unavailable(str(exc)) from None
             was_open = conn.open
             try:
                 client = await conn.client()

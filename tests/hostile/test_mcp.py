@@ -1,8 +1,9 @@
 """Hostile MCP servers and run contexts against McpResourceProvider.
 
 A server that never answers ``initialize``, one that floods notifications, one that
-answers with another resource's URI, text built to leave its ``<context>`` tag, and
-run-context values built to reach another resource through a URI template. Each
+answers with another resource's URI, text built to leave its ``<context>`` tag,
+run-context values built to reach another resource through a URI template, and an
+HTTP endpoint redirecting to another origin. Each
 costs one report row at most; none reaches past its own source.
 """
 
@@ -135,3 +136,19 @@ async def test_a_dot_segment_or_missing_value_sends_nothing(files: tuple[Path, P
     res = await resolve_context([p], "q", {"user_id": value})
     assert res.outcomes[0].status is Status.FAILED and "'user_id'" in res.outcomes[0].error
     assert pids(files[0]) == []  # no server was even started
+
+
+async def test_an_http_server_redirecting_elsewhere_gets_no_request_through() -> None:
+    from tests.providers.http_server import LoopbackServer
+
+    with LoopbackServer() as srv, LoopbackServer() as other:
+        url = srv.url(f"/redirect?code=307&key=s3cret-key-value&to={other.url('/mcp')}")
+        p = McpResourceProvider(url, "notes://static", timeout=10, connect_timeout=10)
+        try:
+            res = await resolve_context([p], "q", None)
+        finally:
+            await close_mcp_connections()
+        assert res.outcomes[0].status is Status.FAILED
+        assert "not followed" in res.outcomes[0].error
+        assert "s3cret-key-value" not in res.outcomes[0].error  # a query value is a secret
+        assert srv.count("/redirect") >= 1 and other.count() == 0
