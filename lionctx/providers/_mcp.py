@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -82,12 +83,33 @@ BlobDecoder = Callable[[bytes, "str | None"], "str | None"]
 
 
 class _Read(NamedTuple):
-    """One read: the text (``None``: nothing), a partial-success note, and whether the
-    server marked the answer ``public`` (shareable across users)."""
+    """One read: the text (``None``: nothing), a partial-success note, whether the
+    server marked the answer ``public`` (shareable across users), and its ``ttlMs``."""
 
     text: str | None
     note: str | None
     public: bool = False
+    ttl_ms: int = 0
+
+
+class _Entry(NamedTuple):
+    """A cached text and when the server's freshness hint ends (epoch seconds; ``None``:
+    no hint, ``cache_ttl`` alone)."""
+
+    text: str
+    expires: float | None
+
+
+def _entry_meta(entry: _Entry) -> dict[str, Any]:
+    return {"expires": entry.expires}
+
+
+def _entry_build(text: str, meta: dict[str, Any]) -> _Entry:
+    expires = meta.get("expires")
+    if expires is not None and (isinstance(expires, bool)
+                                or not isinstance(expires, (int, float))):
+        raise InvalidValue("expires is not a number")  # a shared store is untrusted
+    return _Entry(text, None if expires is None else float(expires))
 
 
 async def close_mcp_connections() -> None:
@@ -353,7 +375,9 @@ class McpResourceProvider(ContextSource):
                 raise self._unavailable(f"no text in the resource: {note}")
             return _Read(None, None)
         joined = "\n\n".join(texts)
-        return _Read(joined or None, note, getattr(result, "cache_scope", None) == "public")
+        ttl_ms = getattr(result, "ttl_ms", 0)
+        return _Read(joined or None, note, getattr(result, "cache_scope", None) == "public",
+                     ttl_ms if isinstance(ttl_ms, int) and not isinstance(ttl_ms, bool) else 0)
 
     def _decode(self, blob: str, mime: Any, skipped: list[str]) -> str | None:
         if self.decode_blob is None:
@@ -380,7 +404,7 @@ class McpResourceProvider(ContextSource):
 
     # -- caching ------------------------------------------------------------------------
     def _bind_cache(self, cache: Any) -> Any:
-        from ..cache._base import TEXT_CODEC, resolve_cache
+        from ..cache._base import Codec, resolve_cache
 
         scope = (self.source_identity if self.source_identity is not None
                  else f"process:{self._target.key!r}", self.max_chars,
@@ -388,7 +412,9 @@ class McpResourceProvider(ContextSource):
                  else getattr(self.decode_blob, "__qualname__", repr(self.decode_blob)))
         return resolve_cache(cache).bind(
             kind="mcp", ttl=self.cache_ttl, maxsize=4096, stale_on_error=False,
-            wait=self.timeout, codec=TEXT_CODEC, remote_error=_Unavailable, scope=scope)
+            wait=self.timeout,
+            codec=Codec(text=lambda e: e.text, meta=_entry_meta, build=_entry_build),
+            remote_error=_Unavailable, scope=scope)
 
     async def _cached(self, uri: str, ctx: Any) -> str | None:
         """The text of ``uri`` through the cache.
@@ -398,7 +424,8 @@ class McpResourceProvider(ContextSource):
         read for. Once the server has marked ``uri`` ``public``, it is read and kept
         under ``("public", uri)`` for everyone; an answer read there that is not
         public is handed to its caller only, never stored, and ``uri`` goes back to
-        per-user keys.
+        per-user keys. A text is kept ``cache_ttl`` seconds, or less when the server's
+        ``ttlMs`` says so (``0``, the SDK's default, is no hint).
         """
         from ..cache._counted import provided
         from ._flight import SharedFetchError, Source
@@ -406,31 +433,44 @@ class McpResourceProvider(ContextSource):
         assert self._cache is not None
         cache = self._cache
         notes: list[str | None] = []
-
         private = ("private", uri, *(repr(context_value(ctx, f))
                                      for f in ("tenant_id", "user_id")))
         key: tuple[str, ...] = ("public", uri) if uri in self._public else private
 
-        async def load_private() -> str | None:
+        def entry(read: _Read, key: tuple[str, ...]) -> _Entry | None:
+            self._remember(uri, key)  # on a load only: a hit costs no bookkeeping
+            if read.text is None:
+                return None
+            expires = _now() + read.ttl_ms / 1000 if read.ttl_ms > 0 else None
+            return _Entry(read.text, expires)
+
+        async def load_private() -> _Entry | None:
             read = await self._read_bounded(uri)
             notes.append(read.note)
             if read.public and len(self._public) < _MAX_TRACKED:
                 self._public.add(uri)
-            self._remember(uri, private)  # on a load only: a hit costs no bookkeeping
-            return read.text
+            return entry(read, private)
 
-        async def load_public() -> str | None:
+        async def load_public() -> _Entry | None:
             read = await self._read_bounded(uri)
             notes.append(read.note)
             if not read.public:
                 self._public.discard(uri)
                 raise _NotPublic(read)
-            self._remember(uri, ("public", uri))
-            return read.text
+            return entry(read, ("public", uri))
+
+        async def get(key: tuple[str, ...]) -> Any:
+            load = load_public if key[0] == "public" else load_private
+            hit = await cache.get(key, load)
+            if (hit.source is not Source.FRESH and hit.value is not None
+                    and hit.value.expires is not None and _now() >= hit.value.expires):
+                cache.invalidate(key)  # the server's freshness hint ran out first
+                hit = await cache.get(key, load)
+            return hit
 
         try:
             try:
-                hit = await cache.get(key, load_public if key[0] == "public" else load_private)
+                hit = await get(key)
             except _NotPublic as exc:  # read for everyone, but private: this caller's only
                 self.last_error = None
                 self.degradation_reason = exc.read.note
@@ -439,17 +479,19 @@ class McpResourceProvider(ContextSource):
                 if key[0] != "public":
                     raise
                 key = private  # another caller's public read failed or was private
-                hit = await cache.get(key, load_private)
+                hit = await get(key)
         except SharedFetchError as exc:
             raise self._unavailable(str(exc.original)) from None
         except _Unavailable as exc:
             raise self._unavailable(str(exc)) from None
         self.last_error = None
         self.degradation_reason = notes[0] if notes else None
-        value: str | None = hit.value
-        if value is not None and hit.source is not Source.FRESH:
-            return provided(value, cached=True)
-        return value
+        if hit.value is None:
+            return None
+        text: str = hit.value.text
+        if hit.source is not Source.FRESH:
+            return provided(text, cached=True)
+        return text
 
     def _remember(self, uri: str, key: tuple[str, ...]) -> None:
         """Note ``key`` as holding ``uri``'s text, and subscribe to ``uri``'s updates."""
@@ -487,6 +529,11 @@ class _NotPublic(Exception):
 
 #: URIs (and keys per URI) remembered at most, per provider.
 _MAX_TRACKED = 65536
+
+
+def _now() -> float:
+    """Wall-clock seconds: a freshness hint's end must mean the same in every worker."""
+    return time.time()
 
 
 def _short(text: Any, limit: int = 200) -> str:

@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, "-m", "tests.providers.mcp_servers"]
 
 
-def counting_server(scope: str = "private") -> MCPServer:
+def counting_server(scope: str = "private", ttl_ms: int = 60_000) -> MCPServer:
     """An in-process server whose ``notes://counter`` says how often it was read."""
     server = MCPServer("counting", log_level="CRITICAL",
-                       cache_hints={"resources/read": CacheHint(ttl_ms=60_000, scope=scope)})
+                       cache_hints={"resources/read": CacheHint(ttl_ms=ttl_ms, scope=scope)})
     reads = {"n": 0}
 
     @server.resource("notes://counter")
@@ -81,6 +81,24 @@ async def test_a_public_answer_is_shared_across_users() -> None:
     assert await p.retrieve("q", bob()) == "read 2"  # learnt public from this answer
     assert await p.retrieve("q", RunContext(user_id="carol")) == "read 2"
     assert await p.retrieve("q", alice()) == "read 2"  # everyone reads the shared entry
+
+
+async def test_the_servers_ttl_hint_shortens_the_cache_ttl(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from lionctx.providers import _mcp
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(_mcp, "_now", lambda: now[0])
+    p = McpResourceProvider(counting_server(ttl_ms=5_000), "notes://counter", cache_ttl=3600)
+    assert await p.retrieve("q", alice()) == "read 1"
+    now[0] += 4.9
+    assert await p.retrieve("q", alice()) == "read 1"  # within the server's 5 s
+    now[0] += 0.2
+    assert await p.retrieve("q", alice()) == "read 2"  # past it, though cache_ttl is 1 h
+    q = McpResourceProvider(counting_server(ttl_ms=0), "notes://counter", cache_ttl=3600)
+    assert await q.retrieve("q", alice()) == "read 1"
+    now[0] += 1000
+    assert await q.retrieve("q", alice()) == "read 1"  # 0 is no hint: cache_ttl decides
 
 
 async def test_an_updated_notification_drops_the_cached_text() -> None:
