@@ -32,7 +32,6 @@ Only asyncio runs owner tasks (other event loops get a failure row saying so).
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import math
 import weakref
@@ -46,6 +45,8 @@ from .._log import logger_for
 from ._base import SourceUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover
+    import asyncio
+
     from mcp import Client
 
 __all__ = ["Connection", "Target", "close_connections", "connection_for", "live_connections"]
@@ -163,6 +164,8 @@ class Connection:
 
     # -- the owner ----------------------------------------------------------------------
     def start(self) -> None:
+        import asyncio  # only once a connection is made: importing lionctx stays light
+
         loop = asyncio.get_running_loop()
         # An empty context: the first reader's bound run context must not live on here.
         self._task = contextvars.Context().run(loop.create_task, self._own())
@@ -219,6 +222,8 @@ class Connection:
         self.discard()
         task = self._task
         if task is not None and not task.done():
+            import asyncio
+
             with anyio.CancelScope(shield=True):
                 await asyncio.wait({task})
 
@@ -248,6 +253,8 @@ _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, Conn
 
 
 def _loop() -> asyncio.AbstractEventLoop:
+    import asyncio
+
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
