@@ -59,7 +59,7 @@ from ._mcp_connection import (
     connection_for,
 )
 from ._mcp_targets import need_mcp, server_target
-from ._mcp_uri import MissingField, UriTemplate
+from ._mcp_uri import UriTemplate
 from ._redact import redact
 
 __all__ = ["DEFAULT_MAX_CHARS", "DEFAULT_TIMEOUT", "McpResourceProvider",
@@ -206,7 +206,7 @@ class McpResourceProvider(ContextSource):
         """
         try:
             uri = self.template.fill(lambda field: context_value(ctx, field))
-        except MissingField as exc:
+        except SourceUnavailable as exc:  # a template field missing or refused
             raise self._unavailable(str(exc)) from None
         if self._cache is None:
             read = await self._read_bounded(uri)
@@ -399,7 +399,7 @@ class McpResourceProvider(ContextSource):
             kind="mcp", ttl=self.cache_ttl, maxsize=4096, stale_on_error=False,
             wait=self.timeout,
             codec=Codec(text=lambda e: e.text, meta=_entry_meta, build=_entry_build),
-            remote_error=_Unavailable, scope=scope)
+            remote_error=SourceUnavailable, scope=scope)
 
     async def _cached(self, uri: str, ctx: Any) -> str | None:
         """The text of ``uri`` through the cache.
@@ -436,12 +436,15 @@ class McpResourceProvider(ContextSource):
                 self._public.add(uri)
             return entry(read, private)
 
+        held: list[_Read] = []
+
         async def load_public() -> _Entry | None:
             read = await self._read_bounded(uri)
             notes.append(read.note)
             if not read.public:
                 self._public.discard(uri)
-                raise _NotPublic(read)
+                held.append(read)  # this caller's own text: never stored under the shared key
+                return None
             return entry(read, ("public", uri))
 
         async def get(key: tuple[str, ...]) -> Any:
@@ -456,18 +459,19 @@ class McpResourceProvider(ContextSource):
         try:
             try:
                 hit = await get(key)
-            except _NotPublic as exc:  # read for everyone, but private: this caller's only
-                self.last_error = None
-                self.degradation_reason = exc.read.note
-                return exc.read.text
             except SharedFetchError:
                 if key[0] != "public":
                     raise
-                key = private  # another caller's public read failed or was private
-                hit = await get(key)
+                hit = None  # another caller's shared read failed: read for this user
+            if key[0] == "public" and (hit is None or hit.value is None):
+                if held:  # read for everyone, but not public: handed to this caller only
+                    self.last_error = None
+                    self.degradation_reason = held[0].note
+                    return held[0].text
+                hit = await get(private)  # another caller's shared read was not public
         except SharedFetchError as exc:
             raise self._unavailable(str(exc.original)) from None
-        except _Unavailable as exc:
+        except SourceUnavailable as exc:
             raise self._unavailable(str(exc)) from None
         self.last_error = None
         self.degradation_reason = notes[0] if notes else None
@@ -498,18 +502,6 @@ class McpResourceProvider(ContextSource):
             return
         for key in self._cached_keys.pop(uri, ()):
             self._cache.invalidate(key)
-
-
-class _Unavailable(Exception):
-    """A shared cache's failure marker for a read that failed (its reason)."""
-
-
-class _NotPublic(Exception):
-    """A read under the shared key whose answer the server did not mark public."""
-
-    def __init__(self, read: _Read) -> None:
-        super().__init__("the answer is not public")
-        self.read = read
 
 
 #: URIs (and keys per URI) remembered at most, per provider.

@@ -12,7 +12,8 @@ Filling is strict, and pure:
   ``../admin`` becomes ``..%2Fadmin`` and ``?x=1`` becomes ``%3Fx%3D1``: one value
   fills one place, never a path segment or a query of its own;
 * a value that would be a dot segment on its own (``.``, ``..``) is refused;
-* a missing value (unset, ``None`` or empty) is a :class:`MissingField`, never a
+* a missing value (unset, ``None`` or empty) is a
+  :class:`~lionctx.SourceUnavailable` naming the field (never its value), never a
   request with an empty value; so is a value that is not a ``str`` or an ``int``.
 """
 
@@ -25,8 +26,9 @@ from typing import Any
 from urllib.parse import quote
 
 from .._exceptions import InvalidType, InvalidValue
+from .._outcome import SourceUnavailable
 
-__all__ = ["MissingField", "UriTemplate", "fill_problem"]
+__all__ = ["UriTemplate", "fill_problem"]
 
 _CAMEL_TO_SNAKE = {"userId": "user_id", "tenantId": "tenant_id", "sessionId": "session_id",
                    "runId": "run_id"}
@@ -34,10 +36,6 @@ _EXPRESSION = re.compile(r"\{([^{}]*)\}")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Longest URI accepted (built or given): a resource URI is an address, not a payload.
 MAX_URI_CHARS = 4096
-
-
-class MissingField(Exception):
-    """A template field the run context leaves unset, or fills with a value refused."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +82,8 @@ class UriTemplate:
     def fill(self, read: Callable[[str], Any]) -> str:
         """The URI with each field's value from ``read(field)``, percent-encoded.
 
-        Raises :class:`MissingField` naming the field (never its value) when a value
-        is missing or refused.
+        Raises :class:`~lionctx.SourceUnavailable` naming the field (never its value)
+        when a value is missing or refused: no request is made for this run.
         """
         if not self.fields:
             return self.text
@@ -97,11 +95,11 @@ class UriTemplate:
             value = read(part)
             problem = fill_problem(value)
             if problem is not None:
-                raise MissingField(f"run context field {part!r} {problem}")
+                raise SourceUnavailable(f"run context field {part!r} {problem}")
             out.append(quote(str(value), safe=""))
         uri = "".join(out)
         if len(uri) > MAX_URI_CHARS:
-            raise MissingField(f"the URI filled from the run context is over {MAX_URI_CHARS} "
+            raise SourceUnavailable(f"the URI filled from the run context is over {MAX_URI_CHARS} "
                                f"characters")
         return uri
 

@@ -26,12 +26,13 @@ from lionctx import (
     InvalidValue,
     McpResourceProvider,
     RunContext,
+    SourceUnavailable,
     Status,
     resolve_context,
 )
 from lionctx._scope import context_fields, scope_of, source_identity
 from lionctx.providers import close_mcp_connections
-from lionctx.providers._mcp_uri import MissingField, UriTemplate
+from lionctx.providers._mcp_uri import UriTemplate
 
 from tests.providers.mcp_servers import BIG_CHARS, STATIC_TEXT
 
@@ -372,5 +373,5 @@ def test_a_filled_value_fills_exactly_one_place(value: str) -> None:
 
 @pytest.mark.parametrize("value", [None, "", ".", "..", True, 1.5, ["a"]])
 def test_refused_values_name_the_field(value: Any) -> None:
-    with pytest.raises(MissingField, match="'user_id'"):
+    with pytest.raises(SourceUnavailable, match="'user_id'"):
         UriTemplate.parse("users://{user_id}").fill(lambda field: value)
