@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
         DatabaseContextProvider,
         FilesystemContextProvider,
         HttpContextProvider,
+        McpResourceProvider,
         SourceUnavailable,
     )
 
@@ -48,6 +49,7 @@ _LAZY = {
     "DatabaseContextProvider": ("agentium_compat._providers", "DatabaseContextProvider"),
     "FilesystemContextProvider": ("agentium_compat._providers", "FilesystemContextProvider"),
     "HttpContextProvider": ("agentium_compat._providers", "HttpContextProvider"),
+    "McpResourceProvider": ("agentium_compat._providers", "McpResourceProvider"),
     "SourceUnavailable": ("agentium_compat._providers", "SourceUnavailable"),
 }
 
@@ -74,6 +76,7 @@ __all__ = [
     "FilesystemContextProvider",
     "HttpContextProvider",
     "InstructionContext",
+    "McpResourceProvider",
     "OpenAIChatModel",
     "Resolution",
     "RunContext",

@@ -35,6 +35,7 @@ from lionctx.providers import _cache as _cache
 from lionctx.providers import _database as _database
 from lionctx.providers import _filesystem as _filesystem
 from lionctx.providers import _http as _http
+from lionctx.providers import _mcp as _mcp
 from lionctx.providers._base import SourceUnavailable, check_duration
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "DatabaseContextProvider",
     "FilesystemContextProvider",
     "HttpContextProvider",
+    "McpResourceProvider",
     "SourceUnavailable",
 ]
 
@@ -246,4 +248,60 @@ class CachedContextProvider(_cache.CachedContextProvider):
     @property
     def lastError(self) -> str | None:  # noqa: N802
         """Why the last call failed (the inner provider's reason), or None."""
+        return self.last_error
+
+
+_MCP_OPTIONS = {"server": "server", "uri": "uri", "name": "name", "timeoutMs": "timeout",
+                "maxChars": "max_chars", "decodeBlob": "decode_blob",
+                "connectTimeoutMs": "connect_timeout", "headers": "headers",
+                "allowedHosts": "allowed_hosts", "env": "env", "cwd": "cwd", "cache": "cache",
+                "cacheTtlMs": "cache_ttl"}
+
+
+class McpResourceProvider(_mcp.McpResourceProvider):
+    """An MCP server's resource as context, with agentium's option spelling.
+
+    Options: ``server`` and ``uri`` (required), ``name``, ``timeoutMs`` (10000),
+    ``maxChars``, ``decodeBlob``, ``connectTimeoutMs``, ``headers``,
+    ``allowedHosts``, ``env``, ``cwd``, ``cache`` and ``cacheTtlMs``::
+
+        profile = McpResourceProvider({"server": ["python", "profiles.py"],
+                                       "uri": "users://{userId}/profile"})
+    """
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, *,
+                 server: Any = _MISSING, uri: Any = _MISSING, name: Any = _MISSING,
+                 timeoutMs: Any = _MISSING, maxChars: Any = _MISSING,  # noqa: N803
+                 decodeBlob: Any = _MISSING, connectTimeoutMs: Any = _MISSING,  # noqa: N803
+                 headers: Any = _MISSING, allowedHosts: Any = _MISSING,  # noqa: N803
+                 env: Any = _MISSING, cwd: Any = _MISSING, cache: Any = _MISSING,
+                 cacheTtlMs: Any = _MISSING, **unknown: Any) -> None:  # noqa: N803
+        kwargs = _options("McpResourceProvider", options, {
+            "server": server, "uri": uri, "name": name, "timeoutMs": timeoutMs,
+            "maxChars": maxChars, "decodeBlob": decodeBlob,
+            "connectTimeoutMs": connectTimeoutMs, "headers": headers,
+            "allowedHosts": allowedHosts, "env": env, "cwd": cwd, "cache": cache,
+            "cacheTtlMs": cacheTtlMs, **unknown,
+        }, _MCP_OPTIONS, required="server")
+        if "uri" not in kwargs:
+            raise InvalidType("McpResourceProvider needs uri")
+        for key, label in (("timeout", "timeoutMs"), ("connect_timeout", "connectTimeoutMs")):
+            if key in kwargs:
+                kwargs[key] = _ms(kwargs[key], label, allow_zero=False)
+        if "cache_ttl" in kwargs:
+            kwargs["cache_ttl"] = _ms(kwargs["cache_ttl"], "cacheTtlMs", allow_zero=True)
+        with _agentium_names(_MCP_OPTIONS):
+            super().__init__(kwargs.pop("server"), kwargs.pop("uri"), **kwargs)
+
+    @property
+    def timeoutMs(self) -> float:  # noqa: N802
+        return self.timeout * 1000.0
+
+    @property
+    def maxChars(self) -> int:  # noqa: N802
+        return self.max_chars
+
+    @property
+    def lastError(self) -> str | None:  # noqa: N802
+        """Why the last read failed, or None."""
         return self.last_error

@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._stability import CacheBreak
     from ._tokens import TokenizerDataError, count_tokens
     from .branch import Branch, OperateResult
-    from .engines import ContextEngine
     from .models import OpenAIChatModel
     from .providers import (
         CachedContextProvider,
@@ -51,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
         DatabaseContextProvider,
         FilesystemContextProvider,
         HttpContextProvider,
+        McpResourceProvider,
         SqliteContextProvider,
     )
     from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
@@ -75,13 +75,13 @@ _LAZY = {
     "count_tokens": "._tokens",
     "Branch": ".branch",
     "OperateResult": ".branch",
-    "ContextEngine": ".engines",
     "OpenAIChatModel": ".models",
     "CachedContextProvider": ".providers",
     "ContextSource": ".providers",
     "DatabaseContextProvider": ".providers",
     "FilesystemContextProvider": ".providers",
     "HttpContextProvider": ".providers",
+    "McpResourceProvider": ".providers",
     "SqliteContextProvider": ".providers",
     "BreakerSettings": "._breaker",
     "Breakers": "._breaker",
@@ -113,7 +113,6 @@ __all__ = [
     "CacheBreak",
     "CachedContextProvider",
     "ConfigurationError",
-    "ContextEngine",
     "ContextProvider",
     "ContextProviderRegistry",
     "ContextSource",
@@ -125,6 +124,7 @@ __all__ = [
     "InvalidType",
     "InvalidValue",
     "LionctxError",
+    "McpResourceProvider",
     "ModelAuthError",
     "ModelConfigError",
     "ModelConnectionError",

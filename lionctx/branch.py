@@ -105,7 +105,7 @@ class Branch:
     ``"tags"`` or ``"lionagi"`` (see the module docs).
 
     ``context_engine``: ``None`` (default: no engine, no per-turn engine work), a
-    :class:`~lionctx.ContextEngine` instance (used as is; the process-wide
+    :class:`~lionctx.engines.ContextEngine` instance (used as is; the process-wide
     registered instance is shared, so the branch gets its ``clone_for_agent()``),
     or an engine name such as ``"compressor"`` or a plugin's name.
     ``engine_config``: a ``context`` configuration (a mapping, its ``context``

@@ -36,6 +36,12 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+def _cmd_mcp_serve(args: argparse.Namespace) -> int:
+    from ._mcp_serve import cmd_mcp_serve
+
+    return cmd_mcp_serve(args)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ..demo import run_demo
 
@@ -73,7 +79,8 @@ sources (repeatable; each is one provider, in the order given):
 config file (--config FILE, TOML): top-level query, user, tenant, budget, timeout,
 deadline, face, concurrent; then one [[providers]] table per source:
   [[providers]]
-  kind = "fs"              # fs | http | sqlite
+  kind = "fs"              # fs | http | sqlite | mcp (server, uri, max_chars,
+                           #   connect_timeout, headers, allowed_hosts, env, cwd)
   path = "docs"            # fs: path (relative to the config file), glob,
   glob = "**/*.md"         #   encoding, max_file_size, max_files
   name = "notes"           # http: url, method, headers, allowed_hosts,
@@ -192,6 +199,24 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("-v", "--verbose", action="count", default=0,
                      help="log warnings (-v) or debug detail (-vv) to stderr")
     res.set_defaults(handler=cmd_resolve)
+
+    mcp = sub.add_parser("mcp", help="serve the configured sources to MCP hosts")
+    mcp_sub = mcp.add_subparsers(dest="mcp_command", metavar="COMMAND", parser_class=_Parser,
+                                 required=True)
+    serve = mcp_sub.add_parser(
+        "serve", help="serve a config's sources as MCP resources and a 'context' prompt",
+        description="Serve each source of --config as the MCP resource "
+                    "lionctx://sources/<name>, and one MCP prompt 'context' (argument "
+                    "'query') returning the resolved, budgeted, tagged context with its "
+                    "report. stdio by default; --http HOST:PORT for streamable HTTP on a "
+                    "local address.")
+    serve.add_argument("--config", metavar="FILE", required=True,
+                       help="a TOML file declaring sources (as for resolve)")
+    serve.add_argument("--http", metavar="HOST:PORT", default=None,
+                       help="streamable HTTP on a local address (127.0.0.1, localhost, ::1)")
+    serve.add_argument("-v", "--verbose", action="count", default=0,
+                       help="log warnings (-v) or debug detail (-vv) to stderr")
+    serve.set_defaults(handler=_cmd_mcp_serve)
     return parser
 
 

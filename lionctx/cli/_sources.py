@@ -26,6 +26,8 @@ __all__ = ["KINDS", "SourceSpec", "UsageError", "assign_names", "build_provider"
            "parse_int", "read_config", "tidy_number"]
 
 KINDS = ("fs", "http", "sqlite")
+#: Kinds a config file may declare: the flag kinds, and MCP resources.
+CONFIG_KINDS = (*KINDS, "mcp")
 _FLAG_OF_KIND = {"fs": "--fs", "http": "--http", "sqlite": "--sqlite"}
 # "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
 # which this does not match; neither does a URL ("http://...").
@@ -173,8 +175,11 @@ _KIND_KEYS: dict[str, dict[str, str]] = {
              "max_redirects": "max_redirects", "body": "body"},
     "sqlite": {"database": "", "sql": "sql", "max_rows": "max_rows", "params": "params",
                "busy_timeout": "busy_timeout"},
+    "mcp": {"server": "", "uri": "uri", "max_chars": "max_chars",
+            "connect_timeout": "connect_timeout", "headers": "headers",
+            "allowed_hosts": "allowed_hosts", "env": "env", "cwd": "cwd"},
 }
-_TARGET_KEY = {"fs": "path", "http": "url", "sqlite": "database"}
+_TARGET_KEY = {"fs": "path", "http": "url", "sqlite": "database", "mcp": "server"}
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
@@ -249,8 +254,8 @@ def read_config(path: Path) -> tuple[dict[str, Any], list[SourceSpec]]:
 def _config_source(table: dict[str, Any], index: int, base: Path, where: str) -> SourceSpec:
     at = f"{where}: providers[{index}]"
     kind = table.get("kind")
-    if kind not in KINDS:
-        raise UsageError(f"{at}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind not in CONFIG_KINDS:
+        raise UsageError(f"{at}: kind must be one of {', '.join(CONFIG_KINDS)}, got {kind!r}")
     keys = _KIND_KEYS[kind]
     unknown = sorted(set(table) - _COMMON_KEYS - set(keys))
     if unknown:
@@ -259,8 +264,13 @@ def _config_source(table: dict[str, Any], index: int, base: Path, where: str) ->
     target_key = _TARGET_KEY[kind]
     if target_key not in table:
         raise UsageError(f"{at}: kind {kind!r} needs {target_key!r}")
-    target = _check_type(table[target_key], (str,), f"{at}.{target_key}", "a string")
-    if kind != "http" and not os.path.isabs(target):
+    if kind == "mcp":
+        target = _mcp_server(table[target_key], f"{at}.{target_key}")
+        if "cwd" in table and isinstance(table["cwd"], str) and not os.path.isabs(table["cwd"]):
+            table = {**table, "cwd": str(base / table["cwd"])}
+    else:
+        target = _check_type(table[target_key], (str,), f"{at}.{target_key}", "a string")
+    if kind not in ("http", "mcp") and not os.path.isabs(target):
         target = str(base / target)  # relative to the config file, like pyproject.toml
     spec = SourceSpec(kind, target, at)
     if "name" in table:
@@ -284,6 +294,15 @@ def _config_source(table: dict[str, Any], index: int, base: Path, where: str) ->
     return spec
 
 
+def _mcp_server(value: Any, where: str) -> str:
+    """An MCP ``server``: a URL or command string, or a command as a list of strings."""
+    import shlex
+
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return shlex.join(value)
+    return str(_check_type(value, (str,), where, "a string or a list of strings"))
+
+
 # -- building providers -------------------------------------------------------------
 
 def check_glob(pattern: str, where: str) -> None:
@@ -297,6 +316,11 @@ def check_glob(pattern: str, where: str) -> None:
 
 
 def _default_name(spec: SourceSpec) -> str:
+    if spec.kind == "mcp":
+        from ..providers._mcp import _default_name as mcp_name
+
+        uri = spec.options.get("uri")
+        return mcp_name(uri) if isinstance(uri, str) and uri else "mcp"
     if spec.kind == "http":
         from ..providers._http import default_name
 
@@ -352,6 +376,16 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
                 # is a backstop just behind it.
                 kwargs.setdefault("timeout", timeout + 1.0)
             return HttpContextProvider(spec.target, name=spec.name, **kwargs)
+        if spec.kind == "mcp":
+            from ..providers._mcp import McpResourceProvider
+
+            kwargs = dict(spec.options)
+            if "uri" not in kwargs:
+                raise UsageError(f"{spec.origin}: kind 'mcp' needs 'uri'")
+            if timeout is not None:
+                kwargs.setdefault("timeout", timeout + 1.0)  # the pass's timeout decides
+            return McpResourceProvider(spec.target, kwargs.pop("uri"), name=spec.name,
+                                       **kwargs)
         from ..providers._sqlite import SqliteContextProvider
 
         if spec.sql is None:

@@ -1,8 +1,10 @@
 """``lionctx demo``: the whole job, on this machine, in a couple of seconds.
 
 1. Build the sources (:func:`~lionctx.demo._world.demo_world`): notes in a temp
-   folder, a SQLite user profile, a status endpoint on 127.0.0.1, and a slow
-   incidents endpoint that will time out on purpose.
+   folder, a SQLite user profile, a status endpoint on 127.0.0.1, a slow
+   incidents endpoint that will time out on purpose, and (with the ``mcp`` extra)
+   the user's open tickets from a small MCP server started over stdio
+   (:mod:`lionctx.demo._mcp_server`), one child process for every turn.
 2. LionAGI face: a :class:`~lionctx.ContextProviderRegistry` on a
    :class:`~lionctx.Branch` with priorities, caps, a budget and per-provider
    timeouts; print its report and the exact system prompt the model would receive.
@@ -47,7 +49,15 @@ BUDGET = 300
 #: How long any source may take (``--timeout``); the incidents endpoint takes 30 s.
 SOURCE_TIMEOUT = 0.5
 
-_KINDS = ["fs", "sqlite", "http", "http", "fs"]
+_KINDS = ["fs", "sqlite", "http", "http", "fs", "mcp"]
+#: The MCP source's resource: the run context's user id fills it.
+TICKETS_URI = "tickets://{user_id}/open"
+
+
+def _has_mcp() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
 
 
 @dataclass
@@ -79,7 +89,8 @@ Factory = Callable[[], Any]
 
 
 def _sources(world: DemoWorld, timeout: float) -> list[Factory]:
-    """How to build the five providers, in order (built one by one by ``_main``)."""
+    """How to build the providers (five, six with the ``mcp`` extra), in order (built
+    one by one by ``_main``)."""
     from ..providers import (
         FilesystemContextProvider,
         HttpContextProvider,
@@ -88,7 +99,7 @@ def _sources(world: DemoWorld, timeout: float) -> list[Factory]:
 
     # The pass's timeout decides; the HTTP client's own is a backstop behind it.
     http_timeout = max(5.0, timeout + 1.0)
-    return [
+    factories: list[Factory] = [
         lambda: FilesystemContextProvider(world.notes, glob="*.md", name="notes"),
         lambda: SqliteContextProvider(world.database, samples.PROFILE_SQL, name="profile"),
         lambda: HttpContextProvider(f"{world.status.url}/status", name="status",
@@ -97,6 +108,19 @@ def _sources(world: DemoWorld, timeout: float) -> list[Factory]:
                                     timeout=http_timeout),
         lambda: FilesystemContextProvider(world.archive, glob="*.md", name="archive"),
     ]
+    if _has_mcp():
+        factories.append(_tickets_factory(http_timeout))
+    return factories
+
+
+def _tickets_factory(timeout: float) -> Factory:
+    from pathlib import Path
+
+    from ..providers import McpResourceProvider
+
+    script = str(Path(__file__).with_name("_mcp_server.py"))
+    return lambda: McpResourceProvider([sys.executable, script], TICKETS_URI, name="tickets",
+                                       timeout=timeout)
 
 
 def _describe_sources(run: _Run) -> None:
@@ -109,6 +133,9 @@ def _describe_sources(run: _Run) -> None:
                               f"{w.status.slow_seconds:g}s: will time out on purpose)"),
         ("archive", "fs", f"{w.archive} ({len(samples.ARCHIVE)} long file)"),
     ]
+    if _has_mcp():
+        rows.append(("tickets", "mcp", f"{TICKETS_URI} from an MCP server over stdio "
+                                       f"(lionctx/demo/_mcp_server.py)"))
     width = max(len(r[0]) for r in rows)
     for name, kind, where in rows:
         run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {visible(where, multiline=False)}")
@@ -118,7 +145,7 @@ async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
     from .._context import RunContext
     from ..branch import Branch, ContextBlock, Instruction
 
-    notes, profile, status, incidents, archive = providers
+    notes, profile, status, incidents, archive, *more = providers
     run.heading("1. LionAGI face: a ContextProviderRegistry on a Branch")
     run.say(f"   budget {BUDGET} tokens, concurrent, timeout {run.timeout:g}s per "
             "source; higher priority wins a budget conflict")
@@ -134,6 +161,8 @@ async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
     registry.register(status, priority=3)
     registry.register(incidents, priority=1)
     registry.register(archive, priority=0)
+    for tickets in more:
+        registry.register(tickets, priority=2)
     report = await _with_live(run, registry.gather(branch, Instruction(samples.QUESTION)))
     run.say()
     run.say(format_table(report.outcomes, run.style, kinds=_KINDS))
@@ -221,6 +250,23 @@ async def _agent_turn(run: _Run, providers: list[Any], resolution: Any) -> int:
     return 0
 
 
+async def _start_mcp_sources(run: _Run, providers: list[Any]) -> None:
+    """Start each MCP server before the timed passes, as the other sources are started
+    before them: its child process is then one session for every later turn."""
+    import anyio
+
+    from .._context import RunContext
+    from ..providers import McpResourceProvider
+
+    for provider in providers:
+        if not isinstance(provider, McpResourceProvider):
+            continue
+        with anyio.move_on_after(30):
+            await provider.fetch("", RunContext(user_id=samples.USER_ID))
+        state = "started" if provider.last_error is None else f"not started: {provider.last_error}"
+        run.say(f"  ({provider.name}: MCP server over stdio {visible(state, multiline=False)})")
+
+
 async def _with_live(run: _Run, awaitable: Any) -> Any:
     """Await ``awaitable`` while the live line (stderr terminals only) ticks."""
     import anyio
@@ -250,6 +296,7 @@ async def _main(run: _Run, sources: Sequence[Factory] | None = None) -> int:
     try:
         for make in factories:
             providers.append(make())
+        await _start_mcp_sources(run, providers)
         branch = await _lionagi_face(run, providers)
         resolution = await _agentium_face(run, providers)
         status = await _agent_turn(run, providers, resolution)
@@ -291,10 +338,12 @@ def run_demo(*, color: str = "auto", offline: bool = False,
 
     out = out if out is not None else sys.stdout
     style = Style(want_color(color, out))
-    live = LiveStatus(["notes", "profile", "status", "incidents", "archive"])
+    live = LiveStatus(["notes", "profile", "status", "incidents", "archive",
+                       *(["tickets"] if _has_mcp() else [])])
     ports: list[int] = []
     root = None
-    out.write(style("lionctx demo", "bold") + ": pre-turn context from five sources, "
+    count = "six" if _has_mcp() else "five"
+    out.write(style("lionctx demo", "bold") + f": pre-turn context from {count} sources, "
               "all on this machine\n")
     try:
         with ExitStack() as stack:

@@ -17,6 +17,7 @@ from ._cache import CachedContextProvider, FlightCache, SharedFetchError, defaul
 from ._database import DatabaseContextProvider
 from ._filesystem import FilesystemContextProvider
 from ._http import HttpContextProvider, HttpFetchError
+from ._mcp import McpResourceProvider, close_mcp_connections
 from ._sqlite import SqliteContextProvider, format_rows
 
 __all__ = [
@@ -27,10 +28,12 @@ __all__ = [
     "FlightCache",
     "HttpContextProvider",
     "HttpFetchError",
+    "McpResourceProvider",
     "ProvidedText",
     "SharedFetchError",
     "SourceUnavailable",
     "SqliteContextProvider",
+    "close_mcp_connections",
     "default_key",
     "format_rows",
 ]

@@ -57,8 +57,10 @@ def test_demo_offline_end_to_end():
 
     for heading in ("1. LionAGI face", "2. agentium face"):
         rows = table(out, heading)
-        assert list(rows) == ["notes", "profile", "status", "incidents", "archive"]
-        assert [rows[n][1] for n in rows] == ["fs", "sqlite", "http", "http", "fs"]
+        assert list(rows) == ["notes", "profile", "status", "incidents", "archive", "tickets"]
+        assert [rows[n][1] for n in rows] == ["fs", "sqlite", "http", "http", "fs", "mcp"]
+        # the MCP source: the user's own tickets, from one child process over stdio
+        assert rows["tickets"][2] == "fired"
         # the slow endpoint is contained: one row with its reason, the rest carry on
         assert rows["incidents"][2] == "timeout"
         assert " ".join(rows["incidents"]).endswith("timed out after 0.5s")
@@ -72,6 +74,7 @@ def test_demo_offline_end_to_end():
     kept = [n for n, row in lionagi.items() if row[2] == "fired"]
     assert re.findall(r'<context name="([^"]+)">', prompt) == kept
     assert '<context name="incidents">' not in prompt
+    assert "T-5531" in prompt and "T-5602" not in prompt  # u-1042's tickets, not u-2077's
 
     # the agent turn: the offline echo model, labelled as such, and its reply
     assert "model: offline echo model at http://127.0.0.1:" in out

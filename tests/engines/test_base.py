@@ -2,7 +2,7 @@ import copy
 import json
 
 import pytest
-from lionctx import ContextEngine
+from lionctx.engines import ContextEngine
 from lionctx.engines import ContextCompressor
 from lionctx.engines import usage_counts
 from lionctx.testing import overrides

@@ -4,7 +4,7 @@ import textwrap
 import uuid
 
 import pytest
-from lionctx import ContextEngine
+from lionctx.engines import ContextEngine
 from lionctx.engines import ContextCompressor, list_context_engines, register_context_engine
 from lionctx.engines import (
     PluginContext,

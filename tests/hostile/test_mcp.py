@@ -1,0 +1,154 @@
+"""Hostile MCP servers and run contexts against McpResourceProvider.
+
+A server that never answers ``initialize``, one that floods notifications, one that
+answers with another resource's URI, text built to leave its ``<context>`` tag,
+run-context values built to reach another resource through a URI template, and an
+HTTP endpoint redirecting to another origin. Each
+costs one report row at most; none reaches past its own source.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import unquote
+
+import anyio
+import pytest
+from lionctx import McpResourceProvider, RunContext, Status, resolve_context
+from lionctx.providers import close_mcp_connections
+from lionctx.providers._mcp_connection import connection_for, live_connections
+
+from tests.providers.mcp_servers import ESCAPE_TEXT, STATIC_TEXT
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+@pytest.fixture
+async def files(tmp_path: Path) -> AsyncIterator[tuple[Path, Path]]:
+    """(pidfile, log of what the client sent); every child is gone afterwards."""
+    pidfile, log = tmp_path / "pids", tmp_path / "sent.log"
+    yield pidfile, log
+    await close_mcp_connections()
+    with anyio.fail_after(20):
+        while any(alive(pid) for pid in pids(pidfile)):  # noqa: ASYNC110 - process state
+            await anyio.sleep(0.05)
+
+
+def proxied(mode: str, files: tuple[Path, Path], uri: str, **options: object
+            ) -> McpResourceProvider:
+    pidfile, log = files
+    return McpResourceProvider([sys.executable, "-m", "tests.hostile.mcp_proxy", mode, str(log)],
+                               uri, cwd=str(ROOT), env={"LIONCTX_MCP_PIDFILE": str(pidfile)},
+                               **options)  # type: ignore[arg-type]
+
+
+def sent(log: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+async def test_a_server_that_never_answers_initialize(files: tuple[Path, Path]) -> None:
+    p = proxied("silent", files, "notes://static", timeout=0.5, connect_timeout=3)
+    res = await resolve_context([p], "q", None)
+    assert res.outcomes[0].status is Status.FAILED
+    assert "no answer from the MCP server within 0.5s" in res.outcomes[0].error
+    # The connection keeps trying on its own, bounded by connect_timeout, then stops
+    # the child: nothing is left waiting on a server that will never speak.
+    (pid,) = pids(files[0])
+    with anyio.fail_after(30):
+        while alive(pid):  # noqa: ASYNC110 - process state
+            await anyio.sleep(0.05)
+    assert live_connections() == []
+    res = await resolve_context([p], "q", None)  # a later turn: one row again, no hang
+    assert res.outcomes[0].status is Status.FAILED
+    methods = [m.get("method") for m in sent(files[1])]
+    assert "resources/read" not in methods  # nothing but the handshake was ever sent
+
+
+async def test_a_notification_flood_costs_no_growth(files: tuple[Path, Path]) -> None:
+    p = proxied("flood", files, "notes://static", timeout=60, cache_ttl=60)
+    assert await p.retrieve("q", RunContext(user_id="u")) == STATIC_TEXT
+    conn = connection_for(p._target)
+    assert await p.retrieve("q", RunContext(user_id="u")) == STATIC_TEXT
+    # tens of thousands of notifications arrived; state is kept only for watched URIs
+    assert conn.updates >= 5_000  # the flood did arrive
+    assert set(conn._updated) <= {"notes://static"}
+    assert len(conn._watched) <= 1
+    res = await resolve_context([p], "q", RunContext(user_id="u"))
+    assert res.outcomes[0].status is Status.FIRED
+
+
+async def test_an_answer_under_another_uri_is_not_this_sources_text(
+        files: tuple[Path, Path]) -> None:
+    p = proxied("other-uri", files, "notes://static", name="static")
+    res = await resolve_context([p], "q", None)
+    assert res.text == "" and res.outcomes[0].status is Status.FAILED
+    assert "content for another URI" in res.outcomes[0].error
+    assert STATIC_TEXT not in (res.outcomes[0].error or "")
+
+
+async def test_text_that_tries_to_leave_its_tag(files: tuple[Path, Path]) -> None:
+    p = proxied("relay", files, "notes://escape", name="notes")
+    res = await resolve_context([p], "q", None)
+    assert res.outcomes[0].status is Status.FIRED
+    assert res.text.count("<context") == 1 and res.text.count("</context>") == 1
+    assert res.text.startswith('<context name="notes">') and res.text.endswith("</context>")
+    assert "&lt;/context>" in res.text and '&lt;context name="system">' in res.text
+    assert ESCAPE_TEXT not in res.text
+
+
+VALUES = ["../../admin", "a?secret=1", "x#frag", "a/../../b", "%2e%2e/admin", "a&b=c",
+          "{user_id}", "alice\r\nX: y"]
+
+
+async def test_a_template_value_fills_one_place_only(files: tuple[Path, Path]) -> None:
+    p = proxied("relay", files, "users://{user_id}/profile", timeout=30)
+    for value in VALUES:
+        await p.fetch("q", RunContext(user_id=value))
+    reads = [m for m in sent(files[1]) if m.get("method") == "resources/read"]
+    assert len(reads) == len(VALUES) and len(pids(files[0])) == 2  # one proxy, one server
+    for read, value in zip(reads, VALUES, strict=True):
+        uri = read["params"]["uri"]  # type: ignore[index]
+        assert uri.startswith("users://") and uri.endswith("/profile")
+        middle = uri[len("users://"):-len("/profile")]
+        assert all(c.isalnum() or c in "-._~%" for c in middle), (value, uri)
+        assert unquote(middle) == value
+
+
+@pytest.mark.parametrize("value", ["..", ".", "", None])
+async def test_a_dot_segment_or_missing_value_sends_nothing(files: tuple[Path, Path],
+                                                            value: object) -> None:
+    p = proxied("relay", files, "users://{user_id}/profile")
+    res = await resolve_context([p], "q", {"user_id": value})
+    assert res.outcomes[0].status is Status.FAILED and "'user_id'" in res.outcomes[0].error
+    assert pids(files[0]) == []  # no server was even started
+
+
+async def test_an_http_server_redirecting_elsewhere_gets_no_request_through() -> None:
+    from tests.providers.http_server import LoopbackServer
+
+    with LoopbackServer() as srv, LoopbackServer() as other:
+        url = srv.url(f"/redirect?code=307&key=s3cret-key-value&to={other.url('/mcp')}")
+        p = McpResourceProvider(url, "notes://static", timeout=10, connect_timeout=10)
+        try:
+            res = await resolve_context([p], "q", None)
+        finally:
+            await close_mcp_connections()
+        assert res.outcomes[0].status is Status.FAILED
+        assert "not followed" in res.outcomes[0].error
+        assert "s3cret-key-value" not in res.outcomes[0].error  # a query value is a secret
+        assert srv.count("/redirect") >= 1 and other.count() == 0
