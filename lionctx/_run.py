@@ -21,6 +21,7 @@ import anyio
 import anyio.lowlevel
 
 from ._cancellation import _fatal, _fatal_from_provider
+from ._lag import overloaded, watch
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
 from ._stability import digest, digest_under
@@ -85,14 +86,16 @@ def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
         error_type=type(exc).__name__, error=message,
         reason=f"{prefix}{type(exc).__name__}: {message}",
         degradation_reason=degraded, priority=call.priority, max_tokens=call.max_tokens,
+        blame=getattr(exc, "scope", None) if isinstance(exc, SourceUnavailable) else None,
     )
 
 
-def _timed_out(call: ProviderCall, index: int, start: float | None, why: str) -> Outcome:
+def _timed_out(call: ProviderCall, index: int, start: float | None, why: str,
+               blame: str | None = None) -> Outcome:
     return Outcome(
         call.name, index, _TIMEOUT,
         duration_ms=0.0 if start is None else (perf_counter() - start) * 1000.0,
-        reason=why, priority=call.priority, max_tokens=call.max_tokens,
+        reason=why, priority=call.priority, max_tokens=call.max_tokens, blame=blame,
     )
 
 
@@ -389,6 +392,7 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
     outcome: Outcome | None = None
     answered = False
+    watch(limit)  # the loop's heartbeat runs while the call may time out
     with anyio.move_on_after(limit) as scope:
         try:
             result = await call.invoke(*ps.args)
@@ -410,8 +414,11 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
         # comes after the limit is dropped, never injected.
         why = (f"timed out after {limit:g}s while counting its text" if answered
                else f"timed out after {limit:g}s")
+        lagged = overloaded(perf_counter() - start, limit)
+        if lagged is not None:  # the loop could not run it: not the source's failure
+            why = f"{why}; {lagged}"
         logger.warning("context provider %r %s", call.name, why)
-        return _timed_out(call, index, start, why)
+        return _timed_out(call, index, start, why, None if lagged is None else "overload")
     assert outcome is not None
     ran = perf_counter() - start
     if ran > limit + max(0.1, limit * 0.25):
@@ -420,7 +427,10 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
         # preempt that; what came back past the limit is still dropped.
         why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
                "(sync work in an async provider cannot be cut off; run it in a thread)")
+        lagged = overloaded(ran, limit)
+        if lagged is not None:  # another provider's blocking looks the same
+            why = f"{why}; {lagged}"
         logger.warning("context provider %r %s", call.name, why)
-        return _timed_out(call, index, start, why)
+        return _timed_out(call, index, start, why, None if lagged is None else "overload")
     return outcome
 

@@ -23,7 +23,7 @@ from time import perf_counter
 from typing import Any, Protocol, runtime_checkable
 
 from . import _production as _p13  # issue 13: breakers, dedupe, traces
-from ._adapters import provide_invoker, provider_name
+from ._adapters import provide_invoker, provider_name, run_context_from_branch
 from ._breaker import Breakers, BreakerSettings, coerce_breakers
 from ._exceptions import InvalidType
 from ._gather import Observer, ProviderCall, gather
@@ -50,8 +50,9 @@ class ContextProvider(Protocol):
     async def provide(self, branch: Any, instruction: Any) -> str | None: ...
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class _Entry:
+    # Compared and held by identity, weakly: an entry is its breaker's key.
     provider: Any
     priority: Number
     max_tokens: Number | None
@@ -59,6 +60,16 @@ class _Entry:
     timeout: float | None = None
     max_chars: int | None = None
     volatile: bool = False
+
+    @property
+    def source_identity(self) -> Any:
+        """The provider's stated identity: its breaker is the source's."""
+        return getattr(self.provider, "source_identity", None)
+
+    @property
+    def context_fields(self) -> Any:
+        """The run-context fields the provider reads: its failures are per caller."""
+        return getattr(self.provider, "context_fields", ())
 
 
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
@@ -279,7 +290,8 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport()
         started = perf_counter()
-        hooks = _p13.PassHooks.start(self.breakers, entries)  # breakers, dedupe, traces
+        hooks = _p13.PassHooks.start(self.breakers, entries,  # breakers, dedupe, traces
+                                     partial(run_context_from_branch, branch))
         policy = self._policy
         tagged = bool(tagged)
         digests = bool(self.digests)

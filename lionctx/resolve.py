@@ -105,7 +105,7 @@ async def resolve_context(
     run_ctx = coerce_run_context(ctx)
     calls = [_Call(provider_name(p, agentium=True), p, fetch_invoker(p)) for p in providers]
     timing: dict[str, float] = {}
-    hooks = _p13.PassHooks.start(boards, providers)  # issue 13
+    hooks = _p13.PassHooks.start(boards, providers, lambda: run_ctx)  # breakers, per caller
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),
                             concurrent=True, timeout=policy.timeout, deadline=policy.deadline,
                             limit=policy.limit, observe=hooks.observer(policy.observer),

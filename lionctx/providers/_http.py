@@ -239,10 +239,10 @@ class HttpContextProvider(ContextSource):
                 hit = await self._cache.get(_CACHE_KEY, self._load)
                 value, source, error, note = hit.value, hit.source, hit.error, hit.note
         except HttpFetchError as exc:
-            raise self._unavailable(str(exc)) from None
+            raise self._unavailable(str(exc), exc.scope) from None
         except SharedFetchError as exc:
             if isinstance(exc.original, HttpFetchError):
-                raise self._unavailable(str(exc.original)) from None
+                raise self._unavailable(str(exc.original), exc.original.scope) from None
             raise
         if source is Source.STALE:
             why = str(error) if isinstance(error, HttpFetchError) else type(error).__name__
@@ -278,6 +278,13 @@ class HttpContextProvider(ContextSource):
         await self.aclose()
 
     # -- internals --------------------------------------------------------------------
+    def _refused_scope(self, status: int) -> str | None:
+        """``"user"`` for a 401/403/404 on a per-user request (one that carries
+        credentials or secrets, or whose provider reads run-context fields): the
+        caller's token or row, not the source, is what failed (for the breakers)."""
+        per_user = bool(self._secrets) or bool(self.context_fields)
+        return "user" if status in (401, 403, 404) and per_user else None
+
     def _scrub(self, text: str) -> str:
         return _redact(text, self._secrets)
 
@@ -348,7 +355,8 @@ class HttpContextProvider(ContextSource):
                     url = nxt
                     continue
                 if not 200 <= resp.status_code < 300:
-                    raise HttpFetchError(f"HTTP {resp.status_code} from {_safe_url(url)}")
+                    raise HttpFetchError(f"HTTP {resp.status_code} from {_safe_url(url)}",
+                                         scope=self._refused_scope(resp.status_code))
                 return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")
 
