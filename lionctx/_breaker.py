@@ -222,6 +222,8 @@ class CircuitBreaker:
             if scope in seen:
                 return False
             seen.add(scope)
+            if len(seen) < 2 and self.settings.threshold < 2:
+                return False  # one caller alone never opens the source
         self.record(False)
         return True
 
@@ -493,7 +495,9 @@ class Breakers:
                 scope = caller if blame == "user" or not declared else declared
                 self._count(self._caller(breaker, scope), outcome.name, False)
                 was = breaker._state
-                if breaker.count_caller(scope):
+                # Toward the whole source, a caller is who the source answers for:
+                # its declared scope (a tenant, for a source that reads only that).
+                if breaker.count_caller(declared or caller):
                     self._log(breaker, outcome.name, was)
                 continue
             if breaker.healthy:
