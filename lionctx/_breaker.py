@@ -351,7 +351,7 @@ class Breakers:
         if identity is not None:
             return ("source", identity)
         if isinstance(key, _VALUE_TYPES):
-            return key  # type: ignore[no-any-return]
+            return key
         if type(key).__weakrefoffset__:
             return None
         # No weak reference: never held (it would be kept alive); its class and name.
