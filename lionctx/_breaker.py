@@ -22,10 +22,14 @@ against the domain it belongs to, never more widely:
   (``SourceUnavailable(..., scope="user")``, an HTTP 401/403/404 on a request with
   credentials) per the declared fields plus the caller's ``user_id`` and
   ``tenant_id``. An open caller circuit stops calls for that scope only. Each
-  failing caller also counts once toward the whole source until it next succeeds,
-  so ``threshold`` *different* callers failing in a row (a query failing for every
-  user) open the source for everyone, and one caller, however often it fails,
-  never does.
+  failing caller (its declared scope: a tenant, for a source that reads only the
+  tenant) also counts once toward the whole source until the source next
+  succeeds, so ``threshold`` *different* callers failing in a row (a query failing
+  for every user) open the source for everyone, and one caller, however often it
+  fails, never does (with ``threshold=1`` it takes two).
+
+Bounds: see :class:`Breakers` (keys held weakly or by value, ``max_sources``,
+``max_callers``); ``docs/breakers.md`` has the whole story.
 
 Pure state, no I/O: the registry and ``resolve_context`` ask :meth:`Breakers.admit`
 before a pass which calls to make, and :meth:`Breakers.record` the outcomes after.

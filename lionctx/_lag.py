@@ -8,13 +8,25 @@ and the circuit breakers must not count it.
 
 While timed calls are running, one callback per loop re-arms itself every
 :data:`INTERVAL` seconds and notes how late it ran (its *lateness*: the time the
-loop could not run a callback that was due). :func:`behind` sums the lateness that
-falls inside the last ``seconds`` (the window of one call), including a beat that
-is due and has not run yet. Cost: one ``call_at`` per interval while timed calls
-run, nothing otherwise; a call adds one dictionary look-up (:func:`watch`).
+loop could not run a callback that was due). A beat that ran late re-arms at once
+(the next loop iteration) instead, so while the loop is behind the beats cover the
+time without gaps. :func:`behind` sums the lateness that falls inside the last
+``seconds`` (the window of one call), including a beat that is due and has not run
+yet. Cost: one callback per interval while timed calls run (one per loop iteration
+while the loop is behind), nothing otherwise; a call adds one dictionary look-up
+(:func:`watch`).
 
-On an event loop other than asyncio's (trio) there is no heartbeat and
-:func:`behind` answers 0.0: timeouts are then counted as before.
+A timeout is put down to overload only when the loop could not run the provider
+(:class:`Probe`): at the moment its time ran out, the provider's task was ready
+to run (what it awaited had completed; the loop had not got to it) while the loop
+was behind, or the loop was so far behind right then that it could not even have
+seen an answer (as late as the whole limit). A provider still waiting on its
+source when its time ran out is the source's timeout, however busy the loop was
+before; so is one that blocked the loop itself (its own step held the loop past
+the limit: the probe never got to run).
+
+On an event loop other than asyncio's (trio) there is no heartbeat and no probe:
+timeouts are then counted as the source's.
 """
 
 from __future__ import annotations
@@ -22,15 +34,16 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import deque
+from typing import Any
 
-__all__ = ["INTERVAL", "behind", "overloaded", "watch"]
+__all__ = ["INTERVAL", "Probe", "behind", "overloaded", "probe", "watch"]
 
 #: Seconds between heartbeats.
 INTERVAL = 0.05
-#: The loop must have been behind by at least this much (and by half the call's
-#: limit) before a timeout is put down to overload: scheduling noise on a busy
-#: machine is a few milliseconds, never this.
-MIN_BEHIND = 0.1
+#: A provider still waiting on its source when its time ran out is excused only when
+#: the loop was behind by at least this much (and by the call's whole limit) right
+#: then: the operating system's scheduling noise on a busy machine stays below it.
+MIN_BEHIND = 0.25
 
 
 class _Heart:
@@ -58,8 +71,14 @@ class _Heart:
 
     def _beat(self) -> None:
         now = self.loop.time()
-        self.beats.append((now, now - self.due))
-        if now < self.until:
+        late = now - self.due
+        self.beats.append((now, late))
+        if late > INTERVAL / 2:
+            # Behind: beat again next iteration (for as long as the loop is behind),
+            # so the lag is measured end to end.
+            self.due = now
+            self.handle = self.loop.call_at(now, self._beat)
+        elif now < self.until:
             self.due = now + INTERVAL
             self.handle = self.loop.call_at(self.due, self._beat)
         else:
@@ -107,12 +126,84 @@ def behind(seconds: float) -> float:
     return 0.0 if heart is None else heart.behind(seconds)
 
 
+class Probe:
+    """Looks at one call's task when its time runs out (a timer due with its timeout).
+
+    ``ready``: the task could have run (not waiting on anything, or what it waits on
+    is done); ``late``: how late the look came (the loop's lag right then);
+    ``None`` until it has looked.
+    """
+
+    __slots__ = ("cycled", "due", "handle", "heart", "late", "ready", "task")
+
+    def __init__(self, heart: _Heart, task: asyncio.Task[Any], limit: float) -> None:
+        self.heart = heart
+        self.task = task
+        # Due before the call's own timeout (made after this): the look comes first.
+        self.due = heart.loop.time() + limit - 1e-6
+        self.late: float | None = None
+        self.ready = False
+        # First, the next loop iteration: it runs before the task can run again, so
+        # having run means the loop got control back since the call started.
+        self.cycled = False
+        self.handle: asyncio.Handle = heart.loop.call_soon(self._cycled)
+
+    def _cycled(self) -> None:
+        self.cycled = True
+        self.handle = self.heart.loop.call_at(self.due, self._look)
+
+    def _look(self) -> None:
+        self.late = self.task.get_loop().time() - self.due
+        # asyncio's Task keeps what it awaits in _fut_waiter (None when scheduled).
+        waiter = getattr(self.task, "_fut_waiter", _UNKNOWN)
+        self.ready = waiter is None or (waiter is not _UNKNOWN and waiter.done())
+
+    def verdict(self, ran: float, limit: float) -> str | None:
+        """Why a call that ran ``ran`` seconds past ``limit`` is this process's
+        overload, or ``None`` when it is the source's timeout."""
+        self.handle.cancel()
+        heart = self.heart
+        lag = heart.behind(ran)
+        late, ready = self.late, self.ready
+        if late is None:
+            # Not looked yet: the task runs now, after the limit. If the loop never
+            # got control back since the call started, its own step held the loop.
+            if not self.cycled:
+                return None
+            late, ready = heart.loop.time() - self.due, True
+        # Ready: the source had answered; the loop, behind for half the call's time
+        # or more, had not run it. Waiting on its source: only a loop as far behind
+        # as the whole limit (and MIN_BEHIND) right then could have hidden an answer.
+        if (ready and lag >= limit / 2) or late >= max(MIN_BEHIND, limit):
+            return (f"this process's event loop was {max(lag, late):.2f}s behind meanwhile "
+                    "(overloaded; the provider was not waiting on its source): not "
+                    "counted against the source")
+        return None
+
+    def cancel(self) -> None:
+        self.handle.cancel()
+
+
+_UNKNOWN: Any = object()
+
+
+def probe(limit: float) -> Probe | None:
+    """A :class:`Probe` of the running task for a call bounded by ``limit`` (and the
+    heartbeat kept going past it); ``None`` outside asyncio."""
+    heart = _heart()
+    if heart is None:
+        return None
+    heart.want(limit)
+    task = asyncio.current_task()
+    return None if task is None else Probe(heart, task, limit)
+
+
 def overloaded(ran: float, limit: float) -> str | None:
     """Why a call that ran ``ran`` seconds against a ``limit`` is put down to this
-    process's overload (the loop was behind by at least half the limit, and at
-    least :data:`MIN_BEHIND`), or ``None`` when the loop kept up."""
+    process's overload (meanwhile the loop was behind by at least the whole limit,
+    and at least :data:`MIN_BEHIND`), or ``None`` when the loop kept up."""
     lag = behind(ran)
-    if lag >= MIN_BEHIND and lag >= limit / 2:
+    if lag >= MIN_BEHIND and lag >= limit:
         return (f"this process's event loop was {lag:.2f}s behind meanwhile (overloaded): "
                 "not counted against the source")
     return None

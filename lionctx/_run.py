@@ -21,7 +21,7 @@ import anyio
 import anyio.lowlevel
 
 from ._cancellation import _fatal, _fatal_from_provider
-from ._lag import overloaded, watch
+from ._lag import probe
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
 from ._stability import digest, digest_under
@@ -392,7 +392,7 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
     outcome: Outcome | None = None
     answered = False
-    watch(limit)  # the loop's heartbeat runs while the call may time out
+    looked = probe(limit)  # was it the loop, not the source? (see lionctx._lag)
     with anyio.move_on_after(limit) as scope:
         try:
             result = await call.invoke(*ps.args)
@@ -407,6 +407,8 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
             if _fatal(exc) if answered else _fatal_from_provider(exc):
                 raise
             if not scope.cancel_called:
+                if looked is not None:
+                    looked.cancel()
                 _log_failure(call, exc)
                 return _failed(call, index, start, exc)
     if scope.cancel_called:
@@ -414,11 +416,13 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
         # comes after the limit is dropped, never injected.
         why = (f"timed out after {limit:g}s while counting its text" if answered
                else f"timed out after {limit:g}s")
-        lagged = overloaded(perf_counter() - start, limit)
+        lagged = None if looked is None else looked.verdict(perf_counter() - start, limit)
         if lagged is not None:  # the loop could not run it: not the source's failure
             why = f"{why}; {lagged}"
         logger.warning("context provider %r %s", call.name, why)
         return _timed_out(call, index, start, why, None if lagged is None else "overload")
+    if looked is not None:
+        looked.cancel()
     assert outcome is not None
     ran = perf_counter() - start
     if ran > limit + max(0.1, limit * 0.25):
@@ -427,8 +431,8 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
         # preempt that; what came back past the limit is still dropped.
         why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
                "(sync work in an async provider cannot be cut off; run it in a thread)")
-        lagged = overloaded(ran, limit)
-        if lagged is not None:  # another provider's blocking looks the same
+        lagged = None if looked is None else looked.verdict(ran, limit)
+        if lagged is not None:  # another's blocking, not this provider's own
             why = f"{why}; {lagged}"
         logger.warning("context provider %r %s", call.name, why)
         return _timed_out(call, index, start, why, None if lagged is None else "overload")

@@ -251,7 +251,9 @@ class ContextProviderRegistry:
             self._budget, concurrent=self.concurrent, timeout=p.timeout,
             deadline=p.deadline, limit=p.limit, counter=p.counter,
             on_outcome=p.observer, max_chars=p.max_chars,
-            breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock)
+            breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock,
+                              max_sources=self.breakers.max_sources,
+                              max_callers=self.breakers.max_callers)
                      if self.breakers is not None else False),
             dedupe=self.dedupe, digests=self.digests,
         )

@@ -71,7 +71,9 @@ async def test_a_task_holding_the_loop_times_healthy_sources_out_without_opening
 
 async def test_a_burst_that_saturates_the_loop_opens_no_healthy_breaker():
     board = Breakers(BreakerSettings(threshold=2), clock=Clock())
-    providers = [Healthy(f"p{i}", work=3000) for i in range(10)]
+    # Enough Python work per call that one loop iteration over the burst's calls
+    # takes far longer than the timeout on any machine.
+    providers = [Healthy(f"p{i}", work=20_000) for i in range(10)]
     turns = 300
 
     async def turn(results):

@@ -110,7 +110,7 @@ async def test_a_user_holding_the_loop_does_not_open_other_users_sources():
 
         async def fetch(self, query, ctx):
             await anyio.sleep(0.01)
-            time.sleep(0.3)  # noqa: ASYNC251 - the attack
+            time.sleep(0.5)  # noqa: ASYNC251 - the attack
             return "greedy"
 
     class Healthy:
