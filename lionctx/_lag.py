@@ -13,17 +13,17 @@ loop could not run a callback that was due). A beat that ran late re-arms at onc
 time without gaps. :func:`behind` sums the lateness that falls inside the last
 ``seconds`` (the window of one call), including a beat that is due and has not run
 yet. Cost: one callback per interval while timed calls run (one per loop iteration
-while the loop is behind), nothing otherwise; a call adds one dictionary look-up
-(:func:`watch`).
+while the loop is behind), nothing otherwise.
 
 A timeout is put down to overload only when the loop could not run the provider
-(:class:`Probe`): at the moment its time ran out, the provider's task was ready
-to run (what it awaited had completed; the loop had not got to it) while the loop
-was behind, or the loop was so far behind right then that it could not even have
-seen an answer (as late as the whole limit). A provider still waiting on its
-source when its time ran out is the source's timeout, however busy the loop was
-before; so is one that blocked the loop itself (its own step held the loop past
-the limit: the probe never got to run).
+(:class:`Probe`, two callbacks per timed call): at the moment its time ran out,
+the provider's task was ready to run (what it awaited had completed; the loop had
+not got to it) while the loop had been behind for half the limit, or the loop was
+so far behind right then that it could not even have seen an answer (the whole
+limit, and :data:`MIN_BEHIND`). A provider still waiting on its source when its
+time ran out is the source's timeout, however busy the loop was before; so is one
+whose own step held the loop past the limit (the loop never got control back
+during the call). A deadline's row uses the heartbeat alone (:func:`overloaded`).
 
 On an event loop other than asyncio's (trio) there is no heartbeat and no probe:
 timeouts are then counted as the source's.
