@@ -16,7 +16,8 @@ yet. Cost: one callback per interval while timed calls run (one per loop iterati
 while the loop is behind), nothing otherwise.
 
 A timeout is put down to overload only when the loop could not run the provider
-(:class:`Probe`, two callbacks per timed call): at the moment its time ran out,
+(:class:`Probe`, which stands in for the call's own timeout timer): at the moment
+its time ran out,
 the provider's task was ready to run (what it awaited had completed; the loop had
 not got to it) while the loop had been behind for half the limit, or the loop was
 so far behind right then that it could not even have seen an answer (the whole
@@ -49,7 +50,7 @@ MIN_BEHIND = 0.25
 class _Heart:
     """One event loop's heartbeat."""
 
-    __slots__ = ("__weakref__", "beats", "due", "handle", "loop", "until")
+    __slots__ = ("__weakref__", "_mark", "beats", "due", "handle", "loop", "until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -59,6 +60,20 @@ class _Heart:
         # (time the beat ran, how late it ran): enough for windows of several
         # seconds even when the loop is far behind (beats then come further apart).
         self.beats: deque[tuple[float, float]] = deque(maxlen=512)
+        self._mark: _Mark | None = None
+
+    def mark(self) -> _Mark:
+        """The mark of this loop iteration (queued with the iteration's first call)."""
+        mark = self._mark
+        if mark is None:
+            mark = self._mark = _Mark()
+            self.loop.call_soon(self._marked)
+        return mark
+
+    def _marked(self) -> None:
+        if self._mark is not None:
+            self._mark.ran = True
+            self._mark = None
 
     def want(self, seconds: float) -> None:
         now = self.loop.time()
@@ -126,49 +141,69 @@ def behind(seconds: float) -> float:
     return 0.0 if heart is None else heart.behind(seconds)
 
 
-class Probe:
-    """Looks at one call's task when its time runs out (a timer due with its timeout).
+class _Mark:
+    """Set once the loop has run a callback queued when a call started."""
 
-    ``ready``: the task could have run (not waiting on anything, or what it waits on
-    is done); ``late``: how late the look came (the loop's lag right then);
-    ``None`` until it has looked.
+    __slots__ = ("ran",)
+
+    def __init__(self) -> None:
+        self.ran = False
+
+
+class Probe:
+    """One timed call's timeout, with a look at its task when its time runs out.
+
+    :meth:`arm` replaces the timeout timer of the call's cancel scope: when the
+    time is up, it notes whether the task was ``ready`` (not waiting on anything,
+    or what it waits on is done) and how ``late`` the timer ran (the loop's lag
+    right then), then cancels the scope, as the scope's own deadline would have.
+    ``mark`` tells whether the loop got control back since the call started (its
+    callback is queued ahead of any later wake-up of the call's task; one per loop
+    iteration, shared by the calls that start in it).
     """
 
-    __slots__ = ("cycled", "due", "handle", "heart", "late", "ready", "task")
+    __slots__ = ("due", "handle", "heart", "late", "mark", "ready", "scope", "task")
 
     def __init__(self, heart: _Heart, task: asyncio.Task[Any], limit: float) -> None:
         self.heart = heart
         self.task = task
-        # Due before the call's own timeout (made after this): the look comes first.
-        self.due = heart.loop.time() + limit - 1e-6
+        self.due = heart.loop.time() + limit
         self.late: float | None = None
         self.ready = False
-        # First, the next loop iteration: it runs before the task can run again, so
-        # having run means the loop got control back since the call started.
-        self.cycled = False
-        self.handle: asyncio.Handle = heart.loop.call_soon(self._cycled)
+        self.scope: Any = None
+        self.handle: asyncio.TimerHandle | None = None
+        self.mark = heart.mark()
 
-    def _cycled(self) -> None:
-        self.cycled = True
+    def arm(self, scope: Any) -> None:
+        """Cancel ``scope`` (an entered anyio cancel scope) when the time is up."""
+        self.scope = scope
         self.handle = self.heart.loop.call_at(self.due, self._look)
 
     def _look(self) -> None:
-        self.late = self.task.get_loop().time() - self.due
+        self.handle = None
+        self.late = self.heart.loop.time() - self.due
         # asyncio's Task keeps what it awaits in _fut_waiter (None when scheduled).
         waiter = getattr(self.task, "_fut_waiter", _UNKNOWN)
         self.ready = waiter is None or (waiter is not _UNKNOWN and waiter.done())
+        self.scope.cancel()
+
+    def disarm(self) -> None:
+        """The call is over: its timer must never fire."""
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
 
     def verdict(self, ran: float, limit: float) -> str | None:
         """Why a call that ran ``ran`` seconds past ``limit`` is this process's
         overload, or ``None`` when it is the source's timeout."""
-        self.handle.cancel()
+        self.disarm()
         heart = self.heart
         lag = heart.behind(ran)
         late, ready = self.late, self.ready
         if late is None:
-            # Not looked yet: the task runs now, after the limit. If the loop never
-            # got control back since the call started, its own step held the loop.
-            if not self.cycled:
+            # Not looked: the task runs now, after the limit. If the loop never got
+            # control back since the call started, its own step held the loop.
+            if not self.mark.ran:
                 return None
             late, ready = heart.loop.time() - self.due, True
         # Ready: the source had answered; the loop, behind for half the call's time
@@ -179,9 +214,6 @@ class Probe:
                     "(overloaded; the provider was not waiting on its source): not "
                     "counted against the source")
         return None
-
-    def cancel(self) -> None:
-        self.handle.cancel()
 
 
 _UNKNOWN: Any = object()

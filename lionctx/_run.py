@@ -392,9 +392,13 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
     outcome: Outcome | None = None
     answered = False
-    looked = probe(limit)  # was it the loop, not the source? (see lionctx._lag)
-    with anyio.move_on_after(limit) as scope:
+    # On asyncio the probe is the timeout: it also tells the loop's overload from
+    # the source's slowness (see lionctx._lag).
+    looked = probe(limit)
+    with anyio.CancelScope() if looked is not None else anyio.move_on_after(limit) as scope:
         try:
+            if looked is not None:
+                looked.arm(scope)
             result = await call.invoke(*ps.args)
             answered = True
             out = _finish(call, index, result, start, ps)
@@ -407,10 +411,11 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
             if _fatal(exc) if answered else _fatal_from_provider(exc):
                 raise
             if not scope.cancel_called:
-                if looked is not None:
-                    looked.cancel()
                 _log_failure(call, exc)
                 return _failed(call, index, start, exc)
+        finally:
+            if looked is not None:
+                looked.disarm()  # the call is over: the timer must never fire
     if scope.cancel_called:
         # Late, even if the provider swallowed the cancellation and answered: what
         # comes after the limit is dropped, never injected.
@@ -421,8 +426,6 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
             why = f"{why}; {lagged}"
         logger.warning("context provider %r %s", call.name, why)
         return _timed_out(call, index, start, why, None if lagged is None else "overload")
-    if looked is not None:
-        looked.cancel()
     assert outcome is not None
     ran = perf_counter() - start
     if ran > limit + max(0.1, limit * 0.25):

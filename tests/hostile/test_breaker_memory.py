@@ -17,6 +17,7 @@ import anyio
 import pytest
 from lionctx import Breakers, BreakerSettings, Status, resolve_context
 from lionctx._breaker import DEFAULT_BREAKERS
+from lionctx._outcome import SourceUnavailable
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +89,9 @@ async def test_failing_per_request_providers_are_collected_too():
         p = UserNotes(f"u{i}", b"x")
 
         async def down(query, ctx):
-            raise RuntimeError("down")
+            # A plain exception is logged with its traceback, which a capturing log
+            # handler (pytest's) would keep, frames and provider included.
+            raise SourceUnavailable("down")
 
         object.__setattr__(p, "fetch", down)
         refs.append(weakref.ref(p))
