@@ -119,7 +119,8 @@ class Agent:
     session is ended (``on_session_end``) and forgotten.
 
     Production (issue 13): ``context_breaker`` (default ``True``: the process-wide
-    circuit breakers, one per provider instance; ``False``: off); ``context_dedupe``
+    circuit breakers, one per source, failures counted per user where a provider
+    reads the user (see ``docs/breakers.md``); ``False``: off); ``context_dedupe``
     (inject the same text from two providers once); ``dedupe_history`` (skip a
     block the given ``messages`` already hold verbatim). Each session keeps its
     previous turn's block digests: ``result.context_report.cache_break`` names the

@@ -88,7 +88,9 @@ class ContextProviderRegistry:
     characters; ``register`` can override it): longer text is skipped uncounted.
 
     Production (issue 13): ``breaker`` (default ``True``) gives each provider a
-    circuit breaker (see :mod:`lionctx._breaker`; ``False`` turns them off, a
+    circuit breaker, counting a failure for the caller it belongs to (the bound run
+    context's user and tenant, where the provider reads them) or for the source
+    (see :mod:`lionctx._breaker`; ``False`` turns them off, a
     :class:`~lionctx._breaker.BreakerSettings` or :class:`~lionctx._breaker.Breakers`
     configures them); ``dedupe=True`` skips a block whose text an earlier provider
     of the same pass returned. Every report carries ``prefix_stable`` and

@@ -84,7 +84,9 @@ async def resolve_context(
     characters): longer text is skipped uncounted.
 
     Production options: ``breaker`` (``True``, the default: the
-    process-wide circuit breakers, one per provider instance; ``False``: off; or a
+    process-wide circuit breakers, one per source (its stated identity, else the
+    provider object, held weakly), failures counted per user and tenant where a
+    provider reads them (see ``docs/breakers.md``); ``False``: off; or a
     :class:`~lionctx._breaker.Breakers` / :class:`~lionctx._breaker.BreakerSettings`),
     ``dedupe=True`` (the same text from two providers is injected once), ``previous``
     (the previous turn's :class:`Resolution`: the result then says whether the text
