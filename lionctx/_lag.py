@@ -50,17 +50,26 @@ MIN_BEHIND = 0.25
 class _Heart:
     """One event loop's heartbeat."""
 
-    __slots__ = ("__weakref__", "_mark", "beats", "due", "handle", "loop", "until")
+    __slots__ = ("__weakref__", "_loop", "_mark", "beats", "due", "pending", "until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # Weakly: the table of hearts is keyed weakly by loop, and a heart that held
+        # its loop would keep every finished loop alive.
+        self._loop = weakref.ref(loop)
         self.due = 0.0
         self.until = 0.0
-        self.handle: asyncio.TimerHandle | None = None
+        # A beat is scheduled (its handle is not kept: a handle holds its loop).
+        self.pending = False
         # (time the beat ran, how late it ran): enough for windows of several
         # seconds even when the loop is far behind (beats then come further apart).
         self.beats: deque[tuple[float, float]] = deque(maxlen=512)
         self._mark: _Mark | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop()
+        assert loop is not None  # only called from the loop itself
+        return loop
 
     def mark(self) -> _Mark:
         """The mark of this loop iteration (queued with the iteration's first call)."""
@@ -80,9 +89,10 @@ class _Heart:
         until = now + seconds + 2 * INTERVAL
         if until > self.until:
             self.until = until
-        if self.handle is None:
+        if not self.pending:
             self.due = now + INTERVAL
-            self.handle = self.loop.call_at(self.due, self._beat)
+            self.pending = True
+            self.loop.call_at(self.due, self._beat)
 
     def _beat(self) -> None:
         now = self.loop.time()
@@ -92,12 +102,12 @@ class _Heart:
             # Behind: beat again next iteration (for as long as the loop is behind),
             # so the lag is measured end to end.
             self.due = now
-            self.handle = self.loop.call_at(now, self._beat)
+            self.loop.call_at(now, self._beat)
         elif now < self.until:
             self.due = now + INTERVAL
-            self.handle = self.loop.call_at(self.due, self._beat)
+            self.loop.call_at(self.due, self._beat)
         else:
-            self.handle = None
+            self.pending = False
 
     def behind(self, seconds: float) -> float:
         now = self.loop.time()
@@ -108,7 +118,7 @@ class _Heart:
                 break
             # The beat was due at at - late; only the part inside the window counts.
             total += min(late, at - start)
-        if self.handle is not None and self.due < now:
+        if self.pending and self.due < now:
             total += now - max(self.due, start)  # due, not run yet: behind right now
         return total
 

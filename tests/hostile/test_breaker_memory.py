@@ -162,3 +162,25 @@ def test_a_dead_providers_breaker_is_not_handed_to_a_new_object_with_its_id():
     assert board.get(reused).state == "closed" and board.get(reused).failures == 0
     res = anyio.run(lambda: resolve_context([reused], "q", breaker=board))
     assert res.outcomes[0].status is Status.FIRED
+
+
+def test_the_loop_lag_heartbeat_keeps_no_finished_event_loop_alive():
+    import asyncio
+
+    class Waits:
+        name = "waits"
+
+        async def fetch(self, query, ctx):
+            await asyncio.sleep(0.001)
+            return "ok"
+
+    loops = []
+
+    async def turn():
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        await resolve_context([Waits()], "q", timeout=0.5, breaker=False)  # timed: probed
+
+    for _ in range(5):
+        asyncio.run(turn())
+    gc.collect()
+    assert [r for r in loops if r() is not None] == []
