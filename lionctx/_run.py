@@ -86,8 +86,17 @@ def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
         error_type=type(exc).__name__, error=message,
         reason=f"{prefix}{type(exc).__name__}: {message}",
         degradation_reason=degraded, priority=call.priority, max_tokens=call.max_tokens,
-        blame=getattr(exc, "scope", None) if isinstance(exc, SourceUnavailable) else None,
+        blame=_blame(exc),
     )
+
+
+def _blame(exc: BaseException) -> str | None:
+    """Whose failure a ``SourceUnavailable`` says it is (its ``scope``), read so that
+    no property or odd value of a hostile subclass can escape containment."""
+    if not isinstance(exc, SourceUnavailable):
+        return None
+    scope = vars(exc).get("scope")
+    return scope if type(scope) is str and scope in SourceUnavailable.SCOPES else None
 
 
 def _timed_out(call: ProviderCall, index: int, start: float | None, why: str,

@@ -308,3 +308,23 @@ def test_a_source_that_reads_no_caller_field_is_one_source_for_everyone():
         breakers, *_ = board.admit([provider], lambda: a)
         board.record(breakers, [Outcome("declares", 0, Status.FAILED, reason="x")], lambda: a)
     assert board.admit([provider], lambda: b)[1] == []
+
+
+async def test_a_hostile_scope_on_a_failure_costs_nothing_but_its_row():
+    class Odd(SourceUnavailable):
+        @property
+        def scope(self):  # a property that raises, where the scope belongs
+            raise RuntimeError("no scope for you")
+
+        @scope.setter
+        def scope(self, value):
+            pass
+
+    class Weird:
+        name = "weird"
+
+        async def fetch(self, query, ctx):
+            raise Odd("down")
+
+    res = await resolve_context([Weird()], "q", {"user_id": "u"}, breaker=Breakers())
+    assert res.outcomes[0].status is Status.FAILED and res.outcomes[0].blame is None
