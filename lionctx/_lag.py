@@ -16,8 +16,7 @@ yet. Cost: one callback per interval while timed calls run (one per loop iterati
 while the loop is behind), nothing otherwise.
 
 A timeout is put down to overload only when the loop could not run the provider
-(:class:`Probe`, which stands in for the call's own timeout timer): at the moment
-its time ran out,
+(:class:`Probe`, one timer per timed call): at the moment its time ran out,
 the provider's task was ready to run (what it awaited had completed; the loop had
 not got to it) while the loop had been behind for half the limit, or the loop was
 so far behind right then that it could not even have seen an answer (the whole
@@ -50,7 +49,8 @@ MIN_BEHIND = 0.25
 class _Heart:
     """One event loop's heartbeat."""
 
-    __slots__ = ("__weakref__", "_loop", "_mark", "beats", "due", "pending", "until")
+    __slots__ = ("__weakref__", "_loop", "_looks", "_mark", "beats", "due", "pending",
+                 "until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         # Weakly: the table of hearts is keyed weakly by loop, and a heart that held
@@ -64,6 +64,22 @@ class _Heart:
         # seconds even when the loop is far behind (beats then come further apart).
         self.beats: deque[tuple[float, float]] = deque(maxlen=512)
         self._mark: _Mark | None = None
+        # Probes by the millisecond their calls' time runs out: one timer each, due
+        # at the start of that millisecond (before any of their timeouts).
+        self._looks: dict[int, list[Probe]] = {}
+
+    def look_at(self, probe: Probe) -> None:
+        slot = int(probe.due * 1000.0)
+        group = self._looks.get(slot)
+        if group is None:
+            group = self._looks[slot] = []
+            self.loop.call_at(slot / 1000.0, self._look, slot)
+        group.append(probe)
+
+    def _look(self, slot: int) -> None:
+        now = self.loop.time()
+        for probe in self._looks.pop(slot, ()):
+            probe.look(now)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -84,8 +100,9 @@ class _Heart:
             self._mark.ran = True
             self._mark = None
 
-    def want(self, seconds: float) -> None:
-        now = self.loop.time()
+    def want(self, seconds: float, now: float | None = None) -> None:
+        if now is None:
+            now = self.loop.time()
         until = now + seconds + 2 * INTERVAL
         if until > self.until:
             self.until = until
@@ -127,14 +144,23 @@ _HEARTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heart] = \
     weakref.WeakKeyDictionary()
 
 
+#: The last loop's heart (the common case: one loop per thread), checked first.
+_LAST: list[Any] = [None, None]
+
+
 def _heart() -> _Heart | None:
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio (trio): no heartbeat
         return None
+    last = _LAST
+    heart = last[1]
+    if heart is not None and heart._loop() is loop:
+        return heart  # type: ignore[no-any-return]
     heart = _HEARTS.get(loop)
     if heart is None:
         heart = _HEARTS[loop] = _Heart(loop)
+    last[1] = heart  # held strongly here, but it holds its loop only weakly
     return heart
 
 
@@ -161,47 +187,43 @@ class _Mark:
 
 
 class Probe:
-    """One timed call's timeout, with a look at its task when its time runs out.
+    """Looks at one timed call's task when its time runs out.
 
-    :meth:`arm` replaces the timeout timer of the call's cancel scope: when the
-    time is up, it notes whether the task was ``ready`` (not waiting on anything,
-    or what it waits on is done) and how ``late`` the timer ran (the loop's lag
-    right then), then cancels the scope, as the scope's own deadline would have.
-    ``mark`` tells whether the loop got control back since the call started (its
-    callback is queued ahead of any later wake-up of the call's task; one per loop
-    iteration, shared by the calls that start in it).
+    Just before the call's own timeout, the heart's look (one timer per
+    millisecond of due times, shared by the calls due in it) notes whether the
+    task was ``ready`` (not waiting on anything, or what it waits on completed)
+    and how ``late`` the look ran (the loop's lag right then). ``mark`` tells
+    whether the loop got control back since the call started (its callback is
+    queued ahead of any later wake-up of the call's task; one per loop iteration,
+    shared by the calls that start in it).
     """
 
-    __slots__ = ("due", "handle", "heart", "late", "mark", "ready", "scope", "task")
+    __slots__ = ("done", "due", "heart", "late", "mark", "ready", "task")
 
-    def __init__(self, heart: _Heart, task: asyncio.Task[Any], limit: float) -> None:
+    def __init__(self, heart: _Heart, task: asyncio.Task[Any], due: float) -> None:
         self.heart = heart
-        self.task = task
-        self.due = heart.loop.time() + limit
+        self.task: asyncio.Task[Any] | None = task
+        self.due = due
         self.late: float | None = None
         self.ready = False
-        self.scope: Any = None
-        self.handle: asyncio.TimerHandle | None = None
+        self.done = False
         self.mark = heart.mark()
+        heart.look_at(self)
 
-    def arm(self, scope: Any) -> None:
-        """Cancel ``scope`` (an entered anyio cancel scope) when the time is up."""
-        self.scope = scope
-        self.handle = self.heart.loop.call_at(self.due, self._look)
-
-    def _look(self) -> None:
-        self.handle = None
-        self.late = self.heart.loop.time() - self.due
+    def look(self, now: float) -> None:
+        if self.done:
+            return
+        self.late = now - self.due
         # asyncio's Task keeps what it awaits in _fut_waiter (None when scheduled).
         waiter = getattr(self.task, "_fut_waiter", _UNKNOWN)
-        self.ready = waiter is None or (waiter is not _UNKNOWN and waiter.done())
-        self.scope.cancel()
+        self.ready = waiter is None or (waiter is not _UNKNOWN and waiter.done()
+                                        and not waiter.cancelled())
 
     def disarm(self) -> None:
-        """The call is over: its timer must never fire."""
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
+        """The call is over: its look is not needed (nor its task, which a pending
+        look must not keep alive, with its loop)."""
+        self.done = True
+        self.task = None
 
     def verdict(self, ran: float, limit: float) -> str | None:
         """Why a call that ran ``ran`` seconds past ``limit`` is this process's
@@ -235,9 +257,12 @@ def probe(limit: float) -> Probe | None:
     heart = _heart()
     if heart is None:
         return None
-    heart.want(limit)
     task = asyncio.current_task()
-    return None if task is None else Probe(heart, task, limit)
+    if task is None:
+        return None
+    now = heart.loop.time()
+    heart.want(limit, now)
+    return Probe(heart, task, now + limit)
 
 
 def overloaded(ran: float, limit: float) -> str | None:

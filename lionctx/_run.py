@@ -401,13 +401,11 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
     outcome: Outcome | None = None
     answered = False
-    # On asyncio the probe is the timeout: it also tells the loop's overload from
-    # the source's slowness (see lionctx._lag).
+    # On asyncio a probe looks at the task when its time runs out (just before the
+    # timeout fires): the loop's overload or the source's slowness? (lionctx._lag)
     looked = probe(limit)
-    with anyio.CancelScope() if looked is not None else anyio.move_on_after(limit) as scope:
+    with anyio.move_on_after(limit) as scope:
         try:
-            if looked is not None:
-                looked.arm(scope)
             result = await call.invoke(*ps.args)
             answered = True
             out = _finish(call, index, result, start, ps)
