@@ -16,7 +16,7 @@ yet. Cost: one callback per interval while timed calls run (one per loop iterati
 while the loop is behind), nothing otherwise.
 
 A timeout is put down to overload only when the loop could not run the provider
-(:class:`Probe`, one timer per timed call): at the moment its time ran out,
+(:class:`Probe`, a look shared per millisecond of due times): when its time ran out,
 the provider's task was ready to run (what it awaited had completed; the loop had
 not got to it) while the loop had been behind for half the limit, or the loop was
 so far behind right then that it could not even have seen an answer (the whole
