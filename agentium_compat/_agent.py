@@ -126,7 +126,8 @@ class Agent:
     session is ended (``on_session_end``) and forgotten.
 
     Production (issue 13): ``context_breaker`` (default ``True``: the process-wide
-    circuit breakers, one per provider instance; ``False``: off); ``context_dedupe``
+    circuit breakers, one per source, failures counted per user where a provider
+    reads the user (see ``docs/breakers.md``); ``False``: off); ``context_dedupe``
     (inject the same text from two providers once: the copy admission keeps);
     ``dedupe_history`` (skip a block that an assistant, tool or later system message
     of the given ``messages`` holds as a whole block, never a user's; each session's

@@ -1,12 +1,35 @@
-"""Circuit breakers per source: stop paying a dead source's timeout every turn.
+"""Circuit breakers per source, fair between users, bounded.
 
-A source whose last ``threshold`` calls (default 3) each failed or timed out is
-*opened*: it is not called for a cool-down (default 30 s, doubling while it keeps
+A source whose last ``threshold`` counted calls (default 3) each failed or timed out
+is *opened*: it is not called for a cool-down (default 30 s, doubling while it keeps
 failing, up to ``max_cooldown``), and its row says ``skipped`` with the reason
 ``circuit open until HH:MM:SSZ``. When the cool-down is over, one trial call is let
 through (*half-open*); success closes the circuit, failure opens it again for twice
-as long. Anything a source returns (text, nothing, text over a cap) is a success;
-only ``failed`` and ``timeout`` outcomes count against it.
+as long. Anything a source returns (text, nothing, text over a cap) is a success.
+
+Failure domains (``docs/breakers.md``): a ``failed`` or ``timeout`` row counts
+against the domain it belongs to, never more widely:
+
+* **not counted**: the pass's deadline (a source never started, or cut after it
+  started late) and this process's own overload (a timeout while the event loop
+  lagged, see :mod:`lionctx._lag`); their rows say so (``Outcome.blame``).
+* **the whole source**: a provider that declares it reads no run-context field
+  (``context_fields == ()``), or any provider raising
+  ``SourceUnavailable(..., scope="source")``.
+* **one caller**: a provider that declares fields (``("user_id",)``,
+  ``("tenant_id",)``...) is counted per the values of those fields (so per tenant
+  where it reads only the tenant); a failure marked as the user's
+  (``SourceUnavailable(..., scope="user")``, an HTTP 401/403/404 on a request with
+  credentials) per the declared fields plus the caller's ``user_id`` and
+  ``tenant_id``. An open caller circuit stops calls for that scope only. Each
+  failing caller (its declared scope: a tenant, for a source that reads only the
+  tenant) also counts once toward the whole source until the source next
+  succeeds, so ``threshold`` *different* callers failing in a row (a query failing
+  for every user) open the source for everyone, and one caller, however often it
+  fails, never does (with ``threshold=1`` it takes two).
+
+Bounds: see :class:`Breakers` (keys held weakly or by value, ``max_sources``,
+``max_callers``); ``docs/breakers.md`` has the whole story.
 
 Pure state, no I/O: the registry and ``resolve_context`` ask :meth:`Breakers.admit`
 before a pass which calls to make, and :meth:`Breakers.record` the outcomes after.
@@ -22,12 +45,14 @@ import operator
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._outcome import Outcome, Status
+from ._scope import Scope, context_fields, scope_of, source_identity
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
 
@@ -68,16 +93,32 @@ class BreakerSettings:
 
 _STATE = operator.attrgetter("_state")
 _FAILURES = operator.attrgetter("_failures")
+_CALLERS = operator.attrgetter("_callers")
 _STATUS = operator.attrgetter("status")
 _DEREF = weakref.ref.__call__
 _FAILED, _TIMEOUT = Status.FAILED, Status.TIMEOUT  # Status.X costs ~90 ns on 3.11
 
+#: Blames that are not failures of the source: never counted (see ``Outcome.blame``).
+NOT_COUNTED = frozenset({"deadline", "overload"})
+#: The fields that say who a call is for: a failure marked as the user's is counted
+#: under their values (and those of the fields the provider declares).
+CALLER_FIELDS = ("user_id", "tenant_id")
+#: Key types the board may hold as they are (values, not objects with a lifetime).
+_VALUE_TYPES = (str, int, tuple)
+
 
 class CircuitBreaker:
-    """One source's breaker: closed, open (until a time) or half-open (one trial out)."""
+    """One source's breaker: closed, open (until a time) or half-open (one trial out).
 
-    __slots__ = ("__weakref__", "_board", "_clock", "_cooldown", "_failures", "_lock",
-                 "_open_until", "_state", "_trial_since", "settings")
+    A board's breaker of a whole source also holds the breakers of the callers
+    (user and tenant scopes) that are failing on that source, and states the
+    run-context fields its source reads (``context_fields``, as the provider
+    declared them), so :func:`lionctx._scope.scope_of` reads a call's scope from it.
+    """
+
+    __slots__ = ("__weakref__", "_board", "_callers", "_clock", "_cooldown", "_failures",
+                 "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",
+                 "context_fields", "settings")
 
     def __init__(self, settings: BreakerSettings = BreakerSettings(),
                  clock: Clock = time.monotonic) -> None:
@@ -93,6 +134,15 @@ class CircuitBreaker:
         self._cooldown = settings.cooldown
         self._open_until = 0.0
         self._trial_since = 0.0
+        #: The fields the source reads (a whole source's breaker); () otherwise.
+        self.context_fields: tuple[str, ...] = ()
+        # A whole source's breaker: its failing callers' breakers, by scope (only
+        # unhealthy ones are kept: one heals, it goes), and the caller scopes whose
+        # failures it counted since its last success (each counts once).
+        self._callers: dict[Scope, CircuitBreaker] | None = None
+        self._seen: set[Scope] | None = None
+        # A caller's breaker: the names of the fields of its scope (for reasons).
+        self._label: str | None = None
 
     @property
     def state(self) -> str:
@@ -109,6 +159,11 @@ class CircuitBreaker:
     def open_until(self) -> float | None:
         """Clock time the cool-down ends, while open; else ``None``."""
         return self._open_until if self._state == OPEN else None
+
+    @property
+    def healthy(self) -> bool:
+        """Closed, no failure counted, no failing caller."""
+        return self._state is CLOSED and self._failures == 0 and not self._callers
 
     def allow(self) -> tuple[bool, str | None]:
         """May the source be called now? ``(True, None)`` closed, ``(True,
@@ -131,8 +186,8 @@ class CircuitBreaker:
             if now - self._trial_since >= self._cooldown:
                 self._trial_since = now
                 return True, HALF_OPEN
-            return False, f"circuit half-open: a trial call is in flight ({self._failures} " \
-                          f"failures)"
+            return False, f"{self._what()} half-open: a trial call is in flight " \
+                          f"({self._failures} failures)"
 
     def record(self, ok: bool) -> None:
         """The result of a call that :meth:`allow` let through."""
@@ -145,6 +200,7 @@ class CircuitBreaker:
                 self._state = CLOSED
                 self._failures = 0
                 self._cooldown = self.settings.cooldown
+                self._seen = None
                 if board is not None and was_sick:
                     board._sick.discard(weakref.ref(self))
                 return
@@ -158,74 +214,180 @@ class CircuitBreaker:
             elif self._state == CLOSED and self._failures >= self.settings.threshold:
                 self._open(self._clock())
 
+    def count_caller(self, scope: Scope) -> bool:
+        """A whole source's breaker: count one failure for a failing caller, once per
+        caller until the source next succeeds (so ``threshold`` different callers
+        failing in a row open it for everyone, and one caller never does). True
+        when it was counted."""
+        with self._lock:
+            seen = self._seen
+            if seen is None:
+                seen = self._seen = set()
+            if scope in seen:
+                return False
+            seen.add(scope)
+            if len(seen) < 2 and self.settings.threshold < 2:
+                return False  # one caller alone never opens the source
+        self.record(False)
+        return True
+
     def _open(self, now: float) -> None:
         self._state = OPEN
         self._open_until = now + self._cooldown
+        self._seen = None  # the callers that opened it count again for its trial
+
+    def _what(self) -> str:
+        return "circuit" if self._label is None else f"circuit for this caller ({self._label})"
 
     def _reason(self, now: float) -> str:
         left = self._open_until - now
         until = time.strftime("%H:%M:%SZ", time.gmtime(time.time() + left))
-        return (f"circuit open until {until} ({left:.1f}s left after "
+        return (f"{self._what()} open until {until} ({left:.1f}s left after "
                 f"{self._failures} failures)")
 
     def __repr__(self) -> str:
         return f"CircuitBreaker(state={self._state!r}, failures={self._failures})"
 
 
-class Breakers:
-    """The breakers of a set of sources, one per key (a registry entry, or a
-    provider instance on the agentium face).
+def _declared(key: Any) -> tuple[str, ...]:
+    """The fields ``key`` declares it reads; a declaration that cannot be read counts
+    as reading who the caller is (the fair guess)."""
+    try:
+        return context_fields(key)
+    except Exception as exc:
+        logger.warning("context provider %s: unreadable context_fields (%s); its "
+                       "failures are counted per user and tenant", type(key).__name__,
+                       type(exc).__name__)
+        return CALLER_FIELDS
 
-    Keys are held weakly where they can be, so a process-wide board does not keep
-    providers alive; other keys (unhashable or not weak-referenceable objects) are
-    kept by identity for the board's life.
+
+def _identity(key: Any) -> str | None:
+    try:
+        return source_identity(key)
+    except Exception:  # a bad identity is none: the provider is keyed as an object
+        return None
+
+
+def _evict(table: dict[Any, CircuitBreaker]) -> None:
+    """Make room in ``table``: the oldest healthy breaker (it holds nothing a new one
+    would not), else the oldest (fail open: its source is called again)."""
+    victim: Any = _NOTHING
+    for n, (k, b) in enumerate(table.items()):
+        if victim is _NOTHING:
+            victim = k
+        if b.healthy:
+            victim = k
+            break
+        if n >= 64:
+            break
+    if victim is not _NOTHING:
+        table.pop(victim, None)
+
+
+_NOTHING = object()
+
+
+def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
+    """``(declared, caller)``: the scope of the fields the source reads, and that
+    scope with the caller's user and tenant added (for failures marked as theirs)."""
+    declared = scope_of(breaker, ctx)
+    names = breaker.context_fields
+    extra = tuple((f, repr(context_value(ctx, f))) for f in CALLER_FIELDS if f not in names)
+    return declared, declared + extra
+
+
+class Breakers:
+    """The breakers of a set of sources, and of the callers failing on them.
+
+    A source is keyed by the identity its provider states (``source_identity``:
+    every provider object reading that source shares one breaker), else by the
+    provider object itself, held weakly (its breaker goes when it goes, and a new
+    object that reuses its ``id`` never gets it), else (an object that takes no
+    weak reference) by its class and name. Plain values (``str``, ``int``,
+    ``tuple``) are keys as they are. Keys held by value are bounded by
+    ``max_sources``; each source keeps at most ``max_callers`` failing callers.
+
+    Which failures count, and for whom, is :mod:`lionctx._breaker`'s docstring.
     """
 
     def __init__(self, settings: BreakerSettings | None = None, *,
-                 clock: Clock = time.monotonic) -> None:
+                 clock: Clock = time.monotonic, max_sources: int = 4096,
+                 max_callers: int = 1024) -> None:
+        for label, value in (("max_sources", max_sources), ("max_callers", max_callers)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidValue(f"{label} must be an int >= 1, got {value!r}")
         self.settings = settings if settings is not None else BreakerSettings()
         self.clock = clock
+        self.max_sources = max_sources
+        self.max_callers = max_callers
         self._lock = threading.Lock()
-        self._weak: weakref.WeakKeyDictionary[Any, CircuitBreaker] = weakref.WeakKeyDictionary()
-        self._strong: dict[int, tuple[Any, CircuitBreaker]] = {}
+        # id(object) -> (weak reference to it, its breaker); the entry leaves when the
+        # object dies (the reference's callback), so an id is never reused here.
+        self._objects: dict[int, tuple[weakref.ref[Any], CircuitBreaker]] = {}
+        # value keys (a stated identity, a class and name, a str/int/tuple) -> breaker
+        self._keyed: dict[Hashable, CircuitBreaker] = {}
         # The last pass's keys (or weak references to them) and breakers: a registry
         # passes the same entries each turn and an agent the same providers, so the
         # lookups are skipped (checked by identity, key by key).
         self._last: tuple[tuple[Any, ...], list[CircuitBreaker], bool] | None = None
-        # This board's unhealthy breakers (open, half-open, or closed with failures),
-        # by weak reference (a breaker whose source is gone leaves at once): while
-        # there is none, a pass looks at no breaker.
+        # This board's unhealthy breakers (open, half-open, or closed with failures;
+        # callers' too), by weak reference (a breaker whose source is gone leaves at
+        # once): while there is none, a pass looks at no breaker.
         self._sick: set[weakref.ref[CircuitBreaker]] = set()
 
-    def _new(self) -> CircuitBreaker:
+    def __len__(self) -> int:
+        """How many sources this board holds a breaker for."""
+        return len(self._objects) + len(self._keyed)
+
+    def breakers(self) -> list[CircuitBreaker]:
+        """The whole sources' breakers this board holds (a snapshot)."""
+        return [b for _, b in list(self._objects.values())] + list(self._keyed.values())
+
+    def _new(self, key: Any) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
         breaker._board = weakref.ref(self)
+        breaker.context_fields = _declared(key)
         return breaker
 
+    def _value_key(self, key: Any) -> Hashable | None:
+        """Where ``key``'s breaker is kept by value; ``None``: by the object, weakly."""
+        identity = _identity(key)
+        if identity is not None:
+            return ("source", identity)
+        if isinstance(key, _VALUE_TYPES):
+            return key
+        if type(key).__weakrefoffset__:
+            return None
+        # No weak reference: never held (it would be kept alive); its class and name.
+        from ._adapters import provider_name
+
+        return ("class", type(key), provider_name(key, agentium=True))
+
     def get(self, key: Any) -> CircuitBreaker:
-        """The breaker for ``key``, created closed on first use."""
-        entry = self._strong.get(id(key))
-        if entry is not None and entry[0] is key:
+        """The breaker of ``key``'s whole source, created closed on first use."""
+        entry = self._objects.get(id(key))
+        if entry is not None and entry[0]() is key:
             return entry[1]
-        try:
-            found = self._weak.get(key)
-        except TypeError:  # unhashable or not weak-referenceable
-            found = None
-        if found is not None:
-            return found
-        with self._lock:
-            try:
-                found = self._weak.get(key)
-                if found is None:
-                    found = self._weak[key] = self._new()
+        where = self._value_key(key)
+        if where is not None:
+            found = self._keyed.get(where)
+            if found is not None:
                 return found
-            except TypeError:
-                pass
-            entry = self._strong.get(id(key))
-            if entry is None or entry[0] is not key:
-                entry = (key, self._new())
-                self._strong[id(key)] = entry
-            return entry[1]
+        with self._lock:
+            if where is None:
+                entry = self._objects.get(id(key))
+                if entry is not None and entry[0]() is key:
+                    return entry[1]
+                breaker = self._new(key)
+                self._objects[id(key)] = (weakref.ref(key, _forget(self._objects, id(key))),
+                                          breaker)
+                return breaker
+            found = self._keyed.get(where)
+            if found is None:
+                if len(self._keyed) >= self.max_sources:
+                    _evict(self._keyed)
+                found = self._keyed[where] = self._new(key)
+            return found
 
     def _breakers_of(self, keys: Sequence[Any]) -> list[CircuitBreaker]:
         """The breaker of each key; the last pass's list when the keys are the same
@@ -235,36 +397,69 @@ class Breakers:
             held, breakers, weak = cached
             if all(map(operator.is_, map(_DEREF, held) if weak else held, keys)):
                 return breakers
-        strong = self._strong
-        breakers = []
-        for key in keys:
-            entry = strong.get(id(key))
-            breakers.append(entry[1] if entry is not None and entry[0] is key
-                            else self.get(key))
-        # Keys the board holds strongly anyway are cached as they are; other keys by
-        # weak reference only (a cache must not keep weakly held providers alive).
-        if all(strong.get(id(k), (None,))[0] is k for k in keys):
+        breakers = list(map(self.get, keys))
+        # Value keys are cached as they are; objects by weak reference only (a cache
+        # must not keep providers alive); an object that takes none: no cache.
+        if all(isinstance(k, _VALUE_TYPES) for k in keys):
             self._last = (tuple(keys), breakers, False)
         else:
             try:
                 self._last = (tuple(map(weakref.ref, keys)), breakers, True)
-            except TypeError:  # a key that takes no weak reference: no cache
+            except TypeError:
                 self._last = None
         return breakers
 
-    def admit(self, keys: Sequence[Any]) -> tuple[list[CircuitBreaker], list[int],
-                                                  dict[int, str], list[str | None] | None]:
+    def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
+        """The breaker of one caller scope on ``breaker``'s source (made on its first
+        failure; at most ``max_callers`` per source, healthy ones dropped first)."""
+        callers = breaker._callers
+        found = callers.get(scope) if callers else None
+        if found is not None:
+            return found
+        with breaker._lock:
+            callers = breaker._callers
+            if callers is None:
+                callers = breaker._callers = {}
+            found = callers.get(scope)
+            if found is None:
+                if len(callers) >= self.max_callers:
+                    _evict(callers)
+                found = callers[scope] = CircuitBreaker(self.settings, self.clock)
+                found._board = weakref.ref(self)
+                found._label = ", ".join(name for name, _ in scope)
+            return found
+
+    def admit(self, keys: Sequence[Any], context: Callable[[], Any] | None = None,
+              ) -> tuple[list[CircuitBreaker], list[int], dict[int, str],
+                         list[str | None] | None]:
         """Before a pass: ``(breaker per key, positions to call, {position: skip
-        reason}, circuit state per position or None when all are closed)``."""
+        reason}, circuit state per position or None when all are closed)``.
+
+        ``context()`` gives the pass's run context (asked only when a caller's
+        breaker has to be looked at)."""
         breakers = self._breakers_of(keys)
         n = len(breakers)
-        if not self._sick or list(map(_STATE, breakers)).count(CLOSED) == n:
+        if not self._sick or (list(map(_STATE, breakers)).count(CLOSED) == n
+                              and not any(map(_CALLERS, breakers))):
             return breakers, list(range(n)), {}, None  # the hot path: all closed
         allowed: list[int] = []
         refused: dict[int, str] = {}
         states: list[str | None] = []
+        ctx: Any = _NOTHING
         for i, breaker in enumerate(breakers):
             ok, note = breaker.allow()
+            callers = breaker._callers
+            if ok and callers:
+                if ctx is _NOTHING:
+                    ctx = context() if context is not None else None
+                for scope in _caller_scopes(breaker, ctx):
+                    caller = callers.get(scope)
+                    if caller is not None:
+                        ok, mine = caller.allow()
+                        if not ok:
+                            note = mine
+                            break
+                        note = note or mine
             if ok:
                 allowed.append(i)
                 states.append(note)
@@ -273,29 +468,82 @@ class Breakers:
                 states.append(OPEN)
         return breakers, allowed, refused, states
 
-    def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome]) -> None:
+    def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
+               context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome (rows of refused sources are
-        ignored); ``breakers`` as :meth:`admit` returned them."""
+        ignored); ``breakers`` as :meth:`admit` returned them; ``context()`` gives
+        the pass's run context (asked only when a caller scope is needed)."""
         statuses = list(map(_STATUS, outcomes))
         if (_FAILED not in statuses and _TIMEOUT not in statuses
                 and (not self._sick or (
                     not any(map(_FAILURES, breakers))
-                    and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)))):
+                    and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)
+                    and not any(map(_CALLERS, breakers))))):
             return  # the hot path: all healthy, nothing changes
+        ctx: Any = _NOTHING
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is Status.SKIPPED and outcome.circuit == OPEN:
                 continue
             failed = status is Status.FAILED or status is Status.TIMEOUT
-            was = breaker._state
-            if not failed and was is CLOSED and breaker._failures == 0:
+            if failed:
+                blame = outcome.blame
+                if blame in NOT_COUNTED:
+                    continue  # the deadline or this process's overload: not the source
+                if blame == "source" or (blame is None and not breaker.context_fields):
+                    self._count(breaker, outcome.name, False)
+                    continue
+                if ctx is _NOTHING:
+                    ctx = context() if context is not None else None
+                declared, caller = _caller_scopes(breaker, ctx)
+                scope = caller if blame == "user" or not declared else declared
+                self._count(self._caller(breaker, scope), outcome.name, False)
+                was = breaker._state
+                # Toward the whole source, a caller is who the source answers for:
+                # its declared scope (a tenant, for a source that reads only that).
+                if breaker.count_caller(declared or caller):
+                    self._log(breaker, outcome.name, was)
                 continue
-            breaker.record(not failed)
-            if breaker.state is OPEN and was is not OPEN:
-                logger.warning("context provider %r: circuit opened after %d failures",
-                               outcome.name, breaker.failures)
-            elif was is not CLOSED and breaker.state is CLOSED:
-                logger.info("context provider %r: circuit closed", outcome.name)
+            if breaker.healthy:
+                continue
+            if breaker._failures or breaker._state is not CLOSED:
+                self._count(breaker, outcome.name, True)
+            callers = breaker._callers
+            if callers:
+                if ctx is _NOTHING:
+                    ctx = context() if context is not None else None
+                for scope in _caller_scopes(breaker, ctx):
+                    mine = callers.get(scope)
+                    if mine is not None:
+                        self._count(mine, outcome.name, True)
+                        with breaker._lock:  # healed: nothing left to remember
+                            if callers.get(scope) is mine and mine.healthy:
+                                del callers[scope]
+
+    def _count(self, breaker: CircuitBreaker, name: str, ok: bool) -> None:
+        was = breaker._state
+        breaker.record(ok)
+        self._log(breaker, name, was)
+
+    @staticmethod
+    def _log(breaker: CircuitBreaker, name: str, was: str) -> None:
+        whose = "" if breaker._label is None else f" for one caller ({breaker._label})"
+        if breaker._state is OPEN and was is not OPEN:
+            logger.warning("context provider %r: circuit opened%s after %d failures",
+                           name, whose, breaker._failures)
+        elif was is not CLOSED and breaker._state is CLOSED:
+            logger.info("context provider %r: circuit closed%s", name, whose)
+
+
+def _forget(objects: dict[int, tuple[weakref.ref[Any], CircuitBreaker]],
+            key: int) -> Callable[[weakref.ref[Any]], None]:
+    """The callback that removes a dead object's entry (only its own: the id may
+    already name a newer object)."""
+    def gone(ref: weakref.ref[Any]) -> None:
+        entry = objects.get(key)
+        if entry is not None and entry[0] is ref:
+            objects.pop(key, None)
+    return gone
 
 
 def skipped_outcome(name: str, index: int, reason: str, priority: float = 0,

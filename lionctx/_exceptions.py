@@ -96,7 +96,23 @@ class SourceUnavailable(LionctxError):
     ``failed`` with this reason, logged in one line without a traceback;
     ``ContextSource.fetch`` returns ``None`` instead and keeps the reason in
     ``last_error``.
+
+    ``scope`` says whose failure it is, for the circuit breakers (see
+    ``docs/breakers.md``): ``"user"`` when it belongs to this call's user and tenant
+    only (their row is missing, their token was refused): it is counted for them
+    alone and never switches the source off for anyone else; ``"source"`` when the
+    whole source is down for everyone; ``None`` (the default) lets the breakers
+    decide from the run-context fields the provider declares it reads.
     """
+
+    #: The scopes a failure can name (``None``: not said).
+    SCOPES = ("user", "source")
+
+    def __init__(self, *args: object, scope: str | None = None) -> None:
+        if scope is not None and scope not in self.SCOPES:
+            raise InvalidValue(f"scope must be 'user', 'source' or None, got {scope!r}")
+        super().__init__(*args)
+        self.scope = scope
 
 
 class WorkersExhausted(SourceUnavailable):

@@ -35,7 +35,9 @@ import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _cancelling_of_current_task, _fatal_from_provider, _reraise_cancellation
+from ._deadline import deadline_outcome
 from ._group import _concurrent
+from ._lag import watch
 from ._outcome import Outcome
 from ._run import (
     DEFAULT_MAX_CHARS,
@@ -47,7 +49,6 @@ from ._run import (
     _notify,
     _Pass,
     _run_one,
-    _timed_out,
 )
 from ._tokens import (
     TokenCounter,
@@ -151,6 +152,7 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
         return outcomes
     starts: list[float | None] = [None] * len(calls)
     ps.starts = starts
+    watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
     with anyio.move_on_after(deadline):
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps)
@@ -158,9 +160,7 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
                 await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
     for i in range(len(outcomes), len(calls)):
-        why = (f"deadline of {deadline:g}s reached" if starts[i] is not None
-               else f"not started: deadline of {deadline:g}s reached")
-        outcomes.append(_notify(observe, _timed_out(calls[i], i, starts[i], why)))
+        outcomes.append(_notify(observe, deadline_outcome(calls[i], i, starts[i], deadline)))
     return outcomes
 
 

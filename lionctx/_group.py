@@ -23,9 +23,11 @@ from typing import Any
 import anyio
 
 from ._call import Observer, ProviderCall
+from ._deadline import deadline_outcome
+from ._lag import watch
 from ._log import logger_for
 from ._outcome import Outcome
-from ._run import _NO_SCOPE, _failed, _notify, _Pass, _run_one, _timed_out
+from ._run import _NO_SCOPE, _failed, _notify, _Pass, _run_one
 
 if sys.version_info >= (3, 11):
     _Groups: type[BaseException] = BaseExceptionGroup
@@ -69,6 +71,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
 
     scope = anyio.move_on_after(deadline) if deadline is not None else None
+    if deadline is not None:
+        watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
     native = _asyncio_taskgroup()
 
     async def run(i: int) -> None:
@@ -125,9 +129,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     out: list[Outcome] = []
     for i, o in enumerate(results):
         if o is None:
-            why = (f"deadline of {deadline:g}s reached" if starts[i] is not None
-                   else f"not started: deadline of {deadline:g}s reached")
-            logger.warning("context provider %r: %s", calls[i].name, why)
-            o = _notify(observe, _timed_out(calls[i], i, starts[i], why))
+            o = deadline_outcome(calls[i], i, starts[i], deadline)  # type: ignore[arg-type]
+            logger.warning("context provider %r: %s", calls[i].name, o.reason)
+            o = _notify(observe, o)
         out.append(o)
     return out

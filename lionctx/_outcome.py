@@ -92,6 +92,14 @@ class Outcome:
     circuit: str | None = None
     """Circuit breaker state that decided this call: ``"open"`` (not called) or
     ``"half_open"`` (this call was the trial)."""
+    blame: str | None = None
+    """Whose failure a ``failed`` or ``timeout`` row is, when the pass knows it:
+    ``"user"`` (this call's user and tenant only), ``"source"`` (the whole source),
+    ``"deadline"`` (the pass's deadline: not called, or cut after starting late) or
+    ``"overload"`` (this process's event loop lagged past the timeout). The last two
+    are not failures of the source: no circuit breaker counts them (see
+    :mod:`lionctx._breaker`). ``None``: the breakers decide from the fields the
+    provider declares it reads."""
 
     def replace(self, **changes: Any) -> Outcome:
         """A new outcome with ``changes`` applied; this one is left as it is."""
@@ -99,7 +107,7 @@ class Outcome:
                       self.duration_ms, self.error_type, self.error, self.reason,
                       self.degradation_reason, self.cached, self.stale, self.priority,
                       self.max_tokens, self.exact, self.started_ns, self.digest,
-                      self.volatile, self.circuit)
+                      self.volatile, self.circuit, self.blame)
         for key, value in changes.items():
             setattr(new, key, value)  # the new row, not yet seen by anyone
         return new

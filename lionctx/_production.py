@@ -1,10 +1,12 @@
-"""One pass's production features, in the order a pass meets them (issue 13).
+"""One pass's production features, in the order a pass meets them.
 
 Both faces call the same four steps around the engine's ``gather`` (which knows
 nothing of them):
 
-1. :meth:`PassHooks.start`: the circuit breakers decide which sources are called;
-   the pass's wall-clock start is taken for its trace.
+1. :meth:`PassHooks.start`: the circuit breakers decide which sources are called
+   (for this pass's caller: the run context ``context()`` gives, asked only when a
+   caller's breaker must be looked at); the pass's wall-clock start is taken for
+   its trace.
 2. :meth:`PassHooks.select` / :meth:`PassHooks.observer`: only admitted calls go to
    ``gather``; with tracing on, the time each outcome arrived is noted.
 3. :meth:`PassHooks.merge`: the refused sources' ``skipped`` rows join the called
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import telemetry
 from ._breaker import Breakers, skipped_outcome
+from ._log import logger_for
 from ._outcome import Outcome
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,15 +36,19 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["PassHooks"]
 
 Observer = Callable[[Outcome], None]
+_UNSET: Any = object()
+
+logger = logger_for(__name__)
 
 
 class PassHooks:
     """The production steps of one pass over ``keys`` (one per source, in order)."""
 
-    __slots__ = ("allowed", "arrived", "board", "breakers", "refused", "started_ns",
-                 "states", "traced")
+    __slots__ = ("_context", "_ctx", "allowed", "arrived", "board", "breakers", "refused",
+                 "started_ns", "states", "traced")
 
-    def __init__(self, breakers: Breakers | None, keys: Sequence[Any]) -> None:
+    def __init__(self, breakers: Breakers | None, keys: Sequence[Any],
+                 context: Callable[[], Any] | None = None) -> None:
         self.started_ns = time.time_ns()
         self.traced = telemetry.enabled() and telemetry.live()
         self.board = breakers
@@ -51,15 +58,31 @@ class PassHooks:
         self.states: list[str | None] | None = None
         # called row -> wall-clock start (ns), noted as each outcome arrives (traced)
         self.arrived: dict[int, int] = {}
+        self._context = context
+        self._ctx: Any = _UNSET
         if breakers is not None:
-            self.breakers, allowed, refused, self.states = breakers.admit(keys)
+            self.breakers, allowed, refused, self.states = breakers.admit(keys, self.context)
             if refused:
                 self.allowed, self.refused = allowed, refused
 
     @classmethod
-    def start(cls, breakers: Breakers | None, keys: Sequence[Any]) -> PassHooks:
-        """Step 1: ask the breakers (``None``: no breakers) before the pass."""
-        return cls(breakers, keys)
+    def start(cls, breakers: Breakers | None, keys: Sequence[Any],
+              context: Callable[[], Any] | None = None) -> PassHooks:
+        """Step 1: ask the breakers (``None``: no breakers) before the pass;
+        ``context()`` gives the pass's run context (whose turn it is)."""
+        return cls(breakers, keys, context)
+
+    def context(self) -> Any:
+        """The pass's run context, read once (``None`` when it cannot be read: the
+        breakers then count as for a caller with no user)."""
+        if self._ctx is _UNSET:
+            try:
+                self._ctx = self._context() if self._context is not None else None
+            except Exception:
+                logger.warning("could not read the run context for the breakers",
+                               exc_info=True)
+                self._ctx = None
+        return self._ctx
 
     def select(self, items: Sequence[Any]) -> list[Any]:
         """Step 2: the items (calls, entries) of the sources to call."""
@@ -113,7 +136,7 @@ class PassHooks:
                     else row
             outcomes = rows  # type: ignore[assignment]  # every position is filled
         if self.board is not None:
-            self.board.record(self.breakers, outcomes)
+            self.board.record(self.breakers, outcomes, self.context)
         return outcomes
 
     def finish(self, face: str, report: Report, *, concurrent: bool) -> None:

@@ -22,6 +22,7 @@ import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
+from ._lag import probe
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
 from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
@@ -80,14 +81,25 @@ def _failed(call: ProviderCall, index: int, start: float, exc: BaseException,
         error_type=kind, error=message,
         reason=f"{prefix}{kind}: {message}",
         degradation_reason=degraded, priority=call.priority, max_tokens=call.max_tokens,
+        blame=_blame(exc),
     )
 
 
-def _timed_out(call: ProviderCall, index: int, start: float | None, why: str) -> Outcome:
+def _blame(exc: BaseException) -> str | None:
+    """Whose failure a ``SourceUnavailable`` says it is (its ``scope``), read so that
+    no property or odd value of a hostile subclass can escape containment."""
+    if not isinstance(exc, SourceUnavailable):
+        return None
+    scope = vars(exc).get("scope")
+    return scope if type(scope) is str and scope in SourceUnavailable.SCOPES else None
+
+
+def _timed_out(call: ProviderCall, index: int, start: float | None, why: str,
+               blame: str | None = None) -> Outcome:
     return Outcome(
         call.name, index, _TIMEOUT,
         duration_ms=0.0 if start is None else (perf_counter() - start) * 1000.0,
-        reason=why, priority=call.priority, max_tokens=call.max_tokens,
+        reason=why, priority=call.priority, max_tokens=call.max_tokens, blame=blame,
     )
 
 
@@ -395,6 +407,9 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
     outcome: Outcome | None = None
     answered = False
+    # On asyncio a probe looks at the task when its time runs out (just before the
+    # timeout fires): the loop's overload or the source's slowness? (lionctx._lag)
+    looked = probe(limit)
     with anyio.move_on_after(limit) as scope:
         try:
             result = await call.invoke(*ps.args)
@@ -411,13 +426,19 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
             if not scope.cancel_called:
                 _log_failure(call, exc)
                 return _failed(call, index, start, exc)
+        finally:
+            if looked is not None:
+                looked.disarm()  # the call is over: the timer must never fire
     if scope.cancel_called:
         # Late, even if the provider swallowed the cancellation and answered: what
         # comes after the limit is dropped, never injected.
         why = (f"timed out after {limit:g}s while counting its text" if answered
                else f"timed out after {limit:g}s")
+        lagged = None if looked is None else looked.verdict(perf_counter() - start, limit)
+        if lagged is not None:  # the loop could not run it: not the source's failure
+            why = f"{why}; {lagged}"
         logger.warning("context provider %r %s", call.name, why)
-        return _timed_out(call, index, start, why)
+        return _timed_out(call, index, start, why, None if lagged is None else "overload")
     assert outcome is not None
     ran = perf_counter() - start
     if ran > limit + max(0.1, limit * 0.25):
@@ -426,7 +447,10 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
         # preempt that; what came back past the limit is still dropped.
         why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
                "(sync work in an async provider cannot be cut off; run it in a thread)")
+        lagged = None if looked is None else looked.verdict(ran, limit)
+        if lagged is not None:  # another's blocking, not this provider's own
+            why = f"{why}; {lagged}"
         logger.warning("context provider %r %s", call.name, why)
-        return _timed_out(call, index, start, why)
+        return _timed_out(call, index, start, why, None if lagged is None else "overload")
     return outcome
 

@@ -24,7 +24,7 @@ from time import perf_counter
 from typing import Any, Protocol, runtime_checkable
 
 from . import _production as _p13  # issue 13: breakers, dedupe, traces
-from ._adapters import provide_invoker, provider_name
+from ._adapters import provide_invoker, provider_name, run_context_from_branch
 from ._breaker import Breakers, BreakerSettings, coerce_breakers
 from ._dedupe import HistoryIndex, skip_seen, text_key
 from ._exceptions import InvalidType
@@ -53,8 +53,9 @@ class ContextProvider(Protocol):
     async def provide(self, branch: Any, instruction: Any) -> str | None: ...
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class _Entry:
+    # Compared and held by identity, weakly: an entry is its breaker's key.
     provider: Any
     priority: Number
     max_tokens: Number | None
@@ -62,6 +63,16 @@ class _Entry:
     timeout: float | None = None
     max_chars: int | None = None
     volatile: bool = False
+
+    @property
+    def source_identity(self) -> Any:
+        """The provider's stated identity: its breaker is the source's."""
+        return getattr(self.provider, "source_identity", None)
+
+    @property
+    def context_fields(self) -> Any:
+        """The run-context fields the provider reads: its failures are per caller."""
+        return getattr(self.provider, "context_fields", ())
 
 
 def _text_key(o: Outcome) -> str:
@@ -84,7 +95,9 @@ class ContextProviderRegistry:
     characters; ``register`` can override it): longer text is skipped uncounted.
 
     Production (issue 13): ``breaker`` (default ``True``) gives each provider a
-    circuit breaker (see :mod:`lionctx._breaker`; ``False`` turns them off, a
+    circuit breaker, counting a failure for the caller it belongs to (the bound run
+    context's user and tenant, where the provider reads them) or for the source
+    (see :mod:`lionctx._breaker`; ``False`` turns them off, a
     :class:`~lionctx._breaker.BreakerSettings` or :class:`~lionctx._breaker.Breakers`
     configures them); ``dedupe=True`` skips a block whose text an earlier provider
     of the same pass returned (the copy admission keeps: see ``docs/dedupe.md``).
@@ -252,7 +265,9 @@ class ContextProviderRegistry:
             self._budget, concurrent=self.concurrent, timeout=p.timeout,
             deadline=p.deadline, limit=p.limit, counter=p.counter,
             on_outcome=p.observer, max_chars=p.max_chars,
-            breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock)
+            breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock,
+                              max_sources=self.breakers.max_sources,
+                              max_callers=self.breakers.max_callers)
                      if self.breakers is not None else False),
             dedupe=self.dedupe, digests=self.digests,
             max_sessions=self._baselines.max_sessions,
@@ -292,7 +307,8 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport()
         started = perf_counter()
-        hooks = _p13.PassHooks.start(self.breakers, entries)  # breakers, dedupe, traces
+        hooks = _p13.PassHooks.start(self.breakers, entries,  # breakers, dedupe, traces
+                                     partial(run_context_from_branch, branch))
         policy = self._policy
         tagged = bool(tagged)
         digests = bool(self.digests)

@@ -98,7 +98,9 @@ async def resolve_context(
     characters): longer text is skipped uncounted.
 
     Production options: ``breaker`` (``True``, the default: the
-    process-wide circuit breakers, one per provider instance; ``False``: off; or a
+    process-wide circuit breakers, one per source (its stated identity, else the
+    provider object, held weakly), failures counted per user and tenant where a
+    provider reads them (see ``docs/breakers.md``); ``False``: off; or a
     :class:`~lionctx._breaker.Breakers` / :class:`~lionctx._breaker.BreakerSettings`),
     ``dedupe=True`` (the same text from two providers is injected once: the copy
     admission keeps), ``previous`` (the previous turn's :class:`Resolution` or its
@@ -132,7 +134,7 @@ async def resolve_context(
     seen = _history_index(history)
     calls = [_Call(provider_name(p, agentium=True), p, fetch_invoker(p)) for p in providers]
     timing: dict[str, float] = {}
-    hooks = _p13.PassHooks.start(boards, providers)  # issue 13
+    hooks = _p13.PassHooks.start(boards, providers, lambda: run_ctx)  # breakers, per caller
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),
                             concurrent=True, timeout=policy.timeout, deadline=policy.deadline,
                             limit=policy.limit, observe=hooks.observer(policy.observer),

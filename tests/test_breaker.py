@@ -375,7 +375,7 @@ class Key:
 
 
 def _unhealthy(board):
-    held = list(board._weak.values()) + [b for _, b in board._strong.values()]
+    held = board.breakers()
     return {id(b) for b in held if b.failures or b.state != "closed"}
 
 

@@ -141,13 +141,14 @@ class ContextSource:
             return await self.retrieve(query, ctx)
         return await self.fetch(query, ctx)
 
-    def _unavailable(self, reason: str) -> SourceUnavailable:
-        """Record ``reason`` as this call's failure and return the exception to raise."""
+    def _unavailable(self, reason: str, scope: str | None = None) -> SourceUnavailable:
+        """Record ``reason`` as this call's failure and return the exception to raise
+        (``scope``: whose failure it is, see :class:`SourceUnavailable`)."""
         reason = safe_text(reason)  # it often quotes what the source said
         self.last_error = reason
         self.degradation_reason = None  # an outright failure is not a partial success
         logger.debug("context provider %r could not answer: %s", self.name, reason)
-        return SourceUnavailable(reason)
+        return SourceUnavailable(reason, scope=scope)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

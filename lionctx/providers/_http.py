@@ -231,7 +231,10 @@ class HttpContextProvider(ContextSource):
         self._given_client = client
         self._client: httpx.AsyncClient | None = None
         self._client_token: Any = None
-        self.source_identity: str | None = _identity(self)
+        # A subclass that states its identity as a class attribute keeps it (one
+        # endpoint whose per-request providers differ only in a caller's token).
+        stated = type(self).source_identity
+        self.source_identity: str | None = stated if stated is not None else _identity(self)
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
         self._cache: FlightCache[str] | None = (
@@ -265,10 +268,10 @@ class HttpContextProvider(ContextSource):
                 hit = await self._cache.get(_CACHE_KEY, self._load)
                 value, source, error, note = hit.value, hit.source, hit.error, hit.note
         except HttpFetchError as exc:
-            raise self._unavailable(str(exc)) from None
+            raise self._unavailable(str(exc), exc.scope) from None
         except SharedFetchError as exc:
             if isinstance(exc.original, HttpFetchError):
-                raise self._unavailable(str(exc.original)) from None
+                raise self._unavailable(str(exc.original), exc.original.scope) from None
             raise
         if source is Source.STALE:
             why = str(error) if isinstance(error, HttpFetchError) else type(error).__name__
@@ -304,6 +307,13 @@ class HttpContextProvider(ContextSource):
         await self.aclose()
 
     # -- internals --------------------------------------------------------------------
+    def _refused_scope(self, status: int) -> str | None:
+        """``"user"`` for a 401/403/404 on a per-user request (one that carries
+        credentials or secrets, or whose provider reads run-context fields): the
+        caller's token or row, not the source, is what failed (for the breakers)."""
+        per_user = bool(self._secrets) or bool(self.context_fields)
+        return "user" if status in (401, 403, 404) and per_user else None
+
     def _scrub(self, text: str) -> str:
         return _redact(text, self._secrets)
 
@@ -374,7 +384,8 @@ class HttpContextProvider(ContextSource):
                     url = nxt
                     continue
                 if not 200 <= resp.status_code < 300:
-                    raise HttpFetchError(f"HTTP {resp.status_code} from {_safe_url(url)}")
+                    raise HttpFetchError(f"HTTP {resp.status_code} from {_safe_url(url)}",
+                                         scope=self._refused_scope(resp.status_code))
                 return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")
 

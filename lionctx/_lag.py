@@ -1,0 +1,276 @@
+"""How far behind this process's event loop is running: a cheap heartbeat.
+
+A timeout means "the source did not answer in time" only when the loop was free to
+run the provider. Under a burst (thousands of turns at once) the loop itself falls
+behind: a provider that would answer in a millisecond waits seconds for its turn,
+and its timeout fires. That is this process's overload, not the source's failure,
+and the circuit breakers must not count it.
+
+While timed calls are running, one callback per loop re-arms itself every
+:data:`INTERVAL` seconds and notes how late it ran (its *lateness*: the time the
+loop could not run a callback that was due). A beat that ran late re-arms at once
+(the next loop iteration) instead, so while the loop is behind the beats cover the
+time without gaps. :func:`behind` sums the lateness that falls inside the last
+``seconds`` (the window of one call), including a beat that is due and has not run
+yet. Cost: one callback per interval while timed calls run (one per loop iteration
+while the loop is behind), nothing otherwise.
+
+A timeout is put down to overload only when the loop could not run the provider
+(:class:`Probe`, a look shared per millisecond of due times): when its time ran out,
+the provider's task was ready to run (what it awaited had completed; the loop had
+not got to it) while the loop had been behind for half the limit, or the loop was
+so far behind right then that it could not even have seen an answer (the whole
+limit, and :data:`MIN_BEHIND`). A provider still waiting on its source when its
+time ran out is the source's timeout, however busy the loop was before; so is one
+whose own step held the loop past the limit (the loop never got control back
+during the call). A deadline's row uses the heartbeat alone (:func:`overloaded`).
+
+On an event loop other than asyncio's (trio) there is no heartbeat and no probe:
+timeouts are then counted as the source's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import deque
+from typing import Any
+
+__all__ = ["INTERVAL", "Probe", "behind", "overloaded", "probe", "watch"]
+
+#: Seconds between heartbeats.
+INTERVAL = 0.05
+#: A provider still waiting on its source when its time ran out is excused only when
+#: the loop was behind by at least this much (and by the call's whole limit) right
+#: then: the operating system's scheduling noise on a busy machine stays below it.
+MIN_BEHIND = 0.25
+
+
+class _Heart:
+    """One event loop's heartbeat."""
+
+    __slots__ = ("__weakref__", "_loop", "_looks", "_mark", "beats", "due", "pending",
+                 "until")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Weakly: the table of hearts is keyed weakly by loop, and a heart that held
+        # its loop would keep every finished loop alive.
+        self._loop = weakref.ref(loop)
+        self.due = 0.0
+        self.until = 0.0
+        # A beat is scheduled (its handle is not kept: a handle holds its loop).
+        self.pending = False
+        # (time the beat ran, how late it ran): enough for windows of several
+        # seconds even when the loop is far behind (beats then come further apart).
+        self.beats: deque[tuple[float, float]] = deque(maxlen=512)
+        self._mark: _Mark | None = None
+        # Probes by the millisecond their calls' time runs out: one timer each, due
+        # at the start of that millisecond (before any of their timeouts).
+        self._looks: dict[int, list[Probe]] = {}
+
+    def look_at(self, probe: Probe) -> None:
+        slot = int(probe.due * 1000.0)
+        group = self._looks.get(slot)
+        if group is None:
+            group = self._looks[slot] = []
+            self.loop.call_at(slot / 1000.0, self._look, slot)
+        group.append(probe)
+
+    def _look(self, slot: int) -> None:
+        now = self.loop.time()
+        for probe in self._looks.pop(slot, ()):
+            probe.look(now)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop()
+        assert loop is not None  # only called from the loop itself
+        return loop
+
+    def mark(self) -> _Mark:
+        """The mark of this loop iteration (queued with the iteration's first call)."""
+        mark = self._mark
+        if mark is None:
+            mark = self._mark = _Mark()
+            self.loop.call_soon(self._marked)
+        return mark
+
+    def _marked(self) -> None:
+        if self._mark is not None:
+            self._mark.ran = True
+            self._mark = None
+
+    def want(self, seconds: float, now: float | None = None) -> None:
+        if now is None:
+            now = self.loop.time()
+        until = now + seconds + 2 * INTERVAL
+        if until > self.until:
+            self.until = until
+        if not self.pending:
+            self.due = now + INTERVAL
+            self.pending = True
+            self.loop.call_at(self.due, self._beat)
+
+    def _beat(self) -> None:
+        now = self.loop.time()
+        late = now - self.due
+        self.beats.append((now, late))
+        if late > INTERVAL / 2:
+            # Behind: beat again next iteration (for as long as the loop is behind),
+            # so the lag is measured end to end.
+            self.due = now
+            self.loop.call_at(now, self._beat)
+        elif now < self.until:
+            self.due = now + INTERVAL
+            self.loop.call_at(self.due, self._beat)
+        else:
+            self.pending = False
+
+    def behind(self, seconds: float) -> float:
+        now = self.loop.time()
+        start = now - seconds
+        total = 0.0
+        for at, late in reversed(self.beats):
+            if at <= start:
+                break
+            # The beat was due at at - late; only the part inside the window counts.
+            total += min(late, at - start)
+        if self.pending and self.due < now:
+            total += now - max(self.due, start)  # due, not run yet: behind right now
+        return total
+
+
+_HEARTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heart] = \
+    weakref.WeakKeyDictionary()
+
+
+#: The last loop's heart (the common case: one loop per thread), checked first.
+_LAST: list[Any] = [None, None]
+
+
+def _heart() -> _Heart | None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio): no heartbeat
+        return None
+    last = _LAST
+    heart = last[1]
+    if heart is not None and heart._loop() is loop:
+        return heart  # type: ignore[no-any-return]
+    heart = _HEARTS.get(loop)
+    if heart is None:
+        heart = _HEARTS[loop] = _Heart(loop)
+    last[1] = heart  # held strongly here, but it holds its loop only weakly
+    return heart
+
+
+def watch(seconds: float) -> None:
+    """A call bounded by ``seconds`` starts: keep the heartbeat going past its end."""
+    heart = _heart()
+    if heart is not None:
+        heart.want(seconds)
+
+
+def behind(seconds: float) -> float:
+    """Seconds, within the last ``seconds``, that the loop was behind its schedule."""
+    heart = _heart()
+    return 0.0 if heart is None else heart.behind(seconds)
+
+
+class _Mark:
+    """Set once the loop has run a callback queued when a call started."""
+
+    __slots__ = ("ran",)
+
+    def __init__(self) -> None:
+        self.ran = False
+
+
+class Probe:
+    """Looks at one timed call's task when its time runs out.
+
+    Just before the call's own timeout, the heart's look (one timer per
+    millisecond of due times, shared by the calls due in it) notes whether the
+    task was ``ready`` (not waiting on anything, or what it waits on completed)
+    and how ``late`` the look ran (the loop's lag right then). ``mark`` tells
+    whether the loop got control back since the call started (its callback is
+    queued ahead of any later wake-up of the call's task; one per loop iteration,
+    shared by the calls that start in it).
+    """
+
+    __slots__ = ("done", "due", "heart", "late", "mark", "ready", "task")
+
+    def __init__(self, heart: _Heart, task: asyncio.Task[Any], due: float) -> None:
+        self.heart = heart
+        self.task: asyncio.Task[Any] | None = task
+        self.due = due
+        self.late: float | None = None
+        self.ready = False
+        self.done = False
+        self.mark = heart.mark()
+        heart.look_at(self)
+
+    def look(self, now: float) -> None:
+        if self.done:
+            return
+        self.late = now - self.due
+        # asyncio's Task keeps what it awaits in _fut_waiter (None when scheduled).
+        waiter = getattr(self.task, "_fut_waiter", _UNKNOWN)
+        self.ready = waiter is None or (waiter is not _UNKNOWN and waiter.done()
+                                        and not waiter.cancelled())
+
+    def disarm(self) -> None:
+        """The call is over: its look is not needed (nor its task, which a pending
+        look must not keep alive, with its loop)."""
+        self.done = True
+        self.task = None
+
+    def verdict(self, ran: float, limit: float) -> str | None:
+        """Why a call that ran ``ran`` seconds past ``limit`` is this process's
+        overload, or ``None`` when it is the source's timeout."""
+        self.disarm()
+        heart = self.heart
+        lag = heart.behind(ran)
+        late, ready = self.late, self.ready
+        if late is None:
+            # Not looked: the task runs now, after the limit. If the loop never got
+            # control back since the call started, its own step held the loop.
+            if not self.mark.ran:
+                return None
+            late, ready = heart.loop.time() - self.due, True
+        # Ready: the source had answered; the loop, behind for half the call's time
+        # or more, had not run it. Waiting on its source: only a loop as far behind
+        # as the whole limit (and MIN_BEHIND) right then could have hidden an answer.
+        if (ready and lag >= limit / 2) or late >= max(MIN_BEHIND, limit):
+            return (f"this process's event loop was {max(lag, late):.2f}s behind meanwhile "
+                    "(overloaded; the provider was not waiting on its source): not "
+                    "counted against the source")
+        return None
+
+
+_UNKNOWN: Any = object()
+
+
+def probe(limit: float) -> Probe | None:
+    """A :class:`Probe` of the running task for a call bounded by ``limit`` (and the
+    heartbeat kept going past it); ``None`` outside asyncio."""
+    heart = _heart()
+    if heart is None:
+        return None
+    task = asyncio.current_task()
+    if task is None:
+        return None
+    now = heart.loop.time()
+    heart.want(limit, now)
+    return Probe(heart, task, now + limit)
+
+
+def overloaded(ran: float, limit: float) -> str | None:
+    """Why a call that ran ``ran`` seconds against a ``limit`` is put down to this
+    process's overload (meanwhile the loop was behind by at least the whole limit,
+    and at least :data:`MIN_BEHIND`), or ``None`` when the loop kept up."""
+    lag = behind(ran)
+    if lag >= MIN_BEHIND and lag >= limit:
+        return (f"this process's event loop was {lag:.2f}s behind meanwhile (overloaded): "
+                "not counted against the source")
+    return None
