@@ -282,24 +282,36 @@ def count_bounded(counter: TokenCounter, text: str, bound: float) -> tuple[int, 
 
 
 def counter_ready(counter: TokenCounter) -> bool:
-    """True when counting with ``counter`` needs no encoding loaded first (loaded
-    already, or not a lionctx encoding counter): a pass then awaits nothing."""
+    """True when counting with ``counter`` and framing text need nothing loaded first
+    (the encoding loaded, or not a lionctx encoding counter; the tag reader built): a
+    pass then awaits nothing."""
+    from ._render import reader_ready
+
     name = getattr(counter, "encoding_name", None)
-    return name is None or name in _encodings
+    return (name is None or name in _encodings) and reader_ready()
 
 
 async def prepare_counter(counter: TokenCounter) -> None:
-    """Load a counter's encoding in a worker thread if it is not loaded yet.
+    """Load a counter's encoding, and build the tag reader, in a worker thread if
+    they are not ready yet.
 
     Gather calls this before any provider's timer starts: the first load takes most
     of a second, and on the event loop it would stall every provider running beside
     it (and could time them out).
     """
+    from ._render import prepare_reader, reader_ready
+
     name = getattr(counter, "encoding_name", None)
-    if name is not None and name not in _encodings:
+    load = name is not None and name not in _encodings
+    if load or not reader_ready():
         import anyio.to_thread
 
-        await anyio.to_thread.run_sync(get_encoding, name)
+        def prepare() -> None:
+            prepare_reader()
+            if isinstance(name, str) and load:
+                get_encoding(name)
+
+        await anyio.to_thread.run_sync(prepare)
 
 
 def clear_token_cache() -> None:
