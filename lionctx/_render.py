@@ -245,13 +245,16 @@ def _char_class(points: Iterable[int]) -> str:
 
 
 def _run_of(points: list[int]) -> str:
-    """A regex matching a run of ``points``: BMP and astral stretches each in the
-    engine's single-character loop (a BMP character never walks the astral list)."""
+    """A regex matching a run of ``points``, in the engine's single-character loop.
+
+    A BMP character is one lookup in a class, but an astral one walks the class's
+    list of astral ranges, and so does every BMP character *not* in the class: the
+    run starts on the BMP part alone and takes the whole class only from the first
+    astral character on."""
     bmp = sorted(p for p in points if p < 0x10000)
-    astral = sorted(p for p in points if p >= 0x10000)
     run = _ranges(bmp) + "*" if bmp else ""
-    if astral:
-        run += f"(?:(?=[\\U00010000-\\U0010ffff]){_ranges(astral)}+{run})*"
+    if len(bmp) < len(points):
+        run += f"(?:(?=[\\U00010000-\\U0010ffff]){_ranges(sorted(points))}*|)"
     return run
 
 
@@ -292,10 +295,12 @@ def _compile_reader() -> re.Pattern[str]:
                     if m[state] not in (state, _REJECT)]
         return stay(state) + "(?:" + "|".join(branches) + ")" if branches else "(?!)"
 
-    # The opener as one plain class (the engine then scans for it in C); then a
-    # one-character test that turns away the common "<b", "< 3" before the reader.
-    first = _char_class(cp for m, cps in moves.items() if m[_GAP] != _REJECT for cp in cps)
-    return re.compile(_ranges(sorted(openers)) + f"(?={first})(?=" + after(_GAP) + ")")
+    # The opener as one plain class (the engine then scans for it in C); then
+    # one-character tests that turn away the common "<b", "</p" before the reader.
+    starts = {cp for m, cps in moves.items() if m[_GAP] != _REJECT for cp in cps}
+    ascii_no = _ranges([cp for cp in range(0x80) if cp not in starts])
+    return re.compile(_ranges(sorted(openers)) + f"(?!{ascii_no})(?={_char_class(starts)})"
+                      + "(?=" + after(_GAP) + ")")
 
 
 _reader: re.Pattern[str] | None = None

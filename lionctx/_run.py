@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -333,9 +334,12 @@ def _memo_key(call: ProviderCall, frame: Callable[[str], str], text: str) -> Any
 
 async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
                      ps: _Pass) -> Outcome:
+    # Set once this call is over, whichever way: a count the turn gave up on (its
+    # timeout, its deadline) stops at its next piece instead of burning a core.
+    stop = threading.Event()
     try:
         tokens, exact = await run_in_worker(
-            partial(count_bounded, ps.counter, big.counted, big.bound), key=_COUNT_KEY)
+            partial(count_bounded, ps.counter, big.counted, big.bound, stop), key=_COUNT_KEY)
         if exact and big.key is not None:
             ps.remember(big.key, tokens)  # type: ignore[misc]
         return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
@@ -344,6 +348,8 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb
         return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
+    finally:
+        stop.set()
 
 
 

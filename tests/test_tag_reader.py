@@ -86,7 +86,7 @@ texts = st.lists(st.one_of(near_tags(), st.lists(interesting, max_size=6).map(""
                            st.text(max_size=6)), max_size=6).map("".join)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=700, deadline=None)
 @given(texts)
 @example("<\u3164context>")  # a Hangul filler (a letter, yet invisible) in the gap
 @example("<context\u3164")  # ... and right after the word: it ends the word
@@ -102,7 +102,7 @@ def test_the_compiled_reader_agrees_with_the_first_one(text):
     assert neutralize(text) == neutralize_reference(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(chars_from(sorted(OPENERS)), near_tags(),
                           st.lists(interesting, min_size=1, max_size=40).map("".join)),
                 max_size=5))
