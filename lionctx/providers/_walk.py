@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsIndex
 
 from ._descriptors import (
     FD_WALK,
@@ -154,6 +154,28 @@ class _Frame:
         self.target = target  # how to open it again once its descriptor was closed
 
 
+class _Stack(list[_Frame]):
+    """The frames being walked, and the set of their directories' identities (a loop
+    check per directory entered, whatever the depth)."""
+
+    def __init__(self, root: _Frame) -> None:
+        super().__init__([root])
+        self.idents = {root.ident}
+
+    def append(self, frame: _Frame) -> None:
+        super().append(frame)
+        self.idents.add(frame.ident)
+
+    def pop(self, index: SupportsIndex = -1) -> _Frame:
+        frame = super().pop(index)
+        self.idents.discard(frame.ident)
+        return frame
+
+
+def _idents(stack: list[_Frame]) -> set[tuple[int, int]] | list[tuple[int, int]]:
+    return stack.idents if isinstance(stack, _Stack) else [f.ident for f in stack]
+
+
 class DirectoryWalk:
     """The walk and its stat-only change check, mixed into the filesystem provider."""
 
@@ -198,7 +220,7 @@ class DirectoryWalk:
         root, base_real, root_st = self._open_root()
         root_key = dir_key(root_st)
         root_frame = _Frame(root, "", base_real, root_key[:2], [])
-        stack = [root_frame]
+        stack = _Stack(root_frame)
         try:
             tally.listed(base_real, root_key)
             root_frame.entries = self._list(root, base_real, self._matcher.initial(), stopped)
@@ -380,7 +402,7 @@ class DirectoryWalk:
             skipped.append((rel + "/", opened))
             return None
         fd, _, st = opened
-        if any(f.ident == (st.st_dev, st.st_ino) for f in stack):
+        if (st.st_dev, st.st_ino) in _idents(stack):
             # A symlink back to a directory we are inside: a loop, not more files.
             self._close_dir(fd)
             return None
