@@ -45,6 +45,7 @@ one opening and one closing ``context`` tag: its own frame.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import unicodedata
 from array import array
@@ -74,6 +75,10 @@ OPENERS = frozenset(
 # Non-ASCII openers, for the "is there any?" check (one C-level scan each; a needle
 # wider than the text's own storage is rejected without scanning).
 _WIDE_OPENERS = tuple(sorted(OPENERS - {"<"}))
+_ANY_OPENER = re.compile("[" + "".join(sorted(OPENERS)) + "]")  # none is special in a class
+# How much text one call of the compiled reader reads at most (unless no opener
+# comes to cut it): 64K characters, a few milliseconds.
+_PIECE = 1 << 16
 _READS_AS = {
     "\u2044": "/", "\u2215": "/", "\u29f8": "/",
     **{c: "c" for c in "\u0441\u0421\u03f2\u03f9"},
@@ -277,6 +282,8 @@ def _compile_reader() -> re.Pattern[str]:
         cps = [cp for m, cps in moves.items() if m[state] == state for cp in cps]
         if not cps:
             return ""
+        if _ATOMIC:
+            return f"(?>{_run_of(cps)})"
         name = f"s{next(groups)}"
         return f"(?=(?P<{name}>{_run_of(cps)}))(?P={name})"
 
@@ -303,6 +310,9 @@ def _compile_reader() -> re.Pattern[str]:
                       + "(?=" + after(_GAP) + ")")
 
 
+# Atomic groups are in the regex engine from Python 3.11; before, a lookahead and a
+# back-reference do the same (reading a run twice).
+_ATOMIC = sys.version_info >= (3, 11)
 _reader: re.Pattern[str] | None = None
 _reader_lock = threading.Lock()
 
@@ -364,10 +374,28 @@ def neutralize(text: str) -> str:
 
 
 def _neutralize_general(text: str) -> str:
-    """:func:`neutralize` for any text: the compiled rule, one regex pass."""
+    """:func:`neutralize` for any text: the compiled rule, one regex pass per piece.
+
+    A long text is read in pieces of about :data:`_PIECE` characters, each cut just
+    before an opener: the reading after an opener never goes past the next one (an
+    opener is never part of a tag's gap or word, and right after ``context`` it
+    decides like the end of the text does), so the pieces read as the whole does.
+    Between pieces another thread (the event loop, when this runs in a worker) may
+    take the interpreter.
+    """
     if _reader is None:
         prepare_reader()
-    return _reader.sub("&lt;", text)  # type: ignore[union-attr]
+    reader: re.Pattern[str] = _reader  # type: ignore[assignment]
+    if len(text) <= _PIECE:
+        return reader.sub("&lt;", text)
+    parts = []
+    start, n = 0, len(text)
+    while start < n:
+        found = _ANY_OPENER.search(text, start + _PIECE)
+        end = n if found is None else found.start()
+        parts.append(reader.sub("&lt;", text[start:end]))
+        start = end
+    return "".join(parts)
 
 
 def tag_block(name: str, text: str) -> str:

@@ -29,6 +29,7 @@ from ._text import make_encodable
 from ._threads import run_in_worker
 from ._tokens import (
     _HASH_IS_SECRET,
+    CountStopped,
     TokenCounter,
     count_bounded,
     memo_key,
@@ -139,6 +140,10 @@ class _Big:
     cached: bool
     stale: bool
     key: Any = None
+    #: Still to frame (a large text is framed in the worker too: framing reads every
+    #: character), and its count when the memo already knows it.
+    frame: Callable[[str], str] | None = None
+    known: int | None = None
 
 
 def _bound(call: ProviderCall, ps: _Pass) -> float:
@@ -255,6 +260,9 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                 # reading it again (a warm source returns the same string object).
                 known = memo.get(key)
                 if known.__class__ is int and known >= 0:
+                    if frame is not None and call.keep_frame and len(text) > _THREAD_CHARS:
+                        return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key,
+                                    frame, known)
                     if frame is None:
                         stored = text
                     else:
@@ -276,11 +284,13 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                                    None, None, degraded, cached, stale, call.priority,
                                    call.max_tokens, True, None,
                                    digest(stored) if call.digest else None)
-        counted = text if frame is None else _framed(call, frame, text)
-        stored = counted if call.keep_frame else text
         bound = _bound(call, ps)
         if frame is not None:
             bound -= ps.join_cost
+            if len(text) > _THREAD_CHARS:
+                return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
+        counted = text if frame is None else _framed(call, frame, text)
+        stored = counted if call.keep_frame else text
         if not plain and frame is None and not replaced:
             # A shared-cache hit carries the count its fetcher made (RedisCache).
             carried = _carried_count(result, ps.counter)
@@ -338,6 +348,10 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
     # timeout, its deadline) stops at its next piece instead of burning a core.
     stop = threading.Event()
     try:
+        if big.frame is not None:
+            big = await run_in_worker(partial(_frame_big, call, big, ps, stop), key=_COUNT_KEY)
+            if big.known is not None:
+                return _known(call, index, ps, big)
         tokens, exact = await run_in_worker(
             partial(count_bounded, ps.counter, big.counted, big.bound, stop), key=_COUNT_KEY)
         if exact and big.key is not None:
@@ -352,6 +366,30 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
         stop.set()
 
 
+
+
+def _frame_big(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event) -> _Big:
+    """In the worker: the framed text of ``big``, to count (or with its known count)."""
+    if stop.is_set():
+        raise CountStopped
+    framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
+    stored = framed if call.keep_frame else big.counted
+    return _Big(framed, stored, big.bound, big.elapsed, big.degraded, big.cached, big.stale,
+                big.key, None, big.known)
+
+
+def _known(call: ProviderCall, index: int, ps: _Pass, big: _Big) -> Outcome:
+    """The row of a large framed text whose count the memo knew."""
+    stored = big.stored
+    if not call.digest:
+        d = None
+    elif call.frame is TAG_FRAME:
+        d = digest_under(big.key, stored)
+    else:
+        d = digest(stored)
+    return Outcome(call.name, index, _FIRED, stored, big.known + ps.join_cost,  # type: ignore[operator]
+                   big.elapsed, None, None, None, big.degraded, big.cached, big.stale,
+                   call.priority, call.max_tokens, True, None, d)
 
 
 def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:
