@@ -21,7 +21,7 @@ import pytest
 from lionctx import Status, neutralize, resolve_context
 from lionctx import _tokens as tokens_module
 from lionctx._gather import ProviderCall, gather
-from lionctx._render import prepare_reader
+from lionctx._render import prepare_reader, tag_block
 from lionctx._tokens import count_bounded, get_counter
 
 from .conftest import Static
@@ -43,7 +43,8 @@ HOSTILE = {
 
 @contextmanager
 def lines_run_in(module_file: str) -> Iterator[list[int]]:
-    """Counts the Python lines executed in ``module_file`` while the block runs."""
+    """Counts the Python lines executed in ``module_file`` by this thread while the
+    block runs."""
     seen = [0]
 
     def local(frame, event, arg):
@@ -175,3 +176,32 @@ async def test_a_text_just_under_the_size_limit_of_near_tags_is_read_in_c():
     assert lines[0] < 400
     # Every one of them a tag start, but the last, cut short by the limit.
     assert out.count("&lt;") == text.count("\uff1c") - 1
+
+
+async def test_a_one_mebibyte_html_body_is_framed_with_no_python_per_tag():
+    # 1 MiB of HTML with accented text, at the HTTP provider's defaults: every "<"
+    # was a step of a Python loop on the event loop (about a second in all).
+    from lionctx.providers import HttpContextProvider
+
+    from ..providers.http_server import LoopbackServer, Raw
+
+    body = ("<p>caf\u00e9 <b>cr\u00e8me</b> br\u00fbl\u00e9e</p>\n" * 40_000).encode()
+    body = body[:1_000_000]
+    with LoopbackServer() as server:
+        server.raw["page"] = Raw(body, {"content-type": "text/html; charset=utf-8"},
+                                 length=True)
+        provider = HttpContextProvider(server.url("/raw/page"), name="page")
+        try:
+            res = await resolve_context([provider], "q", timeout=30)
+            text = await provider.fetch("q", None)
+        finally:
+            await provider.aclose()
+    (row,) = res.outcomes
+    assert row.status is Status.FIRED and text is not None
+    prepare_reader()
+    # The framing of that body (a worker thread does it in a turn; here, this thread,
+    # so the tracer sees it).
+    with lines_run_in(f"{PACKAGE}/_render.py") as lines:
+        block = tag_block("page", text)
+    assert lines[0] < 200  # the body holds about 100,000 "<"
+    assert row.text == block
