@@ -209,9 +209,12 @@ def _unusual(every: str) -> set[int]:
 
 
 def _invisible_code_points(every: str) -> list[int]:
-    categories = map(unicodedata.category, every)
-    found = list(compress(range(len(every)), map(_INVISIBLE_CATEGORIES.__contains__,
-                                                   categories)))
+    found: list[int] = []
+    step = 1 << 16  # one slice per call into C: another thread may run in between
+    for lo in range(0, len(every), step):
+        categories = map(unicodedata.category, every[lo:lo + step])
+        found += compress(range(lo, lo + step),
+                          map(_INVISIBLE_CATEGORIES.__contains__, categories))
     return found + [*_FILLERS, *_TAGS]
 
 
