@@ -205,3 +205,23 @@ async def test_a_one_mebibyte_html_body_is_framed_with_no_python_per_tag():
         block = tag_block("page", text)
     assert lines[0] < 200  # the body holds about 100,000 "<"
     assert row.text == block
+
+
+@pytest.mark.parametrize("charset", ["punycode", "PUNYCODE", "idna"])
+async def test_a_body_naming_a_slow_charset_is_read_as_utf8(charset):
+    # Python's punycode decoder is worse than quadratic: 160 KB took 14 s and 1 MiB
+    # would take hours, on the event loop. The charset is the server's to name.
+    from lionctx.providers import HttpContextProvider
+
+    from ..providers.http_server import LoopbackServer, Raw
+
+    body = b"a" * 40_000 + b"-" + b"b" * 40_000
+    with LoopbackServer() as server:
+        server.raw["page"] = Raw(body, {"content-type": f"text/plain; charset={charset}"},
+                                 length=True)
+        provider = HttpContextProvider(server.url("/raw/page"), name="page")
+        try:
+            text = await provider.fetch("q", None)
+        finally:
+            await provider.aclose()
+    assert text == body.decode("utf-8")
