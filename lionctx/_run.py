@@ -22,6 +22,7 @@ import anyio
 import anyio.lowlevel
 
 from ._cancellation import _fatal, _fatal_from_provider
+from ._exceptions import _CountStopped
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
 from ._stability import digest, digest_under
@@ -29,7 +30,6 @@ from ._text import make_encodable
 from ._threads import run_in_worker
 from ._tokens import (
     _HASH_IS_SECRET,
-    CountStopped,
     TokenCounter,
     count_bounded,
     memo_key,
@@ -371,7 +371,7 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
 def _frame_big(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event) -> _Big:
     """In the worker: the framed text of ``big``, to count (or with its known count)."""
     if stop.is_set():
-        raise CountStopped
+        raise _CountStopped
     framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
     stored = framed if call.keep_frame else big.counted
     return _Big(framed, stored, big.bound, big.elapsed, big.degraded, big.cached, big.stale,

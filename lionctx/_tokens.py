@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._exceptions import InvalidType, TokenizerDataError
+from ._exceptions import InvalidType, TokenizerDataError, _CountStopped
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -33,7 +33,6 @@ __all__ = [
     "O200K_SHA256",
     "TokenCounter",
     "TokenizerDataError",
-    "CountStopped",
     "MAX_PIECE",
     "clear_token_cache",
     "count_bounded",
@@ -233,10 +232,6 @@ MAX_PIECE = 1 << 17
 _LONGEST_TOKEN = 0
 
 
-class CountStopped(Exception):
-    """The turn gave up on this count (its timeout or deadline): it stopped early."""
-
-
 def safe_cut(text: str, at: int) -> int:
     """The first index ``i >= at`` where the o200k split pattern always splits, or -1.
 
@@ -261,7 +256,7 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
     characters per token of the bound up to :data:`MAX_PIECE`, so a text that cannot
     fit costs a small multiple of the bound, not of its length; a piece that cannot
     fit by its length alone is not counted at all. With ``stop``, it is checked
-    between pieces and :class:`CountStopped` raised once it is set.
+    between pieces and :class:`~lionctx._exceptions._CountStopped` raised once it is set.
     """
     if bound == math.inf and stop is None:
         return encode_len(text), True
@@ -271,7 +266,7 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
     n = len(text)
     while pos < n:
         if stop is not None and stop.is_set():
-            raise CountStopped
+            raise _CountStopped
         size = min(step, MAX_PIECE)
         cut = safe_cut(text, pos + size) if pos + size < n else -1
         end = n if cut == -1 else cut
@@ -293,7 +288,7 @@ def count_bounded(counter: TokenCounter, text: str, bound: float,
     Counters that do not support stopping early (callables, other encodings) count
     the whole text. With ``stop`` (a turn that may give up on the count), the bundled
     encoding counts in pieces of at most :data:`MAX_PIECE` characters and raises
-    :class:`CountStopped` at the first piece after ``stop`` is set.
+    :class:`~lionctx._exceptions._CountStopped` at the first piece after ``stop`` is set.
     """
     fn = getattr(counter, "count_bounded", None)
     if fn is None or (bound == math.inf and stop is None):

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Status, count_tokens, resolve_context
 from lionctx import _tokens as tokens_module
+from lionctx._exceptions import _CountStopped
 from lionctx._tokens import (
     MAX_PIECE,
-    CountStopped,
     clear_token_cache,
     count_bounded,
     get_counter,
@@ -90,7 +90,7 @@ async def test_counts_abandoned_by_the_deadline_stop(monkeypatch, release):
 def test_a_stopped_count_raises_at_its_next_piece():
     stop = threading.Event()
     stop.set()
-    with pytest.raises(CountStopped):
+    with pytest.raises(_CountStopped):
         count_bounded(get_counter(), "fresh text " * 50_000, float("inf"), stop)
 
 

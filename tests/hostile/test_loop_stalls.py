@@ -100,7 +100,7 @@ async def test_four_million_full_width_spaces_are_a_budget_skip_without_a_count(
     wide, ok = res.outcomes
     assert wide.status is Status.SKIPPED_BUDGET and not wide.exact, wide.reason
     assert ok.status is Status.FIRED
-    assert max(encoded) < 100  # the tag's head and the small source, never the run
+    assert all(n < 100 for n in encoded)  # the tag's head at most, never the run
 
 
 class TickGate:
