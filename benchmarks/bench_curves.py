@@ -34,9 +34,8 @@ from typing import Any
 
 import anyio
 from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context
-from lionctx._render import tag_block
 from lionctx._messages import system_message  # noqa: F401  (import cost paid up front)
-from lionctx._render import join_tagged
+from lionctx._render import join_tagged, tag_block
 
 from .common import Row, best_cpu_of, best_of_each, format_table, machine_line, row
 

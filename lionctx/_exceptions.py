@@ -119,6 +119,11 @@ class WorkersExhausted(SourceUnavailable):
     """No lionctx worker thread can be had: earlier calls are stuck in them."""
 
 
+class _CountStopped(LionctxError):
+    """Internal: a count the turn gave up on stops at its next piece (raised in the
+    worker thread the turn abandoned; nobody waits for it)."""
+
+
 class HttpFetchError(SourceUnavailable):
     """Why one request got no text. The message is already free of secrets.
 

@@ -34,6 +34,10 @@ Nothing else in the text changes: every character other than such an opener stay
 as it is, in place. The result depends on the text alone (no locale, no state), and
 ASCII text without ``<`` is returned as it is.
 
+The rule runs as one regex, built once per process from every code point's reading
+(:func:`prepare_reader`): its cost is linear in the text and paid in C, whatever the
+characters (a run of look-alikes or invisible characters is read once).
+
 Hence, after NFKC and removal of Cc and Cf characters, a rendered block holds exactly
 one opening and one closing ``context`` tag: its own frame.
 """
@@ -41,8 +45,12 @@ one opening and one closing ``context`` tag: its own frame.
 from __future__ import annotations
 
 import re
+import sys
+import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from array import array
+from collections.abc import Iterable, Sequence
+from itertools import compress
 from operator import attrgetter
 
 from ._outcome import Outcome, Status
@@ -64,10 +72,13 @@ OPENERS = frozenset(
     "<\u226e\ufe64\uff1c"  # NFKD starts with "<"
     "\u02c2\u1438\u16b2\u2039\u2329\u276c\u276e\u2770\u27e8\u29fc\u3008\U0001d236"
 )
-_OPENER = re.compile("[" + re.escape("".join(sorted(OPENERS))) + "]")
 # Non-ASCII openers, for the "is there any?" check (one C-level scan each; a needle
 # wider than the text's own storage is rejected without scanning).
 _WIDE_OPENERS = tuple(sorted(OPENERS - {"<"}))
+_ANY_OPENER = re.compile("[" + "".join(sorted(OPENERS)) + "]")  # none is special in a class
+# How much text one call of the compiled reader reads at most (unless no opener
+# comes to cut it): 64K characters, a few milliseconds.
+_PIECE = 1 << 16
 _READS_AS = {
     "\u2044": "/", "\u2215": "/", "\u29f8": "/",
     **{c: "c" for c in "\u0441\u0421\u03f2\u03f9"},
@@ -77,9 +88,6 @@ _READS_AS = {
     **{c: "e" for c in "\u0435\u0415\u0395"},
     **{c: "x" for c in "\u0445\u0425\u03c7\u03a7"},
 }
-# Whitespace and ASCII controls, an optional "/", more of them: what may sit between
-# an opener and "context" (a prefix of the rule's own gap).
-_ASCII_GAP = re.compile(r"[\s\x00-\x1f\x7f]*(?:/[\s\x00-\x1f\x7f]*)?")
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Cs"})
 _WORD = "context"
 
@@ -115,51 +123,217 @@ def _invisible(ch: str) -> bool:
     )
 
 
-def _reading(text: str, start: int) -> Iterator[str | None]:
-    """How the rule reads ``text[start:]``: visible characters, folded; ``None``
-    for an invisible one (skipped inside the word, but it ends one)."""
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch < "\x80":
-            if ch < " " or ch == "\x7f":
-                yield None  # skipped inside the word, but it ends one
-                continue
-            yield ch.lower()
-            continue
-        if ch in OPENERS:
-            yield "<"  # may become "&lt;": never part of a word (some are letters)
-            continue
-        if _invisible(ch):
-            yield None
-            continue
-        mapped = _READS_AS.get(ch)
-        if mapped is not None:
-            yield mapped
-            continue
-        for c in unicodedata.normalize("NFKC", ch).lower():
-            if not _invisible(c):
-                yield c
+# -- the rule as one regex ---------------------------------------------------------
+#
+# The rule reads each character on its own (its NFKC form, lower-cased), so it is a
+# finite automaton over characters. Its states after an opener: the gap before a
+# slash, the gap after one, then 1..7 letters of "context" matched; a character moves
+# the automaton forward, leaves it where it is, accepts (a tag) or rejects. Every code
+# point is classified once per process by the same reading the docstring states, and
+# the automaton becomes one lookahead after the opener: the whole text is then read
+# by the regex engine, in C, in one pass per opener that stops at the next opener.
+_GAP, _GAP_SLASH, _M7 = 0, 1, 8  # matched k letters: state 1 + k
+_ACCEPT, _REJECT = 9, 10
+_STATES = range(_M7 + 1)
+_FILLERS = (0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFFF0, 0xFFF9))
+_SURROGATES = range(0xD800, 0xE000)
+_TAGS = range(0xE0000, 0xE1000)
+# The regex engine's \w is exactly str.isalnum() or "_", the rule's word test.
+_WORD_CHAR = re.compile(r"\w")
 
 
-def _is_tag_start(text: str, start: int) -> bool:
-    """True when ``text[start:]`` (just after an opener) reads as ``\\s*/?\\s*context\\b``."""
-    slash_seen = False
-    matched = 0
-    for c in _reading(text, start):
-        if matched == len(_WORD):
-            return c is None or not (c.isalnum() or c == "_")
-        if c is None:
-            continue
-        if matched == 0:
-            if c.isspace():
-                continue
-            if c == "/" and not slash_seen:
-                slash_seen = True
-                continue
-        if c != _WORD[matched]:
-            return False
-        matched += 1
-    return matched == len(_WORD)
+def _step(state: int, token: str | None) -> int:
+    """One token of the reading (``None``: an invisible character) from ``state``."""
+    if state == _M7:
+        return _REJECT if token is not None and (token.isalnum() or token == "_") else _ACCEPT
+    if token is None:
+        return state
+    if state <= _GAP_SLASH:
+        if token.isspace():
+            return state
+        if token == "/" and state == _GAP:
+            return _GAP_SLASH
+        return _GAP_SLASH + 1 if token == "c" else _REJECT
+    return state + 1 if token == _WORD[state - 1] else _REJECT
+
+
+def _read_one(ch: str) -> str | None:
+    """How the rule reads one character: ``None`` if invisible, else its folded
+    visible characters (possibly none)."""
+    if ch < "\x80":
+        return None if ch < " " or ch == "\x7f" else ch.lower()
+    if ch in OPENERS:
+        return "<"
+    if _invisible(ch):
+        return None
+    mapped = _READS_AS.get(ch)
+    if mapped is not None:
+        return mapped
+    return "".join(c for c in unicodedata.normalize("NFKC", ch).lower() if not _invisible(c))
+
+
+def _moves(ch: str) -> tuple[int, ...]:
+    """Where ``ch`` takes the automaton from each state."""
+    reading = _read_one(ch)
+    tokens: tuple[str | None, ...] = (None,) if reading is None else tuple(reading)
+    out = []
+    for state in _STATES:
+        for token in tokens:
+            state = _step(state, token)
+            if state >= _ACCEPT:
+                break
+        out.append(state)
+    return tuple(out)
+
+
+def _all_code_points() -> str:
+    return array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass")
+
+
+def _unusual(every: str) -> set[int]:
+    """Code points whose reading is not simply themselves: not NFKC-stable, changed by
+    lower(), white space, or invisible (the caller adds ASCII and the listed forms).
+    Every other character reads as itself and only matters after a full ``context``,
+    where ``\\w`` tells whether it continues the word."""
+    out: set[int] = set()
+    width = 512
+    for lo in range(0, len(every), width):
+        chunk = every[lo:lo + width]
+        # A starter between characters keeps NFKC from composing across them.
+        spaced = "\x00".join(chunk)
+        if chunk.lower() != chunk or not unicodedata.is_normalized("NFKC", spaced):
+            out.update(lo + i for i, ch in enumerate(chunk)
+                       if ch.lower() != ch or unicodedata.normalize("NFKC", ch) != ch)
+    out.update(ord(ch) for ch in re.findall(r"\s", every))
+    return out
+
+
+def _invisible_code_points(every: str) -> list[int]:
+    found: list[int] = []
+    step = 1 << 16  # one slice per call into C: another thread may run in between
+    for lo in range(0, len(every), step):
+        categories = map(unicodedata.category, every[lo:lo + step])
+        found += compress(range(lo, lo + step),
+                          map(_INVISIBLE_CATEGORIES.__contains__, categories))
+    return found + [*_FILLERS, *_TAGS]
+
+
+def _ranges(ordered: list[int]) -> str:
+    """A character class of the sorted code points ``ordered``; its astral ranges
+    largest first (the regex engine tries those one by one)."""
+    runs: list[tuple[int, int]] = []
+    for p in ordered:
+        if runs and runs[-1][1] == p - 1:
+            runs[-1] = (runs[-1][0], p)
+        else:
+            runs.append((p, p))
+    runs.sort(key=lambda r: (r[0] >= 0x10000, r[0] - r[1] if r[0] >= 0x10000 else r[0]))
+    return "[" + "".join(_literal(lo) if lo == hi else f"{_literal(lo)}-{_literal(hi)}"
+                         for lo, hi in runs) + "]"
+
+
+def _literal(cp: int) -> str:
+    # The character itself (quick to parse) unless it means something in a class.
+    return f"\\x{cp:02x}" if cp < 0x80 and not chr(cp).isalnum() else chr(cp)
+
+
+def _char_class(points: Iterable[int]) -> str:
+    """A regex matching one character of ``points``, for a test made once: the
+    astral part (a list of ranges the engine tries one by one, where a BMP
+    character is one lookup) sits behind a guard, so a BMP character never walks it."""
+    ordered = sorted(set(points))
+    bmp = [p for p in ordered if p < 0x10000]
+    astral = [p for p in ordered if p >= 0x10000]
+    parts = [_ranges(bmp)] if bmp else []
+    if astral:
+        parts.append(f"(?=[\\U00010000-\\U0010ffff]){_ranges(astral)}")
+    if not parts:
+        return "(?!)"
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _run_of(points: list[int]) -> str:
+    """A regex matching a run of ``points``, in the engine's single-character loop.
+
+    A BMP character is one lookup in a class, but an astral one walks the class's
+    list of astral ranges, and so does every BMP character *not* in the class: the
+    run starts on the BMP part alone and takes the whole class only from the first
+    astral character on."""
+    bmp = sorted(p for p in points if p < 0x10000)
+    run = _ranges(bmp) + "*" if bmp else ""
+    if len(bmp) < len(points):
+        run += f"(?:(?=[\\U00010000-\\U0010ffff]){_ranges(sorted(points))}*|)"
+    return run
+
+
+def _compile_reader() -> re.Pattern[str]:
+    every = _all_code_points()
+    # The reading's own order: an opener is an opener first, then invisible.
+    openers = {ord(c) for c in OPENERS}
+    invisible = set(_invisible_code_points(every)) - openers
+    listed = _unusual(every) | set(range(0x80)) | openers | {ord(c) for c in _READS_AS}
+    listed -= invisible
+    moves: dict[tuple[int, ...], list[int]] = {
+        tuple([*_STATES[:_M7], _ACCEPT]): sorted(invisible)}
+    for cp in sorted(listed):
+        moves.setdefault(_moves(chr(cp)), []).append(cp)
+    groups = iter(range(1_000_000))
+
+    def stay(state: int) -> str:
+        """Characters that leave ``state`` as it is, taken atomically (a lookahead
+        and a back-reference: no backtracking into a long run)."""
+        cps = [cp for m, cps in moves.items() if m[state] == state for cp in cps]
+        if not cps:
+            return ""
+        if _ATOMIC:
+            return f"(?>{_run_of(cps)})"
+        name = f"s{next(groups)}"
+        return f"(?=(?P<{name}>{_run_of(cps)}))(?P={name})"
+
+    def after(state: int) -> str:
+        if state == _ACCEPT:
+            return ""
+        if state == _M7:
+            # Past "context": a word character (read after any characters that read
+            # as nothing) continues the word; anything else, or the end, is a tag.
+            # Listed characters that end the word where \w says otherwise, both ways.
+            ends = {cp for m, cps in moves.items() if m[_M7] == _REJECT for cp in cps}
+            word = {ord(c) for c in _WORD_CHAR.findall("".join(map(chr, invisible | listed)))}
+            return (f"(?!{stay(_M7)}(?:{_char_class(ends - word)}"
+                    f"|(?!{_char_class(word - ends)})\\w))")
+        branches = [_char_class(cps) + after(m[state]) for m, cps in moves.items()
+                    if m[state] not in (state, _REJECT)]
+        return stay(state) + "(?:" + "|".join(branches) + ")" if branches else "(?!)"
+
+    # The opener as one plain class (the engine then scans for it in C); then
+    # one-character tests that turn away the common "<b", "</p" before the reader.
+    starts = {cp for m, cps in moves.items() if m[_GAP] != _REJECT for cp in cps}
+    ascii_no = _ranges([cp for cp in range(0x80) if cp not in starts])
+    return re.compile(_ranges(sorted(openers)) + f"(?!{ascii_no})(?={_char_class(starts)})"
+                      + "(?=" + after(_GAP) + ")")
+
+
+# Atomic groups are in the regex engine from Python 3.11; before, a lookahead and a
+# back-reference do the same (reading a run twice).
+_ATOMIC = sys.version_info >= (3, 11)
+_reader: re.Pattern[str] | None = None
+_reader_lock = threading.Lock()
+
+
+def prepare_reader() -> None:
+    """Build the compiled reader :func:`neutralize` uses for non-ASCII text (a few
+    hundred milliseconds, once per process); gather calls it in a worker thread
+    before any provider's timer starts."""
+    global _reader
+    if _reader is None:
+        with _reader_lock:
+            if _reader is None:
+                _reader = _compile_reader()
+
+
+def reader_ready() -> bool:
+    """True once :func:`prepare_reader` has run."""
+    return _reader is not None
 
 
 def escape_name(name: str) -> str:
@@ -199,28 +373,31 @@ def neutralize(text: str) -> str:
         return _ASCII_TAG_START.sub("&lt;", text)
     if "<" not in text and not any(o in text for o in _WIDE_OPENERS):
         return text
-    return _neutralize_walk(text)
+    return _neutralize_general(text)
 
 
-def _neutralize_walk(text: str) -> str:
-    """:func:`neutralize` for any text, one opener at a time."""
-    parts: list[str] = []
-    last = 0
-    for match in _OPENER.finditer(text):
-        at = match.start()
-        # The common "<b", "</p>", "< 3": past the ASCII gap and slash, an ASCII
-        # character other than c/C settles it without the walk.
-        gap_end = _ASCII_GAP.match(text, at + 1).end()  # type: ignore[union-attr]
-        after = text[gap_end:gap_end + 1]
-        if after and after < "\x80" and after not in "cC":
-            continue
-        if _is_tag_start(text, at + 1):
-            parts.append(text[last:at])
-            parts.append("&lt;")
-            last = at + 1
-    if not parts:
-        return text
-    parts.append(text[last:])
+def _neutralize_general(text: str) -> str:
+    """:func:`neutralize` for any text: the compiled rule, one regex pass per piece.
+
+    A long text is read in pieces of about :data:`_PIECE` characters, each cut just
+    before an opener: the reading after an opener never goes past the next one (an
+    opener is never part of a tag's gap or word, and right after ``context`` it
+    decides like the end of the text does), so the pieces read as the whole does.
+    Between pieces another thread (the event loop, when this runs in a worker) may
+    take the interpreter.
+    """
+    if _reader is None:
+        prepare_reader()
+    reader: re.Pattern[str] = _reader  # type: ignore[assignment]
+    if len(text) <= _PIECE:
+        return reader.sub("&lt;", text)
+    parts = []
+    start, n = 0, len(text)
+    while start < n:
+        found = _ANY_OPENER.search(text, start + _PIECE)
+        end = n if found is None else found.start()
+        parts.append(reader.sub("&lt;", text[start:end]))
+        start = end
     return "".join(parts)
 
 

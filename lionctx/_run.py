@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -22,6 +23,7 @@ import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
+from ._exceptions import _CountStopped
 from ._lag import probe
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
@@ -163,6 +165,10 @@ class _Big:
     cached: bool
     stale: bool
     key: Any = None
+    #: Still to frame (a large text is framed in the worker too: framing reads every
+    #: character), and its count when the memo already knows it.
+    frame: Callable[[str], str] | None = None
+    known: int | None = None
 
 
 def _bound(call: ProviderCall, ps: _Pass) -> float:
@@ -280,6 +286,9 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                 # reading it again (a warm source returns the same string object).
                 known = memo.get(key)
                 if known.__class__ is int and known >= 0:
+                    if frame is not None and call.keep_frame and len(text) > _THREAD_CHARS:
+                        return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key,
+                                    frame, known)
                     if frame is None:
                         stored = text
                     else:
@@ -301,11 +310,13 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
                                    None, None, degraded, cached, stale, call.priority,
                                    call.max_tokens, True, None,
                                    digest(stored) if call.digest else None)
-        counted = text if frame is None else _framed(call, frame, text)
-        stored = counted if call.keep_frame else text
         bound = _bound(call, ps)
         if frame is not None:
             bound -= ps.join_cost
+            if len(text) > _THREAD_CHARS:
+                return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
+        counted = text if frame is None else _framed(call, frame, text)
+        stored = counted if call.keep_frame else text
         if not plain and frame is None and not replaced:
             # A shared-cache hit carries the count its fetcher made (RedisCache).
             carried = _carried_count(result, ps.counter)
@@ -359,9 +370,16 @@ def _memo_key(call: ProviderCall, frame: Callable[[str], str], text: str) -> Any
 
 async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
                      ps: _Pass) -> Outcome:
+    # Set once this call is over, whichever way: a count the turn gave up on (its
+    # timeout, its deadline) stops at its next piece instead of burning a core.
+    stop = threading.Event()
     try:
+        if big.frame is not None:
+            big = await run_in_worker(partial(_frame_big, call, big, ps, stop), key=_COUNT_KEY)
+            if big.known is not None:
+                return _known(call, index, ps, big)
         tokens, exact = await run_in_worker(
-            partial(count_bounded, ps.counter, big.counted, big.bound), key=_COUNT_KEY)
+            partial(count_bounded, ps.counter, big.counted, big.bound, stop), key=_COUNT_KEY)
         if exact and big.key is not None:
             ps.remember(big.key, tokens)  # type: ignore[misc]
         return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
@@ -370,8 +388,34 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb
         return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
+    finally:
+        stop.set()
 
 
+
+
+def _frame_big(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event) -> _Big:
+    """In the worker: the framed text of ``big``, to count (or with its known count)."""
+    if stop.is_set():
+        raise _CountStopped
+    framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
+    stored = framed if call.keep_frame else big.counted
+    return _Big(framed, stored, big.bound, big.elapsed, big.degraded, big.cached, big.stale,
+                big.key, None, big.known)
+
+
+def _known(call: ProviderCall, index: int, ps: _Pass, big: _Big) -> Outcome:
+    """The row of a large framed text whose count the memo knew."""
+    stored = big.stored
+    if not call.digest:
+        d = None
+    elif call.frame is TAG_FRAME:
+        d = digest_under(big.key, stored)
+    else:
+        d = digest(stored)
+    return Outcome(call.name, index, _FIRED, stored, big.known + ps.join_cost,  # type: ignore[operator]
+                   big.elapsed, None, None, None, big.degraded, big.cached, big.stale,
+                   call.priority, call.max_tokens, True, None, d)
 
 
 def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:

@@ -16,13 +16,14 @@ import gzip
 import hashlib
 import itertools
 import math
+import re
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._exceptions import InvalidType, TokenizerDataError
+from ._exceptions import InvalidType, TokenizerDataError, _CountStopped
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -32,6 +33,7 @@ __all__ = [
     "O200K_SHA256",
     "TokenCounter",
     "TokenizerDataError",
+    "MAX_PIECE",
     "clear_token_cache",
     "count_bounded",
     "count_tokens",
@@ -103,6 +105,8 @@ def _load_o200k(path: Path = O200K_FILE) -> tiktoken.Encoding:
         if line:
             token, rank = line.split()
             ranks[base64.b64decode(token)] = int(rank)
+    global _LONGEST_TOKEN
+    _LONGEST_TOKEN = max(map(len, ranks))
     return tiktoken.Encoding(
         name=DEFAULT_ENCODING,
         pat_str=_O200K_PATTERN,
@@ -194,12 +198,13 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
             remember(key, n)
         return n
 
-    def bounded(text: str, bound: float) -> tuple[int, bool]:
+    def bounded(text: str, bound: float,
+                stop: threading.Event | None = None) -> tuple[int, bool]:
         key = memo_key(text)
         n = memo.get(key)
         if n is not None:
             return n, True
-        n, exact = _count_in_pieces(encode_len, text, bound)
+        n, exact = _count_in_pieces(encode_len, text, bound, stop)
         if exact:
             remember(key, n)
         return n, exact
@@ -215,9 +220,16 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return _counters.setdefault(encoding, count)
 
 
-# Unicode White_Space, which the encoding's ``\s`` matches.
-_WHITE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004"
-                   "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+# Where a cut is safe: a plain space right after a character that is not white space
+# (the regex engine's \S is exactly "not str.isspace()", which holds all of Unicode's
+# White_Space).
+_CUT = re.compile(r" (?<=\S )")  # the space first: the engine then scans for it in C
+#: The longest piece of text counted in one call when counting may be stopped (by the
+#: bound or by the turn that gave up on it): the most a stopped count goes on for.
+MAX_PIECE = 1 << 17
+# The longest token of the bundled encoding, in bytes (set when it loads): a text of
+# n characters (n or more bytes) is at least n / that many tokens.
+_LONGEST_TOKEN = 0
 
 
 def safe_cut(text: str, at: int) -> int:
@@ -229,77 +241,93 @@ def safe_cut(text: str, at: int) -> int:
     line breaks or slashes, and every white-space alternative starts at white
     space), and the only look-ahead (``\\s+(?!\\S)``) never ends there. So
     ``count(text) == count(text[:i]) + count(text[i:])``, a fact the tests check as a
-    Hypothesis property.
+    Hypothesis property. Found in C, in one scan.
     """
-    find = text.find
-    i = find(" ", max(at, 1))
-    while i != -1:
-        prev = text[i - 1]
-        if prev not in _WHITE and not prev.isspace():
-            return i
-        i = find(" ", i + 1)
-    return -1
+    found = _CUT.search(text, max(at, 1))
+    return -1 if found is None else found.start()
 
 
-def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float) -> tuple[int, bool]:
+def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
+                     stop: threading.Event | None = None) -> tuple[int, bool]:
     """Count ``text`` piece by piece, stopping once the total passes ``bound``.
 
     Returns ``(n, True)`` with the exact count, or ``(n, False)`` with a lower bound
     ``n > bound`` when counting stopped early. Pieces grow from about eight
-    characters per token of the bound, so a text that cannot fit costs a small
-    multiple of the bound, not of its length.
+    characters per token of the bound up to :data:`MAX_PIECE`, so a text that cannot
+    fit costs a small multiple of the bound, not of its length; a piece that cannot
+    fit by its length alone is not counted at all. With ``stop``, it is checked
+    between pieces and :class:`~lionctx._exceptions._CountStopped` raised once it is set.
     """
-    if bound == math.inf:
+    if bound == math.inf and stop is None:
         return encode_len(text), True
     total = 0
     pos = 0
-    step = max(256, int(min(bound, 1 << 20)) * 8)
+    step = max(256, int(min(bound, MAX_PIECE)) * 8)
     n = len(text)
     while pos < n:
-        cut = safe_cut(text, pos + step) if pos + step < n else -1
-        if cut == -1:
-            total += encode_len(text[pos:])
-            return total, True
-        total += encode_len(text[pos:cut])
-        pos = cut
+        if stop is not None and stop.is_set():
+            raise _CountStopped
+        size = min(step, MAX_PIECE)
+        cut = safe_cut(text, pos + size) if pos + size < n else -1
+        end = n if cut == -1 else cut
+        if _LONGEST_TOKEN and total + -(-(end - pos) // _LONGEST_TOKEN) > bound:
+            # Never start a piece that cannot fit however it splits into tokens.
+            return total + -(-(end - pos) // _LONGEST_TOKEN), False
+        total += encode_len(text[pos:end])
+        pos = end
         if total > bound:
             return total, False
         step *= 2
     return total, True
 
 
-def count_bounded(counter: TokenCounter, text: str, bound: float) -> tuple[int, bool]:
+def count_bounded(counter: TokenCounter, text: str, bound: float,
+                  stop: threading.Event | None = None) -> tuple[int, bool]:
     """``(count, True)``, or ``(lower_bound, False)`` with ``lower_bound > bound``.
 
     Counters that do not support stopping early (callables, other encodings) count
-    the whole text.
+    the whole text. With ``stop`` (a turn that may give up on the count), the bundled
+    encoding counts in pieces of at most :data:`MAX_PIECE` characters and raises
+    :class:`~lionctx._exceptions._CountStopped` at the first piece after ``stop`` is set.
     """
     fn = getattr(counter, "count_bounded", None)
-    if fn is None or bound == math.inf:
+    if fn is None or (bound == math.inf and stop is None):
         return counter(text), True
-    result: tuple[int, bool] = fn(text, bound)
+    result: tuple[int, bool] = fn(text, bound, stop)
     return result
 
 
 def counter_ready(counter: TokenCounter) -> bool:
-    """True when counting with ``counter`` needs no encoding loaded first (loaded
-    already, or not a lionctx encoding counter): a pass then awaits nothing."""
+    """True when counting with ``counter`` and framing text need nothing loaded first
+    (the encoding loaded, or not a lionctx encoding counter; the tag reader built): a
+    pass then awaits nothing."""
+    from ._render import reader_ready
+
     name = getattr(counter, "encoding_name", None)
-    return name is None or name in _encodings
+    return (name is None or name in _encodings) and reader_ready()
 
 
 async def prepare_counter(counter: TokenCounter) -> None:
-    """Load a counter's encoding in a worker thread if it is not loaded yet.
+    """Load a counter's encoding, and build the tag reader, in a worker thread if
+    they are not ready yet.
 
     Gather calls this before any provider's timer starts: the first load takes most
     of a second, and on the event loop it would stall every provider running beside
     it (and could time them out).
     """
+    from ._render import prepare_reader, reader_ready
+
     name = getattr(counter, "encoding_name", None)
-    if name is not None and name not in _encodings:
+    load = name is not None and name not in _encodings
+    if load or not reader_ready():
         import anyio.to_thread
 
-        await anyio.to_thread.run_sync(get_encoding, name)
+        def prepare() -> None:
+            prepare_reader()
+            if isinstance(name, str) and load:
+                get_encoding(name)
+
+        await anyio.to_thread.run_sync(prepare)
 
 
 def clear_token_cache() -> None:

@@ -8,7 +8,7 @@ from lionctx._render import escape_name, neutralize, render_lionagi, tag_block
 from lionctx.testing import (
     _READS_AS,
     OPENERS,
-    _neutralize_walk,
+    _neutralize_general,
     join_tagged,
     kept_in_order,
     render_context,
@@ -211,7 +211,7 @@ def test_lookalike_neutralize_changes_only_openers_and_is_idempotent(text):
        | st.lists(st.sampled_from(["<", "/", "context", "CONTEXT", "\x00", "\x7f", "\t", " ",
                                    "\n", "x", "_", ">"]), max_size=12).map("".join))
 def test_ascii_fast_path_agrees_with_the_general_reader(text):
-    assert neutralize(text) == _neutralize_walk(text)
+    assert neutralize(text) == _neutralize_general(text)
 
 
 # -- the one renderer ------------------------------------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import UsageError
+from .._exceptions import InvalidValue, UsageError
 
 __all__ = ["KINDS", "SourceSpec", "UsageError", "assign_names", "build_provider",
            "arg_type", "check_glob", "check_number", "one_line", "parse_float",
@@ -183,18 +183,22 @@ _TARGET_KEY = {"fs": "path", "http": "url", "sqlite": "database", "mcp": "server
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
-    from ..engines._config import load_toml  # the package's one TOML reader
+    from ..engines._config import load_toml, read_config_bytes  # the one TOML reader
 
     try:
-        data = path.read_bytes()
+        data = read_config_bytes(path)
     except OSError as exc:
         raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
+    except InvalidValue as exc:  # over the size limit
+        raise UsageError(f"--config {path}: {one_line(str(exc))}") from None
     try:
         return load_toml(data)
     except ImportError as exc:
         raise UsageError(f"cannot read --config {path}: {exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--config {path} is not UTF-8 text") from None
+    except InvalidValue as exc:  # valid TOML, but too large or nested too deep
+        raise UsageError(f"--config {path}: {one_line(str(exc))}") from None
     except ValueError as exc:
         raise UsageError(f"--config {path} is not valid TOML: {one_line(str(exc))}") from None
 

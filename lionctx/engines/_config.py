@@ -16,8 +16,9 @@ from typing import Any
 
 from .._exceptions import InvalidType, InvalidValue
 
-__all__ = ["DEFAULT_ENGINE", "SECTION_KEYS", "ConfigArg", "PathArg", "configured_engine_name",
-           "context_section", "default_search_paths", "load_config", "load_toml",
+__all__ = ["DEFAULT_ENGINE", "MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "SECTION_KEYS", "ConfigArg",
+           "PathArg", "check_depth", "configured_engine_name", "context_section",
+           "default_search_paths", "load_config", "load_toml", "read_config_bytes",
            "search_paths"]
 
 DEFAULT_ENGINE = "compressor"
@@ -28,13 +29,54 @@ ConfigArg = Mapping[str, Any] | PathArg | None
 SECTION_KEYS = frozenset({"engine", "plugin_paths", "compressor", "select_context_timeout"})
 
 
+#: The largest configuration file read, in bytes: configurations are a few KB.
+MAX_CONFIG_BYTES = 1 << 20
+#: How deep tables and arrays may nest in a configuration (ours use three levels).
+MAX_CONFIG_DEPTH = 32
+
+
+def read_config_bytes(path: PathArg) -> bytes:
+    """The bytes of a configuration file, read no further than
+    :data:`MAX_CONFIG_BYTES` (a FIFO or ``/dev/zero`` ends there too).
+
+    Raises:
+        InvalidValue: the file is larger.
+        OSError: it cannot be read.
+    """
+    with open(path, "rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InvalidValue(f"configuration {str(path)!r} is over {MAX_CONFIG_BYTES} bytes")
+    return data
+
+
+def check_depth(data: Any, where: str) -> None:
+    """Raise :class:`InvalidValue` when tables and arrays in ``data`` nest deeper than
+    :data:`MAX_CONFIG_DEPTH` (checked without recursion)."""
+    todo: list[tuple[Any, int]] = [(data, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, dict):
+            inner: Iterable[Any] = value.values()
+        elif isinstance(value, list):
+            inner = value
+        else:
+            continue
+        if depth >= MAX_CONFIG_DEPTH:
+            raise InvalidValue(f"{where} nests tables or arrays more than "
+                               f"{MAX_CONFIG_DEPTH} levels deep")
+        todo.extend((v, depth + 1) for v in inner)
+
+
 def load_toml(raw: bytes) -> dict[str, Any]:
-    """Parse TOML from UTF-8 bytes.
+    """Parse TOML from UTF-8 bytes, at most :data:`MAX_CONFIG_BYTES` of them, nested at
+    most :data:`MAX_CONFIG_DEPTH` deep.
 
     Raises:
         UnicodeDecodeError: the bytes are not UTF-8 (a ValueError).
         ValueError: not valid TOML (``tomllib.TOMLDecodeError``, with the parser's
-            message naming the line).
+            message naming the line), too large or nested too deep
+            (:class:`InvalidValue`).
         ImportError: no TOML parser (Python < 3.11 without ``tomli``).
     """
     try:
@@ -45,7 +87,16 @@ def load_toml(raw: bytes) -> dict[str, Any]:
         except ImportError:
             raise ImportError("TOML needs Python 3.11+ or the 'tomli' package "
                               "(pip install tomli)") from None
-    return tomllib.loads(raw.decode("utf-8"))
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InvalidValue(f"TOML of {len(raw)} bytes is over {MAX_CONFIG_BYTES} bytes")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        # The parser recurses once per nested array or inline table.
+        raise InvalidValue(f"TOML nests arrays or inline tables more than "
+                           f"{MAX_CONFIG_DEPTH} levels deep") from None
+    check_depth(data, "TOML")
+    return data
 
 
 def load_config(path: PathArg) -> dict[str, Any]:
@@ -66,14 +117,18 @@ def load_config(path: PathArg) -> dict[str, Any]:
                 f"reading the YAML configuration {str(file)!r} needs pyyaml; "
                 "install it with: pip install 'lionctx[yaml]'"
             ) from None
-        text = file.read_text(encoding="utf-8")
+        text = read_config_bytes(file).decode("utf-8")
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise InvalidValue(f"configuration {str(file)!r} is not valid YAML: {exc}") from None
+        except RecursionError:
+            raise InvalidValue(f"configuration {str(file)!r} nests more than "
+                               f"{MAX_CONFIG_DEPTH} levels deep") from None
+        check_depth(data, f"configuration {str(file)!r}")
     elif suffix == ".toml":
         try:
-            data = load_toml(file.read_bytes())
+            data = load_toml(read_config_bytes(file))
         except ImportError as exc:
             raise ImportError(
                 f"reading the TOML configuration {str(file)!r}: {exc}") from None

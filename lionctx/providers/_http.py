@@ -53,6 +53,7 @@ capped body); checking and building the request and the redirect policy are
 
 from __future__ import annotations
 
+import codecs
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -105,6 +106,10 @@ Body = str | bytes | Mapping[str, Any] | list[Any] | None
 Transform = Callable[[str], str | None | Awaitable[str | None]]
 
 _CACHE_KEY = "response"
+# Text codecs written in Python whose decoding is not linear (punycode: a 1 MiB body
+# would take hours, on the event loop): a body that names one is read as UTF-8, like
+# a body that names no known charset.
+_SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
 def _provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
@@ -418,6 +423,8 @@ class HttpContextProvider(ContextSource):
             return None
         charset = resp.charset_encoding or "utf-8"
         try:
+            if codecs.lookup(charset).name in _SLOW_CODECS:
+                charset = "utf-8"
             return buf.decode(charset, errors="replace")
         except LookupError:
             return buf.decode("utf-8", errors="replace")

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsIndex
 
 from ._descriptors import (
     FD_WALK,
@@ -54,6 +54,11 @@ _RACY_NS = 2_000_000_000
 _MAX_DIRS = 10_000
 # How often (in directory entries) a listing checks whether it was abandoned.
 _STOP_EVERY = 256
+# Directory descriptors one walk keeps open below the base (the innermost ones):
+# deeper ancestors are closed and opened again, checked, when the walk comes back
+# to them, so a tree of any depth holds at most this many (plus the base and one
+# file or listing) and never starves the process of descriptors.
+_OPEN_DIRS = 32
 
 _NEVER = threading.Event()  # never set: a walk nobody can abandon
 
@@ -135,16 +140,40 @@ class _Tally:
 
 
 class _Frame:
-    __slots__ = ("fd", "prefix", "real", "ident", "entries", "i")
+    __slots__ = ("fd", "prefix", "real", "ident", "entries", "i", "name", "target")
 
     def __init__(self, fd: Any, prefix: str, real: str, ident: tuple[int, int],
-                 entries: list[Entry]) -> None:
-        self.fd = fd          # descriptor (POSIX) or real path (fallback)
+                 entries: list[Entry], name: str = "", target: str | None = None) -> None:
+        self.fd = fd          # descriptor (POSIX) or real path (fallback); None: closed
         self.prefix = prefix  # relative posix path of this directory, "" or "a/b/"
         self.real = real      # its real path
         self.ident = ident    # (st_dev, st_ino), to notice symlink loops
         self.entries = entries
         self.i = 0
+        self.name = name      # its name in its parent, and where its symlink pointed:
+        self.target = target  # how to open it again once its descriptor was closed
+
+
+class _Stack(list[_Frame]):
+    """The frames being walked, and the set of their directories' identities (a loop
+    check per directory entered, whatever the depth)."""
+
+    def __init__(self, root: _Frame) -> None:
+        super().__init__([root])
+        self.idents = {root.ident}
+
+    def append(self, frame: _Frame) -> None:
+        super().append(frame)
+        self.idents.add(frame.ident)
+
+    def pop(self, index: SupportsIndex = -1) -> _Frame:
+        frame = super().pop(index)
+        self.idents.discard(frame.ident)
+        return frame
+
+
+def _idents(stack: list[_Frame]) -> set[tuple[int, int]] | list[tuple[int, int]]:
+    return stack.idents if isinstance(stack, _Stack) else [f.ident for f in stack]
 
 
 class DirectoryWalk:
@@ -191,21 +220,28 @@ class DirectoryWalk:
         root, base_real, root_st = self._open_root()
         root_key = dir_key(root_st)
         root_frame = _Frame(root, "", base_real, root_key[:2], [])
-        stack = [root_frame]
+        stack = _Stack(root_frame)
         try:
             tally.listed(base_real, root_key)
             root_frame.entries = self._list(root, base_real, self._matcher.initial(), stopped)
             while stack:
                 frame = stack[-1]
+                if frame.fd is None and (frame.i >= len(frame.entries)
+                                         or not self._reopen(stack, base_real, tally)):
+                    stack.pop()  # done (nothing to reopen it for), or out of reach
+                    continue
                 child = self._visit(frame, stack, base_real, tally, stopped)
                 if child is not None:
                     stack.append(child)
+                    self._bound_open(stack, len(stack))
                 else:
                     stack.pop()
-                    self._close_dir(frame.fd)
+                    if frame.fd is not None:
+                        self._close_dir(frame.fd)
         finally:
             for frame in stack:
-                self._close_dir(frame.fd)
+                if frame.fd is not None:
+                    self._close_dir(frame.fd)
         plan = Plan(root_key[:2], tally.plan_dirs, tally.plan_files) if tally.trusted else None
         return Scan(tally.included, tally.skipped, tally.files, plan, tally.reads)
 
@@ -264,7 +300,41 @@ class DirectoryWalk:
             raise
         key = dir_key(st)
         tally.listed(real, key)
-        return _Frame(fd, rel + "/", real, key[:2], entries)
+        return _Frame(fd, rel + "/", real, key[:2], entries, name, target)
+
+    # -- a bounded number of open directories ---------------------------------------------
+    def _bound_open(self, stack: list[_Frame], depth: int) -> None:
+        """Once ``stack[depth - 1]`` is open, close the one :data:`_OPEN_DIRS` above
+        it (the base stays open: every directory can be reached from it again)."""
+        if not FD_WALK or depth <= _OPEN_DIRS + 1:
+            return
+        frame = stack[depth - _OPEN_DIRS - 1]
+        if frame.fd is not None and depth - _OPEN_DIRS - 1 > 0:
+            self._close_dir(frame.fd)
+            frame.fd = None
+
+    def _reopen(self, stack: list[_Frame], base_real: str, tally: _Tally) -> bool:
+        """Open the closed directories above the top frame again, from the nearest
+        open one down, by the same rules as the first time (relative to the parent,
+        no symlink followed, a symlink's target only inside the base), and each must
+        be the very directory listed before. False (reason recorded) when the top
+        frame cannot be reached as it was: its remaining entries are not walked."""
+        start = max(i for i, f in enumerate(stack) if f.fd is not None)
+        for i in range(start + 1, len(stack)):
+            parent, frame = stack[i - 1], stack[i]
+            opened = open_dir(parent.fd, parent.real, frame.name, frame.target, base_real)
+            if not isinstance(opened, str):
+                fd, _, st = opened
+                if (st.st_dev, st.st_ino) == frame.ident:
+                    frame.fd = fd
+                    self._bound_open(stack, i + 1)
+                    continue
+                self._close_dir(fd)
+                opened = "changed during the walk"
+            top = stack[-1]
+            tally.doubt(top.prefix, f"not walked to its end: {opened}")
+            return False
+        return True
 
     def _visit_file(self, frame: _Frame, name: str, target: str | None, entry: Any,
                     base_real: str, tally: _Tally) -> None:
@@ -332,7 +402,7 @@ class DirectoryWalk:
             skipped.append((rel + "/", opened))
             return None
         fd, _, st = opened
-        if any(f.ident == (st.st_dev, st.st_ino) for f in stack):
+        if (st.st_dev, st.st_ino) in _idents(stack):
             # A symlink back to a directory we are inside: a loop, not more files.
             self._close_dir(fd)
             return None

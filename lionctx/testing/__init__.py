@@ -70,7 +70,7 @@ _SEAMS = {
     "_Stored": "lionctx.providers._cache:_Stored",
     "_is_loopback": "lionctx.models._openai_chat:_is_loopback",
     "_main": "lionctx.demo._run:_main",
-    "_neutralize_walk": "lionctx._render:_neutralize_walk",
+    "_neutralize_general": "lionctx._render:_neutralize_general",
     "_shown": "lionctx.cli._sources:_shown",
     "_sources": "lionctx.demo._run:_sources",
     "shown_file_name": "lionctx.providers._filesystem:_shown",
