@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionctx._adapters import fetch_method, provider_name
-from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers  # issue 13
+from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers
 from lionctx._context import RunContext, coerce_run_context
 from lionctx._dedupe import HistoryIndex
 from lionctx._exceptions import InvalidType, InvalidValue
@@ -125,7 +125,7 @@ class Agent:
     ids keep an engine at once (default 1024); beyond it the least recently run
     session is ended (``on_session_end``) and forgotten.
 
-    Production (issue 13): ``context_breaker`` (default ``True``: the process-wide
+    Production: ``context_breaker`` (default ``True``: the process-wide
     circuit breakers, one per source, failures counted per user where a provider
     reads the user (see ``docs/breakers.md``); ``False``: off); ``context_dedupe``
     (inject the same text from two providers once: the copy admission keeps);
@@ -198,7 +198,7 @@ class Agent:
                 self._pool = SessionPool(session.engine, model=model,
                                          max_sessions=max_sessions, owner=f"agent {name!r}")
         self._max_sessions = max_sessions
-        # issue 13: circuit breakers per provider instance, dedupe, and each session's
+        # Circuit breakers per provider instance, dedupe, and each session's
         # previous-turn block digests (for RunResult.context_report.cache_break).
         self._breakers = coerce_breakers(context_breaker, DEFAULT_BREAKERS)
         self.context_dedupe = bool(context_dedupe)
@@ -335,7 +335,7 @@ class Agent:
                 timeout=self.context_timeout, deadline=self.context_deadline,
                 max_chars=self.context_max_chars, baselines=self._prefixes,
                 history=self._history(ctx, messages),
-                **self._p13_options(messages))  # issue 13
+                **self._production_options(messages))
             text = report.text
         else:
             text = ""
@@ -369,8 +369,8 @@ class Agent:
             turn.store()
         return turn
 
-    # -- issue 13 --------------------------------------------------------------------
-    def _p13_options(self, messages: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+    # -- production options ------------------------------------------------------------
+    def _production_options(self, messages: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
         return {"breaker": self._breakers if self._breakers is not None else False,
                 "dedupe": self.context_dedupe}
 

@@ -221,25 +221,30 @@ class DatabaseContextProvider(_database.DatabaseContextProvider):
         return self.last_error
 
 
-_CACHE_OPTIONS = {"maxSize": "maxsize", "staleOnError": "stale_on_error"}
+_CACHE_OPTIONS = {"maxSize": "maxsize", "staleOnError": "stale_on_error",
+                  "sourceIdentity": "source_identity", "contextFields": "context_fields"}
 
 
 class CachedContextProvider(_cache.CachedContextProvider):
     """agentium's caching recipe, built in: ``CachedContextProvider(inner, ttlMs)``.
 
-    Values are kept per ``(tenantId, userId, sessionId, query)`` unless ``key`` says
-    otherwise; ``None`` and errors are never cached, and concurrent calls share one
-    fetch.
+    Values are keyed by the inner provider's source and the run-context fields it
+    reads (``sourceIdentity`` / ``contextFields`` state them for an inner provider
+    that does not), plus ``key``; ``None`` and errors are never cached, and
+    concurrent calls share one fetch.
     """
 
     def __init__(self, inner: Any, ttlMs: Any,  # noqa: N803
                  key: Callable[[str, Any], Hashable] | None = None, *,
                  maxSize: int = 1024, staleOnError: bool = False,  # noqa: N803
-                 name: str | None = None, cache: Any = None) -> None:
+                 name: str | None = None, cache: Any = None,
+                 sourceIdentity: str | None = None,  # noqa: N803
+                 contextFields: Any = None) -> None:  # noqa: N803
         ttl = _ms(ttlMs, "ttlMs", allow_zero=False)
         with _agentium_names(_CACHE_OPTIONS):
             super().__init__(inner, ttl, key=key, maxsize=maxSize,
-                             stale_on_error=staleOnError, name=name, cache=cache)
+                             stale_on_error=staleOnError, name=name, cache=cache,
+                             source_identity=sourceIdentity, context_fields=contextFields)
 
     @property
     def ttlMs(self) -> float:  # noqa: N802

@@ -1,4 +1,4 @@
-"""Issue 13's features on the hot path: each one's cost per provider per pass.
+"""The production features on the hot path: each one's cost per provider per pass.
 
 N providers that answer at once with short, distinct texts, one registry pass after
 another (sequential, LionAGI's shape; token counts memoized, as for stable
@@ -123,7 +123,7 @@ async def _run() -> list[Row]:
     telemetry.configure()
     telemetry.set_enabled(None)
     base = best["baseline"]
-    return [row(f"issue 13: {label}, per provider", best[label], base, "us", note,
+    return [row(f"production: {label}, per provider", best[label], base, "us", note,
                 "all four off")
             for label, _reg, _tracing, note in configs if label != "baseline"]
 

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from lionctx.cache import RedisCache
 from lionctx.providers import HttpContextProvider
-from lionctx.testing import LocalRedisServer
+from lionctx.testing._redis_server import LocalRedisServer
 from tests.providers.http_server import LoopbackServer
 
 from .common import Row, format_table, machine_line, row

@@ -32,7 +32,7 @@ class InstantModel:
         return ChatResponse("fine, thanks", usage=dict(USAGE))
 
     def stream(self, messages: Any, **kwargs: Any) -> Any:
-        # never called here; before issue 11 a Branch refused a model without it
+        # never called here; a Branch once refused a model without it
         raise NotImplementedError
 
 

@@ -23,7 +23,7 @@ from functools import partial
 from time import perf_counter
 from typing import Any, Protocol, runtime_checkable
 
-from . import _production as _p13  # issue 13: breakers, dedupe, traces
+from . import _production
 from ._adapters import provide_invoker, provider_name, run_context_from_branch
 from ._breaker import Breakers, BreakerSettings, coerce_breakers
 from ._dedupe import HistoryIndex, skip_seen, text_key
@@ -94,7 +94,7 @@ class ContextProviderRegistry:
     ``max_chars`` is the size limit of one provider's text (default 4,000,000
     characters; ``register`` can override it): longer text is skipped uncounted.
 
-    Production (issue 13): ``breaker`` (default ``True``) gives each provider a
+    Production: ``breaker`` (default ``True``) gives each provider a
     circuit breaker, counting a failure for the caller it belongs to (the bound run
     context's user and tenant, where the provider reads them) or for the source
     (see :mod:`lionctx._breaker`; ``False`` turns them off, a
@@ -129,7 +129,7 @@ class ContextProviderRegistry:
         self._calls: dict[tuple[bool, bool], list[ProviderCall]] = {}
         # The shared knobs, frozen and checked in one place; setters swap the policy.
         self._policy = Policy(timeout, deadline, limit, counter, on_outcome, max_chars)
-        # issue 13: per-provider circuit breakers (None: off), in-pass dedupe, and
+        # Per-provider circuit breakers (None: off), in-pass dedupe, and
         # the previous pass's block digests (for the cache-break report).
         self.breakers: Breakers | None = (
             Breakers(breaker) if isinstance(breaker, BreakerSettings)  # a board of its own
@@ -307,7 +307,7 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport()
         started = perf_counter()
-        hooks = _p13.PassHooks.start(self.breakers, entries,  # breakers, dedupe, traces
+        hooks = _production.PassHooks.start(self.breakers, entries,  # breakers, dedupe, traces
                                      partial(run_context_from_branch, branch))
         policy = self._policy
         tagged = bool(tagged)
@@ -322,14 +322,14 @@ class ContextProviderRegistry:
             ]
         timing: dict[str, float] = {}
         outcomes = await gather(
-            hooks.select(calls),  # issue 13: was `calls`
+            hooks.select(calls),  # the calls the breakers let through
             counter=self._get_counter(), concurrent=self.concurrent,
             timeout=policy.timeout, deadline=policy.deadline, limit=policy.limit,
             observe=hooks.observer(policy.observer),  # breakers and traces see outcomes
             budget=self._budget, max_chars=policy.max_chars,
             timing=timing, args=(branch, instruction),
         )
-        outcomes = self._p13_merge(hooks, outcomes, branch)  # issue 13
+        outcomes = self._merge(hooks, outcomes, branch)
         outcomes = self._skip_seen(outcomes, branch)
         session = session_key(getattr(branch, "run_context", None), branch) if digests else None
         previous = self._baselines.latest(session) if digests else None
@@ -344,8 +344,8 @@ class ContextProviderRegistry:
         self._count(view)
         return view
 
-    # -- issue 13 hooks: breakers, dedupe, digests and cache break, traces --------
-    def _p13_merge(self, hooks: _p13.PassHooks, outcomes: list[Outcome],
+    # -- production steps: breakers, digests and cache break, traces --------------
+    def _merge(self, hooks: _production.PassHooks, outcomes: list[Outcome],
                    branch: Any) -> list[Outcome]:
         entries = self._entries
         volatile: list[bool] | None = [e.volatile for e in entries]

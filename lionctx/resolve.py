@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
 from typing import Any
 
-from . import _production as _p13  # issue 13: breakers, dedupe, traces
+from . import _production
 from ._adapters import fetch_invoker, provider_name
 from ._breaker import DEFAULT_BREAKERS, coerce_breakers
 from ._context import coerce_run_context
@@ -134,7 +134,7 @@ async def resolve_context(
     seen = _history_index(history)
     calls = [_Call(provider_name(p, agentium=True), p, fetch_invoker(p)) for p in providers]
     timing: dict[str, float] = {}
-    hooks = _p13.PassHooks.start(boards, providers, lambda: run_ctx)  # breakers, per caller
+    hooks = _production.PassHooks.start(boards, providers, lambda: run_ctx)  # breakers, per caller
     outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),
                             concurrent=True, timeout=policy.timeout, deadline=policy.deadline,
                             limit=policy.limit, observe=hooks.observer(policy.observer),
@@ -144,7 +144,7 @@ async def resolve_context(
         flags = [getattr(p, "volatile", False) is True for p in providers]
     except Exception:
         flags = [_volatile(p) for p in providers]
-    outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),  # issue 13
+    outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),
                            flags if True in flags else None)
     if seen is not None:
         outcomes = skip_seen(outcomes, seen, _untagged)
@@ -157,7 +157,7 @@ async def resolve_context(
     return Resolution(report=report)  # its text: stable blocks first, then volatile
 
 
-# -- issue 13 helpers ---------------------------------------------------------------
+# -- production helpers ---------------------------------------------------------------
 def _volatile(provider: Any) -> bool:
     try:
         return getattr(provider, "volatile", False) is True

@@ -1,4 +1,4 @@
-"""The adapters' fast paths (issue 12) decide as the plain rules do: a provider's
+"""The adapters' fast paths decide as the plain rules do: a provider's
 name and what a pass awaits for it, for every shape of provider."""
 
 from __future__ import annotations
@@ -6,12 +6,18 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
+from lionctx._adapters import (
+    call_fetch,
+    fetch_invoker,
+    fetch_method,
+    provider_name,
+    retrieve_method,
+)
 from lionctx.providers import ContextSource
-from lionctx.testing import call_fetch, fetch_invoker, fetch_method, provider_name, retrieve_method
 
 
 def plain_name(provider, explicit=None, *, agentium=False):
-    from lionctx.testing import make_encodable
+    from lionctx._text import make_encodable
 
     if explicit:
         return make_encodable(explicit)[0]

@@ -190,7 +190,7 @@ def _reference(rows, budget):
                           st.one_of(st.none(), st.integers(-5, 60))), max_size=12),
        st.one_of(st.none(), st.integers(-5, 200)))
 def test_columns_decide_as_the_plain_rule(rows, budget):
-    from lionctx.testing import admit_columns
+    from lionctx._admission import admit_columns
 
     got = admit_columns([t for t, _, _ in rows], [p for _, p, _ in rows],
                         [c for _, _, c in rows], budget)
@@ -224,7 +224,7 @@ def _reference_unique(rows, keys, budget):
                 max_size=12),
        st.one_of(st.none(), st.integers(-5, 200)))
 def test_columns_with_keys_decide_as_the_plain_dedupe_rule(rows, budget):
-    from lionctx.testing import admit_columns
+    from lionctx._admission import admit_columns
 
     keys = [k for *_, k in rows]
     plain = [(t, p, c) for t, p, c, _ in rows]
@@ -251,6 +251,6 @@ def test_a_copy_over_the_budget_leaves_the_text_to_a_cheaper_copy():
 
 
 def admit_columns_keyed(tokens, priorities, caps, budget, keys):
-    from lionctx.testing import admit_columns
+    from lionctx._admission import admit_columns
 
     return admit_columns(tokens, priorities, caps, budget, keys)

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx import RunContext, SqliteContextProvider, bind_run_context, bound_run_context
-from lionctx._context import coerce_run_context
-from lionctx.testing import context_value, run_context_from_branch, run_in_worker
+from lionctx._adapters import run_context_from_branch
+from lionctx._context import coerce_run_context, context_value
+from lionctx._threads import run_in_worker
 
 
 def test_binds_for_the_block_only_and_nests():

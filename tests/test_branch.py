@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel, Status, count_tokens
-from lionctx.branch import ContextBlock, Instruction
+from lionctx._messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx._render import render_lionagi, tag_block
+from lionctx.branch import ContextBlock, Instruction
 from lionctx.models import ActionResponse, ModelResponseError
-from lionctx.testing import ECHO_LABEL, PERSISTENCE_ONLY_FIELDS, Reply, is_uid
+from lionctx.testing import ECHO_LABEL, Reply
 
 from tests.fakes import Raising, Static, WithWriteback
 
@@ -60,7 +61,7 @@ def test_new_branch_has_no_registry_and_no_report(model):
 def test_zero_provider_branch_builds_nothing_imports_no_tokenizer_runs_no_gather():
     code = textwrap.dedent("""
         import sys, anyio
-        from lionctx.testing import gather_module, group_module, run_module
+        from lionctx import _gather as gather_module, _group as group_module, _run as run_module
         from lionctx import Branch, OpenAIChatModel
         from lionctx.testing import LocalOpenAIServer
 

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel
-from lionctx.branch import Instruction
+from lionctx._messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx._render import tag_block
+from lionctx.branch import Instruction
 from lionctx.engines import (
     SUMMARY_MARKER,
     ContextCompressor,
@@ -26,17 +27,11 @@ from lionctx.engines import (
     clear_registered_context_engine,
     register_context_engine,
 )
+from lionctx.engines._bridge import ThreadBridgeModel
+from lionctx.engines._checks import tool_pairing_problems
+from lionctx.engines._identity import new_uid
 from lionctx.models import ModelResponseError
-from lionctx.testing import (
-    ECHO_LABEL,
-    PERSISTENCE_ONLY_FIELDS,
-    LocalOpenAIServer,
-    Reply,
-    ThreadBridgeModel,
-    is_uid,
-    new_uid,
-    tool_pairing_problems,
-)
+from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply
 
 from tests.engines.recording import Plain, Recorder
 from tests.fakes import Static

@@ -1,4 +1,4 @@
-"""Circuit breakers per source (issue 13): the state machine, both faces, end to end."""
+"""Circuit breakers per source: the state machine, both faces, end to end."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Breakers, BreakerSettings, ContextProviderRegistry, Status, resolve_context
-from lionctx.testing import CircuitBreaker, coerce_breakers
+from lionctx._breaker import CircuitBreaker, coerce_breakers
 
 from tests.providers.http_server import serve
 
@@ -353,7 +353,7 @@ def test_registry_breakers_follow_entries_added_later():
     assert (a.calls, b.calls) == (3, 1)
 
 
-# --- the board's fast paths (issue 12) -----------------------------------------------
+# --- the board's fast paths -----------------------------------------------
 class PlainBoard(Breakers):
     """The board with its shortcuts off: every pass looks every breaker up and
     asks each one."""
@@ -435,7 +435,7 @@ def test_board_shortcuts_decide_as_a_plain_board(ops, weak):
                 for i in range(6):
                     ok = next(called)
                     if i in refused:
-                        from lionctx.testing import skipped_outcome
+                        from lionctx._breaker import skipped_outcome
                         rows.append(skipped_outcome(f"k{i}", i, refused[i]))
                     else:
                         rows.append(_fired_row(f"k{i}", i) if ok else _failed_row(f"k{i}", i))

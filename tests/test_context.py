@@ -2,8 +2,7 @@ from types import SimpleNamespace
 
 import pytest
 from lionctx import RunContext
-from lionctx._context import coerce_run_context
-from lionctx.testing import context_value
+from lionctx._context import coerce_run_context, context_value
 
 
 def test_snake_and_camel_views():

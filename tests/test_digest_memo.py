@@ -1,4 +1,4 @@
-"""The block-digest memo (issue 12): keyed like the token-count memo, so no cliff
+"""The block-digest memo: keyed like the token-count memo, so no cliff
 at a fixed number of distinct blocks and no text held; the same digests as
 hashing every time."""
 
@@ -12,10 +12,10 @@ import sys
 import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lionctx import _stability as stability
 from lionctx import resolve_context
 from lionctx._render import tag_block
-from lionctx.testing import stability_digest as digest
-from lionctx.testing import stability_module as stability
+from lionctx._stability import digest
 
 
 def plain(text: str) -> str:
@@ -72,7 +72,7 @@ def test_the_memo_is_bounded(monkeypatch):
 def test_with_a_fixed_hash_seed_nothing_is_memoized():
     # A known seed lets anyone craft a text whose (length, hash) equals an earlier
     # block's: a memo would then call a changed prefix stable.
-    code = ("from lionctx.testing import stability_module as stability\n"
+    code = ("from lionctx import _stability as stability\n"
             "import hashlib\n"
             "d = stability.digest('some block')\n"
             "assert d == hashlib.blake2b(b'some block', digest_size=8).hexdigest()\n"

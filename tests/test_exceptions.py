@@ -159,19 +159,20 @@ def _resolve(*args: Any) -> Callable[[], None]:
 
 
 def _validators() -> list[Any]:
-    from lionctx.testing import (
-        check_count,
+    from lionctx._policy import (
         check_counter,
-        check_duration,
         check_limit,
-        check_name,
         check_number,
         check_observer,
-        check_path,
-        set_max_threads,
-        validate_max_chars,
-        validate_seconds,
     )
+    from lionctx._policy import (
+        check_max_chars as validate_max_chars,
+    )
+    from lionctx._policy import (
+        check_seconds as validate_seconds,
+    )
+    from lionctx._threads import set_max_threads
+    from lionctx.providers._base import check_count, check_duration, check_name, check_path
 
     reg = ContextProviderRegistry
     cases: list[tuple[str, Callable[[], Any], type[Exception]]] = [

@@ -6,7 +6,8 @@ import anyio
 import pytest
 from lionctx import Status
 from lionctx._call import ProviderCall
-from lionctx.testing import gather, validate_seconds
+from lionctx._gather import gather
+from lionctx._policy import check_seconds as validate_seconds
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("spawner")]
 
@@ -342,7 +343,7 @@ async def test_first_pass_loads_the_encoding_off_the_event_loop(monkeypatch):
     # providers running beside the first one to finish.
     import threading
 
-    from lionctx.testing import tokens_module as tokens
+    from lionctx import _tokens as tokens
 
     monkeypatch.setattr(tokens, "_encodings", {})
     threads = []
@@ -395,8 +396,8 @@ async def test_expected_unavailability_is_logged_in_one_line(caplog):
 async def test_a_warm_source_is_counted_once_and_gives_the_same_outcome(tagged, monkeypatch):
     from lionctx import count_tokens as real_count
     from lionctx._render import tag_block
+    from lionctx._tokens import clear_token_cache, get_counter, get_encoding
     from lionctx.providers import ProvidedText
-    from lionctx.testing import clear_token_cache, get_counter, get_encoding
 
     clear_token_cache()
     counter = get_counter()

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lionctx import Status
+from lionctx import _gather as gather_module
 from lionctx._call import ProviderCall
-from lionctx.testing import gather, get_counter
-from lionctx.testing import gather_module as gather_module
+from lionctx._gather import gather
+from lionctx._tokens import get_counter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("spawner")]
 
@@ -84,8 +85,8 @@ def _rows(outcomes):
 def test_concurrent_outcomes_equal_sequential_ones(kinds, framed, cap, keep):
     """Same rows, same bytes, run one after another or together; and TAG_FRAME
     frames (and counts) exactly as ``partial(tag_block, name)`` does."""
+    from lionctx._gather import TAG_FRAME
     from lionctx._render import tag_block
-    from lionctx.testing import TAG_FRAME
 
     counter = get_counter()
 

@@ -5,18 +5,18 @@ import copy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx.engines import message_text
-from lionctx.testing import (
+from lionctx._messages import (
     PERSISTENCE_ONLY_FIELDS,
     assistant_message,
     ensure_tool_call_uids,
     ensure_uid,
     is_uid,
-    new_uid,
     strip_persistence_fields,
     tool_message,
     user_message,
 )
+from lionctx.engines import message_text
+from lionctx.engines._identity import new_uid
 
 
 def test_persistence_fields_are_the_four_named_by_the_engine_spec():

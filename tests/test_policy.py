@@ -8,7 +8,7 @@ from agentium_compat import Agent
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx import ContextProviderRegistry, InvalidType, InvalidValue, resolve_context
-from lionctx.testing import Policy
+from lionctx._policy import Policy
 
 BAD = [
     ("timeout", 0, InvalidValue), ("timeout", -1, InvalidValue),

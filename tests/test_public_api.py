@@ -97,11 +97,13 @@ def test_examples_import_only_the_public_api() -> None:
     assert bad == []
 
 
-def test_the_testing_seams_all_resolve() -> None:
+def test_the_testing_module_keeps_what_users_need() -> None:
     import lionctx.testing as testing
 
-    for name in testing._SEAMS:
-        assert getattr(testing, name) is not None, name
+    assert len(testing.__all__) <= 12
+    assert testing.LocalRedisServer.__name__ == "LocalRedisServer"
+    with pytest.raises(AttributeError):
+        testing.gather  # noqa: B018  (internals are imported from their modules)
 
 
 def test_engines_export_the_plugin_contract_only() -> None:

@@ -4,15 +4,18 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Outcome, Status
-from lionctx._render import escape_name, neutralize, render_lionagi, tag_block
-from lionctx.testing import (
+from lionctx._render import (
     _READS_AS,
     OPENERS,
     _neutralize_general,
+    escape_name,
     join_tagged,
     kept_in_order,
+    neutralize,
     render_context,
+    render_lionagi,
     render_tagged,
+    tag_block,
 )
 
 # What a lenient reader (a model, a regex) would take for a context tag.

@@ -33,8 +33,8 @@ from lionctx import (
     telemetry,
 )
 from lionctx._admission import admit
-from lionctx.testing import build_report
-from lionctx.testing import stability_digest as digest
+from lionctx._report import build_report
+from lionctx._stability import digest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -581,7 +581,7 @@ def test_the_all_kept_shortcut_decides_as_admission_does(
     # report must be the one the general path makes, whatever the rows.
     from unittest import mock
 
-    from lionctx.testing import report_module
+    from lionctx import _report as report_module
 
     if all_fired:
         outcomes = [o.replace(status=Status.FIRED, text=o.text or "x", max_tokens=None)
@@ -600,7 +600,7 @@ def test_digests_are_the_kept_blocks_pairs_and_reuse_an_equal_previous(
     # A report's digests are the (name, digest) of its kept blocks in rendering order.
     # When they equal the previous pass's, the report holds that very tuple (no new
     # pair per block); otherwise a tuple of its own, equal to the pairs.
-    from lionctx.testing import kept_in_order
+    from lionctx._render import kept_in_order
 
     if all_fired:
         outcomes = [o.replace(status=Status.FIRED, text=o.text or "x", max_tokens=None)

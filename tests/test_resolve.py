@@ -229,7 +229,7 @@ async def test_a_source_that_cannot_answer_is_failed_on_both_faces_and_none_from
 
 
 async def test_fetch_only_subclasses_and_third_party_providers_work_as_before():
-    from lionctx.testing import call_fetch, retrieve_method
+    from lionctx._adapters import call_fetch, retrieve_method
 
     _, _, old = _sources()
     assert retrieve_method(old) is None  # its fetch override is what it means
@@ -385,7 +385,8 @@ def test_a_resolve_call_reads_as_the_full_provider_call_it_stands_for() -> None:
     import dataclasses
 
     from lionctx._call import ProviderCall
-    from lionctx.testing import TAG_FRAME, ResolveCall
+    from lionctx._gather import TAG_FRAME
+    from lionctx.resolve import _Call as ResolveCall
 
     provider = Fetch("n", "t")
     invoke = provider.fetch

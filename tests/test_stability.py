@@ -1,4 +1,4 @@
-"""Prompt-cache stability (issue 13): digests, volatile order, the cache-break report."""
+"""Prompt-cache stability: digests, volatile order, the cache-break report."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Branch, CacheBreak, ContextProviderRegistry, Status, resolve_context
+from lionctx._render import join_tagged, tag_block
+from lionctx._stability import PrefixHistory, compare, digest, render_order
 from lionctx.branch import Instruction
-from lionctx._render import tag_block
-from lionctx.testing import PrefixHistory, compare, join_tagged, render_order
-from lionctx.testing import stability_digest as digest
 
 pytestmark = pytest.mark.anyio
 

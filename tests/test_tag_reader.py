@@ -13,13 +13,13 @@ import unicodedata
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from lionctx._render import neutralize
 from lionctx._render import (
     _READS_AS,
     OPENERS,
     _all_code_points,
     _invisible_code_points,
     _unusual,
+    neutralize,
 )
 
 from .neutralize_reference import neutralize_reference

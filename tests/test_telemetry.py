@@ -1,4 +1,4 @@
-"""OpenTelemetry spans and metrics (issue 13), with the real SDK's in-memory exporters."""
+"""OpenTelemetry spans and metrics, with the real SDK's in-memory exporters."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import TokenizerDataError, count_tokens
-from lionctx.testing import O200K_FILE, O200K_SHA256, get_encoding, resolve_counter
-from lionctx.testing import tokens_module as tokens
+from lionctx import _tokens as tokens
+from lionctx._tokens import O200K_FILE, O200K_SHA256, get_encoding, resolve_counter
 
 
 def test_known_counts():
@@ -131,7 +131,7 @@ def test_long_texts_are_counted_exactly_and_not_kept():
 
 
 def test_clear_token_cache():
-    from lionctx.testing import clear_token_cache
+    from lionctx._tokens import clear_token_cache
 
     count_tokens("abc " * 1000)
     clear_token_cache()
@@ -141,7 +141,7 @@ def test_clear_token_cache():
 # -- the memo: no cliff, bounded, never a wrong count -------------------------------
 
 def test_memo_holds_many_more_distinct_texts_than_the_old_lru(monkeypatch):
-    from lionctx.testing import tokens_module as tokens
+    from lionctx import _tokens as tokens
 
     counter = tokens.get_counter()
     tokens.clear_token_cache()
@@ -156,7 +156,7 @@ def test_memo_holds_many_more_distinct_texts_than_the_old_lru(monkeypatch):
 
 
 def test_memo_is_bounded_and_evicts_the_oldest(monkeypatch):
-    from lionctx.testing import tokens_module as tokens
+    from lionctx import _tokens as tokens
 
     monkeypatch.setattr(tokens, "MEMO_SIZE", 100)
     tokens.clear_token_cache()
@@ -171,7 +171,7 @@ def test_memo_is_bounded_and_evicts_the_oldest(monkeypatch):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=50), min_size=1, max_size=30))
 def test_memoized_counts_equal_the_encoder(texts):
-    from lionctx.testing import tokens_module as tokens
+    from lionctx import _tokens as tokens
 
     enc = tokens.get_encoding()
     counter = tokens.get_counter()

@@ -20,18 +20,13 @@ from lionctx import (
     RunContext,
     SqliteContextProvider,
 )
-from lionctx.branch import Instruction
+from lionctx._messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx._render import tag_block
+from lionctx._turn import Conversation, Turn, copy_messages
+from lionctx.branch import Instruction
+from lionctx.engines._session import EngineSession
 from lionctx.models import ModelResponseError
-from lionctx.testing import (
-    PERSISTENCE_ONLY_FIELDS,
-    Conversation,
-    EngineSession,
-    Reply,
-    Turn,
-    copy_messages,
-    is_uid,
-)
+from lionctx.testing import Reply
 
 from tests.engines.recording import Recorder
 
@@ -262,7 +257,7 @@ async def test_operate_runs_user_and_engine_tools(server, model):
     def lookup(q: str) -> str:
         return f"result for {q}"
 
-    from lionctx.testing import tools_by_name
+    from lionctx._values import tools_by_name
 
     server.script(Reply.calling("lookup", {"q": "x"}, id="c1"),
                   Reply.calling("recall", {"query": "y"}, id="c2"), "done")

@@ -180,7 +180,7 @@ async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
 
 async def _later_turns(run: _Run, branch: Any) -> None:
     """Three more passes on step 1's branch: the cache-break line of each, and the
-    incidents source's circuit opening after its third timeout (issue 13)."""
+    incidents source's circuit opening after its third timeout."""
     from ..branch import Instruction
 
     run.heading("4. Later turns on the same branch: prompt-cache stability and circuit breakers")

@@ -73,7 +73,7 @@ class ContextSource:
     """
 
     name: str = ""
-    #: issue 13: a source whose text changes every turn; rendered after stable ones.
+    #: A source whose text changes every turn; rendered after stable ones.
     volatile: bool = False
     degradation_reason: str | None = None
     last_error: str | None = None

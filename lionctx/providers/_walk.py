@@ -66,8 +66,8 @@ Entry = tuple[str, str, bool, bool, Any, Any]  # sort key, name, is_dir, is_link
 
 
 def _abandoned() -> Exception:
-    # The signal class stays with its owner (exception classes are gathered
-    # elsewhere, issue 11); imported late because the provider imports this module.
+    # The signal class stays with its owner; imported late because the provider
+    # imports this module.
     from ._filesystem import _Abandoned
 
     return _Abandoned()

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 from agentium_compat import Agent, openai
+from lionctx._messages import PERSISTENCE_ONLY_FIELDS, is_uid
 from lionctx._render import tag_block
 from lionctx.engines import (
     SUMMARY_MARKER,
@@ -14,15 +15,9 @@ from lionctx.engines import (
     clear_registered_context_engine,
     register_context_engine,
 )
+from lionctx.engines._checks import tool_pairing_problems
 from lionctx.models import ModelResponseError
-from lionctx.testing import (
-    ECHO_LABEL,
-    PERSISTENCE_ONLY_FIELDS,
-    Reply,
-    echo_reply,
-    is_uid,
-    tool_pairing_problems,
-)
+from lionctx.testing import ECHO_LABEL, Reply, echo_reply
 
 from tests.engines.recording import Recorder
 from tests.fakes import Fetch

@@ -227,3 +227,15 @@ def test_agentium_defaults(notes: Path) -> None:
                                                                    100 * 1024, 20)
     http = HttpContextProvider(url="http://127.0.0.1:9/")
     assert (http.method, http.timeoutMs, http.cacheTtlMs) == ("GET", 5000, 0)
+
+
+def test_cached_provider_takes_the_identity_in_agentium_spelling() -> None:
+    from agentium_compat import CachedContextProvider, DatabaseContextProvider
+
+    inner = DatabaseContextProvider(name="profile", fetch=lambda ctx: f"user {ctx.userId}")
+    cached = CachedContextProvider(inner, 30_000, sourceIdentity="crm:profiles",
+                                   contextFields=("user_id",))
+    assert cached.source_identity == "crm:profiles"
+    assert cached.context_fields == ("user_id",)
+    with pytest.raises(lionctx.LionctxError, match="contextFields|context_fields"):
+        CachedContextProvider(inner, 30_000, contextFields="user_id")

@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from lionctx.testing import LocalRedisServer
+from lionctx.testing._redis_server import LocalRedisServer
 
 from tests.providers.http_server import LoopbackServer
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lionctx import SharedCacheError
 from lionctx.cache import CountedText
-from lionctx.testing import (
+from lionctx.cache._entries import (
     KEY_VERSION,
     PARTS,
     Circuit,

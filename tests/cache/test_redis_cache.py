@@ -15,6 +15,7 @@ import redis.asyncio as aredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lionctx import RunContext, count_tokens, resolve_context
+from lionctx._tokens import get_counter, prepare_counter
 from lionctx.cache import CountedText, InProcessCache, RedisCache, known_token_count
 from lionctx.providers import (
     CachedContextProvider,
@@ -22,7 +23,7 @@ from lionctx.providers import (
     HttpContextProvider,
     ProvidedText,
 )
-from lionctx.testing import LocalRedisServer, get_counter, prepare_counter
+from lionctx.testing._redis_server import LocalRedisServer
 
 from tests.cache import workers
 from tests.providers.http_server import LoopbackServer
@@ -508,7 +509,7 @@ async def test_waiters_get_the_stale_value_with_the_owners_reason(
 @given(text=st.text(st.characters(blacklist_categories=()), min_size=1, max_size=200),
        reason=st.one_of(st.none(), st.text(max_size=50)), stale=st.booleans())
 def test_a_stored_value_comes_back_exactly(text: str, reason: Any, stale: bool) -> None:
-    from lionctx.testing import _STORED_CODEC, _Stored
+    from lionctx.providers._cache import _STORED_CODEC, _Stored
 
     cache = RedisCache("redis://localhost", namespace="app")
     bound = cache.bind(kind="cached", scope="s", ttl=5, maxsize=4, stale_on_error=True,

@@ -6,9 +6,9 @@ import os
 from typing import Any, Optional
 
 import anyio
+from lionctx._context import context_value
 from lionctx.cache import RedisCache
 from lionctx.providers import CachedContextProvider, ContextSource, HttpContextProvider
-from lionctx.testing import context_value
 
 
 def http_worker(redis_url: str, namespace: str, url: str, calls: int, ready: Any, go: Any,

@@ -6,8 +6,8 @@ import logging
 
 import anyio
 import pytest
+from lionctx.cli._closing import aclose_all, opened
 from lionctx.providers import FilesystemContextProvider
-from lionctx.testing import aclose_all, opened
 
 
 class Recording(FilesystemContextProvider):

@@ -1,4 +1,4 @@
-"""``lionctx resolve --turns N`` and ``--volatile`` (issue 13): cache-break lines and
+"""``lionctx resolve --turns N`` and ``--volatile``: cache-break lines and
 circuit breakers across turns, run as a subprocess."""
 
 from __future__ import annotations

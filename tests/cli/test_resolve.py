@@ -370,7 +370,7 @@ def test_console_script_runs_the_same_command(notes):
     assert json.loads(proc.stdout)["outcomes"][0]["status"] == "fired"
 
 
-# -- review fixes (issue 6): escapes, closing, invalid globs, JSON purity -----------
+# -- review fixes: escapes, closing, invalid globs, JSON purity -----------
 
 # Retitles the terminal, rings the bell, clears the screen; a CSI as one C1
 # character; a right-to-left override that makes "exe.png" read as "gnp.exe".
@@ -461,8 +461,8 @@ def test_a_bad_later_source_is_exit_2_and_leaks_nothing(server, profile_db, tmp_
 async def test_a_provider_that_fails_to_close_hides_no_result_and_no_other_close(
         server, notes):
     from lionctx.cli import build_parser
+    from lionctx.cli._resolve import make_plan, open_providers, run_plan
     from lionctx.providers import FilesystemContextProvider, HttpContextProvider
-    from lionctx.testing import make_plan, open_providers, run_plan
 
     closed: list[str] = []
 

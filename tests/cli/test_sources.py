@@ -10,8 +10,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from lionctx.cli import UsageError, build_parser
+from lionctx.cli._sources import SourceSpec, assign_names, build_provider, check_glob, read_config
 from lionctx.providers import FilesystemContextProvider, HttpContextProvider
-from lionctx.testing import SourceSpec, assign_names, build_provider, check_glob, read_config
 
 
 def parse(*args: str):

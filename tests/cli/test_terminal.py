@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx import Outcome, Status
-from lionctx.testing import (
+from lionctx.cli._terminal import (
     LiveStatus,
     Style,
     format_table,

@@ -1,4 +1,4 @@
-"""``lionctx demo`` step 4 (issue 13): later turns show the cache-break line and the
+"""``lionctx demo`` step 4: later turns show the cache-break line and the
 deliberately slow source's circuit opening."""
 
 from __future__ import annotations

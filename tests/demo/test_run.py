@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from lionctx.demo._world import demo_world
 from lionctx.models import OpenAIChatModel
 from lionctx.providers import HttpContextProvider
-from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, demo_world
+from lionctx.testing import ECHO_LABEL, LocalOpenAIServer
 
 from ..cli.helpers import RUN_TIMEOUT, clean_env, port_is_closed, run_cli
 
@@ -163,7 +164,8 @@ class _RecordingModel(OpenAIChatModel):
 
 
 def _demo_run(world, server, out):
-    from lionctx.testing import LiveStatus, Style, _Run
+    from lionctx.cli._terminal import LiveStatus, Style
+    from lionctx.demo._run import _Run
 
     model = _RecordingModel("lionctx-echo", base_url=server.base_url, api_key="unused")
     live = LiveStatus([], enabled=False)
@@ -172,8 +174,8 @@ def _demo_run(world, server, out):
 
 @pytest.mark.anyio
 async def test_demo_closes_every_provider_and_the_model_when_one_close_fails():
+    from lionctx.demo._run import _main, _sources
     from lionctx.providers import FilesystemContextProvider
-    from lionctx.testing import _main, _sources
 
     closed: list[str] = []
 
@@ -204,7 +206,7 @@ async def test_demo_closes_every_provider_and_the_model_when_one_close_fails():
 
 @pytest.mark.anyio
 async def test_demo_closes_what_it_built_when_a_later_provider_fails_to_build():
-    from lionctx.testing import _main, _sources
+    from lionctx.demo._run import _main, _sources
 
     closed: list[str] = []
 

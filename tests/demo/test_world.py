@@ -8,8 +8,8 @@ import threading
 from contextlib import closing
 
 import httpx
-from lionctx.testing import StatusServer, demo_world
-from lionctx.testing import demo_samples_module as samples
+from lionctx.demo import _samples as samples
+from lionctx.demo._world import StatusServer, demo_world
 
 from ..cli.helpers import port_is_closed
 

@@ -2,10 +2,8 @@ import copy
 import json
 
 import pytest
-from lionctx.engines import ContextEngine
-from lionctx.engines import ContextCompressor
-from lionctx.engines import usage_counts
-from lionctx.testing import overrides
+from lionctx.engines import ContextCompressor, ContextEngine, usage_counts
+from lionctx.engines._base import overrides
 from openai.types import CompletionUsage
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx.engines import SUMMARY_MARKER, ContextCompressor
-from lionctx.testing import CompactionPlan, plan_compaction, role, units
+from lionctx.engines._compaction import CompactionPlan, plan_compaction, role, units
 
 UID = "message_uid"
 

@@ -11,15 +11,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lionctx.testing import (
-    engines_config_module as _config,
-)
-from lionctx.testing import (
-    engines_discovery_module as _discovery,
-)
-from lionctx.testing import (
-    engines_loader_module as loader,
-)
+from lionctx.engines import _config, _discovery
+from lionctx.engines import _loader as loader
 
 keys = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 scalars = st.one_of(st.integers(-10**6, 10**6), st.booleans(),
@@ -108,7 +101,7 @@ def test_a_broken_toml_file_names_itself(tmp_path, raw, match):
 
 def test_one_toml_reader_for_the_loader_and_the_cli(tmp_path, monkeypatch):
     from lionctx.cli import UsageError
-    from lionctx.testing import read_config
+    from lionctx.cli._sources import read_config
 
     file = tmp_path / "c.toml"
     file.write_text("budget = 1\n")
@@ -163,9 +156,9 @@ def test_plugin_directories_are_found_in_order_and_named(tmp_path):
 
 
 def test_host_uses_the_one_bridge():
-    from lionctx.testing import ThreadBridgeModel, summary_model
-    from lionctx.testing import engines_bridge_module as _bridge
-    from lionctx.testing import engines_host_module as host
+    from lionctx.engines import _bridge
+    from lionctx.engines import _host as host
+    from lionctx.engines._bridge import ThreadBridgeModel, summary_model
 
     assert host.ThreadBridgeModel is _bridge.ThreadBridgeModel is ThreadBridgeModel
     assert host.summary_model is _bridge.summary_model is summary_model

@@ -5,19 +5,18 @@ from types import MappingProxyType
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lionctx._messages import is_uid
 from lionctx.engines import ContextCompressor, ContextEngine
-from lionctx.testing import (
-    UID_FIELD,
+from lionctx.engines._checks import tool_pairing_problems
+from lionctx.engines._host import (
     after_response,
-    apply_select_context,
     dispatch_engine_tool,
     engine_tools,
-    is_uid,
     maybe_compress,
-    new_uid,
     notify_turn_complete,
-    tool_pairing_problems,
 )
+from lionctx.engines._identity import UID_FIELD, new_uid
+from lionctx.engines._select import apply_select_context
 from openai.types import CompletionUsage
 
 HOST = "lionctx.engines.host"

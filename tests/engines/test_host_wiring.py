@@ -13,7 +13,8 @@ from lionctx.engines import (
     register_context_engine,
     resolve_context_engine,
 )
-from lionctx.testing import EngineSession, ThreadBridgeModel, summary_model
+from lionctx.engines._bridge import ThreadBridgeModel, summary_model
+from lionctx.engines._session import EngineSession
 
 from tests.engines.recording import Plain
 

@@ -1,9 +1,9 @@
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx.testing import (
+from lionctx._messages import is_uid
+from lionctx.engines._identity import (
     ABSORBED_UIDS_FIELD,
     UID_FIELD,
-    is_uid,
     message_uid,
     new_uid,
     record_merge,

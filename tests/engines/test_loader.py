@@ -4,15 +4,17 @@ import textwrap
 import uuid
 
 import pytest
-from lionctx.engines import ContextEngine
-from lionctx.engines import ContextCompressor, list_context_engines, register_context_engine
 from lionctx.engines import (
+    ContextCompressor,
+    ContextEngine,
     PluginContext,
     PluginLoadError,
     configured_engine_name,
     engine_for_agent,
+    list_context_engines,
     load_config,
     load_engine,
+    register_context_engine,
     registered_context_engine,
 )
 

@@ -10,12 +10,7 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx.testing import (
-    engines_discovery_module as _discovery,
-)
-from lionctx.testing import (
-    engines_plugins_module as _plugins,
-)
+from lionctx.engines import _discovery, _plugins
 
 segments = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"),
                    min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))

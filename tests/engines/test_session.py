@@ -9,8 +9,9 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lionctx._messages import is_uid
 from lionctx.engines import ContextEngine
-from lionctx.testing import EngineSession, SessionPool, is_uid, open_session
+from lionctx.engines._session import EngineSession, SessionPool, open_session
 
 from tests.engines.recording import Plain, Recorder
 

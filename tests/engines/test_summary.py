@@ -14,14 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import count_tokens
-from lionctx.engines import SUMMARY_MARKER, message_tokens
-from lionctx.testing import (
-    ABSORBED_UIDS_FIELD,
-    MEDIA_PART_TOKENS,
-    MESSAGE_OVERHEAD,
-    UID_FIELD,
+from lionctx.engines import SUMMARY_MARKER, _summary, message_tokens
+from lionctx.engines._compaction import MEDIA_PART_TOKENS, MESSAGE_OVERHEAD
+from lionctx.engines._compaction import role as role_of
+from lionctx.engines._identity import ABSORBED_UIDS_FIELD, UID_FIELD, new_uid
+from lionctx.engines._summary import (
     cut_to_tokens,
-    new_uid,
     response_text,
     shorten,
     summarizer_request,
@@ -29,8 +27,6 @@ from lionctx.testing import (
     summary_message,
     summary_role,
 )
-from lionctx.testing import engines_summary_module as _summary
-from lionctx.testing import role as role_of
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
 

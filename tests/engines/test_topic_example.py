@@ -11,7 +11,9 @@ from lionctx.engines import (
     load_engine,
     message_tokens,
 )
-from lionctx.testing import apply_select_context, notify_turn_complete, tool_pairing_problems
+from lionctx.engines._checks import tool_pairing_problems
+from lionctx.engines._host import notify_turn_complete
+from lionctx.engines._select import apply_select_context
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONFIG = {"context": {"engine": "topic"}}

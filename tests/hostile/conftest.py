@@ -8,8 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from lionctx import OpenAIChatModel, count_tokens
-from lionctx.testing import threads_module as _threads
+from lionctx import OpenAIChatModel, _threads, count_tokens
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Status, count_tokens, resolve_context
+from lionctx import _threads as threads_module
 from lionctx import _tokens as tokens_module
 from lionctx._exceptions import _CountStopped
 from lionctx._tokens import (
@@ -23,7 +24,6 @@ from lionctx._tokens import (
     count_bounded,
     get_counter,
 )
-from lionctx.testing import threads_module
 
 from .conftest import Static
 

@@ -4,8 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Branch, ContextProviderRegistry, count_tokens, resolve_context
-from lionctx._render import tag_block
-from lionctx.testing import join_tagged
+from lionctx._render import join_tagged, tag_block
 
 from .conftest import Static
 

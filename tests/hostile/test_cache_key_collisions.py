@@ -29,7 +29,7 @@ from lionctx.providers import (
     SqliteContextProvider,
 )
 from lionctx.providers._identity import callable_identity, identity_of
-from lionctx.testing import LocalRedisServer
+from lionctx.testing._redis_server import LocalRedisServer
 
 from tests.cache.conftest import namespace, redis_server  # noqa: F401 - fixtures
 

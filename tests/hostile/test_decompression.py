@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import BodyTooLarge, Status, resolve_context
 from lionctx.providers import HttpContextProvider
-from lionctx.testing import BodyDecoder
+from lionctx.providers._decode import BodyDecoder
 
 from tests.providers.http_server import LoopbackServer, Raw
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import ContextProviderRegistry, Status, resolve_context
-from lionctx._render import tag_block
 from lionctx._admission import admit_columns
+from lionctx._render import tag_block
 
 pytestmark = pytest.mark.anyio
 

@@ -12,12 +12,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from agentium_compat import _providers as agentium
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx import resolve_context
+from lionctx.cli._sources import SourceSpec, assign_names
 from lionctx.providers import FilesystemContextProvider, SqliteContextProvider
-from lionctx.testing import SourceSpec, assign_names, name_from_path
-from lionctx.testing import agentium_compat_providers_module as agentium
+from lionctx.providers._names import name_from_path
 
 pytestmark = pytest.mark.anyio
 

@@ -17,13 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel
 from lionctx.engines import ContextEngine
-from lionctx.testing import (
-    apply_select_context,
-    apply_select_context_async,
-    engine_tools,
-    maybe_compress,
-    selection_problem,
-)
+from lionctx.engines._checks import selection_problem
+from lionctx.engines._host import engine_tools, maybe_compress
+from lionctx.engines._select import apply_select_context, apply_select_context_async
 
 SYSTEM = "You are careful."
 HOST = "lionctx.engines.host"

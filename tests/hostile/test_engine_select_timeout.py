@@ -14,6 +14,7 @@ import anyio
 import pytest
 from agentium_compat import Agent
 from lionctx import Branch, OpenAIChatModel
+from lionctx._threads import stats
 from lionctx.engines import (
     DEFAULT_SELECT_TIMEOUT,
     ContextEngine,
@@ -21,7 +22,7 @@ from lionctx.engines import (
     register_context_engine,
     resolve_context_engine,
 )
-from lionctx.testing import apply_select_context_async, stats
+from lionctx.engines._select import apply_select_context_async
 
 SYSTEM = "You are helpful."
 HOST = "lionctx.engines.host"

@@ -279,8 +279,7 @@ class RunObject:
 @given(_who, _who)
 def test_no_baseline_or_report_crosses_users_tenants_or_sessions(first, second):
     from lionctx import RunContext
-    from lionctx.integrations._turns import tie_report, tied_report
-    from lionctx.testing import TurnResolver
+    from lionctx.integrations._turns import TurnResolver, tie_report, tied_report
 
     async def both():
         resolver = TurnResolver([Same()], {}, "test")

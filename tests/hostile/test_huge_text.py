@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import ContextProviderRegistry, Status, count_tokens, resolve_context
-from lionctx.testing import count_bounded, get_counter, safe_cut
+from lionctx._tokens import count_bounded, get_counter, safe_cut
 
 from .conftest import Static
 
@@ -168,7 +168,7 @@ def test_with_a_fixed_hash_seed_memo_keys_are_digests():
     import sys
 
     code = ("from lionctx import count_tokens\n"
-            "from lionctx.testing import tokens_module\n"
+            "from lionctx import _tokens as tokens_module\n"
             "memo_key = tokens_module.memo_key\n"
             "k = memo_key('some text')\n"
             "assert isinstance(k[1], bytes) and len(k[1]) == 20, k\n"
@@ -178,7 +178,7 @@ def test_with_a_fixed_hash_seed_memo_keys_are_digests():
                            env={**os.environ, "PYTHONHASHSEED": "0"})
     assert fixed.stdout.strip() == "ok", fixed.stderr
     random = subprocess.run(
-        [sys.executable, "-c", "from lionctx.testing import tokens_module\n"
+        [sys.executable, "-c", "from lionctx import _tokens as tokens_module\n"
          "print(type(tokens_module.memo_key('x')[1]).__name__)"],
         capture_output=True, text=True,
         env={k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"})

@@ -19,10 +19,9 @@ import anyio
 import lionctx
 import pytest
 from lionctx import Status, resolve_context
-from lionctx._render import neutralize
 from lionctx import _tokens as tokens_module
 from lionctx._gather import ProviderCall, gather
-from lionctx._render import prepare_reader, tag_block
+from lionctx._render import neutralize, prepare_reader, tag_block
 from lionctx._tokens import count_bounded, get_counter
 
 from .conftest import Static

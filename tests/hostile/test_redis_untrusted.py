@@ -27,7 +27,7 @@ from anyio.abc import SocketStream
 from lionctx import ContextProviderRegistry, RunContext, resolve_context
 from lionctx.cache import RedisCache
 from lionctx.providers import HttpContextProvider
-from lionctx.testing import LocalRedisServer
+from lionctx.testing._redis_server import LocalRedisServer
 
 from tests.cache.conftest import namespace, redis_server, srv  # noqa: F401 - fixtures
 from tests.providers.http_server import LoopbackServer

@@ -16,7 +16,7 @@ import pytest
 import redis.asyncio as aredis
 from lionctx import resolve_context
 from lionctx.cache import RedisCache
-from lionctx.testing import LocalRedisServer
+from lionctx.testing._redis_server import LocalRedisServer
 
 from tests.cache.conftest import namespace, redis_server, srv  # noqa: F401 - fixtures
 from tests.providers.http_server import LoopbackServer

@@ -1,4 +1,4 @@
-"""Secrets and provider text never reach an OpenTelemetry span or metric (issue 13):
+"""Secrets and provider text never reach an OpenTelemetry span or metric:
 not from an HTTP provider's URL query or headers when it fails or times out, not
 from an exception message that quotes a URL, not from the text a provider returns."""
 

@@ -1,6 +1,6 @@
-"""Provider names chosen to break out of ``<context name="...">`` (issue 12 moved
-``escape_name`` to a fast path for names that need no escape; attacked here from
-the rendered side), and blocks built to look stable to the keyed digest memo.
+"""Provider names chosen to break out of ``<context name="...">`` (``escape_name``
+has a fast path for names that need no escape; attacked here from the rendered
+side), and blocks built to look stable to the keyed digest memo.
 
 Every name an attacker picks renders as one attribute of one opening tag: the
 attribute value holds no raw quote, angle bracket, ampersand or line break, and

@@ -27,7 +27,7 @@ from lionctx.providers import (
     FilesystemContextProvider,
     SqliteContextProvider,
 )
-from lionctx.testing import LocalRedisServer
+from lionctx.testing._redis_server import LocalRedisServer
 
 from tests.cache.conftest import namespace, redis_server  # noqa: F401 - fixtures
 

@@ -17,9 +17,8 @@ from typing import Any, Optional
 
 import anyio
 import pytest
-from lionctx import ContextProviderRegistry, RunContext, Status
+from lionctx import ContextProviderRegistry, RunContext, Status, _threads
 from lionctx import resolve_context as _resolve_context
-from lionctx.testing import threads_module as _threads
 
 # These attacks call one hung source turn after turn to exhaust threads; the circuit
 # breaker (on by default) would rightly stop calling it after three timeouts and hide

@@ -20,7 +20,7 @@ PANIC = " " * 1_000_000 + "a line of text\n"
 
 
 def _panics():
-    from lionctx.testing import get_encoding
+    from lionctx._tokens import get_encoding
 
     try:
         get_encoding().encode_ordinary(PANIC)
@@ -112,7 +112,7 @@ def test_tokenizer_load_is_reported_apart_from_the_pass():
         import anyio, json
         import lionctx.resolve
         from lionctx import resolve_context
-        from lionctx.testing import gather_module, report_module, tokens_module
+        from lionctx import _gather as gather_module, _report as report_module, _tokens as tokens_module
 
         now = [1000.0]
         for module in (gather_module, report_module, lionctx.resolve):

@@ -18,7 +18,7 @@ O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tik
 def offline_tiktoken(tmp_path_factory: pytest.TempPathFactory):
     """Seed TIKTOKEN_CACHE_DIR with lionctx's bundled o200k_base, so hosts that load
     the encoding through tiktoken (LionAGI's tokenizer) never download it."""
-    from lionctx.testing import O200K_FILE
+    from lionctx._tokens import O200K_FILE
 
     cache = tmp_path_factory.mktemp("tiktoken-cache")
     key = hashlib.sha1(O200K_URL.encode()).hexdigest()

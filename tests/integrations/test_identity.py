@@ -63,7 +63,7 @@ def test_run_id_extras_and_dicts():
 
 @pytest.mark.anyio
 async def test_run_context_callable_sync_async_and_two_argument_forms():
-    from lionctx.testing import TurnResolver
+    from lionctx.integrations._turns import TurnResolver
 
     async def by_session(session):
         return {"user_id": session}

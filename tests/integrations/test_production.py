@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from lionctx import BreakerSettings, CacheBreak, RunContext
-from lionctx.testing import TurnResolver
+from lionctx.integrations._turns import TurnResolver
 
 pytestmark = pytest.mark.anyio
 

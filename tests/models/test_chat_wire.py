@@ -14,15 +14,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx.testing import (
-    PERSISTENCE_ONLY_FIELDS,
-    Reply,
-    StreamAssembly,
-    is_loopback,
-    parse_completion,
-    request_body,
-)
-from lionctx.testing import testing_openai_wire_module as server_wire
+from lionctx._messages import PERSISTENCE_ONLY_FIELDS
+from lionctx.models._chat_wire import StreamAssembly, is_loopback, parse_completion, request_body
+from lionctx.testing import Reply
+from lionctx.testing import _openai_wire as server_wire
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)

@@ -9,6 +9,8 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lionctx._messages import ensure_uid
+from lionctx.engines._identity import new_uid
 from lionctx.models import (
     DEFAULT_MODEL,
     ChatResponse,
@@ -18,7 +20,7 @@ from lionctx.models import (
     ModelResponseError,
     OpenAIChatModel,
 )
-from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply, ensure_uid, new_uid
+from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply
 
 KEY = "sk-test-not-a-real-key-4242"
 ADD_SPEC = {"type": "function", "function": {
@@ -379,7 +381,7 @@ def test_names_that_only_look_local_need_a_real_key(url, clean_env):
 @given(label=st.from_regex(r"[a-z0-9-]{1,20}", fullmatch=True),
        tld=st.sampled_from(["com", "net", "io", "example"]))
 def test_a_dns_name_is_never_loopback_by_its_prefix(label, tld):
-    from lionctx.testing import _is_loopback
+    from lionctx.models._openai_chat import _is_loopback
 
     assert not _is_loopback(f"http://127.{label}.{tld}/v1")
     assert not _is_loopback(f"http://localhost.{label}.{tld}/v1")

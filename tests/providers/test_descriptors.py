@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx.testing import decode_text, file_problem, inside, read_capped
+from lionctx.providers._descriptors import decode_text, file_problem, inside, read_capped
 
 posix = pytest.mark.skipif(os.sep != "/", reason="POSIX paths")
 
@@ -87,7 +87,7 @@ def test_an_abandoned_walk_closes_every_directory_it_opened(tmp_path: Any) -> No
     import threading
 
     from lionctx.providers import FilesystemContextProvider
-    from lionctx.testing import _Abandoned
+    from lionctx.providers._filesystem import _Abandoned
 
     for d in ("a", "a/b", "c"):
         (tmp_path / d).mkdir()

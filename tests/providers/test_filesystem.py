@@ -21,7 +21,7 @@ from lionctx import (
     resolve_context_providers,
 )
 from lionctx.providers import FilesystemContextProvider, ProvidedText
-from lionctx.testing import GlobMatcher
+from lionctx.providers._filesystem import GlobMatcher
 
 pytestmark = pytest.mark.anyio
 
@@ -570,6 +570,11 @@ def test_unclosed_bracket_glob_is_refused_at_construction(tmp_path, glob):
 def test_the_all_at_once_name_check_agrees_with_checking_each_name(names):
     # A big folder's names are checked for undecodable bytes in one C call; it must
     # answer exactly as asking each name whether it is shown changed.
-    from lionctx.testing import any_unshowable, shown_file_name
+    from lionctx.providers._filesystem import (
+        _any_unshowable as any_unshowable,
+    )
+    from lionctx.providers._filesystem import (
+        _shown as shown_file_name,
+    )
 
     assert any_unshowable(names) == any(shown_file_name(n) != n for n in names)

@@ -9,8 +9,9 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx.testing import GlobMatcher, compiled_glob, expand_braces
-from lionctx.testing import GlobMatcher as ReExported
+from lionctx.providers._filesystem import GlobMatcher
+from lionctx.providers._filesystem import GlobMatcher as ReExported
+from lionctx.providers._glob import compiled_glob, expand_braces
 
 
 def matches(matcher: GlobMatcher, path: str) -> bool:

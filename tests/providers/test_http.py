@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from agentium_compat import _providers as compat
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx import (
@@ -21,7 +22,6 @@ from lionctx import (
     resolve_context_providers,
 )
 from lionctx.providers import HttpContextProvider, ProvidedText, SourceUnavailable
-from lionctx.testing import agentium_compat_providers_module as compat
 
 from tests.fakes import ClockedCache, FakeClock
 

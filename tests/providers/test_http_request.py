@@ -14,9 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx.providers import HttpFetchError
-from lionctx.testing import (
-    ACCEPT_ENCODING,
-    MIN_SECRET,
+from lionctx.providers._decode import ACCEPT_ENCODING
+from lionctx.providers._http_request import (
     after_redirect,
     check_headers,
     check_method,
@@ -27,6 +26,7 @@ from lionctx.testing import (
     url_secrets,
     wire_headers,
 )
+from lionctx.providers._redact import MIN_SECRET
 
 header_names = st.sampled_from(["Authorization", "X-Api-Key", "Content-Type",
                                 "content-length", "Accept", "X-Trace"])

@@ -14,7 +14,7 @@ from lionctx import McpResourceProvider, RunContext, resolve_context
 from lionctx.cache import RedisCache
 from lionctx.providers import close_mcp_connections
 from lionctx.providers._mcp_connection import connection_for
-from lionctx.testing import LocalRedisServer
+from lionctx.testing._redis_server import LocalRedisServer
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from lionctx.testing import (
+from lionctx.providers._redact import (
     mask_key,
     public_url,
     query_secrets,
@@ -42,8 +42,8 @@ def test_a_query_can_be_marked_without_being_shown():
 
 
 def test_every_face_uses_the_one_function():
-    from lionctx.testing import demo_run_module as demo_run
-    from lionctx.testing import models_openai_chat_module as openai_chat
+    from lionctx.demo import _run as demo_run
+    from lionctx.models import _openai_chat as openai_chat
 
     assert demo_run.public_url is public_url
     assert openai_chat.public_url is public_url
@@ -52,7 +52,7 @@ def test_every_face_uses_the_one_function():
 
 
 def test_the_cli_shows_an_ipv6_url_with_its_brackets():
-    from lionctx.testing import _shown
+    from lionctx.cli._sources import _shown
 
     assert _shown("http", "http://u:pw@[::1]:8080/s?t=secret") == "http://[::1]:8080/s?..."
     assert _shown("fs", "/some/path?x") == "/some/path?x"

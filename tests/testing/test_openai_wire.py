@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx.testing import ECHO_LABEL, Reply, echo_reply
-from lionctx.testing import testing_openai_wire_module as wire
+from lionctx.testing import _openai_wire as wire
 
 words = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 calls = st.lists(st.fixed_dictionaries(
