@@ -154,3 +154,14 @@ class ClockedCache:
              remote_error: Any = None) -> FlightCache[Any]:
         return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error,
                            timer=self.clock)
+
+
+class Clock:
+    """Monotonic seconds the test moves itself (``clock.now += 30``): a breaker's
+    cool-down ends when the test says, never by waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from lionctx import Breakers, BreakerSettings, ContextProviderRegistry, Status, resolve_context
 from lionctx._breaker import CircuitBreaker, coerce_breakers
 
+from tests.fakes import Clock
 from tests.providers.http_server import serve
 
 pytestmark = pytest.mark.anyio
@@ -18,12 +19,6 @@ pytestmark = pytest.mark.anyio
 http = pytest.fixture(serve)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Flaky:

@@ -18,15 +18,11 @@ import anyio
 import pytest
 from lionctx import Breakers, BreakerSettings, ContextProviderRegistry, Status, resolve_context
 
+from tests.fakes import Clock
+
 pytestmark = pytest.mark.anyio
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Healthy:

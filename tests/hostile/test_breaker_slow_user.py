@@ -29,15 +29,11 @@ from lionctx import (
 )
 from lionctx._outcome import SourceUnavailable
 
+from tests.fakes import Clock
+
 pytestmark = pytest.mark.anyio
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class SlowForOne:

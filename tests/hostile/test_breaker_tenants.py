@@ -30,17 +30,11 @@ from lionctx import (
 from lionctx._outcome import SourceUnavailable
 from lionctx.providers import HttpContextProvider
 
+from tests.fakes import Clock
+
 pytestmark = pytest.mark.anyio
 
 
-class Clock:
-    """Monotonic seconds the test moves itself (no cool-down ever ends by waiting)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class PerUserRows:
