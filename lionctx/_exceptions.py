@@ -116,7 +116,17 @@ class SourceUnavailable(LionctxError):
 
 
 class WorkersExhausted(SourceUnavailable):
-    """No lionctx worker thread can be had: earlier calls are stuck in them."""
+    """No lionctx worker thread can be had: earlier calls are stuck in them.
+
+    ``process_wide``: calls of other sources hold the whole pool, so this source
+    never ran: this process's overload, not the source's failure (its row's
+    ``blame`` is ``"overload"`` and no breaker counts it). Without it, this source's
+    own stuck calls hold its share: that is the source's failure.
+    """
+
+    def __init__(self, *args: object, process_wide: bool = False) -> None:
+        super().__init__(*args)
+        self.process_wide = process_wide
 
 
 class _CountStopped(LionctxError):

@@ -23,7 +23,7 @@ import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
-from ._exceptions import _CountStopped
+from ._exceptions import WorkersExhausted, _CountStopped
 from ._lag import probe
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
@@ -92,6 +92,8 @@ def _blame(exc: BaseException) -> str | None:
     no property or odd value of a hostile subclass can escape containment."""
     if not isinstance(exc, SourceUnavailable):
         return None
+    if isinstance(exc, WorkersExhausted) and vars(exc).get("process_wide") is True:
+        return "overload"  # other sources' stuck calls hold the pool: it never ran
     scope = vars(exc).get("scope")
     return scope if type(scope) is str and scope in SourceUnavailable.SCOPES else None
 

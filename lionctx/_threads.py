@@ -77,6 +77,10 @@ def stats() -> dict[str, int]:
         return {"running": _running, "abandoned": _abandoned, "max": _max}
 
 
+#: How the reason of a process-wide exhaustion starts (the pool, not the source).
+_ALL_HELD = "all"
+
+
 def _try_take(key: Hashable) -> str | None:
     """Take a slot; ``None`` when taken, else why waiting is pointless ("" = wait)."""
     global _running
@@ -93,8 +97,9 @@ def _try_take(key: Hashable) -> str | None:
                 _held_by_key[key] = _held_by_key.get(key, 0) + 1
             return None
         if _abandoned >= _max:
-            return (f"all {_max} lionctx worker threads are held by calls abandoned "
-                    "after their timeout")
+            return (f"{_ALL_HELD} {_max} lionctx worker threads are held by calls "
+                    "abandoned after their timeout (this process's overload: not counted "
+                    "against the source)")
         return ""
 
 
@@ -111,7 +116,7 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
             break
         if why:
             logger.warning("worker threads exhausted: %s", why)
-            raise WorkersExhausted(why)
+            raise WorkersExhausted(why, process_wide=why.startswith(_ALL_HELD))
         # Saturated by live (not stuck) threads: wait for one, under the caller's
         # timeout. Polling keeps this free of any one event loop's primitives.
         await anyio.sleep(delay)
