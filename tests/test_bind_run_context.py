@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import anyio
+import anyio.lowlevel
 import lionctx
 import pytest
 from hypothesis import given
@@ -72,11 +73,11 @@ async def test_follows_await_task_groups_and_worker_threads():
     seen: dict[str, object] = {}
 
     async def child(label):
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         seen[label] = bound_run_context().user_id
 
     with bind_run_context(user_id="u1"):
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         seen["await"] = bound_run_context().user_id
         async with anyio.create_task_group() as tg:
             tg.start_soon(child, "task")

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from lionctx import Branch, CacheBreak, ContextProviderRegistry, Status, resolve_context
 from lionctx._render import join_tagged, tag_block
 from lionctx._stability import PrefixHistory, compare, digest, render_order
-from lionctx.branch import Instruction
 
 pytestmark = pytest.mark.anyio
 

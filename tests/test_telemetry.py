@@ -12,7 +12,6 @@ from lionctx import (
     Breakers,
     ContextProviderRegistry,
     SourceUnavailable,
-    Status,
     resolve_context,
     telemetry,
 )

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from agentium_compat import (
     Agent,
@@ -240,7 +241,7 @@ async def test_camel_case_provider_list_and_concurrent_runs(server, model):
         name = "who"
 
         async def fetch(self, query, ctx):
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             return f"user {ctx.userId}"
 
     agent = Agent(name="a", model=model, instructions=lambda c: c.context,

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import lionctx
 import pytest
@@ -51,7 +51,7 @@ async def test_the_pages_example_end_to_end(notes: Path, srv: LoopbackServer) ->
                                  timeoutMs=5_000, cacheTtlMs=60_000,
                                  allowedHosts=["127.0.0.1"])
 
-    async def load_profile(ctx: Any) -> Optional[str]:
+    async def load_profile(ctx: Any) -> str | None:
         return f"name: {ctx.userId}\nplan: pro" if ctx.userId else None
 
     profile = DatabaseContextProvider(name="user-profile", fetch=load_profile)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 from lionctx._context import context_value
@@ -15,10 +15,10 @@ def http_worker(redis_url: str, namespace: str, url: str, calls: int, ready: Any
                 out: Any, lease: float = 5.0, timeout: float = 10.0) -> None:
     """``calls`` concurrent cold calls of one HTTP source; puts (pid, results) on ``out``."""
 
-    async def main() -> list[tuple[Optional[str], bool, Optional[str]]]:
+    async def main() -> list[tuple[str | None, bool, str | None]]:
         cache = RedisCache(redis_url, namespace=namespace, lease=lease)
         provider = HttpContextProvider(url, cache_ttl=60, timeout=timeout, cache=cache)
-        results: list[tuple[Optional[str], bool, Optional[str]]] = []
+        results: list[tuple[str | None, bool, str | None]] = []
 
         async def one() -> None:
             try:
@@ -51,7 +51,7 @@ class Profiles(ContextSource):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def retrieve(self, query: str, ctx: Any) -> Optional[str]:
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
         self.calls += 1
         await anyio.sleep(0.01)
         tenant = context_value(ctx, "tenant_id")
@@ -64,11 +64,11 @@ def users_worker(redis_url: str, namespace: str, requests: list[tuple[str, str, 
     """Each (tenant, user, query) once, all concurrently; puts what each one got."""
     from lionctx import RunContext
 
-    async def main() -> tuple[int, list[tuple[tuple[str, str, str], Optional[str]]], list[str]]:
+    async def main() -> tuple[int, list[tuple[tuple[str, str, str], str | None]], list[str]]:
         cache = RedisCache(redis_url, namespace=namespace)
         inner = Profiles()
         provider = CachedContextProvider(inner, 60, cache=cache)
-        got: list[tuple[tuple[str, str, str], Optional[str]]] = []
+        got: list[tuple[tuple[str, str, str], str | None]] = []
         reasons: set[str] = set()
 
         async def one(req: tuple[str, str, str]) -> None:

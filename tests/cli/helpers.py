@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 ANSI = "\x1b["
@@ -29,7 +29,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Any = None,
+def run_cli(*args: str, env: Mapping[str, str] | None = None, cwd: Any = None,
             timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
     """``python -m lionctx ARGS`` with stdout and stderr captured (pipes: not terminals)."""
     return subprocess.run([sys.executable, "-m", "lionctx", *args], capture_output=True,
@@ -38,7 +38,7 @@ def run_cli(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Any = None
 
 
 def run_cli_on_pty(*args: str, stdout_tty: bool, stderr_tty: bool,
-                   env: Optional[Mapping[str, str]] = None) -> tuple[int, str, str]:
+                   env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
     """Run the CLI with stdout and/or stderr on a pseudo-terminal; returns (rc, out, err)."""
     import pty  # POSIX only; imported here so the other helpers work anywhere
 

@@ -11,6 +11,7 @@ import math
 import threading
 
 import anyio
+import anyio.lowlevel
 import pytest
 from agentium_compat import Agent
 from lionctx import Branch, OpenAIChatModel
@@ -87,7 +88,7 @@ class SleepingSelect(Engine):
 class QuickAsyncSelect(Engine):
     async def select_context(self, request_messages, *, conversation_messages=None,
                              incoming_message=None, budget_tokens=0):
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return [request_messages[0], request_messages[-1]]
 
 

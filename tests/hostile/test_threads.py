@@ -13,7 +13,7 @@ import time
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 import pytest
@@ -54,8 +54,8 @@ async def fast(ctx: Any) -> str:
     return "fast answer"
 
 
-async def run_face(face: str, providers: list[Any], *, timeout: Optional[float] = None,
-                   deadline: Optional[float] = None) -> tuple[list[Any], str]:
+async def run_face(face: str, providers: list[Any], *, timeout: float | None = None,
+                   deadline: float | None = None) -> tuple[list[Any], str]:
     """Outcomes and injected text of one turn on one face."""
     if face == "resolve":
         res = await resolve_context(providers, "q", {"userId": "u"}, timeout=timeout,

@@ -1,14 +1,14 @@
 """Tool specs from callables and running OpenAI-format tool calls."""
 
 import json
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 from lionctx.models import ActionResponse, Tool, as_tool, run_tool_call
 
 
 def lookup(order_id: str, limit: int = 3, exact: bool = False,
-           tags: Optional[list[int]] = None, mode: Literal["a", "b"] = "a", **extra) -> dict:
+           tags: list[int] | None = None, mode: Literal["a", "b"] = "a", **extra) -> dict:
     """Find an order.
 
     Longer text that is not the description.

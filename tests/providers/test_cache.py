@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 import pytest
@@ -40,11 +40,11 @@ class Profiles:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any, Any]] = []
-        self.gate: Optional[anyio.Event] = None  # when set, calls wait for it to open
+        self.gate: anyio.Event | None = None  # when set, calls wait for it to open
         self.fail = False
         self.answer_none = False
 
-    async def __call__(self, query: str, ctx: Any) -> Optional[str]:
+    async def __call__(self, query: str, ctx: Any) -> str | None:
         self.calls.append((query, ctx.user_id, ctx.tenant_id))
         if self.gate is not None:
             await self.gate.wait()
@@ -84,7 +84,7 @@ async def test_flight_cache_never_stores_none_or_failures() -> None:
     cache: FlightCache[str] = FlightCache(60)
     results = iter([None, RuntimeError("x"), "good"])
 
-    async def load() -> Optional[str]:
+    async def load() -> str | None:
         r = next(results)
         if isinstance(r, Exception):
             raise r

@@ -7,7 +7,7 @@ import sqlite3
 import threading
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 import pytest
@@ -41,7 +41,7 @@ async def report_for(provider: Any, user: Any = "u1") -> Any:
 # -- the page's form and the published form -------------------------------------------
 
 async def test_page_form_async_fetch_of_ctx() -> None:
-    async def load(ctx: Any) -> Optional[str]:
+    async def load(ctx: Any) -> str | None:
         row = PROFILES.get(ctx.user_id)
         return None if row is None else f"name: {row[0]}\nplan: {row[1]}"
 
@@ -131,7 +131,7 @@ async def test_the_functions_own_error_propagates_as_is() -> None:
 async def test_none_stays_empty_and_clears_last_error() -> None:
     answers: list[Any] = [RuntimeError("down"), None]
 
-    def load(ctx: Any) -> Optional[str]:
+    def load(ctx: Any) -> str | None:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer

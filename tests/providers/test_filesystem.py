@@ -7,7 +7,7 @@ import stat
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import anyio
 import pytest
@@ -64,7 +64,7 @@ class CountingProvider(FilesystemContextProvider):
 
     reads: list[str]
 
-    def _read_file(self, dir_fd: Any, name: str, target: Optional[str],
+    def _read_file(self, dir_fd: Any, name: str, target: str | None,
                    listed: os.stat_result, base_real: str) -> Any:
         self.reads.append(name)
         return super()._read_file(dir_fd, name, target, listed, base_real)
