@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -37,6 +37,9 @@ from ._tokens import (
     count_bounded,
     memo_key,
 )
+
+if TYPE_CHECKING:
+    from ._group import _Group
 
 logger = bound_tracebacks(logging.getLogger("lionctx.gather"))  # the engine's one name
 
@@ -153,6 +156,8 @@ class _Pass:
     remember: Callable[[Any, int], None] | None = None
     #: Each provider's start time, when a deadline may have to report it.
     starts: list[float | None] | None = None
+    #: The concurrent pass's group, told when a provider's task fails for good.
+    group: _Group | None = None
 
 
 @dataclass(slots=True)
@@ -435,19 +440,26 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
     if ps.starts is not None:
         ps.starts[index] = start
     limit = call.timeout if call.timeout is not None else ps.timeout
-    if limit is not None:
-        return await _run_limited(call, index, ps, start, limit)
     try:
-        result = await call.invoke(*ps.args)
-    except BaseException as exc:
-        if _fatal_from_provider(exc):
-            raise
-        _log_failure(call, exc)
-        return _failed(call, index, start, exc)
-    out = _finish(call, index, result, start, ps)
-    if out.__class__ is _Big:
-        return await _count_big(call, index, start, out, ps)
-    return out  # type: ignore[return-value]
+        if limit is None:
+            try:
+                result = await call.invoke(*ps.args)
+            except BaseException as exc:
+                if _fatal_from_provider(exc):
+                    raise
+                _log_failure(call, exc)
+                return _failed(call, index, start, exc)
+            out = _finish(call, index, result, start, ps)
+            if out.__class__ is _Big:
+                return await _count_big(call, index, start, out, ps)
+            return out  # type: ignore[return-value]
+        return await _run_limited(call, index, ps, start, limit)
+    except BaseException:
+        # Nothing a provider causes leaves here (contained above): this is a
+        # cancellation or a fatal error. A concurrent pass stops waiting in order.
+        if ps.group is not None:
+            ps.group.alarm()
+        raise
 
 async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
