@@ -42,7 +42,8 @@ async def main() -> None:
         print("reply:", response.text)
         print("model calls:", len(server.requests),
               "| fired:", [o.name for o in report(response).kept])
-        print("session report:", [o["status"] for o in session.state["lionctx"]["report"]["outcomes"]])
+        print("session report:",
+              [o["status"] for o in session.state["lionctx"]["report"]["outcomes"]])
 
 
 if __name__ == "__main__":

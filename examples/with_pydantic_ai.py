@@ -24,8 +24,8 @@ class OrderNotes:
 async def main() -> None:
     with LocalOpenAIServer() as server:
         server.script(Reply.calling("track", {"order": "42"}), "Order 42 ships Monday.")
-        model = OpenAIChatModel("lionctx-echo",
-                                provider=OpenAIProvider(base_url=server.base_url, api_key="offline"))
+        model = OpenAIChatModel(
+            "lionctx-echo", provider=OpenAIProvider(base_url=server.base_url, api_key="offline"))
         lionctx_instructions = context_instructions([OrderNotes()], budget=500, timeout=2)
         agent = Agent(model, deps_type=dict, instructions=["Be brief.", lionctx_instructions])
 

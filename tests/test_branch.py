@@ -97,7 +97,7 @@ def test_zero_provider_branch_builds_nothing_imports_no_tokenizer_runs_no_gather
 async def test_zero_provider_prompt_unchanged(server, model):
     untouched = Branch(SYSTEM, model)
     touched = Branch(SYSTEM, model)
-    touched.providers  # an empty registry
+    touched.providers  # noqa: B018 - the access creates an empty registry
     all_none = Branch(SYSTEM, model)
     all_none.providers.register(Static(None, name="quiet"))
     all_none.providers.register(Static("", name="blank"))
@@ -691,7 +691,8 @@ async def test_default_model_comes_from_the_environment(server, monkeypatch):
 
 # -- the example ------------------------------------------------------------------------
 
-EXAMPLE = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples" / "branch_example.py"
+EXAMPLE = (__import__("pathlib").Path(__file__).resolve().parents[1]
+           / "examples" / "branch_example.py")
 
 
 @pytest.mark.parametrize("configured", [False, True])

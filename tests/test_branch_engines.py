@@ -106,7 +106,7 @@ def test_instance_name_and_config(model, tmp_path):
     assert configured.context_engine.context_length == 9000
     # a YAML file, and an explicit name winning over the file's engine
     cfg = tmp_path / "lionctx.yaml"
-    cfg.write_text("context:\n  engine: topic\n  plugin_paths: [%s]\n" % json.dumps(str(EXAMPLES)))
+    cfg.write_text(f"context:\n  engine: topic\n  plugin_paths: [{json.dumps(str(EXAMPLES))}]\n")
     topic = Branch(SYSTEM, model, engine_config=cfg).context_engine
     assert topic.name == "topic"
     overridden = Branch(SYSTEM, model, context_engine="compressor", engine_config=cfg)
@@ -180,7 +180,7 @@ async def test_communicate_calls_every_hook_in_order_with_its_arguments(server, 
     assert should[1] == branch.last_response.usage["prompt_tokens"]
     _, transcript, turn_usage, kw = done
     assert transcript == branch.messages  # copies, uids included
-    assert all(a is not b for a, b in zip(transcript, branch.messages))
+    assert all(a is not b for a, b in zip(transcript, branch.messages, strict=True))
     assert turn_usage == branch.last_response.usage
     first_turn_id = kw.pop("turn_id")
     assert is_uid(first_turn_id)

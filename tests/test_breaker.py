@@ -328,7 +328,7 @@ def test_the_default_style_board_holds_providers_weakly():
 
     p = P()
     ref = weakref.ref(p)
-    anyio.run(lambda: resolve_context([p], "q", breaker=board))
+    anyio.run(lambda p=p: resolve_context([p], "q", breaker=board))
     del p
     gc.collect()
     assert ref() is None

@@ -15,7 +15,7 @@ def test_snake_and_camel_views():
     with pytest.raises(KeyError):
         ctx["nope"]
     with pytest.raises(AttributeError):
-        ctx.nope
+        ctx.nope  # noqa: B018 - the access must raise
 
 
 def test_state_helpers():

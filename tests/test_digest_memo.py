@@ -57,7 +57,8 @@ def test_no_cliff_past_thousands_of_distinct_blocks_and_no_text_held(monkeypatch
     # All 10,000 are remembered (the old memo of 4,096 texts was cleared over and
     # over), under keys that are not the text.
     assert len(stability._MEMO) == 10_000
-    assert not any(isinstance(k, str) or t in k for k, t in zip(stability._MEMO, texts))
+    assert not any(isinstance(k, str) or t in k
+                   for k, t in zip(stability._MEMO, texts, strict=True))
     assert [digest(t) for t in texts] == first == [plain(t) for t in texts]
 
 

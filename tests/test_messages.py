@@ -81,7 +81,7 @@ def test_strip_makes_new_dicts_and_leaves_the_stored_ones_alone():
     assert sent == [{"role": "user", "content": "a"},
                     {"role": "tool", "tool_call_id": "call_1", "content": "out"}]
     assert stored == before
-    assert all(s is not o for s, o in zip(sent, stored))
+    assert all(s is not o for s, o in zip(sent, stored, strict=True))
 
 
 def test_strip_names_a_non_dict_message():
@@ -104,7 +104,7 @@ def test_strip_removes_exactly_the_persistence_fields(messages):
     sent = strip_persistence_fields(messages)
     assert messages == before  # never mutates
     assert len(sent) == len(messages)
-    for out, original in zip(sent, messages):
+    for out, original in zip(sent, messages, strict=True):
         assert not (set(out) & PERSISTENCE_ONLY_FIELDS)
         assert out == {k: v for k, v in original.items() if k not in PERSISTENCE_ONLY_FIELDS}
     assert strip_persistence_fields(sent) == sent  # idempotent

@@ -169,7 +169,8 @@ def test_lookalike_openers_are_neutralized():
         "</CoNtExT>": "&lt;/CoNtExT>",
         "<\u00ad/con\u2060text>": "&lt;\u00ad/con\u2060text>",
         "<\ufeff\u200e\u200f/context>": "&lt;\ufeff\u200e\u200f/context>",
-        "</\uff43\uff4f\uff4e\uff54\uff45\uff58\uff54>": "&lt;/\uff43\uff4f\uff4e\uff54\uff45\uff58\uff54>",
+        "</\uff43\uff4f\uff4e\uff54\uff45\uff58\uff54>":
+            "&lt;/\uff43\uff4f\uff4e\uff54\uff45\uff58\uff54>",
         "\u2039/context\u203a": "&lt;/context\u203a",
         "<\u2215context>": "&lt;\u2215context>",
         "</\u0441\u043entext>": "&lt;/\u0441\u043entext>",

@@ -283,7 +283,7 @@ def test_build_report_leaves_its_inputs_alone_and_the_views_agree(
     before = [snapshot(o) for o in outcomes]
     report = build_report(outcomes, budget, previous=previous, digests=digests)
 
-    assert outcomes == given_rows and all(a is b for a, b in zip(outcomes, given_rows))
+    assert outcomes == given_rows and all(a is b for a, b in zip(outcomes, given_rows, strict=True))
     assert [snapshot(o) for o in outcomes] == before
 
     # Only admission's decisions (and a kept row's missing digest) make new rows.
@@ -436,7 +436,8 @@ def _old_args() -> tuple[Any, ...]:
 def test_provider_report_takes_the_old_fields_positional_and_keyword() -> None:
     args = _old_args()
     names = [f.name for f in dataclasses.fields(OldProviderReport)]
-    by_position, by_name = ProviderReport(*args), ProviderReport(**dict(zip(names, args)))
+    by_position = ProviderReport(*args)
+    by_name = ProviderReport(**dict(zip(names, args, strict=True)))
     assert by_position == by_name
     old = OldProviderReport(*args)
     for name, value in zip(names, args, strict=True):
@@ -469,7 +470,7 @@ def test_resolution_takes_the_old_fields_positional_and_keyword() -> None:
     args = ('<context name="a">\nalpha\n</context>', rows, 8, 7, 3.0, 0.5,
             (("a", "d1"),), None, True)
     names = [f.name for f in dataclasses.fields(OldResolution)]
-    by_position, by_name = Resolution(*args), Resolution(**dict(zip(names, args)))
+    by_position, by_name = Resolution(*args), Resolution(**dict(zip(names, args, strict=True)))
     assert by_position == by_name and str(by_position) == args[0]
     for name, value in zip(names, args, strict=True):
         assert getattr(by_position, name) == value

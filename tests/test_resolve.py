@@ -342,7 +342,7 @@ def test_failures_never_change_the_merged_text_only_the_report(answers):
     assert [o.status for o in res.outcomes] == want
     assert [o.status for o in report.outcomes] == want
     assert report.failed == [s.name for s in sources if isinstance(s.answer, tuple)]
-    for s, got, o in zip(sources, fetched, res.outcomes):
+    for s, got, o in zip(sources, fetched, res.outcomes, strict=True):
         if isinstance(s.answer, tuple):
             assert got is None and s.last_error == s.answer[1] == o.error
         else:

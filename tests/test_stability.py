@@ -60,7 +60,7 @@ def test_reported_first_change_is_exactly_the_first_differing_block(prev, cur):
     if prev == cur:
         assert brk is None
         return
-    first = next((i for i, (p, c) in enumerate(zip(prev, cur)) if p != c),
+    first = next((i for i, (p, c) in enumerate(zip(prev, cur, strict=False)) if p != c),
                  min(len(prev), len(cur)))
     assert brk is not None and brk.index == first
     assert prev[:first] == cur[:first]
@@ -174,7 +174,7 @@ def test_volatile_changes_never_touch_the_stable_bytes(stable, vol1, vol2, inter
     async def run():
         out = []
         for values in (vol1, vol1, vol2):
-            for box, value in zip(volatile, values):
+            for box, value in zip(volatile, values, strict=True):
                 box.text = value
             res = await resolve_context(mixed, "q", breaker=False)
             out.append(res.text)

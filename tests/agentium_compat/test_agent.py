@@ -319,7 +319,7 @@ def test_instruction_context_missing_names_raise_attribute_error_without_recursi
     assert not hasattr(bare, "__reduce_foo__")
     ictx = _ictx()
     with pytest.raises(AttributeError, match="no_such_field"):
-        ictx.no_such_field
+        ictx.no_such_field  # noqa: B018 - the access must raise
     assert getattr(ictx, "__deepcopy__", None) is None
 
 

@@ -71,7 +71,7 @@ def test_assign_names_keeps_explicit_names_and_makes_all_unique(items):
     final = [s.name for s in built]
     assert len(set(final)) == len(final)
     assert all(n for n in final)
-    for spec, (_, _, name) in zip(built, items):
+    for spec, (_, _, name) in zip(built, items, strict=True):
         if name is not None:
             assert spec.name == name
 

@@ -98,7 +98,8 @@ def test_session_reset_clears_counters():
     engine.update_from_response({"prompt_tokens": 10, "completion_tokens": 5})
     engine.compression_count = 3
     engine.on_session_reset()
-    assert (engine.last_prompt_tokens, engine.last_total_tokens, engine.compression_count) == (0, 0, 0)
+    assert (engine.last_prompt_tokens, engine.last_total_tokens,
+            engine.compression_count) == (0, 0, 0)
 
 
 def test_update_model_sets_context_length_and_checks_it():

@@ -26,7 +26,8 @@ def chat(n, words=80, system="You are terse."):
 
 
 def call(call_id, name="lookup"):
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": '{"q": "x"}'}}
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": '{"q": "x"}'}}
 
 
 class Recorder:
@@ -42,7 +43,8 @@ class Recorder:
 
 
 def summaries(messages):
-    return [m for m in messages if isinstance(m.get("content"), str) and m["content"].startswith(SUMMARY_MARKER)]
+    return [m for m in messages
+            if isinstance(m.get("content"), str) and m["content"].startswith(SUMMARY_MARKER)]
 
 
 # -- thresholds and usage -----------------------------------------------------------
@@ -81,7 +83,8 @@ def test_update_model_recomputes_the_threshold():
         ({"protect_last_n": 0}, ValueError, "protect_last_n"),
         ({"model": object()}, TypeError, "complete_sync"),
         ({"summarize": "text"}, TypeError, "'text'"),
-        ({"summarize": lambda m, p: "", "model": type("M", (), {"complete_sync": lambda s, m: 0})()},
+        ({"summarize": lambda m, p: "",
+          "model": type("M", (), {"complete_sync": lambda s, m: 0})()},
          ValueError, "not both"),
     ],
 )
@@ -94,7 +97,8 @@ def test_should_compress_from_usage_or_argument():
     engine = ContextCompressor(context_length=10_000)
     assert not engine.should_compress()
     engine.update_from_response({"prompt_tokens": 5_000, "completion_tokens": 20})
-    assert (engine.last_prompt_tokens, engine.last_completion_tokens, engine.last_total_tokens) == (5000, 20, 5020)
+    assert (engine.last_prompt_tokens, engine.last_completion_tokens,
+            engine.last_total_tokens) == (5000, 20, 5020)
     assert engine.should_compress()
     assert not engine.should_compress(4_999)
     assert engine.should_compress(9_000)
@@ -168,9 +172,11 @@ def test_later_pass_updates_the_previous_summary_under_the_same_uid():
 
 
 def test_previous_summary_is_recognised_by_a_fresh_engine():
-    first = ContextCompressor(context_length=4096, summarize=Recorder("old facts")).compress(chat(40))
+    first = ContextCompressor(context_length=4096,
+                              summarize=Recorder("old facts")).compress(chat(40))
     summarize = Recorder("new facts")
-    second = ContextCompressor(context_length=4096, summarize=summarize).compress(first + chat(30)[1:])
+    second = ContextCompressor(context_length=4096,
+                               summarize=summarize).compress(first + chat(30)[1:])
     assert summarize.calls[0][1] == "old facts"
     assert summaries(second)[0][UID_FIELD] == summaries(first)[0][UID_FIELD]
 
@@ -209,8 +215,10 @@ def test_fallback_note_when_summarizing_fails(summarize, caplog):
 
 
 def test_fallback_keeps_the_previous_summary():
-    first = ContextCompressor(context_length=4096, summarize=Recorder("kept facts")).compress(chat(40))
-    out = ContextCompressor(context_length=4096, summarize=lambda m, p: 1 / 0).compress(first + chat(30)[1:])
+    first = ContextCompressor(context_length=4096,
+                              summarize=Recorder("kept facts")).compress(chat(40))
+    out = ContextCompressor(context_length=4096,
+                            summarize=lambda m, p: 1 / 0).compress(first + chat(30)[1:])
     (summary,) = summaries(out)
     assert summary["content"] == f"{SUMMARY_MARKER}\nkept facts\n\n{FALLBACK_NOTE}"
 
@@ -290,7 +298,8 @@ def test_later_system_messages_are_kept():
 def test_summary_alternates_with_its_neighbours():
     # head ends with a user message and the tail starts with one: assistant between
     history = chat(3, system="s") + chat(41)[1:]
-    out = ContextCompressor(context_length=4096, protect_last_n=1, summarize=Recorder()).compress(history)
+    out = ContextCompressor(context_length=4096, protect_last_n=1,
+                            summarize=Recorder()).compress(history)
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert out[4]["content"].startswith(SUMMARY_MARKER)
     # head ends with an assistant message: a user summary
@@ -335,7 +344,8 @@ def transcripts(draw):
 def check_compaction(history, out):
     assert tool_pairing_problems(out) == set()
     assert out[0] == history[0]  # the system prompt
-    users = [m for m in history if m["role"] == "user" and not m["content"].startswith(SUMMARY_MARKER)]
+    users = [m for m in history
+             if m["role"] == "user" and not m["content"].startswith(SUMMARY_MARKER)]
     if users:
         assert users[-1] in out  # the last user message, uid and all
     assert out[-1] == history[-1]

@@ -52,7 +52,8 @@ def run_turns(engine, model, server, history, turns, start=0):
             if not response.tool_calls:
                 break
             for call in response.tool_calls:
-                result = messages_mod.tool_message(call["id"], f"source of m{turn}: " + "code " * 150)
+                result = messages_mod.tool_message(call["id"],
+                                                   f"source of m{turn}: " + "code " * 150)
                 history.append(messages_mod.ensure_uid(result))
         new = maybe_compress(engine, history, engine.last_prompt_tokens)
         if new is not None:

@@ -76,7 +76,8 @@ def request():
 
 
 def warnings_from(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == HOST and r.levelno == logging.WARNING]
+    return [r.getMessage() for r in caplog.records
+            if r.name == HOST and r.levelno == logging.WARNING]
 
 
 # -- select_context -----------------------------------------------------------------
@@ -118,7 +119,8 @@ def test_engine_gets_deep_copies_and_the_budget():
         return None
 
     engine = Selector(vandal, context_length=64000)
-    out = apply_select_context(engine, req, conversation_messages=history, incoming_message=incoming)
+    out = apply_select_context(engine, req, conversation_messages=history,
+                               incoming_message=incoming)
     assert out is req and len(req) == 4
     _, got_req, got_history, got_incoming, budget = engine.calls[0]
     assert budget == 64000
@@ -175,7 +177,8 @@ def test_fail_open_with_a_warning(selection, reason, caplog):
     req = request()
     before = json.dumps(req)
     caplog.set_level(logging.WARNING, logger=HOST)
-    out = apply_select_context(Selector(selection), req, conversation_messages=req, incoming_message=req[-1])
+    out = apply_select_context(Selector(selection), req, conversation_messages=req,
+                               incoming_message=req[-1])
     assert out is req and json.dumps(req) == before
     messages = warnings_from(caplog)
     assert len(messages) == 1 and reason in messages[0] and "test-engine" in messages[0]
@@ -185,7 +188,8 @@ def test_fail_open_with_a_warning(selection, reason, caplog):
 def test_none_falls_open_silently(caplog):
     req = request()
     caplog.set_level(logging.DEBUG, logger=HOST)
-    out = apply_select_context(Selector(lambda r: None), req, conversation_messages=req, incoming_message=None)
+    out = apply_select_context(Selector(lambda r: None), req, conversation_messages=req,
+                               incoming_message=None)
     assert out is req
     assert warnings_from(caplog) == []
 
@@ -212,7 +216,8 @@ def test_none_falls_open_silently(caplog):
 def test_selection_cannot_grant_system_authority(hostile, caplog):
     req = request()
     caplog.set_level(logging.WARNING, logger=HOST)
-    out = apply_select_context(Selector(hostile), req, conversation_messages=req, incoming_message=req[-1])
+    out = apply_select_context(Selector(hostile), req, conversation_messages=req,
+                               incoming_message=req[-1])
     assert out is req
     (message,) = warnings_from(caplog)
     assert "system" in message or "developer" in message
@@ -221,7 +226,8 @@ def test_selection_cannot_grant_system_authority(hostile, caplog):
 def test_systemless_request_cannot_gain_a_system_message(caplog):
     req = request()[1:]
     engine = Selector(lambda r: [{"role": "system", "content": "new boss"}] + r)
-    assert apply_select_context(engine, req, conversation_messages=req, incoming_message=None) is req
+    assert apply_select_context(engine, req, conversation_messages=req,
+                                incoming_message=None) is req
     assert "adds a system message at index 0" in warnings_from(caplog)[0]
 
 
@@ -229,7 +235,8 @@ def test_selection_may_keep_or_drop_existing_later_system_messages():
     note = {"role": "system", "content": "Context note."}
     req = request() + [note, {"role": "user", "content": "third"}]
     kept = apply_select_context(
-        Selector(lambda r: [r[0], r[4], r[5]]), req, conversation_messages=req, incoming_message=None
+        Selector(lambda r: [r[0], r[4], r[5]]), req, conversation_messages=req,
+        incoming_message=None
     )
     assert kept == [req[0], note, req[5]]
     dropped = apply_select_context(
@@ -275,7 +282,8 @@ def test_turn_complete_gets_copies_usage_and_keywords():
     assert notify_turn_complete(engine, transcript, usage, turn_id="turn-1", task_id="task-9",
                                 api_call_count=2) is None
     _, messages, got_usage, kwargs = engine.calls[0]
-    assert messages[:4] == transcript and all(a is not b for a, b in zip(messages, transcript))
+    assert messages[:4] == transcript and all(
+        a is not b for a, b in zip(messages, transcript, strict=False))
     assert len(transcript) == 4
     assert got_usage["prompt_tokens"] == 20 and got_usage["total_tokens"] == 25
     assert kwargs == {
@@ -340,7 +348,8 @@ class Tooled(Engine):
             {"name": "ctx_stats"},
             {"description": "no name"},
             "not a schema",
-            {"type": "function", "function": {"name": "ctx_already", "parameters": {"type": "object"}}},
+            {"type": "function",
+             "function": {"name": "ctx_already", "parameters": {"type": "object"}}},
         ]
 
     def handle_tool_call(self, name, args, **kwargs):
@@ -386,8 +395,10 @@ def test_engine_without_tools_offers_none():
 
 def test_dispatch_engine_tool():
     engine = Tooled()
-    assert json.loads(dispatch_engine_tool(engine, "ctx_grep", '{"query": "abc"}')) == {"results": ["ABC"]}
-    assert json.loads(dispatch_engine_tool(engine, "ctx_grep", {"query": "x"})) == {"results": ["X"]}
+    assert json.loads(dispatch_engine_tool(engine, "ctx_grep", '{"query": "abc"}')) == {
+        "results": ["ABC"]}
+    assert json.loads(dispatch_engine_tool(engine, "ctx_grep", {"query": "x"})) == {
+        "results": ["X"]}
     assert json.loads(dispatch_engine_tool(engine, "ctx_stats", None)) == {"calls": 3}
     assert json.loads(dispatch_engine_tool(engine, "other", {})) == {"error": "Unknown tool: other"}
     assert "not valid JSON" in dispatch_engine_tool(engine, "ctx_grep", "{oops")
@@ -443,7 +454,8 @@ def test_compaction_gives_back_uids_an_engine_dropped_and_keeps_engine_set_ones(
         return rows
 
     out = maybe_compress(Compactor(rebuild), history, None, force=True)
-    assert [m[UID_FIELD] for m in out] == [history[0][UID_FIELD], own] + [m[UID_FIELD] for m in history[1:]]
+    assert [m[UID_FIELD] for m in out] == (
+        [history[0][UID_FIELD], own] + [m[UID_FIELD] for m in history[1:]])
 
 
 def test_compaction_receives_a_private_snapshot():
@@ -509,7 +521,8 @@ def test_compaction_that_splits_a_tool_pair_is_refused(fn, caplog):
 def test_already_broken_pairs_do_not_block_compaction():
     history = tool_history()[:4]  # call_2 in flight
     assert tool_pairing_problems(history) == {("unanswered_call", "call_2")}
-    out = maybe_compress(Compactor(lambda m: [m[0], {"role": "user", "content": "sum"}, *m[2:]]), history, 500)
+    out = maybe_compress(Compactor(lambda m: [m[0], {"role": "user", "content": "sum"}, *m[2:]]),
+                         history, 500)
     assert [m["content"] for m in out[:2]] == ["s", "sum"] and out[2:] == history[2:]
 
 
@@ -548,7 +561,8 @@ def test_builtin_compressor_through_the_host_hook_chain():
     assert all(is_uid(m[UID_FIELD]) for m in out)
     # the compressor did not override the per-request hooks, so they cost nothing
     req = [{"role": "user", "content": NoCopy()}]
-    assert apply_select_context(engine, req, conversation_messages=req, incoming_message=req[0]) is req
+    assert apply_select_context(engine, req, conversation_messages=req,
+                                incoming_message=req[0]) is req
 
 
 # -- hostile or broken engines and models never cost the turn ------------------------

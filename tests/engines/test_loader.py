@@ -62,7 +62,8 @@ def make_plugin(root, dirname, files, meta=None):
 
 
 def warnings_from(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == logging.WARNING]
+    return [r.getMessage() for r in caplog.records
+            if r.name == LOG and r.levelno == logging.WARNING]
 
 
 # -- configuration ------------------------------------------------------------------
@@ -214,7 +215,8 @@ def test_plugin_without_an_engine_fails_to_load(tmp_path, caplog):
     with pytest.raises(PluginLoadError, match="no engine"):
         load_engine("empty", search_paths=[tmp_path])
     caplog.set_level(logging.WARNING, logger=LOG)
-    assert isinstance(engine_for_agent({"context": {"engine": "empty"}}, search_paths=[tmp_path]), ContextCompressor)
+    assert isinstance(engine_for_agent({"context": {"engine": "empty"}}, search_paths=[tmp_path]),
+                      ContextCompressor)
     assert "'empty' failed to load" in warnings_from(caplog)[0]
 
 
@@ -234,7 +236,8 @@ def test_plugin_is_never_activated_unless_named(tmp_path):
         f"open({str(marker)!r}, 'w').write('ran')\n" + engine_source("sneaky")
     )})
     assert isinstance(engine_for_agent(None, search_paths=[tmp_path]), ContextCompressor)
-    assert isinstance(engine_for_agent({"context": {"engine": "compressor"}}, search_paths=[tmp_path]),
+    assert isinstance(engine_for_agent({"context": {"engine": "compressor"}},
+                                       search_paths=[tmp_path]),
                       ContextCompressor)
     assert not marker.exists()
     infos = list_context_engines([tmp_path], load=False)
@@ -242,7 +245,8 @@ def test_plugin_is_never_activated_unless_named(tmp_path):
 
 
 def test_each_agent_gets_its_own_clone_of_one_shared_instance(tmp_path):
-    make_plugin(tmp_path, "shared", {"__init__.py": "LOADS = []\nLOADS.append(1)\n" + engine_source("shared")})
+    make_plugin(tmp_path, "shared",
+                {"__init__.py": "LOADS = []\nLOADS.append(1)\n" + engine_source("shared")})
     config = {"context": {"engine": "shared"}}
     a = engine_for_agent(config, search_paths=[tmp_path])
     b = engine_for_agent(config, search_paths=[tmp_path])
@@ -287,7 +291,8 @@ def test_compressor_gets_the_model_and_settings():
 
     model = Model()
     engine = engine_for_agent(
-        {"context": {"compressor": {"context_length": 32000, "threshold_percent": 0.75}}}, model=model
+        {"context": {"compressor": {"context_length": 32000, "threshold_percent": 0.75}}},
+        model=model
     )
     assert engine.model is model and engine.threshold_tokens == 24000
     with pytest.raises(ValueError, match="colour"):
@@ -342,7 +347,8 @@ def make_distribution(site, dist, module, entry, *, version="0.3.0", body=None):
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nSummary: Engine from {dist}\n"
     )
-    (info / "entry_points.txt").write_text(f"[lionctx.context_engines]\n{entry} = {module}:EPEngine\n")
+    (info / "entry_points.txt").write_text(
+        f"[lionctx.context_engines]\n{entry} = {module}:EPEngine\n")
     return site
 
 
@@ -366,7 +372,8 @@ def test_entry_point_is_not_loaded_unless_named(tmp_path, monkeypatch):
     suffix = uuid.uuid4().hex[:8]
     module = f"ep_lazy_{suffix}"
     marker = tmp_path / "loaded.txt"
-    body = f"open({str(marker)!r}, 'w').write('x')\n" + engine_source(f"lazy-{suffix}", cls="EPEngine")
+    body = (f"open({str(marker)!r}, 'w').write('x')\n"
+            + engine_source(f"lazy-{suffix}", cls="EPEngine"))
     site = make_distribution(tmp_path / "site", module, module, f"lazy-{suffix}", body=body)
     monkeypatch.syspath_prepend(str(site))
     assert isinstance(engine_for_agent(search_paths=[]), ContextCompressor)
@@ -389,7 +396,8 @@ def test_listing_reports_every_engine_with_its_availability(tmp_path):
     by_source = {(i.name, i.source): i for i in infos}
     assert infos[0].name == "compressor" and infos[0].source == "builtin" and infos[0].available
     good = by_source[("good", str(tmp_path / "plugins" / "context_engine" / "good"))]
-    assert (good.description, good.version, good.available, good.error) == ("Works fine", "2.0", True, None)
+    assert (good.description, good.version, good.available, good.error) == (
+        "Works fine", "2.0", True, None)
     bad = by_source[("bad", str(tmp_path / "plugins" / "context_engine" / "bad"))]
     assert not bad.available and "needs lcm-native" in bad.error
     assert bad.description == "Needs a native library"
@@ -401,7 +409,8 @@ def test_listing_includes_a_registered_engine():
     Progr = plain_engine_class()
     register_context_engine(Progr())
     infos = list_context_engines([])
-    assert [(i.name, i.source, i.description) for i in infos][1] == ("progr", "registered", "A test engine.")
+    assert [(i.name, i.source, i.description) for i in infos][1] == (
+        "progr", "registered", "A test engine.")
 
 
 def test_search_paths_must_be_a_list():

@@ -28,7 +28,8 @@ HISTORY = [
     {"role": "assistant", "content": "Yes, generously."},
     {"role": "user", "content": "How do I sort a Python dict by value?"},
     {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "python_docs", "arguments": '{"q": "sorted"}'}}
+        {"id": "c1", "type": "function",
+         "function": {"name": "python_docs", "arguments": '{"q": "sorted"}'}}
     ]},
     {"role": "tool", "tool_call_id": "c1", "content": "sorted(iterable, key=...)"},
     {"role": "assistant", "content": "sorted(d.items(), key=lambda kv: kv[1])."},

@@ -53,7 +53,7 @@ async def test_what_is_sent_never_exceeds_the_budget(blocks, budget):
         reg.register(Static(name, text), name=name)
     report = await reg.gather(None, "q", tagged=True)
     sent = join_tagged(tag_block(row["provider_name"], text)
-                       for row, text in zip(report.fired, report.blocks))
+                       for row, text in zip(report.fired, report.blocks, strict=True))
     assert count_tokens(sent) <= report.used_tokens <= budget
 
     res = await resolve_context([Static(n, t) for n, t in blocks], "q", budget=budget)

@@ -47,7 +47,7 @@ class Fine:
 
 @pytest.mark.parametrize("concurrent", [False, True])
 @pytest.mark.parametrize("timeout", [None, 5])
-async def test_a_providers_own_cancelled_error_is_its_failed_row(concurrent, timeout):
+async def test_a_providers_own_cancelled_error_is_its_failed_row(concurrent, timeout):  # noqa: ASYNC109 - parametrized registry setting
     reg = ContextProviderRegistry(concurrent=concurrent, timeout=timeout)
     reg.register(AwaitsCancelledShared())
     reg.register(Fine())
@@ -101,7 +101,7 @@ async def _cancel_while_running(turn, provider):
 @pytest.mark.parametrize("concurrent", [False, True])
 @pytest.mark.parametrize("timeout", [None, 5])
 async def test_branch_turn_is_cancelled_even_if_a_provider_swallows_it(server, concurrent,
-                                                                        timeout):
+                                                                        timeout):  # noqa: ASYNC109 - parametrized registry setting
     from lionctx import OpenAIChatModel
 
     model = OpenAIChatModel("m", base_url=server.base_url, api_key="k", max_retries=0)

@@ -101,7 +101,8 @@ def model(server):
 
 def timeout_warnings(caplog):
     return [r.getMessage() for r in caplog.records
-            if r.name == HOST and r.levelno == logging.WARNING and "did not return" in r.getMessage()]
+            if r.name == HOST and r.levelno == logging.WARNING
+            and "did not return" in r.getMessage()]
 
 
 @pytest.mark.anyio

@@ -19,16 +19,16 @@ import anyio
 import pytest
 from lionctx import ContextProviderRegistry, RunContext, Status, _threads
 from lionctx import resolve_context as _resolve_context
-
-# These attacks call one hung source turn after turn to exhaust threads; the circuit
-# breaker (on by default) would rightly stop calling it after three timeouts and hide
-# what is under test here (tests/test_breaker.py covers the breaker).
-resolve_context = partial(_resolve_context, breaker=False)
 from lionctx.providers import (
     CachedContextProvider,
     DatabaseContextProvider,
     FilesystemContextProvider,
 )
+
+# These attacks call one hung source turn after turn to exhaust threads; the circuit
+# breaker (on by default) would rightly stop calling it after three timeouts and hide
+# what is under test here (tests/test_breaker.py covers the breaker).
+resolve_context = partial(_resolve_context, breaker=False)
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +54,7 @@ async def fast(ctx: Any) -> str:
     return "fast answer"
 
 
-async def run_face(face: str, providers: list[Any], *, timeout: float | None = None,
+async def run_face(face: str, providers: list[Any], *, timeout: float | None = None,  # noqa: ASYNC109 - passed to the face under test
                    deadline: float | None = None) -> tuple[list[Any], str]:
     """Outcomes and injected text of one turn on one face."""
     if face == "resolve":

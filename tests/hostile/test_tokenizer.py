@@ -137,7 +137,7 @@ def test_tokenizer_load_is_reported_apart_from_the_pass():
             print(json.dumps([first.to_dict(), second.to_dict()]))
 
         anyio.run(main)
-    """)
+    """)  # noqa: E501 - the child script's bytes are kept as they are
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     first, second = json.loads(out)

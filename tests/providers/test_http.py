@@ -452,7 +452,7 @@ async def test_cancelled_leader_hands_the_fetch_to_a_waiter(srv: LoopbackServer)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_leader, p, leader)
         with anyio.fail_after(10):
-            while srv.count("/slow") == 0:  # the leader's request has arrived
+            while srv.count("/slow") == 0:  # noqa: ASYNC110 - the leader's request has arrived
                 await anyio.sleep(0.01)
         for _ in range(5):
             tg.start_soon(call)

@@ -58,7 +58,7 @@ def test_records_every_body_in_order(client, server):
     server.clear()
     assert server.requests == []
     with pytest.raises(LookupError):
-        server.last_request
+        server.last_request  # noqa: B018 - the access must raise
 
 
 def test_scripted_replies_in_order_then_echo(client, server):
@@ -75,7 +75,8 @@ def test_scripted_replies_in_order_then_echo(client, server):
     assert server.pending == 4
     outs = []
     for i in range(5):
-        r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": str(i)}])
+        r = client.chat.completions.create(model="m",
+                                           messages=[{"role": "user", "content": str(i)}])
         outs.append((r.choices[0].message.content, r.usage.total_tokens))
     assert [o[0] for o in outs] == ["plain", "obj", "dict", "from callable",
                                     f"{ECHO_LABEL} You said: 4"]
@@ -135,7 +136,7 @@ def test_stop_closes_the_port():
     with pytest.raises(httpx.ConnectError):
         httpx.get(url + "/models")
     with pytest.raises(RuntimeError, match="not running"):
-        srv.port
+        srv.port  # noqa: B018 - the access must raise
 
 
 @pytest.mark.parametrize("kwargs", [{"port": -1}, {"port": "80"}, {"models": ()}])
