@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lionctx import Status
-from lionctx import _gather as gather_module
 from lionctx import _group as group_module
 from lionctx._call import ProviderCall
 from lionctx._gather import gather
