@@ -35,9 +35,14 @@ class Hung:
     def __init__(self, name: str) -> None:
         self.name = name
         self.finished = False
+        self.cancelled = False
 
     async def fetch(self, query: str, ctx: Any) -> str:
-        await anyio.sleep(HOUR)
+        try:
+            await anyio.sleep(HOUR)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled = True  # cut by a limit, not left running
+            raise
         self.finished = True
         return "late"
 
@@ -58,9 +63,9 @@ def test_the_default_is_documented_and_at_most_ten_seconds() -> None:
 @pytest.mark.anyio
 async def test_resolve_cuts_a_hung_source_at_the_default() -> None:
     hung = Hung("hung")
-    start = anyio.current_time()
     res = await resolveContext([hung, Quick()], "q")
-    assert anyio.current_time() - start == pytest.approx(DEFAULT_TIMEOUT, abs=0.01)
+    # Cause, not a clock: the source was cancelled, and the row names the default.
+    assert hung.cancelled and not hung.finished
     assert [o.status for o in res.outcomes] == [Status.TIMEOUT, Status.FIRED]
     assert res.outcomes[0].reason == "timed out after 10s"
     assert not hung.finished
