@@ -124,12 +124,15 @@ def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
     from ._cache import say_process_local
 
     backend = resolve_cache(cache)
-    if provider.source_identity is None and getattr(backend, "shares_across_processes", False):
+    # The cache is keyed by the request as sent (secrets as salted digests), even when
+    # a subclass states a coarser identity for its breakers: two callers' tokens are
+    # two answers. A stated identity stands only where the request cannot be named.
+    scope = _identity(provider) or provider.source_identity
+    if scope is None and getattr(backend, "shares_across_processes", False):
         say_process_local(provider, provider.name)
     return backend.bind(
         kind="http", ttl=provider.cache_ttl, maxsize=1, stale_on_error=provider.stale_on_error,
-        wait=provider.timeout, codec=TEXT_CODEC, remote_error=HttpFetchError,
-        scope=provider.source_identity)
+        wait=provider.timeout, codec=TEXT_CODEC, remote_error=HttpFetchError, scope=scope)
 
 
 def _identity(provider: HttpContextProvider) -> str | None:

@@ -30,6 +30,7 @@ from lionctx.providers import (
 from lionctx.testing._redis_server import LocalRedisServer
 
 from tests.cache.conftest import namespace, redis_server  # noqa: F401 - fixtures
+from tests.hostile.test_breaker_tenants import notes_api  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.anyio
 
@@ -210,3 +211,23 @@ def test_an_entry_crosses_users_or_tenants_only_for_a_source_that_reads_neither(
                 await cache.aclose()
 
     anyio.run(run)
+
+
+async def test_a_coarse_stated_identity_never_shares_one_callers_token_with_another(
+        notes_api: str, redis_server: LocalRedisServer, namespace: str,  # noqa: F811
+) -> None:
+    # A subclass states one identity for the endpoint (so every request's provider
+    # shares one breaker); the cache must still tell the callers' tokens apart.
+    from tests.hostile.test_breaker_tenants import NotesApi
+
+    cache = RedisCache(redis_server.url, namespace=namespace)
+    texts = []
+    for token in ("tok-alice1", "tok-bob222", "tok-alice1"):
+        async with NotesApi(notes_api + "/notes", name="notes", cache_ttl=60, cache=cache,
+                            headers={"Authorization": f"Bearer {token}"}) as p:
+            res = await resolve_context([p], "q", breaker=False)
+            texts.append((res.text, res.outcomes[0].cached))
+    assert "notes for lice1" in texts[0][0] and not texts[0][1]
+    assert "notes for ob222" in texts[1][0] and not texts[1][1], "bob got alice's notes"
+    assert "notes for lice1" in texts[2][0] and texts[2][1]  # alice's own entry is shared
+    await cache.aclose()
