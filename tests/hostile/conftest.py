@@ -50,3 +50,24 @@ class Static:
 
     async def fetch(self, query, ctx):
         return self.text
+
+
+@pytest.fixture
+def otel():
+    """The real OpenTelemetry SDK with in-memory exporters: ``(spans, metrics reader)``."""
+    from lionctx import telemetry
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    telemetry.configure(tracer_provider=tp, meter_provider=MeterProvider(metric_readers=[reader]))
+    telemetry.set_enabled(True)
+    yield exporter, reader
+    telemetry.configure()
+    telemetry.set_enabled(None)

@@ -5,13 +5,8 @@ from an exception message that quotes a URL, not from the text a provider return
 from __future__ import annotations
 
 import pytest
-from lionctx import ContextProviderRegistry, resolve_context, telemetry
+from lionctx import ContextProviderRegistry, resolve_context
 from lionctx.providers import HttpContextProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.providers.http_server import LoopbackServer
 
@@ -21,19 +16,6 @@ QUERY_SECRET = "qs-s3cr3t-in-the-query"
 HEADER_SECRET = "hdr-s3cr3t-bearer"
 TEXT_SECRET = "provider-text-s3cr3t"
 USERINFO_SECRET = "pw-s3cr3t"
-
-
-@pytest.fixture
-def otel():
-    exporter = InMemorySpanExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    telemetry.configure(tracer_provider=tp, meter_provider=MeterProvider(metric_readers=[reader]))
-    telemetry.set_enabled(True)
-    yield exporter, reader
-    telemetry.configure()
-    telemetry.set_enabled(None)
 
 
 def _everything(exporter, reader) -> str:

@@ -15,9 +15,6 @@ from lionctx import ContextProviderRegistry, SourceUnavailable, resolve_context,
 from lionctx.providers import HttpContextProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.providers.http_server import LoopbackServer
 
@@ -46,19 +43,6 @@ SECRETS = {
     "aws-key": AWS_KEY, "openai-key": OPENAI_KEY, "random-key": RANDOM_KEY,
     "json-secret": KV_SECRET,
 }
-
-
-@pytest.fixture
-def otel():
-    exporter = InMemorySpanExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    telemetry.configure(tracer_provider=tp, meter_provider=MeterProvider(metric_readers=[reader]))
-    telemetry.set_enabled(True)
-    yield exporter, reader
-    telemetry.configure()
-    telemetry.set_enabled(None)
 
 
 def _span_text(exporter) -> str:
