@@ -17,13 +17,10 @@ Run: ``python -m benchmarks.bench_mcp`` (needs the ``mcp`` extra).
 
 from __future__ import annotations
 
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 from lionctx import HttpContextProvider, McpResourceProvider, resolve_context
@@ -31,19 +28,10 @@ from lionctx.providers import close_mcp_connections
 from tests.providers.http_server import LoopbackServer
 from tests.providers.mcp_servers import STATIC_TEXT
 
-from .common import Row, format_table, machine_line, row
+from .common import Row, format_table, machine_line, median_async, row
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = [sys.executable, "-m", "tests.providers.mcp_servers"]
-
-
-async def _median(fn: Callable[[], Awaitable[Any]], n: int) -> float:
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        await fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 async def _rows(srv: LoopbackServer, pidfile: Path) -> list[Row]:
@@ -61,10 +49,10 @@ async def _rows(srv: LoopbackServer, pidfile: Path) -> list[Row]:
             assert await http.retrieve("", None) == STATIC_TEXT
             await http_cached.retrieve("", None)
             n = 300
-            mcp_s = await _median(lambda: mcp.retrieve("", None), n)
-            http_s = await _median(lambda: http.retrieve("", None), n)
-            hit_s = await _median(lambda: cached.retrieve("", None), n * 10)
-            http_hit_s = await _median(lambda: http_cached.retrieve("", None), n * 10)
+            mcp_s = await median_async(lambda: mcp.retrieve("", None), n)
+            http_s = await median_async(lambda: http.retrieve("", None), n)
+            hit_s = await median_async(lambda: cached.retrieve("", None), n * 10)
+            http_hit_s = await median_async(lambda: http_cached.retrieve("", None), n * 10)
         rows.append(row("mcp warm read: stdio round trip vs http GET", mcp_s * 1e3,
                         http_s * 1e3, "ms", "same text, local server",
                         "HttpContextProvider"))

@@ -37,7 +37,7 @@ import httpx
 from lionctx.providers import FilesystemContextProvider, HttpContextProvider
 from tests.providers.http_server import LoopbackServer
 
-from .common import Row, format_table, machine_line, row
+from .common import Row, format_table, machine_line, median_async, row
 
 
 async def _paired(fn: Callable[[], Awaitable[Any]], base: Callable[[], Any],
@@ -55,15 +55,6 @@ async def _paired(fn: Callable[[], Awaitable[Any]], base: Callable[[], Any],
         base()
         b.append(time.perf_counter() - start)
     return statistics.median(a), statistics.median(b)
-
-
-async def _median_async(fn: Callable[[], Awaitable[Any]], n: int) -> float:
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        await fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _nothing() -> None:
@@ -159,9 +150,9 @@ async def _fs_rows(small: Path, small_paths: list[Path], large: Path,
     async def one_hop() -> None:
         await anyio.to_thread.run_sync(batched)
 
-    aio_s = None if aiofiles is None else await _median_async(per_file_aiofiles, 100)
-    hop_s = await _median_async(one_hop, 100)
-    empty_s = await _median_async(lambda: anyio.to_thread.run_sync(_nothing), 300)
+    aio_s = None if aiofiles is None else await median_async(per_file_aiofiles, 100)
+    hop_s = await median_async(one_hop, 100)
+    empty_s = await median_async(lambda: anyio.to_thread.run_sync(_nothing), 300)
     rows.append(row("thread hop alone (anyio.to_thread, empty function)", empty_s * 1e3, None,
                     "ms", "the fixed cost inside every cold fs figure"))
     name = "fs read 20 x 50 KB: aiofiles per file vs one thread hop"
@@ -189,13 +180,13 @@ async def _http_rows(srv: LoopbackServer) -> list[Row]:
             r.raise_for_status()
             r.text  # noqa: B018 - decode, as the provider does
 
-        bare_s = await _median_async(bare, n)
+        bare_s = await median_async(bare, n)
     async with HttpContextProvider(url) as cold:
         await cold.fetch("", None)
-        cold_s = await _median_async(lambda: cold.fetch("", None), n)
+        cold_s = await median_async(lambda: cold.fetch("", None), n)
     async with HttpContextProvider(url, cache_ttl=600) as cached:
         await cached.fetch("", None)
-        cached_s = await _median_async(lambda: cached.fetch("", None), n * 10)
+        cached_s = await median_async(lambda: cached.fetch("", None), n * 10)
     rows.append(row("http no cache: provider vs bare httpx loop", cold_s * 1e3, bare_s * 1e3,
                     "ms", "per call, same local server", "httpx.get"))
     rows.append(row("http cached: provider vs bare httpx loop", cached_s * 1e6,

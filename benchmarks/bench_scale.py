@@ -15,10 +15,8 @@ Run: ``python -m benchmarks.bench_scale``.
 from __future__ import annotations
 
 import multiprocessing
-import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -27,19 +25,10 @@ from lionctx.providers import HttpContextProvider
 from lionctx.testing._redis_server import LocalRedisServer
 from tests.providers.http_server import LoopbackServer
 
-from .common import Row, format_table, machine_line, row
+from .common import Row, format_table, machine_line, median_async, row
 
 CALLS = 250
 WORKER_COUNTS = (1, 2, 4, 8)
-
-
-async def _median(fn: Callable[[], Awaitable[Any]], n: int) -> float:
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        await fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 async def _hit_rows(srv: LoopbackServer, redis_url: str) -> list[Row]:
@@ -50,9 +39,9 @@ async def _hit_rows(srv: LoopbackServer, redis_url: str) -> list[Row]:
             HttpContextProvider(url, cache_ttl=600, cache=cache) as shared:
         for p in (uncached, local, shared):
             await p.retrieve("", None)
-        uncached_s = await _median(lambda: uncached.retrieve("", None), 200)
-        local_s = await _median(lambda: local.retrieve("", None), 2000)
-        shared_s = await _median(lambda: shared.retrieve("", None), 1000)
+        uncached_s = await median_async(lambda: uncached.retrieve("", None), 200)
+        local_s = await median_async(lambda: local.retrieve("", None), 2000)
+        shared_s = await median_async(lambda: shared.retrieve("", None), 1000)
         assert shared.degradation_reason is None
     await cache.aclose()
     return [

@@ -66,6 +66,16 @@ async def best_of_each(fns: dict[str, Callable[[], Awaitable[Any]]], repeat: int
     return best
 
 
+async def median_async(fn: Callable[[], Awaitable[Any]], n: int) -> float:
+    """Median wall time in seconds of ``n`` awaited calls."""
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def median_of(fn: Callable[[], Any], repeat: int = 5) -> float:
     """Median wall time in seconds of a sync call."""
     times = []
