@@ -238,7 +238,7 @@ def test_explicit_blocks_render_in_both_modes(model):
         Branch(SYSTEM, model).build_request("q", blocks=[42])
 
 
-_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+_text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=40)
 
 
 @given(system=_text, texts=st.lists(_text.filter(bool), max_size=4), guidance=_text,

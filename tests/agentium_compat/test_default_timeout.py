@@ -92,7 +92,7 @@ async def test_an_agent_cuts_a_hung_source_at_the_default() -> None:
                                                                     Status.FIRED]
         assert "in time" in server.requests[-1]["messages"][0]["content"]
         patient = Agent(name="b", model=model, contextProviders=[Hung("hung")],
-                        contextTimeout=None)
+                        contextTimeout=None)  # type: ignore[call-arg]  # camelCase: the decorator
         result = await patient.run("q")
         assert result.contextReport is not None
         assert result.contextReport.outcomes[0].status is Status.FIRED

@@ -26,7 +26,8 @@ async def test_openai_takes_agentiums_options_object(server: LocalOpenAIServer) 
                   openai("gpt-4o", baseURL=server.base_url, apiKey="k"),
                   openai("gpt-4o", base_url=server.base_url, api_key="k")):
         assert (model.model, model.base_url) == ("gpt-4o", server.base_url)
-        agent = Agent({"name": "bot", "model": model, "instructions": "Be kind."})
+        # Agent(options) is added by @accepts_options_mapping, which mypy does not see
+        agent = Agent({"name": "bot", "model": model, "instructions": "Be kind."})  # type: ignore[call-arg, arg-type]
         result = await agent.run("hello")
         assert result.output.startswith("[offline echo model] You said: hello")
         assert server.requests[-1]["model"] == "gpt-4o"
@@ -72,7 +73,7 @@ def test_openai_options_must_be_a_mapping() -> None:
 def test_agent_names_an_unknown_option_and_what_was_meant(
         options: dict[str, Any], keywords: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidType, match=message):
-        Agent(options, **keywords)
+        Agent(options, **keywords)  # type: ignore[call-arg, arg-type]
 
 
 async def test_run_options_and_resolve_options_say_what_was_meant(
@@ -83,12 +84,12 @@ async def test_run_options_and_resolve_options_say_what_was_meant(
     with pytest.raises(InvalidType, match=r"'sessionID'; did you mean 'sessionId'\?"):
         await agent.run("q", sessionID="s")
     with pytest.raises(InvalidType, match=r"'timout'; did you mean 'timeout'\?"):
-        await resolveContext([], "q", None, timout=1)
+        await resolveContext([], "q", None, timout=1)  # type: ignore[call-arg]
     with pytest.raises(InvalidType, match=r"'deadlin'; did you mean 'deadline'\?"):
         await resolveContextProviders([], "q", None, deadlin=1)
     with pytest.raises(InvalidType, match=r"unknown option 'onOutcome'; "
                                           r"did you mean 'on_outcome'\?"):
-        await resolveContext([], "q", None, onOutcome=print)
+        await resolveContext([], "q", None, onOutcome=print)  # type: ignore[call-arg]
     assert server.requests == []  # refused before anything ran
 
 
@@ -165,7 +166,7 @@ async def test_a_mapping_that_is_not_a_provider_is_refused_by_name(
 
 async def test_agent_takes_object_literal_providers(server: LocalOpenAIServer) -> None:
     model = openai("gpt-4o", {"baseURL": server.base_url, "apiKey": "k"})
-    agent = Agent({"name": "bot", "model": model, "instructions": "Be kind.",
+    agent = Agent({"name": "bot", "model": model, "instructions": "Be kind.",  # type: ignore[call-arg, arg-type]
                    "contextProviders": [{"name": "notes", "fetch": notes_fetch}]})
     result = await agent.run("refunds", {"userId": "u1"})
     assert ('<context name="notes">\nnotes for u1 about refunds\n</context>'
@@ -174,7 +175,7 @@ async def test_agent_takes_object_literal_providers(server: LocalOpenAIServer) -
     assert result.contextReport.outcomes[0].status is Status.FIRED
     with pytest.raises(InvalidType, match=r"context_providers\[0\] \(an object-literal "
                                           r"provider\) got an unknown option 'fn'"):
-        Agent({"name": "bot", "model": model, "contextProviders": [{"name": "x", "fn": 1}]})
+        Agent({"name": "bot", "model": model, "contextProviders": [{"name": "x", "fn": 1}]})  # type: ignore[call-arg, arg-type]
     model.close()
 
 

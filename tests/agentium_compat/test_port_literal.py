@@ -156,7 +156,7 @@ def build_page(db: Any, STATUS_URL: str) -> SimpleNamespace:  # noqa: N803 - the
     # -- page: plugging into an Agent ------------------------------------------
     providers = [notes, status, profile]
 
-    agent = Agent({
+    agent = Agent({  # type: ignore[call-arg, arg-type]  # the mapping: @accepts_options_mapping
         "name": "support-bot",
         "model": openai("gpt-4o"),
         "instructions": lambda c: f"""

@@ -122,6 +122,7 @@ async def test_disallowed_redirect_never_reaches_the_other_host(srv: LoopbackSer
         p = HttpContextProvider(url=srv.url(f"/redirect?to={other.url('/ok')}"),
                                 allowedHosts=[srv.host])
         assert await resolveContextProviders([p], "q", {}) == ""
+        assert p.lastError is not None
         assert p.lastError.startswith("refused:")
         res = await resolveContext([p], "q", {})
         assert res.outcomes[0].status is Status.FAILED
@@ -161,7 +162,8 @@ async def test_a_failing_endpoint_is_null_from_fetch_and_failed_in_reports(
 
 async def test_last_error_on_every_wrapper(tmp_path: Path) -> None:
     fs = FilesystemContextProvider(basePath=str(tmp_path / "missing"))
-    assert await fs.fetch("q", {}) is None and "is not a directory" in fs.lastError
+    assert await fs.fetch("q", {}) is None and fs.lastError is not None
+    assert "is not a directory" in fs.lastError
 
     async def down(ctx: Any) -> str:
         raise SourceUnavailable("profile service unreachable")

@@ -6,7 +6,7 @@ import json
 import multiprocessing
 import os
 import signal
-from typing import Any
+from typing import Any, cast
 
 import agentium_compat
 import anyio
@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lionctx import RunContext, count_tokens, resolve_context
 from lionctx._tokens import get_counter, prepare_counter
-from lionctx.cache import CountedText, InProcessCache, RedisCache, known_token_count
+from lionctx.cache import Codec, CountedText, InProcessCache, RedisCache, known_token_count
+from lionctx.cache._shared import SharedCache
 from lionctx.providers import (
     CachedContextProvider,
     FlightCache,
@@ -36,10 +37,12 @@ _SPAWN = multiprocessing.get_context("spawn")
 async def _keys(server: LocalRedisServer, namespace: str) -> dict[str, bytes]:
     client = aredis.Redis.from_url(server.url)
     try:
-        out = {}
+        out: dict[str, bytes] = {}
         async for key in client.scan_iter(match=f"{namespace}:*"):
             if await client.type(key) == b"string":
-                out[key.decode()] = await client.get(key)
+                value = await client.get(key)
+                assert isinstance(value, bytes)
+                out[key.decode()] = value
         return out
     finally:
         await client.aclose()
@@ -174,6 +177,7 @@ def test_key_names_are_digests_and_distinct_per_key(
     names: dict[str, Any] = {}
     for tenant, user, session, query in keys:
         k = default_key(query, RunContext(tenant_id=tenant, user_id=user, session_id=session))
+        assert isinstance(p._cache, SharedCache)
         name = p._cache.redis_key(k)
         prefix, digest = name.rsplit(":", 1)
         assert prefix == "app:lionctx:v1:cached:val"
@@ -251,6 +255,7 @@ async def test_a_dead_lease_owner_is_taken_over_within_the_lease(
             tg.start_soon(wait_for_it)
             await anyio.sleep(0.2)  # the waiter is polling behind the owner's lease
             assert not got
+            assert owner.pid is not None
             os.kill(owner.pid, signal.SIGKILL)
             with anyio.fail_after(lease + 3):  # generous: a live lease would hold it 10 s
                 while srv.count("/gate") < 2:  # noqa: ASYNC110 - counted by the server thread
@@ -311,6 +316,7 @@ async def test_stale_on_error_is_served_from_the_shared_store(
     res = await resolve_context([reader], "q")
     (row,) = res.outcomes
     assert row.status.value == "fired" and row.stale and row.cached
+    assert row.text is not None and row.degradation_reason is not None
     assert "last good status" in row.text
     assert "HTTP 503" in row.degradation_reason
     await cache.aclose()
@@ -334,6 +340,7 @@ async def test_redis_stopped_mid_run_every_turn_completes(srv: LoopbackServer) -
             for o in res.outcomes:
                 assert o.status.value == "fired", o
                 assert o.text and "hello from ok" in o.text
+                assert o.degradation_reason is not None
                 assert "shared cache unavailable" in o.degradation_reason
         # One source (names do not split it): 1 fetch before, and the in-process
         # caches (warmed by the shared hits) answered everything after.
@@ -353,11 +360,13 @@ async def test_the_circuit_skips_redis_until_retry_after(
     try:
         await admin.execute_command("CLIENT", "PAUSE", "800", "ALL")  # Redis is slow now
         assert await p.retrieve("", None) == "hello from ok"
+        assert p.degradation_reason is not None
         assert "no answer within 0.2s" in p.degradation_reason
         await admin.ping()  # returns once the pause is over
         await admin.execute_command("CONFIG", "RESETSTAT")
         for _ in range(5):
             assert await p.retrieve("", None) == "hello from ok"
+            assert p.degradation_reason is not None
             assert "shared cache unavailable" in p.degradation_reason
         stats = await admin.info("commandstats")
         assert not any(k in stats for k in ("cmdstat_get", "cmdstat_set")), stats
@@ -414,12 +423,14 @@ async def test_agentium_spellings_take_a_shared_cache(
     again = agentium_compat.HttpContextProvider(url=srv.url("/ok"), cacheTtlMs=60_000,
                                                 cache=cache)
     assert await http.fetch("", None) == "hello from ok"
-    assert (await again.fetch("", None)).cached
+    hit = await again.fetch("", None)
+    assert isinstance(hit, ProvidedText) and hit.cached
     wrapped = agentium_compat.CachedContextProvider(workers.Profiles(), 60_000, cache=cache)
     ctx = {"userId": "u1", "tenantId": "t1"}
     assert await wrapped.fetch("q", ctx) == "profile tenant=t1 user=u1 query=q"
     other = agentium_compat.CachedContextProvider(workers.Profiles(), 60_000, cache=cache)
-    assert (await other.fetch("q", ctx)).cached
+    hit = await other.fetch("q", ctx)
+    assert isinstance(hit, ProvidedText) and hit.cached
     assert srv.count("/ok") == 1
     await cache.aclose()
 
@@ -500,6 +511,7 @@ async def test_waiters_get_the_stale_value_with_the_owners_reason(
     assert srv.count("/ok") == 2  # one refresh for the three
     for row in res.outcomes:
         assert row.status.value == "fired" and row.stale, row
+        assert row.text is not None and row.degradation_reason is not None
         assert "good status" in row.text
         assert "feed broke" in row.degradation_reason, row.degradation_reason
     await cache.aclose()
@@ -512,8 +524,11 @@ def test_a_stored_value_comes_back_exactly(text: str, reason: Any, stale: bool) 
     from lionctx.providers._cache import _STORED_CODEC, _Stored
 
     cache = RedisCache("redis://localhost", namespace="app")
+    # _StoredCodec is a Codec by shape (the provider binds it through an untyped backend)
     bound = cache.bind(kind="cached", scope="s", ttl=5, maxsize=4, stale_on_error=True,
-                       wait=None, codec=_STORED_CODEC, remote_error=RuntimeError)
+                       wait=None, codec=cast(Codec[Any], _STORED_CODEC),
+                       remote_error=RuntimeError)
+    assert isinstance(bound, SharedCache)
     payload = bound._encode(_Stored(text, reason, stale))
     back = bound._decode(payload)
     assert (back.text, back.reason, back.stale) == (text, reason, stale)

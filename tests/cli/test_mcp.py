@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import anyio
 import pytest
@@ -18,6 +19,7 @@ from lionctx.cli import main
 from lionctx.cli._mcp_serve import parse_listen
 from lionctx.cli._sources import UsageError
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.types import RequestParamsMeta, TextContent, TextResourceContents
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, "-m", "tests.providers.mcp_servers"]
@@ -80,16 +82,19 @@ async def _exercise(client: Client) -> None:
     assert [r.uri for r in listed.resources] == [
         "lionctx://sources/notes", "lionctx://sources/profile", "lionctx://sources/broken"]
     notes = await client.read_resource("lionctx://sources/notes")
+    assert isinstance(notes.contents[0], TextResourceContents)
     assert notes.contents[0].text.startswith('<context name="notes">')
     assert "Remember the milk." in notes.contents[0].text
     profile = await client.read_resource("lionctx://sources/profile",
-                                         meta={"user_id": "bob"})
+                                         meta=cast(RequestParamsMeta, {"user_id": "bob"}))
+    assert isinstance(profile.contents[0], TextResourceContents)
     assert "profile of bob" in profile.contents[0].text
     with pytest.raises(MCPError, match="broken.*failed"):
         await client.read_resource("lionctx://sources/broken")
     prompts = await client.list_prompts()
     assert [p.name for p in prompts.prompts] == ["context"]
     result = await client.get_prompt("context", {"query": "milk"})
+    assert isinstance(result.messages[0].content, TextContent)
     text = result.messages[0].content.text
     assert '<context name="notes">' in text and "profile of alice" in text
     assert "-- report --" in text and "1 failed" in text and "budget:" in text

@@ -12,7 +12,7 @@ class MinimalEngine(ContextEngine):
 
     def __init__(self, context_length: int = 0) -> None:
         self.context_length = context_length
-        self.state = {"seen": []}
+        self.state: dict[str, list[str]] = {"seen": []}
 
     @property
     def name(self) -> str:

@@ -1,6 +1,7 @@
 import json
 import logging
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -27,7 +28,7 @@ class Engine(ContextEngine):
 
     def __init__(self, context_length: int = 0) -> None:
         self.context_length = context_length
-        self.calls = []
+        self.calls: list[tuple[Any, ...]] = []
 
     @property
     def name(self):

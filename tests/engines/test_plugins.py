@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lionctx.engines import _discovery, _plugins
 
-segments = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"),
+segments = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="/\x00"),
                    min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
 paths = st.lists(segments, min_size=1, max_size=4).map(lambda parts: Path("/", *parts))
 

@@ -40,7 +40,7 @@ async def test_lionagi_render_keeps_lionagis_rule(server, model):
     assert branch.last_context_report.used_tokens == 30
 
 
-_texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)
+_texts = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=40)
 
 
 @settings(max_examples=60, deadline=None)

@@ -105,6 +105,7 @@ async def test_two_branches_of_two_users_over_one_registry(model, server) -> Non
     for _ in range(2):
         for branch in (ann, bob):
             await branch.chat("hi")
+            assert branch.last_context_report is not None
             stable.append(branch.last_context_report.prefix_stable)
     assert stable == [None, None, True, True]
 
@@ -126,6 +127,7 @@ async def test_two_anonymous_branches_over_one_registry_are_two_sessions(model, 
     for _ in range(2):
         for branch in (one, two):
             await branch.chat("hi")
+            assert branch.last_context_report is not None
             stable.append(branch.last_context_report.prefix_stable)
     assert stable == [None, None, True, True]
 
@@ -138,6 +140,7 @@ async def test_two_users_interleaved_on_one_agent_each_stay_prefix_stable(server
     for _ in range(2):
         for user in ("ann", "bob"):
             result = await agent.run("hi", user_id=user)
+            assert result.context_report is not None
             stable.append(result.context_report.prefix_stable)
     assert stable == [None, None, True, True]
 
@@ -150,6 +153,7 @@ async def test_the_same_session_id_in_two_tenants_is_two_sessions(server) -> Non
     for _ in range(2):
         for tenant in ("acme", "globex"):
             result = await agent.run("hi", tenant_id=tenant, session_id="1")
+            assert result.context_report is not None
             stable.append(result.context_report.prefix_stable)
     assert stable == [None, None, True, True]
 

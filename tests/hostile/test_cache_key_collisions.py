@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import RunContext, resolve_context
 from lionctx.cache import RedisCache
+from lionctx.cache._shared import SharedCache
 from lionctx.providers import (
     CachedContextProvider,
     ContextSource,
@@ -60,6 +61,7 @@ class _Reads(ContextSource):
 def _redis_key(identity: str, tenant: Any, user: Any, query: str) -> str:
     cache = RedisCache("redis://localhost", namespace="app")
     p = CachedContextProvider(_Reads(identity), 60, cache=cache)
+    assert isinstance(p._cache, SharedCache)
     return p._cache.redis_key(p.cache_key(query, RunContext(tenant_id=tenant, user_id=user)))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -135,6 +135,7 @@ async def test_unknown_or_too_deep_encodings_are_refused(encoding: str, words: s
         async with HttpContextProvider(server.url("/raw/r"), name="feed") as p:
             res = await resolve_context([p], "q", None)
     out = res.outcomes[0]
+    assert out.error is not None
     assert out.status is Status.FAILED and words in out.error
     assert out.error.startswith("refused: response")
 
@@ -146,6 +147,7 @@ async def test_a_corrupt_body_is_a_failure() -> None:
                               {"Content-Encoding": "gzip"})
         async with HttpContextProvider(server.url("/raw/r")) as p:
             assert await p.fetch("q", None) is None
+            assert p.last_error is not None
             assert p.last_error.startswith("could not decode the gzip body")
 
 
@@ -155,15 +157,19 @@ async def test_only_decodable_encodings_are_advertised(srv: LoopbackServer) -> N
         # Also after a cross-origin redirect, where the caller's headers are dropped.
         hop = srv.url(f"/redirect?to={other.url('/echo')}")
         async with HttpContextProvider(hop, allowed_hosts=[srv.host, other.host]) as p:
-            seen = json.loads(await p.fetch("q", None))
+            text = await p.fetch("q", None)
+            assert text is not None
+            seen = json.loads(text)
         assert seen["headers"]["accept-encoding"] == "gzip, deflate"
     async with HttpContextProvider(srv.url("/echo"), headers={"accept-encoding": "gzip"}) as p:
-        assert json.loads(await p.fetch("q", None))["headers"]["accept-encoding"] == "gzip"
+        text = await p.fetch("q", None)
+        assert text is not None
+        assert json.loads(text)["headers"]["accept-encoding"] == "gzip"
 
 
 # -- the decoder alone: exact output, or "too large" exactly when it is ------------------
 
-_ENCODERS = {
+_ENCODERS: dict[str, Callable[[bytes], bytes]] = {
     "gzip": gzip.compress,
     "deflate": zlib.compress,
 }

@@ -170,7 +170,7 @@ def test_admission_keeps_each_text_once_and_drops_a_copy_only_for_an_injected_on
     for i, room in zip(d.skipped_budget, d.room, strict=True):
         assert room < tokens[i]
     if budget is None:  # nothing but a cap can keep a text out
-        fits = {keys[i] for i in range(len(rows)) if not (caps[i] and tokens[i] > caps[i])}
+        fits = {keys[i] for i, cap in enumerate(caps) if not (cap and tokens[i] > cap)}
         assert Counter(keys[i] for i in kept) == Counter(fits)
     elif kept:
         assert d.used == sum(tokens[i] for i in kept) <= budget
@@ -181,7 +181,9 @@ def test_admission_keeps_each_text_once_and_drops_a_copy_only_for_an_injected_on
 def test_without_duplicates_dedupe_decides_as_plain_admission(
         rows: list[tuple[str, int, int, int | None]], budget: int | None) -> None:
     keys = list(range(len(rows)))  # every text distinct
-    tokens, priorities, caps = ([r[i] for r in rows] for i in (1, 2, 3))
+    tokens = [r[1] for r in rows]
+    priorities = [r[2] for r in rows]
+    caps = [r[3] for r in rows]
     plain = admit_columns(tokens, priorities, caps, budget)
     unique = admit_columns(tokens, priorities, caps, budget, keys)
     assert (unique.kept, unique.skipped_cap, unique.used) == (plain.kept, plain.skipped_cap,

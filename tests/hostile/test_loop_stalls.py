@@ -125,7 +125,8 @@ class TickGate:
 async def gathered(calls: list[ProviderCall], gate: TickGate, **kw) -> list:
     async with anyio.create_task_group() as tg:
         tg.start_soon(gate.ticker)
-        return await gather(calls, counter=get_counter(), concurrent=True, **kw)
+        rows = await gather(calls, counter=get_counter(), concurrent=True, **kw)
+    return rows
 
 
 def call_of(name: str, text: str, frame: Callable[[str], str] | None = None) -> ProviderCall:

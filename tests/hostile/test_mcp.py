@@ -65,6 +65,7 @@ async def test_a_server_that_never_answers_initialize(files: tuple[Path, Path]) 
     p = proxied("silent", files, "notes://static", timeout=0.5, connect_timeout=3)
     res = await resolve_context([p], "q", None)
     assert res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].error is not None
     assert "no answer from the MCP server within 0.5s" in res.outcomes[0].error
     # The connection keeps trying on its own, bounded by connect_timeout, then stops
     # the child: nothing is left waiting on a server that will never speak.
@@ -97,6 +98,7 @@ async def test_an_answer_under_another_uri_is_not_this_sources_text(
     p = proxied("other-uri", files, "notes://static", name="static")
     res = await resolve_context([p], "q", None)
     assert res.text == "" and res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].error is not None
     assert "content for another URI" in res.outcomes[0].error
     assert STATIC_TEXT not in (res.outcomes[0].error or "")
 
@@ -134,6 +136,7 @@ async def test_a_dot_segment_or_missing_value_sends_nothing(files: tuple[Path, P
                                                             value: object) -> None:
     p = proxied("relay", files, "users://{user_id}/profile")
     res = await resolve_context([p], "q", {"user_id": value})
+    assert res.outcomes[0].error is not None
     assert res.outcomes[0].status is Status.FAILED and "'user_id'" in res.outcomes[0].error
     assert pids(files[0]) == []  # no server was even started
 
@@ -149,6 +152,7 @@ async def test_an_http_server_redirecting_elsewhere_gets_no_request_through() ->
         finally:
             await close_mcp_connections()
         assert res.outcomes[0].status is Status.FAILED
+        assert res.outcomes[0].error is not None
         assert "not followed" in res.outcomes[0].error
         assert "s3cret-key-value" not in res.outcomes[0].error  # a query value is a secret
         assert srv.count("/redirect") >= 1 and other.count() == 0

@@ -54,6 +54,7 @@ async def test_a_pool_held_by_others_is_overload_not_the_sources_failure(
     for _ in range(3):
         row = (await resolve_context([source], "q", timeout=1, breaker=board)).outcomes[0]
         assert row.status is Status.FAILED and row.error_type == "WorkersExhausted"
+        assert row.reason is not None
         assert row.blame == "overload" and "not counted against the source" in row.reason
     assert called == []  # it never ran
     assert all(b.state == "closed" for b in board.breakers())  # threshold 1, yet closed
@@ -67,5 +68,6 @@ async def test_a_sources_own_stuck_calls_are_still_its_failure(
     board = Breakers(BreakerSettings(threshold=1), clock=Clock())
     row = (await resolve_context([source], "q", timeout=1, breaker=board)).outcomes[0]
     assert row.status is Status.FAILED and row.error_type == "WorkersExhausted"
+    assert row.reason is not None
     assert row.blame is None and "still stuck" in row.reason
     assert [b.state for b in board.breakers()] == ["open"]

@@ -26,6 +26,7 @@ import redis.asyncio as aredis
 from anyio.abc import SocketStream
 from lionctx import ContextProviderRegistry, RunContext, resolve_context
 from lionctx.cache import RedisCache
+from lionctx.cache._shared import SharedCache
 from lionctx.providers import HttpContextProvider
 from lionctx.testing._redis_server import LocalRedisServer
 
@@ -67,6 +68,7 @@ async def test_a_planted_count_cannot_carry_a_big_text_past_the_budget(
     p = HttpContextProvider(srv.url("/ok"), cache_ttl=60, cache=cache)
     big = "smuggled instructions for the model. " * 2000  # about 12,000 tokens
     async with _admin(redis_server) as admin:
+        assert isinstance(p._cache, SharedCache)
         await admin.set(p._cache.redis_key("response"), _entry(big, tokens=1))
     # The LionAGI face counts each block's bare text: a count that came with it would
     # be taken as is.
@@ -91,6 +93,7 @@ async def test_a_list_at_a_value_key_is_removed_and_other_keys_keep_sharing(
         redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:  # noqa: F811
     cache = RedisCache(redis_server.url, namespace=namespace)
     a = HttpContextProvider(srv.url("/text?body=alpha"), cache_ttl=60, cache=cache)
+    assert isinstance(a._cache, SharedCache)
     key = a._cache.redis_key("response")
     async with _admin(redis_server) as admin:
         await admin.rpush(key, "not", "a", "string")
@@ -116,6 +119,7 @@ async def test_a_list_at_a_lease_key_does_not_hold_the_key(
         redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:  # noqa: F811
     cache = RedisCache(redis_server.url, namespace=namespace, wait=30)
     p = HttpContextProvider(srv.url("/ok"), cache_ttl=60, timeout=30, cache=cache)
+    assert isinstance(p._cache, SharedCache)
     lease = p._cache.redis_key("response", "lease")
     async with _admin(redis_server) as admin:
         await admin.rpush(lease, "x")  # SET NX can never take it
@@ -132,6 +136,7 @@ async def test_a_lease_without_expiry_is_given_the_lease_time(
         redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:  # noqa: F811
     cache = RedisCache(redis_server.url, namespace=namespace, lease=0.5, wait=30)
     p = HttpContextProvider(srv.url("/ok"), cache_ttl=60, timeout=30, cache=cache)
+    assert isinstance(p._cache, SharedCache)
     lease = p._cache.redis_key("response", "lease")
     got: list[Any] = []
     async with _admin(redis_server) as admin:
@@ -162,6 +167,7 @@ async def test_an_oversized_value_is_refused_without_being_read(
         redis_server: LocalRedisServer, namespace: str, srv: LoopbackServer) -> None:  # noqa: F811
     cache = RedisCache(redis_server.url, namespace=namespace, max_value_bytes=1000)
     p = HttpContextProvider(srv.url("/ok"), cache_ttl=60, cache=cache)
+    assert isinstance(p._cache, SharedCache)
     key = p._cache.redis_key("response")
     async with _admin(redis_server) as admin:
         await admin.set(key, _entry("y" * 200_000))
@@ -263,7 +269,7 @@ async def test_turns_cut_by_their_timeout_return_while_redis_holds_every_reply(
             assert len(rows) == len(providers)
             assert {row.status.value for row in rows} == {"timeout"}, rows
             # And nothing of theirs is left behind in the single-flight tables.
-            assert all(not p._cache._flights for p in providers)
+            assert all(p._cache is not None and not p._cache._flights for p in providers)
         proxy.release()
         srv.gate.set()
         await cache.aclose()

@@ -158,8 +158,8 @@ def nested(secret: str, depth: int) -> Any:
 @st.composite
 def held_secrets(draw: st.DrawFn) -> tuple[RunContext, list[str]]:
     secrets = draw(st.lists(SECRET, min_size=1, max_size=5, unique=True))
-    held: dict[str, dict[str, Any]] = {"dependencies": {}, "metadata": {},
-                                       "session_state": {}, "extra": {}}
+    held: dict[str, Any] = {"dependencies": {}, "metadata": {},
+                            "session_state": {}, "extra": {}}
     for i, secret in enumerate(secrets):
         place = draw(st.sampled_from(sorted(held)))
         held[place][f"k{i}"] = nested(secret, draw(st.integers(0, 4)))

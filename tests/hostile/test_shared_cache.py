@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aredis
 from lionctx import resolve_context
 from lionctx.cache import RedisCache
+from lionctx.cache._shared import SharedCache
 from lionctx.testing._redis_server import LocalRedisServer
 
 from tests.cache.conftest import namespace, redis_server, srv  # noqa: F401 - fixtures
@@ -64,6 +65,7 @@ async def test_a_value_that_is_not_ours_is_never_served(
     res = await resolve_context([p], "q")
     (row,) = res.outcomes
     assert row.status.value == "fired"
+    assert row.text is not None and row.degradation_reason is not None
     assert "hello from ok" in row.text and "forged" not in row.text
     assert "does not decode" in row.degradation_reason
     assert srv.count("/ok") == 1
@@ -89,6 +91,7 @@ async def test_a_forged_meta_reason_of_the_wrong_type_is_refused(
     cache = RedisCache(redis_server.url, namespace=namespace)
     p = CachedContextProvider(Profiles(), 60, cache=cache)
     ctx = RunContext(user_id="u1")
+    assert isinstance(p._cache, SharedCache)
     key = p._cache.redis_key(p.cache_key("q", ctx))
     client = aredis.Redis.from_url(redis_server.url)
     try:
@@ -97,6 +100,7 @@ async def test_a_forged_meta_reason_of_the_wrong_type_is_refused(
         await client.aclose()
     text = await p.retrieve("q", ctx)
     assert text == "profile tenant=None user=u1 query=q"
+    assert p.degradation_reason is not None
     assert "does not decode" in p.degradation_reason
     await cache.aclose()
 
@@ -109,6 +113,7 @@ async def test_an_oversized_value_is_refused(
     p = HttpContextProvider(srv.url("/ok"), cache_ttl=60, cache=cache)
     await _plant(redis_server, cache, p, _entry(text="x" * 5000))
     assert await p.retrieve("", None) == "hello from ok"
+    assert p.degradation_reason is not None
     assert "too large" in p.degradation_reason
 
 
@@ -139,6 +144,7 @@ async def test_a_forged_failure_marker_does_not_fail_the_turn(
                  part="err")
     client = aredis.Redis.from_url(redis_server.url)
     try:
+        assert isinstance(p._cache, SharedCache)
         await client.pexpire(p._cache.redis_key("response", "lease"), 300)
     finally:
         await client.aclose()
@@ -156,6 +162,7 @@ async def test_the_redis_password_never_shows_in_a_reason(srv: LoopbackServer) -
     res = await resolve_context([p], "q")
     (row,) = res.outcomes
     assert row.status.value == "fired"
+    assert row.degradation_reason is not None
     assert "shared cache unavailable" in row.degradation_reason
     assert "pw-secret-7890" not in row.degradation_reason
     assert "pw-secret-7890" not in repr(cache)

@@ -83,7 +83,12 @@ async def test_a_lock_released_within_the_wait_is_waited_for(db: Path) -> None:
 
     holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")
-    threading.Timer(0.2, lambda: (holder.execute("ROLLBACK"), holder.close())).start()
+
+    def release() -> None:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    threading.Timer(0.2, release).start()
     p = SqliteContextProvider(db, SQL, busy_timeout=3)
     assert await p.fetch("q", {"userId": "u1"}) == "name: Ada"
 
@@ -92,5 +97,5 @@ def test_bad_busy_timeout_is_refused_naming_it(db: Path) -> None:
     for bad, err in ((-1, ValueError), (float("nan"), ValueError), ("1", TypeError),
                      (True, TypeError)):
         with pytest.raises(err, match="busy_timeout"):
-            SqliteContextProvider(db, SQL, busy_timeout=bad)
+            SqliteContextProvider(db, SQL, busy_timeout=bad)  # type: ignore[arg-type]
     assert SqliteContextProvider(db, SQL, busy_timeout=0).busy_timeout == 0.0

@@ -190,7 +190,7 @@ async def test_a_stuck_sqlite_source_fails_fast_once_its_cap_is_reached(
         release.wait(30)
         return real_run(*args)
 
-    p._run = hung  # type: ignore[method-assign]
+    p._run = hung  # type: ignore[method-assign, assignment]
     rows = []
     for _ in range(_threads._per_key + 2):
         res = await resolve_context([p], "q", None, timeout=0.1)
@@ -198,6 +198,7 @@ async def test_a_stuck_sqlite_source_fails_fast_once_its_cap_is_reached(
     assert [o.status for o in rows[:_threads._per_key]] == [Status.TIMEOUT] * _threads._per_key
     for o in rows[_threads._per_key:]:
         assert o.status is Status.FAILED and o.error_type == "WorkersExhausted"
+    assert p.last_error is not None
     assert "still stuck" in p.last_error
 
 

@@ -20,7 +20,7 @@ from lionctx.testing import Reply
 from lionctx.testing import _openai_wire as server_wire
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+texts = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
 calls = st.lists(st.fixed_dictionaries(
     {"name": st.from_regex(r"[a-z_]{1,8}", fullmatch=True),
      "arguments": st.one_of(texts, st.dictionaries(st.text(max_size=4), st.integers(),
@@ -39,6 +39,7 @@ def streams(draw: Any) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]
     """A reply's text and calls, and chunks carrying them cut at arbitrary points
     (plus chunks for another choice, which must not count)."""
     content = draw(texts)
+    wanted: list[dict[str, Any]]
     wanted = [{"id": f"call_{i}", "type": "function",
                "function": {"name": draw(st.from_regex(r"[a-z]{1,6}", fullmatch=True)),
                             "arguments": draw(texts)}} for i in range(draw(st.integers(0, 3)))]

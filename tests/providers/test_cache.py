@@ -133,7 +133,7 @@ async def test_flight_cache_refuses_unhashable_keys() -> None:
         return "x"
 
     with pytest.raises(TypeError):
-        await cache.get(["list"], load)
+        await cache.get(["list"], load)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("ttl, exc", [(-1, ValueError), (float("nan"), ValueError),
@@ -177,6 +177,7 @@ async def test_none_and_errors_are_never_cached() -> None:
     source.answer_none = False
     source.fail = True
     res = await resolve_context([p], "q", ctx)
+    assert res.outcomes[0].reason is not None
     assert res.outcomes[0].status is Status.FAILED and "profile store down" in \
         res.outcomes[0].reason
     source.fail = False
@@ -218,6 +219,7 @@ async def test_stale_on_error() -> None:
     out = stale.outcomes[0]
     assert out.status is Status.FIRED and out.stale and out.cached
     assert stale.blocks == fresh.blocks
+    assert out.degradation_reason is not None
     assert "stale" in out.degradation_reason and "profile store down" in out.degradation_reason
 
 
@@ -278,7 +280,7 @@ async def test_non_string_results_fail_and_are_not_cached() -> None:
     p = CachedContextProvider(DatabaseContextProvider("n", number), 60)
     res = await resolve_context([p], "q", None)
     assert res.outcomes[0].status is Status.FAILED
-    assert len(p._cache) == 0
+    assert isinstance(p._cache, FlightCache) and len(p._cache) == 0
 
 
 @pytest.mark.parametrize("kw, exc, word", [

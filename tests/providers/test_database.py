@@ -109,6 +109,7 @@ async def test_a_raising_function_costs_one_row() -> None:
     reg.register(DatabaseContextProvider("fine", fine))
     report = await reg.gather(SimpleNamespace(), "x")
     assert report.failed == ["broken"] and report.blocks == ["ok"]
+    assert report.outcomes[0].reason is not None
     assert "db down" in report.outcomes[0].reason
 
 
@@ -255,8 +256,10 @@ async def test_sqlite_authorizer_allows_reading_only(db: Path) -> None:
     p = SqliteContextProvider(db, "SELECT * FROM pragma_table_info('users')")
     res = await resolve_context([p], "q", None)
     assert res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].reason is not None
     assert "not authorized" in res.outcomes[0].reason
-    assert await p.fetch("q", None) is None and "not authorized" in p.last_error
+    assert await p.fetch("q", None) is None and p.last_error is not None
+    assert "not authorized" in p.last_error
     ok = SqliteContextProvider(db, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL "
                                    "SELECT i + 1 FROM n WHERE i < 2) SELECT i FROM n")
     assert await ok.fetch("q", None) == "i: 1\n\ni: 2"
@@ -298,10 +301,13 @@ async def test_sqlite_database_errors_are_failures_that_name_no_bound_value(
     for p, words in cases:
         res = await resolve_context([p], secret, {"userId": secret})
         out = res.outcomes[0]
+        assert out.error is not None
         assert out.status is Status.FAILED and out.error_type == "SourceUnavailable"
+        assert out.reason is not None
         assert out.error.startswith("query failed: ") and words in out.error
         assert secret not in out.reason
-        assert await p.fetch(secret, None) is None and words in p.last_error
+        assert await p.fetch(secret, None) is None and p.last_error is not None
+        assert words in p.last_error
 
 
 async def test_sqlite_no_row_is_empty_not_failed(db: Path) -> None:

@@ -112,6 +112,7 @@ async def test_globs_with_dirs_braces_and_hidden(tree: Path) -> None:
     assert await p.fetch("", None) == expected(files, ["docs/a.md", "docs/b.txt", "docs/x/c.md"])
     default = FilesystemContextProvider(tree)
     out = await default.fetch("", None)
+    assert out is not None
     assert "hidden" not in out  # wildcards leave dot-names alone
     named = FilesystemContextProvider(tree, glob=".git/*.md")
     assert await named.fetch("", None) == "# .git/h.md\nhidden"
@@ -285,14 +286,17 @@ async def test_unchanged_files_are_not_read_again(tree: Path) -> None:
     (tree / "f2.md").write_text("file 2, edited and longer")
     third = await p.fetch("", None)
     assert p.reads == ["f2.md"]
+    assert third is not None
     assert "file 2, edited and longer" in third
     (tree / "f9.md").write_text("new")
     p.reads.clear()
     fourth = await p.fetch("", None)
+    assert fourth is not None
     assert p.reads == ["f9.md"] and fourth.endswith("# f9.md\nnew")
     (tree / "f0.md").unlink()
     p.reads.clear()
     fifth = await p.fetch("", None)
+    assert fifth is not None
     assert p.reads == [] and not fifth.startswith("# f0.md")
 
 
@@ -326,9 +330,10 @@ async def test_an_unchanged_old_tree_is_checked_with_stat_calls_only(
     p = P(tree, max_files=1000)
     first = await p.fetch("", None)
     second = await p.fetch("", None)
-    assert P.scans == 1 and second == first and second.cached
+    assert P.scans == 1 and second == first and isinstance(second, ProvidedText) and second.cached
     (tree / "d1" / "new.md").write_text("fresh")  # a new entry changes d1's mtime
     third = await p.fetch("", None)
+    assert third is not None
     assert P.scans == 2 and "# d1/new.md\nfresh" in third
     age(tree)
     await p.fetch("", None)  # re-walk once the tree is old again
@@ -338,6 +343,7 @@ async def test_an_unchanged_old_tree_is_checked_with_stat_calls_only(
     target.write_text("FILE 2")  # same size, mtime put back: only ctime tells
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
     fourth = await p.fetch("", None)
+    assert fourth is not None
     assert P.scans == scans + 1 and "FILE 2" in fourth
 
 
@@ -437,6 +443,7 @@ async def test_a_base_path_that_cannot_be_opened_is_a_failure(tmp_path: Path) ->
     res = await resolve_context([p], "q", None)
     out = res.outcomes[0]
     assert out.status is Status.FAILED
+    assert out.error is not None
     assert out.error.endswith("could not be listed: unreadable: File name too long")
     assert await p.fetch("q", None) is None and p.last_error == out.error
 
@@ -452,6 +459,7 @@ async def test_an_unreadable_base_path_is_a_failure(tmp_path: Path) -> None:
     finally:
         base.chmod(0o755)
     out = res.outcomes[0]
+    assert out.error is not None
     assert out.status is Status.FAILED and "permission denied" in out.error
     assert res.text == ""
 

@@ -67,7 +67,9 @@ async def test_get_returns_the_body_through_both_faces(srv: LoopbackServer) -> N
 async def test_method_headers_and_json_body(srv: LoopbackServer) -> None:
     p = HttpContextProvider(srv.url("/echo"), method="post", headers={"X-Team": "blue"},
                             body={"k": [1, "two"]})
-    seen = json.loads(await p.fetch("q", None))
+    text = await p.fetch("q", None)
+    assert text is not None
+    seen = json.loads(text)
     assert seen["method"] == "POST"
     assert seen["headers"]["x-team"] == "blue"
     assert seen["headers"]["content-type"] == "application/json"
@@ -77,11 +79,15 @@ async def test_method_headers_and_json_body(srv: LoopbackServer) -> None:
 
 async def test_str_body_is_sent_as_is_and_content_type_respected(srv: LoopbackServer) -> None:
     p = HttpContextProvider(srv.url("/echo"), method="PUT", body="raw {text}")
-    seen = json.loads(await p.fetch("q", None))
+    text = await p.fetch("q", None)
+    assert text is not None
+    seen = json.loads(text)
     assert seen["body"] == "raw {text}" and "json" not in seen["headers"].get("content-type", "")
     q = HttpContextProvider(srv.url("/echo"), method="POST", body=[1, 2],
                             headers={"content-type": "application/vnd.x+json"})
-    seen = json.loads(await q.fetch("q", None))
+    text = await q.fetch("q", None)
+    assert text is not None
+    seen = json.loads(text)
     assert seen["headers"]["content-type"] == "application/vnd.x+json"
     assert seen["body"] == "[1, 2]"
     await p.aclose()
@@ -117,6 +123,7 @@ async def test_failures_are_reported_failed_and_fetch_returns_none(
     p = HttpContextProvider(srv.url(path), name="feed")
     # agentium's fetch(): None, the reason kept where a direct caller can read it
     assert await p.fetch("q", None) is None
+    assert p.last_error is not None
     assert words in p.last_error and p.degradation_reason is None
     # LionAGI face: a failure, not "no context available"
     report = await report_for(p)
@@ -127,6 +134,7 @@ async def test_failures_are_reported_failed_and_fetch_returns_none(
     # agentium face: the same
     res = await resolve_context([p], "q", None)
     assert res.text == "" and res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].error is not None
     assert words in res.outcomes[0].error
     # and retrieve() itself raises it
     with pytest.raises(SourceUnavailable, match=words.split(" from ")[0]):
@@ -173,7 +181,8 @@ async def test_a_refused_host_is_failed_and_gets_no_request(
 async def test_a_success_after_a_failure_clears_last_error(srv: LoopbackServer) -> None:
     srv.switch = (502, "bad gateway")
     p = HttpContextProvider(srv.url("/switch"))
-    assert await p.fetch("q", None) is None and "HTTP 502" in p.last_error
+    assert await p.fetch("q", None) is None and p.last_error is not None
+    assert "HTTP 502" in p.last_error
     srv.switch = (200, "fine")
     assert await p.fetch("q", None) == "fine"
     assert p.last_error is None
@@ -195,6 +204,7 @@ async def test_connection_refused_is_a_failure() -> None:
         url = gone.url("/ok")
     p = HttpContextProvider(url)
     assert await p.fetch("q", None) is None
+    assert p.last_error is not None
     assert "ConnectError" in p.last_error
     report = await report_for(p)
     name = url.removeprefix("http://")  # unnamed: host:port/path
@@ -207,9 +217,11 @@ async def test_oversized_body_is_a_failure_not_a_truncation(srv: LoopbackServer,
                                                             path: str) -> None:
     p = HttpContextProvider(srv.url(path), max_response_bytes=1000)
     assert await p.fetch("q", None) is None
+    assert p.last_error is not None
     assert "max_response_bytes (1000)" in p.last_error
     res = await resolve_context([p], "q", None)
     assert res.outcomes[0].status is Status.FAILED
+    assert res.outcomes[0].error is not None
     assert "max_response_bytes (1000)" in res.outcomes[0].error
     exact = HttpContextProvider(srv.url("/big?n=1000"), max_response_bytes=1000)
     assert await exact.fetch("q", None) == "x" * 1000
@@ -234,6 +246,7 @@ async def test_redirect_to_a_disallowed_host_sends_nothing_there(
         p = HttpContextProvider(srv.url(f"/redirect?to={target}"),
                                 allowed_hosts=[srv.host])
         assert await p.fetch("q", None) is None
+        assert p.last_error is not None
         assert p.last_error.startswith("refused:")
         await p.aclose()
     assert other.count() == 0  # the disallowed server never saw a request
@@ -252,7 +265,9 @@ async def test_cross_origin_redirect_drops_caller_headers(
     p = HttpContextProvider(srv.url(f"/redirect?to={other.url('/echo')}"),
                             headers={"Authorization": f"Bearer {SECRET}"},
                             allowed_hosts=[srv.host, other.host])
-    seen = json.loads(await p.fetch("q", None))
+    text = await p.fetch("q", None)
+    assert text is not None
+    seen = json.loads(text)
     assert "authorization" not in seen["headers"]
     assert srv.seen("/redirect")[0].headers["Authorization"] == f"Bearer {SECRET}"
     await p.aclose()
@@ -268,7 +283,9 @@ async def test_redirect_limit(srv: LoopbackServer) -> None:
 async def test_see_other_turns_post_into_get(srv: LoopbackServer) -> None:
     p = HttpContextProvider(srv.url("/redirect?to=/echo&code=303"), method="POST",
                             body={"a": 1})
-    seen = json.loads(await p.fetch("q", None))
+    text = await p.fetch("q", None)
+    assert text is not None
+    seen = json.loads(text)
     assert seen["method"] == "GET" and seen["body"] == ""
     await p.aclose()
 
@@ -320,7 +337,7 @@ def test_construction_errors_do_not_echo_header_values() -> None:
         HttpContextProvider("http://127.0.0.1:1/", headers={"Authorization": SECRET + "\r\nX: y"})
     assert SECRET not in str(info.value) and "Authorization" in str(info.value)
     with pytest.raises(TypeError) as info2:
-        HttpContextProvider("http://127.0.0.1:1/", headers={"X-Key": 12345678})
+        HttpContextProvider("http://127.0.0.1:1/", headers={"X-Key": 12345678})  # type: ignore[dict-item]
     assert "12345678" not in str(info2.value)
 
 
@@ -379,6 +396,7 @@ async def test_stale_on_error_serves_the_last_good_value_marked_stale(
     assert out.status is Status.FIRED and out.stale and out.cached
     assert report.blocks == ["switch on"]
     assert "HTTP 503" in out.degradation_reason and "stale" in out.degradation_reason
+    assert p.last_error is not None
     assert "HTTP 503" in p.last_error
     assert report.failed == []  # a stale value is a degraded success, not a failure
     await p.aclose()
@@ -484,6 +502,7 @@ async def test_a_caller_client_is_used_and_left_open(srv: LoopbackServer) -> Non
         p = HttpContextProvider(srv.url("/redirect?to=http://elsewhere.invalid/"),
                                 client=client)
         assert await p.fetch("q", None) is None  # the provider still checks each hop
+        assert p.last_error is not None
         assert p.last_error.startswith("refused:")
         await p.aclose()
         assert not client.is_closed

@@ -115,6 +115,7 @@ async def test_a_missing_field_is_a_row_and_no_request(pidfile: Path) -> None:
     p = provider(pidfile, "users://{user_id}/profile", name="profile")
     res = await resolve_context([p], "q", {"tenant_id": "t"})
     out = res.outcomes[0]
+    assert out.error is not None
     assert out.status is Status.FAILED and "'user_id' is not set" in out.error
     res = await resolve_context([p], "q", {"user_id": ""})
     assert res.outcomes[0].status is Status.FAILED
@@ -134,6 +135,7 @@ async def test_a_slow_resource_is_cut_by_its_timeout_and_the_session_survives(
     fast = provider(pidfile, "notes://static", name="fast")
     res = await resolve_context([fast, slow], "q", None)
     assert [o.status for o in res.outcomes] == [Status.FIRED, Status.FAILED]
+    assert res.outcomes[1].error is not None
     assert "within 0.5s" in res.outcomes[1].error
     # the pass's own deadline bounds it too (status timeout)
     res = await resolve_context([slow], "q", None, timeout=0.2)
@@ -150,6 +152,7 @@ async def test_a_resource_that_raises_is_one_failed_row(pidfile: Path) -> None:
     reg.register(ok)
     report = await reg.gather(SimpleNamespace(run_context=None), "q")
     assert report.failed == ["boom"] and report.blocks == [STATIC_TEXT]
+    assert report.outcomes[0].error is not None
     assert "MCP server answered with error" in report.outcomes[0].error
     unknown = provider(pidfile, "notes://missing")
     assert await unknown.fetch("q", None) is None
@@ -165,6 +168,7 @@ async def test_a_huge_resource_is_refused_by_the_cap_with_bounded_memory(
         for _ in range(3):
             res = await resolve_context([big], "q", None)
             assert res.outcomes[0].status is Status.FAILED
+            assert res.outcomes[0].error is not None
             assert "over max_chars (100000)" in res.outcomes[0].error
         _, peak = tracemalloc.get_traced_memory()
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, "-m", "tests.providers.mcp_servers"]
 
 
-def counting_server(scope: str = "private", ttl_ms: int = 60_000) -> MCPServer:
+def counting_server(scope: Literal["public", "private"] = "private",
+                    ttl_ms: int = 60_000) -> MCPServer:
     """An in-process server whose ``notes://counter`` says how often it was read."""
     server = MCPServer("counting", log_level="CRITICAL",
                        cache_hints={"resources/read": CacheHint(ttl_ms=ttl_ms, scope=scope)})

@@ -12,6 +12,7 @@ from lionctx import Branch, McpResourceProvider, RunContext
 from lionctx._render import tag_block
 from lionctx.providers import close_mcp_connections
 from mcp import Client
+from mcp.types import TextResourceContents
 from mcp.server.mcpserver import MCPServer
 
 pytestmark = pytest.mark.anyio
@@ -63,8 +64,9 @@ async def test_a_client_the_caller_holds_is_used_and_left_open() -> None:
         await p.aclose()
         await close_mcp_connections()
         assert await p.retrieve("q", RunContext(user_id="u2")) == "plan of u2: Team"
-        assert (await client.read_resource("users://u3/profile")).contents[0].text == \
-            "plan of u3: Team"  # still the caller's, still open
+        read = await client.read_resource("users://u3/profile")
+        assert isinstance(read.contents[0], TextResourceContents)
+        assert read.contents[0].text == "plan of u3: Team"  # still the caller's, still open
 
 
 async def test_a_transport_object_is_entered_once_and_not_reopened() -> None:

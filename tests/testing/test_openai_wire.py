@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lionctx.testing import ECHO_LABEL, Reply, echo_reply
 from lionctx.testing import _openai_wire as wire
 
-words = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+words = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
 calls = st.lists(st.fixed_dictionaries(
     {"name": st.from_regex(r"[a-z_]{1,8}", fullmatch=True),
      "arguments": st.one_of(words, st.dictionaries(st.text(max_size=4), st.integers(),
@@ -125,5 +125,6 @@ def test_the_echo_names_the_context_it_saw(names: list[str], said: str) -> None:
 
 def test_bodies_that_are_not_chat_requests() -> None:
     assert wire.check_chat_body({"messages": []}) is None
+    bad: Any
     for bad in (None, [], {"messages": "hi"}, {"model": "m"}):
         assert wire.check_chat_body(bad) == "body must be an object with a 'messages' list"
