@@ -30,6 +30,7 @@ import gc
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -90,7 +91,7 @@ async def _sequential(rows: list[Row]) -> None:
             ours.register(p)
         repeat = 5 if n <= 10_000 else 3
         number = max(1, 2_000 // n)
-        fns = {"ours": lambda: ours.gather(None, "q")}
+        fns: dict[str, Callable[[], Awaitable[Any]]] = {"ours": lambda: ours.gather(None, "q")}
         if real is not None:
             theirs = real(budget=10**9)
             for p in providers:
@@ -142,7 +143,7 @@ async def _distinct(rows: list[Row]) -> None:
         for r in registries:
             await r.gather(None, "q")
 
-    fns = {"ours": lambda: all_of(regs)}
+    fns: dict[str, Callable[[], Awaitable[Any]]] = {"ours": lambda: all_of(regs)}
     if reals:
         fns["base"] = lambda: all_of(reals)
     for fn in fns.values():

@@ -194,11 +194,11 @@ async def _run() -> list[Row]:
     large = [Fixed(f"l{i}", text) for i, text in enumerate(_texts(30_000, seed=4))]
     reg_small = ContextProviderRegistry(budget=10**9)
     reg_large = ContextProviderRegistry(budget=10**9)
-    for p in small:
-        reg_small.register(p)
-    for p in large:
-        reg_large.register(p)
-    per = {"large": 30_000, "small": 1_000}
+    for fixed in small:
+        reg_small.register(fixed)
+    for fixed in large:
+        reg_large.register(fixed)
+    per: dict[str, float] = {"large": 30_000, "small": 1_000}
     t = await _rounds({"large": lambda: reg_large.gather(None, "q"),
                        "small": lambda: reg_small.gather(None, "q")}, per, passes=1)
     rows.append(_ratio_row("per provider, own text: registry N=30,000 vs N=1,000",

@@ -13,6 +13,7 @@ Run: ``python -m benchmarks turn``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agentium_compat import Agent
@@ -43,7 +44,7 @@ class Observing(ContextEngine):
     def name(self) -> str:
         return "observing"
 
-    def update_from_response(self, usage: dict[str, Any]) -> None:
+    def update_from_response(self, usage: Mapping[str, Any]) -> None:
         pass
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:

@@ -57,6 +57,7 @@ def lookup_order(order_id: str) -> str:
 
 def show_report(branch: Branch) -> None:
     report = branch.last_context_report
+    assert report is not None  # shown after a turn
     for o in report.outcomes:
         print(f"    {o.name:<8} {o.status.value:<14} {o.tokens:>3} tokens  {o.reason or ''}")
 

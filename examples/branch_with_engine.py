@@ -39,6 +39,7 @@ async def main() -> None:
         model = OpenAIChatModel("lionctx-echo", base_url=server.base_url, max_retries=0)
         async with Branch("You are a helpful assistant.", model, context_engine="topic",
                           engine_config={"plugin_paths": [str(HERE)]}) as branch:
+            assert branch.context_engine is not None  # the topic plugin, loaded by name
             print(f"context engine: {branch.context_engine.name}\n")
             for question in QUESTIONS:
                 await branch.communicate(question)

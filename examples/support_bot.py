@@ -124,6 +124,7 @@ async def main() -> None:
         print(f"\nuser: {question}")
         print(f"assistant: {result.output}\n")
         print("context report:")
+        assert result.context_report is not None  # the agent has context providers
         for o in result.context_report.outcomes:
             print(f"  {o.name:<13} {o.status.value:<14} {o.tokens:>4} tokens "
                   f"{o.duration_ms:7.1f} ms  {o.reason or ''}")

@@ -40,8 +40,10 @@ async def main() -> None:
         with lionctx.bind_run_context(user_id="u1"):
             response = await agent.run("Where is order 42?", session=session)
         print("reply:", response.text)
+        run_report = report(response)
+        assert run_report is not None  # every run through the integration has one
         print("model calls:", len(server.requests),
-              "| fired:", [o.name for o in report(response).kept])
+              "| fired:", [o.name for o in run_report.kept])
         print("session report:",
               [o["status"] for o in session.state["lionctx"]["report"]["outcomes"]])
 

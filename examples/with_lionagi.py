@@ -40,7 +40,9 @@ async def main() -> None:
         with lionctx.bind_run_context(user_id="u1", tenant_id="acme"):
             reply = await branch.chat("Which plan am I on?", guidance="Be brief.")
         print("fired:", branch.last_context_report.fired)  # LionAGI's view
-        print("report:", [(o.name, o.status.value) for o in report(branch).outcomes])
+        run_report = report(branch)
+        assert run_report is not None  # every turn through install() has one
+        print("report:", [(o.name, o.status.value) for o in run_report.outcomes])
         print("sent:", server.requests[-1]["messages"][0]["content"])
         print("reply:", reply)
 

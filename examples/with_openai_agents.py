@@ -39,8 +39,10 @@ async def main() -> None:
                       tools=[track])
         result = await Runner.run(agent, "Where is order 42?", context={"user_id": "u1"})
         print("reply:", result.final_output)
+        run_report = report(result)
+        assert run_report is not None  # every run through the integration has one
         print("model calls:", len(server.requests),
-              "| fired:", [o.name for o in report(result).kept])
+              "| fired:", [o.name for o in run_report.kept])
         print("system:", server.requests[0]["messages"][0]["content"])
 
 

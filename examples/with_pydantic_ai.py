@@ -36,8 +36,10 @@ async def main() -> None:
 
         result = await agent.run("Where is order 42?", deps={"user_id": "u1"})
         print("reply:", result.output)
+        run_report = report(result)
+        assert run_report is not None  # every run through the integration has one
         print("model calls:", len(server.requests),
-              "| fired:", [o.name for o in report(result).kept])
+              "| fired:", [o.name for o in run_report.kept])
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from lionctx import Branch, McpResourceProvider, RunContext
 from lionctx._render import tag_block
 from lionctx.providers import close_mcp_connections
 from mcp import Client
-from mcp.types import TextResourceContents
 from mcp.server.mcpserver import MCPServer
+from mcp.types import TextResourceContents
 
 pytestmark = pytest.mark.anyio
 

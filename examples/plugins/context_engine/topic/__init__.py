@@ -13,6 +13,7 @@ Compaction is delegated to lionctx's built-in compressor.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lionctx.engines import ContextCompressor, ContextEngine, message_tokens
@@ -50,7 +51,7 @@ class TopicEngine(ContextEngine):
         return "topic"
 
     # Compaction: the built-in compressor does it.
-    def update_from_response(self, usage: dict[str, Any]) -> None:
+    def update_from_response(self, usage: Mapping[str, Any]) -> None:
         self._compressor.update_from_response(usage)
         self.last_prompt_tokens = self._compressor.last_prompt_tokens
         self.last_completion_tokens = self._compressor.last_completion_tokens
