@@ -1,16 +1,7 @@
-"""Text that carries its token count: :class:`CountedText`, and who may trust it.
+"""Text that carries its token count (:class:`CountedText`), and who may trust it.
 
-:class:`CountedText` is a :class:`~lionctx.providers._base.ProvidedText` (so a
-``str``) with ``token_count`` and ``token_encoding``, made in this process by code
-that counted exactly this text. :func:`known_token_count` is what a caller that
-counts (gather) asks first: the carried count when it was made with the same
-encoding, else ``None`` (count it).
-
-Nothing read from a shared cache is a :class:`CountedText`: Redis is untrusted, so a
-value read from :class:`~lionctx.cache.RedisCache` comes back as plain text (a
-:class:`ProvidedText` marked ``cached``) and is counted again, and a count stored
-beside it is never used (a forged ``tokens: 1`` cannot carry a large text past a
-budget).
+Only code in this process that counted exactly this text makes one. Nothing read from
+a shared cache is one: Redis is untrusted, so its text is counted again.
 """
 
 from __future__ import annotations
@@ -50,12 +41,8 @@ def provided(value: str, *, cached: bool = False, stale: bool = False) -> Provid
 
 
 def known_token_count(text: Any, counter: Any) -> int | None:
-    """The count ``text`` carries if it was counted with ``counter``'s encoding.
-
-    ``counter`` is a counter from :func:`lionctx._tokens.get_counter` (it has
-    ``encoding_name``); any other callable gets ``None``, as does text without a
-    count. The count is of ``text`` itself: text that is framed (tagged) before it
-    is counted needs counting again.
+    """The count ``text`` carries if it was counted with ``counter``'s encoding, else ``None``
+    (the count is of ``text`` itself, not of it framed in a tag).
     """
     if not isinstance(text, CountedText):
         return None

@@ -1,23 +1,10 @@
 """The base every built-in provider shares: one provider, two faces, honest failures.
 
-A subclass implements ``async retrieve(query, ctx) -> str | None``: text, ``None``
-when the source has nothing for this query, or :class:`SourceUnavailable` when the
-source could not answer (network error, timeout, missing database...). The base
-supplies the two faces on top of it:
-
-* ``fetch(query, ctx)`` (agentium): ``retrieve`` with a failure turned into
-  ``None``, as the agentium page documents, the reason kept in ``last_error``;
-* ``provide(branch, instruction)`` (LionAGI): ``retrieve`` with the instruction's
-  text as the query and the branch's run context.
-
-The engines (:class:`~lionctx.ContextProviderRegistry` through ``provide``,
-:func:`~lionctx.resolve_context` through :func:`lionctx._adapters.call_fetch`) call
-``retrieve``, so a source that could not answer is reported ``failed`` with its
-reason instead of looking like a source with nothing to say (``empty``). The merged
-text is the same either way: a failed source contributes nothing.
-
-A subclass written to the older contract (it overrides ``fetch`` only) keeps
-working: ``fetch`` is then what every face calls, and its ``None`` is ``empty``.
+A subclass implements ``async retrieve(query, ctx) -> str | None`` and raises
+:class:`SourceUnavailable` when the source could not answer; the base gives the
+agentium face ``fetch`` (a failure becomes ``None``, the reason in ``last_error``) and
+the LionAGI face ``provide``. The engines call ``retrieve``, so a failure is reported
+``failed``, not ``empty``. A subclass that overrides ``fetch`` only keeps working.
 """
 
 from __future__ import annotations
@@ -41,13 +28,10 @@ logger = logger_for(__name__)
 
 
 class ProvidedText(str):
-    """Text a provider returns, with facts about where it came from.
+    """Text a provider returns, with facts about where it came from (a ``str``).
 
-    Gather copies ``cached`` and ``stale`` into the provider's outcome. It is a
-    ``str`` in every other respect, so any consumer can treat it as one. ``plain`` is
-    the plain ``str`` it was made from (when it was made from one): a source that
-    returns the same text every turn hands gather the same string object, whose hash
-    Python keeps, so its memoized count is found without reading the text again.
+    Gather copies ``cached`` and ``stale`` into the provider's outcome. ``plain`` is the
+    plain ``str`` it was made from, whose hash (and so memoized token count) Python keeps.
     """
 
     cached: bool
@@ -142,8 +126,7 @@ class ContextSource:
         return await self.fetch(query, ctx)
 
     def _unavailable(self, reason: str, scope: str | None = None) -> SourceUnavailable:
-        """Record ``reason`` as this call's failure and return the exception to raise
-        (``scope``: whose failure it is, see :class:`SourceUnavailable`)."""
+        """Record ``reason`` as this call's failure; return the exception to raise."""
         reason = safe_text(reason)  # it often quotes what the source said
         self.last_error = reason
         self.degradation_reason = None  # an outright failure is not a partial success

@@ -1,18 +1,9 @@
 """The filesystem provider's glob matcher: pure, one path segment at a time.
 
-``GlobMatcher(pattern)`` compiles a pattern once; a walk asks ``initial()`` for the
-states at the base directory, ``step(states, name)`` for the states inside a
-subdirectory (empty: nothing below can match, so the walk prunes it) and
-``file_test(states)`` for a predicate on file names there. No I/O: the properties in
-``tests/providers/test_glob.py`` hold it against a reference matcher over whole paths.
-
-Semantics: ``*``, ``?`` and ``[...]`` work inside one segment; ``**`` is a whole
-segment and matches zero or more directories (last, it matches every visible file
-below, so ``docs/**`` does not match a file named ``docs``); ``{a,b}`` gives
-alternatives (nested braces too, at most 256). A wildcard does not match a name starting with ``.``
-unless the segment itself starts with ``.`` (``**/*.md`` leaves ``.git/`` alone);
-``**`` never enters a hidden directory. Absolute patterns, ``..`` and a ``[`` with
-no closing ``]`` are refused with :class:`ValueError`.
+``*``, ``?`` and ``[...]`` work inside a segment; ``**`` is a whole segment matching zero
+or more directories, never a hidden one; ``{a,b}`` gives alternatives (at most 256). A
+wildcard does not match a leading ``.`` unless the segment starts with one. Absolute
+patterns, ``..`` and an unclosed ``[`` are refused.
 """
 
 from __future__ import annotations
@@ -25,12 +16,6 @@ from collections.abc import Callable, Iterable
 from .._exceptions import InvalidType, InvalidValue
 
 __all__ = ["GlobMatcher", "States", "compiled_glob", "expand_braces"]
-
-# Matched one path segment at a time so the walk can prune directories that cannot
-# match and visit the rest in sorted order. ``*``, ``?`` and ``[...]`` work inside
-# a segment, ``**`` is a whole segment (zero or more directories), ``{a,b}`` gives
-# alternatives. A wildcard does not match a name starting with ``.`` unless the
-# segment itself starts with ``.``, so ``**/*.md`` leaves ``.git/`` alone.
 
 States = frozenset[tuple[int, int]]  # (alternative index, segment index)
 
@@ -112,11 +97,7 @@ def expand_braces(pattern: str) -> list[str]:
 
 
 def _unclosed_bracket(segment: str) -> bool:
-    """True when a ``[`` in ``segment`` opens no class (fnmatch would take it literally).
-
-    Scans the way :func:`fnmatch.translate` does: after ``[`` an optional ``!``,
-    then a ``]`` that is a member rather than the end, then up to the next ``]``.
-    """
+    """True when a ``[`` opens no class (scanned as :func:`fnmatch.translate` does)."""
     i, n = 0, len(segment)
     while i < n:
         c = segment[i]

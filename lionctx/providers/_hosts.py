@@ -1,17 +1,10 @@
 """Which hosts and ports an ``HttpContextProvider`` may request (``allowed_hosts``).
 
-Hosts are compared as they go on the wire: the IDNA (punycode) bytes httpx connects
-to, lower case, no trailing dot, IPv6 compressed and in brackets. Another spelling of
-an address is another host.
-
-Ports: an entry with a port (``host:8443``) allows that port only. An entry without
-one allows the default port of the request's scheme (80 for ``http``, 443 for
-``https``) and, for the host of the provider's own ``url``, that URL's port. No
-other port is ever allowed by an entry that does not name it.
-
-A wildcard (``*.example.com``) matches names below the domain, never an IP address:
-an entry whose domain ends in a numeric label (``*.0.0.1``) or is an IPv6 literal is
-refused, and an address is never matched by a wildcard whatever the entry.
+Hosts compare as on the wire (IDNA, lower case, no trailing dot, IPv6 compressed in
+brackets): another spelling of an address (``127.1``) is another host. An entry with a
+port allows that port only; without one, the scheme's default port and, for the host of
+the provider's ``url``, that URL's port. A wildcard (``*.example.com``) matches names
+below the domain, never an IP address, and a wildcard over an address is refused.
 """
 
 from __future__ import annotations
@@ -59,10 +52,7 @@ def url_port(url: httpx.URL) -> int:
 
 
 def is_address(host: str) -> bool:
-    """Whether a wire host is (or a resolver would read it as) an IP address.
-
-    ``127.1`` and ``0x7f.0.0.1`` count: ``getaddrinfo`` takes them as addresses.
-    """
+    """Whether a wire host is (or ``getaddrinfo`` would read it as) an IP address."""
     if host.startswith("["):
         return True
     try:
@@ -82,10 +72,7 @@ class Host:
         self.host, self.port, self.wildcard = host, port, wildcard
 
     def allows(self, host: str, port: int, scheme: str, home: tuple[str, int]) -> bool:
-        """Whether a request to ``host:port`` over ``scheme`` is allowed by this entry.
-
-        ``home`` is the host and port of the provider's own URL.
-        """
+        """Whether ``host:port`` over ``scheme`` is allowed (``home``: the provider's own)."""
         if self.wildcard:
             # A suffix match on an address would let "*.0.0.1" reach 10.0.0.1.
             if is_address(host) or not host.endswith("." + self.host):
@@ -103,7 +90,7 @@ class Host:
 
 
 def parse_hosts(value: Any) -> list[Host]:
-    """``allowed_hosts`` as given, checked: a ``TypeError``/``ValueError`` names the entry."""
+    """``allowed_hosts`` as given, checked; an InvalidType/InvalidValue names the entry."""
     import httpx
 
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):

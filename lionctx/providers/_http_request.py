@@ -1,20 +1,8 @@
-"""The HTTP provider's request, pure: checking it, building it, and the redirect policy.
+"""The HTTP provider's request, pure: checking and building it, and the redirect policy.
 
-:class:`~lionctx.providers.HttpContextProvider` does the I/O (the client, the host
-check before each hop, the capped body); this module decides, without any I/O:
-
-* what may be requested at all (:func:`target_problem`, :func:`check_url`), the
-  method (:func:`check_method`), the headers (:func:`check_headers`: RFC 9110 names,
-  values httpx can send) and the body (:func:`encode_body`: JSON for a dict or list);
-* which strings are secrets to scrub from every message (:func:`url_secrets`, and
-  what :func:`check_headers` returns): header values, the URL's password or token,
-  its query values;
-* the headers sent (:func:`wire_headers`: only the encodings the provider decodes);
-* where a redirect goes (:func:`redirect_target`) and what the next hop sends
-  (:func:`after_redirect`): 303 (and 301/302 after a POST) become GET without a
-  body; a hop to another origin drops the caller's headers.
-
-Error messages say what is wrong with a header value, never what it is.
+What may be requested, the method, headers (RFC 9110 names, values httpx can send) and
+body; which strings are secrets to scrub; where a redirect goes and what the next hop
+sends. Error messages say what is wrong with a header value, never what it is.
 """
 
 from __future__ import annotations
@@ -51,12 +39,10 @@ Origin = tuple[str, str, int]
 def default_name(url: str | httpx.URL) -> str:
     """The name of an ``HttpContextProvider`` built without one: ``host[:port]/path``.
 
-    The host as it goes on the wire (lower case, IDNA, IPv6 in brackets), the port
-    only when the URL names a non-default one, the path as sent without a trailing
-    slash; never the scheme, user info, query string or fragment:
-    ``https://status.example.com/api/current?key=...`` is named
-    ``status.example.com/api/current``. The CLI names ``--http`` sources with it.
-    Two providers for the same host and path get the same name: give one ``name=``.
+    The host as on the wire, the port only when not the default, the path without a
+    trailing slash; never the scheme, user info, query or fragment
+    (``https://status.example.com/api/current?key=...`` -> ``status.example.com/api/current``).
+    The CLI names ``--http`` sources with it.
     """
     import httpx
 
@@ -80,7 +66,7 @@ def target_problem(url: httpx.URL) -> str | None:
 
 
 def check_url(url: object) -> httpx.URL:
-    """``url`` parsed; an http(s) URL with a host, else TypeError or ValueError."""
+    """``url`` parsed: an http(s) URL with a host, else InvalidType or InvalidValue."""
     import httpx
 
     if not isinstance(url, (str, httpx.URL)):
@@ -144,8 +130,7 @@ def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
 
 
 def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None, dict[str, str]]:
-    """The body's bytes, and the headers with a JSON content type when it is JSON
-    and they set none."""
+    """The body's bytes, and the headers with a JSON content type for a JSON body."""
     if body is None:
         return None, dict(headers)
     if isinstance(body, str):
@@ -167,10 +152,8 @@ def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None,
 # -- each hop ---------------------------------------------------------------------------------
 
 def wire_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """What is sent: ``headers``, asking for only the encodings the provider decodes.
-
-    httpx would add ``br`` or ``zstd`` when their packages are installed; a caller's
-    own ``Accept-Encoding`` is kept.
+    """``headers`` asking for only the encodings the provider decodes (httpx would add ``br``
+    or ``zstd``); a caller's own ``Accept-Encoding`` is kept.
     """
     if any(k.lower() == "accept-encoding" for k in headers):
         return dict(headers)
@@ -183,8 +166,7 @@ def origin(url: httpx.URL) -> Origin:
 
 
 def redirect_target(url: httpx.URL, location: str) -> httpx.URL:
-    """Where a redirect from ``url`` to ``location`` goes; HttpFetchError if nowhere
-    an http provider may go."""
+    """Where a redirect to ``location`` goes; HttpFetchError if nowhere allowed."""
     try:
         nxt = url.join(location)
     except Exception:
@@ -205,9 +187,9 @@ def after_redirect(
 ) -> tuple[str, bytes | None, dict[str, str]]:
     """The next hop's method, body and headers after a ``status`` redirect.
 
-    303, and 301/302 after a POST, become GET (HEAD stays HEAD) without the body
-    and its headers; 307/308 keep all three. A hop to an origin other than the
-    ``first`` one sends none of the caller's headers: they were meant for it.
+    303, and 301/302 after a POST, become GET (HEAD stays HEAD) without the body and its
+    headers; 307/308 keep all three. A hop to another origin than ``first`` drops the
+    caller's headers.
     """
     out = dict(headers)
     if status == 303 or (status in (301, 302) and method == "POST"):
