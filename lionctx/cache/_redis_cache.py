@@ -14,7 +14,7 @@ import anyio
 import anyio.lowlevel
 
 from .._exceptions import InvalidType, InvalidValue, SharedCacheError
-from ..providers._base import check_duration, check_name
+from ..providers._base import check_count, check_duration, check_name
 from ._base import Codec
 from ._entries import (
     BOUND_LEASE,
@@ -111,14 +111,8 @@ class RedisCache:
         self.retry_after = check_duration(retry_after, "retry_after", allow_zero=True)
         self.wait = check_duration(wait, "wait", allow_zero=False)
         self.stale_ttl = check_duration(stale_ttl, "stale_ttl", allow_zero=False)
-        if isinstance(max_value_bytes, bool) or not isinstance(max_value_bytes, int) \
-                or max_value_bytes < 1:
-            raise InvalidValue(f"max_value_bytes must be an int >= 1, got {max_value_bytes!r}")
-        self.max_value_bytes = max_value_bytes
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int) \
-                or max_connections < 1:
-            raise InvalidValue(f"max_connections must be an int >= 1, got {max_connections!r}")
-        self.max_connections = max_connections
+        self.max_value_bytes = check_count(max_value_bytes, "max_value_bytes", 1)
+        self.max_connections = check_count(max_connections, "max_connections", 1)
         self._slots: anyio.Semaphore | None = None
         self._slots_token: Any = None
         if not callable(clock):

@@ -32,11 +32,10 @@ from .._scope import scope_of
 from .._scope import source_identity as scoped_identity
 from ..cache._base import BoundCache, Codec, resolve_cache
 from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
-from ._flight import FlightCache, Hit, Source, lead_flight
+from ._flight import Source
 from ._identity import check_fields, check_identity
 
-__all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
-           "default_key", "lead_flight", "query_key"]
+__all__ = ["CachedContextProvider", "default_key", "query_key"]
 
 logger = logger_for(__name__)
 

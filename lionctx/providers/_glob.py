@@ -19,7 +19,6 @@ __all__ = ["GlobMatcher", "States", "compiled_glob", "expand_braces"]
 
 States = frozenset[tuple[int, int]]  # (alternative index, segment index)
 
-_MAGIC = re.compile(r"[*?\[]")
 _MAX_ALTERNATIVES = 256
 
 
@@ -34,29 +33,16 @@ _DOUBLE = _Double()
 
 
 class _Segment:
-    __slots__ = ("text", "literal", "suffix", "match", "dot_ok")
+    __slots__ = ("text", "match", "dot_ok")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.dot_ok = text.startswith(".")
-        self.literal: str | None = None
-        self.suffix: str | None = None
-        self.match: Callable[[str], object] | None = None
-        if not _MAGIC.search(text):
-            self.literal = text
-        elif text.startswith("*") and not _MAGIC.search(text, 1):
-            self.suffix = text[1:]  # "*.md": a suffix test, no regex needed
-        else:
-            self.match = re.compile(fnmatch.translate(text)).match
+        self.match = re.compile(fnmatch.translate(text)).match
 
     def matches(self, name: str) -> bool:
-        if self.literal is not None:
-            return name == self.literal
-        if name.startswith(".") and not self.dot_ok:
-            return False
-        if self.suffix is not None:
-            return name.endswith(self.suffix)
-        return self.match(name) is not None  # type: ignore[misc]
+        # A wildcard never matches a leading "." the segment does not spell out.
+        return (self.dot_ok or not name.startswith(".")) and self.match(name) is not None
 
 
 Seg = _Double | _Segment

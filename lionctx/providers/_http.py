@@ -202,9 +202,7 @@ class HttpContextProvider(ContextSource):
         self.source_identity: str | None = stated if stated is not None else _identity(self)
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
-        self._cache: FlightCache[str] | None = (
-            _bind_cache(self, cache) if self.cache_ttl > 0 or self.stale_on_error else None
-        )
+        self._cache: FlightCache[str] = _bind_cache(self, cache)  # ttl 0: loads every call
         self.last_error: str | None = None
         self.degradation_reason = None
         if self._secrets:
@@ -223,37 +221,30 @@ class HttpContextProvider(ContextSource):
         ``stale_on_error`` serves the last good value (marked stale).
         """
         try:
-            if self._cache is None:
-                value: str | None = await self._load()
-                source = Source.FRESH
-                error: BaseException | None = None
-                note: str | None = None
-            else:
-                hit = await self._cache.get(_CACHE_KEY, self._load)
-                value, source, error, note = hit.value, hit.source, hit.error, hit.note
+            hit = await self._cache.get(_CACHE_KEY, self._load)
         except HttpFetchError as exc:
             raise self._unavailable(str(exc), exc.scope) from None
         except SharedFetchError as exc:
             if isinstance(exc.original, HttpFetchError):
                 raise self._unavailable(str(exc.original), exc.original.scope) from None
             raise
-        if source is Source.STALE:
+        if hit.source is Source.STALE:
+            error = hit.error
             why = str(error) if isinstance(error, HttpFetchError) else type(error).__name__
             self.last_error = why
             self.degradation_reason = "; ".join(filter(None, (f"served a stale value: {why}",
-                                                              note)))
+                                                              hit.note)))
             logger.warning("context provider %r %s", self.name, self.degradation_reason)
-            return _provided(value, cached=True, stale=True)  # type: ignore[arg-type]
+            return _provided(hit.value, cached=True, stale=True)  # type: ignore[arg-type]
         self.last_error = None
-        self.degradation_reason = note
-        if value is not None and source is not Source.FRESH:
-            return _provided(value, cached=True)
-        return value
+        self.degradation_reason = hit.note
+        if hit.value is not None and hit.from_cache:
+            return _provided(hit.value, cached=True)
+        return hit.value
 
     def clear_cache(self) -> None:
         """Forget the cached value (and the last good one)."""
-        if self._cache is not None:
-            self._cache.clear()
+        self._cache.clear()
 
     async def aclose(self) -> None:
         """Close the client this provider made (a client passed in stays open)."""

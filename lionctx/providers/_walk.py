@@ -167,18 +167,10 @@ class DirectoryWalk:
             st = os.stat(self.base_path)
             if (st.st_dev, st.st_ino) != plan.base:
                 return False
-            lstat = os.lstat
-            for path, dkey in plan.dirs:
-                st = lstat(path)
-                if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) != dkey:
-                    return False
-            for path, key in plan.files:
-                st = lstat(path)
-                if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != key:
-                    return False
+            return (all(dir_key(os.lstat(path)) == key for path, key in plan.dirs)
+                    and all(file_key(os.lstat(path)) == key for path, key in plan.files))
         except OSError:
             return False
-        return True
 
     def _refresh(self, plan: Plan | None,
                  stop: threading.Event | None = None) -> Scan | None:
