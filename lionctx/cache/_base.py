@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .._exceptions import InvalidType
+from .._log import logger_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..providers._flight import FlightCache, Hit
 
 __all__ = ["BoundCache", "CacheBackend", "Codec", "InProcessCache", "TEXT_CODEC",
-           "resolve_cache"]
+           "bind_cache", "resolve_cache"]
+
+logger = logger_for(__name__)
 
 V = TypeVar("V")
 
@@ -91,3 +94,25 @@ def resolve_cache(cache: Any) -> Any:
         raise InvalidType(f"cache must be a cache backend such as RedisCache(...) or None, "
                         f"got {cache!r}")
     return cache
+
+
+#: Source types already said (in the log) to be cached in this process only.
+_SAID_LOCAL: set[str] = set()
+_SAID_LOCAL_MAX = 256
+
+
+def bind_cache(cache: Any, source: Any, name: str, *, scope: Any, **options: Any) -> Any:
+    """``cache`` (``None``: this process) bound for one provider reading ``source``.
+
+    A source without an identity on a backend shared across processes is cached in
+    this process only; that is logged once per source type.
+    """
+    backend = resolve_cache(cache)
+    if scope is None and getattr(backend, "shares_across_processes", False):
+        kind = f"{type(source).__module__}.{type(source).__qualname__}"
+        if kind not in _SAID_LOCAL and len(_SAID_LOCAL) < _SAID_LOCAL_MAX:
+            _SAID_LOCAL.add(kind)
+            logger.info("provider %r (%s) states no source_identity: its values are cached "
+                        "in this process only; wrap it in CachedContextProvider("
+                        "source_identity=...) to share them", name, kind)
+    return backend.bind(scope=scope, **options)

@@ -19,8 +19,8 @@ from .._exceptions import InvalidType, InvalidValue
 from .._outcome import NoText, SourceUnavailable
 from .._safe_text import safe_text
 
-__all__ = ["ContextSource", "ProvidedText", "SourceUnavailable", "check_count",
-           "check_duration", "check_name", "check_path"]
+__all__ = ["ContextSource", "CountedText", "ProvidedText", "SourceUnavailable", "check_count",
+           "check_duration", "check_name", "check_path", "known_token_count", "provided"]
 
 from .._log import logger_for
 
@@ -44,6 +44,51 @@ class ProvidedText(str):
         obj.stale = stale
         obj.plain = value if type(value) is str else None
         return obj
+
+
+class CountedText(ProvidedText):
+    """A :class:`ProvidedText` with the token count of exactly this text.
+
+    Only code in this process that counted this text makes one; nothing read from a
+    shared cache is one (Redis is untrusted: its text is counted again).
+    """
+
+    token_count: int | None
+    token_encoding: str | None
+
+    def __new__(cls, value: str, *, cached: bool = False, stale: bool = False,
+                token_count: int | None = None,
+                token_encoding: str | None = None) -> CountedText:
+        obj = str.__new__(cls, value)
+        obj.cached = cached
+        obj.stale = stale
+        obj.token_count = token_count
+        obj.token_encoding = token_encoding
+        return obj
+
+
+def provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
+    """``ProvidedText(value, cached=..., stale=...)``, keeping a count ``value`` carries."""
+    count = getattr(value, "token_count", None)
+    encoding = getattr(value, "token_encoding", None)
+    if isinstance(count, int) and isinstance(encoding, str):
+        return CountedText(value, cached=cached, stale=stale, token_count=count,
+                           token_encoding=encoding)
+    return ProvidedText(value, cached=cached, stale=stale)
+
+
+def known_token_count(text: Any, counter: Any) -> int | None:
+    """The count ``text`` carries if it was counted with ``counter``'s encoding, else ``None``
+    (the count is of ``text`` itself, not of it framed in a tag).
+    """
+    if not isinstance(text, CountedText):
+        return None
+    count, encoding = text.token_count, text.token_encoding
+    if type(count) is not int or count < 0 or encoding is None:
+        return None
+    if getattr(counter, "encoding_name", None) != encoding:
+        return None
+    return count
 
 
 class ContextSource:

@@ -25,21 +25,23 @@ from .._adapters import (
 )
 from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue, SharedFetchError
-from .._log import logger_for
 from .._safe_text import error_text, safe_text
 from .._scope import context_fields as scoped_fields
 from .._scope import scope_of
 from .._scope import source_identity as scoped_identity
-from ..cache._base import BoundCache, Codec, resolve_cache
-from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
+from ..cache._base import BoundCache, Codec, bind_cache
+from ._base import (
+    ContextSource,
+    SourceUnavailable,
+    check_count,
+    check_duration,
+    check_name,
+    provided,
+)
 from ._flight import Source
 from ._identity import check_fields, check_identity
 
 __all__ = ["CachedContextProvider", "default_key", "query_key"]
-
-logger = logger_for(__name__)
-
-# -- the caching wrapper for any provider -------------------------------------------
 
 KeyFunc = Callable[[str, Any], Hashable]
 
@@ -65,22 +67,6 @@ def default_key(query: str, ctx: Any) -> Hashable:
 def query_key(query: str, ctx: Any) -> Hashable:
     """``query`` alone: the default key of a source whose run-context fields are stated."""
     return query
-
-
-#: Inner provider types already said (in the log) to be cached in this process only.
-_SAID_LOCAL: set[str] = set()
-_SAID_LOCAL_MAX = 256
-
-
-def say_process_local(inner: Any, name: str) -> None:
-    """Log, once per provider type, that ``inner`` is cached in this process only."""
-    kind = f"{type(inner).__module__}.{type(inner).__qualname__}"
-    if kind in _SAID_LOCAL or len(_SAID_LOCAL) >= _SAID_LOCAL_MAX:
-        return
-    _SAID_LOCAL.add(kind)
-    logger.info("provider %r (%s) states no source_identity: its values are cached in "
-                "this process only; wrap it in CachedContextProvider(source_identity=...) "
-                "to share them", name, kind)
 
 
 class _Same:
@@ -217,12 +203,8 @@ class CachedContextProvider(ContextSource):
                                 else check_fields(context_fields))
         stated = scoped_identity(inner) is not None or context_fields is not None
         self.key: KeyFunc = key or (query_key if stated else default_key)
-        backend = resolve_cache(cache)
-        if self._source_identity is None and getattr(backend, "shares_across_processes",
-                                                     False):
-            say_process_local(inner, self.name)
-        self._cache: BoundCache[_Stored] = backend.bind(
-            kind="cached", scope=self._source_identity,
+        self._cache: BoundCache[_Stored] = bind_cache(
+            cache, inner, self.name, kind="cached", scope=self._source_identity,
             ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),
             stale_on_error=stale_on_error, wait=None,
             codec=_STORED_CODEC, remote_error=SourceUnavailable)
@@ -283,8 +265,6 @@ class CachedContextProvider(ContextSource):
         return await self._get(key, call)
 
     async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> str | None:
-        from ..cache._counted import provided
-
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))
         except SharedFetchError as exc:

@@ -26,10 +26,8 @@ __all__ = ["DatabaseContextProvider"]
 def _is_async(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
-    if inspect.iscoroutinefunction(fn):
-        return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
-    return call is not None and inspect.iscoroutinefunction(call)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
 def _hashable(value: Any) -> bool:

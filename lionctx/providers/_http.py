@@ -22,10 +22,9 @@ import anyio.lowlevel
 
 from .._exceptions import HttpFetchError, InvalidType, InvalidValue
 from .._safe_text import TEXT_LIMIT, error_text, type_name
-from ..cache._base import TEXT_CODEC, resolve_cache
+from ..cache._base import TEXT_CODEC, bind_cache
 from . import _decode
-from ._base import ContextSource, ProvidedText, check_count, check_duration, check_name
-from ._cache import say_process_local
+from ._base import ContextSource, check_count, check_duration, check_name, provided
 from ._flight import FlightCache, SharedFetchError, Source
 from ._hosts import Host, parse_hosts, url_host, url_port
 from ._http_request import (
@@ -73,24 +72,16 @@ _CACHE_KEY = "response"
 _SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
-def _provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
-    from ..cache._counted import provided as keep_count  # a shared-cache hit keeps its count
-
-    return keep_count(value, cached=cached, stale=stale)
-
-
 def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
     """The provider's cache on ``cache``, keyed by the request as sent."""
-    backend = resolve_cache(cache)
-    # The cache is keyed by the request as sent (secrets as salted digests), even when
-    # a subclass states a coarser identity for its breakers: two callers' tokens are
-    # two answers. A stated identity stands only where the request cannot be named.
-    scope = _identity(provider) or provider.source_identity
-    if scope is None and getattr(backend, "shares_across_processes", False):
-        say_process_local(provider, provider.name)
-    return backend.bind(
-        kind="http", ttl=provider.cache_ttl, maxsize=1, stale_on_error=provider.stale_on_error,
-        wait=provider.timeout, codec=TEXT_CODEC, remote_error=HttpFetchError, scope=scope)
+    # Keyed by the request as sent (secrets as salted digests), even when a subclass
+    # states a coarser identity for its breakers: two callers' tokens are two answers.
+    # A stated identity stands only where the request cannot be named.
+    return bind_cache(
+        cache, provider, provider.name, kind="http",
+        scope=_identity(provider) or provider.source_identity, ttl=provider.cache_ttl,
+        maxsize=1, stale_on_error=provider.stale_on_error, wait=provider.timeout,
+        codec=TEXT_CODEC, remote_error=HttpFetchError)
 
 
 def _identity(provider: HttpContextProvider) -> str | None:
@@ -235,11 +226,11 @@ class HttpContextProvider(ContextSource):
             self.degradation_reason = "; ".join(filter(None, (f"served a stale value: {why}",
                                                               hit.note)))
             logger.warning("context provider %r %s", self.name, self.degradation_reason)
-            return _provided(hit.value, cached=True, stale=True)  # type: ignore[arg-type]
+            return provided(hit.value, cached=True, stale=True)  # type: ignore[arg-type]
         self.last_error = None
         self.degradation_reason = hit.note
         if hit.value is not None and hit.from_cache:
-            return _provided(hit.value, cached=True)
+            return provided(hit.value, cached=True)
         return hit.value
 
     def clear_cache(self) -> None:
