@@ -3,11 +3,10 @@
 A network error, timeout, non-2xx status, refused host or oversized body raises
 :class:`~lionctx.providers._base.SourceUnavailable` (``failed``; ``fetch`` gives
 ``None``). No retries. Safety: every hop's host is checked against ``allowed_hosts``
-(:mod:`._hosts`; redirects are followed here, not by httpx); no proxy from the
+(:mod:`._http_request`; redirects are followed here, not by httpx); no proxy from the
 environment; the body is capped as it is decoded (:mod:`._decode`); header values,
 the URL's password and query never reach a log line, reason or error, httpx's own
-log lines included (:func:`._redact.scrub_library_logs`). The request itself is
-checked and built in :mod:`._http_request` (pure).
+log lines included (:func:`._redact.scrub_library_logs`).
 """
 
 from __future__ import annotations
@@ -26,8 +25,8 @@ from ..cache._base import TEXT_CODEC, bind_cache
 from . import _decode
 from ._base import ContextSource, check_count, check_duration, check_name, provided
 from ._flight import FlightCache, SharedFetchError, Source
-from ._hosts import Host, parse_hosts, url_host, url_port
 from ._http_request import (
+    Host,
     after_redirect,
     check_headers,
     check_method,
@@ -35,7 +34,10 @@ from ._http_request import (
     default_name,
     encode_body,
     origin,
+    parse_hosts,
     redirect_target,
+    url_host,
+    url_port,
     url_secrets,
     wire_headers,
 )

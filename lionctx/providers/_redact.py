@@ -420,7 +420,7 @@ def scrub_library_logs(owner: HasSecrets) -> None:
 
 def public_httpx_url(url: httpx.URL) -> str:
     """An ``httpx.URL`` without its user info and query string, host as on the wire."""
-    from ._hosts import url_host
+    from ._http_request import url_host
 
     port = f":{url.port}" if url.port else ""
     return f"{url.scheme}://{url_host(url)}{port}{url.path}"
