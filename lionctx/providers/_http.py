@@ -74,18 +74,6 @@ _CACHE_KEY = "response"
 _SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
-def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
-    """The provider's cache on ``cache``, keyed by the request as sent."""
-    # Keyed by the request as sent (secrets as salted digests), even when a subclass
-    # states a coarser identity for its breakers: two callers' tokens are two answers.
-    # A stated identity stands only where the request cannot be named.
-    return bind_cache(
-        cache, provider, provider.name, kind="http",
-        scope=_identity(provider) or provider.source_identity, ttl=provider.cache_ttl,
-        maxsize=1, stale_on_error=provider.stale_on_error, wait=provider.timeout,
-        codec=TEXT_CODEC, remote_error=HttpFetchError)
-
-
 def _identity(provider: HttpContextProvider) -> str | None:
     """Method, public URL, hosts, limits and transform in the clear; the rest of the request
     only as a salted digest. None for a stateful transform or a caller's own client.
@@ -191,11 +179,16 @@ class HttpContextProvider(ContextSource):
         self._client_token: Any = None
         # A subclass that states its identity as a class attribute keeps it (one
         # endpoint whose per-request providers differ only in a caller's token).
-        stated = type(self).source_identity
-        self.source_identity: str | None = stated if stated is not None else _identity(self)
+        stated, request = type(self).source_identity, _identity(self)
+        self.source_identity: str | None = stated if stated is not None else request
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
-        self._cache: FlightCache[str] = _bind_cache(self, cache)  # ttl 0: loads every call
+        # Keyed by the request as sent, even under a coarser stated identity: two
+        # callers' tokens are two answers. With ttl 0 it loads on every call.
+        self._cache: FlightCache[str] = bind_cache(
+            cache, self, self.name, kind="http", scope=request or stated, ttl=self.cache_ttl,
+            maxsize=1, stale_on_error=self.stale_on_error, wait=self.timeout,
+            codec=TEXT_CODEC, remote_error=HttpFetchError)
         self.last_error: str | None = None
         self.degradation_reason = None
         if self._secrets:
