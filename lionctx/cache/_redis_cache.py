@@ -15,6 +15,7 @@ import anyio.lowlevel
 
 from .._exceptions import InvalidType, InvalidValue, SharedCacheError
 from ..providers._base import check_count, check_duration, check_name
+from ..providers._redact import redact_url_passwords
 from ._base import Codec
 from ._entries import (
     BOUND_LEASE,
@@ -98,7 +99,7 @@ class RedisCache:
             if not isinstance(url, str) or not url.startswith(("redis://", "rediss://",
                                                                 "unix://")):
                 raise InvalidValue(f"url must be a redis://, rediss:// or unix:// URL, got "
-                                 f"{_redact_url(url)!r}")
+                                 f"{redact_url_passwords(url)!r}")
         if client is not None and not callable(getattr(client, "set", None)):
             raise InvalidType(f"client must be a redis.asyncio.Redis, got {type(client).__name__}")
         check_name(namespace, "namespace")
@@ -127,7 +128,7 @@ class RedisCache:
             _require_redis()
 
     def __repr__(self) -> str:
-        where = _redact_url(self._url) if self._url else "client"
+        where = redact_url_passwords(self._url) if self._url else "client"
         return f"RedisCache({where!r}, namespace={self.namespace!r})"
 
     # -- what the providers call --------------------------------------------------------
@@ -212,7 +213,7 @@ class RedisCache:
             if "WRONGTYPE" in message[:200]:
                 raise _Garbage("a key of another type than a string",
                                wrong_type=True) from None
-            raise SharedCacheError(_redact_url(message[:1000])) from None
+            raise SharedCacheError(redact_url_passwords(message[:1000])) from None
         finally:
             slots.release()
 
@@ -223,9 +224,3 @@ def _require_redis() -> None:
     except ImportError:
         raise ImportError("RedisCache needs the redis package: "
                           "pip install 'lionctx[redis]'") from None
-
-
-def _redact_url(text: Any) -> str:
-    from ..providers._redact import redact_url_passwords
-
-    return redact_url_passwords(text)
