@@ -206,7 +206,7 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int
 def _carried_count(result: Any, counter: TokenCounter) -> int | None:
     if not hasattr(result, "token_count"):
         return None
-    from .cache._counted import known_token_count  # only texts from a shared cache get here
+    from .providers._base import known_token_count  # only texts from a shared cache get here
 
     return known_token_count(result, counter)
 

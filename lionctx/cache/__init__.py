@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..providers._base import CountedText, known_token_count, provided
 from ._base import TEXT_CODEC, BoundCache, CacheBackend, Codec, InProcessCache, resolve_cache
-from ._counted import CountedText, known_token_count, provided
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._redis_cache import RedisCache

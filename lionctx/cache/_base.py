@@ -1,18 +1,9 @@
-"""The cache backend interface the caching providers are built on.
+"""The cache backend interface: what ``cache=`` accepts, and what a provider binds.
 
-A *backend* is what a user passes as ``cache=`` to
-:class:`~lionctx.providers.HttpContextProvider` or
-:class:`~lionctx.providers.CachedContextProvider`. Each provider *binds* it once,
-with its own TTL, limits and key scope, and gets a :class:`BoundCache`: an object
-with ``get(key, load) -> Hit`` (stored value, another caller's in-flight load, or
-``load()`` now), ``clear()`` and ``invalidate(key)``.
-
-* :class:`InProcessCache` (the default) binds to a
-  :class:`~lionctx.providers._cache.FlightCache`: a TTL cache and single flight in
-  this process.
-* :class:`~lionctx.cache.RedisCache` binds to entries in Redis shared by every
-  worker process, with single flight across them, and this process's cache as the
-  fallback when Redis fails.
+A backend's ``bind`` gives one provider a :class:`BoundCache` (``get(key, load)``,
+``clear``, ``invalidate``) with its TTL, limits and key scope: :class:`InProcessCache`
+(the default) a :class:`~lionctx.providers._flight.FlightCache`,
+:class:`~lionctx.cache.RedisCache` entries shared by every worker process.
 """
 
 from __future__ import annotations
@@ -22,12 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .._exceptions import InvalidType
+from .._log import logger_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..providers._flight import FlightCache, Hit
 
 __all__ = ["BoundCache", "CacheBackend", "Codec", "InProcessCache", "TEXT_CODEC",
-           "resolve_cache"]
+           "bind_cache", "resolve_cache"]
+
+logger = logger_for(__name__)
 
 V = TypeVar("V")
 
@@ -36,9 +30,8 @@ V = TypeVar("V")
 class Codec(Generic[V]):
     """How a provider's cached value maps to shareable text plus JSON metadata.
 
-    ``text(value)`` is the text (what is counted); ``meta(value)`` a small dict of
-    JSON-safe facts (never a secret of the request); ``build(text, meta)`` makes
-    the value back from what was stored.
+    ``text(value)`` is the text; ``meta(value)`` small JSON-safe facts (never a secret);
+    ``build(text, meta)`` makes the value back.
     """
 
     text: Callable[[Any], str]
@@ -67,10 +60,9 @@ class BoundCache(Protocol[V]):
 class CacheBackend(Protocol):
     """What ``cache=`` accepts: something that binds one provider's cache.
 
-    ``scope`` is the provider's source identity (see ``lionctx._scope``), or ``None``
-    when it states none: a backend shared across processes must then keep the
-    provider's values in this process only. The key a provider passes to ``get``
-    already holds the values of the run-context fields its source reads.
+    ``scope`` is the provider's source identity (``lionctx._scope``), or ``None`` when it
+    states none: a backend shared across processes must then keep its values in this
+    process. The key passed to ``get`` already holds the run-context values the source reads.
     """
 
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
@@ -79,11 +71,7 @@ class CacheBackend(Protocol):
 
 
 class InProcessCache:
-    """The default backend: a TTL cache and single flight inside this process.
-
-    Every provider gets its own :class:`~lionctx.providers._cache.FlightCache`;
-    nothing is shared with other processes.
-    """
+    """The default backend: a TTL cache and single flight inside this process."""
 
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
              stale_on_error: bool, wait: float | None = None,
@@ -99,10 +87,32 @@ class InProcessCache:
 
 
 def resolve_cache(cache: Any) -> Any:
-    """``None`` -> :class:`InProcessCache`; a backend as is; anything else: TypeError."""
+    """``None`` -> :class:`InProcessCache`; a backend as is; anything else: InvalidType."""
     if cache is None:
         return InProcessCache()
     if not callable(getattr(cache, "bind", None)):
         raise InvalidType(f"cache must be a cache backend such as RedisCache(...) or None, "
                         f"got {cache!r}")
     return cache
+
+
+#: Source types already said (in the log) to be cached in this process only.
+_SAID_LOCAL: set[str] = set()
+_SAID_LOCAL_MAX = 256
+
+
+def bind_cache(cache: Any, source: Any, name: str, *, scope: Any, **options: Any) -> Any:
+    """``cache`` (``None``: this process) bound for one provider reading ``source``.
+
+    A source without an identity on a backend shared across processes is cached in
+    this process only; that is logged once per source type.
+    """
+    backend = resolve_cache(cache)
+    if scope is None and getattr(backend, "shares_across_processes", False):
+        kind = f"{type(source).__module__}.{type(source).__qualname__}"
+        if kind not in _SAID_LOCAL and len(_SAID_LOCAL) < _SAID_LOCAL_MAX:
+            _SAID_LOCAL.add(kind)
+            logger.info("provider %r (%s) states no source_identity: its values are cached "
+                        "in this process only; wrap it in CachedContextProvider("
+                        "source_identity=...) to share them", name, kind)
+    return backend.bind(scope=scope, **options)

@@ -1,22 +1,10 @@
 """What :class:`~lionctx.cache.RedisCache` writes to Redis, pure: keys, entries, markers.
 
-* Keys: ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST``, the digest a keyed BLAKE2b hash of
-  the provider's scope and the cache key (:func:`digest`), so no user id, query,
-  URL or header is ever part of a key name (:func:`key_names`).
-* Entries: JSON with the text and the provider's small metadata
-  (:func:`encode_entry`); :func:`decode_entry` accepts exactly that and refuses
-  anything else as :class:`_Garbage`. Redis is untrusted: an entry's ``tokens`` field
-  (written by earlier versions) is checked for its form but never used, so a forged
-  count cannot carry a large text past a budget; the text is counted again.
-* Failure markers: the owner's lease token and the reason its load failed
-  (:func:`failure_marker`); :func:`marker_reason` reads one back for a waiter, and
-  only when it is from the lease holder the waiter saw.
-* The lease's compare-and-delete / compare-and-renew scripts, the script that gives
-  a lease without an expiry (or with one longer than the lease) the lease's length,
-  and :class:`Circuit`, which keeps calls off Redis for a while after a connection
-  failure (clock injected).
-
-Nothing here talks to Redis; :mod:`lionctx.cache._redis_cache` does.
+Keys are ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST`` (a BLAKE2b digest of scope and key:
+no user id, query, URL or header in a key name). Entries are JSON with the text and
+small metadata; anything else decodes as :class:`_Garbage`, and a stored ``tokens``
+field is checked for form, never used. Failure markers carry the lease owner's token.
+Also the lease scripts and the :class:`Circuit`. Nothing here talks to Redis.
 """
 
 from __future__ import annotations
@@ -63,8 +51,7 @@ return 0
 
 
 class _Garbage(SharedCacheError):
-    """A stored value that does not decode: not ours, truncated, or too large;
-    ``wrong_type``: a key of ours that holds another type than a string."""
+    """A stored value that does not decode; ``wrong_type``: a key of another type."""
 
     def __init__(self, message: str, *, wrong_type: bool = False) -> None:
         super().__init__(message)
@@ -103,22 +90,15 @@ def milliseconds(seconds: float) -> int:
 # -- entries ----------------------------------------------------------------------------
 
 def encode_entry(text: str, meta: dict[str, Any]) -> bytes:
-    """The stored form of a value: UTF-8 JSON, lone surrogates kept as written.
-
-    ``tokens`` and ``encoding`` stay in the format (null) for readers of earlier
-    versions, which count a value that carries no count.
-    """
+    """The stored form of a value: UTF-8 JSON (``tokens``/``encoding`` null, for old readers)."""
     return json.dumps({"format": FORMAT, "text": text, "tokens": None,
                        "encoding": None, "meta": meta},
                       ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def decode_entry(raw: object, max_bytes: int) -> tuple[str, dict[str, Any]]:
-    """The text and metadata of a stored value (any count stored beside it is ignored).
-
-    Raises:
-        _Garbage: anything :func:`encode_entry` (or an earlier version's) did not
-            make, or over ``max_bytes`` (bytes, or characters for a str).
+    """The text and metadata of a stored value; :class:`_Garbage` for anything
+    :func:`encode_entry` did not make, or over ``max_bytes``.
     """
     if not isinstance(raw, (bytes, str)) or len(raw) > max_bytes:
         raise _Garbage("a stored value that is too large or not bytes")
@@ -154,20 +134,15 @@ MAX_LEASE_BYTES = 64
 
 
 def failure_marker(token: str, reason: str) -> str:
-    """What a lease owner whose load failed leaves for its waiters (the reason cut to
-    :data:`MAX_REASON` characters)."""
+    """What a lease owner whose load failed leaves for its waiters (reason cut)."""
     if len(reason) > MAX_REASON:
         reason = f"{reason[:MAX_REASON]}... ({len(reason)} characters)"
     return json.dumps({"token": token, "reason": reason})
 
 
 def marker_reason(raw: str | bytes, holder: bytes) -> str | None:
-    """The reason in a failure marker, if the lease ``holder`` a waiter saw wrote it.
-
-    A marker from another owner (an earlier one) is None: not this load's failure.
-
-    Raises:
-        _Garbage: not a marker :func:`failure_marker` made.
+    """The reason in a failure marker if the lease ``holder`` a waiter saw wrote it, else None;
+    :class:`_Garbage` for a malformed marker.
     """
     try:
         data = json.loads(raw)

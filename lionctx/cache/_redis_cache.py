@@ -1,51 +1,7 @@
 """``RedisCache``: one cache and one single flight for every worker process.
 
-Pass it as ``cache=`` to :class:`~lionctx.providers.HttpContextProvider` or
-:class:`~lionctx.providers.CachedContextProvider`::
-
-    shared = RedisCache("redis://cache.internal:6379/0", namespace="myapp")
-    status = HttpContextProvider(url, cache_ttl=30, cache=shared)
-
-What happens on a call, per key:
-
-1. Read the value: ``STRLEN`` first, and only a value within ``max_value_bytes`` is
-   read (``GETRANGE`` up to the cap, so not even one that grew meanwhile is read
-   whole). A hit is served as text; its tokens are counted again, never taken from
-   Redis.
-2. On a miss, one caller per process goes on (the others in this process wait for
-   it); it tries to take the key's lease with ``SET lease NX PX``. The one caller
-   in the deployment that gets it loads the value, stores it with Redis expiry
-   (``PX ttl``), and releases the lease with a compare-and-delete script (only the
-   owner's token deletes it). While loading it renews the lease, so a slow but
-   live owner keeps it and a dead one loses it within ``lease`` seconds.
-3. Everyone else polls for the value with backoff, up to the provider's timeout.
-   An owner whose load failed leaves a short failure marker with its token, so its
-   waiters share the failure (or a stale value) instead of stampeding; a lease
-   that vanished without value or marker (the owner died) is taken by the next
-   caller. A lease found without an expiry, or with one longer than ``lease``, is
-   given ``lease`` seconds from then: no key waits for ever.
-
-Keys are ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST``: the digest is a BLAKE2b hash of
-the provider's source identity (``lionctx._scope``: the folder, the request, the
-database and query), the values of the run-context fields it reads, and the cache
-key, so no user id, query text, URL or header appears in a key. A provider that
-states no identity is not shared: ``bind`` gives it this process's cache. Values
-are JSON: the text and the provider's small metadata (a degradation reason, a
-stale flag).
-
-Redis is untrusted: sizes are checked before reads, a key of another type than a
-string is deleted (that key only; the others keep using Redis), a malformed entry
-is a miss, and no token count is read from it.
-
-Fail open: a Redis error, a timeout (``op_timeout`` per command) or a value that
-does not decode makes the call use this process's cache and single flight, with
-the row ``degraded`` and the reason; after a connection failure a circuit skips
-Redis for ``retry_after`` seconds, then tries again. A cancelled call (its turn's
-timeout) hands its lease back within a short grace and never waits for Redis past it.
-
-Layout: this module is the backend (the connection, its loop, the per-command
-timeout); :mod:`lionctx.cache._shared` the per-provider lease protocol above;
-:mod:`lionctx.cache._entries` what is written (keys, entries, failure markers), pure.
+This module is the backend (connection per event loop, per-command timeout, circuit);
+:mod:`._shared` is the per-provider lease protocol; :mod:`._entries` what is written.
 """
 
 from __future__ import annotations
@@ -58,7 +14,8 @@ import anyio
 import anyio.lowlevel
 
 from .._exceptions import InvalidType, InvalidValue, SharedCacheError
-from ..providers._base import check_duration, check_name
+from ..providers._base import check_count, check_duration, check_name
+from ..providers._redact import redact_url_passwords
 from ._base import Codec
 from ._entries import (
     BOUND_LEASE,
@@ -82,11 +39,19 @@ logger = logger_for(__name__)
 
 
 class RedisCache:
-    """A cache backend on Redis (or Valkey), shared by every process that uses it.
+    """A cache backend on Redis (or Valkey), shared by every process that uses it::
 
-    Values are shared only between providers that state the same source identity
-    (``lionctx._scope``) and, for a source that reads run-context fields (a user, a
-    tenant), the same values of those fields.
+        shared = RedisCache("redis://cache.internal:6379/0", namespace="myapp")
+        status = HttpContextProvider(url, cache_ttl=30, cache=shared)
+
+    One caller in the deployment loads a key (under a lease it renews while loading); the
+    others wait for its value or share its failure. Values are shared only between
+    providers that state the same source identity (``lionctx._scope``) and, for a source
+    that reads run-context fields, the same values of those fields; keys are digests, so
+    no user id, query, URL or header appears in one. Redis is untrusted: sizes are checked
+    before reads, a key of another type is deleted, a malformed entry is a miss, and no
+    token count is read from it. Fail open: a Redis error or timeout uses this process's
+    cache (the row ``degraded``), and a circuit skips Redis for ``retry_after`` seconds.
 
     Args:
         url: ``redis://``, ``rediss://`` or ``unix://`` URL. Give this or ``client``.
@@ -94,25 +59,22 @@ class RedisCache:
             not decode responses (the default).
         namespace: Prefix of every key (letters, digits, ``_.:-``; default
             ``"lionctx"``): one namespace per application sharing a Redis.
-        lease: Seconds a loader's lease lasts without renewal (default 5); the
-            owner renews it while it loads, so this is how long a dead owner's
-            key waits before another process takes over.
-        op_timeout: Seconds one Redis command may take before the call gives up on
-            Redis and falls back to this process's cache (default 0.5).
+        lease: Seconds a loader's lease lasts without renewal (default 5): how long a
+            dead owner's key waits before another process takes over.
+        op_timeout: Seconds one Redis command may take before the call falls back to
+            this process's cache (default 0.5).
         retry_after: Seconds the circuit stays open after a connection failure
-            (default 5): calls skip Redis meanwhile.
+            (default 5).
         wait: Seconds a caller waits for another process's load when its provider
             has no timeout of its own (default 10).
-        max_value_bytes: Largest stored value (default 4 MiB); a larger one is
-            served but not shared, and a larger one found in Redis is refused by
-            its size (``STRLEN``) without being read, then deleted.
+        max_value_bytes: Largest stored value (default 4 MiB); a larger one is served
+            but not shared, and one found in Redis is refused by its size without
+            being read, then deleted.
         stale_ttl: Seconds the last good value is kept for ``stale_on_error``
             (default one day).
         max_connections: Redis commands in flight at once from this process
-            (default 16); more wait for a slot, and that wait is not counted
-            against ``op_timeout`` (it is this process's queue, not Redis being
-            slow): the call's own timeout or deadline bounds it, and once the
-            circuit opens the waiting calls use this process's cache at once.
+            (default 16); the wait for a slot is bounded by the call's own timeout,
+            not ``op_timeout``.
         clock: Monotonic clock for the circuit (tests inject one).
     """
 
@@ -137,7 +99,7 @@ class RedisCache:
             if not isinstance(url, str) or not url.startswith(("redis://", "rediss://",
                                                                 "unix://")):
                 raise InvalidValue(f"url must be a redis://, rediss:// or unix:// URL, got "
-                                 f"{_redact_url(url)!r}")
+                                 f"{redact_url_passwords(url)!r}")
         if client is not None and not callable(getattr(client, "set", None)):
             raise InvalidType(f"client must be a redis.asyncio.Redis, got {type(client).__name__}")
         check_name(namespace, "namespace")
@@ -150,14 +112,8 @@ class RedisCache:
         self.retry_after = check_duration(retry_after, "retry_after", allow_zero=True)
         self.wait = check_duration(wait, "wait", allow_zero=False)
         self.stale_ttl = check_duration(stale_ttl, "stale_ttl", allow_zero=False)
-        if isinstance(max_value_bytes, bool) or not isinstance(max_value_bytes, int) \
-                or max_value_bytes < 1:
-            raise InvalidValue(f"max_value_bytes must be an int >= 1, got {max_value_bytes!r}")
-        self.max_value_bytes = max_value_bytes
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int) \
-                or max_connections < 1:
-            raise InvalidValue(f"max_connections must be an int >= 1, got {max_connections!r}")
-        self.max_connections = max_connections
+        self.max_value_bytes = check_count(max_value_bytes, "max_value_bytes", 1)
+        self.max_connections = check_count(max_connections, "max_connections", 1)
         self._slots: anyio.Semaphore | None = None
         self._slots_token: Any = None
         if not callable(clock):
@@ -172,7 +128,7 @@ class RedisCache:
             _require_redis()
 
     def __repr__(self) -> str:
-        where = _redact_url(self._url) if self._url else "client"
+        where = redact_url_passwords(self._url) if self._url else "client"
         return f"RedisCache({where!r}, namespace={self.namespace!r})"
 
     # -- what the providers call --------------------------------------------------------
@@ -182,11 +138,8 @@ class RedisCache:
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
              stale_on_error: bool, wait: float | None, codec: Codec[Any],
              remote_error: Callable[[str], Exception]) -> SharedCache | FlightCache[Any]:
-        """One provider's view: its entries in Redis plus its in-process fallback.
-
-        ``scope`` is the provider's source identity (``lionctx._scope``); ``None``
-        (a provider that states none) gets this process's cache only: what it
-        makes is not shared across processes.
+        """One provider's view: its entries in Redis plus its in-process fallback; a ``scope``
+        of ``None`` (no stated identity) gets this process's cache only.
         """
         check_duration(ttl, "ttl", allow_zero=False)
         if scope is None:
@@ -238,8 +191,7 @@ class RedisCache:
         return scripts
 
     async def _op(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Run one Redis step under ``op_timeout`` once a connection slot is free; any
-        failure is a SharedCacheError."""
+        """One Redis step under ``op_timeout`` once a slot is free; failing: SharedCacheError."""
         token = anyio.lowlevel.current_token()
         if self._slots is None or self._slots_token != token:
             self._slots, self._slots_token = anyio.Semaphore(self.max_connections), token
@@ -261,7 +213,7 @@ class RedisCache:
             if "WRONGTYPE" in message[:200]:
                 raise _Garbage("a key of another type than a string",
                                wrong_type=True) from None
-            raise SharedCacheError(_redact_url(message[:1000])) from None
+            raise SharedCacheError(redact_url_passwords(message[:1000])) from None
         finally:
             slots.release()
 
@@ -272,9 +224,3 @@ def _require_redis() -> None:
     except ImportError:
         raise ImportError("RedisCache needs the redis package: "
                           "pip install 'lionctx[redis]'") from None
-
-
-def _redact_url(text: Any) -> str:
-    from ..providers._redact import redact_url_passwords
-
-    return redact_url_passwords(text)

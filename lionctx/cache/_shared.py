@@ -1,19 +1,10 @@
 """One provider's cache on a :class:`~lionctx.cache.RedisCache`: the lease protocol.
 
-:class:`SharedCache` is what ``RedisCache.bind`` returns. Per key: read the shared
-value; on a miss, one caller per process goes on, takes the key's lease (``SET NX
-PX``) and loads, renewing the lease while it loads, then stores the value (or a
-failure marker) and releases the lease; everyone else polls for the outcome with
-backoff. Any Redis failure falls back to this process's
-:class:`~lionctx.providers._cache.FlightCache`.
-
-What Redis holds is read as untrusted input: a value's size (``STRLEN``) is checked
-against ``max_value_bytes`` before it is read, and then read only up to the cap
-(:func:`_bounded_get`); a key of another type is deleted, for that key only; a lease
-without an expiry gets one; a cancelled caller hands its lease back within a short
-grace (:data:`RELEASE_GRACE`), never waiting on Redis past it. The steps are described in
-:mod:`lionctx.cache._redis_cache`; what is written (keys, entries, markers) is
-:mod:`lionctx.cache._entries`'s.
+Per key: read the shared value; on a miss one caller per process takes the key's lease
+(``SET NX PX``), loads while renewing it, stores the value or a failure marker and
+releases it; the others poll with backoff. Redis is untrusted (``STRLEN`` before a
+bounded read, wrong-type keys deleted, leases given an expiry); any Redis failure
+falls back to this process's :class:`~lionctx.providers._flight.FlightCache`.
 """
 
 from __future__ import annotations
@@ -205,8 +196,7 @@ class SharedCache:
                     keys=[names["lease"]], args=[lease_ms], client=r))
 
     async def _owner_failure(self, names: dict[str, str], holder: bytes) -> str | None:
-        """The reason in the failure marker, if the lease holder this waiter saw left it;
-        a marker too large to be one, or of another owner, is none."""
+        """The failure reason the lease holder this waiter saw left, if any."""
         raw = await self.owner._op(lambda r: _bounded_get(r, names["err"], MAX_MARKER_BYTES,
                                                           refuse=False))
         return None if raw is None else marker_reason(raw, holder)
@@ -285,9 +275,8 @@ class SharedCache:
     async def _stale_or_raise(self, key: Hashable, names: dict[str, str],
                               error: BaseException, note: str | None = None,
                               shared: bool = False) -> Hit[Any]:
-        """The last good value, marked stale, if the provider wants one; else raise.
-
-        ``shared``: the failure was another worker's (raised as SharedFetchError).
+        """The last good value, marked stale, if the provider wants one; else raise
+        (``shared``: another worker's failure, raised as SharedFetchError).
         """
         if self.stale_on_error:
             try:
@@ -308,8 +297,7 @@ class SharedCache:
         raise error
 
     def _encode(self, value: Any) -> bytes | None:
-        """The stored form of ``value``, or None when it is over ``max_value_bytes``:
-        served, not shared. No token count is stored: a reader counts the text."""
+        """The stored form of ``value``; None over ``max_value_bytes`` (served, not shared)."""
         limit = self.owner.max_value_bytes
         text = self.codec.text(value)
         if len(text) > limit:  # each char is at least one byte: not encoded at all
@@ -335,10 +323,9 @@ def _with_note(hit: Hit[Any], note: str) -> Hit[Any]:
 
 
 async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> bytes | None:
-    """The string at ``name`` if it is at most ``cap`` bytes, else :class:`_Garbage`
-    (or None when not ``refuse``), its size asked first (``STRLEN``) so a larger one
-    is never read; read up to the cap only (``GETRANGE``), so not even one that grew
-    between the two commands is read whole. ``None`` when there is none."""
+    """The string at ``name`` (None: none) if at most ``cap`` bytes, asked by ``STRLEN`` first
+    and read only up to the cap; larger: :class:`_Garbage`, or None when not ``refuse``.
+    """
     size = await r.strlen(name)
     if not size:
         return None
@@ -356,16 +343,14 @@ async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> byte
 
 
 async def _poll(r: Any, names: dict[str, str]) -> Any:
-    """The sizes of the value and the failure marker, and the lease's time left (ms;
-    -2: no lease, -1: a lease without an expiry)."""
+    """Sizes of the value and failure marker, and the lease's ms left (-2 none, -1 no expiry)."""
     async with r.pipeline(transaction=False) as pipe:
         pipe.strlen(names["val"]).strlen(names["err"]).pttl(names["lease"])
         return await pipe.execute()
 
 
 async def _drop(r: Any, names: dict[str, str], wrong_type: bool) -> None:
-    """Delete the value and marker that did not decode, and any part of the key that is
-    not a string (only this key's parts: every other key keeps using Redis)."""
+    """Delete the undecodable value and marker, and any part of this key that is not a string."""
     if not wrong_type:
         await r.delete(names["val"], names["err"])
         return

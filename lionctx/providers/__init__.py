@@ -13,9 +13,10 @@ Each provider implements ``retrieve(query, ctx)``, which raises
 """
 
 from ._base import ContextSource, ProvidedText, SourceUnavailable
-from ._cache import CachedContextProvider, FlightCache, SharedFetchError, default_key
+from ._cache import CachedContextProvider, default_key
 from ._database import DatabaseContextProvider
 from ._filesystem import FilesystemContextProvider
+from ._flight import FlightCache, SharedFetchError
 from ._http import HttpContextProvider, HttpFetchError
 from ._mcp import McpResourceProvider, close_mcp_connections
 from ._sqlite import SqliteContextProvider, format_rows

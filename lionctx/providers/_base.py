@@ -1,23 +1,10 @@
 """The base every built-in provider shares: one provider, two faces, honest failures.
 
-A subclass implements ``async retrieve(query, ctx) -> str | None``: text, ``None``
-when the source has nothing for this query, or :class:`SourceUnavailable` when the
-source could not answer (network error, timeout, missing database...). The base
-supplies the two faces on top of it:
-
-* ``fetch(query, ctx)`` (agentium): ``retrieve`` with a failure turned into
-  ``None``, as the agentium page documents, the reason kept in ``last_error``;
-* ``provide(branch, instruction)`` (LionAGI): ``retrieve`` with the instruction's
-  text as the query and the branch's run context.
-
-The engines (:class:`~lionctx.ContextProviderRegistry` through ``provide``,
-:func:`~lionctx.resolve_context` through :func:`lionctx._adapters.call_fetch`) call
-``retrieve``, so a source that could not answer is reported ``failed`` with its
-reason instead of looking like a source with nothing to say (``empty``). The merged
-text is the same either way: a failed source contributes nothing.
-
-A subclass written to the older contract (it overrides ``fetch`` only) keeps
-working: ``fetch`` is then what every face calls, and its ``None`` is ``empty``.
+A subclass implements ``async retrieve(query, ctx) -> str | None`` and raises
+:class:`SourceUnavailable` when the source could not answer; the base gives the
+agentium face ``fetch`` (a failure becomes ``None``, the reason in ``last_error``) and
+the LionAGI face ``provide``. The engines call ``retrieve``, so a failure is reported
+``failed``, not ``empty``. A subclass that overrides ``fetch`` only keeps working.
 """
 
 from __future__ import annotations
@@ -32,8 +19,8 @@ from .._exceptions import InvalidType, InvalidValue
 from .._outcome import NoText, SourceUnavailable
 from .._safe_text import safe_text
 
-__all__ = ["ContextSource", "ProvidedText", "SourceUnavailable", "check_count",
-           "check_duration", "check_name", "check_path"]
+__all__ = ["ContextSource", "CountedText", "ProvidedText", "SourceUnavailable", "check_count",
+           "check_duration", "check_name", "check_path", "known_token_count", "provided"]
 
 from .._log import logger_for
 
@@ -41,13 +28,10 @@ logger = logger_for(__name__)
 
 
 class ProvidedText(str):
-    """Text a provider returns, with facts about where it came from.
+    """Text a provider returns, with facts about where it came from (a ``str``).
 
-    Gather copies ``cached`` and ``stale`` into the provider's outcome. It is a
-    ``str`` in every other respect, so any consumer can treat it as one. ``plain`` is
-    the plain ``str`` it was made from (when it was made from one): a source that
-    returns the same text every turn hands gather the same string object, whose hash
-    Python keeps, so its memoized count is found without reading the text again.
+    Gather copies ``cached`` and ``stale`` into the provider's outcome. ``plain`` is the
+    plain ``str`` it was made from, whose hash (and so memoized token count) Python keeps.
     """
 
     cached: bool
@@ -60,6 +44,51 @@ class ProvidedText(str):
         obj.stale = stale
         obj.plain = value if type(value) is str else None
         return obj
+
+
+class CountedText(ProvidedText):
+    """A :class:`ProvidedText` with the token count of exactly this text.
+
+    Only code in this process that counted this text makes one; nothing read from a
+    shared cache is one (Redis is untrusted: its text is counted again).
+    """
+
+    token_count: int | None
+    token_encoding: str | None
+
+    def __new__(cls, value: str, *, cached: bool = False, stale: bool = False,
+                token_count: int | None = None,
+                token_encoding: str | None = None) -> CountedText:
+        obj = str.__new__(cls, value)
+        obj.cached = cached
+        obj.stale = stale
+        obj.token_count = token_count
+        obj.token_encoding = token_encoding
+        return obj
+
+
+def provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
+    """``ProvidedText(value, cached=..., stale=...)``, keeping a count ``value`` carries."""
+    count = getattr(value, "token_count", None)
+    encoding = getattr(value, "token_encoding", None)
+    if isinstance(count, int) and isinstance(encoding, str):
+        return CountedText(value, cached=cached, stale=stale, token_count=count,
+                           token_encoding=encoding)
+    return ProvidedText(value, cached=cached, stale=stale)
+
+
+def known_token_count(text: Any, counter: Any) -> int | None:
+    """The count ``text`` carries if it was counted with ``counter``'s encoding, else ``None``
+    (the count is of ``text`` itself, not of it framed in a tag).
+    """
+    if not isinstance(text, CountedText):
+        return None
+    count, encoding = text.token_count, text.token_encoding
+    if type(count) is not int or count < 0 or encoding is None:
+        return None
+    if getattr(counter, "encoding_name", None) != encoding:
+        return None
+    return count
 
 
 class ContextSource:
@@ -142,8 +171,7 @@ class ContextSource:
         return await self.fetch(query, ctx)
 
     def _unavailable(self, reason: str, scope: str | None = None) -> SourceUnavailable:
-        """Record ``reason`` as this call's failure and return the exception to raise
-        (``scope``: whose failure it is, see :class:`SourceUnavailable`)."""
+        """Record ``reason`` as this call's failure; return the exception to raise."""
         reason = safe_text(reason)  # it often quotes what the source said
         self.last_error = reason
         self.degradation_reason = None  # an outright failure is not a partial success

@@ -1,16 +1,11 @@
 """``CachedContextProvider``: any provider's text, cached per key, one call per key at once.
 
-The cache underneath is :class:`~lionctx.providers._flight.FlightCache` (this
-process; re-exported here with :class:`Hit`, :class:`Source` and
-:func:`lead_flight`, where they always lived) or a shared backend such as
-:class:`lionctx.cache.RedisCache`. Its rules (TTL, single flight, an abandoned leader
-replaced, stale values on failure) are described in :mod:`lionctx.providers._flight`.
-This module adds the keys and what a cached value carries (the inner provider's
-degradation reason and stale flag), for both faces. A key is the values of the
-run-context fields the source reads (``lionctx._scope``) plus the caller's key (by
-default the query, or :func:`default_key` for a source whose fields nobody stated);
-a shared backend adds the source's identity, so two sources, or two users of a
-per-user source, never share an entry.
+Values live in a :class:`~lionctx.providers._flight.FlightCache` (this process) or a
+shared backend such as :class:`lionctx.cache.RedisCache`. A key is the values of the
+run-context fields the source reads (``lionctx._scope``) plus the caller's key; a shared
+backend adds the source's identity, so two sources, or two users of a per-user source,
+never share an entry. A cached value carries the inner provider's degradation reason
+and stale flag.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._adapters import (
     call_fetch,
@@ -30,24 +25,23 @@ from .._adapters import (
 )
 from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue, SharedFetchError
-from .._log import logger_for
 from .._safe_text import error_text, safe_text
 from .._scope import context_fields as scoped_fields
 from .._scope import scope_of
 from .._scope import source_identity as scoped_identity
-from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
-from ._flight import FlightCache, Hit, Source, lead_flight
+from ..cache._base import BoundCache, Codec, bind_cache
+from ._base import (
+    ContextSource,
+    SourceUnavailable,
+    check_count,
+    check_duration,
+    check_name,
+    provided,
+)
+from ._flight import Source
 from ._identity import check_fields, check_identity
 
-if TYPE_CHECKING:
-    from ..cache._base import BoundCache
-
-__all__ = ["CachedContextProvider", "FlightCache", "Hit", "SharedFetchError", "Source",
-           "default_key", "lead_flight", "query_key"]
-
-logger = logger_for(__name__)
-
-# -- the caching wrapper for any provider -------------------------------------------
+__all__ = ["CachedContextProvider", "default_key", "query_key"]
 
 KeyFunc = Callable[[str, Any], Hashable]
 
@@ -63,39 +57,21 @@ def _identity(value: Any) -> Hashable:
 
 
 def default_key(query: str, ctx: Any) -> Hashable:
-    """``(tenant_id, user_id, session_id, query)``: one user's (or, for visitors
-    without a user id, one session's) context is never served to another."""
+    """``(tenant_id, user_id, session_id, query)``: one user's (or, without a user id, one
+    session's) context is never served to another.
+    """
     return (*(_identity(context_value(ctx, field))
               for field in ("tenant_id", "user_id", "session_id")), query)
 
 
 def query_key(query: str, ctx: Any) -> Hashable:
-    """``query`` alone: the default key of a source that states which run-context
-    fields it reads (those fields' values are always part of the key)."""
+    """``query`` alone: the default key of a source whose run-context fields are stated."""
     return query
 
 
-#: Inner provider types already said (in the log) to be cached in this process only.
-_SAID_LOCAL: set[str] = set()
-_SAID_LOCAL_MAX = 256
-
-
-def say_process_local(inner: Any, name: str) -> None:
-    """Log, once per provider type, that ``inner`` is cached in this process only."""
-    kind = f"{type(inner).__module__}.{type(inner).__qualname__}"
-    if kind in _SAID_LOCAL or len(_SAID_LOCAL) >= _SAID_LOCAL_MAX:
-        return
-    _SAID_LOCAL.add(kind)
-    logger.info("provider %r (%s) states no source_identity: its values are cached in "
-                "this process only; wrap it in CachedContextProvider(source_identity=...) "
-                "to share them", name, kind)
-
-
 class _Same:
-    """A key part equal only to one object: the branch a provide-only value came from.
-
-    It holds the branch, so while the value is cached no new branch can take its
-    ``id``; it works for branches that are unhashable or not weak-referenceable.
+    """A key part equal only to one object (the branch a provide-only value came from); it
+    holds the branch, so no new branch can take its ``id`` while the value is cached.
     """
 
     __slots__ = ("obj",)
@@ -132,10 +108,6 @@ class _Stored:
     stale: bool
 
 
-def _stored_meta(stored: _Stored) -> dict[str, Any]:
-    return {"reason": stored.reason, "stale": stored.stale}
-
-
 def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
     reason = meta.get("reason")
     if reason is not None and not isinstance(reason, str):
@@ -144,6 +116,13 @@ def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
     if not isinstance(stale, bool):
         raise InvalidValue("stale is not a bool")
     return _Stored(text, reason, stale)
+
+
+#: How a cached ``_Stored`` goes to a shared cache: its text, reason and stale flag.
+_STORED_CODEC: Codec[_Stored] = Codec(
+    text=lambda stored: stored.text,
+    meta=lambda stored: {"reason": stored.reason, "stale": stored.stale},
+    build=_stored_build)
 
 
 def _note(*reasons: str | None) -> str | None:
@@ -210,8 +189,6 @@ class CachedContextProvider(ContextSource):
         source_identity: str | None = None,
         context_fields: Iterable[str] | None = None,
     ) -> None:
-        from ..cache._base import resolve_cache  # deferred: lionctx.cache imports providers
-
         if fetch_method(inner) is None and not callable(getattr(inner, "provide", None)):
             raise InvalidType(f"inner must be a context provider with fetch() or provide(), "
                             f"got {inner!r}")
@@ -226,12 +203,8 @@ class CachedContextProvider(ContextSource):
                                 else check_fields(context_fields))
         stated = scoped_identity(inner) is not None or context_fields is not None
         self.key: KeyFunc = key or (query_key if stated else default_key)
-        backend = resolve_cache(cache)
-        if self._source_identity is None and getattr(backend, "shares_across_processes",
-                                                     False):
-            say_process_local(inner, self.name)
-        self._cache: BoundCache[_Stored] = backend.bind(
-            kind="cached", scope=self._source_identity,
+        self._cache: BoundCache[_Stored] = bind_cache(
+            cache, inner, self.name, kind="cached", scope=self._source_identity,
             ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),
             stale_on_error=stale_on_error, wait=None,
             codec=_STORED_CODEC, remote_error=SourceUnavailable)
@@ -257,8 +230,9 @@ class CachedContextProvider(ContextSource):
         return self._cache.ttl
 
     def cache_key(self, query: str, ctx: Any) -> Hashable:
-        """The key a value for ``(query, ctx)`` is kept under: the values of the
-        source's context fields, then ``key(query, ctx)``."""
+        """The key a value for ``(query, ctx)`` is kept under: the values of the source's context
+        fields, then ``key(query, ctx)``.
+        """
         return (scope_of(self, ctx), self.key(query, ctx))
 
     def __repr__(self) -> str:
@@ -278,10 +252,7 @@ class CachedContextProvider(ContextSource):
         return await self._get(self.cache_key(query, ctx), call)
 
     async def provide(self, branch: Any, instruction: Any) -> str | None:
-        """LionAGI face; a provide-only inner provider is called through ``provide``.
-
-        A failure propagates, as from ``retrieve``.
-        """
+        """LionAGI face; a provide-only inner provider is called through ``provide``."""
         query = query_from_instruction(instruction)
         ctx = run_context_from_branch(branch)
         key = self.cache_key(query, ctx)
@@ -294,8 +265,6 @@ class CachedContextProvider(ContextSource):
         return await self._get(key, call)
 
     async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> str | None:
-        from ..cache._counted import provided
-
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))
         except SharedFetchError as exc:
@@ -336,15 +305,3 @@ class CachedContextProvider(ContextSource):
             return None
         return _Stored(str.__add__("", result), _reason_of(self.inner),
                        bool(getattr(result, "stale", False)))
-
-
-
-class _StoredCodec:
-    """How a cached ``_Stored`` goes to a shared cache: its text, reason and stale flag."""
-
-    text = staticmethod(lambda stored: stored.text)
-    meta = staticmethod(_stored_meta)
-    build = staticmethod(_stored_build)
-
-
-_STORED_CODEC = _StoredCodec()

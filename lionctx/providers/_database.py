@@ -1,22 +1,8 @@
 """``DatabaseContextProvider``: any function of the run context, as a provider.
 
-The agentium page's form is a name and an async ``fetch(ctx) -> str | None``; the
-published agentium code calls the name ``label`` and passes ``(query, ctx)``. Both
-are accepted, and so is a plain (sync) function, which runs in a lionctx worker
-thread (:func:`lionctx._threads.run_in_worker`) so a blocking database driver does
-not stall the event loop. A timeout or deadline abandons that thread: the turn goes
-on at once, the function's late result is dropped, and a source whose calls keep
-hanging fails fast (``WorkersExhausted``) once it has a few threads stuck.
-
-What the function returns is the answer (``None``: nothing for this query, reported
-``empty``); what it raises propagates as is, so the engines report ``failed`` with
-its type and message. A function that raises
-:class:`~lionctx.providers._base.SourceUnavailable` gets the built-in providers'
-treatment: ``failed`` in reports, ``None`` from ``fetch``.
-
-For a database that needs no server, see
-:class:`~lionctx.providers._sqlite.SqliteContextProvider` (also reachable as
-``DatabaseContextProvider.sqlite(...)``).
+Accepts the agentium page's ``name`` + async ``fetch(ctx)`` and the published code's
+``label`` + ``fetch(query, ctx)``; a sync function runs in a worker thread, abandoned
+on a timeout. What the function raises propagates as is (``failed``).
 """
 
 from __future__ import annotations
@@ -40,10 +26,8 @@ __all__ = ["DatabaseContextProvider"]
 def _is_async(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
-    if inspect.iscoroutinefunction(fn):
-        return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
-    return call is not None and inspect.iscoroutinefunction(call)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
 def _hashable(value: Any) -> bool:

@@ -1,11 +1,8 @@
 """Decoding an HTTP body's ``Content-Encoding`` with the size cap applied as it decodes.
 
-httpx decodes a whole network chunk at a time, so a 64 KiB chunk of a gzip bomb
-becomes 64 MiB before any cap can look at it (and ``gzip, gzip`` far more). Here the
-raw bytes are decoded layer by layer with ``zlib``'s ``max_length``: each step asks
-for at most what the cap still allows (plus one byte, to tell "over"), so no step
-produces more than that, and an intermediate layer never holds more than a bounded
-piece of its input. Only encodings decoded here are advertised and accepted.
+httpx decodes a whole network chunk at once (a 64 KiB gzip bomb chunk becomes 64 MiB
+before a cap sees it). Here each layer is decoded with ``zlib``'s ``max_length``, asking
+for at most what the cap still allows plus one byte. Only these encodings are accepted.
 """
 
 from __future__ import annotations
@@ -27,10 +24,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def codings(values: Iterable[str]) -> list[str]:
-    """The ``Content-Encoding`` stack in the order applied, checked.
-
-    ``identity`` is dropped; an encoding not decoded here, or more than
-    ``MAX_LAYERS`` of them, is a :class:`DecodeError`.
+    """The ``Content-Encoding`` stack in the order applied; ``identity`` dropped; an unknown
+    encoding, or more than ``MAX_LAYERS``, is a :class:`DecodeError`.
     """
     out: list[str] = []
     for value in values:
@@ -109,9 +104,7 @@ class _Layer:
 class BodyDecoder:
     """Raw body bytes in, decoded bytes out; :class:`BodyTooLarge` past ``cap``.
 
-    ``stack`` is the ``Content-Encoding`` list in the order applied (see
-    :func:`codings`). Whatever the stack, one :meth:`feed` holds at most about
-    ``cap`` decoded bytes plus ``64 KiB`` per layer.
+    One :meth:`feed` holds at most about ``cap`` decoded bytes plus 64 KiB per layer.
     """
 
     def __init__(self, stack: list[str], cap: int) -> None:
@@ -148,10 +141,7 @@ class BodyDecoder:
         return out
 
     def _pull(self, index: int, want: int) -> bytes:
-        """Up to ``want`` bytes out of layer ``index``, pulling input from the one before.
-
-        Returns less than ``want`` only when no layer can make progress.
-        """
+        """Up to ``want`` bytes out of layer ``index``, pulling input from the one before."""
         layer = self.layers[index]
         out = bytearray()
         while len(out) < want:

@@ -1,17 +1,10 @@
 """Descriptor-safe opening and capped reading for the filesystem walk.
 
-The rules every open follows (the walk in :mod:`lionctx.providers._walk` decides what
-to open): directories are opened relative to their parent's descriptor without
-following symlinks; a symlink is followed only into the base path, checked again
-through ``/proc`` on Linux once it is open (:func:`fd_inside`); a file is read only
-if the descriptor opened is the inode the listing saw and a regular file, and never
-past its cap (:func:`read_capped`). Every surprise is a reason string, not an
-exception. Windows has no ``dir_fd`` support: there the walk falls back to paths
-checked with ``realpath`` before opening.
-
-The decisions without I/O are pure functions: :func:`inside` (is a real path under
-the base), :func:`file_problem` (why a listed file is not read), :func:`decode_text`
-(the text of a file's bytes, or why there is none), :func:`os_reason`.
+Directories open relative to their parent's descriptor without following symlinks; a
+symlink is followed only into the base path (checked again through ``/proc`` on Linux);
+a file is read only if its descriptor is the inode the listing saw and a regular file,
+and never past its cap. Every surprise is a reason string. Windows (no ``dir_fd``)
+falls back to paths checked with ``realpath``.
 """
 
 from __future__ import annotations
@@ -59,8 +52,7 @@ def dir_key(st: os.stat_result) -> DirKey:
 
 
 def inside(path: str, base: str) -> bool:
-    """True when the real path ``path`` is ``base`` or below it (never a sibling
-    that merely starts with the same characters: ``/a/bc`` is not inside ``/a/b``)."""
+    """True when real path ``path`` is ``base`` or below it (``/a/bc`` is not in ``/a/b``)."""
     return path == base or path.startswith(base if base.endswith(os.sep) else base + os.sep)
 
 
@@ -118,8 +110,9 @@ def open_root(base_path: str) -> tuple[Any, str, os.stat_result]:
 
 def open_dir(parent: Any, parent_real: str, name: str, target: str | None,
              base_real: str) -> tuple[Any, str, os.stat_result] | str:
-    """Open the subdirectory ``name`` of ``parent`` (``target``: where its symlink
-    points): its handle, real path and stat, or the reason it must not be walked."""
+    """Open subdirectory ``name`` of ``parent`` (``target``: where its symlink points):
+    handle, real path and stat, or the reason it must not be walked.
+    """
     real = target if target is not None else parent_real + os.sep + name
     try:
         if not FD_WALK:

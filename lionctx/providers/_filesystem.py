@@ -1,47 +1,12 @@
 """``FilesystemContextProvider``: files under a base path, as context.
 
-Each included file becomes ``# relative/posix/path``, a newline and its content;
-files are joined with a blank line, ordered by relative path; ``None`` when no file
-is included. Files over ``max_file_size`` bytes are skipped (the size comes from the
-listing, before any read); ``max_files`` counts files included. Once it has that
-many, the walk reads nothing more but goes on listing, so every further matching
-file is accounted for (``over max_files``) rather than silently dropped.
-
-A name that is not valid UTF-8 (``bad-\xff.md``) is shown with U+FFFD in its place
-(``bad-\ufffd.md``) in the header, ``last_included`` and ``last_skipped``, and the
-call is reported ``degraded`` naming the file: whatever the provider emits can be
-encoded and sent to a model.
-
-Safety. The walk never reads outside the base path:
-
-* directories are opened relative to their parent's descriptor, without following
-  symlinks, so a directory swapped for a symlink mid-walk is refused, not followed;
-* a symlink (or junction) is followed only if its resolved target lies inside the
-  base path; on Linux the opened descriptor is checked again through ``/proc``;
-* a file is read only if the descriptor opened is the same inode the listing saw,
-  and it is a regular file (a FIFO named ``notes.md`` cannot hang the read).
-
-Every file that matched but was not included is listed, with the reason, in
-``last_skipped`` and summarised in ``degradation_reason`` (the registry reports it
-as ``degraded``). A base path that is missing or cannot be listed is a failure:
-``retrieve`` raises :class:`~lionctx.providers._base.SourceUnavailable` with the
-reason (reported ``failed``); ``fetch`` returns ``None`` with it in ``last_error``.
-
-Time. The walk runs in a lionctx worker thread
-(:func:`lionctx._threads.run_in_worker`, keyed by the base path): a timeout or
-deadline returns the turn at once and tells the walk to stop at its next entry; an
-abandoned walk never touches the provider's warm cache, which only a finished
-call updates.
-
-Speed. The whole walk and every read happen in one worker-thread hop: measured
-against ``aiofiles``, which pays a thread hop per open, read and close, one batched
-hop was 8 to 20 times faster for 20 files on a 2-core VM (see
-``benchmarks/bench_providers.py``). Files whose inode, size, mtime and
-ctime are unchanged since the last turn are not read again. A warm turn first
-checks, with stat calls only, every directory the last walk listed and every file
-it looked at; if none changed, the last result stands and nothing is listed or
-read. For small trees that check runs on the event loop (a few stat calls cost less
-than a thread hop); any change, symlink or doubt sends the turn to a full walk.
+Each included file is ``# relative/posix/path``, a newline and its content, joined by a
+blank line in path order. Nothing outside the base path is ever read (see
+:mod:`._walk` and :mod:`._descriptors`); every matching file left out is in
+``last_skipped`` with its reason and summarised in ``degradation_reason``; a missing
+or unlistable base path is a failure. The walk runs in one worker-thread hop (a
+timeout stops it at its next entry); unchanged files are not read again, and a warm
+turn over an unchanged tree is a few stat calls (on the event loop for small trees).
 """
 
 from __future__ import annotations
@@ -83,18 +48,12 @@ _INLINE_STATS = 48
 _REASON_NAMES = 5
 
 
-class _Abandoned(Exception):
-    """The call that started this walk gave up on it (timeout): stop walking."""
-
-
 _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
 
 
 def _any_unshowable(names: list[str]) -> bool:
-    """Whether any of ``names`` cannot be encoded as UTF-8 (a lone surrogate from an
-    undecodable file name): asked of them all at once, in C, since a flat folder
-    lists tens of thousands and almost never has one."""
+    """Whether any of ``names`` is not UTF-8-encodable (asked of them all at once, in C)."""
     joined = "\x00".join(names)  # NUL is in no file name
     if joined.isascii():
         return False
@@ -119,13 +78,12 @@ def _shown(rel: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
-
-
 class FilesystemContextProvider(ContextSource, DirectoryWalk):
     """Files matching ``glob`` under ``base_path``, each headed by its relative path.
 
     Args:
-        base_path: The directory to read. Nothing outside it is ever read.
+        base_path: The directory to read. Nothing outside it is ever read, whatever
+            symlinks or renames happen during the walk.
         glob: Which files, relative to ``base_path`` (default ``**/*.md``,
             recursive). ``..`` and absolute patterns are refused.
         encoding: Text encoding of the files (default UTF-8); a file that does not
@@ -139,7 +97,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
 
     After each call, ``last_skipped`` lists ``(relative path, reason)`` for every
     matching file left out, and ``last_included`` the paths included (names that
-    are not valid UTF-8 shown with U+FFFD).
+    are not valid UTF-8 shown with U+FFFD, and the call reported ``degraded``).
     """
 
     def __init__(
@@ -297,11 +255,9 @@ def _some(items: Iterable[str]) -> str:
 
 
 def _render(included: list[tuple[str, str]]) -> str:
-    """``# path``, newline, content; files joined by a blank line (one copy of the text)."""
+    """``# path``, newline, content; files joined by a blank line."""
     parts: list[str] = []
     for rel, text in included:
         parts += ("# ", rel, "\n", text, "\n\n")
     parts.pop()
     return "".join(parts)
-
-

@@ -1,20 +1,10 @@
-"""A TTL cache with single flight: :class:`FlightCache` and its one leader, :func:`lead_flight`.
+"""A TTL cache with single flight: :class:`FlightCache`, and :func:`lead_flight`, the one
+leader the shared Redis cache runs too.
 
-:class:`FlightCache` is what the HTTP provider and the caching wrapper keep values in
-(in this process); :func:`lead_flight` is the single-flight leader the shared Redis
-cache runs too, so both have the same rules:
-
-* A value is kept for ``ttl`` seconds (a :class:`cachetools.TTLCache` on the
-  monotonic clock, or the ``timer`` given). ``None`` and failures are never stored.
-* Single flight: while a load for a key is in progress, other callers for that key
-  wait for it and share its result (value, ``None`` or failure) instead of starting
-  their own. A thousand concurrent cold calls make one load.
-* If the caller leading a load is cancelled (its own timeout, say), the load is
-  abandoned and one of the waiters leads a new one; nobody waits forever.
-* With ``stale_on_error``, a failed refresh serves the last good value, marked stale.
-  A load that returns ``None`` forgets the last good value: the source said "nothing".
-
-Everything runs on one event loop; the cache itself is not thread-safe.
+Values are kept ``ttl`` seconds (``cachetools.TTLCache``); ``None`` and failures never.
+Concurrent callers for a key share one load; a cancelled leader's load is abandoned and
+a waiter leads anew. With ``stale_on_error`` a failed refresh serves the last good
+value, marked stale; a ``None`` load forgets it. One event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -55,8 +45,7 @@ class Source(str, Enum):
 class Hit(Generic[V]):
     """A value (or ``None``), where it came from, and for stale values the failure.
 
-    ``note`` is set when the cache itself worked only in part (a shared cache that
-    could not be reached, say): the provider reports it as its degradation reason.
+    ``note``: the cache itself worked only in part (a shared cache was unreachable).
     """
 
     value: V | None
@@ -85,9 +74,8 @@ async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
                       record: Callable[[_Flight, Hit[Any]], None]) -> Hit[Any]:
     """Run ``work`` as the one leader for ``key``; its waiters share the outcome.
 
-    A failure is left on the flight for the waiters; a cancellation (or worse)
-    marks it abandoned, so a waiter leads instead of inheriting it. ``record``
-    puts a successful hit on the flight in the form the waiters read.
+    A failure is left on the flight; a cancellation marks it abandoned, so a waiter leads.
+    ``record`` puts a successful hit on the flight in the form the waiters read.
     """
     flight = _Flight()
     flights[key] = flight

@@ -1,18 +1,9 @@
 """The filesystem provider's glob matcher: pure, one path segment at a time.
 
-``GlobMatcher(pattern)`` compiles a pattern once; a walk asks ``initial()`` for the
-states at the base directory, ``step(states, name)`` for the states inside a
-subdirectory (empty: nothing below can match, so the walk prunes it) and
-``file_test(states)`` for a predicate on file names there. No I/O: the properties in
-``tests/providers/test_glob.py`` hold it against a reference matcher over whole paths.
-
-Semantics: ``*``, ``?`` and ``[...]`` work inside one segment; ``**`` is a whole
-segment and matches zero or more directories (last, it matches every visible file
-below, so ``docs/**`` does not match a file named ``docs``); ``{a,b}`` gives
-alternatives (nested braces too, at most 256). A wildcard does not match a name starting with ``.``
-unless the segment itself starts with ``.`` (``**/*.md`` leaves ``.git/`` alone);
-``**`` never enters a hidden directory. Absolute patterns, ``..`` and a ``[`` with
-no closing ``]`` are refused with :class:`ValueError`.
+``*``, ``?`` and ``[...]`` work inside a segment; ``**`` is a whole segment matching zero
+or more directories, never a hidden one; ``{a,b}`` gives alternatives (at most 256). A
+wildcard does not match a leading ``.`` unless the segment starts with one. Absolute
+patterns, ``..`` and an unclosed ``[`` are refused.
 """
 
 from __future__ import annotations
@@ -26,15 +17,8 @@ from .._exceptions import InvalidType, InvalidValue
 
 __all__ = ["GlobMatcher", "States", "compiled_glob", "expand_braces"]
 
-# Matched one path segment at a time so the walk can prune directories that cannot
-# match and visit the rest in sorted order. ``*``, ``?`` and ``[...]`` work inside
-# a segment, ``**`` is a whole segment (zero or more directories), ``{a,b}`` gives
-# alternatives. A wildcard does not match a name starting with ``.`` unless the
-# segment itself starts with ``.``, so ``**/*.md`` leaves ``.git/`` alone.
-
 States = frozenset[tuple[int, int]]  # (alternative index, segment index)
 
-_MAGIC = re.compile(r"[*?\[]")
 _MAX_ALTERNATIVES = 256
 
 
@@ -49,29 +33,16 @@ _DOUBLE = _Double()
 
 
 class _Segment:
-    __slots__ = ("text", "literal", "suffix", "match", "dot_ok")
+    __slots__ = ("text", "match", "dot_ok")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.dot_ok = text.startswith(".")
-        self.literal: str | None = None
-        self.suffix: str | None = None
-        self.match: Callable[[str], object] | None = None
-        if not _MAGIC.search(text):
-            self.literal = text
-        elif text.startswith("*") and not _MAGIC.search(text, 1):
-            self.suffix = text[1:]  # "*.md": a suffix test, no regex needed
-        else:
-            self.match = re.compile(fnmatch.translate(text)).match
+        self.match = re.compile(fnmatch.translate(text)).match
 
     def matches(self, name: str) -> bool:
-        if self.literal is not None:
-            return name == self.literal
-        if name.startswith(".") and not self.dot_ok:
-            return False
-        if self.suffix is not None:
-            return name.endswith(self.suffix)
-        return self.match(name) is not None  # type: ignore[misc]
+        # A wildcard never matches a leading "." the segment does not spell out.
+        return (self.dot_ok or not name.startswith(".")) and self.match(name) is not None
 
 
 Seg = _Double | _Segment
@@ -112,11 +83,7 @@ def expand_braces(pattern: str) -> list[str]:
 
 
 def _unclosed_bracket(segment: str) -> bool:
-    """True when a ``[`` in ``segment`` opens no class (fnmatch would take it literally).
-
-    Scans the way :func:`fnmatch.translate` does: after ``[`` an optional ``!``,
-    then a ``]`` that is a member rather than the end, then up to the next ``]``.
-    """
+    """True when a ``[`` opens no class (scanned as :func:`fnmatch.translate` does)."""
     i, n = 0, len(segment)
     while i < n:
         c = segment[i]

@@ -1,54 +1,12 @@
 """``HttpContextProvider``: the text of one HTTP endpoint, as context.
 
-Returns the response text. A network error, a timeout, a non-2xx status, a refused
-host or a body over the size cap is a failure: ``retrieve`` raises
-:class:`~lionctx.providers._base.SourceUnavailable` with the reason, so both faces
-report the provider ``failed`` with it, and ``fetch`` returns ``None`` as the
-agentium page documents, with the reason in ``last_error``. No retries.
-
-Safety:
-
-* ``allowed_hosts`` (default: only the host of ``url``) is checked before every
-  request, the first and each redirect hop, which are followed here rather than by
-  httpx so no request ever goes to a host that is not allowed. Hosts are compared
-  as they go on the wire (IDNA-encoded, lower case, no trailing dot, IPv6
-  canonical), so another spelling of an address (``127.1``, ``0x7f.0.0.1``) is
-  simply another host, and refused. A redirect to another origin drops the
-  caller's headers.
-* Ports: an entry with a port (``host:8443``) allows that port only. An entry
-  without one allows the default port of the request's scheme (80 for ``http``,
-  443 for ``https``) and, for the host of ``url`` itself, the port of ``url``; no
-  other port. The default allowlist is the host of ``url`` under that rule.
-* A wildcard (``*.example.com``) matches host names below the domain, never an IP
-  address: a wildcard over a numeric or IPv6 suffix (``*.0.0.1``) is refused when
-  the provider is built, and no wildcard matches an address in any spelling.
-* The provider's own client ignores proxy settings in the environment
-  (``trust_env=False``): an ``HTTP_PROXY`` would be one more host receiving every
-  request and its headers.
-* The body is streamed and reading stops past ``max_response_bytes``; an oversized
-  response is a failure, never a truncated string. The cap counts *decoded* bytes
-  as they are decoded: the provider asks for ``gzip, deflate`` only, decodes the
-  ``Content-Encoding`` itself (at most two layers) in steps that never produce more
-  than the cap allows, and refuses any other encoding, so a gzip bomb costs about
-  the cap in memory, not the bomb's size. The bytes on the wire are capped too.
-* Header values, the URL's password and its query string (whole, and each
-  parameter's value of 4+ characters, as written, decoded and re-encoded) never
-  appear in a log line, a reason or an error message. That includes httpx's own
-  ``HTTP Request:`` line (INFO), which shows the whole URL, also after a redirect
-  that keeps one parameter, and httpcore's DEBUG trace, which shows response headers
-  (a ``Location``): a filter on the ``httpx`` and ``httpcore`` loggers takes the
-  secrets of every live provider out of them.
-
-One ``httpx.AsyncClient`` per provider (or the one passed in) is kept open and
-pooled across turns; ``async with provider`` or ``await provider.aclose()`` closes
-the one the provider made. With ``cache_ttl > 0`` a good value is kept for that
-many seconds and concurrent cold calls share one request
-(:class:`~lionctx.providers._cache.FlightCache`); with ``stale_on_error`` a failed
-refresh serves the last good value, marked stale.
-
-Layout: this module does the I/O (the client, the host check before each hop, the
-capped body); checking and building the request and the redirect policy are
-:mod:`lionctx.providers._http_request`'s (pure, property-tested).
+A network error, timeout, non-2xx status, refused host or oversized body raises
+:class:`~lionctx.providers._base.SourceUnavailable` (``failed``; ``fetch`` gives
+``None``). No retries. Safety: every hop's host is checked against ``allowed_hosts``
+(:mod:`._http_request`; redirects are followed here, not by httpx); no proxy from the
+environment; the body is capped as it is decoded (:mod:`._decode`); header values,
+the URL's password and query never reach a log line, reason or error, httpx's own
+log lines included (:func:`._redact.scrub_library_logs`).
 """
 
 from __future__ import annotations
@@ -63,11 +21,12 @@ import anyio.lowlevel
 
 from .._exceptions import HttpFetchError, InvalidType, InvalidValue
 from .._safe_text import TEXT_LIMIT, error_text, type_name
+from ..cache._base import TEXT_CODEC, bind_cache
 from . import _decode
-from ._base import ContextSource, ProvidedText, check_count, check_duration, check_name
+from ._base import ContextSource, check_count, check_duration, check_name, provided
 from ._flight import FlightCache, SharedFetchError, Source
-from ._hosts import Host, parse_hosts, url_host, url_port
 from ._http_request import (
+    Host,
     after_redirect,
     check_headers,
     check_method,
@@ -75,7 +34,10 @@ from ._http_request import (
     default_name,
     encode_body,
     origin,
+    parse_hosts,
     redirect_target,
+    url_host,
+    url_port,
     url_secrets,
     wire_headers,
 )
@@ -112,34 +74,10 @@ _CACHE_KEY = "response"
 _SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
-def _provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
-    from ..cache._counted import provided as keep_count  # a shared-cache hit keeps its count
-
-    return keep_count(value, cached=cached, stale=stale)
-
-
-def _bind_cache(provider: HttpContextProvider, cache: Any) -> Any:
-    """The provider's cache on ``cache``, shared under the provider's source identity."""
-    from ..cache._base import TEXT_CODEC, resolve_cache
-    from ._cache import say_process_local
-
-    backend = resolve_cache(cache)
-    # The cache is keyed by the request as sent (secrets as salted digests), even when
-    # a subclass states a coarser identity for its breakers: two callers' tokens are
-    # two answers. A stated identity stands only where the request cannot be named.
-    scope = _identity(provider) or provider.source_identity
-    if scope is None and getattr(backend, "shares_across_processes", False):
-        say_process_local(provider, provider.name)
-    return backend.bind(
-        kind="http", ttl=provider.cache_ttl, maxsize=1, stale_on_error=provider.stale_on_error,
-        wait=provider.timeout, codec=TEXT_CODEC, remote_error=HttpFetchError, scope=scope)
-
-
 def _identity(provider: HttpContextProvider) -> str | None:
-    """Method, public URL, allowed hosts, limits and transform in the clear; the rest of
-    the request (query, user info, header values, body) only as a salted digest. None
-    when the transform holds state only this process can name, or the caller gave its
-    own client (its headers, auth and transport may change the answer)."""
+    """Method, public URL, hosts, limits and transform in the clear; the rest of the request
+    only as a salted digest. None for a stateful transform or a caller's own client.
+    """
     transform = callable_identity(provider.transform)
     if transform is None or provider._given_client is not None:
         return None
@@ -241,13 +179,16 @@ class HttpContextProvider(ContextSource):
         self._client_token: Any = None
         # A subclass that states its identity as a class attribute keeps it (one
         # endpoint whose per-request providers differ only in a caller's token).
-        stated = type(self).source_identity
-        self.source_identity: str | None = stated if stated is not None else _identity(self)
+        stated, request = type(self).source_identity, _identity(self)
+        self.source_identity: str | None = stated if stated is not None else request
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
-        self._cache: FlightCache[str] | None = (
-            _bind_cache(self, cache) if self.cache_ttl > 0 or self.stale_on_error else None
-        )
+        # Keyed by the request as sent, even under a coarser stated identity: two
+        # callers' tokens are two answers. With ttl 0 it loads on every call.
+        self._cache: FlightCache[str] = bind_cache(
+            cache, self, self.name, kind="http", scope=request or stated, ttl=self.cache_ttl,
+            maxsize=1, stale_on_error=self.stale_on_error, wait=self.timeout,
+            codec=TEXT_CODEC, remote_error=HttpFetchError)
         self.last_error: str | None = None
         self.degradation_reason = None
         if self._secrets:
@@ -262,42 +203,34 @@ class HttpContextProvider(ContextSource):
         """The response text (``query`` and ``ctx`` do not change the request).
 
         ``None`` for an empty body (or a ``transform`` that returned nothing); raises
-        :class:`~lionctx.providers._base.SourceUnavailable` when the request failed,
-        unless ``stale_on_error`` can serve the last good value (marked stale, with
-        the failure in ``degradation_reason``).
+        :class:`~lionctx.providers._base.SourceUnavailable` when the request failed, unless
+        ``stale_on_error`` serves the last good value (marked stale).
         """
         try:
-            if self._cache is None:
-                value: str | None = await self._load()
-                source = Source.FRESH
-                error: BaseException | None = None
-                note: str | None = None
-            else:
-                hit = await self._cache.get(_CACHE_KEY, self._load)
-                value, source, error, note = hit.value, hit.source, hit.error, hit.note
+            hit = await self._cache.get(_CACHE_KEY, self._load)
         except HttpFetchError as exc:
             raise self._unavailable(str(exc), exc.scope) from None
         except SharedFetchError as exc:
             if isinstance(exc.original, HttpFetchError):
                 raise self._unavailable(str(exc.original), exc.original.scope) from None
             raise
-        if source is Source.STALE:
+        if hit.source is Source.STALE:
+            error = hit.error
             why = str(error) if isinstance(error, HttpFetchError) else type(error).__name__
             self.last_error = why
             self.degradation_reason = "; ".join(filter(None, (f"served a stale value: {why}",
-                                                              note)))
+                                                              hit.note)))
             logger.warning("context provider %r %s", self.name, self.degradation_reason)
-            return _provided(value, cached=True, stale=True)  # type: ignore[arg-type]
+            return provided(hit.value, cached=True, stale=True)  # type: ignore[arg-type]
         self.last_error = None
-        self.degradation_reason = note
-        if value is not None and source is not Source.FRESH:
-            return _provided(value, cached=True)
-        return value
+        self.degradation_reason = hit.note
+        if hit.value is not None and hit.from_cache:
+            return provided(hit.value, cached=True)
+        return hit.value
 
     def clear_cache(self) -> None:
         """Forget the cached value (and the last good one)."""
-        if self._cache is not None:
-            self._cache.clear()
+        self._cache.clear()
 
     async def aclose(self) -> None:
         """Close the client this provider made (a client passed in stays open)."""
@@ -316,9 +249,9 @@ class HttpContextProvider(ContextSource):
 
     # -- internals --------------------------------------------------------------------
     def _refused_scope(self, status: int) -> str | None:
-        """``"user"`` for a 401/403/404 on a per-user request (one that carries
-        credentials or secrets, or whose provider reads run-context fields): the
-        caller's token or row, not the source, is what failed (for the breakers)."""
+        """``"user"`` for a 401/403/404 on a per-user request: the caller's token failed,
+        not the source (for the breakers).
+        """
         per_user = bool(self._secrets) or bool(self.context_fields)
         return "user" if status in (401, 403, 404) and per_user else None
 

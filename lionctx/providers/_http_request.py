@@ -1,40 +1,34 @@
-"""The HTTP provider's request, pure: checking it, building it, and the redirect policy.
+"""The HTTP provider's request, pure: what may be requested, the request, redirects.
 
-:class:`~lionctx.providers.HttpContextProvider` does the I/O (the client, the host
-check before each hop, the capped body); this module decides, without any I/O:
-
-* what may be requested at all (:func:`target_problem`, :func:`check_url`), the
-  method (:func:`check_method`), the headers (:func:`check_headers`: RFC 9110 names,
-  values httpx can send) and the body (:func:`encode_body`: JSON for a dict or list);
-* which strings are secrets to scrub from every message (:func:`url_secrets`, and
-  what :func:`check_headers` returns): header values, the URL's password or token,
-  its query values;
-* the headers sent (:func:`wire_headers`: only the encodings the provider decodes);
-* where a redirect goes (:func:`redirect_target`) and what the next hop sends
-  (:func:`after_redirect`): 303 (and 301/302 after a POST) become GET without a
-  body; a hop to another origin drops the caller's headers.
-
-Error messages say what is wrong with a header value, never what it is.
+Hosts (``allowed_hosts``) compare as on the wire (IDNA, lower case, no trailing dot,
+IPv6 compressed in brackets): another spelling of an address (``127.1``) is another
+host. An entry with a port allows that port only; without one, the scheme's default
+port and, for the host of the provider's ``url``, that URL's port. A wildcard
+(``*.example.com``) matches names below the domain, never an IP address. Also: the
+method, headers (RFC 9110 names, values httpx can send; errors never show a value),
+body, the secrets to scrub, and what each redirect hop sends.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import socket
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import HttpFetchError, InvalidType, InvalidValue
 from . import _decode
-from ._hosts import url_host, url_port
 from ._redact import MIN_SECRET, query_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
-__all__ = ["Origin", "after_redirect", "check_headers", "check_method", "check_url",
-           "default_name", "encode_body", "origin", "redirect_target", "target_problem",
-           "url_secrets", "wire_headers"]
+__all__ = ["Host", "Origin", "after_redirect", "check_headers", "check_method", "check_url",
+           "default_name", "encode_body", "is_address", "origin", "parse_hosts",
+           "redirect_target", "target_problem", "url_host", "url_port", "url_secrets",
+           "wire_headers", "wire_host"]
 
 # Matched whole (fullmatch): a "$" would also accept a trailing line break.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
@@ -48,15 +42,127 @@ _BODY_HEADERS = frozenset({"content-type", "content-length"})
 Origin = tuple[str, str, int]
 
 
+# -- hosts ---------------------------------------------------------------------------------
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+_HOST_ENTRY = re.compile(r"^(?P<wild>\*\.)?(?P<host>\[[^\]]+\]|[^\[\]:/@\s]+)"
+                         r"(?::(?P<port>\d{1,5}))?$")
+_WIRE_NAME = re.compile(r"^[a-z0-9_](?:[a-z0-9._-]*[a-z0-9_])?$")
+# A label inet_aton would read as a number: decimal, octal or hex.
+_NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0x[0-9a-f]*)$")
+
+
+def wire_host(raw: str) -> str:
+    """A host as compared: lower case, no trailing dot, IPv6 in canonical brackets."""
+    host = raw.lower().rstrip(".")
+    if ":" in host:  # an IPv6 literal (httpx gives it without brackets)
+        try:
+            host = ipaddress.IPv6Address(host).compressed
+        except ValueError:
+            pass  # not an address: it stays as written, and matches nothing else
+        return f"[{host}]"
+    return host
+
+
+def url_host(url: httpx.URL) -> str:
+    """The host httpx will connect to: the ASCII (IDNA) bytes, never a decoded form."""
+    return wire_host(url.raw_host.decode("ascii", "replace"))
+
+
+def url_port(url: httpx.URL) -> int:
+    """The port the request goes to (the scheme's default when the URL names none)."""
+    return url.port or DEFAULT_PORTS.get(url.scheme, 0)
+
+
+def is_address(host: str) -> bool:
+    """Whether a wire host is (or ``getaddrinfo`` would read it as) an IP address."""
+    if host.startswith("["):
+        return True
+    try:
+        socket.inet_aton(host)
+        return True
+    except (OSError, ValueError):
+        pass
+    return bool(_NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]))
+
+
+class Host:
+    """One ``allowed_hosts`` entry."""
+
+    __slots__ = ("host", "port", "wildcard")
+
+    def __init__(self, host: str, port: int | None, wildcard: bool) -> None:
+        self.host, self.port, self.wildcard = host, port, wildcard
+
+    def allows(self, host: str, port: int, scheme: str, home: tuple[str, int]) -> bool:
+        """Whether ``host:port`` over ``scheme`` is allowed (``home``: the provider's own)."""
+        if self.wildcard:
+            # A suffix match on an address would let "*.0.0.1" reach 10.0.0.1.
+            if is_address(host) or not host.endswith("." + self.host):
+                return False
+        elif host != self.host:
+            return False
+        if self.port is not None:
+            return port == self.port
+        return port == DEFAULT_PORTS.get(scheme) or (host, port) == home
+
+    def __repr__(self) -> str:
+        star = "*." if self.wildcard else ""
+        port = f":{self.port}" if self.port is not None else ""
+        return f"{star}{self.host}{port}"
+
+
+def parse_hosts(value: Any) -> list[Host]:
+    """``allowed_hosts`` as given, checked; an InvalidType/InvalidValue names the entry."""
+    import httpx
+
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidType(f"allowed_hosts must be a list of host names, got {value!r}")
+    hosts: list[Host] = []
+    for entry in value:
+        if not isinstance(entry, str):
+            raise InvalidType(f"allowed_hosts entries must be str, got {entry!r}")
+        bad = (f"allowed_hosts entry {entry!r} is not a host name, 'host:port', "
+               f"'*.domain' or '[ipv6]'")
+        m = _HOST_ENTRY.match(entry.strip())
+        if m is None:
+            raise InvalidValue(bad)
+        host = m["host"]
+        wildcard = bool(m["wild"])
+        if host.startswith("["):
+            try:
+                host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
+            except ValueError:
+                raise InvalidValue(bad) from None
+        else:
+            if not host.isascii():
+                try:  # the IDNA form httpx puts on the wire
+                    host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
+                except Exception:
+                    raise InvalidValue(bad) from None
+            host = wire_host(host)
+            if not _WIRE_NAME.match(host):
+                raise InvalidValue(bad)
+        if wildcard and is_address(host):
+            raise InvalidValue(f"allowed_hosts entry {entry!r}: a wildcard matches host names "
+                             f"below a domain, never IP addresses; list each address")
+        port = int(m["port"]) if m["port"] else None
+        if port is not None and not 0 < port < 65536:
+            raise InvalidValue(f"allowed_hosts entry {entry!r} has an invalid port")
+        hosts.append(Host(host, port, wildcard))
+    if not hosts:
+        raise InvalidValue("allowed_hosts must name at least one host")
+    return hosts
+
+
 def default_name(url: str | httpx.URL) -> str:
     """The name of an ``HttpContextProvider`` built without one: ``host[:port]/path``.
 
-    The host as it goes on the wire (lower case, IDNA, IPv6 in brackets), the port
-    only when the URL names a non-default one, the path as sent without a trailing
-    slash; never the scheme, user info, query string or fragment:
-    ``https://status.example.com/api/current?key=...`` is named
-    ``status.example.com/api/current``. The CLI names ``--http`` sources with it.
-    Two providers for the same host and path get the same name: give one ``name=``.
+    The host as on the wire, the port only when not the default, the path without a
+    trailing slash; never the scheme, user info, query or fragment
+    (``https://status.example.com/api/current?key=...`` -> ``status.example.com/api/current``).
+    The CLI names ``--http`` sources with it.
     """
     import httpx
 
@@ -80,7 +186,7 @@ def target_problem(url: httpx.URL) -> str | None:
 
 
 def check_url(url: object) -> httpx.URL:
-    """``url`` parsed; an http(s) URL with a host, else TypeError or ValueError."""
+    """``url`` parsed: an http(s) URL with a host, else InvalidType or InvalidValue."""
     import httpx
 
     if not isinstance(url, (str, httpx.URL)):
@@ -144,8 +250,7 @@ def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
 
 
 def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None, dict[str, str]]:
-    """The body's bytes, and the headers with a JSON content type when it is JSON
-    and they set none."""
+    """The body's bytes, and the headers with a JSON content type for a JSON body."""
     if body is None:
         return None, dict(headers)
     if isinstance(body, str):
@@ -167,10 +272,8 @@ def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None,
 # -- each hop ---------------------------------------------------------------------------------
 
 def wire_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """What is sent: ``headers``, asking for only the encodings the provider decodes.
-
-    httpx would add ``br`` or ``zstd`` when their packages are installed; a caller's
-    own ``Accept-Encoding`` is kept.
+    """``headers`` asking for only the encodings the provider decodes (httpx would add ``br``
+    or ``zstd``); a caller's own ``Accept-Encoding`` is kept.
     """
     if any(k.lower() == "accept-encoding" for k in headers):
         return dict(headers)
@@ -183,8 +286,7 @@ def origin(url: httpx.URL) -> Origin:
 
 
 def redirect_target(url: httpx.URL, location: str) -> httpx.URL:
-    """Where a redirect from ``url`` to ``location`` goes; HttpFetchError if nowhere
-    an http provider may go."""
+    """Where a redirect to ``location`` goes; HttpFetchError if nowhere allowed."""
     try:
         nxt = url.join(location)
     except Exception:
@@ -205,9 +307,9 @@ def after_redirect(
 ) -> tuple[str, bytes | None, dict[str, str]]:
     """The next hop's method, body and headers after a ``status`` redirect.
 
-    303, and 301/302 after a POST, become GET (HEAD stays HEAD) without the body
-    and its headers; 307/308 keep all three. A hop to an origin other than the
-    ``first`` one sends none of the caller's headers: they were meant for it.
+    303, and 301/302 after a POST, become GET (HEAD stays HEAD) without the body and its
+    headers; 307/308 keep all three. A hop to another origin than ``first`` drops the
+    caller's headers.
     """
     out = dict(headers)
     if status == 303 or (status in (301, 302) and method == "POST"):

@@ -1,20 +1,9 @@
 """How the built-in providers state their ``source_identity``, pure.
 
-An identity is ``KIND:`` followed by a JSON array of the parts that decide the text
-(:func:`identity_of`): JSON escapes every quote and separator, so no value in one
-part can pass for a boundary between parts, and two identities are equal only when
-every part is. Secrets (header values, a URL's query or password, a request body)
-go in only as a salted digest (:func:`secret_digest`), never as they are.
-
-A function that shapes the text (a transform, a formatter) is named by
-:func:`callable_identity`: its module and qualified name plus a digest of its code,
-defaults and captured values, so two lambdas in one module, or one closure over two
-tenants' settings, are two identities. A function whose captured values mean
-something only in this process (an object shown by its address) has no identity:
-its provider states none, and nothing it makes is shared across processes.
-
-:func:`check_identity` and :func:`check_fields` validate an identity and field names a
-caller states, naming the bad value.
+An identity is ``KIND:`` and a JSON array of the parts that decide the text (JSON
+escaping keeps parts apart); secrets go in only as a salted digest. A function is
+named by its module, qualified name and a digest of its code, defaults and captured
+values; one whose captured values only this process can name has no identity.
 """
 
 from __future__ import annotations
@@ -51,8 +40,7 @@ def secret_digest(*parts: Any) -> str:
 
 
 def _shown(value: Any) -> str | None:
-    """``repr(value)``, or None when it may differ between processes (an address) or
-    cannot be taken."""
+    """``repr(value)``, or None when it holds an address or cannot be taken."""
     try:
         text = repr(value)
     except Exception:
@@ -64,10 +52,8 @@ def _shown(value: Any) -> str | None:
 
 def callable_identity(fn: Any) -> str | None:
     """A name for what ``fn`` computes, the same in every process running the same code;
-    ``None`` when ``fn`` carries state that only this process can name.
-
-    Captured values are taken as they are when ``fn`` is first named: the same
-    function object keeps its name (a closure over a counter stays one source).
+    ``None`` when ``fn`` carries state only this process can name (captured values are
+    taken when ``fn`` is first named).
     """
     if fn is None:
         return "none"
@@ -135,8 +121,7 @@ def _has_contents(cell: Any) -> bool:
 
 
 def check_identity(value: Any, label: str = "source_identity") -> str | None:
-    """``None`` or a non-empty ``str`` of printable characters, at most
-    :data:`MAX_IDENTITY` long."""
+    """``None`` or 1-:data:`MAX_IDENTITY` printable characters."""
     if value is None:
         return None
     if not isinstance(value, str):

@@ -412,7 +412,7 @@ class McpResourceProvider(ContextSource):
         per-user keys. A text is kept ``cache_ttl`` seconds, or less when the server's
         ``ttlMs`` says so (``0``, the SDK's default, is no hint).
         """
-        from ..cache._counted import provided
+        from ._base import provided
         from ._flight import SharedFetchError, Source
 
         assert self._cache is not None

@@ -138,8 +138,15 @@ def _http_target(url: str, headers: Mapping[str, str] | None,
                  ) -> tuple[Target, str | None, list[str]]:
     import mcp
 
-    from ._hosts import Host, parse_hosts, url_host, url_port
-    from ._http_request import check_headers, check_url, url_secrets
+    from ._http_request import (
+        Host,
+        check_headers,
+        check_url,
+        parse_hosts,
+        url_host,
+        url_port,
+        url_secrets,
+    )
     from ._redact import public_httpx_url
 
     parsed = check_url(url)

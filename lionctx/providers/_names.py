@@ -1,9 +1,4 @@
-"""Default provider names derived from a path (a folder or a database file).
-
-One function, shared by the providers (an unnamed provider is named after what it
-reads) and by ``lionctx resolve`` (an unnamed source is named after its target), so
-both give the same name to the same path. URLs are named elsewhere.
-"""
+"""Default provider names from a path, shared by the providers and ``lionctx resolve``."""
 
 from __future__ import annotations
 
@@ -20,13 +15,9 @@ _MAX_LEN = 64
 
 def name_from_path(path: str | os.PathLike[str], *, fallback: str,
                    strip_suffix: bool = False) -> str:
-    """A short, readable name for ``path``: its last component.
-
-    ``strip_suffix`` drops the file's extension (``/d/profile.db`` -> ``profile``).
-    Whatever looks like credentials (text up to an ``@``) or a query (after ``?``)
-    is never part of the name, and characters that are not letters, digits, ``_``,
-    ``.`` or ``-`` (quotes, spaces, undecodable bytes) become ``-``. ``fallback``
-    when nothing usable is left (the root folder, say).
+    """A short, readable name for ``path``: its last component (``strip_suffix``: without
+    its extension), never credentials (up to an ``@``) or a query; characters other than
+    letters, digits, ``_.-`` become ``-``; ``fallback`` when nothing is left.
     """
     text = os.fspath(path)
     if not isinstance(text, str):  # pragma: no cover - callers pass str paths

@@ -1,20 +1,10 @@
-"""Redaction, in one place: what lionctx takes out of log lines, reasons and errors.
+"""Redaction in one place: what lionctx takes out of log lines, reasons and errors.
 
-Pure functions (and one logging filter) shared by the HTTP provider, the model
-adapter, the shared cache, the CLI, the demo and the local test server:
-
-* :func:`public_url`: a URL as a message may show it (scheme, host, port, path;
-  never user info, query or fragment; IPv6 hosts keep their brackets);
-  :func:`public_httpx_url` the same for an ``httpx.URL``, host as on the wire.
-* :func:`redact`: every known secret replaced by ``[redacted]``, longest first.
-* :func:`query_secrets`: what of a query string counts as a secret.
-* :func:`mask_key`: an API key, and any run of 8+ of its characters, as ``***``.
-* :func:`redact_url_passwords`, :func:`redact_query_strings`: patterns for text
-  whose secrets are not known in advance.
-* :func:`scrub_personal`, :func:`scrub_bounded`: personal data and credentials out
-  of text nobody vetted (exception messages bound for spans), in linear time.
-* :func:`scrub_library_logs`: a filter on the ``httpx``/``httpcore`` loggers that
-  takes the secrets of every live owner out of their records.
+Known secrets (:func:`redact`, :func:`mask_key`, :func:`query_secrets`), URL shapes
+(:func:`public_url`, :func:`redact_url_passwords`, :func:`redact_query_strings`),
+personal data in unvetted text in linear time (:func:`scrub_personal`,
+:func:`scrub_bounded`), and the filter on httpx/httpcore loggers
+(:func:`scrub_library_logs`).
 """
 
 from __future__ import annotations
@@ -50,11 +40,8 @@ def public_url(url: str, *, mark_query: bool = False,
                unparsable: str = "<unparsable URL>") -> str:
     """``url`` without user info, query or fragment: safe to show in a message.
 
-    The host is lower-cased as :func:`urllib.parse.urlsplit` gives it; an IPv6 host
-    keeps its brackets (``http://[::1]:8000/v1``) so the port stays readable. With
-    ``mark_query``, a URL that had a query string ends in ``?...``: the reader knows
-    something was there, not what. A URL that cannot be parsed (a bad port, an
-    unclosed bracket) becomes ``unparsable``.
+    IPv6 hosts keep their brackets; with ``mark_query`` a URL that had a query ends in
+    ``?...``; one that cannot be parsed becomes ``unparsable``.
     """
     try:
         parts = urlsplit(url)
@@ -70,10 +57,7 @@ def public_url(url: str, *, mark_query: bool = False,
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each of ``secrets`` replaced by ``[redacted]``.
-
-    Give the secrets longest first, so a secret's parts go with it.
-    """
+    """``text`` with each of ``secrets`` (longest first) replaced by ``[redacted]``."""
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
@@ -81,11 +65,8 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 def query_secrets(query: str) -> list[str]:
-    """What of a query string is secret: all of it, and each parameter's value.
-
-    A redirect may keep one parameter and drop the rest, or spell it another way,
-    so each value counts alone, as written, decoded and re-encoded. Values shorter
-    than :data:`MIN_SECRET` are left out.
+    """What of a query string is secret: all of it, and each value as written, decoded and
+    re-encoded (a redirect may keep or respell one); shorter than :data:`MIN_SECRET` left out.
     """
     found = [query]
     for part in query.split("&"):
@@ -180,11 +161,9 @@ def _key_like(found: re.Match[str]) -> str:
 
 
 def scrub_personal(text: str) -> str:
-    """``text`` without what identifies a person or opens a door: URL user info,
-    query strings and fragments, authorization values, ``key=value`` secrets (a
-    DSN's password included), e-mail addresses and key-like strings (20+ letters
-    and digits mixed, or a known key prefix). Linear in ``len(text)``; cut the text
-    first (:func:`scrub_bounded` does both)."""
+    """``text`` without URL user info, queries and fragments, authorization values,
+    ``key=value`` secrets, e-mail addresses and key-like strings. Linear in ``len(text)``.
+    """
     # Each pattern runs only where a look in C says it may match: most messages
     # hold none of these, and a look-behind makes a pattern try every position.
     if "://" in text:
@@ -207,18 +186,13 @@ _SPACE = (" ", "\t", "\n", "\r", "\f", "\v")
 
 
 def _whole_words(head: str) -> str:
-    """``head`` without its last run of non-space characters: a text cut there may
-    end inside a secret, whose first half no pattern would know."""
+    """``head`` without its last word, which a cut may have split."""
     return head[:max(head.rfind(c) for c in _SPACE) + 1]
 
 
 def scrub_bounded(text: object, limit: int) -> str:
-    """:func:`scrub_personal` over the head of ``text`` (any object, made text by
-    :func:`lionctx._safe_text.safe_text`), in at most ``limit`` characters.
-
-    Only about ``limit`` characters are ever read or scrubbed, whatever the length
-    of ``text``. Wherever the text is cut, before or after scrubbing, the word
-    across the cut is dropped, so no part of a secret is left at the edge.
+    """:func:`scrub_personal` over the head of ``text`` (any object), in at most ``limit``
+    characters; only about ``limit`` are read, and the word across any cut is dropped.
     """
     from .._safe_text import plain, safe_text, split_cut
 
@@ -256,14 +230,10 @@ _LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11
 
 
 class SecretIndex:
-    """Every secret of the live owners, found in a text in time that does not grow
-    with their number.
+    """Every live owner's secrets, found in a text in time that does not grow with their number.
 
-    Each secret is filed under its first :data:`MIN_SECRET` characters, then under
-    the next ones while a bucket holds more than :data:`_BUCKET` (a burst trie), so
-    finding the secrets at one position of a text costs a few dict look-ups and a
-    few ``startswith``, however many owners there are. Adding an owner files its
-    secrets (read once, when it is added); when it is collected they are taken out.
+    A burst trie: secrets filed by chunks of :data:`MIN_SECRET` characters, a bucket split
+    one level deeper past :data:`_BUCKET`. An owner's secrets leave when it is collected.
     """
 
     def __init__(self) -> None:
@@ -308,8 +278,7 @@ class SecretIndex:
             return len(self.counts)
 
     def redact(self, text: str) -> str:
-        """``text`` with every character of every secret found in it as ``[redacted]``
-        (overlapping secrets are taken out together)."""
+        """``text`` with every secret found in it (overlaps together) as ``[redacted]``."""
         spans: list[list[int]] = []
         with self.lock:
             self._collect()
@@ -348,8 +317,7 @@ _BUCKET = 8
 
 
 class _Node:
-    """A node of :class:`SecretIndex`: the secrets that share its prefix (``depth``
-    chunks of :data:`MIN_SECRET` characters), in a list while few, else by chunk."""
+    """A trie node: secrets sharing its prefix, in a list while few, else by next chunk."""
 
     __slots__ = ("children", "here")
 
@@ -402,8 +370,7 @@ class _Node:
             node = parent
 
     def longest(self, text: str, i: int, depth: int) -> int:
-        """The end of the longest secret at ``text[i:]`` (0: none), this node being
-        ``depth`` chunks down from the root."""
+        """The end of the longest secret at ``text[i:]`` (0: none), ``depth`` chunks down."""
         best = 0
         node: _Node | None = self
         while node is not None:
@@ -453,7 +420,7 @@ def scrub_library_logs(owner: HasSecrets) -> None:
 
 def public_httpx_url(url: httpx.URL) -> str:
     """An ``httpx.URL`` without its user info and query string, host as on the wire."""
-    from ._hosts import url_host
+    from ._http_request import url_host
 
     port = f":{url.port}" if url.port else ""
     return f"{url.scheme}://{url_host(url)}{port}{url.path}"

@@ -1,32 +1,10 @@
-"""``SqliteContextProvider``: rows from an embedded SQLite database, as context.
+"""``SqliteContextProvider``: rows of one read-only query on a SQLite file, as context.
 
-The database default that needs no server. Built from a database path, one SQL
-query with named parameters, and a formatter:
-
-* Parameters are always bound, never formatted into the SQL. Each call binds
-  ``:query`` (the user's input), ``:user_id``, ``:tenant_id``, ``:session_id`` and
-  ``:run_id`` from the run context (also as ``:userId``, ``:tenantId``,
-  ``:sessionId``, ``:runId``), plus any ``params`` given.
-* The connection is read-only twice over: opened with ``mode=ro``, and an
-  authorizer that allows reading and nothing else (no writes, ``ATTACH`` or
-  ``PRAGMA``).
-* The query runs in a lionctx worker thread (:func:`lionctx._threads.run_in_worker`);
-  if the turn gives up on it (a timeout), the thread is abandoned and the running
-  statement interrupted rather than left to finish.
-* A database locked by another connection is waited for at most ``busy_timeout``
-  seconds, by default the time left before this call's own timeout or the pass's
-  deadline (less a tenth, so the lock is reported as ``failed`` with its reason
-  rather than as a timeout), or 5 s when neither is set. Then the call fails with
-  ``database is locked by another connection (waited ...)``.
-* At most ``max_rows`` rows are read. The default formatter writes one
-  ``column: value`` line per column and separates rows with a blank line; no row
-  gives ``None`` (reported ``empty``; when a run-context parameter the query uses,
-  such as ``:user_id``, had no value, the row's reason says so).
-* A database error (a missing file, a locked database, a statement the authorizer
-  refuses) is a failure: ``retrieve`` raises
-  :class:`~lionctx.providers._base.SourceUnavailable` with SQLite's message, which
-  never holds a bound value, so both faces report ``failed`` with the reason;
-  ``fetch`` returns ``None`` and keeps the reason in ``last_error``.
+Parameters are always bound, never formatted into the SQL. The connection is read-only
+twice over (``mode=ro`` and an authorizer that allows reading only: no writes,
+``ATTACH`` or ``PRAGMA``). The query runs in a worker thread, interrupted when the turn
+gives up on it. A database error is a failure with SQLite's message, which never holds
+a bound value.
 """
 
 from __future__ import annotations
@@ -112,10 +90,10 @@ _PARAMETER = re.compile(r"[:@$]([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, ...]]:
-    """The database (as written and resolved), the SQL, the row limit, the formatter and
-    the fixed parameters (as a digest); the run-context fields the SQL binds. No
-    identity when ``params`` is a function (it may read any field) or the formatter
-    holds state only this process can name."""
+    """The database, SQL, row limit, formatter and fixed parameters (as a digest), and the
+    run-context fields the SQL binds. No identity for a ``params`` function or a stateful
+    formatter.
+    """
     named = set(_PARAMETER.findall(provider.sql))
     fields = tuple(sorted({field for key, field in _BUILTIN.items()
                            if field is not None and key in named}))
@@ -147,6 +125,12 @@ class _Running:
 
 class SqliteContextProvider(ContextSource):
     """Rows of one read-only SQL query, with parameters bound from the turn.
+
+    Each call binds ``:query`` (the user's input), ``:user_id``, ``:tenant_id``,
+    ``:session_id`` and ``:run_id`` from the run context (also as ``:userId``,
+    ``:tenantId``, ``:sessionId``, ``:runId``), plus ``params``. No row gives ``None``
+    (``empty``; the reason names a run-context parameter the query uses that had no
+    value). A locked database fails with ``database is locked by another connection``.
 
     Args:
         database: Path of an existing SQLite file (never created or written).

@@ -1,22 +1,10 @@
 """The filesystem provider's walk: descriptor-safe listing, capped reads, change detection.
 
-:class:`DirectoryWalk` is the I/O half of
-:class:`~lionctx.providers._filesystem.FilesystemContextProvider` (which inherits it,
-so a subclass can still wrap ``_read_file``, ``_enter`` or ``_scan``). It needs the
-provider's ``base_path``, ``encoding``, ``max_file_size``, ``max_files``, its
-compiled glob (``_matcher``) and what the last walk read (``_files``).
-
-* ``_scan`` walks the tree in relative-path order, pruned by the glob, and returns a
-  :class:`Scan`: files included, files skipped with their reasons, what each file
-  held at its stat key (reused when unchanged), and a :class:`Plan`.
-* ``_unchanged(plan)`` tells, with stat calls only, that a new walk would come out
-  the same; ``_refresh`` is that check and, only if it fails, a walk.
-
-Safety: directories are opened relative to their parent's descriptor without
-following symlinks; a symlink is followed only into the base path (checked again
-through ``/proc`` on Linux); a file is read only if the descriptor opened is the
-inode the listing saw and a regular file. Those opens and reads are
-:mod:`lionctx.providers._descriptors`'s; this module decides what to open.
+:class:`DirectoryWalk` is mixed into the filesystem provider (a subclass may wrap
+``_read_file``, ``_enter`` or ``_scan``). ``_scan`` walks in relative-path order, pruned
+by the glob, reusing files whose stat key is unchanged; ``_unchanged(plan)`` tells with
+stat calls only that a new walk would come out the same. The opens and reads are
+:mod:`._descriptors`'s; this module decides what to open.
 """
 
 from __future__ import annotations
@@ -65,23 +53,15 @@ _NEVER = threading.Event()  # never set: a walk nobody can abandon
 Entry = tuple[str, str, bool, bool, Any, Any]  # sort key, name, is_dir, is_link, entry, states
 
 
-def _abandoned() -> Exception:
-    # The signal class stays with its owner; imported late because the provider
-    # imports this module.
-    from ._filesystem import _Abandoned
-
-    return _Abandoned()
+class _Abandoned(Exception):
+    """The call that started this walk gave up on it (timeout): stop walking."""
 
 
 @dataclass
 class Plan:
-    """How to tell, with stat calls only, that a walk would come out the same.
-
-    Every directory the walk listed and every file it looked at, with their stat
-    keys. Adding, removing or renaming an entry changes its directory's mtime, and
-    any write to a file changes its key, so if all of them still match, so would
-    the walk. Built only for walks with nothing doubtful in them (no symlinks, no
-    transient failures, no directory modified too recently to trust its mtime).
+    """Every directory listed and file looked at, with stat keys: if all still match, so
+    would the walk. Built only for walks with nothing doubtful (symlinks, transient
+    failures, directories modified too recently to trust their mtime).
     """
 
     base: tuple[int, int]
@@ -155,8 +135,7 @@ class _Frame:
 
 
 class _Stack(list[_Frame]):
-    """The frames being walked, and the set of their directories' identities (a loop
-    check per directory entered, whatever the depth)."""
+    """The frames being walked, with the set of their directories' identities (loop check)."""
 
     def __init__(self, root: _Frame) -> None:
         super().__init__([root])
@@ -170,10 +149,6 @@ class _Stack(list[_Frame]):
         frame = super().pop(index)
         self.idents.discard(frame.ident)
         return frame
-
-
-def _idents(stack: list[_Frame]) -> set[tuple[int, int]] | list[tuple[int, int]]:
-    return stack.idents if isinstance(stack, _Stack) else [f.ident for f in stack]
 
 
 class DirectoryWalk:
@@ -192,18 +167,10 @@ class DirectoryWalk:
             st = os.stat(self.base_path)
             if (st.st_dev, st.st_ino) != plan.base:
                 return False
-            lstat = os.lstat
-            for path, dkey in plan.dirs:
-                st = lstat(path)
-                if (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns) != dkey:
-                    return False
-            for path, key in plan.files:
-                st = lstat(path)
-                if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != key:
-                    return False
+            return (all(dir_key(os.lstat(path)) == key for path, key in plan.dirs)
+                    and all(file_key(os.lstat(path)) == key for path, key in plan.files))
         except OSError:
             return False
-        return True
 
     def _refresh(self, plan: Plan | None,
                  stop: threading.Event | None = None) -> Scan | None:
@@ -214,7 +181,7 @@ class DirectoryWalk:
 
     # -- the walk (in a worker thread) -----------------------------------------------------
     def _scan(self, stop: threading.Event | None = None) -> Scan:
-        """Walk the tree depth first in relative-path order (see the module docstring)."""
+        """Walk the tree depth first in relative-path order."""
         stopped = (stop or _NEVER).is_set
         tally = _Tally(self._files, time.time_ns())
         root, base_real, root_st = self._open_root()
@@ -245,13 +212,13 @@ class DirectoryWalk:
         plan = Plan(root_key[:2], tally.plan_dirs, tally.plan_files) if tally.trusted else None
         return Scan(tally.included, tally.skipped, tally.files, plan, tally.reads)
 
-    def _visit(self, frame: _Frame, stack: list[_Frame], base_real: str, tally: _Tally,
+    def _visit(self, frame: _Frame, stack: _Stack, base_real: str, tally: _Tally,
                stopped: Callable[[], bool]) -> _Frame | None:
         """Go on through ``frame``'s entries: a subdirectory to enter, or None when done."""
         entries = frame.entries
         while frame.i < len(entries):
             if stopped():
-                raise _abandoned()
+                raise _Abandoned()
             _, name, is_dir, is_link, entry, states = entries[frame.i]
             frame.i += 1
             rel = frame.prefix + name
@@ -276,7 +243,7 @@ class DirectoryWalk:
         return None
 
     def _descend(self, frame: _Frame, name: str, target: str | None, base_real: str,
-                 stack: list[_Frame], states: States, tally: _Tally,
+                 stack: _Stack, states: States, tally: _Tally,
                  stopped: Callable[[], bool]) -> _Frame | None:
         """The frame of a subdirectory, listed; None (reason recorded) if not walked."""
         rel = frame.prefix + name
@@ -303,9 +270,10 @@ class DirectoryWalk:
         return _Frame(fd, rel + "/", real, key[:2], entries, name, target)
 
     # -- a bounded number of open directories ---------------------------------------------
-    def _bound_open(self, stack: list[_Frame], depth: int) -> None:
-        """Once ``stack[depth - 1]`` is open, close the one :data:`_OPEN_DIRS` above
-        it (the base stays open: every directory can be reached from it again)."""
+    def _bound_open(self, stack: _Stack, depth: int) -> None:
+        """Close the frame :data:`_OPEN_DIRS` above ``stack[depth - 1]`` (never the base, from
+        which every directory can be reached again).
+        """
         if not FD_WALK or depth <= _OPEN_DIRS + 1:
             return
         frame = stack[depth - _OPEN_DIRS - 1]
@@ -313,12 +281,10 @@ class DirectoryWalk:
             self._close_dir(frame.fd)
             frame.fd = None
 
-    def _reopen(self, stack: list[_Frame], base_real: str, tally: _Tally) -> bool:
-        """Open the closed directories above the top frame again, from the nearest
-        open one down, by the same rules as the first time (relative to the parent,
-        no symlink followed, a symlink's target only inside the base), and each must
-        be the very directory listed before. False (reason recorded) when the top
-        frame cannot be reached as it was: its remaining entries are not walked."""
+    def _reopen(self, stack: _Stack, base_real: str, tally: _Tally) -> bool:
+        """Open the closed directories above the top frame again, by the first time's rules, each
+        the very directory listed before; False (reason recorded) when that fails.
+        """
         start = max(i for i, f in enumerate(stack) if f.fd is not None)
         for i in range(start + 1, len(stack)):
             parent, frame = stack[i - 1], stack[i]
@@ -338,7 +304,7 @@ class DirectoryWalk:
 
     def _visit_file(self, frame: _Frame, name: str, target: str | None, entry: Any,
                     base_real: str, tally: _Tally) -> None:
-        """A file that matched the glob: reused when its stat key is unchanged, else read."""
+        """A matching file: reused when its stat key is unchanged, else read."""
         rel = frame.prefix + name
         path = frame.real + os.sep + name
         try:
@@ -367,7 +333,7 @@ class DirectoryWalk:
         with os.scandir(fd if FD_WALK else real) as it:
             for n, entry in enumerate(it):
                 if not n % _STOP_EVERY and stopped():
-                    raise _abandoned()  # a huge directory: do not list it for nobody
+                    raise _Abandoned()  # a huge directory: do not list it for nobody
                 name = entry.name
                 try:
                     is_link = entry.is_symlink()
@@ -386,7 +352,7 @@ class DirectoryWalk:
 
     # -- opening and reading (overridable: tests swap files mid-walk) ------------------------
     def _open_root(self) -> tuple[Any, str, os.stat_result]:
-        """The base directory: its handle, real path and stat (symlinks followed)."""
+        """The base directory: its handle, real path and stat."""
         return open_root(self.base_path)
 
     @staticmethod
@@ -394,7 +360,7 @@ class DirectoryWalk:
         close_dir(fd)
 
     def _enter(self, frame: _Frame, name: str, target: str | None, base_real: str,
-               stack: list[_Frame], rel: str,
+               stack: _Stack, rel: str,
                skipped: list[tuple[str, str]]) -> tuple[Any, str, os.stat_result] | None:
         """Open a subdirectory; ``None`` (reason recorded) when it must not be walked."""
         opened = open_dir(frame.fd, frame.real, name, target, base_real)
@@ -402,7 +368,7 @@ class DirectoryWalk:
             skipped.append((rel + "/", opened))
             return None
         fd, _, st = opened
-        if (st.st_dev, st.st_ino) in _idents(stack):
+        if (st.st_dev, st.st_ino) in stack.idents:
             # A symlink back to a directory we are inside: a loop, not more files.
             self._close_dir(fd)
             return None
@@ -410,7 +376,7 @@ class DirectoryWalk:
 
     def _read_file(self, dir_fd: Any, name: str, target: str | None,
                    listed: os.stat_result, base_real: str) -> Seen:
-        """Read one file the listing saw; any surprise becomes a reason, not a read."""
+        """Read one file the listing saw; any surprise becomes a reason."""
         return read_file(dir_fd, name, target, listed, base_real, self.max_file_size,
                          self.encoding)
 

@@ -28,7 +28,7 @@ from lionctx.providers import (
     SourceUnavailable,
     SqliteContextProvider,
 )
-from lionctx.providers._cache import Source
+from lionctx.providers._flight import Source
 
 from tests.fakes import ClockedCache, FakeClock
 

@@ -87,7 +87,7 @@ def test_an_abandoned_walk_closes_every_directory_it_opened(tmp_path: Any) -> No
     import threading
 
     from lionctx.providers import FilesystemContextProvider
-    from lionctx.providers._filesystem import _Abandoned
+    from lionctx.providers._walk import _Abandoned
 
     for d in ("a", "a/b", "c"):
         (tmp_path / d).mkdir()

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx.providers import FlightCache, SharedFetchError
 from lionctx.providers import FlightCache as FromCacheModule
-from lionctx.providers._cache import Hit, Source, lead_flight
+from lionctx.providers._flight import Hit, Source, lead_flight
 
 TTL = 10.0
 
