@@ -131,7 +131,7 @@ async def _passes(plan: Plan, providers: list[Any], ctx: Any, observer: Any) -> 
                                          on_outcome=observer, previous=previous,
                                          breaker=board)
 
-    result = None
+    result: Any = None
     turns = []
     for turn in range(1, plan.turns + 1):
         result = await once(result)
