@@ -257,22 +257,15 @@ def _record(face: str, report: Report, started_ns: int, concurrent: bool) -> Non
                              "lionctx.provider.index": o.index,
                              "lionctx.provider.tokens": o.tokens,
                              "lionctx.provider.duration_ms": o.duration_ms}
-        if o.reason:
-            a["lionctx.provider.reason"] = scrub(o.reason)
         if o.status.name.startswith("SKIPPED"):
             a["lionctx.provider.skip_cause"] = (
                 "circuit_open" if o.circuit == "open"
                 else "duplicate" if (o.reason or "").startswith("duplicate of") else status)
-        if o.circuit:
-            a["lionctx.provider.circuit"] = o.circuit
-        if o.digest:
-            a["lionctx.provider.digest"] = o.digest
-        if o.volatile:
-            a["lionctx.provider.volatile"] = True
-        if o.degradation_reason:
-            a["lionctx.provider.degraded"] = scrub(o.degradation_reason)
-        if o.cached:
-            a["lionctx.provider.cached"] = True
+        optional = {"reason": o.reason and scrub(o.reason), "circuit": o.circuit,
+                    "digest": o.digest, "volatile": bool(o.volatile),
+                    "degraded": o.degradation_reason and scrub(o.degradation_reason),
+                    "cached": bool(o.cached)}
+        a.update((f"lionctx.provider.{k}", v) for k, v in optional.items() if v)
         span = tracer.start_span("lionctx.provider", context=parent_ctx, kind=SpanKind.INTERNAL,
                                  attributes=a, start_time=start)
         if o.status in _ERROR:

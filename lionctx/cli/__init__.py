@@ -16,17 +16,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from .._exceptions import UsageError
+from . import _sources
 from ._resolve import DEFAULT_TIMEOUT, cmd_resolve
-from ._sources import (
-    KINDS,
-    ModifierAction,
-    SourceAction,
-    UsageError,
-    arg_type,
-    one_line,
-    parse_float,
-    parse_int,
-)
+from ._sources import arg_type, parse_float, parse_int
 from ._terminal import visible
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError",
@@ -56,7 +49,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``lionctx resolve: error: ... (see --help)``."""
 
     def error(self, message: str) -> NoReturn:
-        shown = visible(one_line(message), multiline=False)
+        shown = visible(_sources.one_line(message), multiline=False)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {shown} (see '{self.prog} --help')\n")
 
 
@@ -72,16 +65,9 @@ sources: --fs, --http and --sqlite are repeatable, one provider each, in order;
   is skipped); the agentium face admits in source order and has neither.
 
 config file (--config FILE, TOML): top-level query, user, tenant, budget, timeout,
-deadline, face, concurrent; then one [[providers]] table per source:
-  [[providers]]
-  kind = "fs"              # fs | http | sqlite | mcp (server, uri, max_chars,
-                           #   connect_timeout, headers, allowed_hosts, env, cwd)
-  path = "docs"            # fs: path (relative to the config file), glob,
-  glob = "**/*.md"         #   encoding, max_file_size, max_files
-  name = "notes"           # http: url, method, headers, allowed_hosts,
-  priority = 2             #   max_response_bytes, max_redirects, body
-  cap = 400                # sqlite: database, sql, max_rows, params,
-                           #   busy_timeout
+deadline, face, concurrent; then one [[providers]] table per source with kind, name,
+priority, cap, volatile and the keys of its kind (paths relative to the file):
+{kinds}
 Sources from flags come after the config's; flags override its settings.
 
 output: colour on a terminal unless NO_COLOR is set; a status line on stderr
@@ -101,13 +87,15 @@ _MODIFIERS: list[tuple[str, tuple[str, tuple[str, ...]], dict[str, Any]]] = [
       "help": "largest file the --fs before it includes (default 102400)"}),
     ("--sql", ("sql", ("sqlite",)),
      {"metavar": "QUERY", "help": "the query for the --sqlite before it (required)"}),
-    ("--name", ("name", KINDS), {"metavar": "NAME", "help": "name of the source before it"}),
-    ("--priority", ("priority", KINDS),
+    ("--name", ("name", _sources.KINDS),
+     {"metavar": "NAME", "help": "name of the source before it"}),
+    ("--priority", ("priority", _sources.KINDS),
      {"type": arg_type(parse_float), "metavar": "N",
       "help": "priority of the source before it (default 0)"}),
-    ("--cap", ("cap", KINDS), {"type": arg_type(parse_int, minimum=1), "metavar": "TOKENS",
-                               "help": "token cap of the source before it"}),
-    ("--volatile", ("volatile", KINDS),
+    ("--cap", ("cap", _sources.KINDS),
+     {"type": arg_type(parse_int, minimum=1), "metavar": "TOKENS",
+      "help": "token cap of the source before it"}),
+    ("--volatile", ("volatile", _sources.KINDS),
      {"nargs": 0, "help": "the source before it changes every turn: render it after the "
                           "stable ones (prompt caches)"}),
 ]
@@ -151,7 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
         "resolve", help="dry-run an agent's context: resolve sources and report",
         description="Resolve context from the given sources for one query, as an agent "
                     "would right before its model call, and show what each source did.",
-        epilog=_RESOLVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_RESOLVE_HELP.format(kinds="\n".join(
+            f"  {kind}: {', '.join(keys)}" for kind, keys in _sources.CONFIG_KEYS.items())),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     src = res.add_argument_group("sources")
     for kind, metavar, text in (
             ("fs", "[NAME=]PATH", "the files under PATH matching --glob (default **/*.md)"),
@@ -159,10 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
             ("sqlite", "[NAME=]DB", "the rows of --sql from the SQLite file DB, read-only; "
                                     "the query may use :query, :user_id, :tenant_id, "
                                     ":session_id and :run_id")):
-        src.add_argument(f"--{kind}", action=SourceAction, const=kind, metavar=metavar,
+        src.add_argument(f"--{kind}", action=_sources.SourceAction, const=kind, metavar=metavar,
                          dest="sources", help=text)
     for flag, const, keywords in _MODIFIERS:
-        src.add_argument(flag, action=ModifierAction, const=const, **keywords)
+        src.add_argument(flag, action=_sources.ModifierAction, const=const, **keywords)
     src.add_argument("--config", metavar="FILE", help="a TOML file declaring sources")
     opts = res.add_argument_group("resolve options")
     opts.add_argument("--query", "-q", help="the user's question (default: empty)")
@@ -241,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except UsageError as exc:
-        shown = visible(one_line(str(exc)), multiline=False)
+        shown = visible(_sources.one_line(str(exc)), multiline=False)
         print(f"lionctx {args.command}: error: {shown}", file=sys.stderr)
         return EXIT_USAGE
     except (KeyboardInterrupt, asyncio.CancelledError):

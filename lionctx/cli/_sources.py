@@ -17,8 +17,9 @@ from typing import Any
 
 from .._exceptions import InvalidValue, UsageError
 
-__all__ = ["KINDS", "SourceSpec", "UsageError", "arg_type", "assign_names", "build_provider",
-           "check_glob", "check_number", "one_line", "parse_float", "parse_int", "read_config"]
+__all__ = ["CONFIG_KEYS", "KINDS", "SourceSpec", "UsageError", "arg_type", "assign_names",
+           "build_provider", "check_glob", "check_number", "one_line", "parse_float",
+           "parse_int", "read_config"]
 
 KINDS = ("fs", "http", "sqlite")
 # "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
@@ -152,7 +153,7 @@ _TOP_KEYS = {"query", "user", "tenant", "budget", "timeout", "deadline", "face",
 _COMMON_KEYS = {"kind", "name", "priority", "cap", "volatile"}
 # The keys of each kind a config may declare: the target first, then the provider's
 # keywords ("glob" and "sql" go to the spec).
-_KIND_KEYS: dict[str, tuple[str, ...]] = {
+CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "fs": ("path", "glob", "encoding", "max_file_size", "max_files"),
     "http": ("url", "method", "headers", "allowed_hosts", "max_response_bytes",
              "max_redirects", "body"),
@@ -225,9 +226,9 @@ def read_config(path: Path) -> tuple[dict[str, Any], list[SourceSpec]]:
 
 def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
     kind = table.get("kind")
-    if not isinstance(kind, str) or kind not in _KIND_KEYS:
-        raise UsageError(f"{at}: kind must be one of {', '.join(_KIND_KEYS)}, got {kind!r}")
-    target_key, *keys = _KIND_KEYS[kind]
+    if not isinstance(kind, str) or kind not in CONFIG_KEYS:
+        raise UsageError(f"{at}: kind must be one of {', '.join(CONFIG_KEYS)}, got {kind!r}")
+    target_key, *keys = CONFIG_KEYS[kind]
     unknown = sorted(set(table) - _COMMON_KEYS - {target_key, *keys})
     if unknown:
         raise UsageError(f"{at}: unknown key {unknown[0]!r} for kind {kind!r} (known: "
