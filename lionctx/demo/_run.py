@@ -107,6 +107,14 @@ def _describe_sources(run: _Run) -> None:
         run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {visible(text, multiline=False)}")
 
 
+def _show(run: _Run, report: Any, offered: int | None) -> None:
+    run.say()
+    run.say(format_table(report.outcomes, run.style, kinds=_KINDS,
+                         show_priority=offered is not None))
+    run.say(summary_line(report.outcomes, report.budget, report.used_tokens,
+                         report.duration_ms, offered=offered))
+
+
 def _observer(run: _Run) -> Any:
     return run.live.on_outcome if run.live.enabled else None
 
@@ -128,10 +136,7 @@ async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
     for (_, _, priority, cap), provider in zip(SOURCES, providers, strict=False):
         registry.register(provider, priority=priority, max_tokens=cap)
     report = await run.live.watch(registry.gather(branch, Instruction(samples.QUESTION)))
-    run.say()
-    run.say(format_table(report.outcomes, run.style, kinds=_KINDS))
-    run.say(summary_line(report.outcomes, report.budget, report.used_tokens,
-                         report.duration_ms, offered=report.offered_tokens))
+    _show(run, report, report.offered_tokens)
     run.say()
     request = branch.build_request(
         samples.QUESTION,
@@ -152,10 +157,7 @@ async def _agentium_face(run: _Run, providers: list[Any]) -> Any:
     resolution = await run.live.watch(resolve_context(
         providers, samples.QUESTION, RunContext(user_id=samples.USER_ID),
         timeout=run.timeout, budget=BUDGET, on_outcome=_observer(run)))
-    run.say()
-    run.say(format_table(resolution.outcomes, run.style, kinds=_KINDS, show_priority=False))
-    run.say(summary_line(resolution.outcomes, resolution.budget, resolution.used_tokens,
-                         resolution.duration_ms))
+    _show(run, resolution, None)  # agentium's report has no priorities, no "offered"
     return resolution
 
 
