@@ -28,49 +28,26 @@ The tree::
     └── TokenizerDataError ........ the bundled tokenizer data is missing or corrupt
                                     (also a RuntimeError)
 
-Second bases are the built-ins callers caught before this module existed, so
-``except ValueError`` around ``registry.timeout = -1`` and ``except RuntimeError``
-around a model call keep working. Each class is also importable from the module that
-defined it first (``from lionctx._outcome import SourceUnavailable``).
-
-This module imports nothing from lionctx, so any module can import it.
+Second bases are the built-ins callers caught before the root existed. This module
+imports nothing from lionctx at load time, so any module can import it.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "BodyTooLarge",
-    "ConfigurationError",
-    "DecodeError",
-    "HttpFetchError",
-    "InvalidType",
-    "InvalidValue",
-    "LionctxError",
-    "ModelAuthError",
-    "ModelConfigError",
-    "ModelConnectionError",
-    "ModelError",
-    "ModelResponseError",
-    "PluginLoadError",
-    "SharedCacheError",
-    "SharedFetchError",
-    "SourceUnavailable",
-    "TokenizerDataError",
-    "UsageError",
-    "WorkersExhausted",
-]
+__all__ = ["BodyTooLarge", "ConfigurationError", "DecodeError", "HttpFetchError",
+           "InvalidType", "InvalidValue", "LionctxError", "ModelAuthError", "ModelConfigError",
+           "ModelConnectionError", "ModelError", "ModelResponseError", "PluginLoadError",
+           "SharedCacheError", "SharedFetchError", "SourceUnavailable", "TokenizerDataError",
+           "UsageError", "WorkersExhausted"]
 
 
 class LionctxError(Exception):
     """The root of every exception lionctx raises (see this module for the tree)."""
 
 
-# -- configuration: refused at the boundary ---------------------------------------
-
-
 class ConfigurationError(LionctxError):
-    """A value lionctx refused when it was given (an argument, a setting, a config
-    file), before any provider ran. The message names the bad value."""
+    """A value lionctx refused when it was given, before any provider ran; the message
+    names the bad value."""
 
 
 class InvalidValue(ConfigurationError, ValueError):
@@ -85,27 +62,15 @@ class UsageError(ConfigurationError):
     """A user mistake on the command line: printed as one line, exit status 2."""
 
 
-# -- source failures: one report row each, never the turn --------------------------
-
-
 class SourceUnavailable(LionctxError):
     """The source could not answer; the message is the reason, free of secrets.
 
-    Raised by :meth:`lionctx.providers.ContextSource.retrieve` (and by any provider
-    that wants an expected failure reported plainly). Reports show the provider as
-    ``failed`` with this reason, logged in one line without a traceback;
-    ``ContextSource.fetch`` returns ``None`` instead and keeps the reason in
-    ``last_error``.
-
-    ``scope`` says whose failure it is, for the circuit breakers (see
-    ``docs/breakers.md``): ``"user"`` when it belongs to this call's user and tenant
-    only (their row is missing, their token was refused): it is counted for them
-    alone and never switches the source off for anyone else; ``"source"`` when the
-    whole source is down for everyone; ``None`` (the default) lets the breakers
-    decide from the run-context fields the provider declares it reads.
+    Reported as one ``failed`` row with this reason, logged without a traceback.
+    ``scope`` tells the circuit breakers whose failure it is (``docs/breakers.md``):
+    ``"user"`` (this call's user and tenant only), ``"source"`` (down for everyone)
+    or ``None`` (decided from the run-context fields the provider reads).
     """
 
-    #: The scopes a failure can name (``None``: not said).
     SCOPES = ("user", "source")
 
     def __init__(self, *args: object, scope: str | None = None) -> None:
@@ -118,10 +83,8 @@ class SourceUnavailable(LionctxError):
 class WorkersExhausted(SourceUnavailable):
     """No lionctx worker thread can be had: earlier calls are stuck in them.
 
-    ``process_wide``: calls of other sources hold the whole pool, so this source
-    never ran: this process's overload, not the source's failure (its row's
-    ``blame`` is ``"overload"`` and no breaker counts it). Without it, this source's
-    own stuck calls hold its share: that is the source's failure.
+    ``process_wide``: other sources hold the whole pool, so this one never ran; its
+    row's ``blame`` is ``"overload"`` and no breaker counts it.
     """
 
     def __init__(self, *args: object, process_wide: bool = False) -> None:
@@ -130,23 +93,15 @@ class WorkersExhausted(SourceUnavailable):
 
 
 class _CountStopped(LionctxError):
-    """Internal: a count the turn gave up on stops at its next piece (raised in the
-    worker thread the turn abandoned; nobody waits for it)."""
+    """A count the turn gave up on stops at its next piece (in the abandoned thread)."""
 
 
 class HttpFetchError(SourceUnavailable):
-    """Why one request got no text. The message is already free of secrets.
-
-    Raised inside the provider; ``retrieve`` passes the reason on as a plain
-    :class:`~lionctx.providers._base.SourceUnavailable`.
-    """
+    """Why one HTTP request got no text; the message is already free of secrets."""
 
 
 class SharedFetchError(LionctxError):
-    """The load another caller was running for the same key failed.
-
-    ``original`` is that load's exception; the message repeats its type and text.
-    """
+    """The load another caller ran for the same key failed; ``original`` is its error."""
 
     def __init__(self, original: BaseException) -> None:
         from ._safe_text import error_text  # the load's error is a provider's: bounded
@@ -165,9 +120,6 @@ class DecodeError(LionctxError):
 
 class BodyTooLarge(LionctxError):
     """The decoded body (or an intermediate layer of it) went over the cap."""
-
-
-# -- engines, models, tokenizer -----------------------------------------------------
 
 
 class PluginLoadError(LionctxError, RuntimeError):

@@ -1,11 +1,5 @@
-"""Loggers under public names.
-
-Implementation modules are private (``lionctx._gather``), but a logger name is what
-users configure (``logging.getLogger("lionctx.gather").setLevel(...)``), so each
-module logs under its dotted name without the underscores: ``lionctx.gather``,
-``lionctx.engines.host``, ``agentium_compat.agent``. Everything is under ``lionctx``
-(or ``agentium_compat``), so one ``getLogger("lionctx")`` still configures it all.
-"""
+"""Loggers under public names: ``lionctx._gather`` logs as ``lionctx.gather``, so one
+``logging.getLogger("lionctx")`` configures them all."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """Text of an outside object, bounded: the one way an exception, a reason or any value
-a provider, an engine or a model hands back becomes part of a message.
+from a provider, an engine or a model becomes part of a message.
 
-Whatever the object does in ``__str__``/``__repr__`` (raise, recurse, return a str
-subclass whose ``__format__``, ``__len__`` or ``__getitem__`` raise, return ten
-megabytes), :func:`safe_text` returns a plain ``str`` of at most ``limit``
-characters, without lone surrogates. The object's ``__format__`` is never called,
-and only the first ``limit`` characters of what it returned are read: a text that
-is cut keeps its head and says how long it was (``"... [10,000,000 chars]"``).
-
-:class:`BoundedTracebacks` does the same for log records that carry an exception:
-the traceback a formatter prints is built here, bounded, instead of from the
-exception's own ``__str__``.
+Whatever ``__str__``/``__repr__`` do (raise, recurse, return a hostile str subclass or
+ten megabytes), the result is a plain ``str`` of at most ``limit`` characters; a cut
+text keeps its head and notes its length (``"... [10,000,000 chars]"``).
 """
 
 from __future__ import annotations
@@ -41,18 +34,15 @@ _NOTE = re.compile(r"\.\.\. \[[0-9,]+ chars\]\Z")
 
 
 def plain(text: str, limit: int) -> tuple[str, int]:
-    """The first ``limit`` characters of ``text`` as a plain ``str``, and its length.
-
-    Read through ``str``'s own methods: a subclass's overrides are never called.
-    """
+    """The first ``limit`` characters of ``text`` and its length, read through ``str``'s
+    own methods (a subclass's overrides are never called)."""
     size = str.__len__(text)
     head = str.__getitem__(text, slice(0, min(size, max(limit, 0))))
     return head, size
 
 
 def cut(text: str, limit: int = TEXT_LIMIT) -> str:
-    """``text`` in at most ``limit`` characters: whole when it fits, else its head
-    followed by ``... [N chars]`` (N: its full length). A plain ``str``, encodable."""
+    """``text`` in at most ``limit`` characters, else its head and ``... [N chars]``."""
     head, size = plain(text, limit)
     if size > limit:
         note = f"... [{size:,} chars]"
@@ -99,28 +89,26 @@ def type_name(obj: object) -> str:
 
 
 def safe_text(obj: object, limit: int = TEXT_LIMIT) -> str:
-    """``str(obj)`` as a plain ``str`` of at most ``limit`` characters; never raises.
-
-    When ``str`` fails, ``repr``; when both fail, ``<unprintable TypeName>``.
-    """
+    """``str(obj)`` (else ``repr``, else ``<unprintable T>``) in ``limit`` characters;
+    never raises."""
     if type(obj) is str:  # the real type: a __class__ property may lie
         return obj if len(obj) <= limit and obj.isascii() else cut(obj, limit)
     if issubclass(type(obj), str):  # a str subclass: its characters, not what it says
         return cut(cast(str, obj), limit)
-    text = _text_of(obj, False)
-    if text is None:
-        text = _text_of(obj, True)
-    if text is None:
-        text = f"<unprintable {type_name(obj)}>"
-    return cut(text, limit)
+    return _first_text(obj, limit, (False, True))
 
 
 def safe_repr(obj: object, limit: int = TEXT_LIMIT) -> str:
     """``repr(obj)`` as :func:`safe_text` gives ``str(obj)``."""
-    text = _text_of(obj, True)
-    if text is None:
-        text = f"<unprintable {type_name(obj)}>"
-    return cut(text, limit)
+    return _first_text(obj, limit, (True,))
+
+
+def _first_text(obj: object, limit: int, modes: tuple[bool, ...]) -> str:
+    for use_repr in modes:
+        text = _text_of(obj, use_repr)
+        if text is not None:
+            return cut(text, limit)
+    return cut(f"<unprintable {type_name(obj)}>", limit)
 
 
 def error_text(exc: object, limit: int = TEXT_LIMIT) -> tuple[str, str]:
@@ -131,12 +119,8 @@ def error_text(exc: object, limit: int = TEXT_LIMIT) -> tuple[str, str]:
 
 
 def traceback_text(exc: BaseException) -> str:
-    """A traceback of ``exc`` in at most :data:`TRACEBACK_LIMIT` characters.
-
-    Frames come from the code (the innermost :data:`TRACEBACK_FRAMES`); every text
-    that came from an exception (its message, its causes') goes through
-    :func:`error_text`.
-    """
+    """A traceback of ``exc`` in at most :data:`TRACEBACK_LIMIT` characters, every
+    exception's text taken through :func:`error_text`."""
     parts: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -162,12 +146,8 @@ def traceback_text(exc: BaseException) -> str:
 
 
 class BoundedTracebacks(logging.Filter):
-    """Gives each record that carries an exception a bounded traceback text.
-
-    Formatters print ``record.exc_text`` when it is set, instead of formatting the
-    exception again: the exception object stays on the record for handlers that
-    want it, and what is written is built by :func:`traceback_text`.
-    """
+    """Sets ``record.exc_text`` (which formatters print instead of formatting the
+    exception again) to a bounded :func:`traceback_text`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         info = record.exc_info

@@ -1,9 +1,4 @@
-"""Unknown option names, refused with the closest known name ("did you mean").
-
-One helper for every boundary that takes options by name (``Agent`` options,
-``openai()`` options, ``resolve_context`` keywords, provider constructors): the
-error names the bad key and, when one is close, the option the caller meant.
-"""
+"""Unknown option names, refused with the closest known name ("did you mean")."""
 
 from __future__ import annotations
 
@@ -27,10 +22,8 @@ def _folded(name: str) -> str:
 
 
 def closest(key: str, known: Iterable[str]) -> str | None:
-    """The known name ``key`` most likely meant, or ``None`` when none is close.
-
-    Of two spellings of one option, the one in the caller's style: snake_case for a
-    key with an underscore, else camelCase (``apikey``: ``apiKey``)."""
+    """The known name ``key`` most likely meant, or ``None``; of two spellings, the one
+    in the caller's style (snake_case when ``key`` has an underscore)."""
     snake = "_" in key
     by_fold: dict[str, str] = {}
     for name in sorted(k for k in known if isinstance(k, str)):
@@ -52,16 +45,14 @@ def did_you_mean(key: object, known: Iterable[str]) -> str:
 
 
 def unknown_option(owner: str, key: object, known: Iterable[str]) -> InvalidType:
-    """The error for an option ``owner`` does not take: it names ``key`` and, when one
-    is close, the known option it was probably meant to be."""
+    """The error for an option ``owner`` does not take, with a "did you mean"."""
     return InvalidType(f"{owner} got an unknown option {key!r}{did_you_mean(key, known)}")
 
 
 def checked_keywords(
     fn: Callable[P, Coroutine[Any, Any, R]],
 ) -> Callable[P, Coroutine[Any, Any, R]]:
-    """Refuse an unknown keyword of the ``async`` function ``fn`` with
-    :func:`unknown_option` (the key named, with a "did you mean") before ``fn`` runs."""
+    """Refuse an unknown keyword of the ``async`` function ``fn`` before it runs."""
     params = inspect.signature(fn).parameters
     known = frozenset(name for name, p in params.items()
                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))

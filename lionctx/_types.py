@@ -1,4 +1,4 @@
-"""Type aliases shared across lionctx (one definition each)."""
+"""Type aliases shared across lionctx."""
 
 from __future__ import annotations
 
@@ -6,5 +6,4 @@ from typing import TypeAlias
 
 __all__ = ["Number"]
 
-#: A budget, priority, timeout or token figure: an ``int`` or a ``float``.
-Number: TypeAlias = int | float
+Number: TypeAlias = int | float  # a budget, priority, timeout or token figure

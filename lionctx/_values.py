@@ -59,10 +59,9 @@ class Instruction:
 class OperateResult:
     """What :meth:`Branch.operate` did.
 
-    ``output`` is the final reply text (``None`` when the round limit stopped the
-    loop). ``action_responses`` has one entry per tool call; an entry is ``None``
-    when the call could not be run (unknown tool, bad arguments). ``messages`` are
-    the messages the turn recorded. ``usage`` sums the numeric usage of every round.
+    ``output`` is the final reply (``None`` when the round limit stopped the loop);
+    ``action_responses`` has one entry per tool call (``None``: it could not run);
+    ``usage`` sums the numeric usage of every round.
     """
 
     output: str | None

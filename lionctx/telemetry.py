@@ -1,32 +1,11 @@
 """OpenTelemetry traces and metrics for provider passes (optional: ``lionctx[otel]``).
 
-Without ``opentelemetry-api`` installed nothing here imports it and a pass pays one
-cached boolean check. With it, every pass is recorded after it ends:
-
-* a ``lionctx._gather`` span (kind INTERNAL) under the caller's current span, with
-  the face, the budget, the tokens used, the provider count and, when the injected
-  prefix changed since the previous turn, the cache break;
-* one ``lionctx.provider`` child span per provider, placed where the provider ran
-  (concurrent providers' spans overlap), with its name, status, tokens, duration,
-  reason, circuit-breaker state and block digest; a failed or timed-out provider's
-  span has ERROR status and an ``exception`` event (type and message);
-* through the metrics API: the counter ``lionctx.provider.outcomes`` (by provider
-  and status), the counter ``lionctx.tokens.injected`` (by provider) and the
-  histogram ``lionctx.provider.duration`` (ms, by provider and status).
-
-No provider text, header or query string goes into any attribute. Every text that
-came from outside (reasons, error messages, exception types, provider names) is cut
-to a bounded length first and then scrubbed of URL user info, query strings,
-authorization values, ``key=value`` secrets, e-mail addresses and key-like strings
-(:func:`scrub`). A metric's provider label is the provider's registered name,
-scrubbed, cut to :data:`LABEL_CHARS` characters, printable, and one of at most
-:data:`MAX_LABEL_VALUES` distinct values per process; names past that share the
-label :data:`OVERFLOW_LABEL`.
-
-Spans go to the global tracer/meter providers unless :func:`configure` gives
-others (tests do, with the SDK's in-memory exporters). While both global providers
-are still the API's no-op defaults, nothing is built at all. :func:`set_enabled`
-(or ``LIONCTX_OTEL=0`` in the environment) turns recording off.
+Each pass becomes a ``lionctx.gather`` span with one ``lionctx.provider`` child per
+provider, and three metrics (outcomes, injected tokens, duration). Every text from
+outside is cut and then scrubbed (:func:`scrub`); a metric's provider label is one of at most
+:data:`MAX_LABEL_VALUES` values. Without the API installed nothing imports it; while
+the global providers are the API's no-op defaults nothing is built; ``LIONCTX_OTEL=0``
+or :func:`set_enabled` turns recording off. See ``docs/telemetry.md``.
 """
 
 from __future__ import annotations
@@ -37,7 +16,6 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ._outcome import Outcome, Status
@@ -46,15 +24,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._report import Report
 
 __all__ = ["LABEL_CHARS", "MAX_LABEL_VALUES", "OVERFLOW_LABEL", "configure", "enabled",
-           "live", "metric_label", "record_pass", "record_report", "scrub", "set_enabled"]
+           "live", "metric_label", "record_report", "scrub", "set_enabled"]
 
 from ._log import logger_for
 
 logger = logger_for(__name__)
 
-_state: dict[str, Any] = {"enabled": None, "tracer": None, "meter": None,
+_state: dict[str, Any] = {"enabled": None, "tracer": None, "instruments": None,
                           "tracer_provider": None, "meter_provider": None,
-                          "instruments": None, "max_labels": None}
+                          "max_labels": None, "live_until": None, "api": None}
 
 #: Default most distinct provider label values a process gives its metrics.
 MAX_LABEL_VALUES = 100
@@ -66,6 +44,9 @@ LABEL_CHARS = 64
 MESSAGE_CHARS = 500
 #: Most characters of a provider name or an exception type in a span.
 NAME_CHARS = 200
+#: While nothing listens, how long a "no" of :func:`live` stands (asking reads the
+#: environment: too dear for every pass).
+LIVE_RECHECK_S = 1.0
 
 # The label values handed out so far (at most the cap), and a memo name -> label.
 _given: set[str] = set()
@@ -74,33 +55,23 @@ _labels_lock = threading.Lock()
 
 
 def enabled() -> bool:
-    """True when passes are traced: the OpenTelemetry API is installed and tracing
-    was not turned off. Decided once (then cached), without importing it."""
-    on = _state["enabled"]
-    if on is None:
-        on = (os.environ.get("LIONCTX_OTEL", "1").strip().lower() not in ("0", "false", "off", "no")
-              and _installed())
-        _state["enabled"] = on
-    return bool(on)
-
-
-#: While nothing listens, how long an answer of :func:`live` stands before the global
-#: providers are asked again (asking reads the environment: too dear for every pass).
-LIVE_RECHECK_S = 1.0
+    """True when the OpenTelemetry API is installed and tracing was not turned off
+    (decided once, without importing it)."""
+    if _state["enabled"] is None:
+        off = os.environ.get("LIONCTX_OTEL", "1").strip().lower() in ("0", "false", "off", "no")
+        _state["enabled"] = not off and _installed()
+    return bool(_state["enabled"])
 
 
 def live() -> bool:
-    """True when a pass should be recorded: tracing is :func:`enabled` and something
-    listens (providers given to :func:`configure`, or a global tracer or meter
-    provider that is not the API's no-op default). Providers given to
-    :func:`configure` count at once; a global provider set later is seen within
-    :data:`LIVE_RECHECK_S` (OpenTelemetry sets a global provider once per process,
-    so a live answer stands)."""
+    """True when a pass should be recorded: :func:`enabled`, and providers were given to
+    :func:`configure` or a global provider is not the no-op default (a global one set
+    later is seen within :data:`LIVE_RECHECK_S`; once live, it stays live)."""
     if not enabled():
         return False
     if _state["tracer_provider"] is not None or _state["meter_provider"] is not None:
         return True
-    until = _state.get("live_until")
+    until = _state["live_until"]
     if until is not None and (until is True or time.monotonic() < until):
         return until is True
     found = _global_live()
@@ -109,22 +80,14 @@ def live() -> bool:
 
 
 def _global_live() -> bool:
-    api = _state.get("api")
-    if api is None:
-        from opentelemetry import trace
+    if _state["api"] is None:
+        from opentelemetry import metrics, trace
 
-        metrics_api: ModuleType | None
-        try:
-            from opentelemetry import metrics as metrics_api
-        except ImportError:  # an API too old for metrics
-            metrics_api = None
-        api = _state["api"] = (trace, metrics_api,
-                               (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
-    trace, metrics, idle = api
-    if not isinstance(trace.get_tracer_provider(), idle):
+        _state["api"] = (trace, metrics)
+    trace, metrics = _state["api"]
+    if not isinstance(trace.get_tracer_provider(),
+                      (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return True
-    if metrics is None:
-        return False
     return type(metrics.get_meter_provider()).__name__ not in _IDLE_METERS
 
 
@@ -148,48 +111,36 @@ def set_enabled(on: bool | None) -> None:
 
 def configure(*, tracer_provider: Any = None, meter_provider: Any = None,
               max_label_values: int | None = None) -> None:
-    """Send spans and metrics to these providers instead of the global ones
-    (``None`` for either: back to the global one).
-
-    ``max_label_values`` caps the distinct provider label values of the metrics
-    (default :data:`MAX_LABEL_VALUES`); the labels handed out so far are forgotten.
-    """
+    """Send spans and metrics to these providers instead of the global ones (``None``:
+    the global one). ``max_label_values`` caps the distinct provider label values
+    (default :data:`MAX_LABEL_VALUES`); the labels handed out so far are forgotten."""
     if max_label_values is not None:
         from ._policy import check_limit
 
         max_label_values = check_limit(max_label_values, "max_label_values")
-    _state["max_labels"] = max_label_values  # None: the default
     _state.update(tracer_provider=tracer_provider, meter_provider=meter_provider,
-                  tracer=None, meter=None, instruments=None, live_until=None)
+                  max_labels=max_label_values, tracer=None, instruments=None,
+                  live_until=None)
     with _labels_lock:
         _given.clear()
         _label_of.clear()
 
 
 def _tracer() -> Any:
-    tracer = _state["tracer"]
-    if tracer is None:
+    if _state["tracer"] is None:
         from opentelemetry import trace
 
-        provider = _state["tracer_provider"]
-        tracer = (provider.get_tracer("lionctx") if provider is not None
-                  else trace.get_tracer("lionctx"))
-        _state["tracer"] = tracer
-    return tracer
+        provider = _state["tracer_provider"] or trace.get_tracer_provider()
+        _state["tracer"] = provider.get_tracer("lionctx")
+    return _state["tracer"]
 
 
 def _instruments() -> Any:
-    inst = _state["instruments"]
-    if inst is None:
-        try:
-            from opentelemetry import metrics
-        except ImportError:  # an API too old for metrics: traces only
-            inst = _state["instruments"] = ()
-            return inst
-        provider = _state["meter_provider"]
-        meter = (provider.get_meter("lionctx") if provider is not None
-                 else metrics.get_meter("lionctx"))
-        inst = _state["instruments"] = (
+    if _state["instruments"] is None:
+        from opentelemetry import metrics
+
+        meter = (_state["meter_provider"] or metrics.get_meter_provider()).get_meter("lionctx")
+        _state["instruments"] = (
             meter.create_counter("lionctx.provider.outcomes", unit="{outcome}",
                                  description="Provider outcomes by provider and status"),
             meter.create_counter("lionctx.tokens.injected", unit="{token}",
@@ -197,7 +148,7 @@ def _instruments() -> Any:
             meter.create_histogram("lionctx.provider.duration", unit="ms",
                                    description="Provider call duration"),
         )
-    return inst
+    return _state["instruments"]
 
 
 def scrub(text: object, limit: int = MESSAGE_CHARS) -> str:
@@ -231,19 +182,13 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text) or "?"
 
 
-def _shown_name(name: object) -> str:
-    return _printable(scrub(name, NAME_CHARS))
-
-
 def metric_label(name: object) -> str:
     """The provider label a metric gets for ``name``: scrubbed, printable, at most
     :data:`LABEL_CHARS` characters, and one of a bounded set of values per process
     (past the cap, :data:`OVERFLOW_LABEL`)."""
     key = name if type(name) is str and len(name) <= 4 * LABEL_CHARS else None
-    if key is not None:
-        found = _label_of.get(key)
-        if found is not None:
-            return found
+    if key is not None and (found := _label_of.get(key)) is not None:
+        return found
     value = _printable(_scrub(name, LABEL_CHARS))
     cap = _state["max_labels"] or MAX_LABEL_VALUES
     with _labels_lock:
@@ -260,15 +205,13 @@ def metric_label(name: object) -> str:
 def _place(outcomes: Sequence[Outcome], pass_start: int, concurrent: bool) -> list[int]:
     """Start time (ns) of each provider's span: its own stamp, else where it ran
     (all at the pass start when concurrent; one after another when sequential)."""
-    starts = []
+    starts: list[int] = []
     cursor = pass_start
     for o in outcomes:
         if o.started_ns is not None:
             starts.append(o.started_ns)
-        elif concurrent:
-            starts.append(pass_start)
         else:
-            starts.append(cursor)
+            starts.append(pass_start if concurrent else cursor)
         cursor = starts[-1] + int(o.duration_ms * 1e6)
     return starts
 
@@ -276,92 +219,70 @@ def _place(outcomes: Sequence[Outcome], pass_start: int, concurrent: bool) -> li
 _ERROR = (Status.FAILED, Status.TIMEOUT)
 
 
-def record_pass(face: str, outcomes: Sequence[Outcome], *, started_ns: int,
-                concurrent: bool, budget: Any = None, used_tokens: int = 0,
-                cache_break: Any = None, prefix_stable: bool | None = None) -> None:
+def record_report(face: str, report: Report, *, started_ns: int, concurrent: bool) -> None:
     """Record one finished pass as spans and metrics. Never raises: telemetry must
     not cost the turn."""
     try:
-        _record(face, outcomes, started_ns, concurrent, budget, used_tokens,
-                cache_break, prefix_stable)
+        _record(face, report, started_ns, concurrent)
     except Exception:
         logger.warning("could not record the pass in OpenTelemetry", exc_info=True)
 
 
-def record_report(face: str, report: Report, *, started_ns: int, concurrent: bool) -> None:
-    """:func:`record_pass` for one finished pass's :class:`~lionctx._report.Report`."""
-    record_pass(face, report.outcomes, started_ns=started_ns, concurrent=concurrent,
-                budget=report.budget, used_tokens=report.used_tokens,
-                cache_break=report.cache_break, prefix_stable=report.prefix_stable)
-
-
-def _record(face: str, outcomes: Sequence[Outcome], started_ns: int, concurrent: bool,
-            budget: Any, used_tokens: int, cache_break: Any,
-            prefix_stable: bool | None) -> None:
+def _record(face: str, report: Report, started_ns: int, concurrent: bool) -> None:
     from opentelemetry import trace
     from opentelemetry.trace import SpanKind, StatusCode
     from opentelemetry.trace import Status as OtelStatus
 
+    outcomes = report.outcomes
     tracer = _tracer()
     ended = time.time_ns()
     attrs: dict[str, Any] = {"lionctx.face": face, "lionctx.providers": len(outcomes),
-                             "lionctx.tokens.used": used_tokens,
+                             "lionctx.tokens.used": report.used_tokens,
                              "lionctx.concurrent": concurrent}
-    if budget is not None:
-        attrs["lionctx.budget"] = float(budget)
-    if prefix_stable is not None:
-        attrs["lionctx.prefix.stable"] = prefix_stable
-    if cache_break is not None:
-        attrs["lionctx.cache_break.name"] = _shown_name(cache_break.name)
-        attrs["lionctx.cache_break.kind"] = cache_break.kind
+    if report.budget is not None:
+        attrs["lionctx.budget"] = float(report.budget)
+    if report.prefix_stable is not None:
+        attrs["lionctx.prefix.stable"] = report.prefix_stable
+    if (brk := report.cache_break) is not None:
+        attrs["lionctx.cache_break.name"] = _printable(scrub(brk.name, NAME_CHARS))
+        attrs["lionctx.cache_break.kind"] = brk.kind
     parent = tracer.start_span("lionctx.gather", kind=SpanKind.INTERNAL, attributes=attrs,
                                start_time=started_ns)
     parent_ctx = trace.set_span_in_context(parent)
-    starts = _place(outcomes, started_ns, concurrent)
     inst = _instruments()
-    for o, start in zip(outcomes, starts, strict=False):
+    for o, start in zip(outcomes, _place(outcomes, started_ns, concurrent), strict=True):
         status = o.status.value
-        name = _shown_name(o.name)
-        a: dict[str, Any] = {"lionctx.provider.name": name, "lionctx.provider.status": status,
+        a: dict[str, Any] = {"lionctx.provider.name": _printable(scrub(o.name, NAME_CHARS)),
+                             "lionctx.provider.status": status,
                              "lionctx.provider.index": o.index,
                              "lionctx.provider.tokens": o.tokens,
                              "lionctx.provider.duration_ms": o.duration_ms}
-        if o.reason:
-            a["lionctx.provider.reason"] = scrub(o.reason)
         if o.status.name.startswith("SKIPPED"):
-            a["lionctx.provider.skip_cause"] = ("circuit_open" if o.circuit == "open" else
-                                                "duplicate" if (o.reason or "").startswith(
-                                                    "duplicate of") else status)
-        if o.circuit:
-            a["lionctx.provider.circuit"] = o.circuit
-        if o.digest:
-            a["lionctx.provider.digest"] = o.digest
-        if o.volatile:
-            a["lionctx.provider.volatile"] = True
-        if o.degradation_reason:
-            a["lionctx.provider.degraded"] = scrub(o.degradation_reason)
-        if o.cached:
-            a["lionctx.provider.cached"] = True
+            a["lionctx.provider.skip_cause"] = (
+                "circuit_open" if o.circuit == "open"
+                else "duplicate" if (o.reason or "").startswith("duplicate of") else status)
+        optional = {"reason": o.reason and scrub(o.reason), "circuit": o.circuit,
+                    "digest": o.digest, "volatile": bool(o.volatile),
+                    "degraded": o.degradation_reason and scrub(o.degradation_reason),
+                    "cached": bool(o.cached)}
+        a.update((f"lionctx.provider.{k}", v) for k, v in optional.items() if v)
         span = tracer.start_span("lionctx.provider", context=parent_ctx, kind=SpanKind.INTERNAL,
                                  attributes=a, start_time=start)
         if o.status in _ERROR:
             etype = scrub(o.error_type or (
                 "TimeoutError" if o.status is Status.TIMEOUT else "Error"), NAME_CHARS)
             message = scrub(o.error or o.reason or status)
-            a_err = {"exception.type": etype, "exception.message": message}
-            span.add_event("exception", a_err)
+            span.add_event("exception", {"exception.type": etype, "exception.message": message})
             span.set_attribute("error.type", etype if o.status is Status.FAILED else "timeout")
             span.set_status(OtelStatus(StatusCode.ERROR, message))
         span.end(end_time=min(max(start, start + int(o.duration_ms * 1e6)), max(ended, start)))
-        if inst:
-            label = metric_label(o.name)
-            labels = {"lionctx.provider.name": label, "lionctx.provider.status": status}
-            inst[0].add(1, labels)
-            if o.status is Status.FIRED:
-                inst[1].add(o.tokens, {"lionctx.provider.name": label})
-            if o.circuit != "open":
-                inst[2].record(o.duration_ms, labels)
-    if any(o.status in _ERROR for o in outcomes) and len(outcomes) == sum(
-            o.status in _ERROR for o in outcomes):
+        label = metric_label(o.name)
+        labels = {"lionctx.provider.name": label, "lionctx.provider.status": status}
+        inst[0].add(1, labels)
+        if o.status is Status.FIRED:
+            inst[1].add(o.tokens, {"lionctx.provider.name": label})
+        if o.circuit != "open":
+            inst[2].record(o.duration_ms, labels)
+    if outcomes and all(o.status in _ERROR for o in outcomes):
         parent.set_status(OtelStatus(StatusCode.ERROR, "every provider failed"))
     parent.end(end_time=ended)

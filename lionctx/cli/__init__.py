@@ -1,9 +1,4 @@
-"""The ``lionctx`` command: ``lionctx demo`` and ``lionctx resolve``.
-
-``lionctx demo`` shows the whole job on embedded sample sources, offline (see
-:mod:`lionctx.demo`). ``lionctx resolve`` is a dry run of an agent's context: it
-builds providers from flags or a TOML file, resolves them for one query through
-either face, and prints the rendered context and what happened to every source.
+"""The ``lionctx`` command: ``lionctx demo``, ``lionctx resolve`` and ``lionctx mcp serve``.
 
 Exit status: 0 when the command ran (a resolve whose sources failed still ran: the
 report says so), 1 when the demo's model call failed, 2 with a one-line message for
@@ -19,12 +14,12 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from .._exceptions import UsageError
+from . import _sources
 from ._resolve import DEFAULT_TIMEOUT, cmd_resolve
-from ._sources import KINDS, UsageError, arg_type, one_line, parse_float, parse_int
-from ._sources import ModifierAction as _ModifierAction
-from ._sources import SourceAction as _SourceAction
+from ._sources import arg_type, parse_float, parse_int
 from ._terminal import visible
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError",
@@ -34,6 +29,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+_POSITIVE = arg_type(parse_float, positive=True)
 
 
 def _cmd_mcp_serve(args: argparse.Namespace) -> int:
@@ -48,64 +45,74 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(color=args.color, offline=args.offline, timeout=args.timeout)
 
 
-# -- parser -----------------------------------------------------------------------
-
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``lionctx resolve: error: ... (see --help)``."""
 
     def error(self, message: str) -> NoReturn:
-        shown = visible(one_line(message), multiline=False)
+        shown = visible(_sources.one_line(message), multiline=False)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {shown} (see '{self.prog} --help')\n")
 
 
 _RESOLVE_HELP = """\
-sources (repeatable; each is one provider, in the order given):
-  --fs [NAME=]PATH        the files under PATH matching --glob (default **/*.md)
-  --http [NAME=]URL       the body of a GET to URL; only URL's own host is allowed
-  --sqlite [NAME=]DB      the rows of --sql (required) from the SQLite file DB,
-                          opened read-only; the query may use :query, :user_id,
-                          :tenant_id, :session_id and :run_id
-
-  --name, --priority, --cap, --glob, --max-files, --max-file-size and --sql
-  apply to the source just before them, so these two are the same:
+sources: --fs, --http and --sqlite are repeatable, one provider each, in order;
+  --name, --priority, --cap, --volatile, --glob, --max-files, --max-file-size and
+  --sql apply to the source just before them, so these two are the same:
       --fs notes=./docs --priority 2 --cap 400
       --fs ./docs --name notes --priority 2 --cap 400
   A source's name defaults to the last part of its path, or host[:port]/path of
-  its URL. Write a path that contains "=" as ./a=b. Priorities and caps are used by the lionagi
-  face (higher
-  priority survives a budget conflict; a block over its cap is skipped); the
-  agentium face admits in source order and has neither.
+  its URL. Write a path that contains "=" as ./a=b. Priorities and caps are used by
+  the lionagi face (higher priority survives a budget conflict; a block over its cap
+  is skipped); the agentium face admits in source order and has neither.
 
 config file (--config FILE, TOML): top-level query, user, tenant, budget, timeout,
-deadline, face, concurrent; then one [[providers]] table per source:
-  [[providers]]
-  kind = "fs"              # fs | http | sqlite | mcp (server, uri, max_chars,
-                           #   connect_timeout, headers, allowed_hosts, env, cwd)
-  path = "docs"            # fs: path (relative to the config file), glob,
-  glob = "**/*.md"         #   encoding, max_file_size, max_files
-  name = "notes"           # http: url, method, headers, allowed_hosts,
-  priority = 2             #   max_response_bytes, max_redirects, body
-  cap = 400                # sqlite: database, sql, max_rows, params,
-                           #   busy_timeout
+deadline, face, concurrent; then one [[providers]] table per source with kind, name,
+priority, cap, volatile and the keys of its kind (paths relative to the file):
+{kinds}
 Sources from flags come after the config's; flags override its settings.
 
-output: text (the rendered context, then the report table; colour on a terminal
-unless NO_COLOR is set) or json (context, budget, used_tokens and one outcome per
-provider). While sources run, a status line is drawn on stderr when it is a
-terminal. Exit status: 0 when the resolve ran, even if sources failed; 2 for bad
-arguments or an unreadable config.
+output: colour on a terminal unless NO_COLOR is set; a status line on stderr
+while sources run, when it is a terminal. Exit status: 0 when the resolve ran, even
+if sources failed; 2 for bad arguments or an unreadable config.
 """
+
+# flag, (field, kinds it follows), argparse keywords: each modifies the source before it
+_MODIFIERS: list[tuple[str, tuple[str, tuple[str, ...]], dict[str, Any]]] = [
+    ("--glob", ("glob", ("fs",)),
+     {"metavar": "PATTERN", "help": "which files of the --fs before it"}),
+    ("--max-files", ("options.max_files", ("fs",)),
+     {"type": arg_type(parse_int, minimum=1), "metavar": "N",
+      "help": "files the --fs before it includes at most (default 20; the rest are reported)"}),
+    ("--max-file-size", ("options.max_file_size", ("fs",)),
+     {"type": arg_type(parse_int, minimum=0), "metavar": "BYTES",
+      "help": "largest file the --fs before it includes (default 102400)"}),
+    ("--sql", ("sql", ("sqlite",)),
+     {"metavar": "QUERY", "help": "the query for the --sqlite before it (required)"}),
+    ("--name", ("name", _sources.KINDS),
+     {"metavar": "NAME", "help": "name of the source before it"}),
+    ("--priority", ("priority", _sources.KINDS),
+     {"type": arg_type(parse_float), "metavar": "N",
+      "help": "priority of the source before it (default 0)"}),
+    ("--cap", ("cap", _sources.KINDS),
+     {"type": arg_type(parse_int, minimum=1), "metavar": "TOKENS",
+      "help": "token cap of the source before it"}),
+    ("--volatile", ("volatile", _sources.KINDS),
+     {"nargs": 0, "help": "the source before it changes every turn: render it after the "
+                          "stable ones (prompt caches)"}),
+]
+
+
+def _verbose(parser: argparse.ArgumentParser | Any) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log warnings (-v) or debug detail (-vv) to stderr")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``lionctx`` argument parser."""
     from .. import __version__
 
-    parser = _Parser(
-        prog="lionctx",
-        description="Pre-turn context for LLM agents: gather from many sources, fit a "
-                    "token budget, inject for one request, report every source.",
-    )
+    parser = _Parser(prog="lionctx", description="Pre-turn context for LLM agents: gather "
+                     "from many sources, fit a token budget, inject for one request, report "
+                     "every source.")
     parser.add_argument("--version", action="version", version=f"lionctx {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -119,75 +126,51 @@ def build_parser() -> argparse.ArgumentParser:
                     "Everything it starts is stopped and removed before it exits.")
     demo.add_argument("--offline", action="store_true",
                       help="use the offline echo model even when OPENAI_* is set")
-    demo.add_argument("--timeout", type=arg_type(lambda t: parse_float(t, "value",
-                                                                         positive=True)),
-                      default=0.5, metavar="SECONDS",
+    demo.add_argument("--timeout", type=_POSITIVE, default=0.5, metavar="SECONDS",
                       help="per-source timeout (default 0.5; the sample incidents "
                            "endpoint takes 30 s, to show a contained timeout)")
     demo.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="colour output (default: auto, i.e. on a terminal unless "
                            "NO_COLOR is set)")
-    demo.add_argument("-v", "--verbose", action="count", default=0,
-                      help="log warnings (-v) or debug detail (-vv) to stderr")
+    _verbose(demo)
     demo.set_defaults(handler=_cmd_demo)
 
     res = sub.add_parser(
         "resolve", help="dry-run an agent's context: resolve sources and report",
         description="Resolve context from the given sources for one query, as an agent "
                     "would right before its model call, and show what each source did.",
-        epilog=_RESOLVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_RESOLVE_HELP.format(kinds="\n".join(
+            f"  {kind}: {', '.join(keys)}" for kind, keys in _sources.CONFIG_KEYS.items())),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     src = res.add_argument_group("sources")
-    src.add_argument("--fs", action=_SourceAction, const="fs", metavar="[NAME=]PATH",
-                     dest="sources", help="a folder of files")
-    src.add_argument("--http", action=_SourceAction, const="http", metavar="[NAME=]URL",
-                     dest="sources", help="an HTTP(S) endpoint")
-    src.add_argument("--sqlite", action=_SourceAction, const="sqlite", metavar="[NAME=]DB",
-                     dest="sources", help="a SQLite database file (with --sql)")
-    src.add_argument("--glob", action=_ModifierAction, const=("glob", ("fs",)),
-                     metavar="PATTERN", help="which files of the --fs before it")
-    src.add_argument("--max-files", action=_ModifierAction,
-                     const=("options.max_files", ("fs",)),
-                     type=arg_type(lambda t: parse_int(t, "value", 1)), metavar="N",
-                     help="files the --fs before it includes at most (default 20; "
-                          "the rest are reported)")
-    src.add_argument("--max-file-size", action=_ModifierAction,
-                     const=("options.max_file_size", ("fs",)),
-                     type=arg_type(lambda t: parse_int(t, "value", 0)), metavar="BYTES",
-                     help="largest file the --fs before it includes (default 102400)")
-    src.add_argument("--sql", action=_ModifierAction, const=("sql", ("sqlite",)),
-                     metavar="QUERY", help="the query for the --sqlite before it")
-    src.add_argument("--name", action=_ModifierAction, const=("name", KINDS),
-                     metavar="NAME", help="name of the source before it")
-    src.add_argument("--priority", action=_ModifierAction, const=("priority", KINDS),
-                     type=arg_type(lambda t: parse_float(t, "value")),
-                     metavar="N", help="priority of the source before it (default 0)")
-    src.add_argument("--cap", action=_ModifierAction, const=("cap", KINDS),
-                     type=arg_type(lambda t: parse_int(t, "value", 1)),
-                     metavar="TOKENS", help="token cap of the source before it")
-    src.add_argument("--volatile", action=_ModifierAction, const=("volatile", KINDS), nargs=0,
-                     help="the source before it changes every turn: render it after the "
-                          "stable ones (prompt caches)")
+    for kind, metavar, text in (
+            ("fs", "[NAME=]PATH", "the files under PATH matching --glob (default **/*.md)"),
+            ("http", "[NAME=]URL", "the body of a GET to URL; only its own host is allowed"),
+            ("sqlite", "[NAME=]DB", "the rows of --sql from the SQLite file DB, read-only; "
+                                    "the query may use :query, :user_id, :tenant_id, "
+                                    ":session_id and :run_id")):
+        src.add_argument(f"--{kind}", action=_sources.SourceAction, const=kind, metavar=metavar,
+                         dest="sources", help=text)
+    for flag, const, keywords in _MODIFIERS:
+        src.add_argument(flag, action=_sources.ModifierAction, const=const, **keywords)
     src.add_argument("--config", metavar="FILE", help="a TOML file declaring sources")
     opts = res.add_argument_group("resolve options")
     opts.add_argument("--query", "-q", help="the user's question (default: empty)")
     opts.add_argument("--user", help="the user id providers see (RunContext.user_id)")
     opts.add_argument("--tenant", help="the tenant id providers see")
-    opts.add_argument("--budget", type=arg_type(lambda t: parse_float(t, "value", minimum=0)),
-                      metavar="TOKENS",
+    opts.add_argument("--budget", type=arg_type(parse_float, minimum=0), metavar="TOKENS",
                       help="total tokens kept (default 2000 for lionagi, none for agentium)")
-    opts.add_argument("--timeout", type=arg_type(lambda t: parse_float(t, "value", positive=True)),
-                      metavar="SECONDS",
+    opts.add_argument("--timeout", type=_POSITIVE, metavar="SECONDS",
                       help=f"per-source timeout (default {DEFAULT_TIMEOUT:g})")
-    opts.add_argument("--deadline", type=arg_type(lambda t: parse_float(t, "value", positive=True)),
-                      metavar="SECONDS", help="deadline for the whole pass (default none)")
+    opts.add_argument("--deadline", type=_POSITIVE, metavar="SECONDS",
+                      help="deadline for the whole pass (default none)")
     opts.add_argument("--face", choices=("lionagi", "agentium"),
                       help="lionagi: a ContextProviderRegistry pass (default); agentium: "
                            "resolve_context (concurrent, list order)")
     opts.add_argument("--concurrent", action="store_true", default=None,
                       help="lionagi face: run sources together (default: one by one, as "
                            "LionAGI does)")
-    opts.add_argument("--turns", type=arg_type(lambda t: parse_int(t, "value", 1)),
-                      metavar="N", default=1,
+    opts.add_argument("--turns", type=arg_type(parse_int, minimum=1), metavar="N", default=1,
                       help="resolve N times in a row and report, for each turn after the "
                            "first, whether the injected prefix stayed byte-identical (prompt "
                            "caches) or which block broke it (default 1)")
@@ -196,8 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="text for people (default), json for scripts")
     out.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                      help="colour in text output (default: auto)")
-    out.add_argument("-v", "--verbose", action="count", default=0,
-                     help="log warnings (-v) or debug detail (-vv) to stderr")
+    _verbose(out)
     res.set_defaults(handler=cmd_resolve)
 
     mcp = sub.add_parser("mcp", help="serve the configured sources to MCP hosts")
@@ -214,22 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a TOML file declaring sources (as for resolve)")
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
                        help="streamable HTTP on a local address (127.0.0.1, localhost, ::1)")
-    serve.add_argument("-v", "--verbose", action="count", default=0,
-                       help="log warnings (-v) or debug detail (-vv) to stderr")
+    _verbose(serve)
     serve.set_defaults(handler=_cmd_mcp_serve)
     return parser
-
-
-def _configure_logging(verbose: int) -> None:
-    # The report carries every failure; logs (with their tracebacks) only on request.
-    root = logging.getLogger()
-    if verbose <= 0:
-        root.addHandler(logging.NullHandler())
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_VisibleFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.WARNING,
-                        handlers=[handler])
 
 
 class _VisibleFormatter(logging.Formatter):
@@ -237,6 +206,17 @@ class _VisibleFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return visible(super().format(record))
+
+
+def _configure_logging(verbose: int) -> None:
+    # The report carries every failure; logs (with their tracebacks) only on request.
+    if verbose <= 0:
+        logging.getLogger().addHandler(logging.NullHandler())
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_VisibleFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.WARNING,
+                        handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -251,13 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except UsageError as exc:
-        shown = visible(one_line(str(exc)), multiline=False)
+        shown = visible(_sources.one_line(str(exc)), multiline=False)
         print(f"lionctx {args.command}: error: {shown}", file=sys.stderr)
         return EXIT_USAGE
     except (KeyboardInterrupt, asyncio.CancelledError):
-        # On Python 3.10, anyio's runner lets Ctrl-C out of anyio.run() as the main
-        # task's CancelledError rather than KeyboardInterrupt; here, outside any event
-        # loop, both mean the user interrupted the command.
+        # On Python 3.10 anyio lets Ctrl-C out of anyio.run() as CancelledError;
+        # outside any event loop, both mean the user interrupted the command.
         print(f"lionctx {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -63,23 +63,14 @@ def _with_meta(plan: Any, meta: Any) -> Any:
     return dataclasses.replace(plan, **changes) if changes else plan
 
 
-def _summary(plan: Any, result: dict[str, Any]) -> str:
-    from ._terminal import Style, format_table, summary_line
-
-    table = format_table(result["outcomes"], Style(False), kinds=[s.kind for s in plan.specs],
-                         show_priority=plan.face == "lionagi")
-    line = summary_line(result["outcomes"], result["budget"], result["used_tokens"],
-                        result["duration_ms"], offered=result["offered_tokens"])
-    return f"{table}\n{line}"
-
-
 def build_server(plan: Any, providers: list[Any]) -> Any:
     """The MCP server (the SDK's low-level ``Server``) over ``providers``."""
     import mcp_types as types
     from mcp.server import Server
     from mcp.shared.exceptions import MCPError
 
-    from ._resolve import run_plan
+    from ._resolve import report_text, run_plan
+    from ._terminal import Style
 
     by_uri = {f"{SOURCE_PREFIX}{spec.name}": (spec, provider)
               for spec, provider in zip(plan.specs, providers, strict=True)}
@@ -121,7 +112,7 @@ def build_server(plan: Any, providers: list[Any]) -> Any:
         run = dataclasses.replace(_with_meta(plan, ctx.meta), query=str(query))
         result = await run_plan(run, providers)
         context = result["context"] or "(no context: nothing was kept)"
-        text = f"{context}\n\n-- report --\n{_summary(run, result)}"
+        text = f"{context}\n\n-- report --\n{report_text(run, result, Style(False))}"
         return types.GetPromptResult(
             description="lionctx context",
             messages=[types.PromptMessage(role="user",

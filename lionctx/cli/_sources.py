@@ -1,12 +1,7 @@
-"""Sources of ``lionctx resolve``: the flags, the TOML config, and the providers they build.
-
-Flags: ``--fs [NAME=]PATH``, ``--http [NAME=]URL``, ``--sqlite [NAME=]DB`` each add a
-source; ``--name``, ``--priority``, ``--cap``, ``--glob``, ``--max-files``,
-``--max-file-size`` and ``--sql`` modify the source just before them. A config file declares
-the same sources as
-``[[providers]]`` tables. Every user mistake becomes a :class:`UsageError` whose
-message names the bad value and where it was written.
-"""
+"""Sources of ``lionctx resolve``: the flags, the TOML config, and the providers they
+build. ``--fs``, ``--http`` and ``--sqlite`` each add a source; ``--name``,
+``--priority``, ``--cap``... modify the source just before them. Every mistake is a
+:class:`UsageError` naming the bad value and where it was written."""
 
 from __future__ import annotations
 
@@ -14,6 +9,7 @@ import argparse
 import math
 import os
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,14 +17,11 @@ from typing import Any
 
 from .._exceptions import InvalidValue, UsageError
 
-__all__ = ["KINDS", "SourceSpec", "UsageError", "assign_names", "build_provider",
-           "arg_type", "check_glob", "check_number", "one_line", "parse_float",
-           "parse_int", "read_config", "tidy_number"]
+__all__ = ["CONFIG_KEYS", "KINDS", "SourceSpec", "UsageError", "arg_type", "assign_names",
+           "build_provider", "check_glob", "check_number", "one_line", "parse_float",
+           "parse_int", "read_config"]
 
 KINDS = ("fs", "http", "sqlite")
-#: Kinds a config file may declare: the flag kinds, and MCP resources.
-CONFIG_KINDS = (*KINDS, "mcp")
-_FLAG_OF_KIND = {"fs": "--fs", "http": "--http", "sqlite": "--sqlite"}
 # "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
 # which this does not match; neither does a URL ("http://...").
 _NAMED = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(.+)$", re.DOTALL)
@@ -36,12 +29,12 @@ _NAMED = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(.+)$", re.DOTALL)
 
 @dataclass
 class SourceSpec:
-    """One provider as the user declared it, before it is built."""
+    """One provider as the user declared it, before it is built; ``origin`` is how the
+    user wrote it, for error messages (``--fs ./docs``, ``providers[2]``)."""
 
     kind: str
     target: str
     origin: str
-    """How the user wrote it, for error messages: ``--fs ./docs`` or ``providers[2]``."""
     name: str | None = None
     priority: float = 0
     cap: int | None = None
@@ -52,14 +45,9 @@ class SourceSpec:
     set_fields: set[str] = field(default_factory=set)
 
 
-def parse_float(text: str, label: str, *, positive: bool = False,
-                minimum: float | None = None) -> float:
-    """``text`` as a finite number; ``label`` names it in the error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{label} must be a number, got {text!r}") from None
-    return check_number(value, label, positive=positive, minimum=minimum, shown=repr(text))
+def one_line(text: str) -> str:
+    """``text`` on one line: every run of whitespace becomes one space."""
+    return " ".join(text.split())
 
 
 def check_number(value: float, label: str, *, positive: bool = False,
@@ -75,14 +63,17 @@ def check_number(value: float, label: str, *, positive: bool = False,
     return value
 
 
-def tidy_number(value: float) -> float:
-    """``2.0`` -> ``2``: whole numbers print and serialise as ints."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+def parse_float(text: str, label: str, *, positive: bool = False,
+                minimum: float | None = None) -> float:
+    """``text`` as a finite number; ``label`` names it in the error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{label} must be a number, got {text!r}") from None
+    return check_number(value, label, positive=positive, minimum=minimum, shown=repr(text))
 
 
-def parse_int(text: str, label: str, minimum: int) -> int:
+def parse_int(text: str, label: str, *, minimum: int) -> int:
     """``text`` as an int >= ``minimum``; ``label`` names it in the error."""
     try:
         value = int(text)
@@ -93,11 +84,12 @@ def parse_int(text: str, label: str, minimum: int) -> int:
     return value
 
 
-def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse ``type`` from a parser that raises UsageError."""
+def arg_type(parse: Callable[..., Any], **checks: Any) -> Callable[[str], Any]:
+    """An argparse ``type``: ``parse(text, "value", **checks)``, its UsageError made
+    argparse's own."""
     def convert(text: str) -> Any:
         try:
-            return parse(text)
+            return parse(text, "value", **checks)
         except UsageError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return convert
@@ -117,46 +109,39 @@ class SourceAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        kind = self.const
         text = str(values)
         name: str | None = None
-        match = _NAMED.match(text)
-        if match:
+        if match := _NAMED.match(text):
             name, text = match.group(1), match.group(2)
         if not text:
             raise argparse.ArgumentError(self, "needs a value")
-        shown = f"{name}={_shown(kind, text)}" if name is not None else _shown(kind, text)
-        spec = SourceSpec(kind, text, f"{option_string} {shown}", name=name)
-        if name is not None:
-            spec.set_fields.add("name")
-        sources = getattr(namespace, "sources", None) or []
-        sources.append(spec)
-        namespace.sources = sources
+        shown = _shown(self.const, text)
+        spec = SourceSpec(self.const, text,
+                          f"{option_string} {shown if name is None else f'{name}={shown}'}",
+                          name=name, set_fields={"name"} if name is not None else set())
+        namespace.sources = [*(getattr(namespace, "sources", None) or []), spec]
 
 
 class ModifierAction(argparse.Action):
-    """``--name/--priority/--cap/--glob/--max-files/--max-file-size/--sql``: applies to
-    the source just before it."""
+    """``--name``, ``--priority``, ``--glob``...: applies to the source just before it."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         field_name, kinds = self.const
         sources = getattr(namespace, "sources", None) or []
+        need = " or ".join(f"--{k}" for k in kinds)
         if not sources:
-            need = " or ".join(_FLAG_OF_KIND[k] for k in kinds)
             raise argparse.ArgumentError(self, f"must follow a source ({need})")
         spec = sources[-1]
         if spec.kind not in kinds:
-            need = " or ".join(_FLAG_OF_KIND[k] for k in kinds)
             raise argparse.ArgumentError(
                 self, f"applies to {need} sources, but the source before it is {spec.origin}")
         if field_name in spec.set_fields:
             raise argparse.ArgumentError(self, f"given twice for {spec.origin}")
         spec.set_fields.add(field_name)
         value = True if self.nargs == 0 else values
-        if field_name.startswith("options."):
-            # A constructor keyword of the provider (--max-files -> max_files).
-            spec.options[field_name[len("options."):]] = value
+        if field_name.startswith("options."):  # a provider keyword: --max-files -> max_files
+            spec.options[field_name.removeprefix("options.")] = value
         else:
             setattr(spec, field_name, value)
 
@@ -166,52 +151,37 @@ class ModifierAction(argparse.Action):
 _TOP_KEYS = {"query", "user", "tenant", "budget", "timeout", "deadline", "face",
              "concurrent", "providers"}
 _COMMON_KEYS = {"kind", "name", "priority", "cap", "volatile"}
-_KIND_KEYS: dict[str, dict[str, str]] = {
-    # config key -> constructor keyword ("" for the target, "glob"/"sql" for the spec)
-    "fs": {"path": "", "glob": "glob", "encoding": "encoding",
-           "max_file_size": "max_file_size", "max_files": "max_files"},
-    "http": {"url": "", "method": "method", "headers": "headers",
-             "allowed_hosts": "allowed_hosts", "max_response_bytes": "max_response_bytes",
-             "max_redirects": "max_redirects", "body": "body"},
-    "sqlite": {"database": "", "sql": "sql", "max_rows": "max_rows", "params": "params",
-               "busy_timeout": "busy_timeout"},
-    "mcp": {"server": "", "uri": "uri", "max_chars": "max_chars",
-            "connect_timeout": "connect_timeout", "headers": "headers",
-            "allowed_hosts": "allowed_hosts", "env": "env", "cwd": "cwd"},
+# The keys of each kind a config may declare: the target first, then the provider's
+# keywords ("glob" and "sql" go to the spec).
+CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "fs": ("path", "glob", "encoding", "max_file_size", "max_files"),
+    "http": ("url", "method", "headers", "allowed_hosts", "max_response_bytes",
+             "max_redirects", "body"),
+    "sqlite": ("database", "sql", "max_rows", "params", "busy_timeout"),
+    "mcp": ("server", "uri", "max_chars", "connect_timeout", "headers", "allowed_hosts",
+            "env", "cwd"),
 }
-_TARGET_KEY = {"fs": "path", "http": "url", "sqlite": "database", "mcp": "server"}
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
     from ..engines._config import load_toml, read_config_bytes  # the one TOML reader
 
     try:
-        data = read_config_bytes(path)
+        return load_toml(read_config_bytes(path))
     except OSError as exc:
         raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
-    except InvalidValue as exc:  # over the size limit
-        raise UsageError(f"--config {path}: {one_line(str(exc))}") from None
-    try:
-        return load_toml(data)
     except ImportError as exc:
         raise UsageError(f"cannot read --config {path}: {exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--config {path} is not UTF-8 text") from None
-    except InvalidValue as exc:  # valid TOML, but too large or nested too deep
+    except InvalidValue as exc:  # too large or nested too deep
         raise UsageError(f"--config {path}: {one_line(str(exc))}") from None
     except ValueError as exc:
         raise UsageError(f"--config {path} is not valid TOML: {one_line(str(exc))}") from None
 
 
-def one_line(text: str) -> str:
-    """``text`` on one line: every run of whitespace becomes one space."""
-    return " ".join(text.split())
-
-
 def _check_type(value: Any, types: tuple[type, ...], where: str, what: str) -> Any:
-    if isinstance(value, bool) and bool not in types:
-        raise UsageError(f"{where} must be {what}, got {value!r}")
-    if not isinstance(value, types):
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
         raise UsageError(f"{where} must be {what}, got {value!r}")
     return value
 
@@ -235,10 +205,10 @@ def read_config(path: Path) -> tuple[dict[str, Any], list[SourceSpec]]:
         if key in data:
             settings[key] = _check_type(data[key], (str,), f"{where}: {key}", "a string")
     if "face" in data:
-        face = data["face"]
-        if face not in ("lionagi", "agentium"):
-            raise UsageError(f"{where}: face must be 'lionagi' or 'agentium', got {face!r}")
-        settings["face"] = face
+        if data["face"] not in ("lionagi", "agentium"):
+            raise UsageError(f"{where}: face must be 'lionagi' or 'agentium', "
+                             f"got {data['face']!r}")
+        settings["face"] = data["face"]
     if "budget" in data:
         settings["budget"] = _config_number(data["budget"], f"{where}: budget", minimum=0)
     for key in ("timeout", "deadline"):
@@ -250,31 +220,29 @@ def read_config(path: Path) -> tuple[dict[str, Any], list[SourceSpec]]:
     providers = data.get("providers", [])
     if not isinstance(providers, list) or not all(isinstance(p, dict) for p in providers):
         raise UsageError(f"{where}: providers must be an array of tables ([[providers]])")
-    base = path.parent
-    specs = [_config_source(p, i, base, where) for i, p in enumerate(providers)]
-    return settings, specs
+    return settings, [_config_source(p, f"{where}: providers[{i}]", path.parent)
+                      for i, p in enumerate(providers)]
 
 
-def _config_source(table: dict[str, Any], index: int, base: Path, where: str) -> SourceSpec:
-    at = f"{where}: providers[{index}]"
+def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
     kind = table.get("kind")
-    if kind not in CONFIG_KINDS:
-        raise UsageError(f"{at}: kind must be one of {', '.join(CONFIG_KINDS)}, got {kind!r}")
-    keys = _KIND_KEYS[kind]
-    unknown = sorted(set(table) - _COMMON_KEYS - set(keys))
+    if not isinstance(kind, str) or kind not in CONFIG_KEYS:
+        raise UsageError(f"{at}: kind must be one of {', '.join(CONFIG_KEYS)}, got {kind!r}")
+    target_key, *keys = CONFIG_KEYS[kind]
+    unknown = sorted(set(table) - _COMMON_KEYS - {target_key, *keys})
     if unknown:
         raise UsageError(f"{at}: unknown key {unknown[0]!r} for kind {kind!r} (known: "
-                         f"{', '.join(sorted(_COMMON_KEYS | set(keys)))})")
-    target_key = _TARGET_KEY[kind]
+                         f"{', '.join(sorted(_COMMON_KEYS | {target_key, *keys}))})")
     if target_key not in table:
         raise UsageError(f"{at}: kind {kind!r} needs {target_key!r}")
-    if kind == "mcp":
-        target = _mcp_server(table[target_key], f"{at}.{target_key}")
-        if "cwd" in table and isinstance(table["cwd"], str) and not os.path.isabs(table["cwd"]):
-            table = {**table, "cwd": str(base / table["cwd"])}
+    value = table[target_key]
+    if kind == "mcp" and isinstance(value, list) and value and all(
+            isinstance(v, str) for v in value):
+        target = shlex.join(value)  # a command as a list of strings
     else:
-        target = _check_type(table[target_key], (str,), f"{at}.{target_key}", "a string")
-    if kind not in ("http", "mcp") and not os.path.isabs(target):
+        target = _check_type(value, (str,), f"{at}.{target_key}",
+                             "a string or a list of strings" if kind == "mcp" else "a string")
+    if kind in ("fs", "sqlite") and not os.path.isabs(target):
         target = str(base / target)  # relative to the config file, like pyproject.toml
     spec = SourceSpec(kind, target, at)
     if "name" in table:
@@ -288,23 +256,14 @@ def _config_source(table: dict[str, Any], index: int, base: Path, where: str) ->
         spec.cap = cap
     if "volatile" in table:
         spec.volatile = _check_type(table["volatile"], (bool,), f"{at}.volatile", "true or false")
-    for key, kw in keys.items():
-        if key == target_key or key not in table:
-            continue
-        if kw in ("glob", "sql"):
-            setattr(spec, kw, _check_type(table[key], (str,), f"{at}.{key}", "a string"))
-        else:
-            spec.options[kw] = table[key]
+    for key in keys:
+        if key in ("glob", "sql") and key in table:
+            setattr(spec, key, _check_type(table[key], (str,), f"{at}.{key}", "a string"))
+        elif key == "cwd" and isinstance(table.get(key), str):
+            spec.options[key] = str(base / table[key])  # an absolute cwd stays as it is
+        elif key in table:
+            spec.options[key] = table[key]
     return spec
-
-
-def _mcp_server(value: Any, where: str) -> str:
-    """An MCP ``server``: a URL or command string, or a command as a list of strings."""
-    import shlex
-
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return shlex.join(value)
-    return str(_check_type(value, (str,), where, "a string or a list of strings"))
 
 
 # -- building providers -------------------------------------------------------------
@@ -320,6 +279,7 @@ def check_glob(pattern: str, where: str) -> None:
 
 
 def _default_name(spec: SourceSpec) -> str:
+    """The name the provider itself would take when unnamed."""
     if spec.kind == "mcp":
         from ..providers._mcp import _default_name as mcp_name
 
@@ -328,13 +288,12 @@ def _default_name(spec: SourceSpec) -> str:
     if spec.kind == "http":
         from ..providers._http import default_name
 
-        try:  # the provider's own default: host[:port]/path
+        try:  # host[:port]/path
             return default_name(spec.target)
         except Exception:
             return "http"  # not a URL: building the provider will say so
     from ..providers._names import name_from_path
 
-    # The same name the provider itself would take when unnamed.
     return name_from_path(spec.target, fallback=spec.kind, strip_suffix=spec.kind == "sqlite")
 
 
@@ -350,8 +309,8 @@ def assign_names(specs: Sequence[SourceSpec]) -> None:
             taken.add(spec.name)
     for spec in specs:
         if spec.name is None:
-            base = _default_name(spec)
-            name, n = base, 2
+            base = name = _default_name(spec)
+            n = 2
             while name in taken:
                 name, n = f"{base}-{n}", n + 1
             spec.name = name
@@ -360,43 +319,38 @@ def assign_names(specs: Sequence[SourceSpec]) -> None:
 
 def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
     """The provider for one source; a bad option becomes a UsageError naming it."""
+    from ..providers import (
+        FilesystemContextProvider,
+        HttpContextProvider,
+        McpResourceProvider,
+        SqliteContextProvider,
+    )
+
+    kwargs = dict(spec.options)
+    if timeout is not None and spec.kind in ("http", "mcp"):
+        # The pass's timeout decides (status "timeout"); the provider's own is a
+        # backstop just behind it.
+        kwargs.setdefault("timeout", timeout + 1.0)
     try:
         if spec.kind == "fs":
-            from ..providers._filesystem import FilesystemContextProvider
-
             if not os.path.isdir(spec.target):
                 raise UsageError(f"{spec.origin}: {spec.target} is not a directory")
-            kwargs = dict(spec.options)
             if spec.glob is not None:
                 check_glob(spec.glob, spec.origin)
                 kwargs["glob"] = spec.glob
             return FilesystemContextProvider(spec.target, name=spec.name, **kwargs)
         if spec.kind == "http":
-            from ..providers._http import HttpContextProvider
-
-            kwargs = dict(spec.options)
-            if timeout is not None:
-                # The pass's timeout decides (status "timeout"); the provider's own
-                # is a backstop just behind it.
-                kwargs.setdefault("timeout", timeout + 1.0)
             return HttpContextProvider(spec.target, name=spec.name, **kwargs)
         if spec.kind == "mcp":
-            from ..providers._mcp import McpResourceProvider
-
-            kwargs = dict(spec.options)
             if "uri" not in kwargs:
                 raise UsageError(f"{spec.origin}: kind 'mcp' needs 'uri'")
-            if timeout is not None:
-                kwargs.setdefault("timeout", timeout + 1.0)  # the pass's timeout decides
             return McpResourceProvider(spec.target, kwargs.pop("uri"), name=spec.name,
                                        **kwargs)
-        from ..providers._sqlite import SqliteContextProvider
-
         if spec.sql is None:
             raise UsageError(f"{spec.origin}: needs a query (--sql after it, or sql = "
                              "\"SELECT ...\" in the config)")
         if not os.path.isfile(spec.target):
             raise UsageError(f"{spec.origin}: no such database file: {spec.target}")
-        return SqliteContextProvider(spec.target, spec.sql, name=spec.name, **spec.options)
+        return SqliteContextProvider(spec.target, spec.sql, name=spec.name, **kwargs)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{spec.origin}: {one_line(str(exc))}") from None

