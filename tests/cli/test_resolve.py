@@ -74,7 +74,8 @@ def test_http_source_allows_its_own_host(server):
 
 
 def test_a_failing_and_a_slow_source_cost_one_row_each_and_exit_0(server, notes):
-    proc = run_cli("resolve", "--concurrent", "--timeout", "0.5",
+    # 2.5 s: room for the notes source on a loaded machine; the slow one asks for 30 s
+    proc = run_cli("resolve", "--concurrent", "--timeout", "2.5",
                    "--fs", f"notes={notes}",
                    "--http", f"broken={server.url}/status/500",
                    "--http", f"slow={server.url}/slow?s=30")
@@ -86,7 +87,7 @@ def test_a_failing_and_a_slow_source_cost_one_row_each_and_exit_0(server, notes)
     assert f"HTTP 500 from {server.url}/status/500" in " ".join(table["broken"])
     assert "SourceUnavailable" not in " ".join(table["broken"])
     assert table["slow"][2] == "timeout"
-    assert "timed out after 0.5s" in " ".join(table["slow"])
+    assert "timed out after 2.5s" in " ".join(table["slow"])
     assert '<context name="notes">' in proc.stdout
     assert '<context name="broken">' not in proc.stdout
 
