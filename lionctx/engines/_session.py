@@ -1,23 +1,16 @@
-"""An engine bound to a conversation (:class:`EngineSession`), and an agent's pool of them.
+"""An engine bound to a conversation (:class:`EngineSession`), and a pool of them.
 
-:class:`EngineSession` carries the session lifecycle (start, end, reset) and the
-turn's hooks as methods: :meth:`~EngineSession.select` before each request,
-:meth:`~EngineSession.after_response` after each reply, :meth:`~EngineSession.compress`
-after a turn that stored messages, :meth:`~EngineSession.turn_complete` at the end,
-and :meth:`~EngineSession.tools` / :meth:`~EngineSession.dispatch_tool` for the
-engine's own tools. Each method is the contained call of ``_host.py`` for this
-session's engine; a turn (``lionctx._turn.Turn``) calls them and nothing else.
-
-:class:`SessionPool` is for a host that serves many conversations (the agentium
-``Agent``): one session per session id, at most ``max_sessions`` of them, least
-recently used evicted first, never one with a run in flight.
+:class:`EngineSession` carries the session lifecycle and the turn's hooks, each the
+contained call of ``_host.py`` for its engine; a turn (``lionctx._turn.Turn``) calls
+them and nothing else. :class:`SessionPool` keeps one session per session id for a
+host that serves many conversations. :class:`ThreadBridgeModel` lets a compressor in a
+worker thread summarize with the host's async chat model.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -25,32 +18,66 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 
 from .._exceptions import InvalidType
+from .._log import logger_for
+from .._messages import new_uid
 from ._base import ContextEngine, engine_label, overrides, usage_counts
-from ._bridge import summary_model
 from ._host import (
     after_response,
     apply_select_context_async,
     compression_due,
     dispatch_engine_tool,
     engine_tools,
+    log_hook_error,
     maybe_compress,
     notify_turn_complete,
 )
-from ._identity import new_uid
 
-__all__ = ["EngineSession", "SessionPool", "open_session"]
+__all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "open_session", "summary_model"]
 
-# The host's logger: warnings about session hooks read as the host's, as before.
-logger = logging.getLogger("lionctx.engines.host")
+logger = logger_for("lionctx.engines._host")  # these lines read as the host's
+
+
+class ThreadBridgeModel:
+    """``complete_sync`` over an async-only chat model, for engine hooks in worker threads.
+
+    Hosts run ``compress`` with ``anyio.to_thread.run_sync``; from such a thread
+    ``complete_sync`` runs ``model.complete`` on the event loop and waits. From any
+    other thread it raises RuntimeError (the compressor then writes its fallback note).
+    """
+
+    def __init__(self, model: Any) -> None:
+        if not callable(getattr(model, "complete", None)):
+            raise InvalidType(f"model must have an async complete(), got {type(model).__name__}")
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"ThreadBridgeModel({self.model!r})"
+
+    def complete_sync(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Any:
+        """Run ``model.complete(messages, **kwargs)`` on the host's event loop."""
+        return anyio.from_thread.run(functools.partial(self.model.complete, messages, **kwargs))
+
+
+def summary_model(model: Any) -> Any:
+    """What a compressor summarizes with for a host's chat ``model``: the model when it
+    has ``complete_sync``, a :class:`ThreadBridgeModel` when it only has an async
+    ``complete``, else None."""
+    if model is None:
+        return None
+    if callable(getattr(model, "complete_sync", None)):
+        return model
+    if callable(getattr(model, "complete", None)):
+        return ThreadBridgeModel(model)
+    return None
 
 
 def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> EngineSession | None:
-    """The session a host's ``context_engine=`` / ``engine_config=`` ask for, or None.
-
-    The built-in compressor summarizes with the host's chat ``model``.
-    """
+    """The session a host's ``context_engine=`` / ``engine_config=`` ask for, or None
+    (the built-in compressor summarizes with the host's chat ``model``)."""
     from ._loader import resolve_context_engine
 
     engine = resolve_context_engine(context_engine, engine_config, model=summary_model(model))
@@ -58,17 +85,14 @@ def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> Engi
 
 
 class EngineSession:
-    """One engine bound to one conversation, its session lifecycle and its turn hooks.
+    """One engine bound to one conversation: its session lifecycle and turn hooks.
 
-    :meth:`start` calls ``on_session_start`` once, before the first turn; :meth:`end`
-    calls ``on_session_end`` with copies of the messages; :meth:`reset` ends the
-    session and calls ``on_session_reset``. After :meth:`end` or :meth:`reset` the
-    next :meth:`start` begins a new session. Hook errors are logged and ignored;
-    hooks the engine did not override are skipped (``on_session_reset`` has a real
-    default and always runs).
-
-    ``session_id``: the id every session of this conversation reports; when None,
-    :meth:`start` uses the id it is given, else mints one per session.
+    :meth:`start` calls ``on_session_start`` once before the first turn, :meth:`end`
+    ``on_session_end`` (with copies of the messages), :meth:`reset` ends the session
+    and calls ``on_session_reset``; the next :meth:`start` begins a new session. Hook
+    errors are logged and ignored; hooks not overridden are skipped (but
+    ``on_session_reset``, which has a real default). ``session_id``: the id every
+    session reports; when None, the id :meth:`start` is given, else a fresh one.
     """
 
     def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
@@ -92,7 +116,7 @@ class EngineSession:
 
     @property
     def label(self) -> str:
-        """The engine's name for log lines (its class name when ``name`` fails)."""
+        """The engine's name for log lines."""
         return engine_label(self.engine)
 
     def clone(self, model: Any) -> EngineSession:
@@ -105,7 +129,6 @@ class EngineSession:
         """True when the engine overrides ``hook`` (so calling it is worth a copy)."""
         return overrides(self.engine, hook)
 
-    # -- lifecycle ---------------------------------------------------------------------
     def start(self, session_id: Any = None) -> None:
         """Begin a session unless one is active (``on_session_start``)."""
         with self._lock:
@@ -113,15 +136,12 @@ class EngineSession:
                 return
             self._active = True
             chosen = self._fixed_id or (str(session_id) if session_id is not None else None)
-            self.session_id = chosen or new_uid()
-            sid = self.session_id
-        if not overrides(self.engine, "on_session_start"):
-            return
-        try:
-            self.engine.on_session_start(session_id=sid)
-        except Exception as exc:
-            logger.warning("context engine %r on_session_start raised %s; ignored",
-                           self.label, type(exc).__name__)
+            self.session_id = sid = chosen or new_uid()
+        if overrides(self.engine, "on_session_start"):
+            try:
+                self.engine.on_session_start(session_id=sid)
+            except Exception as exc:
+                log_hook_error(self.engine, "on_session_start", exc)
 
     def end(self, messages: Sequence[Mapping[str, Any]] | None = None) -> bool:
         """End the active session (``on_session_end``); False when none was active."""
@@ -138,8 +158,7 @@ class EngineSession:
                               if messages is not None else None),
                 )
             except Exception as exc:
-                logger.warning("context engine %r on_session_end raised %s; ignored",
-                               self.label, type(exc).__name__)
+                log_hook_error(self.engine, "on_session_end", exc)
         return True
 
     def reset(self, messages: Sequence[Mapping[str, Any]] | None = None) -> None:
@@ -148,15 +167,12 @@ class EngineSession:
         try:
             self.engine.on_session_reset()
         except Exception as exc:
-            logger.warning("context engine %r on_session_reset raised %s; ignored",
-                           self.label, type(exc).__name__)
+            log_hook_error(self.engine, "on_session_reset", exc)
 
-    # -- the turn's hooks ----------------------------------------------------------------
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """The messages to send for one request (``select_context``, bounded in time);
-        ``request`` itself when the engine does not select or its selection is refused."""
+        """The messages to send for one request (``apply_select_context_async``)."""
         return await apply_select_context_async(self.engine, request,
                                                 conversation_messages=conversation,
                                                 incoming_message=incoming)
@@ -172,10 +188,8 @@ class EngineSession:
 
     async def compress(self, messages: list[dict[str, Any]],
                        usage: Any) -> list[dict[str, Any]] | None:
-        """After a turn that stored messages: ``should_compress`` with the last reply's
-        prompt tokens, then, when due, ``compress`` in a worker thread (a compressor
-        summarizes through the event loop from there). The checked new history, or
-        None to keep ``messages``."""
+        """After a turn: when ``should_compress`` (with the reply's prompt tokens) says
+        so, ``compress`` in a worker thread. The checked new history, or None."""
         counts = usage_counts(usage)
         prompt_tokens = counts[0] if counts is not None else None
         if not compression_due(self.engine, prompt_tokens):
@@ -199,8 +213,7 @@ class EngineSession:
     async def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None, *,
                             turn_id: str | None, task_id: str | None,
                             tool_call_id: str) -> str:
-        """Answer one call to an engine tool in a worker thread: the result text (a
-        JSON error for the model when the arguments or the engine fail)."""
+        """Answer one call to an engine tool in a worker thread (``dispatch_engine_tool``)."""
         return await anyio.to_thread.run_sync(functools.partial(
             dispatch_engine_tool, self.engine, name, arguments, turn_id=turn_id,
             task_id=task_id, tool_call_id=tool_call_id))
@@ -209,13 +222,11 @@ class EngineSession:
 class SessionPool:
     """The engine sessions of a host that serves many conversations.
 
-    Runs without a session id use ``engine`` itself; each new session id gets a
-    session over a ``clone_for_agent()`` of it (summarizing with ``model``). At most
-    ``max_sessions`` session ids keep a session: acquiring one for a new id beyond
-    that evicts the least recently used idle sessions, whose ``on_session_end`` runs
-    (in a worker thread, shielded from cancellation; errors logged). A session with
-    a run in flight is never evicted (the bound may then be exceeded until it ends).
-    ``owner`` names the host in log lines.
+    Runs without a session id use ``engine`` itself; each new session id gets a session
+    over its ``clone_for_agent()`` (summarizing with ``model``). Beyond ``max_sessions``
+    session ids, the least recently used idle sessions are evicted and ended (in a
+    worker thread, shielded from cancellation); one with a run in flight never is (the
+    bound may then be exceeded). ``owner`` names the host in log lines.
     """
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,
@@ -224,8 +235,7 @@ class SessionPool:
         self.max_sessions = max_sessions
         self._model = model
         self._owner = owner
-        # session key (None: runs without a session id) -> its session, least
-        # recently used first
+        # session key (None: runs without a session id) -> session, least recent first
         self._sessions: OrderedDict[str | None, EngineSession] = OrderedDict()
         # session -> runs in flight; entries leave at zero, so it stays small
         self._running: dict[EngineSession, int] = {}
@@ -241,8 +251,8 @@ class SessionPool:
 
     @asynccontextmanager
     async def session(self, session_id: Any = None) -> AsyncIterator[EngineSession]:
-        """``session_id``'s session, marked in flight for the ``async with`` body;
-        sessions evicted to make room are ended first."""
+        """``session_id``'s session, in flight for the ``async with`` body (sessions
+        evicted to make room are ended first)."""
         session, evicted = self._acquire(None if session_id is None else str(session_id))
         try:
             await self._end_evicted(evicted)
@@ -268,7 +278,6 @@ class SessionPool:
             return session, self._evict_locked()
 
     def _evict_locked(self) -> list[EngineSession]:
-        """Drop the least recently used idle sessions beyond ``max_sessions``."""
         excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
         if excess <= 0:
             return []
@@ -304,8 +313,8 @@ class SessionPool:
                                    self._owner, type(exc).__name__)
 
     def end(self, session_id: Any = None) -> None:
-        """End ``session_id``'s session (``on_session_end``) and forget it; without a
-        session id, end the session of runs that gave none (kept for the next run)."""
+        """End ``session_id``'s session and forget it; without one, end the session of
+        runs that gave none (kept for the next run)."""
         key = None if session_id is None else str(session_id)
         with self._lock:
             session = self._sessions.get(key) if key is None else self._sessions.pop(key, None)

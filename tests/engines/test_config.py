@@ -155,10 +155,12 @@ def test_plugin_directories_are_found_in_order_and_named(tmp_path):
     assert _discovery.plugin_dirs([root]) == found  # a context_engine folder itself
 
 
-def test_host_uses_the_one_bridge():
-    from lionctx.engines import _bridge
-    from lionctx.engines import _host as host
-    from lionctx.engines._bridge import ThreadBridgeModel, summary_model
+def test_there_is_one_bridge():
+    from lionctx.engines import _host, _session
 
-    assert host.ThreadBridgeModel is _bridge.ThreadBridgeModel is ThreadBridgeModel
-    assert host.summary_model is _bridge.summary_model is summary_model
+    class AsyncOnly:
+        async def complete(self, messages):
+            return None
+
+    assert not hasattr(_host, "ThreadBridgeModel") and not hasattr(_host, "summary_model")
+    assert type(_session.summary_model(AsyncOnly())) is _session.ThreadBridgeModel

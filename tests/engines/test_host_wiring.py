@@ -13,7 +13,7 @@ from lionctx.engines import (
     register_context_engine,
     resolve_context_engine,
 )
-from lionctx.engines._bridge import ThreadBridgeModel, summary_model
+from lionctx.engines._session import ThreadBridgeModel, summary_model
 from lionctx.engines._session import EngineSession
 
 from tests.engines.recording import Plain

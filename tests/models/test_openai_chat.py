@@ -9,8 +9,7 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx._messages import ensure_uid
-from lionctx.engines._identity import new_uid
+from lionctx._messages import ensure_uid, new_uid
 from lionctx.models import (
     DEFAULT_MODEL,
     ChatResponse,
