@@ -27,8 +27,8 @@ from lionctx.engines import (
     clear_registered_context_engine,
     register_context_engine,
 )
-from lionctx.engines._session import ThreadBridgeModel
 from lionctx.engines._checks import tool_pairing_problems
+from lionctx.engines._session import ThreadBridgeModel
 from lionctx.models import ModelResponseError
 from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply
 

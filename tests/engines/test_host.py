@@ -10,12 +10,12 @@ from lionctx.engines import ContextCompressor, ContextEngine
 from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
 from lionctx.engines._host import (
     after_response,
+    apply_select_context,
     dispatch_engine_tool,
     engine_tools,
     maybe_compress,
     notify_turn_complete,
 )
-from lionctx.engines._host import apply_select_context
 from openai.types import CompletionUsage
 
 HOST = "lionctx.engines.host"

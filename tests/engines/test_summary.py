@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import count_tokens
 from lionctx._messages import new_uid
-from lionctx.engines import SUMMARY_MARKER, message_tokens
-from lionctx.engines import _compressor
+from lionctx.engines import SUMMARY_MARKER, _compressor, message_tokens
 from lionctx.engines._checks import ABSORBED_UIDS_FIELD, UID_FIELD, role_of
 from lionctx.engines._compressor import (
     MEDIA_PART_TOKENS,
