@@ -380,7 +380,7 @@ def test_names_that_only_look_local_need_a_real_key(url, clean_env):
 @given(label=st.from_regex(r"[a-z0-9-]{1,20}", fullmatch=True),
        tld=st.sampled_from(["com", "net", "io", "example"]))
 def test_a_dns_name_is_never_loopback_by_its_prefix(label, tld):
-    from lionctx.models._openai_chat import _is_loopback
+    from lionctx.models._openai_chat import is_loopback as _is_loopback
 
     assert not _is_loopback(f"http://127.{label}.{tld}/v1")
     assert not _is_loopback(f"http://localhost.{label}.{tld}/v1")
