@@ -30,31 +30,12 @@ from ._loader import (
     resolve_context_engine,
 )
 
-__all__ = [
-    "DEFAULT_ENGINE",
-    "DEFAULT_SELECT_TIMEOUT",
-    "ENTRY_POINT_GROUP",
-    "FALLBACK_NOTE",
-    "SUMMARY_MARKER",
-    "ContextCompressor",
-    "ContextEngine",
-    "EngineInfo",
-    "PluginContext",
-    "PluginLoadError",
-    "clear_registered_context_engine",
-    "clone_engine",
-    "configured_engine_name",
-    "engine_for_agent",
-    "list_context_engines",
-    "load_config",
-    "load_engine",
-    "message_text",
-    "message_tokens",
-    "register_context_engine",
-    "registered_context_engine",
-    "resolve_context_engine",
-    "usage_counts",
-]
+__all__ = ["DEFAULT_ENGINE", "DEFAULT_SELECT_TIMEOUT", "ENTRY_POINT_GROUP", "FALLBACK_NOTE",
+           "SUMMARY_MARKER", "ContextCompressor", "ContextEngine", "EngineInfo", "PluginContext",
+           "PluginLoadError", "clear_registered_context_engine", "clone_engine",
+           "configured_engine_name", "engine_for_agent", "list_context_engines", "load_config",
+           "load_engine", "message_text", "message_tokens", "register_context_engine",
+           "registered_context_engine", "resolve_context_engine", "usage_counts"]
 
 
 def __dir__() -> list[str]:

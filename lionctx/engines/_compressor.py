@@ -17,7 +17,7 @@ from .._exceptions import InvalidType, InvalidValue
 from .._log import logger_for
 from .._messages import is_uid, message_text, new_uid
 from .._tokens import TokenCounter, resolve_counter
-from ._base import ContextEngine, usage_counts
+from ._base import ContextEngine, check_int, usage_counts
 from ._checks import (
     ABSORBED_UIDS_FIELD,
     SYSTEM_ROLES,
@@ -348,14 +348,6 @@ def summary_message(
 
 # -- the engine -------------------------------------------------------------------------
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidType(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise InvalidValue(f"{name} must be >= {minimum}, got {value!r}")
-    return value
-
-
 def _check_fraction(name: str, value: object) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise InvalidType(f"{name} must be a number, got {value!r}")
@@ -414,14 +406,14 @@ class ContextCompressor(ContextEngine):
             raise InvalidValue("give either model or summarize, not both")
         self.model = model
         self.summarize = summarize
-        self.context_length = _check_int("context_length", context_length, 1)
+        self.context_length = check_int("context_length", context_length, 1)
         self.threshold_percent = _check_fraction("threshold_percent", threshold_percent)
-        self.threshold_floor = _check_int("threshold_floor", threshold_floor, 0)
-        self.protect_first_n = _check_int("protect_first_n", protect_first_n, 0)
-        self.protect_last_n = _check_int("protect_last_n", protect_last_n, 1)
+        self.threshold_floor = check_int("threshold_floor", threshold_floor, 0)
+        self.protect_first_n = check_int("protect_first_n", protect_first_n, 0)
+        self.protect_last_n = check_int("protect_last_n", protect_last_n, 1)
         self.tail_percent = _check_fraction("tail_percent", tail_percent)
         self.summary_percent = _check_fraction("summary_percent", summary_percent)
-        self.max_message_chars = _check_int("max_message_chars", max_message_chars, 200)
+        self.max_message_chars = check_int("max_message_chars", max_message_chars, 200)
         self._counter_spec = counter
         self._count = resolve_counter(counter)
         self.last_prompt_tokens = 0
@@ -469,7 +461,7 @@ class ContextCompressor(ContextEngine):
         **kwargs: Any,
     ) -> None:
         if context_length is not None:
-            _check_int("context_length", context_length, 1)
+            check_int("context_length", context_length, 1)
         super().update_model(model, context_length=context_length, **kwargs)
         self._recompute_threshold()
 

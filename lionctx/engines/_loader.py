@@ -41,24 +41,11 @@ from ._config import (
 )
 from ._config import search_paths as _search_paths
 
-__all__ = [
-    "DEFAULT_ENGINE",
-    "ENTRY_POINT_GROUP",
-    "EngineInfo",
-    "PluginContext",
-    "PluginLoadError",
-    "clear_registered_context_engine",
-    "clone_engine",
-    "configured_engine_name",
-    "default_search_paths",
-    "engine_for_agent",
-    "list_context_engines",
-    "load_config",
-    "load_engine",
-    "register_context_engine",
-    "registered_context_engine",
-    "resolve_context_engine",
-]
+__all__ = ["DEFAULT_ENGINE", "ENTRY_POINT_GROUP", "EngineInfo", "PluginContext",
+           "PluginLoadError", "clear_registered_context_engine", "clone_engine",
+           "configured_engine_name", "default_search_paths", "engine_for_agent",
+           "list_context_engines", "load_config", "load_engine", "register_context_engine",
+           "registered_context_engine", "resolve_context_engine"]
 
 logger = logger_for(__name__)
 
@@ -85,20 +72,13 @@ class PluginContext:
     def register_context_engine(self, engine: object) -> bool:
         """Offer ``engine``; a non-engine or a second engine is refused with a warning."""
         if not isinstance(engine, ContextEngine):
-            logger.warning(
-                "context engine plugin %s tried to register %s, which is not a "
-                "ContextEngine; refused",
-                self.source,
-                type(engine).__name__,
-            )
+            logger.warning("context engine plugin %s tried to register %s, which is not a "
+                           "ContextEngine; refused", self.source, type(engine).__name__)
             return False
         if self.engine is not None:
-            logger.warning(
-                "context engine plugin %s tried to register a second engine (%s); "
-                "only one engine is allowed, refused",
-                self.source,
-                engine_label(engine),
-            )
+            logger.warning("context engine plugin %s tried to register a second engine (%s); "
+                           "only one engine is allowed, refused", self.source,
+                           engine_label(engine))
             return False
         self.engine = engine
         return True
@@ -113,18 +93,13 @@ def register_context_engine(engine: object) -> bool:
     """
     global _registered
     if not isinstance(engine, ContextEngine):
-        logger.warning(
-            "register_context_engine: %s is not a ContextEngine; refused",
-            type(engine).__name__,
-        )
+        logger.warning("register_context_engine: %s is not a ContextEngine; refused",
+                       type(engine).__name__)
         return False
     with lock:
         if _registered is not None:
-            logger.warning(
-                "register_context_engine: engine %r is already registered; refused %r",
-                engine_label(_registered),
-                engine_label(engine),
-            )
+            logger.warning("register_context_engine: engine %r is already registered; "
+                           "refused %r", engine_label(_registered), engine_label(engine))
             return False
         _registered = engine
     return True
@@ -269,10 +244,7 @@ def import_plugin(directory: Path) -> ModuleType:
             return module
         name = module_name(directory)
         spec = importlib.util.spec_from_file_location(
-            name,
-            directory / "__init__.py",
-            submodule_search_locations=[str(directory)],
-        )
+            name, directory / "__init__.py", submodule_search_locations=[str(directory)])
         if spec is None or spec.loader is None:
             raise PluginLoadError(f"cannot import context engine plugin {str(directory)!r}")
         module = importlib.util.module_from_spec(spec)
@@ -282,10 +254,8 @@ def import_plugin(directory: Path) -> ModuleType:
         except Exception as exc:
             for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
                 del sys.modules[key]
-            raise PluginLoadError(
-                f"importing context engine plugin {str(directory)!r} failed: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+            raise PluginLoadError(f"importing context engine plugin {str(directory)!r} failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
         _modules[directory] = module
         return module
 
@@ -295,8 +265,7 @@ def _build(cls: type[ContextEngine], source: str) -> ContextEngine:
         return cls()
     except Exception as exc:
         raise PluginLoadError(
-            f"building {cls.__name__}() from {source} raised {type(exc).__name__}: {exc}"
-        ) from exc
+            f"building {cls.__name__}() from {source} raised {type(exc).__name__}: {exc}") from exc
 
 
 def _run_register(register: Callable[[PluginContext], Any], source: str,
@@ -325,10 +294,8 @@ def engine_from_module(module: ModuleType, source: str) -> ContextEngine:
                 and value is not ContextEngine and not inspect.isabstract(value)
                 and (value.__module__ == package or value.__module__.startswith(package + "."))):
             return _build(value, f"context engine plugin {source}")
-    raise PluginLoadError(
-        f"context engine plugin {source} registers no engine and defines no "
-        "ContextEngine subclass"
-    )
+    raise PluginLoadError(f"context engine plugin {source} registers no engine and defines "
+                          "no ContextEngine subclass")
 
 
 def engine_from_object(obj: object, source: str) -> ContextEngine:
@@ -425,10 +392,9 @@ def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> 
     for found in _found(paths):
         if found.name == name:
             return found.load()
-    raise LookupError(
-        f"no context engine named {name!r}: not registered, not a directory plugin "
-        f"under {[str(p) for p in paths]}, and no {ENTRY_POINT_GROUP!r} entry point"
-    )
+    raise LookupError(f"no context engine named {name!r}: not registered, not a directory "
+                      f"plugin under {[str(p) for p in paths]}, and no {ENTRY_POINT_GROUP!r} "
+                      "entry point")
 
 
 @dataclass(frozen=True)
@@ -454,12 +420,10 @@ def list_context_engines(
 ) -> list[EngineInfo]:
     """Every discoverable engine, in resolution order, with its availability.
 
-    The built-in compressor first, then a registered engine, directory plugins and
-    entry points. With ``load`` (default) each plugin is imported to check it works
-    (importing runs its code, but activates nothing); an engine shadowed by an
-    earlier one of the same name is listed as unavailable. With ``load=False``
-    nothing is imported and ``available`` only says the plugin was found.
-    ``config`` adds its ``context.plugin_paths`` to the search paths.
+    With ``load`` (default) each plugin is imported to check it works (running its
+    code, activating nothing); with ``load=False`` nothing is imported. An engine
+    shadowed by an earlier one of the same name is unavailable. ``config`` adds its
+    ``context.plugin_paths`` to the search paths.
     """
     from .. import __version__
 
@@ -490,13 +454,11 @@ def engine_for_agent(
 ) -> ContextEngine:
     """The context engine one agent or branch should use.
 
-    ``config`` is a mapping, a YAML/TOML path, or None (the built-in compressor).
-    The built-in compressor is built fresh, with ``model`` as its summarizer and the
-    ``context.compressor`` settings. A plugin engine is the shared instance's
-    ``clone_for_agent()``. Falls back to the built-in compressor, with a warning
-    naming the engine, when the name is unknown, the plugin fails to load, or
-    cloning fails. Configuration errors (a bad file, a non-string engine name)
-    raise: they are the caller's to fix.
+    ``config``: a mapping, a YAML/TOML path, or None (the built-in compressor, built
+    fresh with ``model`` as its summarizer and the ``context.compressor`` settings). A
+    plugin engine is the shared instance's ``clone_for_agent()``; an unknown name, a
+    plugin that fails to load or a failing clone falls back to the built-in compressor
+    with a warning naming the engine. Configuration errors raise.
     """
     section = context_section(config)
     name = configured_engine_name({"context": section})
@@ -526,24 +488,19 @@ def _configured_engine(name: str, paths: list[Path], settings: Mapping[str, Any]
     try:
         shared = load_engine(name, search_paths=paths)
     except LookupError:
-        logger.warning(
-            "context engine %r is not installed or discoverable; using the built-in "
-            "compressor",
-            name,
-        )
+        logger.warning("context engine %r is not installed or discoverable; using the "
+                       "built-in compressor", name)
         return builtin()
     except PluginLoadError as exc:
-        logger.warning(
-            "context engine %r failed to load (%s); using the built-in compressor", name, exc
-        )
+        logger.warning("context engine %r failed to load (%s); using the built-in compressor",
+                       name, exc)
         return builtin()
     clone = _clone_or_none(shared, name)
     if clone is None:
         return builtin()
     if engine_label(clone) != name:
-        logger.warning(
-            "context engine configured as %r reports the name %r", name, engine_label(clone)
-        )
+        logger.warning("context engine configured as %r reports the name %r", name,
+                       engine_label(clone))
     return clone
 
 
@@ -552,31 +509,19 @@ def _clone_or_none(shared: ContextEngine, name: str) -> ContextEngine | None:
     try:
         clone = shared.clone_for_agent()
     except Exception as exc:
-        logger.warning(
-            "context engine %r clone_for_agent raised %s; this agent uses the built-in "
-            "compressor",
-            name,
-            type(exc).__name__,
-        )
+        logger.warning("context engine %r clone_for_agent raised %s; this agent uses the "
+                       "built-in compressor", name, type(exc).__name__)
         return None
     if not isinstance(clone, ContextEngine):
-        logger.warning(
-            "context engine %r clone_for_agent returned %s, not a ContextEngine; this "
-            "agent uses the built-in compressor",
-            name,
-            type(clone).__name__,
-        )
+        logger.warning("context engine %r clone_for_agent returned %s, not a ContextEngine; "
+                       "this agent uses the built-in compressor", name, type(clone).__name__)
         return None
     return clone
 
 
 def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
-    """``shared.clone_for_agent()`` for one more agent, branch or session.
-
-    When cloning raises or returns something that is not an engine, the agent gets
-    a fresh built-in compressor (summarizing with ``model``) and a warning names the
-    engine, as :func:`engine_for_agent` does for a configured plugin.
-    """
+    """``shared.clone_for_agent()`` for one more agent, branch or session; when that
+    fails, a fresh built-in compressor summarizing with ``model``, with a warning."""
     if not isinstance(shared, ContextEngine):
         raise InvalidType(f"shared must be a ContextEngine, got {type(shared).__name__}")
     clone = _clone_or_none(shared, engine_label(shared))
@@ -593,7 +538,7 @@ def resolve_context_engine(
     """The engine a host (``Branch``, ``Agent``) uses for its ``context_engine=`` and
     ``engine_config=`` arguments, or None for no engine at all.
 
-    - Neither given: None. Hosts run no engine unless asked.
+    - Neither given: None (hosts run no engine unless asked).
     - An engine instance: used as is; the registered instance is shared, so the host
       gets its clone (:func:`clone_engine`). A :class:`ContextCompressor` given
       without a model or summarizer gets ``model``.
@@ -613,15 +558,13 @@ def resolve_context_engine(
         if unknown:
             raise InvalidValue(
                 f"engine_config has unknown key(s) {unknown}: give a configuration with a "
-                f"'context' section, or the section itself with {sorted(SECTION_KEYS)}"
-            )
+                f"'context' section, or the section itself with {sorted(SECTION_KEYS)}")
         config = {"context": dict(config)}
     if isinstance(engine, ContextEngine):
         if config is not None:
             raise InvalidValue(
                 f"engine_config is for choosing an engine by name; it cannot configure the "
-                f"given engine instance {engine_label(engine)!r}"
-            )
+                f"given engine instance {engine_label(engine)!r}")
         if engine is registered_context_engine():
             return clone_engine(engine, model=model)
         if (isinstance(engine, ContextCompressor) and engine.model is None
@@ -637,10 +580,8 @@ def resolve_context_engine(
         return engine_for_agent({"context": section}, search_paths=search_paths, model=model)
     if engine is not None:
         hint = " (pass an instance, not the class)" if inspect.isclass(engine) else ""
-        raise InvalidType(
-            f"context_engine must be None, a ContextEngine or an engine name, got "
-            f"{engine!r}{hint}"
-        )
+        raise InvalidType(f"context_engine must be None, a ContextEngine or an engine name, "
+                          f"got {engine!r}{hint}")
     if config is None:
         return None
     return engine_for_agent(config, search_paths=search_paths, model=model)
