@@ -75,12 +75,8 @@ class ContextEngine(ABC):
         """Return True when compaction should run this turn."""
 
     @abstractmethod
-    def compress(
-        self,
-        messages: list[dict[str, Any]],
-        current_tokens: int | None = None,
-        focus_topic: str | None = None,
-    ) -> list[dict[str, Any]]:
+    def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
+                 focus_topic: str | None = None) -> list[dict[str, Any]]:
         """Compact ``messages`` and return a new, valid OpenAI-format message list.
 
         ``focus_topic``: an optional hint of what to keep (engines may ignore it).
@@ -105,13 +101,8 @@ class ContextEngine(ABC):
         self.last_total_tokens = 0
         self.compression_count = 0
 
-    def update_model(
-        self,
-        model: str | None = None,
-        *,
-        context_length: int | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def update_model(self, model: str | None = None, *, context_length: int | None = None,
+                     **kwargs: Any) -> None:
         """The host switched models; ``context_length`` is the new window when known."""
         if context_length is not None:
             self.context_length = check_int("context_length", context_length, 0)
@@ -129,14 +120,10 @@ class ContextEngine(ABC):
         the engine holds a connection, a client or a lock)."""
         return copy.deepcopy(self)
 
-    def select_context(
-        self,
-        request_messages: list[dict[str, Any]],
-        *,
-        conversation_messages: list[dict[str, Any]] | None = None,
-        incoming_message: dict[str, Any] | None = None,
-        budget_tokens: int = 0,
-    ) -> list[dict[str, Any]] | None:
+    def select_context(self, request_messages: list[dict[str, Any]], *,
+                       conversation_messages: list[dict[str, Any]] | None = None,
+                       incoming_message: dict[str, Any] | None = None,
+                       budget_tokens: int = 0) -> list[dict[str, Any]] | None:
         """Choose the messages of THIS request (stored history never changes), or None.
 
         An exception, an empty or non-list result, a non-dict in it, or a result that
@@ -146,12 +133,8 @@ class ContextEngine(ABC):
         """
         return None
 
-    def on_turn_complete(
-        self,
-        messages: list[dict[str, Any]],
-        usage: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_turn_complete(self, messages: list[dict[str, Any]], usage: dict[str, Any] | None = None,
+                         **kwargs: Any) -> None:
         """Observe a finished turn (copies of the transcript); the return value is ignored."""
         return None
 

@@ -137,17 +137,11 @@ class CompactionPlan:
         return bool(self.folded)
 
 
-def plan_compaction(
-    messages: Sequence[Mapping[str, Any]],
-    *,
-    protect_first_n: int,
-    protect_last_n: int,
-    tail_budget: int,
-    tokens: Callable[[Mapping[str, Any]], int],
-    is_summary: Callable[[Mapping[str, Any]], bool],
-    summary_uid: str | None = None,
-    uid_field: str = UID_FIELD,
-) -> CompactionPlan:
+def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: int,
+                    protect_last_n: int, tail_budget: int,
+                    tokens: Callable[[Mapping[str, Any]], int],
+                    is_summary: Callable[[Mapping[str, Any]], bool],
+                    summary_uid: str | None = None, uid_field: str = UID_FIELD) -> CompactionPlan:
     """Plan one compaction pass over ``messages``; pure (calls only ``tokens`` and
     ``is_summary``).
 
@@ -255,13 +249,8 @@ def render_for_summary(message: Mapping[str, Any], limit: int) -> str:
     return "\n".join(lines)
 
 
-def summarizer_request(
-    folded: Sequence[Mapping[str, Any]],
-    previous: str | None,
-    focus_topic: str | None,
-    target: int,
-    limit: int,
-) -> list[dict[str, Any]]:
+def summarizer_request(folded: Sequence[Mapping[str, Any]], previous: str | None,
+                       focus_topic: str | None, target: int, limit: int) -> list[dict[str, Any]]:
     """The chat messages that ask a model for the summary (instructions as system)."""
     parts = [f"Previous summary:\n{previous}"] if previous else []
     parts.append("Messages to fold into the summary:\n\n"
@@ -322,13 +311,9 @@ def summary_role(before: Mapping[str, Any] | None, after: Mapping[str, Any] | No
     return "user"
 
 
-def summary_message(
-    body: str,
-    previous: Sequence[Mapping[str, Any]],
-    before: Mapping[str, Any] | None,
-    after: Mapping[str, Any] | None,
-    new_uid: Callable[[], str],
-) -> dict[str, Any]:
+def summary_message(body: str, previous: Sequence[Mapping[str, Any]],
+                    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+                    new_uid: Callable[[], str]) -> dict[str, Any]:
     """The summary message. An update keeps the uid (and absorbed uids) of the first
     earlier summary with a uid and records the others as absorbed; a first summary
     gets ``new_uid()``."""
@@ -356,6 +341,11 @@ def _check_fraction(name: str, value: object) -> float:
     return float(value)
 
 
+#: The settings :meth:`ContextCompressor.clone_for_agent` copies as they are now.
+_SETTINGS = ("context_length", "threshold_percent", "threshold_floor", "protect_first_n",
+             "protect_last_n", "tail_percent", "summary_percent", "max_message_chars")
+
+
 class ContextCompressor(ContextEngine):
     """Built-in engine ``"compressor"``: summarize the middle, keep both ends.
 
@@ -381,21 +371,11 @@ class ContextCompressor(ContextEngine):
     texts are shortened in the middle).
     """
 
-    def __init__(
-        self,
-        *,
-        model: Any = None,
-        summarize: Summarizer | None = None,
-        context_length: int = 128_000,
-        threshold_percent: float = 0.5,
-        threshold_floor: int = 4096,
-        protect_first_n: int = 3,
-        protect_last_n: int = 20,
-        tail_percent: float = 0.3,
-        summary_percent: float = 0.2,
-        counter: str | TokenCounter | None = None,
-        max_message_chars: int = 4000,
-    ) -> None:
+    def __init__(self, *, model: Any = None, summarize: Summarizer | None = None,
+                 context_length: int = 128_000, threshold_percent: float = 0.5,
+                 threshold_floor: int = 4096, protect_first_n: int = 3, protect_last_n: int = 20,
+                 tail_percent: float = 0.3, summary_percent: float = 0.2,
+                 counter: str | TokenCounter | None = None, max_message_chars: int = 4000) -> None:
         if model is not None and not callable(getattr(model, "complete_sync", None)):
             raise InvalidType(
                 f"model must have a complete_sync(messages) method, got {type(model).__name__}"
@@ -416,10 +396,6 @@ class ContextCompressor(ContextEngine):
         self.max_message_chars = check_int("max_message_chars", max_message_chars, 200)
         self._counter_spec = counter
         self._count = resolve_counter(counter)
-        self.last_prompt_tokens = 0
-        self.last_completion_tokens = 0
-        self.last_total_tokens = 0
-        self.compression_count = 0
         #: uids of the messages the last pass replaced with the summary.
         self.last_summarized_uids: list[str] = []
         #: uid of the current summary message, once a pass has run.
@@ -453,13 +429,8 @@ class ContextCompressor(ContextEngine):
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
         return self.threshold_tokens > 0 and tokens >= self.threshold_tokens
 
-    def update_model(
-        self,
-        model: str | None = None,
-        *,
-        context_length: int | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def update_model(self, model: str | None = None, *, context_length: int | None = None,
+                     **kwargs: Any) -> None:
         if context_length is not None:
             check_int("context_length", context_length, 1)
         super().update_model(model, context_length=context_length, **kwargs)
@@ -472,19 +443,9 @@ class ContextCompressor(ContextEngine):
 
     def clone_for_agent(self) -> ContextCompressor:
         """Same settings and the same (shared) model or summarizer; fresh counters."""
-        return ContextCompressor(
-            model=self.model,
-            summarize=self.summarize,
-            context_length=self.context_length,
-            threshold_percent=self.threshold_percent,
-            threshold_floor=self.threshold_floor,
-            protect_first_n=self.protect_first_n,
-            protect_last_n=self.protect_last_n,
-            tail_percent=self.tail_percent,
-            summary_percent=self.summary_percent,
-            counter=self._counter_spec,
-            max_message_chars=self.max_message_chars,
-        )
+        return ContextCompressor(model=self.model, summarize=self.summarize,
+                                 counter=self._counter_spec,
+                                 **{name: getattr(self, name) for name in _SETTINGS})
 
     def is_summary(self, message: Mapping[str, Any]) -> bool:
         """True for the current summary row, or a user/assistant message whose text
@@ -509,12 +470,8 @@ class ContextCompressor(ContextEngine):
             summary_uid=self.summary_uid,
         )
 
-    def compress(
-        self,
-        messages: list[dict[str, Any]],
-        current_tokens: int | None = None,
-        focus_topic: str | None = None,
-    ) -> list[dict[str, Any]]:
+    def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
+                 focus_topic: str | None = None) -> list[dict[str, Any]]:
         """Return a compacted copy of ``messages`` (see the class docstring).
 
         ``messages`` is not modified. When nothing between the protected head and
@@ -563,12 +520,8 @@ class ContextCompressor(ContextEngine):
     def _tokens(self, message: Mapping[str, Any]) -> int:
         return message_tokens(message, self._count)
 
-    def _write_summary(
-        self,
-        folded: list[dict[str, Any]],
-        previous: str | None,
-        focus_topic: str | None,
-    ) -> str:
+    def _write_summary(self, folded: list[dict[str, Any]], previous: str | None,
+                       focus_topic: str | None) -> str:
         """The summarizer's text, cut to the target; the fallback note if it fails."""
         target = self.summary_target_tokens
         text: object = None

@@ -72,12 +72,9 @@ def _select_timeout(engine: ContextEngine) -> float:
     return DEFAULT_SELECT_TIMEOUT
 
 
-def _selection_call(
-    engine: ContextEngine,
-    request_messages: list[dict[str, Any]],
-    conversation_messages: Sequence[Mapping[str, Any]] | None,
-    incoming_message: Mapping[str, Any] | None,
-) -> functools.partial[Any]:
+def _selection_call(engine: ContextEngine, request_messages: list[dict[str, Any]],
+                    conversation_messages: Sequence[Mapping[str, Any]] | None,
+                    incoming_message: Mapping[str, Any] | None) -> functools.partial[Any]:
     """The hook call, on deep copies (mutating them cannot leak into a fail-open request)."""
     budget = engine.context_length or 0
     if type(budget) is not int or budget < 0:
@@ -123,13 +120,9 @@ def _discard_awaitable(result: Any) -> None:
             pass
 
 
-def apply_select_context(
-    engine: ContextEngine,
-    request_messages: list[dict[str, Any]],
-    *,
-    conversation_messages: Sequence[Mapping[str, Any]] | None,
-    incoming_message: Mapping[str, Any] | None,
-) -> list[dict[str, Any]]:
+def apply_select_context(engine: ContextEngine, request_messages: list[dict[str, Any]], *,
+                         conversation_messages: Sequence[Mapping[str, Any]] | None,
+                         incoming_message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """The messages to send for one request after the engine's selection.
 
     Not overridden: ``request_messages`` itself, nothing copied. Otherwise the engine
@@ -156,12 +149,9 @@ def apply_select_context(
 
 
 async def apply_select_context_async(
-    engine: ContextEngine,
-    request_messages: list[dict[str, Any]],
-    *,
-    conversation_messages: Sequence[Mapping[str, Any]] | None,
-    incoming_message: Mapping[str, Any] | None,
-) -> list[dict[str, Any]]:
+        engine: ContextEngine, request_messages: list[dict[str, Any]], *,
+        conversation_messages: Sequence[Mapping[str, Any]] | None,
+        incoming_message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """:func:`apply_select_context` bounded by the engine's ``select_context_timeout``.
 
     A sync hook runs in a lionctx worker thread, abandoned at the timeout (its late
@@ -224,15 +214,9 @@ def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
         return False
 
 
-def maybe_compress(
-    engine: ContextEngine,
-    messages: list[dict[str, Any]],
-    prompt_tokens: int | None,
-    *,
-    focus_topic: str | None = None,
-    force: bool = False,
-    mint_uids: bool = True,
-) -> list[dict[str, Any]] | None:
+def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
+                   prompt_tokens: int | None, *, focus_topic: str | None = None,
+                   force: bool = False, mint_uids: bool = True) -> list[dict[str, Any]] | None:
     """The compacted history to store, or None to keep ``messages`` (never modified).
 
     ``should_compress`` (skipped when ``force``), then ``compress`` on a deep snapshot.
@@ -268,18 +252,10 @@ def maybe_compress(
     return plain
 
 
-def notify_turn_complete(
-    engine: ContextEngine,
-    transcript: Sequence[Mapping[str, Any]],
-    usage: Any,
-    *,
-    turn_id: str,
-    task_id: str | None = None,
-    api_call_count: int = 0,
-    interrupted: bool = False,
-    failed: bool = False,
-    turn_exit_reason: str = "completed",
-) -> None:
+def notify_turn_complete(engine: ContextEngine, transcript: Sequence[Mapping[str, Any]],
+                         usage: Any, *, turn_id: str, task_id: str | None = None,
+                         api_call_count: int = 0, interrupted: bool = False, failed: bool = False,
+                         turn_exit_reason: str = "completed") -> None:
     """``on_turn_complete`` with copies of the transcript and usage, if overridden."""
     if not overrides(engine, "on_turn_complete"):
         return

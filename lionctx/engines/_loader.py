@@ -412,12 +412,8 @@ class EngineInfo:
     error: str | None = None
 
 
-def list_context_engines(
-    search_paths: Iterable[PathArg] | None = None,
-    *,
-    config: ConfigArg = None,
-    load: bool = True,
-) -> list[EngineInfo]:
+def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
+                         config: ConfigArg = None, load: bool = True) -> list[EngineInfo]:
     """Every discoverable engine, in resolution order, with its availability.
 
     With ``load`` (default) each plugin is imported to check it works (running its
@@ -446,12 +442,8 @@ def list_context_engines(
 
 # -- an engine for a host ----------------------------------------------------------------
 
-def engine_for_agent(
-    config: ConfigArg = None,
-    *,
-    search_paths: Iterable[PathArg] | None = None,
-    model: Any = None,
-) -> ContextEngine:
+def engine_for_agent(config: ConfigArg = None, *, search_paths: Iterable[PathArg] | None = None,
+                     model: Any = None) -> ContextEngine:
     """The context engine one agent or branch should use.
 
     ``config``: a mapping, a YAML/TOML path, or None (the built-in compressor, built
@@ -528,13 +520,9 @@ def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
     return clone if clone is not None else ContextCompressor(model=model)
 
 
-def resolve_context_engine(
-    engine: ContextEngine | str | None = None,
-    config: ConfigArg = None,
-    *,
-    model: Any = None,
-    search_paths: Iterable[PathArg] | None = None,
-) -> ContextEngine | None:
+def resolve_context_engine(engine: ContextEngine | str | None = None, config: ConfigArg = None, *,
+                           model: Any = None,
+                           search_paths: Iterable[PathArg] | None = None) -> ContextEngine | None:
     """The engine a host (``Branch``, ``Agent``) uses for its ``context_engine=`` and
     ``engine_config=`` arguments, or None for no engine at all.
 

@@ -197,10 +197,9 @@ class EngineSession:
         return await anyio.to_thread.run_sync(
             functools.partial(maybe_compress, self.engine, messages, prompt_tokens, force=True))
 
-    def turn_complete(self, transcript: Sequence[Mapping[str, Any]], usage: Any, *,
-                      turn_id: str, task_id: str | None, api_call_count: int,
-                      interrupted: bool = False, failed: bool = False,
-                      exit_reason: str = "completed") -> None:
+    def turn_complete(self, transcript: Sequence[Mapping[str, Any]], usage: Any, *, turn_id: str,
+                      task_id: str | None, api_call_count: int, interrupted: bool = False,
+                      failed: bool = False, exit_reason: str = "completed") -> None:
         """``on_turn_complete`` with copies of the transcript and the last usage."""
         notify_turn_complete(self.engine, transcript, usage, turn_id=turn_id, task_id=task_id,
                              api_call_count=api_call_count, interrupted=interrupted,

@@ -75,18 +75,9 @@ class ChatStream(Protocol):
 class ChatModel(Protocol):
     """Anything a :class:`~lionctx.Branch` or an Agent can send requests through."""
 
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ChatResponse: ...
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *,
+                       tools: Sequence[Mapping[str, Any]] | None = None,
+                       **kwargs: Any) -> ChatResponse: ...
 
-    def stream(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ChatStream: ...
+    def stream(self, messages: Sequence[Mapping[str, Any]], *,
+               tools: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any) -> ChatStream: ...

@@ -247,17 +247,9 @@ class OpenAIChatModel:
     name the server without credentials and never contain the key.
     """
 
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        params: Mapping[str, Any] | None = None,
-        include_usage: bool = True,
-    ) -> None:
+    def __init__(self, model: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, timeout: float = 60.0, max_retries: int = 2,
+                 params: Mapping[str, Any] | None = None, include_usage: bool = True) -> None:
         model = _opt_str(model, "model") or os.environ.get("LIONCTX_MODEL") or DEFAULT_MODEL
         base_url = _opt_str(base_url, "base_url") or os.environ.get("OPENAI_BASE_URL") or None
         api_key = _opt_str(api_key, "api_key") or os.environ.get("OPENAI_API_KEY") or None
@@ -352,13 +344,9 @@ class OpenAIChatModel:
         return model_error(exc, where=_public_url(self.base_url), timeout=self.timeout,
                            model=self.model, scrub=self._scrub)
 
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ChatResponse:
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *,
+                       tools: Sequence[Mapping[str, Any]] | None = None,
+                       **kwargs: Any) -> ChatResponse:
         """Send one chat-completions request and return the reply.
 
         ``tools`` are OpenAI function-tool specs. Other keywords (``temperature``,
@@ -377,13 +365,9 @@ class OpenAIChatModel:
             return parse_completion(completion, _public_url(self.base_url))
         raise error  # outside the handler: nothing of the openai error is chained
 
-    def complete_sync(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ChatResponse:
+    def complete_sync(self, messages: Sequence[Mapping[str, Any]], *,
+                      tools: Sequence[Mapping[str, Any]] | None = None,
+                      **kwargs: Any) -> ChatResponse:
         """:meth:`complete` through the synchronous client (safe in a worker thread)."""
         body = request_body(self.model, self.params, messages, tools, kwargs)
         client = self._client()
@@ -397,13 +381,9 @@ class OpenAIChatModel:
             return parse_completion(completion, _public_url(self.base_url))
         raise error  # outside the handler: nothing of the openai error is chained
 
-    def stream(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> OpenAIChatStream:
+    def stream(self, messages: Sequence[Mapping[str, Any]], *,
+               tools: Sequence[Mapping[str, Any]] | None = None,
+               **kwargs: Any) -> OpenAIChatStream:
         """Stream a reply: iterate the result for text deltas.
 
         When the iteration ends, ``stream.response`` holds the whole reply (text,
