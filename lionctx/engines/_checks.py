@@ -112,13 +112,8 @@ def authority_problem(
     n_cand = system_prefix_len(candidate)
     orig_prefix = [_system_view(m) for m in original[:n_orig]]
     if n_cand < n_orig or [_system_view(m) for m in candidate[:n_orig]] != orig_prefix:
-        return (
-            f"changes the system prefix ({n_orig} original system message(s), "
-            f"{n_cand} returned)"
-        )
-    allowed = Counter(
-        _system_view(m) for m in original[n_orig:] if role_of(m) in SYSTEM_ROLES
-    )
+        return f"changes the system prefix ({n_orig} original system message(s), {n_cand} returned)"
+    allowed = Counter(_system_view(m) for m in original[n_orig:] if role_of(m) in SYSTEM_ROLES)
     for index in range(n_orig, len(candidate)):
         message = candidate[index]
         if role_of(message) in SYSTEM_ROLES:
@@ -257,11 +252,8 @@ def function_spec(schema: object) -> dict[str, Any] | None:
     if spec.get("description") is not None:
         function["description"] = str(spec["description"])
     parameters = spec.get("parameters")
-    function["parameters"] = (
-        copy.deepcopy(dict(parameters))
-        if isinstance(parameters, Mapping)
-        else {"type": "object", "properties": {}}
-    )
+    function["parameters"] = (copy.deepcopy(dict(parameters)) if isinstance(parameters, Mapping)
+                              else {"type": "object", "properties": {}})
     return function
 
 
@@ -279,9 +271,7 @@ def record_merge(
     """Record that ``absorbed`` messages were folded into ``survivor`` (whose text comes
     first; it keeps its uid): their uids, and what they had absorbed, are appended to
     ``survivor["_absorbed_message_uids"]`` without repeats. Returns ``survivor``."""
-    recorded: list[str] = [
-        u for u in survivor.get(ABSORBED_UIDS_FIELD) or () if is_uid(u)
-    ]
+    recorded: list[str] = [u for u in survivor.get(ABSORBED_UIDS_FIELD) or () if is_uid(u)]
     own = message_uid(survivor)
     for part in absorbed:
         for uid in (message_uid(part), *(part.get(ABSORBED_UIDS_FIELD) or ())):

@@ -142,16 +142,13 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
                     tokens: Callable[[Mapping[str, Any]], int],
                     is_summary: Callable[[Mapping[str, Any]], bool],
                     summary_uid: str | None = None, uid_field: str = UID_FIELD) -> CompactionPlan:
-    """Plan one compaction pass over ``messages``; pure (calls only ``tokens`` and
-    ``is_summary``).
+    """Plan one compaction pass, in whole units (a message and its tool results); pure.
 
-    All categories are made of whole units (a message and its tool results). The head
-    is the units after the system prompt up to ``protect_first_n`` messages, and never a
-    summary. The tail is the units from the end within ``protect_last_n`` messages and
-    ``tail_budget`` tokens (the last unit always), stopping at a summary. In between:
-    earlier summaries (the marked run right after the head, or the ``summary_uid`` row)
-    go to ``previous``, the last user message and system messages are ``kept``, the
-    rest is ``folded``.
+    Head: units up to ``protect_first_n`` messages, never a summary. Tail: units from the
+    end within ``protect_last_n`` messages and ``tail_budget`` tokens (the last always),
+    stopping at a summary. Between: earlier summaries (the marked run after the head, or
+    the ``summary_uid`` row) are ``previous``, the last user message and system messages
+    ``kept``, the rest ``folded``.
     """
     n_system = system_prefix_len(messages)
     groups = units(messages, n_system)
@@ -207,13 +204,9 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
         else:
             folded.extend(range(start, end))
     return CompactionPlan(
-        system_end=n_system,
-        head_end=groups[head_end - 1][1] if head_end else n_system,
-        previous=tuple(previous),
-        folded=tuple(folded),
-        kept=tuple(kept),
-        tail_start=groups[tail_unit][0] if tail_unit < len(groups) else len(messages),
-    )
+        system_end=n_system, head_end=groups[head_end - 1][1] if head_end else n_system,
+        previous=tuple(previous), folded=tuple(folded), kept=tuple(kept),
+        tail_start=groups[tail_unit][0] if tail_unit < len(groups) else len(messages))
 
 
 # -- the summary's text and message -----------------------------------------------------
@@ -258,10 +251,8 @@ def summarizer_request(folded: Sequence[Mapping[str, Any]], previous: str | None
     if focus_topic:
         parts.append(f"Give priority to everything about: {focus_topic}")
     parts.append(f"Write at most about {target} tokens.")
-    return [
-        {"role": "system", "content": SUMMARIZER_INSTRUCTIONS},
-        {"role": "user", "content": "\n\n".join(parts)},
-    ]
+    return [{"role": "system", "content": SUMMARIZER_INSTRUCTIONS},
+            {"role": "user", "content": "\n\n".join(parts)}]
 
 
 def response_text(response: object) -> str | None:
@@ -378,8 +369,7 @@ class ContextCompressor(ContextEngine):
                  counter: str | TokenCounter | None = None, max_message_chars: int = 4000) -> None:
         if model is not None and not callable(getattr(model, "complete_sync", None)):
             raise InvalidType(
-                f"model must have a complete_sync(messages) method, got {type(model).__name__}"
-            )
+                f"model must have a complete_sync(messages) method, got {type(model).__name__}")
         if summarize is not None and not callable(summarize):
             raise InvalidType(f"summarize must be callable, got {summarize!r}")
         if model is not None and summarize is not None:
@@ -461,14 +451,9 @@ class ContextCompressor(ContextEngine):
     def plan_compaction(self, messages: Sequence[Mapping[str, Any]]) -> CompactionPlan:
         """Which messages a :meth:`compress` pass would summarize now (nothing is written)."""
         return plan_compaction(
-            messages,
-            protect_first_n=self.protect_first_n,
-            protect_last_n=self.protect_last_n,
-            tail_budget=self.tail_budget_tokens,
-            tokens=self._tokens,
-            is_summary=self.is_summary,
-            summary_uid=self.summary_uid,
-        )
+            messages, protect_first_n=self.protect_first_n, protect_last_n=self.protect_last_n,
+            tail_budget=self.tail_budget_tokens, tokens=self._tokens,
+            is_summary=self.is_summary, summary_uid=self.summary_uid)
 
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None) -> list[dict[str, Any]]:
@@ -485,23 +470,18 @@ class ContextCompressor(ContextEngine):
         previous = [messages[i] for i in plan.previous]
         folded = [messages[i] for i in plan.folded]
         kept = [messages[i] for i in plan.kept]
-        tokens_before = (
-            current_tokens
-            if isinstance(current_tokens, int) and not isinstance(current_tokens, bool)
-            else sum(self._tokens(m) for m in messages)
-        )
+        tokens_before = (current_tokens if isinstance(current_tokens, int)
+                         and not isinstance(current_tokens, bool)
+                         else sum(self._tokens(m) for m in messages))
         previous_text = "\n\n".join(summary_body(m) for m in previous) or None
         before = messages[plan.head_end - 1] if plan.head_end else None
         after = kept[0] if kept else (
             messages[plan.tail_start] if plan.tail_start < len(messages) else None)
         summary = summary_message(self._write_summary(folded, previous_text, focus_topic),
                                   previous, before, after, new_uid)
-        result = [
-            *(dict(m) for m in messages[:plan.head_end]),  # system prompt and head
-            summary,
-            *(dict(m) for m in kept),
-            *(dict(m) for m in messages[plan.tail_start:]),
-        ]
+        result = [*(dict(m) for m in messages[:plan.head_end]),  # system prompt and head
+                  summary, *(dict(m) for m in kept),
+                  *(dict(m) for m in messages[plan.tail_start:])]
         self.compression_count += 1
         self.summary_uid = summary[UID_FIELD]
         self.last_summarized_uids = [m[UID_FIELD] for m in folded if is_uid(m.get(UID_FIELD))]
@@ -509,12 +489,8 @@ class ContextCompressor(ContextEngine):
         # Until the next response reports real usage, the estimate stands in, so
         # should_compress() does not fire again on the stale pre-compaction count.
         self.last_prompt_tokens = tokens_after
-        logger.info(
-            "compressor: folded %d message(s) into a summary, ~%d -> ~%d tokens",
-            len(folded),
-            tokens_before,
-            tokens_after,
-        )
+        logger.info("compressor: folded %d message(s) into a summary, ~%d -> ~%d tokens",
+                    len(folded), tokens_before, tokens_after)
         return result
 
     def _tokens(self, message: Mapping[str, Any]) -> int:
@@ -535,10 +511,8 @@ class ContextCompressor(ContextEngine):
                 logger.warning("compressor: no model to summarize with; inserting a fallback note")
                 return fallback_text(previous)
         except Exception as exc:
-            logger.warning(
-                "compressor: summarizing failed (%s); inserting a fallback note",
-                type(exc).__name__,
-            )
+            logger.warning("compressor: summarizing failed (%s); inserting a fallback note",
+                           type(exc).__name__)
             return fallback_text(previous)
         if isinstance(text, str) and text.strip():
             return cut_to_tokens(text.strip(), target, self._count)

@@ -1,15 +1,8 @@
-"""The calls a host makes to a context engine in one turn, each contained.
+"""The calls a host makes to a context engine in one turn, each contained (fail open).
 
-Per turn: :func:`apply_select_context_async` before each request,
-:func:`after_response` after each reply, :func:`maybe_compress` after the turn,
-:func:`notify_turn_complete` at the end; :func:`engine_tools` and
-:func:`dispatch_engine_tool` for the engine's own tools. ``EngineSession``
-(``_session.py``) calls these for a turn.
-
-Everything fails open: whatever an engine raises or returns, the request goes out as
-it would have without the engine, stored history is only replaced by a valid
-compaction (see ``_checks.py``), and the turn goes on. Hooks an engine did not
-override are never called, and nothing is copied for them.
+Whatever an engine raises or returns, the request goes out as it would have without
+the engine, stored history is only replaced by a valid compaction (``_checks.py``),
+and the turn goes on. Hooks an engine did not override are never called.
 """
 
 from __future__ import annotations
@@ -85,13 +78,10 @@ def _selection_call(engine: ContextEngine, request_messages: list[dict[str, Any]
         # As dicts, as the hook is promised: another mapping may not even deep-copy.
         conversation_messages=copy.deepcopy(
             [dict(m) for m in conversation_messages] if conversation_messages is not None
-            else None
-        ),
+            else None),
         incoming_message=copy.deepcopy(
-            dict(incoming_message) if incoming_message is not None else None
-        ),
-        budget_tokens=budget,
-    )
+            dict(incoming_message) if incoming_message is not None else None),
+        budget_tokens=budget)
 
 
 def _accept_selection(
@@ -123,14 +113,11 @@ def _discard_awaitable(result: Any) -> None:
 def apply_select_context(engine: ContextEngine, request_messages: list[dict[str, Any]], *,
                          conversation_messages: Sequence[Mapping[str, Any]] | None,
                          incoming_message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The messages to send for one request after the engine's selection.
+    """The messages to send for one request after the engine's selection, in the
+    calling thread and unbounded (an ``async`` hook is refused).
 
-    Not overridden: ``request_messages`` itself, nothing copied. Otherwise the engine
-    gets deep copies and ``budget_tokens`` = its ``context_length``; an exception, a
-    refused result (see ``_checks.py``) or ``None`` leaves the request unchanged (with a
-    warning but for ``None``); a valid selection is used as a plain copy. Runs in the
-    calling thread, unbounded; an ``async`` hook is refused (use
-    :func:`apply_select_context_async`).
+    The engine gets deep copies and ``budget_tokens`` = its ``context_length``; an
+    exception, ``None`` or a refused result (``_checks.py``) leaves the request as is.
     """
     if not overrides(engine, "select_context"):
         return request_messages
@@ -219,19 +206,16 @@ def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
                    force: bool = False, mint_uids: bool = True) -> list[dict[str, Any]] | None:
     """The compacted history to store, or None to keep ``messages`` (never modified).
 
-    ``should_compress`` (skipped when ``force``), then ``compress`` on a deep snapshot.
-    None when not due, when the result equals ``messages``, and (with a warning) when
-    the engine raises or its result is refused (see ``_checks.py``). The result keeps
-    uids: engine-set ones, those of unchanged copies, fresh ones for new rows unless
-    ``mint_uids`` is false.
+    ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot; None
+    when not due, unchanged, raising or refused (``_checks.py``). Rows keep their uids
+    (:func:`carry_identity`; new rows get fresh ones unless ``mint_uids`` is false).
     """
     label = engine_label(engine)
     if not force and not compression_due(engine, prompt_tokens):
         return None
     try:
-        result = engine.compress(
-            copy.deepcopy(messages), current_tokens=prompt_tokens, focus_topic=focus_topic
-        )
+        result = engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
+                                 focus_topic=focus_topic)
     except Exception as exc:
         log_hook_error(engine, "compress", exc, "history kept")
         return None
@@ -261,15 +245,9 @@ def notify_turn_complete(engine: ContextEngine, transcript: Sequence[Mapping[str
         return
     try:
         engine.on_turn_complete(
-            copy.deepcopy([dict(m) for m in transcript]),
-            usage_dict(usage),
-            turn_id=turn_id,
-            task_id=task_id,
-            api_call_count=api_call_count,
-            interrupted=interrupted,
-            failed=failed,
-            turn_exit_reason=turn_exit_reason,
-        )
+            copy.deepcopy([dict(m) for m in transcript]), usage_dict(usage), turn_id=turn_id,
+            task_id=task_id, api_call_count=api_call_count, interrupted=interrupted,
+            failed=failed, turn_exit_reason=turn_exit_reason)
     except Exception as exc:
         log_hook_error(engine, "on_turn_complete", exc)
 
@@ -288,26 +266,20 @@ def engine_tools(engine: ContextEngine) -> list[dict[str, Any]]:
     if not schemas:
         return []
     if not isinstance(schemas, (list, tuple)):
-        logger.warning(
-            "context engine %r get_tool_schemas returned %s, not a list; no engine tools",
-            label,
-            type_name(schemas),
-        )
+        logger.warning("context engine %r get_tool_schemas returned %s, not a list; no "
+                       "engine tools", label, type_name(schemas))
         return []
     tools: list[dict[str, Any]] = []
     for index, schema in enumerate(schemas):
         try:
             function = function_spec(schema)
         except Exception as exc:
-            logger.warning(
-                "context engine %r tool schema %d (%s) is unusable (%s); left out",
-                label, index, schema_name(schema), type_name(exc),
-            )
+            logger.warning("context engine %r tool schema %d (%s) is unusable (%s); left out",
+                           label, index, schema_name(schema), type_name(exc))
             continue
         if function is None:
-            logger.warning(
-                "context engine %r tool schema %d has no name; left out", label, index
-            )
+            logger.warning("context engine %r tool schema %d has no name; left out", label,
+                           index)
             continue
         tools.append({"type": "function", "function": function})
     return tools

@@ -1,14 +1,8 @@
 """Finding, loading and choosing context engines: one concept, from a name to an engine.
 
-Where an engine named ``N`` comes from, first match wins: the built-in ``"compressor"``
-(reserved); the engine registered with :func:`register_context_engine`; a directory
-plugin ``<path>/plugins/context_engine/<dir>/`` (or a path that is itself a
-``context_engine`` folder) named ``N`` in its ``plugin.yaml`` or by its directory; an
-entry point ``N`` in the group :data:`ENTRY_POINT_GROUP`. Default search paths: the
-current directory and ``~/.lionctx``, plus the configuration's ``plugin_paths``. Each
-plugin is loaded once per process and shared; each agent gets a ``clone_for_agent()``.
-No plugin is activated unless a configuration or a host names it. See
-``docs/engines.md``.
+First match wins: the built-in ``"compressor"``, the registered engine, a directory
+plugin, an entry point (``docs/engines.md`` has the rules). Each plugin is loaded once
+per process and shared; each agent gets a ``clone_for_agent()``.
 """
 
 from __future__ import annotations
@@ -275,8 +269,8 @@ def _run_register(register: Callable[[PluginContext], Any], source: str,
     try:
         returned = register(ctx)
     except Exception as exc:
-        raise PluginLoadError(f"register(ctx) {what} raised {type(exc).__name__}: {exc}"
-                              ) from exc
+        raise PluginLoadError(
+            f"register(ctx) {what} raised {type(exc).__name__}: {exc}") from exc
     return ctx.engine, returned
 
 
@@ -340,8 +334,8 @@ def load_entry_point(ep: Any) -> ContextEngine:
         try:
             obj = ep.load()
         except Exception as exc:
-            raise PluginLoadError(f"loading {source} failed: {type(exc).__name__}: {exc}"
-                                  ) from exc
+            raise PluginLoadError(
+                f"loading {source} failed: {type(exc).__name__}: {exc}") from exc
         return engine_from_object(obj, source)
 
     return _shared(f"ep:{ep.name}={ep.value}", build)

@@ -1,11 +1,7 @@
-"""An engine bound to a conversation (:class:`EngineSession`), and a pool of them.
-
-:class:`EngineSession` carries the session lifecycle and the turn's hooks, each the
-contained call of ``_host.py`` for its engine; a turn (``lionctx._turn.Turn``) calls
-them and nothing else. :class:`SessionPool` keeps one session per session id for a
-host that serves many conversations. :class:`ThreadBridgeModel` lets a compressor in a
-worker thread summarize with the host's async chat model.
-"""
+"""An engine bound to a conversation (:class:`EngineSession`: the lifecycle and the
+turn's hooks a ``lionctx._turn.Turn`` calls), a pool of them per session id
+(:class:`SessionPool`), and the bridge a compressor in a worker thread summarizes
+through (:class:`ThreadBridgeModel`)."""
 
 from __future__ import annotations
 
@@ -87,12 +83,10 @@ def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> Engi
 class EngineSession:
     """One engine bound to one conversation: its session lifecycle and turn hooks.
 
-    :meth:`start` calls ``on_session_start`` once before the first turn, :meth:`end`
-    ``on_session_end`` (with copies of the messages), :meth:`reset` ends the session
-    and calls ``on_session_reset``; the next :meth:`start` begins a new session. Hook
-    errors are logged and ignored; hooks not overridden are skipped (but
-    ``on_session_reset``, which has a real default). ``session_id``: the id every
-    session reports; when None, the id :meth:`start` is given, else a fresh one.
+    :meth:`start` / :meth:`end` / :meth:`reset` call ``on_session_start`` (once),
+    ``on_session_end`` (with copies of the messages) and ``on_session_reset``; hook
+    errors are logged and ignored. ``session_id``: the id every session reports; when
+    None, the id :meth:`start` is given, else a fresh one.
     """
 
     def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:

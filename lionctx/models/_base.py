@@ -14,16 +14,8 @@ from .._exceptions import (
     ModelResponseError,
 )
 
-__all__ = [
-    "ChatModel",
-    "ChatResponse",
-    "ChatStream",
-    "ModelAuthError",
-    "ModelConfigError",
-    "ModelConnectionError",
-    "ModelError",
-    "ModelResponseError",
-]
+__all__ = ["ChatModel", "ChatResponse", "ChatStream", "ModelAuthError", "ModelConfigError",
+           "ModelConnectionError", "ModelError", "ModelResponseError"]
 
 
 @dataclass
@@ -53,9 +45,8 @@ class ChatResponse:
         """The assistant message to store for this reply."""
         msg: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
-            msg["tool_calls"] = [
-                {**c, "function": dict(c.get("function") or {})} for c in self.tool_calls
-            ]
+            msg["tool_calls"] = [{**c, "function": dict(c.get("function") or {})}
+                                 for c in self.tool_calls]
         return msg
 
 

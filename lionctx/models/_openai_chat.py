@@ -1,10 +1,7 @@
-"""An OpenAI-compatible chat model over the ``openai`` package, and its wire (pure).
+"""An OpenAI-compatible chat model over the ``openai`` package, and its wire.
 
-The pure half decides, without I/O, whether a server needs a key (:func:`is_loopback`),
-the request body (:func:`request_body`), the reply (:func:`parse_completion`, and
-:class:`StreamAssembly` for a streamed one) and our error for an ``openai`` error
-(:func:`model_error`: nothing of the ``openai`` exception chained, the key scrubbed).
-:class:`OpenAIChatModel` holds the clients and makes the calls.
+The wire functions are pure (key needed, request body, reply, stream assembly, our
+error for an ``openai`` error); :class:`OpenAIChatModel` holds the clients and calls.
 """
 
 from __future__ import annotations
@@ -174,8 +171,7 @@ class StreamAssembly:
         return ChatResponse(
             content="".join(self.parts) if self.parts or not self.calls else None,
             tool_calls=[self.calls[i] for i in sorted(self.calls)],
-            usage=self.usage, finish_reason=self.finish, model=self.model, raw=None,
-        )
+            usage=self.usage, finish_reason=self.finish, model=self.model, raw=None)
 
 
 def _error_word(value: Any, scrub: Callable[[str], str]) -> str | None:
@@ -201,17 +197,13 @@ def model_error(exc: BaseException, *, where: str, timeout: float, model: str,
         kinds = [w for w in (_error_word(getattr(exc, "type", None), scrub),
                              _error_word(getattr(exc, "code", None), scrub)) if w]
         detail = ", ".join([f"HTTP {exc.status_code}", *dict.fromkeys(kinds)])
-        return ModelAuthError(
-            f"model server {where} refused the API key ({detail}); check "
-            "api_key= or OPENAI_API_KEY", exc.status_code,
-        )
+        return ModelAuthError(f"model server {where} refused the API key ({detail}); check "
+                              "api_key= or OPENAI_API_KEY", exc.status_code)
     if isinstance(exc, openai.APIStatusError):
         # Scrub before cutting: a cut could split the key below the fragment size.
         message = scrub(safe_text(getattr(exc, "message", "") or exc, 2000))[:500]
-        return ModelResponseError(
-            f"model server {where} answered HTTP {exc.status_code} for model "
-            f"{model!r}: {message}", exc.status_code,
-        )
+        return ModelResponseError(f"model server {where} answered HTTP {exc.status_code} for "
+                                  f"model {model!r}: {message}", exc.status_code)
     return ModelResponseError(f"model call to {where} failed: "
                               f"{type_name(exc)}: {scrub(safe_text(exc, 2000))[:500]}")
 
@@ -288,8 +280,7 @@ class OpenAIChatModel:
             return _LOCAL_PLACEHOLDER_KEY
         raise ModelConfigError(
             f"no API key for {_public_url(self.base_url)}: pass api_key= to the model or "
-            "set OPENAI_API_KEY (servers on 127.0.0.1/localhost need none)"
-        )
+            "set OPENAI_API_KEY (servers on 127.0.0.1/localhost need none)")
 
     def _client_kwargs(self) -> dict[str, Any]:
         return {"api_key": self._key(), "base_url": self.base_url, "timeout": self.timeout,

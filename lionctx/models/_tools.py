@@ -1,10 +1,5 @@
-"""Tools for ``Branch.operate``: OpenAI function-tool specs and running tool calls.
-
-A tool is a Python callable (sync or async; its spec is built from the signature,
-type hints and docstring), a :class:`Tool`, or an OpenAI function-tool spec dict
-(``{"type": "function", "function": {"name", "description", "parameters"}}``). A
-spec without a function is offered to the model but not run here: a call to it is
-handed back to the caller as pending.
+"""Tools for ``Branch.operate``: a callable, a :class:`Tool` or an OpenAI function-tool
+spec; a spec without a function is offered to the model, and a call to it handed back.
 """
 
 from __future__ import annotations
@@ -60,8 +55,7 @@ def _schema(tp: Any) -> dict[str, Any]:
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidValue(
-            f"tool name must be 1-64 characters of letters, digits, '_' or '-', got {name!r}"
-        )
+            f"tool name must be 1-64 characters of letters, digits, '_' or '-', got {name!r}")
     return name
 
 
