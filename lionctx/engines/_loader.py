@@ -49,7 +49,6 @@ _MODULE_PREFIX = "_lionctx_context_engine_"
 
 #: Guards the registration and the per-process caches (plugins may load from threads).
 lock = threading.RLock()
-_registered: ContextEngine | None = None
 _modules: dict[Path, ModuleType] = {}
 _instances: dict[str, ContextEngine] = {}
 
@@ -62,20 +61,27 @@ class PluginContext:
     def __init__(self, source: str) -> None:
         self.source = source
         self.engine: ContextEngine | None = None
+        self._label = f"context engine plugin {source}"  # who is refused, in warnings
 
     def register_context_engine(self, engine: object) -> bool:
         """Offer ``engine``; a non-engine or a second engine is refused with a warning."""
-        if not isinstance(engine, ContextEngine):
-            logger.warning("context engine plugin %s tried to register %s, which is not a "
-                           "ContextEngine; refused", self.source, type(engine).__name__)
-            return False
-        if self.engine is not None:
-            logger.warning("context engine plugin %s tried to register a second engine (%s); "
-                           "only one engine is allowed, refused", self.source,
-                           engine_label(engine))
-            return False
-        self.engine = engine
-        return True
+        with lock:
+            if not isinstance(engine, ContextEngine):
+                logger.warning("%s: %s is not a ContextEngine; refused", self._label,
+                               type(engine).__name__)
+                return False
+            if self.engine is not None:
+                logger.warning("%s: a second engine (%s), but engine %r is already registered "
+                               "and only one is allowed; refused", self._label,
+                               engine_label(engine), engine_label(self.engine))
+                return False
+            self.engine = engine
+            return True
+
+
+#: The process-wide registration (:func:`register_context_engine`).
+_process = PluginContext("register_context_engine")
+_process._label = "register_context_engine"
 
 
 def register_context_engine(engine: object) -> bool:
@@ -85,30 +91,18 @@ def register_context_engine(engine: object) -> bool:
     anything that is not a :class:`ContextEngine`. It is used only where a
     configuration or host names it, and each agent gets its ``clone_for_agent()``.
     """
-    global _registered
-    if not isinstance(engine, ContextEngine):
-        logger.warning("register_context_engine: %s is not a ContextEngine; refused",
-                       type(engine).__name__)
-        return False
-    with lock:
-        if _registered is not None:
-            logger.warning("register_context_engine: engine %r is already registered; "
-                           "refused %r", engine_label(_registered), engine_label(engine))
-            return False
-        _registered = engine
-    return True
+    return _process.register_context_engine(engine)
 
 
 def registered_context_engine() -> ContextEngine | None:
     """The engine registered with :func:`register_context_engine`, if any."""
-    return _registered
+    return _process.engine
 
 
 def clear_registered_context_engine() -> None:
     """Forget the registered engine (for tests and long-lived hosts that reload)."""
-    global _registered
     with lock:
-        _registered = None
+        _process.engine = None
 
 
 # -- discovery ---------------------------------------------------------------------------
