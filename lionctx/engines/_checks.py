@@ -102,11 +102,9 @@ def _system_view(message: Mapping[str, Any]) -> tuple[str | None, str, Any]:
 def authority_problem(
     original: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]]
 ) -> str | None:
-    """Why ``candidate`` gains system authority over ``original``, or None.
-
-    It must start with exactly the original system prefix; any other system message in
-    it must be one the original had after its prefix (kept, moved or dropped; not
-    repeated).
+    """Why ``candidate`` gains system authority over ``original``, or None: it must keep
+    the original system prefix, and any later system message must be one the original
+    had after its prefix (kept, moved or dropped; not repeated).
     """
     n_orig = system_prefix_len(original)
     n_cand = system_prefix_len(candidate)

@@ -67,11 +67,9 @@ Summarizer = Callable[[list[dict[str, Any]], "str | None"], str]
 # -- the size of a message --------------------------------------------------------------
 
 def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = None) -> int:
-    """Estimated prompt tokens of one chat message.
-
-    Counts the content (text parts exactly, other parts at a flat rate), ``name``, and
-    each tool call's function name and arguments, plus a small framing overhead.
-    Persistence-only fields (``message_uid`` and friends) are never counted.
+    """Estimated prompt tokens of one chat message: its content (text exactly, other parts
+    at a flat rate), ``name`` and tool calls, plus a framing overhead; persistence-only
+    fields (``message_uid``...) are never counted.
     """
     count = resolve_counter(counter)
     total = MESSAGE_OVERHEAD + _content_tokens(message.get("content"), count)
@@ -117,11 +115,9 @@ def units(messages: Sequence[Mapping[str, Any]], start: int) -> list[tuple[int, 
 
 @dataclass(frozen=True)
 class CompactionPlan:
-    """Where each message goes in one pass, by index.
-
-    ``[0, system_end)`` system prompt, ``[system_end, head_end)`` protected head,
-    ``[tail_start, n)`` protected tail; in between each message is in exactly one of
-    ``previous`` (earlier summaries), ``folded`` (summarized) or ``kept`` (verbatim).
+    """Where each message goes in one pass, by index: system prompt ``[0, system_end)``,
+    head ``[system_end, head_end)``, tail ``[tail_start, n)``; in between each index is in
+    exactly one of ``previous`` (earlier summaries), ``folded`` or ``kept``.
     """
 
     system_end: int
@@ -438,9 +434,8 @@ class ContextCompressor(ContextEngine):
                                  **{name: getattr(self, name) for name in _SETTINGS})
 
     def is_summary(self, message: Mapping[str, Any]) -> bool:
-        """True for the current summary row, or a user/assistant message whose text
-        starts with :data:`SUMMARY_MARKER` (trusted as a summary only right after the
-        head: anyone can type the marker)."""
+        """True for the current summary row, or a user/assistant message starting with
+        :data:`SUMMARY_MARKER` (trusted only right after the head: anyone can type it)."""
         uid = message.get(UID_FIELD)
         if is_uid(uid) and uid == self.summary_uid:
             return True
@@ -457,11 +452,8 @@ class ContextCompressor(ContextEngine):
 
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None) -> list[dict[str, Any]]:
-        """Return a compacted copy of ``messages`` (see the class docstring).
-
-        ``messages`` is not modified. When nothing between the protected head and
-        tail can be summarized, an equal copy is returned and nothing is counted.
-        """
+        """A compacted copy of ``messages`` (not modified); an equal copy, counting nothing,
+        when nothing between the protected head and tail can be summarized."""
         _check_messages(messages, focus_topic)
         plan = self.plan_compaction(messages)
         if not plan.summarizes:

@@ -82,13 +82,8 @@ def load_toml(raw: bytes) -> dict[str, Any]:
 
 
 def load_config(path: PathArg) -> dict[str, Any]:
-    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) configuration file.
-
-    Raises:
-        ValueError: unknown extension, unparsable file, or not a mapping at the top.
-        ImportError: pyyaml (for YAML) or tomli (for TOML on Python < 3.11) is missing.
-        FileNotFoundError: the file does not exist.
-    """
+    """Read a YAML (``.yaml``/``.yml``, needs pyyaml) or TOML (``.toml``) configuration file
+    holding a mapping; ValueError for anything else, ImportError without the parser."""
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix in (".yaml", ".yml"):

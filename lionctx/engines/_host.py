@@ -139,12 +139,9 @@ async def apply_select_context_async(
         engine: ContextEngine, request_messages: list[dict[str, Any]], *,
         conversation_messages: Sequence[Mapping[str, Any]] | None,
         incoming_message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """:func:`apply_select_context` bounded by the engine's ``select_context_timeout``.
-
-    A sync hook runs in a lionctx worker thread, abandoned at the timeout (its late
-    result dropped); an ``async`` hook runs on the loop and is cancelled (it must await
-    to be cancellable); an awaitable a sync hook returns is awaited within the same
-    bound. A cancellation from outside is never swallowed.
+    """:func:`apply_select_context` bounded by the engine's ``select_context_timeout``:
+    a sync hook runs in a worker thread abandoned at the timeout, an ``async`` one on the
+    loop, cancelled. A cancellation from outside is never swallowed.
     """
     if not overrides(engine, "select_context"):
         return request_messages

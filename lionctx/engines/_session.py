@@ -38,12 +38,8 @@ logger = logger_for("lionctx.engines._host")  # these lines read as the host's
 
 
 class ThreadBridgeModel:
-    """``complete_sync`` over an async-only chat model, for engine hooks in worker threads.
-
-    Hosts run ``compress`` with ``anyio.to_thread.run_sync``; from such a thread
-    ``complete_sync`` runs ``model.complete`` on the event loop and waits. From any
-    other thread it raises RuntimeError (the compressor then writes its fallback note).
-    """
+    """``complete_sync`` over an async-only chat model: from a worker thread started by
+    ``anyio.to_thread``, runs ``model.complete`` on the event loop (elsewhere RuntimeError)."""
 
     def __init__(self, model: Any) -> None:
         if not callable(getattr(model, "complete", None)):
@@ -215,11 +211,10 @@ class EngineSession:
 class SessionPool:
     """The engine sessions of a host that serves many conversations.
 
-    Runs without a session id use ``engine`` itself; each new session id gets a session
-    over its ``clone_for_agent()`` (summarizing with ``model``). Beyond ``max_sessions``
-    session ids, the least recently used idle sessions are evicted and ended (in a
-    worker thread, shielded from cancellation); one with a run in flight never is (the
-    bound may then be exceeded). ``owner`` names the host in log lines.
+    Runs without a session id use ``engine``; each session id gets a session over its
+    ``clone_for_agent()``. Beyond ``max_sessions`` ids the least recently used idle
+    sessions are ended (shielded, in a worker thread); one with a run in flight never is.
+    ``owner`` names the host in log lines.
     """
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,

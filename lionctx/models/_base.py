@@ -20,14 +20,8 @@ __all__ = ["ChatModel", "ChatResponse", "ChatStream", "ModelAuthError", "ModelCo
 
 @dataclass
 class ChatResponse:
-    """One model reply.
-
-    ``tool_calls`` are OpenAI-format dicts
-    (``{"id", "type": "function", "function": {"name", "arguments"}}``, with
-    ``arguments`` the JSON string the model produced). ``usage`` is the server's
-    usage dict (``prompt_tokens``, ``completion_tokens``, ``total_tokens``, ...) or
-    ``None`` when it sent none. ``raw`` is the client's own response object.
-    """
+    """One model reply. ``tool_calls`` are OpenAI-format dicts (``arguments`` the model's
+    JSON string); ``usage`` the server's usage dict or None; ``raw`` the client's response."""
 
     content: str | None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)

@@ -125,11 +125,8 @@ def parse_completion(completion: Any, where: str) -> ChatResponse:
 
 
 class StreamAssembly:
-    """A streamed reply, chunk by chunk: text deltas as they come, the whole at the end.
-
-    Only the first choice counts; tool calls are merged by their index; the usage and
-    model of any chunk are kept.
-    """
+    """A streamed reply: text deltas as chunks come, the whole at the end (first choice
+    only; tool calls merged by index; any chunk's usage and model kept)."""
 
     def __init__(self) -> None:
         self.parts: list[str] = []
@@ -327,8 +324,7 @@ class OpenAIChatModel:
             client.close()
 
     def _scrub(self, text: str) -> str:
-        """``text`` with the key, and any run of 8+ of its characters, masked as ``***``
-        (servers echo keys partly: ``sk-proj-abc...****``)."""
+        """``text`` with the key, and any run of 8+ of its characters, masked as ``***``."""
         return mask_key(text, self._api_key)
 
     def _wrap(self, exc: BaseException) -> ModelError:
@@ -338,11 +334,9 @@ class OpenAIChatModel:
     async def complete(self, messages: Sequence[Mapping[str, Any]], *,
                        tools: Sequence[Mapping[str, Any]] | None = None,
                        **kwargs: Any) -> ChatResponse:
-        """Send one chat-completions request and return the reply.
-
-        ``tools`` are OpenAI function-tool specs. Other keywords (``temperature``,
-        ``tool_choice``, ``model`` ...) go into the request body. Persistence-only
-        message fields (``message_uid`` and friends) are stripped first.
+        """Send one chat-completions request and return the reply. ``tools``: OpenAI
+        function-tool specs; other keywords (``temperature``, ``tool_choice``...) go into the
+        body; persistence-only message fields (``message_uid``...) are stripped.
         """
         body = request_body(self.model, self.params, messages, tools, kwargs)
         client = self._async_client()
@@ -375,11 +369,9 @@ class OpenAIChatModel:
     def stream(self, messages: Sequence[Mapping[str, Any]], *,
                tools: Sequence[Mapping[str, Any]] | None = None,
                **kwargs: Any) -> OpenAIChatStream:
-        """Stream a reply: iterate the result for text deltas.
-
-        When the iteration ends, ``stream.response`` holds the whole reply (text,
-        tool calls, finish reason) and ``stream.usage`` the usage the server sent.
-        The request is made on the first iteration; bad arguments fail here.
+        """Stream a reply: iterate the result for text deltas; at the end ``response`` holds
+        the whole reply and ``usage`` the server's usage. The request is made on the first
+        iteration; bad arguments fail here.
         """
         body = request_body(self.model, self.params, messages, tools, kwargs)
         body["stream"] = True

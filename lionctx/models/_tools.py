@@ -61,11 +61,8 @@ def _check_name(name: Any) -> str:
 
 @dataclass
 class Tool:
-    """One tool: its name, description, JSON-schema parameters and implementation.
-
-    ``function`` may be ``None``: the tool is then only described to the model and a
-    call to it is returned to the caller instead of being run.
-    """
+    """One tool: name, description, JSON-schema parameters and implementation (``None``:
+    only described to the model, and a call to it returned to the caller)."""
 
     name: str
     function: Callable[..., Any] | None = None
@@ -172,11 +169,9 @@ def _as_text(value: Any) -> str:
 
 async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
         ActionResponse | None, str]:
-    """Run one OpenAI-format tool call; return its response and the tool message text.
-
-    The response is ``None`` when the call could not be run at all (unknown tool,
-    arguments that are not a JSON object or do not fit the signature); the text
-    then tells the model why. A tool that raises gives a response with ``error``.
+    """Run one OpenAI-format tool call: (its response, the tool message text). The
+    response is None when the call could not be run (unknown tool, arguments not a JSON
+    object or not fitting); a tool that raises gives a response with ``error``.
     """
     fn_part = call.get("function") or {}
     name = fn_part.get("name")
