@@ -86,12 +86,8 @@ class ContextEngine(ABC):
                          **kwargs: Any) -> None:
         """A conversation begins."""
 
-    def on_session_end(  # noqa: B027 - an optional hook: empty by design
-        self,
-        session_id: str | None = None,
-        messages: list[dict[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_session_end(self, session_id: str | None = None,  # noqa: B027 (optional hook)
+                       messages: list[dict[str, Any]] | None = None, **kwargs: Any) -> None:
         """A session boundary: exit, reset or shutdown."""
 
     def on_session_reset(self) -> None:

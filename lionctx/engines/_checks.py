@@ -10,6 +10,7 @@ copies, rewrites and compaction; a merge records the uids it absorbed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections import Counter
@@ -227,14 +228,12 @@ def usage_dict(usage: Any) -> dict[str, Any] | None:
 
 def schema_name(schema: object) -> str:
     """A tool schema's name for a log line; never raises."""
-    try:
+    with contextlib.suppress(Exception):
         if isinstance(schema, Mapping):
             inner = schema.get("function")
             name = (inner if isinstance(inner, Mapping) else schema).get("name")
             if isinstance(name, str):
                 return repr(str.__str__(name))
-    except Exception:
-        pass
     return "unnamed"
 
 

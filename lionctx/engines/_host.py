@@ -7,6 +7,7 @@ and the turn goes on. Hooks an engine did not override are never called.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -104,10 +105,8 @@ def _accept_selection(
 def _discard_awaitable(result: Any) -> None:
     close = getattr(result, "close", None)  # a coroutine never run: no "never awaited"
     if callable(close):
-        try:
+        with contextlib.suppress(Exception):
             close()
-        except Exception:
-            pass
 
 
 def apply_select_context(engine: ContextEngine, request_messages: list[dict[str, Any]], *,
@@ -308,10 +307,8 @@ def dispatch_engine_tool(
         return json.dumps({"error": f"tool {shown} failed: {type_name(exc)}"})
     if isinstance(result, str):
         return str.__str__(result)  # an exact str, whatever the subclass says
-    try:
+    with contextlib.suppress(TypeError, ValueError, RecursionError):
         return json.dumps(result, default=str)
-    except (TypeError, ValueError, RecursionError):
-        pass
     try:
         text = str(result)
     except Exception:  # RecursionError included

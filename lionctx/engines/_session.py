@@ -31,6 +31,7 @@ from ._host import (
     maybe_compress,
     notify_turn_complete,
 )
+from ._loader import clone_engine, resolve_context_engine
 
 __all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "open_session", "summary_model"]
 
@@ -70,8 +71,6 @@ def summary_model(model: Any) -> Any:
 def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> EngineSession | None:
     """The session a host's ``context_engine=`` / ``engine_config=`` ask for, or None
     (the built-in compressor summarizes with the host's chat ``model``)."""
-    from ._loader import resolve_context_engine
-
     engine = resolve_context_engine(context_engine, engine_config, model=summary_model(model))
     return EngineSession(engine) if engine is not None else None
 
@@ -111,8 +110,6 @@ class EngineSession:
 
     def clone(self, model: Any) -> EngineSession:
         """A new session over the engine's ``clone_for_agent()`` (its own state)."""
-        from ._loader import clone_engine
-
         return EngineSession(clone_engine(self.engine, model=summary_model(model)))
 
     def observes(self, hook: str) -> bool:
@@ -128,10 +125,7 @@ class EngineSession:
             chosen = self._fixed_id or (str(session_id) if session_id is not None else None)
             self.session_id = sid = chosen or new_uid()
         if overrides(self.engine, "on_session_start"):
-            try:
-                self.engine.on_session_start(session_id=sid)
-            except Exception as exc:
-                log_hook_error(self.engine, "on_session_start", exc)
+            self._hook("on_session_start", session_id=sid)
 
     def end(self, messages: Sequence[Mapping[str, Any]] | None = None) -> bool:
         """End the active session (``on_session_end``); False when none was active."""
@@ -141,23 +135,20 @@ class EngineSession:
             self._active = False
             sid = self.session_id
         if overrides(self.engine, "on_session_end"):
-            try:
-                self.engine.on_session_end(
-                    session_id=sid,
-                    messages=(copy.deepcopy([dict(m) for m in messages])
-                              if messages is not None else None),
-                )
-            except Exception as exc:
-                log_hook_error(self.engine, "on_session_end", exc)
+            self._hook("on_session_end", session_id=sid, messages=(
+                copy.deepcopy([dict(m) for m in messages]) if messages is not None else None))
         return True
 
     def reset(self, messages: Sequence[Mapping[str, Any]] | None = None) -> None:
         """End the active session, then ``on_session_reset``: the conversation was cleared."""
         self.end(messages)
+        self._hook("on_session_reset")
+
+    def _hook(self, hook: str, **kwargs: Any) -> None:
         try:
-            self.engine.on_session_reset()
+            getattr(self.engine, hook)(**kwargs)
         except Exception as exc:
-            log_hook_error(self.engine, "on_session_reset", exc)
+            log_hook_error(self.engine, hook, exc)
 
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
@@ -255,8 +246,6 @@ class SessionPool:
                 if key is None:
                     session = EngineSession(self.engine)
                 else:  # a conversation of its own: its own engine state
-                    from ._loader import clone_engine
-
                     engine = clone_engine(self.engine, model=summary_model(self._model))
                     session = EngineSession(engine, session_id=key)
                 self._sessions[key] = session
