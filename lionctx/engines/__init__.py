@@ -9,21 +9,19 @@ listed and loaded (:class:`PluginContext`, :func:`register_context_engine`,
 implementation: :class:`lionctx.Branch` and ``agentium_compat.Agent`` do it.
 """
 
+from .._exceptions import PluginLoadError
 from .._messages import message_text
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, usage_counts
 from ._compressor import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, message_tokens
+from ._config import DEFAULT_ENGINE, configured_engine_name, load_config
 from ._loader import (
-    DEFAULT_ENGINE,
     ENTRY_POINT_GROUP,
     EngineInfo,
     PluginContext,
-    PluginLoadError,
     clear_registered_context_engine,
     clone_engine,
-    configured_engine_name,
     engine_for_agent,
     list_context_engines,
-    load_config,
     load_engine,
     register_context_engine,
     registered_context_engine,

@@ -212,11 +212,8 @@ def usage_dict(usage: Any) -> dict[str, Any] | None:
     if isinstance(usage, Mapping):
         return copy.deepcopy(dict(usage))
     dump = getattr(usage, "model_dump", None)
-    if callable(dump):
-        try:
-            dumped = dump()
-        except Exception:
-            dumped = None
+    with contextlib.suppress(Exception):
+        dumped = dump() if callable(dump) else None
         if isinstance(dumped, dict):
             return dumped
     counts = usage_counts(usage)

@@ -162,11 +162,6 @@ class EngineSession:
         """Give the engine one reply's usage (``update_from_response``)."""
         after_response(self.engine, usage)
 
-    def maybe_compress(self, messages: list[dict[str, Any]], prompt_tokens: int | None, *,
-                       force: bool = False) -> list[dict[str, Any]] | None:
-        """``maybe_compress`` (``_host.py``) for this session's engine."""
-        return maybe_compress(self.engine, messages, prompt_tokens, force=force)
-
     async def compress(self, messages: list[dict[str, Any]],
                        usage: Any) -> list[dict[str, Any]] | None:
         """After a turn: when ``should_compress`` (with the reply's prompt tokens) says

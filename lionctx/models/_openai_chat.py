@@ -1,7 +1,7 @@
-"""An OpenAI-compatible chat model over the ``openai`` package, and its wire.
+"""One concept: the OpenAI-compatible chat model over the ``openai`` package.
 
-The wire functions are pure (key needed, request body, reply, stream assembly, our
-error for an ``openai`` error); :class:`OpenAIChatModel` holds the clients and calls.
+Its wire is pure (key needed, request body, reply, stream assembly, our error for an
+``openai`` error); :class:`OpenAIChatModel` holds the clients and makes the calls.
 """
 
 from __future__ import annotations

@@ -155,16 +155,12 @@ class ActionResponse:
         """The tool message content the model sees."""
         if self.error is not None:
             return f"error: {self.error}"
-        return _as_text(self.output)
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+        if isinstance(self.output, str):
+            return self.output
+        try:
+            return json.dumps(self.output, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            return str(self.output)
 
 
 async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
@@ -203,6 +199,6 @@ async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
     except Exception as exc:
         logger.warning("tool %r raised; the model is told", name, exc_info=True)
         resp = ActionResponse(call_id, name, args, None, ": ".join(error_text(exc)))
-        return resp, resp.content
-    resp = ActionResponse(call_id, name, args, result)
+    else:
+        resp = ActionResponse(call_id, name, args, result)
     return resp, resp.content
