@@ -9,6 +9,7 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lionctx import LionctxError
 from lionctx._messages import ensure_uid, new_uid
 from lionctx.models import (
     DEFAULT_MODEL,
@@ -235,8 +236,9 @@ async def test_server_error_status_and_message(server, model):
 
 @pytest.mark.anyio
 async def test_bad_arguments_fail_before_any_request(server, model):
-    with pytest.raises(TypeError, match="list of message dicts"):
+    with pytest.raises(TypeError, match="list of message dicts") as info:
         await model.complete("hello")
+    assert isinstance(info.value, LionctxError)  # a refusal of lionctx's, naming the value
     with pytest.raises(ValueError, match="message 1"):
         await model.complete([{"role": "user", "content": "a"}, {"content": "no role"}])
     with pytest.raises(TypeError, match="stream"):
@@ -251,8 +253,9 @@ async def test_bad_arguments_fail_before_any_request(server, model):
     ({"params": [1]}, TypeError), ({"base_url": 5}, TypeError), ({"api_key": 5}, TypeError),
 ])
 def test_bad_configuration_is_refused(kwargs, err):
-    with pytest.raises(err):
+    with pytest.raises(err) as info:
         OpenAIChatModel("m", **kwargs)
+    assert isinstance(info.value, LionctxError)
 
 
 def test_repr_hides_the_key():
