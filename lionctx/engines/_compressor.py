@@ -153,7 +153,7 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
         start, end = groups[k]
         return messages[start] if end - start == 1 else None
 
-    head_end = head_messages = 0
+    head_end = head_messages = 0  # in units
     while head_end < len(groups) and head_messages < protect_first_n:
         first = single(head_end)
         if first is not None and is_summary(first):
@@ -161,6 +161,8 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
         head_messages += groups[head_end][1] - groups[head_end][0]
         head_end += 1
 
+    # Earlier summaries: the marked run right after the head, where every pass puts one,
+    # and the current summary row wherever it is; a marked message elsewhere is ordinary.
     summary_units = set()
     k = head_end
     while k < len(groups) and (first := single(k)) is not None and is_summary(first):

@@ -59,20 +59,19 @@ class PluginContext:
     """What a plugin's ``register(ctx)`` receives: it may register one engine."""
 
     def __init__(self, source: str) -> None:
-        self.source = source
+        self.source = source  # who registers, as warnings name it
         self.engine: ContextEngine | None = None
-        self._label = f"context engine plugin {source}"  # who is refused, in warnings
 
     def register_context_engine(self, engine: object) -> bool:
         """Offer ``engine``; a non-engine or a second engine is refused with a warning."""
         with lock:
             if not isinstance(engine, ContextEngine):
-                logger.warning("%s: %s is not a ContextEngine; refused", self._label,
+                logger.warning("%s: %s is not a ContextEngine; refused", self.source,
                                type(engine).__name__)
                 return False
             if self.engine is not None:
                 logger.warning("%s: a second engine (%s), but engine %r is already registered "
-                               "and only one is allowed; refused", self._label,
+                               "and only one is allowed; refused", self.source,
                                engine_label(engine), engine_label(self.engine))
                 return False
             self.engine = engine
@@ -81,7 +80,6 @@ class PluginContext:
 
 #: The process-wide registration (:func:`register_context_engine`).
 _process = PluginContext("register_context_engine")
-_process._label = "register_context_engine"
 
 
 def register_context_engine(engine: object) -> bool:
@@ -259,7 +257,7 @@ def _build(cls: type[ContextEngine], source: str) -> ContextEngine:
 def _run_register(register: Callable[[PluginContext], Any], source: str,
                   what: str) -> tuple[ContextEngine | None, Any]:
     """Call a plugin's ``register(ctx)``: (the engine it registered, what it returned)."""
-    ctx = PluginContext(source)
+    ctx = PluginContext(f"context engine plugin {source}")
     try:
         returned = register(ctx)
     except Exception as exc:
