@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel
-from lionctx._messages import PERSISTENCE_ONLY_FIELDS, is_uid
+from lionctx._messages import PERSISTENCE_ONLY_FIELDS, is_uid, new_uid
 from lionctx._render import tag_block
 from lionctx.branch import Instruction
 from lionctx.engines import (
@@ -27,9 +27,8 @@ from lionctx.engines import (
     clear_registered_context_engine,
     register_context_engine,
 )
-from lionctx.engines._bridge import ThreadBridgeModel
 from lionctx.engines._checks import tool_pairing_problems
-from lionctx.engines._identity import new_uid
+from lionctx.engines._session import ThreadBridgeModel
 from lionctx.models import ModelResponseError
 from lionctx.testing import ECHO_LABEL, LocalOpenAIServer, Reply
 

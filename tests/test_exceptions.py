@@ -246,7 +246,7 @@ def _refusals():
         ProviderReport,
         Resolution,
     )
-    from lionctx.models._chat_wire import request_body
+    from lionctx.models._openai_chat import request_body
 
     return [
         ("Branch(5)", lambda: Branch(5)),

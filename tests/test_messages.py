@@ -11,12 +11,12 @@ from lionctx._messages import (
     ensure_tool_call_uids,
     ensure_uid,
     is_uid,
+    new_uid,
     strip_persistence_fields,
     tool_message,
     user_message,
 )
 from lionctx.engines import message_text
-from lionctx.engines._identity import new_uid
 
 
 def test_persistence_fields_are_the_four_named_by_the_engine_spec():

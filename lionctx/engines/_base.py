@@ -1,14 +1,7 @@
 """The context-engine contract: one engine owns a session's compaction policy.
 
-A context engine decides when a conversation is compacted and how
-(:meth:`ContextEngine.should_compress` / :meth:`ContextEngine.compress`), learns the
-token usage of every model response (:meth:`ContextEngine.update_from_response`), and
-may optionally choose the messages of each request (:meth:`ContextEngine.select_context`)
-and observe finished turns (:meth:`ContextEngine.on_turn_complete`).
-
-The optional hooks are no-ops here. A host checks with :func:`overrides` whether an
-engine replaced them and skips the ones it did not, so an engine that implements
-neither costs nothing per request.
+The optional hooks are no-ops here; a host skips those an engine did not override
+(:func:`overrides`), so they cost nothing per request.
 """
 
 from __future__ import annotations
@@ -23,19 +16,20 @@ from typing import Any
 from .._exceptions import InvalidType, InvalidValue
 from .._safe_text import NAME_LIMIT, cut, type_name
 
-__all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_select_timeout", "engine_label",
-           "overrides", "usage_counts"]
+__all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_int", "check_select_timeout",
+           "engine_label", "overrides", "usage_counts"]
 
+#: Seconds a host waits for ``select_context`` unless the engine says otherwise.
+DEFAULT_SELECT_TIMEOUT = 10.0
 
 class ContextEngine(ABC):
-    """Base class of every context engine.
+    """Base class of every context engine: it decides when a conversation is compacted
+    and how, and learns the token usage of every model response.
 
     Subclasses implement :attr:`name`, :meth:`update_from_response`,
     :meth:`should_compress` and :meth:`compress`, and keep the counters below up to
-    date. Everything else has a working default.
-
-    Calls may arrive on any thread; an instance shared across sessions must be
-    thread-safe. Hosts give each agent its own :meth:`clone_for_agent` copy.
+    date; everything else has a working default. Calls may arrive on any thread; hosts
+    give each agent its own :meth:`clone_for_agent` copy.
     """
 
     #: Prompt tokens of the last model response.
@@ -51,24 +45,20 @@ class ContextEngine(ABC):
     #: How many times :meth:`compress` compacted a conversation.
     compression_count: int = 0
 
-    _select_context_timeout: float = 10.0  # DEFAULT_SELECT_TIMEOUT
+    _select_context_timeout: float = DEFAULT_SELECT_TIMEOUT
 
     @property
     def select_context_timeout(self) -> float:
-        """Seconds a host waits for :meth:`select_context` (default 10).
+        """Seconds a host waits for :meth:`select_context` (default 10; positive, finite).
 
-        Past it the request goes out unselected, with a warning: a sync hook's worker
-        thread is abandoned (its late result dropped), an async hook is cancelled.
-        Set it on the instance, or with ``context.select_context_timeout`` in an
-        engine configuration. Must be a positive, finite number of seconds.
+        Past it the request goes out unselected, with a warning (a sync hook's thread is
+        abandoned, an async hook cancelled). Also ``context.select_context_timeout``.
         """
         return self._select_context_timeout
 
     @select_context_timeout.setter
     def select_context_timeout(self, seconds: float) -> None:
         self._select_context_timeout = check_select_timeout(seconds)
-
-    # -- required -------------------------------------------------------------------
 
     @property
     @abstractmethod
@@ -77,41 +67,27 @@ class ContextEngine(ABC):
 
     @abstractmethod
     def update_from_response(self, usage: Mapping[str, Any]) -> None:
-        """Record the usage dict of one model response.
-
-        Update :attr:`last_prompt_tokens`, :attr:`last_completion_tokens` and
-        :attr:`last_total_tokens`; :func:`usage_counts` reads the common spellings.
-        """
+        """Record the usage dict of one model response in the ``last_*_tokens`` counters
+        (:func:`usage_counts` reads the common spellings)."""
 
     @abstractmethod
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
         """Return True when compaction should run this turn."""
 
     @abstractmethod
-    def compress(
-        self,
-        messages: list[dict[str, Any]],
-        current_tokens: int | None = None,
-        focus_topic: str | None = None,
-    ) -> list[dict[str, Any]]:
+    def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
+                 focus_topic: str | None = None) -> list[dict[str, Any]]:
         """Compact ``messages`` and return a new, valid OpenAI-format message list.
 
-        ``focus_topic`` is an optional hint from a manual compaction request; engines
-        that support guided compaction keep what relates to it, others ignore it.
+        ``focus_topic``: an optional hint of what to keep (engines may ignore it).
         """
 
-    # -- lifecycle ------------------------------------------------------------------
-
-    def on_session_start(  # noqa: B027 - an optional hook: empty by design
-            self, session_id: str | None = None, **kwargs: Any) -> None:
+    def on_session_start(self, session_id: str | None = None,  # noqa: B027 (optional hook)
+                         **kwargs: Any) -> None:
         """A conversation begins."""
 
-    def on_session_end(  # noqa: B027 - an optional hook: empty by design
-        self,
-        session_id: str | None = None,
-        messages: list[dict[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_session_end(self, session_id: str | None = None,  # noqa: B027 (optional hook)
+                       messages: list[dict[str, Any]] | None = None, **kwargs: Any) -> None:
         """A session boundary: exit, reset or shutdown."""
 
     def on_session_reset(self) -> None:
@@ -121,22 +97,11 @@ class ContextEngine(ABC):
         self.last_total_tokens = 0
         self.compression_count = 0
 
-    def update_model(
-        self,
-        model: str | None = None,
-        *,
-        context_length: int | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def update_model(self, model: str | None = None, *, context_length: int | None = None,
+                     **kwargs: Any) -> None:
         """The host switched models; ``context_length`` is the new window when known."""
         if context_length is not None:
-            if not isinstance(context_length, int) or isinstance(context_length, bool):
-                raise InvalidType(f"context_length must be an int, got {context_length!r}")
-            if context_length < 0:
-                raise InvalidValue(f"context_length must be >= 0, got {context_length!r}")
-            self.context_length = context_length
-
-    # -- engine tools ---------------------------------------------------------------
+            self.context_length = check_int("context_length", context_length, 0)
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         """Tools this engine offers the model: ``{"name", "description", "parameters"}``."""
@@ -146,54 +111,41 @@ class ContextEngine(ABC):
         """Run one of this engine's tools and return its result as a string."""
         return json.dumps({"error": f"Unknown tool: {name}"})
 
-    # -- agents ---------------------------------------------------------------------
-
     def clone_for_agent(self) -> ContextEngine:
-        """Return an independent engine for one more agent (default: a deep copy).
-
-        Override when the engine holds something a deep copy cannot or should not
-        duplicate (a connection, a client, a lock).
-        """
+        """An independent engine for one more agent (default: a deep copy; override when
+        the engine holds a connection, a client or a lock)."""
         return copy.deepcopy(self)
 
-    # -- optional per-turn hooks (skipped by hosts unless overridden) ---------------
+    def select_context(self, request_messages: list[dict[str, Any]], *,
+                       conversation_messages: list[dict[str, Any]] | None = None,
+                       incoming_message: dict[str, Any] | None = None,
+                       budget_tokens: int = 0) -> list[dict[str, Any]] | None:
+        """Choose the messages of THIS request (stored history never changes), or None.
 
-    def select_context(
-        self,
-        request_messages: list[dict[str, Any]],
-        *,
-        conversation_messages: list[dict[str, Any]] | None = None,
-        incoming_message: dict[str, Any] | None = None,
-        budget_tokens: int = 0,
-    ) -> list[dict[str, Any]] | None:
-        """Choose the messages of THIS request, or return None to leave it unchanged.
-
-        Request-only: stored history never changes because of it. An exception, an
-        empty or non-list result, or a list holding a non-dict leaves the request
-        untouched, and so does a result that adds or alters a system message.
-
-        May be ``async def``. Hosts bound it by :attr:`select_context_timeout`: a
-        plain method runs in a worker thread, a coroutine on the host's event loop
-        (it must await to be cancellable).
+        An exception, an empty or non-list result, a non-dict in it, or a result that
+        adds or alters a system message leaves the request untouched. May be ``async
+        def``; bounded by :attr:`select_context_timeout` (a plain method runs in a worker
+        thread, a coroutine on the host's loop and must await to be cancellable).
         """
         return None
 
-    def on_turn_complete(
-        self,
-        messages: list[dict[str, Any]],
-        usage: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_turn_complete(self, messages: list[dict[str, Any]], usage: dict[str, Any] | None = None,
+                         **kwargs: Any) -> None:
         """Observe a finished turn (copies of the transcript); the return value is ignored."""
         return None
 
 
-#: Seconds a host waits for ``select_context`` unless the engine says otherwise.
-DEFAULT_SELECT_TIMEOUT = 10.0
+def check_int(name: str, value: object, minimum: int) -> int:
+    """``value`` when it is an int >= ``minimum``; else InvalidType/InvalidValue naming it."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidType(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise InvalidValue(f"{name} must be >= {minimum}, got {value!r}")
+    return value
 
 
 def check_select_timeout(seconds: object) -> float:
-    """``seconds`` as a float when it is a positive, finite number; else ValueError."""
+    """``seconds`` as a float when it is a positive, finite number; else InvalidValue."""
     if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
             or not math.isfinite(seconds) or seconds <= 0):
         raise InvalidValue(
@@ -203,11 +155,7 @@ def check_select_timeout(seconds: object) -> float:
 
 
 def overrides(engine: object, hook: str) -> bool:
-    """True when ``engine``'s ``hook`` is not :class:`ContextEngine`'s own default.
-
-    An identity check on the underlying function, so a host can skip inherited no-op
-    hooks without calling them or copying anything for them.
-    """
+    """True when ``engine``'s ``hook`` is not :class:`ContextEngine`'s own default."""
     base = ContextEngine.__dict__.get(hook)
     if base is None:
         raise InvalidValue(f"ContextEngine has no hook named {hook!r}")
@@ -218,10 +166,7 @@ def overrides(engine: object, hook: str) -> bool:
 
 
 def engine_label(engine: object) -> str:
-    """An engine's name for log lines and warnings; never raises.
-
-    Its ``name`` when that is a non-empty string, else its class name.
-    """
+    """An engine's ``name`` for log lines (else its class name); never raises."""
     try:
         name = engine.name  # type: ignore[attr-defined]
     except Exception:
@@ -246,9 +191,8 @@ def _int_field(source: Any, *keys: str) -> int | None:
 def usage_counts(usage: Any) -> tuple[int, int, int] | None:
     """``(prompt, completion, total)`` tokens from a usage dict or object, or None.
 
-    Reads OpenAI chat spellings (``prompt_tokens``, ``completion_tokens``,
-    ``total_tokens``) and the ``input_tokens`` / ``output_tokens`` spellings; a
-    missing total is prompt + completion. Returns None when no count is present.
+    Reads ``prompt_tokens``/``input_tokens``, ``completion_tokens``/``output_tokens``
+    and ``total_tokens`` (else prompt + completion); None when no count is present.
     """
     if usage is None:
         return None

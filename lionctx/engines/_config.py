@@ -1,10 +1,7 @@
 """Engine configuration: ``context`` sections from a dict, a YAML file or a TOML file.
 
-Pure reading and checking; nothing here imports a plugin. :func:`load_config` reads a
-file, :func:`context_section` gives its ``context`` mapping (relative
-``plugin_paths`` made relative to the file), :func:`configured_engine_name` the
-engine it names, :func:`search_paths` where directory plugins are looked for.
-:func:`load_toml` is the package's one TOML reader (the CLI's ``--config`` uses it).
+Pure reading and checking; nothing here imports a plugin. :func:`load_toml` is the
+package's one TOML reader (the CLI's ``--config`` uses it).
 """
 
 from __future__ import annotations
@@ -17,9 +14,8 @@ from typing import Any
 from .._exceptions import InvalidType, InvalidValue
 
 __all__ = ["DEFAULT_ENGINE", "MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "SECTION_KEYS", "ConfigArg",
-           "PathArg", "check_depth", "configured_engine_name", "context_section",
-           "default_search_paths", "load_config", "load_toml", "read_config_bytes",
-           "search_paths"]
+           "PathArg", "configured_engine_name", "context_section", "default_search_paths",
+           "load_config", "load_toml", "read_config_bytes", "search_paths"]
 
 DEFAULT_ENGINE = "compressor"
 
@@ -27,8 +23,6 @@ PathArg = str | PathLike[str]
 ConfigArg = Mapping[str, Any] | PathArg | None
 
 SECTION_KEYS = frozenset({"engine", "plugin_paths", "compressor", "select_context_timeout"})
-
-
 #: The largest configuration file read, in bytes: configurations are a few KB.
 MAX_CONFIG_BYTES = 1 << 20
 #: How deep tables and arrays may nest in a configuration (ours use three levels).
@@ -36,13 +30,8 @@ MAX_CONFIG_DEPTH = 32
 
 
 def read_config_bytes(path: PathArg) -> bytes:
-    """The bytes of a configuration file, read no further than
-    :data:`MAX_CONFIG_BYTES` (a FIFO or ``/dev/zero`` ends there too).
-
-    Raises:
-        InvalidValue: the file is larger.
-        OSError: it cannot be read.
-    """
+    """The bytes of a configuration file, read no further than :data:`MAX_CONFIG_BYTES`
+    (a FIFO or ``/dev/zero`` ends there too): InvalidValue when larger, else OSError."""
     with open(path, "rb") as f:
         data = f.read(MAX_CONFIG_BYTES + 1)
     if len(data) > MAX_CONFIG_BYTES:
@@ -50,8 +39,8 @@ def read_config_bytes(path: PathArg) -> bytes:
     return data
 
 
-def check_depth(data: Any, where: str) -> None:
-    """Raise :class:`InvalidValue` when tables and arrays in ``data`` nest deeper than
+def _check_depth(data: Any, where: str) -> None:
+    """InvalidValue when tables and arrays in ``data`` nest deeper than
     :data:`MAX_CONFIG_DEPTH` (checked without recursion)."""
     todo: list[tuple[Any, int]] = [(data, 0)]
     while todo:
@@ -69,16 +58,9 @@ def check_depth(data: Any, where: str) -> None:
 
 
 def load_toml(raw: bytes) -> dict[str, Any]:
-    """Parse TOML from UTF-8 bytes, at most :data:`MAX_CONFIG_BYTES` of them, nested at
-    most :data:`MAX_CONFIG_DEPTH` deep.
-
-    Raises:
-        UnicodeDecodeError: the bytes are not UTF-8 (a ValueError).
-        ValueError: not valid TOML (``tomllib.TOMLDecodeError``, with the parser's
-            message naming the line), too large or nested too deep
-            (:class:`InvalidValue`).
-        ImportError: no TOML parser (Python < 3.11 without ``tomli``).
-    """
+    """Parse TOML from UTF-8 bytes (at most :data:`MAX_CONFIG_BYTES`, nested at most
+    :data:`MAX_CONFIG_DEPTH` deep). Raises ValueError (not UTF-8, not TOML, too large or
+    too deep), or ImportError without a parser (Python < 3.11 without ``tomli``)."""
     try:
         import tomllib  # Python 3.11+
     except ImportError:
@@ -95,28 +77,21 @@ def load_toml(raw: bytes) -> dict[str, Any]:
         # The parser recurses once per nested array or inline table.
         raise InvalidValue(f"TOML nests arrays or inline tables more than "
                            f"{MAX_CONFIG_DEPTH} levels deep") from None
-    check_depth(data, "TOML")
+    _check_depth(data, "TOML")
     return data
 
 
 def load_config(path: PathArg) -> dict[str, Any]:
-    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) configuration file.
-
-    Raises:
-        ValueError: unknown extension, unparsable file, or not a mapping at the top.
-        ImportError: pyyaml (for YAML) or tomli (for TOML on Python < 3.11) is missing.
-        FileNotFoundError: the file does not exist.
-    """
+    """Read a YAML (``.yaml``/``.yml``, needs pyyaml) or TOML (``.toml``) configuration file
+    holding a mapping; ValueError for anything else, ImportError without the parser."""
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix in (".yaml", ".yml"):
         try:
             import yaml
         except ImportError:
-            raise ImportError(
-                f"reading the YAML configuration {str(file)!r} needs pyyaml; "
-                "install it with: pip install 'lionctx[yaml]'"
-            ) from None
+            raise ImportError(f"reading the YAML configuration {str(file)!r} needs pyyaml; "
+                              "install it with: pip install 'lionctx[yaml]'") from None
         text = read_config_bytes(file).decode("utf-8")
         try:
             data = yaml.safe_load(text)
@@ -125,26 +100,21 @@ def load_config(path: PathArg) -> dict[str, Any]:
         except RecursionError:
             raise InvalidValue(f"configuration {str(file)!r} nests more than "
                                f"{MAX_CONFIG_DEPTH} levels deep") from None
-        check_depth(data, f"configuration {str(file)!r}")
+        _check_depth(data, f"configuration {str(file)!r}")
     elif suffix == ".toml":
         try:
             data = load_toml(read_config_bytes(file))
         except ImportError as exc:
-            raise ImportError(
-                f"reading the TOML configuration {str(file)!r}: {exc}") from None
+            raise ImportError(f"reading the TOML configuration {str(file)!r}: {exc}") from None
         except ValueError as exc:  # not UTF-8, or not TOML
             raise InvalidValue(f"configuration {str(file)!r} is not valid TOML: {exc}") from None
     else:
-        raise InvalidValue(
-            f"configuration file {str(file)!r} must end in .yaml, .yml or .toml"
-        )
+        raise InvalidValue(f"configuration file {str(file)!r} must end in .yaml, .yml or .toml")
     if data is None:
-        data = {}
+        return {}
     if not isinstance(data, dict):
-        raise InvalidValue(
-            f"configuration {str(file)!r} must hold a mapping at the top, "
-            f"got {type(data).__name__}"
-        )
+        raise InvalidValue(f"configuration {str(file)!r} must hold a mapping at the top, "
+                           f"got {type(data).__name__}")
     return data
 
 
@@ -158,8 +128,7 @@ def context_section(config: ConfigArg) -> dict[str, Any]:
         config = load_config(config)
     if not isinstance(config, Mapping):
         raise InvalidType(
-            f"config must be a mapping, a path to a YAML/TOML file, or None; got {config!r}"
-        )
+            f"config must be a mapping, a path to a YAML/TOML file, or None; got {config!r}")
     section = config.get("context", {})
     if section is None:
         return {}
@@ -196,9 +165,7 @@ def search_paths(
 ) -> list[Path]:
     """``given`` (or the default paths), then the section's ``plugin_paths``."""
     if given is not None and isinstance(given, (str, PathLike)):
-        raise InvalidType(
-            f"search_paths must be a list of paths, got the single path {given!r}"
-        )
+        raise InvalidType(f"search_paths must be a list of paths, got the single path {given!r}")
     paths = [Path(p) for p in given] if given is not None else default_search_paths()
     extra = section.get("plugin_paths") or []
     if isinstance(extra, (str, PathLike)):

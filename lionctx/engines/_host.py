@@ -1,151 +1,219 @@
-"""The calls a host makes to a context engine in one turn, each contained.
+"""The calls a host makes to a context engine in one turn, each contained (fail open).
 
-One turn, in order::
-
-    request = apply_select_context(engine, request, conversation_messages=history,
-                                   incoming_message=user_msg)   # before each request
-    after_response(engine, response.usage)                      # after each response
-    new_history = maybe_compress(engine, history, prompt_tokens)  # after the turn
-    notify_turn_complete(engine, history, usage, turn_id=...)    # at the end
-
-plus :func:`engine_tools` (offered to the model as function tools) and
-:func:`dispatch_engine_tool` (a call to one of them). Hosts on an event loop call
-these through ``EngineSession`` (``_session.py``), whose methods are the turn's
-hooks. The selection calls live in ``_select.py`` and the pure checks applied to
-what an engine returns in ``_checks.py``; both are re-exported here
-(:func:`selection_problem`, :func:`tool_pairing_problems`, :func:`usage_dict`), as
-are :class:`ThreadBridgeModel` and :func:`summary_model`.
-
-Everything here fails open: whatever an engine raises or returns, the request goes
-out as it would have without the engine, stored history is only replaced by a valid
-compaction, and the turn goes on. Hooks an engine did not override are never called
-and nothing is copied for them. A selection or compaction may not grant itself
-system authority, and what an engine returns is judged by what it holds, not by what
-its methods say (see ``_checks.py``).
-
-``select_context`` is bounded in time (:func:`apply_select_context_async`): past the
-engine's :attr:`~lionctx.engines.ContextEngine.select_context_timeout` (default
-10 s) the request goes out unselected, with a warning.
+Whatever an engine raises or returns, the request goes out as it would have without
+the engine, stored history is only replaced by a valid compaction (``_checks.py``),
+and the turn goes on. Hooks an engine did not override are never called.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
+import inspect
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
+
+from .._log import logger_for
 from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
-from ._bridge import ThreadBridgeModel, summary_model
 from ._checks import (
     _NotPlain,
     carry_identity,
+    checked_selection,
     compaction_problem,
     function_spec,
     plain_messages,
     schema_name,
-    selection_problem,
-    tool_pairing_problems,
     usage_dict,
 )
-from ._select import apply_select_context, apply_select_context_async
 
-__all__ = [
-    "DEFAULT_SELECT_TIMEOUT",
-    "ThreadBridgeModel",
-    "after_response",
-    "apply_select_context",
-    "apply_select_context_async",
-    "compression_due",
-    "dispatch_engine_tool",
-    "engine_tools",
-    "maybe_compress",
-    "notify_turn_complete",
-    "selection_problem",
-    "summary_model",
-    "tool_pairing_problems",
-    "usage_dict",
-]
-
-from .._log import logger_for
+__all__ = ["after_response", "apply_select_context", "apply_select_context_async",
+           "compression_due", "dispatch_engine_tool", "engine_tools", "log_hook_error",
+           "maybe_compress",
+           "notify_turn_complete"]
 
 logger = logger_for(__name__)
 
 
-# -- after each response -------------------------------------------------------------
+def log_hook_error(engine: ContextEngine, hook: str, exc: BaseException,
+                   then: str = "ignored") -> None:
+    """Warn that ``hook`` raised (by the exception's type only) and what happens now."""
+    logger.warning("context engine %r %s raised %s; %s", engine_label(engine), hook,
+                   type_name(exc), then)
 
+
+# -- selection ---------------------------------------------------------------------------
+
+def _unselected(label: str, why: str) -> None:
+    logger.warning("context engine %r select_context %s; using the unmodified request",
+                   label, why)
+
+
+def _select_timeout(engine: ContextEngine) -> float:
+    """The engine's timeout when it is a positive finite number (a subclass may shadow
+    the checked property with anything), else :data:`DEFAULT_SELECT_TIMEOUT`."""
+    try:
+        value = engine.select_context_timeout
+    except Exception:
+        return DEFAULT_SELECT_TIMEOUT
+    if type(value) in (int, float) and 0 < value and math.isfinite(value):
+        return float(value)
+    return DEFAULT_SELECT_TIMEOUT
+
+
+def _selection_call(engine: ContextEngine, request_messages: list[dict[str, Any]],
+                    conversation_messages: Sequence[Mapping[str, Any]] | None,
+                    incoming_message: Mapping[str, Any] | None) -> functools.partial[Any]:
+    """The hook call, on deep copies (mutating them cannot leak into a fail-open request)."""
+    budget = engine.context_length or 0
+    if type(budget) is not int or budget < 0:
+        budget = 0
+    return functools.partial(
+        engine.select_context,
+        copy.deepcopy(request_messages),
+        # As dicts, as the hook is promised: another mapping may not even deep-copy.
+        conversation_messages=copy.deepcopy(
+            [dict(m) for m in conversation_messages] if conversation_messages is not None
+            else None),
+        incoming_message=copy.deepcopy(
+            dict(incoming_message) if incoming_message is not None else None),
+        budget_tokens=budget)
+
+
+def _accept_selection(
+    label: str, request_messages: list[dict[str, Any]], result: object
+) -> list[dict[str, Any]]:
+    """The checked plain copy of ``result``, else ``request_messages`` (with a warning
+    for anything but None)."""
+    if result is None:
+        return request_messages
+    try:
+        plain, problem = checked_selection(request_messages, result)
+    except Exception as exc:  # an engine's list we cannot even inspect is refused
+        plain, problem = None, f"returned messages that cannot be checked ({type_name(exc)})"
+    if plain is None:
+        _unselected(label, safe_text(problem))  # it may quote what the engine returned
+        return request_messages
+    return plain
+
+
+def _discard_awaitable(result: Any) -> None:
+    close = getattr(result, "close", None)  # a coroutine never run: no "never awaited"
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
+
+
+def apply_select_context(engine: ContextEngine, request_messages: list[dict[str, Any]], *,
+                         conversation_messages: Sequence[Mapping[str, Any]] | None,
+                         incoming_message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The messages to send for one request after the engine's selection, in the
+    calling thread and unbounded (an ``async`` hook is refused).
+
+    The engine gets deep copies and ``budget_tokens`` = its ``context_length``; an
+    exception, ``None`` or a refused result (``_checks.py``) leaves the request as is.
+    """
+    if not overrides(engine, "select_context"):
+        return request_messages
+    label = engine_label(engine)
+    try:
+        result = _selection_call(engine, request_messages, conversation_messages,
+                                 incoming_message)()
+    except Exception as exc:
+        _unselected(label, f"raised {type_name(exc)}")
+        return request_messages
+    if inspect.isawaitable(result):
+        _discard_awaitable(result)
+        _unselected(label, "is async, which needs an async host (apply_select_context_async)")
+        return request_messages
+    return _accept_selection(label, request_messages, result)
+
+
+async def apply_select_context_async(
+        engine: ContextEngine, request_messages: list[dict[str, Any]], *,
+        conversation_messages: Sequence[Mapping[str, Any]] | None,
+        incoming_message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """:func:`apply_select_context` bounded by the engine's ``select_context_timeout``:
+    a sync hook runs in a worker thread abandoned at the timeout, an ``async`` one on the
+    loop, cancelled. A cancellation from outside is never swallowed.
+    """
+    if not overrides(engine, "select_context"):
+        return request_messages
+    from .._threads import run_in_worker
+
+    label = engine_label(engine)
+    timeout = _select_timeout(engine)
+    unset = object()
+    result: Any = unset
+    try:
+        call = _selection_call(engine, request_messages, conversation_messages,
+                               incoming_message)
+        is_async = inspect.iscoroutinefunction(call.func)
+        with anyio.move_on_after(timeout) as scope:
+            if is_async:
+                result = await call()
+            else:
+                result = await run_in_worker(call, key=("context engine select_context", label))
+                if inspect.isawaitable(result):
+                    result = await result
+    except Exception as exc:
+        _unselected(label, f"raised {type_name(exc)}")
+        return request_messages
+    if scope.cancel_called or result is unset:
+        # Past the deadline; a hook that swallowed its cancellation and returned late
+        # is not used either.
+        if inspect.isawaitable(result):
+            _discard_awaitable(result)
+        _unselected(label, f"did not return within {timeout:g}s")
+        return request_messages
+    return _accept_selection(label, request_messages, result)
+
+
+# -- usage and compaction ----------------------------------------------------------------
 
 def after_response(engine: ContextEngine, usage: Any) -> None:
-    """Give the engine one response's usage (as a dict copy); errors are contained.
-
-    A response without usage is not reported: the engine keeps its last counts.
-    """
+    """Give the engine one response's usage as a dict copy (none: not reported)."""
     as_dict = usage_dict(usage)
     if as_dict is None:
         return
     try:
         engine.update_from_response(as_dict)
     except Exception as exc:
-        logger.warning(
-            "context engine %r update_from_response raised %s; ignored",
-            engine_label(engine),
-            type_name(exc),
-        )
-
-
-
-
-# -- compaction ----------------------------------------------------------------------
-
+        log_hook_error(engine, "update_from_response", exc)
 
 
 def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
-    """``should_compress(prompt_tokens)``, contained: an error (even in the truth
-    test of what it returned) means "not due", with a warning."""
+    """``should_compress(prompt_tokens)``; an error (even in the truth test of what it
+    returned) means "not due", with a warning."""
     try:
         return bool(engine.should_compress(prompt_tokens))
     except Exception as exc:
-        logger.warning("context engine %r should_compress raised %s; history kept",
-                       engine_label(engine), type_name(exc))
+        log_hook_error(engine, "should_compress", exc, "history kept")
         return False
 
 
-def maybe_compress(
-    engine: ContextEngine,
-    messages: list[dict[str, Any]],
-    prompt_tokens: int | None,
-    *,
-    focus_topic: str | None = None,
-    force: bool = False,
-    mint_uids: bool = True,
-) -> list[dict[str, Any]] | None:
-    """Compact the stored history when the engine asks for it.
+def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
+                   prompt_tokens: int | None, *, focus_topic: str | None = None,
+                   force: bool = False, mint_uids: bool = True) -> list[dict[str, Any]] | None:
+    """The compacted history to store, or None to keep ``messages`` (never modified).
 
-    Calls ``should_compress(prompt_tokens)`` (skipped when ``force``), then
-    ``compress`` on a private deep snapshot of ``messages``. Returns the new history
-    to store, or None to keep ``messages`` as they are: when no compaction is due,
-    and, with a warning, when the engine raises or returns something that is not a
-    valid message list (or one that cannot even be inspected), adds system
-    authority, or breaks a tool call / result pair that was intact. An engine that hands back
-    an equal list changed nothing, so
-    that is None too. ``messages`` itself is never modified.
-
-    On the returned list, rows keep their uids: an engine-set uid is kept, an
-    unchanged copy of an original message that lost its uid gets it back, and a new
-    row gets a fresh one (unless ``mint_uids`` is false).
+    ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot; None
+    when not due, unchanged, raising or refused (``_checks.py``). Rows keep their uids
+    (:func:`carry_identity`; new rows get fresh ones unless ``mint_uids`` is false).
     """
     label = engine_label(engine)
     if not force and not compression_due(engine, prompt_tokens):
         return None
     try:
-        result = engine.compress(
-            copy.deepcopy(messages), current_tokens=prompt_tokens, focus_topic=focus_topic
-        )
+        result = engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
+                                 focus_topic=focus_topic)
     except Exception as exc:
-        logger.warning(
-            "context engine %r compress raised %s; history kept", label, type_name(exc)
-        )
+        log_hook_error(engine, "compress", exc, "history kept")
         return None
     try:
         plain = plain_messages(result)  # judged, and stored, by what it holds
@@ -159,118 +227,67 @@ def maybe_compress(
     if problem is not None:
         logger.warning("context engine %r compress %s; history kept", label, safe_text(problem))
         return None
-    # No problem means shape_problem passed it: a list of dicts.
-    assert type(plain) is list
+    assert type(plain) is list  # shape_problem passed it
     carry_identity(messages, plain, mint_uids)
     return plain
 
 
-
-
-# -- end of turn ---------------------------------------------------------------------
-
-
-def notify_turn_complete(
-    engine: ContextEngine,
-    transcript: Sequence[Mapping[str, Any]],
-    usage: Any,
-    *,
-    turn_id: str,
-    task_id: str | None = None,
-    api_call_count: int = 0,
-    interrupted: bool = False,
-    failed: bool = False,
-    turn_exit_reason: str = "completed",
-) -> None:
-    """Tell the engine a turn finished; skipped when it did not override the hook.
-
-    The engine gets copies of the transcript (equal, not the same objects) and of the
-    last response's usage dict (or None), plus the turn's keywords. Errors are logged
-    and ignored; the return value is ignored.
-    """
+def notify_turn_complete(engine: ContextEngine, transcript: Sequence[Mapping[str, Any]],
+                         usage: Any, *, turn_id: str, task_id: str | None = None,
+                         api_call_count: int = 0, interrupted: bool = False, failed: bool = False,
+                         turn_exit_reason: str = "completed") -> None:
+    """``on_turn_complete`` with copies of the transcript and usage, if overridden."""
     if not overrides(engine, "on_turn_complete"):
         return
     try:
         engine.on_turn_complete(
-            copy.deepcopy([dict(m) for m in transcript]),
-            usage_dict(usage),
-            turn_id=turn_id,
-            task_id=task_id,
-            api_call_count=api_call_count,
-            interrupted=interrupted,
-            failed=failed,
-            turn_exit_reason=turn_exit_reason,
-        )
+            copy.deepcopy([dict(m) for m in transcript]), usage_dict(usage), turn_id=turn_id,
+            task_id=task_id, api_call_count=api_call_count, interrupted=interrupted,
+            failed=failed, turn_exit_reason=turn_exit_reason)
     except Exception as exc:
-        logger.warning(
-            "context engine %r on_turn_complete raised %s; ignored",
-            engine_label(engine),
-            type_name(exc),
-        )
+        log_hook_error(engine, "on_turn_complete", exc)
 
 
-# -- engine tools --------------------------------------------------------------------
-
+# -- engine tools ------------------------------------------------------------------------
 
 def engine_tools(engine: ContextEngine) -> list[dict[str, Any]]:
-    """The engine's tools as OpenAI function tools.
-
-    Each ``{"name", "description", "parameters"}`` entry becomes
-    ``{"type": "function", "function": {...}}`` (entries already in that form pass
-    through). A malformed entry is left out with a warning; a raising
-    ``get_tool_schemas`` offers no tools.
-    """
+    """The engine's tools as OpenAI function tools; malformed entries left out with a
+    warning, none when ``get_tool_schemas`` raises."""
     label = engine_label(engine)
     try:
         schemas = engine.get_tool_schemas()
     except Exception as exc:
-        logger.warning(
-            "context engine %r get_tool_schemas raised %s; no engine tools offered",
-            label,
-            type_name(exc),
-        )
+        log_hook_error(engine, "get_tool_schemas", exc, "no engine tools offered")
         return []
     if not schemas:
         return []
     if not isinstance(schemas, (list, tuple)):
-        logger.warning(
-            "context engine %r get_tool_schemas returned %s, not a list; no engine tools",
-            label,
-            type_name(schemas),
-        )
+        logger.warning("context engine %r get_tool_schemas returned %s, not a list; no "
+                       "engine tools", label, type_name(schemas))
         return []
     tools: list[dict[str, Any]] = []
     for index, schema in enumerate(schemas):
         try:
             function = function_spec(schema)
         except Exception as exc:
-            logger.warning(
-                "context engine %r tool schema %d (%s) is unusable (%s); left out",
-                label, index, schema_name(schema), type_name(exc),
-            )
+            logger.warning("context engine %r tool schema %d (%s) is unusable (%s); left out",
+                           label, index, schema_name(schema), type_name(exc))
             continue
         if function is None:
-            logger.warning(
-                "context engine %r tool schema %d has no name; left out", label, index
-            )
+            logger.warning("context engine %r tool schema %d has no name; left out", label,
+                           index)
             continue
         tools.append({"type": "function", "function": function})
     return tools
 
 
-
-
 def dispatch_engine_tool(
     engine: ContextEngine, name: str, args: Mapping[str, Any] | str | None, **kwargs: Any
 ) -> str:
-    """Run one engine tool call and return the tool result text.
-
-    ``args`` may be the raw JSON arguments string from the model. A failure (bad
-    JSON, an exception in the engine) becomes a JSON error result for the model
-    rather than an error for the turn; a non-string return value is JSON-encoded.
-    """
-    label = engine_label(engine)
+    """Run one engine tool call (``args`` may be the model's raw JSON) and return the
+    result text; bad JSON or an engine error becomes a JSON error result."""
     shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
+    unencodable = json.dumps({"error": f"tool {shown} returned a result that cannot be encoded"})
     if args is None or args == "":
         parsed: Any = {}
     elif isinstance(args, str):
@@ -285,19 +302,15 @@ def dispatch_engine_tool(
     try:
         result = engine.handle_tool_call(name, dict(parsed), **kwargs)
     except Exception as exc:
-        logger.warning(
-            "context engine %r tool %s raised %s", label, shown, type_name(exc)
-        )
+        logger.warning("context engine %r tool %s raised %s", engine_label(engine), shown,
+                       type_name(exc))
         return json.dumps({"error": f"tool {shown} failed: {type_name(exc)}"})
     if isinstance(result, str):
         return str.__str__(result)  # an exact str, whatever the subclass says
-    try:
+    with contextlib.suppress(TypeError, ValueError, RecursionError):
         return json.dumps(result, default=str)
-    except (TypeError, ValueError, RecursionError):
-        pass
     try:
         text = str(result)
-        return str.__str__(text) if isinstance(text, str) else json.dumps(
-            {"error": f"tool {shown} returned a result that cannot be encoded"})
     except Exception:  # RecursionError included
-        return json.dumps({"error": f"tool {shown} returned a result that cannot be encoded"})
+        return unencodable
+    return str.__str__(text) if isinstance(text, str) else unencodable

@@ -1,117 +1,368 @@
-"""Choosing, discovering and loading context engines.
+"""Finding, loading and choosing context engines: one concept, from a name to an engine.
 
-Configuration: ``context.engine`` names the engine (default ``"compressor"``, the
-built-in :class:`~lionctx.engines._compressor.ContextCompressor`). It comes from a
-dict, or a YAML (``.yaml``/``.yml``, needs pyyaml) or TOML (``.toml``) file::
-
-    context:
-      engine: topic                 # activates the plugin named "topic"
-      plugin_paths: [./my-plugins]  # optional extra search paths
-      compressor:                   # optional ContextCompressor settings
-        context_length: 200000
-        threshold_percent: 0.6
-      select_context_timeout: 5     # optional; seconds (default 10)
-
-``select_context_timeout`` bounds the engine's ``select_context`` hook (see
-:attr:`ContextEngine.select_context_timeout`); it applies to the engine built from
-this configuration, whichever it is.
-
-An installed or discoverable plugin is never activated unless it is named there.
-
-Where an engine named ``N`` comes from, first match wins:
-
-1. ``"compressor"``: the built-in (the name is reserved).
-2. An engine registered in this process with :func:`register_context_engine`.
-3. A directory plugin ``N`` in the search paths. Each search path is a root:
-   ``<path>/plugins/context_engine/<dir>/`` is a plugin. A path that is itself a
-   directory named ``context_engine`` is scanned directly. A plugin's name is the
-   ``name`` in its ``plugin.yaml``, else its directory name. A plugin directory holds
-   ``__init__.py`` and ``plugin.yaml`` (``name``, ``description``, ``version``); names
-   starting with ``_`` or ``.`` and folders without ``__init__.py`` are skipped. The
-   directory is imported as a real package under a unique module name, so relative
-   imports inside it work. Its module-level ``register(ctx)`` is called first (``ctx``
-   has ``register_context_engine(engine)``); if that registers nothing, the first
-   :class:`ContextEngine` subclass defined in the package is built with no arguments.
-4. A Python entry point ``N`` in the group ``lionctx.context_engines``: a
-   ContextEngine subclass (built with no arguments), an engine instance, a module
-   (treated like a plugin package), or a ``register(ctx)`` function.
-
-Default search paths, when none are given: the current directory and
-``~/.lionctx``; any ``context.plugin_paths`` from the configuration are added (in
-a file, relative paths are relative to the file).
-
-Each plugin engine is loaded once per process and shared; every agent gets its own
-:meth:`~ContextEngine.clone_for_agent` copy from :func:`engine_for_agent`. An
-unknown name, a plugin that fails to load, or a failing clone falls back to the
-built-in compressor with a warning naming the engine.
-
-Layout: reading configuration is :mod:`lionctx.engines._config`, finding plugins
-:mod:`lionctx.engines._discovery`, importing and building them and the process
-registration :mod:`lionctx.engines._plugins`; this module resolves a name or a
-configuration to an engine, clones it per agent and lists engines (and re-exports
-the names it always had).
+First match wins: the built-in ``"compressor"``, the registered engine, a directory
+plugin, an entry point (``docs/engines.md`` has the rules). Each plugin is loaded once
+per process and shared; each agent gets a ``clone_for_agent()``.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import inspect
-from collections.abc import Iterable, Mapping
-from typing import Any
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NamedTuple
 
 from .._exceptions import InvalidType, InvalidValue, PluginLoadError
+from .._log import logger_for
 from ._base import ContextEngine, check_select_timeout, engine_label
 from ._compressor import ContextCompressor
 from ._config import (
     DEFAULT_ENGINE,
+    SECTION_KEYS,
     ConfigArg,
     PathArg,
     configured_engine_name,
+    context_section,
     default_search_paths,
     load_config,
 )
-from ._config import SECTION_KEYS as _SECTION_KEYS
-from ._config import context_section as _context_section
 from ._config import search_paths as _search_paths
-from ._discovery import ENTRY_POINT_GROUP
-from ._discovery import entry_points as _entry_points
-from ._discovery import plugin_dirs as _plugin_dirs
-from ._discovery import plugin_meta as _plugin_meta
-from ._discovery import plugin_name as _plugin_name
-from ._listing import EngineInfo, list_context_engines
-from ._plugins import (
-    PluginContext,
-    clear_registered_context_engine,
-    register_context_engine,
-    registered_context_engine,
-)
-from ._plugins import load_directory as _load_directory
-from ._plugins import load_entry_point as _load_entry_point
 
-__all__ = [
-    "DEFAULT_ENGINE",
-    "ENTRY_POINT_GROUP",
-    "EngineInfo",
-    "PluginContext",
-    "PluginLoadError",
-    "clear_registered_context_engine",
-    "clone_engine",
-    "configured_engine_name",
-    "default_search_paths",
-    "engine_for_agent",
-    "list_context_engines",
-    "load_config",
-    "load_engine",
-    "register_context_engine",
-    "registered_context_engine",
-    "resolve_context_engine",
-]
-
-from .._log import logger_for
+__all__ = ["DEFAULT_ENGINE", "ENTRY_POINT_GROUP", "EngineInfo", "PluginContext",
+           "PluginLoadError", "clear_registered_context_engine", "clone_engine",
+           "configured_engine_name", "default_search_paths", "engine_for_agent",
+           "list_context_engines", "load_config", "load_engine", "register_context_engine",
+           "registered_context_engine", "resolve_context_engine"]
 
 logger = logger_for(__name__)
 
+ENTRY_POINT_GROUP = "lionctx.context_engines"
+_PLUGIN_SUBDIR = ("plugins", "context_engine")
+_MODULE_PREFIX = "_lionctx_context_engine_"
 
-# -- resolution ----------------------------------------------------------------------
+#: Guards the registration and the per-process caches (plugins may load from threads).
+lock = threading.RLock()
+_modules: dict[Path, ModuleType] = {}
+_instances: dict[str, ContextEngine] = {}
+
+
+# -- registration ----------------------------------------------------------------------
+
+class PluginContext:
+    """What a plugin's ``register(ctx)`` receives: it may register one engine."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source  # who registers, as warnings name it
+        self.engine: ContextEngine | None = None
+
+    def register_context_engine(self, engine: object) -> bool:
+        """Offer ``engine``; a non-engine or a second engine is refused with a warning."""
+        with lock:
+            if not isinstance(engine, ContextEngine):
+                logger.warning("%s: %s is not a ContextEngine; refused", self.source,
+                               type(engine).__name__)
+                return False
+            if self.engine is not None:
+                logger.warning("%s: a second engine (%s), but engine %r is already registered "
+                               "and only one is allowed; refused", self.source,
+                               engine_label(engine), engine_label(self.engine))
+                return False
+            self.engine = engine
+            return True
+
+
+#: The process-wide registration (:func:`register_context_engine`).
+_process = PluginContext("register_context_engine")
+
+
+def register_context_engine(engine: object) -> bool:
+    """Register ``engine`` for this process; True when accepted.
+
+    Only one engine can be registered: a second is refused with a warning, and so is
+    anything that is not a :class:`ContextEngine`. It is used only where a
+    configuration or host names it, and each agent gets its ``clone_for_agent()``.
+    """
+    return _process.register_context_engine(engine)
+
+
+def registered_context_engine() -> ContextEngine | None:
+    """The engine registered with :func:`register_context_engine`, if any."""
+    return _process.engine
+
+
+def clear_registered_context_engine() -> None:
+    """Forget the registered engine (for tests and long-lived hosts that reload)."""
+    with lock:
+        _process.engine = None
+
+
+# -- discovery ---------------------------------------------------------------------------
+
+def plugin_dirs(paths: Sequence[Path]) -> list[Path]:
+    """Plugin directories in search order (within a root, sorted by name); names
+    starting with ``_`` or ``.`` and folders without ``__init__.py`` are skipped."""
+    found: list[Path] = []
+    for path in paths:
+        root = path.joinpath(*_PLUGIN_SUBDIR)
+        if not root.is_dir():
+            if path.name != _PLUGIN_SUBDIR[-1] or not path.is_dir():
+                continue
+            root = path
+        try:
+            children = sorted(root.iterdir(), key=lambda p: p.name)
+        except OSError as exc:
+            logger.warning("cannot list context engine plugins in %s: %s", root, exc)
+            continue
+        found.extend(child for child in children
+                     if not child.name.startswith(("_", ".")) and child.is_dir()
+                     and (child / "__init__.py").is_file())
+    return found
+
+
+def _parse_flat_yaml(text: str) -> dict[str, str]:
+    """Top-level ``key: value`` scalars, for plugin.yaml when pyyaml is absent."""
+    data: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#") or line[:1].isspace():
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        value = value.split(" #", 1)[0].strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        data[key.strip()] = value
+    return data
+
+
+def plugin_meta(directory: Path) -> dict[str, Any]:
+    """The plugin's ``plugin.yaml`` as a mapping (empty when missing or invalid)."""
+    file = directory / "plugin.yaml"
+    if not file.is_file():
+        return {}
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        logger.warning("cannot read %s: %s", file, exc)
+        return {}
+    try:
+        import yaml
+    except ImportError:
+        return _parse_flat_yaml(text)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        logger.warning("ignoring invalid %s: %s", file, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def plugin_name(directory: Path, meta: Mapping[str, Any]) -> str:
+    """``name`` from the metadata, else the directory's name."""
+    name = meta.get("name")
+    return name.strip() if isinstance(name, str) and name.strip() else directory.name
+
+
+def entry_points() -> list[Any]:
+    """The group's entry points, one per (name, value), sorted."""
+    from importlib.metadata import entry_points as installed
+
+    try:
+        found = installed(group=ENTRY_POINT_GROUP)
+    except Exception as exc:  # a broken distribution must not break discovery
+        logger.warning("cannot read %s entry points: %s", ENTRY_POINT_GROUP, exc)
+        return []
+    unique: dict[tuple[str, str], Any] = {}
+    for ep in found:
+        unique.setdefault((ep.name, ep.value), ep)
+    return sorted(unique.values(), key=lambda ep: (ep.name, ep.value))
+
+
+def _entry_point_meta(ep: Any) -> tuple[str, Any]:
+    """An entry point's distribution summary and version (``("", None)`` if unknown)."""
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "", None
+    try:
+        return dist.metadata.get("Summary") or "", dist.version
+    except Exception:  # a broken distribution's metadata must not break listing
+        return "", None
+
+
+def shadowed_by(found: Sequence[tuple[str, str]],
+                taken: Mapping[str, str] | None = None) -> list[str | None]:
+    """First match wins: for each ``(name, source)`` in resolution order, the source that
+    took its name earlier (``taken`` holds names already taken), or None for the one the
+    name resolves to. A broken plugin still takes its name."""
+    seen = dict(taken or {})
+    out: list[str | None] = []
+    for name, source in found:
+        winner = seen.get(name)
+        out.append(winner)
+        if winner is None:
+            seen[name] = source
+    return out
+
+
+# -- importing and building --------------------------------------------------------------
+
+def module_name(directory: Path) -> str:
+    """The module a plugin directory is imported as: a private identifier that differs
+    for different paths (a digest of the whole path is part of it)."""
+    digest = hashlib.sha256(str(directory).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    safe = "".join(c if c.isascii() and c.isalnum() else "_" for c in directory.name)
+    return f"{_MODULE_PREFIX}{safe}_{digest}"
+
+
+def import_plugin(directory: Path) -> ModuleType:
+    """Import ``directory`` as a package under :func:`module_name` (once per process)."""
+    directory = directory.resolve()
+    with lock:
+        module = _modules.get(directory)
+        if module is not None:
+            return module
+        name = module_name(directory)
+        spec = importlib.util.spec_from_file_location(
+            name, directory / "__init__.py", submodule_search_locations=[str(directory)])
+        if spec is None or spec.loader is None:
+            raise PluginLoadError(f"cannot import context engine plugin {str(directory)!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before running, so relative imports resolve
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+                del sys.modules[key]
+            raise PluginLoadError(f"importing context engine plugin {str(directory)!r} failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+        _modules[directory] = module
+        return module
+
+
+def _build(cls: type[ContextEngine], source: str) -> ContextEngine:
+    try:
+        return cls()
+    except Exception as exc:
+        raise PluginLoadError(
+            f"building {cls.__name__}() from {source} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _run_register(register: Callable[[PluginContext], Any], source: str,
+                  what: str) -> tuple[ContextEngine | None, Any]:
+    """Call a plugin's ``register(ctx)``: (the engine it registered, what it returned)."""
+    ctx = PluginContext(f"context engine plugin {source}")
+    try:
+        returned = register(ctx)
+    except Exception as exc:
+        raise PluginLoadError(
+            f"register(ctx) {what} raised {type(exc).__name__}: {exc}") from exc
+    return ctx.engine, returned
+
+
+def engine_from_module(module: ModuleType, source: str) -> ContextEngine:
+    """Its ``register(ctx)``'s engine, else its first ContextEngine subclass defined in
+    the package (not imported), built with no arguments."""
+    register = getattr(module, "register", None)
+    if callable(register):
+        engine, _ = _run_register(register, source, f"of context engine plugin {source}")
+        if engine is not None:
+            return engine
+    package = module.__name__
+    for value in list(vars(module).values()):
+        if (inspect.isclass(value) and issubclass(value, ContextEngine)
+                and value is not ContextEngine and not inspect.isabstract(value)
+                and (value.__module__ == package or value.__module__.startswith(package + "."))):
+            return _build(value, f"context engine plugin {source}")
+    raise PluginLoadError(f"context engine plugin {source} registers no engine and defines "
+                          "no ContextEngine subclass")
+
+
+def engine_from_object(obj: object, source: str) -> ContextEngine:
+    """The engine an entry point's object offers: instance, class, module or function."""
+    if isinstance(obj, ContextEngine):
+        return obj
+    if isinstance(obj, ModuleType):
+        return engine_from_module(obj, source)
+    if inspect.isclass(obj):
+        if not issubclass(obj, ContextEngine):
+            raise PluginLoadError(f"{source} names {obj.__name__}, which is not a ContextEngine")
+        return _build(obj, source)
+    if callable(obj):
+        engine, returned = _run_register(obj, source, f"from {source}")
+        if engine is not None:
+            return engine
+        if isinstance(returned, ContextEngine):
+            return returned
+        raise PluginLoadError(f"register(ctx) from {source} registered no engine")
+    raise PluginLoadError(f"{source} is a {type(obj).__name__}, not a context engine")
+
+
+def _shared(key: str, build: Callable[[], ContextEngine]) -> ContextEngine:
+    with lock:
+        engine = _instances.get(key)
+        if engine is None:
+            engine = _instances[key] = build()
+        return engine
+
+
+def load_directory(directory: Path) -> ContextEngine:
+    """The shared engine of the plugin in ``directory`` (imported and built once)."""
+    return _shared(f"dir:{directory.resolve()}",
+                   lambda: engine_from_module(import_plugin(directory), str(directory)))
+
+
+def load_entry_point(ep: Any) -> ContextEngine:
+    """The shared engine of an entry point (loaded and built once)."""
+    source = f"entry point {ep.name} = {ep.value}"
+
+    def build() -> ContextEngine:
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise PluginLoadError(
+                f"loading {source} failed: {type(exc).__name__}: {exc}") from exc
+        return engine_from_object(obj, source)
+
+    return _shared(f"ep:{ep.name}={ep.value}", build)
+
+
+# -- what a name resolves to -------------------------------------------------------------
+
+class _Found(NamedTuple):
+    name: str
+    description: str
+    version: Any
+    source: str
+    load: Callable[[], ContextEngine]
+
+
+def _found(paths: Sequence[Path]) -> list[_Found]:
+    """Every engine a name could resolve to after the built-in, in resolution order."""
+    found: list[_Found] = []
+    registered = registered_context_engine()
+    if registered is not None:
+        doc = inspect.getdoc(type(registered)) or ""
+        found.append(_Found(engine_label(registered), doc.split("\n", 1)[0], None,
+                            "registered", lambda: registered))
+    for directory in plugin_dirs(paths):
+        meta = plugin_meta(directory)
+        description = meta.get("description")
+        found.append(_Found(plugin_name(directory, meta),
+                            description if isinstance(description, str) else "",
+                            meta.get("version"), str(directory),
+                            functools.partial(load_directory, directory)))
+    for ep in entry_points():
+        summary, version = _entry_point_meta(ep)
+        found.append(_Found(ep.name, summary, version, f"entry point {ep.value}",
+                            functools.partial(load_entry_point, ep)))
+    return found
 
 
 def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> ContextEngine:
@@ -123,60 +374,86 @@ def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> 
     """
     if not isinstance(name, str) or not name:
         raise InvalidValue(f"engine name must be a non-empty string, got {name!r}")
-    registered = registered_context_engine()
-    if registered is not None and engine_label(registered) == name:
-        return registered
     paths = _search_paths(search_paths, {})
-    for directory in _plugin_dirs(paths):
-        if _plugin_name(directory, _plugin_meta(directory)) == name:
-            return _load_directory(directory)
-    for ep in _entry_points():
-        if ep.name == name:
-            return _load_entry_point(ep)
-    raise LookupError(
-        f"no context engine named {name!r}: not registered, not a directory plugin "
-        f"under {[str(p) for p in paths]}, and no {ENTRY_POINT_GROUP!r} entry point"
-    )
+    for found in _found(paths):
+        if found.name == name:
+            return found.load()
+    raise LookupError(f"no context engine named {name!r}: not registered, not a directory "
+                      f"plugin under {[str(p) for p in paths]}, and no {ENTRY_POINT_GROUP!r} "
+                      "entry point")
 
 
-def engine_for_agent(
-    config: ConfigArg = None,
-    *,
-    search_paths: Iterable[PathArg] | None = None,
-    model: Any = None,
-) -> ContextEngine:
+@dataclass(frozen=True)
+class EngineInfo:
+    """One discoverable engine, as :func:`list_context_engines` reports it."""
+
+    name: str
+    description: str
+    version: str | None
+    #: ``"builtin"``, ``"registered"``, the plugin directory, or ``"entry point <value>"``.
+    source: str
+    #: True when the engine loads; the one an engine name would resolve to.
+    available: bool
+    #: Why it is not available (load error, or shadowed by an earlier source).
+    error: str | None = None
+
+
+def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
+                         config: ConfigArg = None, load: bool = True) -> list[EngineInfo]:
+    """Every discoverable engine, in resolution order, with its availability.
+
+    With ``load`` (default) each plugin is imported to check it works (running its
+    code, activating nothing); with ``load=False`` nothing is imported. An engine
+    shadowed by an earlier one of the same name is unavailable. ``config`` adds its
+    ``context.plugin_paths`` to the search paths.
+    """
+    from .. import __version__
+
+    infos = [EngineInfo(DEFAULT_ENGINE, "Built-in: summarizes the middle of long conversations",
+                        __version__, "builtin", True)]
+    found = _found(_search_paths(search_paths, context_section(config)))
+    shadows = shadowed_by([(f.name, f.source) for f in found], {DEFAULT_ENGINE: "builtin"})
+    for one, shadow in zip(found, shadows, strict=True):
+        version = None if one.version is None else str(one.version)
+        error = f"shadowed by {shadow}" if shadow is not None else None
+        if shadow is None and load:
+            try:
+                one.load()
+            except Exception as exc:
+                error = str(exc)
+        infos.append(EngineInfo(one.name, one.description, version, one.source,
+                                error is None, error))
+    return infos
+
+
+# -- an engine for a host ----------------------------------------------------------------
+
+def engine_for_agent(config: ConfigArg = None, *, search_paths: Iterable[PathArg] | None = None,
+                     model: Any = None) -> ContextEngine:
     """The context engine one agent or branch should use.
 
-    ``config`` is a mapping, a YAML/TOML path, or None (the built-in compressor).
-    The built-in compressor is built fresh, with ``model`` as its summarizer and the
-    ``context.compressor`` settings. A plugin engine is the shared instance's
-    ``clone_for_agent()``. Falls back to the built-in compressor, with a warning
-    naming the engine, when the name is unknown, the plugin fails to load, or
-    cloning fails. Configuration errors (a bad file, a non-string engine name)
-    raise: they are the caller's to fix.
+    ``config``: a mapping, a YAML/TOML path, or None (the built-in compressor, built
+    fresh with ``model`` as its summarizer and the ``context.compressor`` settings). A
+    plugin engine is the shared instance's ``clone_for_agent()``; an unknown name, a
+    plugin that fails to load or a failing clone falls back to the built-in compressor
+    with a warning naming the engine. Configuration errors raise.
     """
-    section = _context_section(config)
+    section = context_section(config)
     name = configured_engine_name({"context": section})
     timeout = section.get("select_context_timeout")
     if timeout is not None:
         check_select_timeout(timeout)  # a bad value fails here, naming it
-    engine = _engine_for_section(section, name, search_paths, model)
+    settings = section.get("compressor") or {}
+    if not isinstance(settings, Mapping):
+        raise InvalidValue(f"context.compressor must be a mapping, got {settings!r}")
+    engine = _configured_engine(name, _search_paths(search_paths, section), settings, model)
     if timeout is not None:
         engine.select_context_timeout = timeout
     return engine
 
 
-def _engine_for_section(
-    section: Mapping[str, Any],
-    name: str,
-    search_paths: Iterable[PathArg] | None,
-    model: Any,
-) -> ContextEngine:
-    settings = section.get("compressor") or {}
-    if not isinstance(settings, Mapping):
-        raise InvalidValue(f"context.compressor must be a mapping, got {settings!r}")
-    paths = _search_paths(search_paths, section)
-
+def _configured_engine(name: str, paths: list[Path], settings: Mapping[str, Any],
+                       model: Any) -> ContextEngine:
     def builtin() -> ContextCompressor:
         try:
             return ContextCompressor(model=model, **dict(settings))
@@ -189,24 +466,19 @@ def _engine_for_section(
     try:
         shared = load_engine(name, search_paths=paths)
     except LookupError:
-        logger.warning(
-            "context engine %r is not installed or discoverable; using the built-in "
-            "compressor",
-            name,
-        )
+        logger.warning("context engine %r is not installed or discoverable; using the "
+                       "built-in compressor", name)
         return builtin()
     except PluginLoadError as exc:
-        logger.warning(
-            "context engine %r failed to load (%s); using the built-in compressor", name, exc
-        )
+        logger.warning("context engine %r failed to load (%s); using the built-in compressor",
+                       name, exc)
         return builtin()
     clone = _clone_or_none(shared, name)
     if clone is None:
         return builtin()
     if engine_label(clone) != name:
-        logger.warning(
-            "context engine configured as %r reports the name %r", name, engine_label(clone)
-        )
+        logger.warning("context engine configured as %r reports the name %r", name,
+                       engine_label(clone))
     return clone
 
 
@@ -215,110 +487,75 @@ def _clone_or_none(shared: ContextEngine, name: str) -> ContextEngine | None:
     try:
         clone = shared.clone_for_agent()
     except Exception as exc:
-        logger.warning(
-            "context engine %r clone_for_agent raised %s; this agent uses the built-in "
-            "compressor",
-            name,
-            type(exc).__name__,
-        )
+        logger.warning("context engine %r clone_for_agent raised %s; this agent uses the "
+                       "built-in compressor", name, type(exc).__name__)
         return None
     if not isinstance(clone, ContextEngine):
-        logger.warning(
-            "context engine %r clone_for_agent returned %s, not a ContextEngine; this "
-            "agent uses the built-in compressor",
-            name,
-            type(clone).__name__,
-        )
+        logger.warning("context engine %r clone_for_agent returned %s, not a ContextEngine; "
+                       "this agent uses the built-in compressor", name, type(clone).__name__)
         return None
     return clone
 
 
 def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
-    """``shared.clone_for_agent()`` for one more agent, branch or session.
-
-    When cloning raises or returns something that is not an engine, the agent gets
-    a fresh built-in compressor (summarizing with ``model``) and a warning names the
-    engine, as :func:`engine_for_agent` does for a configured plugin.
-    """
+    """``shared.clone_for_agent()`` for one more agent, branch or session; when that
+    fails, a fresh built-in compressor summarizing with ``model``, with a warning."""
     if not isinstance(shared, ContextEngine):
         raise InvalidType(f"shared must be a ContextEngine, got {type(shared).__name__}")
     clone = _clone_or_none(shared, engine_label(shared))
     return clone if clone is not None else ContextCompressor(model=model)
 
 
-def resolve_context_engine(
-    engine: ContextEngine | str | None = None,
-    config: ConfigArg = None,
-    *,
-    model: Any = None,
-    search_paths: Iterable[PathArg] | None = None,
-) -> ContextEngine | None:
+def resolve_context_engine(engine: ContextEngine | str | None = None, config: ConfigArg = None, *,
+                           model: Any = None,
+                           search_paths: Iterable[PathArg] | None = None) -> ContextEngine | None:
     """The engine a host (``Branch``, ``Agent``) uses for its ``context_engine=`` and
     ``engine_config=`` arguments, or None for no engine at all.
 
-    - Neither given: None. Hosts run no engine unless asked.
-    - An engine instance: used as is. The instance registered with
-      :func:`register_context_engine` is shared, so the host gets its
-      ``clone_for_agent()`` instead (:func:`clone_engine`). A
-      :class:`ContextCompressor` given without a model or summarizer gets ``model``.
-    - An engine name (``"compressor"``, a plugin's name): resolved like
-      ``context.engine`` by :func:`engine_for_agent`; ``config`` may still give
-      ``plugin_paths`` and ``compressor`` settings, and the name wins over its
-      ``engine``.
-    - Only ``config``: a mapping or a YAML/TOML path, read by
-      :func:`engine_for_agent` (``context.engine`` defaults to ``"compressor"``). A
-      mapping without a ``context`` key is taken as that section itself
+    - Neither given: None (hosts run no engine unless asked).
+    - An engine instance: used as is; the registered instance is shared, so the host
+      gets its clone (:func:`clone_engine`). A :class:`ContextCompressor` given
+      without a model or summarizer gets ``model``.
+    - An engine name: resolved like ``context.engine`` by :func:`engine_for_agent`;
+      ``config`` may still give ``plugin_paths`` and ``compressor`` settings, and the
+      name wins over its ``engine``.
+    - Only ``config``: a mapping or a YAML/TOML path, read by :func:`engine_for_agent`.
+      A mapping without a ``context`` key is taken as that section itself
       (``{"engine": "topic"}``), and then an unknown key is an error.
 
-    ``model`` is what the built-in compressor summarizes with. Raises TypeError or
-    ValueError for arguments of the wrong kind, naming them; an unknown or broken
-    plugin falls back to the built-in compressor with a warning, as configured
-    engines do.
+    ``model`` is what the built-in compressor summarizes with. Arguments of the wrong
+    kind raise, naming them; an unknown or broken plugin falls back to the built-in
+    compressor with a warning.
     """
-    config = _as_configuration(config)
+    if isinstance(config, Mapping) and "context" not in config:
+        unknown = sorted(str(k) for k in config if k not in SECTION_KEYS)
+        if unknown:
+            raise InvalidValue(
+                f"engine_config has unknown key(s) {unknown}: give a configuration with a "
+                f"'context' section, or the section itself with {sorted(SECTION_KEYS)}")
+        config = {"context": dict(config)}
     if isinstance(engine, ContextEngine):
-        return _given_engine(engine, config, model)
+        if config is not None:
+            raise InvalidValue(
+                f"engine_config is for choosing an engine by name; it cannot configure the "
+                f"given engine instance {engine_label(engine)!r}")
+        if engine is registered_context_engine():
+            return clone_engine(engine, model=model)
+        if (isinstance(engine, ContextCompressor) and engine.model is None
+                and engine.summarize is None and model is not None):
+            engine.model = model  # a compressor with nothing to summarize with: the host's
+        return engine
     if isinstance(engine, str):
         name = engine.strip()
         if not name:
             raise InvalidValue(f"context_engine name must be a non-empty string, got {engine!r}")
-        section = _context_section(config)
+        section = context_section(config)
         section["engine"] = name
         return engine_for_agent({"context": section}, search_paths=search_paths, model=model)
     if engine is not None:
         hint = " (pass an instance, not the class)" if inspect.isclass(engine) else ""
-        raise InvalidType(
-            f"context_engine must be None, a ContextEngine or an engine name, got "
-            f"{engine!r}{hint}"
-        )
+        raise InvalidType(f"context_engine must be None, a ContextEngine or an engine name, "
+                          f"got {engine!r}{hint}")
     if config is None:
         return None
     return engine_for_agent(config, search_paths=search_paths, model=model)
-
-
-def _as_configuration(config: ConfigArg) -> ConfigArg:
-    """A mapping without a ``context`` key is that section itself; check its keys."""
-    if not isinstance(config, Mapping) or "context" in config:
-        return config
-    unknown = sorted(str(k) for k in config if k not in _SECTION_KEYS)
-    if unknown:
-        raise InvalidValue(
-            f"engine_config has unknown key(s) {unknown}: give a configuration with a "
-            f"'context' section, or the section itself with {sorted(_SECTION_KEYS)}"
-        )
-    return {"context": dict(config)}
-
-
-def _given_engine(engine: ContextEngine, config: ConfigArg, model: Any) -> ContextEngine:
-    """An engine instance a host was given: as is, or a clone of the registered one."""
-    if config is not None:
-        raise InvalidValue(
-            f"engine_config is for choosing an engine by name; it cannot configure the "
-            f"given engine instance {engine_label(engine)!r}"
-        )
-    if engine is registered_context_engine():
-        return clone_engine(engine, model=model)
-    if (isinstance(engine, ContextCompressor) and engine.model is None
-            and engine.summarize is None and model is not None):
-        engine.model = model  # a compressor with nothing to summarize with: the host's
-    return engine

@@ -1,23 +1,12 @@
-"""An engine bound to a conversation (:class:`EngineSession`), and an agent's pool of them.
-
-:class:`EngineSession` carries the session lifecycle (start, end, reset) and the
-turn's hooks as methods: :meth:`~EngineSession.select` before each request,
-:meth:`~EngineSession.after_response` after each reply, :meth:`~EngineSession.compress`
-after a turn that stored messages, :meth:`~EngineSession.turn_complete` at the end,
-and :meth:`~EngineSession.tools` / :meth:`~EngineSession.dispatch_tool` for the
-engine's own tools. Each method is the contained call of ``_host.py`` for this
-session's engine; a turn (``lionctx._turn.Turn``) calls them and nothing else.
-
-:class:`SessionPool` is for a host that serves many conversations (the agentium
-``Agent``): one session per session id, at most ``max_sessions`` of them, least
-recently used evicted first, never one with a run in flight.
-"""
+"""An engine bound to a conversation (:class:`EngineSession`: the lifecycle and the
+turn's hooks a ``lionctx._turn.Turn`` calls), a pool of them per session id
+(:class:`SessionPool`), and the bridge a compressor in a worker thread summarizes
+through (:class:`ThreadBridgeModel`)."""
 
 from __future__ import annotations
 
 import copy
 import functools
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -25,50 +14,74 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 
 from .._exceptions import InvalidType
+from .._log import logger_for
+from .._messages import new_uid
 from ._base import ContextEngine, engine_label, overrides, usage_counts
-from ._bridge import summary_model
 from ._host import (
     after_response,
     apply_select_context_async,
     compression_due,
     dispatch_engine_tool,
     engine_tools,
+    log_hook_error,
     maybe_compress,
     notify_turn_complete,
 )
-from ._identity import new_uid
+from ._loader import clone_engine, resolve_context_engine
 
-__all__ = ["EngineSession", "SessionPool", "open_session"]
+__all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "open_session", "summary_model"]
 
-# The host's logger: warnings about session hooks read as the host's, as before.
-logger = logging.getLogger("lionctx.engines.host")
+logger = logger_for("lionctx.engines._host")  # these lines read as the host's
+
+
+class ThreadBridgeModel:
+    """``complete_sync`` over an async-only chat model: from a worker thread started by
+    ``anyio.to_thread``, runs ``model.complete`` on the event loop (elsewhere RuntimeError)."""
+
+    def __init__(self, model: Any) -> None:
+        if not callable(getattr(model, "complete", None)):
+            raise InvalidType(f"model must have an async complete(), got {type(model).__name__}")
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"ThreadBridgeModel({self.model!r})"
+
+    def complete_sync(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Any:
+        """Run ``model.complete(messages, **kwargs)`` on the host's event loop."""
+        return anyio.from_thread.run(functools.partial(self.model.complete, messages, **kwargs))
+
+
+def summary_model(model: Any) -> Any:
+    """What a compressor summarizes with for a host's chat ``model``: the model when it
+    has ``complete_sync``, a :class:`ThreadBridgeModel` when it only has an async
+    ``complete``, else None."""
+    if model is None:
+        return None
+    if callable(getattr(model, "complete_sync", None)):
+        return model
+    if callable(getattr(model, "complete", None)):
+        return ThreadBridgeModel(model)
+    return None
 
 
 def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> EngineSession | None:
-    """The session a host's ``context_engine=`` / ``engine_config=`` ask for, or None.
-
-    The built-in compressor summarizes with the host's chat ``model``.
-    """
-    from ._loader import resolve_context_engine
-
+    """The session a host's ``context_engine=`` / ``engine_config=`` ask for, or None
+    (the built-in compressor summarizes with the host's chat ``model``)."""
     engine = resolve_context_engine(context_engine, engine_config, model=summary_model(model))
     return EngineSession(engine) if engine is not None else None
 
 
 class EngineSession:
-    """One engine bound to one conversation, its session lifecycle and its turn hooks.
+    """One engine bound to one conversation: its session lifecycle and turn hooks.
 
-    :meth:`start` calls ``on_session_start`` once, before the first turn; :meth:`end`
-    calls ``on_session_end`` with copies of the messages; :meth:`reset` ends the
-    session and calls ``on_session_reset``. After :meth:`end` or :meth:`reset` the
-    next :meth:`start` begins a new session. Hook errors are logged and ignored;
-    hooks the engine did not override are skipped (``on_session_reset`` has a real
-    default and always runs).
-
-    ``session_id``: the id every session of this conversation reports; when None,
-    :meth:`start` uses the id it is given, else mints one per session.
+    :meth:`start` / :meth:`end` / :meth:`reset` call ``on_session_start`` (once),
+    ``on_session_end`` (with copies of the messages) and ``on_session_reset``; hook
+    errors are logged and ignored. ``session_id``: the id every session reports; when
+    None, the id :meth:`start` is given, else a fresh one.
     """
 
     def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
@@ -92,20 +105,17 @@ class EngineSession:
 
     @property
     def label(self) -> str:
-        """The engine's name for log lines (its class name when ``name`` fails)."""
+        """The engine's name for log lines."""
         return engine_label(self.engine)
 
     def clone(self, model: Any) -> EngineSession:
         """A new session over the engine's ``clone_for_agent()`` (its own state)."""
-        from ._loader import clone_engine
-
         return EngineSession(clone_engine(self.engine, model=summary_model(model)))
 
     def observes(self, hook: str) -> bool:
         """True when the engine overrides ``hook`` (so calling it is worth a copy)."""
         return overrides(self.engine, hook)
 
-    # -- lifecycle ---------------------------------------------------------------------
     def start(self, session_id: Any = None) -> None:
         """Begin a session unless one is active (``on_session_start``)."""
         with self._lock:
@@ -113,15 +123,9 @@ class EngineSession:
                 return
             self._active = True
             chosen = self._fixed_id or (str(session_id) if session_id is not None else None)
-            self.session_id = chosen or new_uid()
-            sid = self.session_id
-        if not overrides(self.engine, "on_session_start"):
-            return
-        try:
-            self.engine.on_session_start(session_id=sid)
-        except Exception as exc:
-            logger.warning("context engine %r on_session_start raised %s; ignored",
-                           self.label, type(exc).__name__)
+            self.session_id = sid = chosen or new_uid()
+        if overrides(self.engine, "on_session_start"):
+            self._hook("on_session_start", session_id=sid)
 
     def end(self, messages: Sequence[Mapping[str, Any]] | None = None) -> bool:
         """End the active session (``on_session_end``); False when none was active."""
@@ -131,32 +135,25 @@ class EngineSession:
             self._active = False
             sid = self.session_id
         if overrides(self.engine, "on_session_end"):
-            try:
-                self.engine.on_session_end(
-                    session_id=sid,
-                    messages=(copy.deepcopy([dict(m) for m in messages])
-                              if messages is not None else None),
-                )
-            except Exception as exc:
-                logger.warning("context engine %r on_session_end raised %s; ignored",
-                               self.label, type(exc).__name__)
+            self._hook("on_session_end", session_id=sid, messages=(
+                copy.deepcopy([dict(m) for m in messages]) if messages is not None else None))
         return True
 
     def reset(self, messages: Sequence[Mapping[str, Any]] | None = None) -> None:
         """End the active session, then ``on_session_reset``: the conversation was cleared."""
         self.end(messages)
-        try:
-            self.engine.on_session_reset()
-        except Exception as exc:
-            logger.warning("context engine %r on_session_reset raised %s; ignored",
-                           self.label, type(exc).__name__)
+        self._hook("on_session_reset")
 
-    # -- the turn's hooks ----------------------------------------------------------------
+    def _hook(self, hook: str, **kwargs: Any) -> None:
+        try:
+            getattr(self.engine, hook)(**kwargs)
+        except Exception as exc:
+            log_hook_error(self.engine, hook, exc)
+
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """The messages to send for one request (``select_context``, bounded in time);
-        ``request`` itself when the engine does not select or its selection is refused."""
+        """The messages to send for one request (``apply_select_context_async``)."""
         return await apply_select_context_async(self.engine, request,
                                                 conversation_messages=conversation,
                                                 incoming_message=incoming)
@@ -165,17 +162,10 @@ class EngineSession:
         """Give the engine one reply's usage (``update_from_response``)."""
         after_response(self.engine, usage)
 
-    def maybe_compress(self, messages: list[dict[str, Any]], prompt_tokens: int | None, *,
-                       force: bool = False) -> list[dict[str, Any]] | None:
-        """``maybe_compress`` (``_host.py``) for this session's engine."""
-        return maybe_compress(self.engine, messages, prompt_tokens, force=force)
-
     async def compress(self, messages: list[dict[str, Any]],
                        usage: Any) -> list[dict[str, Any]] | None:
-        """After a turn that stored messages: ``should_compress`` with the last reply's
-        prompt tokens, then, when due, ``compress`` in a worker thread (a compressor
-        summarizes through the event loop from there). The checked new history, or
-        None to keep ``messages``."""
+        """After a turn: when ``should_compress`` (with the reply's prompt tokens) says
+        so, ``compress`` in a worker thread. The checked new history, or None."""
         counts = usage_counts(usage)
         prompt_tokens = counts[0] if counts is not None else None
         if not compression_due(self.engine, prompt_tokens):
@@ -183,10 +173,9 @@ class EngineSession:
         return await anyio.to_thread.run_sync(
             functools.partial(maybe_compress, self.engine, messages, prompt_tokens, force=True))
 
-    def turn_complete(self, transcript: Sequence[Mapping[str, Any]], usage: Any, *,
-                      turn_id: str, task_id: str | None, api_call_count: int,
-                      interrupted: bool = False, failed: bool = False,
-                      exit_reason: str = "completed") -> None:
+    def turn_complete(self, transcript: Sequence[Mapping[str, Any]], usage: Any, *, turn_id: str,
+                      task_id: str | None, api_call_count: int, interrupted: bool = False,
+                      failed: bool = False, exit_reason: str = "completed") -> None:
         """``on_turn_complete`` with copies of the transcript and the last usage."""
         notify_turn_complete(self.engine, transcript, usage, turn_id=turn_id, task_id=task_id,
                              api_call_count=api_call_count, interrupted=interrupted,
@@ -199,8 +188,7 @@ class EngineSession:
     async def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None, *,
                             turn_id: str | None, task_id: str | None,
                             tool_call_id: str) -> str:
-        """Answer one call to an engine tool in a worker thread: the result text (a
-        JSON error for the model when the arguments or the engine fail)."""
+        """Answer one call to an engine tool in a worker thread (``dispatch_engine_tool``)."""
         return await anyio.to_thread.run_sync(functools.partial(
             dispatch_engine_tool, self.engine, name, arguments, turn_id=turn_id,
             task_id=task_id, tool_call_id=tool_call_id))
@@ -209,12 +197,9 @@ class EngineSession:
 class SessionPool:
     """The engine sessions of a host that serves many conversations.
 
-    Runs without a session id use ``engine`` itself; each new session id gets a
-    session over a ``clone_for_agent()`` of it (summarizing with ``model``). At most
-    ``max_sessions`` session ids keep a session: acquiring one for a new id beyond
-    that evicts the least recently used idle sessions, whose ``on_session_end`` runs
-    (in a worker thread, shielded from cancellation; errors logged). A session with
-    a run in flight is never evicted (the bound may then be exceeded until it ends).
+    Runs without a session id use ``engine``; each session id gets a session over its
+    ``clone_for_agent()``. Beyond ``max_sessions`` ids the least recently used idle
+    sessions are ended (shielded, in a worker thread); one with a run in flight never is.
     ``owner`` names the host in log lines.
     """
 
@@ -224,8 +209,7 @@ class SessionPool:
         self.max_sessions = max_sessions
         self._model = model
         self._owner = owner
-        # session key (None: runs without a session id) -> its session, least
-        # recently used first
+        # session key (None: runs without a session id) -> session, least recent first
         self._sessions: OrderedDict[str | None, EngineSession] = OrderedDict()
         # session -> runs in flight; entries leave at zero, so it stays small
         self._running: dict[EngineSession, int] = {}
@@ -241,8 +225,8 @@ class SessionPool:
 
     @asynccontextmanager
     async def session(self, session_id: Any = None) -> AsyncIterator[EngineSession]:
-        """``session_id``'s session, marked in flight for the ``async with`` body;
-        sessions evicted to make room are ended first."""
+        """``session_id``'s session, in flight for the ``async with`` body (sessions
+        evicted to make room are ended first)."""
         session, evicted = self._acquire(None if session_id is None else str(session_id))
         try:
             await self._end_evicted(evicted)
@@ -257,8 +241,6 @@ class SessionPool:
                 if key is None:
                     session = EngineSession(self.engine)
                 else:  # a conversation of its own: its own engine state
-                    from ._loader import clone_engine
-
                     engine = clone_engine(self.engine, model=summary_model(self._model))
                     session = EngineSession(engine, session_id=key)
                 self._sessions[key] = session
@@ -268,7 +250,6 @@ class SessionPool:
             return session, self._evict_locked()
 
     def _evict_locked(self) -> list[EngineSession]:
-        """Drop the least recently used idle sessions beyond ``max_sessions``."""
         excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
         if excess <= 0:
             return []
@@ -304,8 +285,8 @@ class SessionPool:
                                    self._owner, type(exc).__name__)
 
     def end(self, session_id: Any = None) -> None:
-        """End ``session_id``'s session (``on_session_end``) and forget it; without a
-        session id, end the session of runs that gave none (kept for the next run)."""
+        """End ``session_id``'s session and forget it; without one, end the session of
+        runs that gave none (kept for the next run)."""
         key = None if session_id is None else str(session_id)
         with self._lock:
             session = self._sessions.get(key) if key is None else self._sessions.pop(key, None)

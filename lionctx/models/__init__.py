@@ -16,23 +16,10 @@ from ._base import (
 from ._openai_chat import DEFAULT_MODEL, OpenAIChatModel, OpenAIChatStream
 from ._tools import ActionResponse, Tool, as_tool, run_tool_call
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "ActionResponse",
-    "ChatModel",
-    "ChatResponse",
-    "ChatStream",
-    "ModelAuthError",
-    "ModelConfigError",
-    "ModelConnectionError",
-    "ModelError",
-    "ModelResponseError",
-    "OpenAIChatModel",
-    "OpenAIChatStream",
-    "Tool",
-    "as_tool",
-    "run_tool_call",
-]
+__all__ = ["DEFAULT_MODEL", "ActionResponse", "ChatModel", "ChatResponse", "ChatStream",
+           "ModelAuthError", "ModelConfigError", "ModelConnectionError", "ModelError",
+           "ModelResponseError", "OpenAIChatModel", "OpenAIChatStream", "Tool", "as_tool",
+           "run_tool_call"]
 
 
 def __dir__() -> list[str]:

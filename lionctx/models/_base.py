@@ -14,28 +14,14 @@ from .._exceptions import (
     ModelResponseError,
 )
 
-__all__ = [
-    "ChatModel",
-    "ChatResponse",
-    "ChatStream",
-    "ModelAuthError",
-    "ModelConfigError",
-    "ModelConnectionError",
-    "ModelError",
-    "ModelResponseError",
-]
+__all__ = ["ChatModel", "ChatResponse", "ChatStream", "ModelAuthError", "ModelConfigError",
+           "ModelConnectionError", "ModelError", "ModelResponseError"]
 
 
 @dataclass
 class ChatResponse:
-    """One model reply.
-
-    ``tool_calls`` are OpenAI-format dicts
-    (``{"id", "type": "function", "function": {"name", "arguments"}}``, with
-    ``arguments`` the JSON string the model produced). ``usage`` is the server's
-    usage dict (``prompt_tokens``, ``completion_tokens``, ``total_tokens``, ...) or
-    ``None`` when it sent none. ``raw`` is the client's own response object.
-    """
+    """One model reply. ``tool_calls`` are OpenAI-format dicts (``arguments`` the model's
+    JSON string); ``usage`` the server's usage dict or None; ``raw`` the client's response."""
 
     content: str | None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -53,9 +39,8 @@ class ChatResponse:
         """The assistant message to store for this reply."""
         msg: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
-            msg["tool_calls"] = [
-                {**c, "function": dict(c.get("function") or {})} for c in self.tool_calls
-            ]
+            msg["tool_calls"] = [{**c, "function": dict(c.get("function") or {})}
+                                 for c in self.tool_calls]
         return msg
 
 
@@ -75,18 +60,9 @@ class ChatStream(Protocol):
 class ChatModel(Protocol):
     """Anything a :class:`~lionctx.Branch` or an Agent can send requests through."""
 
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ChatResponse: ...
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *,
+                       tools: Sequence[Mapping[str, Any]] | None = None,
+                       **kwargs: Any) -> ChatResponse: ...
 
-    def stream(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ChatStream: ...
+    def stream(self, messages: Sequence[Mapping[str, Any]], *,
+               tools: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any) -> ChatStream: ...

@@ -1,93 +1,244 @@
-"""An OpenAI-compatible chat model over the ``openai`` package.
+"""One concept: the OpenAI-compatible chat model over the ``openai`` package.
 
-Any server that speaks the chat-completions API works through ``base_url``
-(OpenAI, Azure-style gateways, vLLM, Ollama, llama.cpp, the bundled
-:class:`lionctx.testing.LocalOpenAIServer`). Configuration comes from arguments,
-else the environment: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, and the model name
-from ``LIONCTX_MODEL`` (default :data:`DEFAULT_MODEL`).
-
-Nothing is checked or imported at construction: the ``openai`` package is imported,
-and a missing key reported, on the first call. A server on a loopback address
-(an IP in 127.0.0.0/8, ``::1``, or exactly ``localhost``) may be used without a key;
-local servers do not check one, so a placeholder is sent. A name that merely starts
-like one (``127.example.com``) is remote and needs a real key.
-
-Errors name the server (without credentials) and never contain the key: the
-``openai`` exception is not chained (its message and its request carry the
-server's body and our headers); the status code and the server's error type are
-kept in our error instead.
-
-Layout: this module holds the clients (one async client per event loop, one sync
-client) and makes the calls; the request body, the reply, the stream assembly and
-the errors are :mod:`lionctx.models._chat_wire`'s (pure, property-tested).
+Its wire is pure (key needed, request body, reply, stream assembly, our error for an
+``openai`` error); :class:`OpenAIChatModel` holds the clients and makes the calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import ipaddress
 import os
+import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
+from .._messages import strip_persistence_fields
+from .._safe_text import safe_text, type_name
 from ..providers._redact import mask_key
 from ..providers._redact import public_url as public_url  # re-exported, as it always was
-from ._base import ChatResponse, ModelConfigError, ModelError
-from ._chat_wire import (
-    StreamAssembly,
-    model_error,
-    parse_completion,
-    request_body,
+from ._base import (
+    ChatResponse,
+    ModelAuthError,
+    ModelConfigError,
+    ModelConnectionError,
+    ModelError,
+    ModelResponseError,
 )
-from ._chat_wire import is_loopback as _is_loopback
-from ._chat_wire import public_endpoint as _public_url
 
-__all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "OpenAIChatStream"]
-
-from .._log import logger_for
+__all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "OpenAIChatStream", "StreamAssembly",
+           "is_loopback", "model_error", "parse_completion", "request_body"]
 
 logger = logger_for(__name__)
 
 #: The model name used when neither an argument nor ``LIONCTX_MODEL`` gives one.
 DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 _LOCAL_PLACEHOLDER_KEY = "lionctx-local-no-key"
-#: Shortest run of the key's characters that counts as (part of) the key in a text.
-_KEY_FRAGMENT = 8
+#: What a server's error type/code must look like to be repeated in our error.
+_ERROR_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
+
+# -- where a request goes ---------------------------------------------------------------
+
+@functools.lru_cache(maxsize=64)  # asked on every turn for the same few base URLs
+def is_loopback(url: str | None) -> bool:
+    """True for a loopback IP (127.0.0.0/8, ``::1``, IPv4-mapped 127/8) or exactly
+    ``localhost``. Any other name is remote, whatever it starts with."""
+    if not url:
+        return False
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a DNS name: it may resolve anywhere
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _public_url(url: str | None) -> str:
+    """``url`` without user info, query or fragment: safe to show in an error."""
+    if not url:
+        return DEFAULT_ENDPOINT
+    return public_url(url, unparsable="<unparsable base_url>")
+
+
+# -- the request and the reply ----------------------------------------------------------
+
+def request_body(model: str, params: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
+                 tools: Sequence[Mapping[str, Any]] | None,
+                 kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat-completions body: ``model``, then ``params``, then the call's keywords;
+    persistence-only message fields stripped. Refuses arguments of the wrong kind."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidType(
+            f"messages must be a list of message dicts, got {type(messages).__name__}")
+    if "stream" in kwargs:
+        raise InvalidType("pass no 'stream' keyword: call stream() to stream a reply")
+    sent = strip_persistence_fields(messages)
+    for i, msg in enumerate(sent):
+        role = msg.get("role")
+        if not isinstance(role, str) or not role:
+            raise InvalidValue(f"message {i} needs a non-empty str 'role', got {role!r}")
+    body: dict[str, Any] = {"model": model, **params, **kwargs, "messages": sent}
+    if tools:
+        if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+            raise InvalidType(f"tools must be a list of tool specs, got {type(tools).__name__}")
+        body["tools"] = [dict(t) for t in tools]
+    if "tool_choice" in body and body["tool_choice"] is None:
+        del body["tool_choice"]
+    return body
+
+
+def parse_completion(completion: Any, where: str) -> ChatResponse:
+    """A chat completion as a :class:`ChatResponse` (``where``: for the error)."""
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        raise ModelResponseError(f"model server {where} returned no choices")
+    choice = choices[0]
+    message = choice.message
+    calls = []
+    for call in getattr(message, "tool_calls", None) or []:
+        fn = getattr(call, "function", None)
+        calls.append({
+            "id": call.id,
+            "type": getattr(call, "type", None) or "function",
+            "function": {"name": getattr(fn, "name", None),
+                         "arguments": getattr(fn, "arguments", None) or ""},
+        })
+    usage = completion.usage.model_dump(exclude_none=True) if completion.usage else None
+    return ChatResponse(content=message.content, tool_calls=calls, usage=usage,
+                        finish_reason=choice.finish_reason,
+                        model=getattr(completion, "model", None), raw=completion)
+
+
+class StreamAssembly:
+    """A streamed reply: text deltas as chunks come, the whole at the end (first choice
+    only; tool calls merged by index; any chunk's usage and model kept)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.model: str | None = None
+        self.usage: dict[str, Any] | None = None
+
+    def feed(self, chunk: Any) -> list[str]:
+        """Take one chunk; returns its text deltas."""
+        self.model = getattr(chunk, "model", None) or self.model
+        if getattr(chunk, "usage", None):
+            self.usage = chunk.usage.model_dump(exclude_none=True)
+        texts: list[str] = []
+        for choice in chunk.choices or []:
+            if choice.index not in (0, None):
+                continue
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+            delta = choice.delta
+            if delta is None:
+                continue
+            for tc in getattr(delta, "tool_calls", None) or []:
+                slot = self.calls.setdefault(tc.index, {
+                    "id": None, "type": "function", "function": {"name": None, "arguments": ""}})
+                slot["id"] = tc.id or slot["id"]
+                fn = getattr(tc, "function", None)
+                if fn is not None:
+                    slot["function"]["name"] = fn.name or slot["function"]["name"]
+                    slot["function"]["arguments"] += fn.arguments or ""
+            text = getattr(delta, "content", None)
+            if text:
+                self.parts.append(text)
+                texts.append(text)
+        return texts
+
+    def response(self) -> ChatResponse:
+        """The whole reply: no text (None) only when it made tool calls and said nothing."""
+        return ChatResponse(
+            content="".join(self.parts) if self.parts or not self.calls else None,
+            tool_calls=[self.calls[i] for i in sorted(self.calls)],
+            usage=self.usage, finish_reason=self.finish, model=self.model, raw=None)
+
+
+def _error_word(value: Any, scrub: Callable[[str], str]) -> str | None:
+    """A server's error type/code when it is a short identifier that is not the key."""
+    if isinstance(value, str) and _ERROR_WORD.fullmatch(value) and scrub(value) == value:
+        return value
+    return None
+
+
+def model_error(exc: BaseException, *, where: str, timeout: float, model: str,
+                scrub: Callable[[str], str]) -> ModelError:
+    """Our error for an ``openai`` exception, without secrets (``scrub`` masks the key)."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelConnectionError(f"model server {where} did not answer within {timeout:g}s")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        detail = f" ({type_name(cause)})" if cause is not None else ""
+        return ModelConnectionError(f"could not reach the model server at {where}{detail}")
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        # The body may echo part of the key: leave it out, keep its type and code.
+        kinds = [w for w in (_error_word(getattr(exc, "type", None), scrub),
+                             _error_word(getattr(exc, "code", None), scrub)) if w]
+        detail = ", ".join([f"HTTP {exc.status_code}", *dict.fromkeys(kinds)])
+        return ModelAuthError(f"model server {where} refused the API key ({detail}); check "
+                              "api_key= or OPENAI_API_KEY", exc.status_code)
+    if isinstance(exc, openai.APIStatusError):
+        # Scrub before cutting: a cut could split the key below the fragment size.
+        message = scrub(safe_text(getattr(exc, "message", "") or exc, 2000))[:500]
+        return ModelResponseError(f"model server {where} answered HTTP {exc.status_code} for "
+                                  f"model {model!r}: {message}", exc.status_code)
+    return ModelResponseError(f"model call to {where} failed: "
+                              f"{type_name(exc)}: {scrub(safe_text(exc, 2000))[:500]}")
+
+
+# -- the model --------------------------------------------------------------------------
 
 def _opt_str(value: Any, label: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         raise InvalidType(f"{label} must be a str or None, got {type(value).__name__}")
     return value
+
+
+def _running_loop() -> Any:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio through anyio)
+        return None
 
 
 class OpenAIChatModel:
     """Chat completions through ``openai.AsyncOpenAI`` (and ``openai.OpenAI`` for sync).
 
+    Any server that speaks the chat-completions API works (OpenAI, gateways, vLLM,
+    Ollama, llama.cpp, :class:`lionctx.testing.LocalOpenAIServer`).
     ``model``: model name (else ``LIONCTX_MODEL``, else :data:`DEFAULT_MODEL`).
     ``base_url``: server root, e.g. ``http://127.0.0.1:8000/v1`` (else
-    ``OPENAI_BASE_URL``, else OpenAI). ``api_key``: else ``OPENAI_API_KEY``.
-    ``timeout`` (seconds) and ``max_retries`` go to the client. ``params`` are
-    default request parameters (``temperature`` and so on) that every call sends
-    unless it overrides them. ``include_usage`` asks streaming servers for a final
-    usage chunk (``stream_options``); turn it off for servers that reject it.
+    ``OPENAI_BASE_URL``, else OpenAI). ``api_key``: else ``OPENAI_API_KEY``; a server
+    on a loopback address (127.0.0.0/8, ``::1``, exactly ``localhost``) needs none.
+    ``timeout`` (seconds) and ``max_retries`` go to the client. ``params`` are default
+    request parameters (``temperature``...) each call may override. ``include_usage``
+    asks streaming servers for a final usage chunk; turn it off for servers that
+    reject it. Nothing is imported or checked for a key until the first call. Errors
+    name the server without credentials and never contain the key.
     """
 
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        params: Mapping[str, Any] | None = None,
-        include_usage: bool = True,
-    ) -> None:
+    def __init__(self, model: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, timeout: float = 60.0, max_retries: int = 2,
+                 params: Mapping[str, Any] | None = None, include_usage: bool = True) -> None:
         model = _opt_str(model, "model") or os.environ.get("LIONCTX_MODEL") or DEFAULT_MODEL
         base_url = _opt_str(base_url, "base_url") or os.environ.get("OPENAI_BASE_URL") or None
         api_key = _opt_str(api_key, "api_key") or os.environ.get("OPENAI_API_KEY") or None
@@ -119,16 +270,14 @@ class OpenAIChatModel:
         """True when a key was given or found in the environment."""
         return self._api_key is not None
 
-    # -- clients -----------------------------------------------------------------
     def _key(self) -> str:
         if self._api_key:
             return self._api_key
-        if _is_loopback(self.base_url):
+        if is_loopback(self.base_url):
             return _LOCAL_PLACEHOLDER_KEY
         raise ModelConfigError(
             f"no API key for {_public_url(self.base_url)}: pass api_key= to the model or "
-            "set OPENAI_API_KEY (servers on 127.0.0.1/localhost need none)"
-        )
+            "set OPENAI_API_KEY (servers on 127.0.0.1/localhost need none)")
 
     def _client_kwargs(self) -> dict[str, Any]:
         return {"api_key": self._key(), "base_url": self.base_url, "timeout": self.timeout,
@@ -136,10 +285,7 @@ class OpenAIChatModel:
 
     def _async_client(self) -> Any:
         kwargs = self._client_kwargs()
-        try:
-            loop: Any = asyncio.get_running_loop()
-        except RuntimeError:  # not asyncio (trio through anyio): one shared client
-            loop = None
+        loop = _running_loop()
         client = self._aclients.get(loop) if loop is not None else self._aclient_noloop
         if client is None:
             import openai  # deferred: importing lionctx must stay light
@@ -162,13 +308,11 @@ class OpenAIChatModel:
 
     async def aclose(self) -> None:
         """Close the async client of the running loop (others close with their loop)."""
-        try:
-            loop: Any = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        client = self._aclients.pop(loop, None) if loop is not None else self._aclient_noloop
-        if loop is None:
-            self._aclient_noloop = None
+        loop = _running_loop()
+        if loop is not None:
+            client = self._aclients.pop(loop, None)
+        else:
+            client, self._aclient_noloop = self._aclient_noloop, None
         if client is not None:
             await client.close()
 
@@ -179,38 +323,22 @@ class OpenAIChatModel:
         if client is not None:
             client.close()
 
-    # -- requests ----------------------------------------------------------------
-    def _body(self, messages: Sequence[Mapping[str, Any]],
-              tools: Sequence[Mapping[str, Any]] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return request_body(self.model, self.params, messages, tools, kwargs)
-
     def _scrub(self, text: str) -> str:
-        """``text`` with the key, and any run of 8+ of its characters, masked as ``***``
-        (servers echo keys partly: ``sk-proj-abc...****``)."""
-        return mask_key(text, self._api_key, _KEY_FRAGMENT)
+        """``text`` with the key, and any run of 8+ of its characters, masked as ``***``."""
+        return mask_key(text, self._api_key)
 
     def _wrap(self, exc: BaseException) -> ModelError:
-        """Turn an ``openai`` exception into a :class:`ModelError` without secrets."""
         return model_error(exc, where=_public_url(self.base_url), timeout=self.timeout,
                            model=self.model, scrub=self._scrub)
 
-    def _parse(self, completion: Any) -> ChatResponse:
-        return parse_completion(completion, _public_url(self.base_url))
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ChatResponse:
-        """Send one chat-completions request and return the reply.
-
-        ``tools`` are OpenAI function-tool specs. Other keywords (``temperature``,
-        ``tool_choice``, ``model`` ...) go into the request body. Persistence-only
-        message fields (``message_uid`` and friends) are stripped first.
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *,
+                       tools: Sequence[Mapping[str, Any]] | None = None,
+                       **kwargs: Any) -> ChatResponse:
+        """Send one chat-completions request and return the reply. ``tools``: OpenAI
+        function-tool specs; other keywords (``temperature``, ``tool_choice``...) go into the
+        body; persistence-only message fields (``message_uid``...) are stripped.
         """
-        body = self._body(messages, tools, kwargs)
+        body = request_body(self.model, self.params, messages, tools, kwargs)
         client = self._async_client()
         import openai
 
@@ -219,19 +347,14 @@ class OpenAIChatModel:
         except openai.OpenAIError as exc:
             error = self._wrap(exc)
         else:
-            return self._parse(completion)
-        # Raised outside the handler: the openai error is neither cause nor context.
-        raise error
+            return parse_completion(completion, _public_url(self.base_url))
+        raise error  # outside the handler: nothing of the openai error is chained
 
-    def complete_sync(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> ChatResponse:
+    def complete_sync(self, messages: Sequence[Mapping[str, Any]], *,
+                      tools: Sequence[Mapping[str, Any]] | None = None,
+                      **kwargs: Any) -> ChatResponse:
         """:meth:`complete` through the synchronous client (safe in a worker thread)."""
-        body = self._body(messages, tools, kwargs)
+        body = request_body(self.model, self.params, messages, tools, kwargs)
         client = self._client()
         import openai
 
@@ -240,23 +363,17 @@ class OpenAIChatModel:
         except openai.OpenAIError as exc:
             error = self._wrap(exc)
         else:
-            return self._parse(completion)
+            return parse_completion(completion, _public_url(self.base_url))
         raise error  # outside the handler: nothing of the openai error is chained
 
-    def stream(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **kwargs: Any,
-    ) -> OpenAIChatStream:
-        """Stream a reply: iterate the result for text deltas.
-
-        When the iteration ends, ``stream.response`` holds the whole reply (text,
-        tool calls, finish reason) and ``stream.usage`` the usage the server sent.
-        The request is made on the first iteration; bad arguments fail here.
+    def stream(self, messages: Sequence[Mapping[str, Any]], *,
+               tools: Sequence[Mapping[str, Any]] | None = None,
+               **kwargs: Any) -> OpenAIChatStream:
+        """Stream a reply: iterate the result for text deltas; at the end ``response`` holds
+        the whole reply and ``usage`` the server's usage. The request is made on the first
+        iteration; bad arguments fail here.
         """
-        body = self._body(messages, tools, kwargs)
+        body = request_body(self.model, self.params, messages, tools, kwargs)
         body["stream"] = True
         if self.include_usage and "stream_options" not in body:
             body["stream_options"] = {"include_usage": True}

@@ -1,10 +1,5 @@
-"""Tools for ``Branch.operate``: OpenAI function-tool specs and running tool calls.
-
-A tool is a Python callable (sync or async; its spec is built from the signature,
-type hints and docstring), a :class:`Tool`, or an OpenAI function-tool spec dict
-(``{"type": "function", "function": {"name", "description", "parameters"}}``). A
-spec without a function is offered to the model but not run here: a call to it is
-handed back to the caller as pending.
+"""Tools for ``Branch.operate``: a callable, a :class:`Tool` or an OpenAI function-tool
+spec; a spec without a function is offered to the model, and a call to it handed back.
 """
 
 from __future__ import annotations
@@ -60,18 +55,14 @@ def _schema(tp: Any) -> dict[str, Any]:
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidValue(
-            f"tool name must be 1-64 characters of letters, digits, '_' or '-', got {name!r}"
-        )
+            f"tool name must be 1-64 characters of letters, digits, '_' or '-', got {name!r}")
     return name
 
 
 @dataclass
 class Tool:
-    """One tool: its name, description, JSON-schema parameters and implementation.
-
-    ``function`` may be ``None``: the tool is then only described to the model and a
-    call to it is returned to the caller instead of being run.
-    """
+    """One tool: name, description, JSON-schema parameters and implementation (``None``:
+    only described to the model, and a call to it returned to the caller)."""
 
     name: str
     function: Callable[..., Any] | None = None
@@ -164,25 +155,19 @@ class ActionResponse:
         """The tool message content the model sees."""
         if self.error is not None:
             return f"error: {self.error}"
-        return _as_text(self.output)
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+        if isinstance(self.output, str):
+            return self.output
+        try:
+            return json.dumps(self.output, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            return str(self.output)
 
 
 async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
         ActionResponse | None, str]:
-    """Run one OpenAI-format tool call; return its response and the tool message text.
-
-    The response is ``None`` when the call could not be run at all (unknown tool,
-    arguments that are not a JSON object or do not fit the signature); the text
-    then tells the model why. A tool that raises gives a response with ``error``.
+    """Run one OpenAI-format tool call: (its response, the tool message text). The
+    response is None when the call could not be run (unknown tool, arguments not a JSON
+    object or not fitting); a tool that raises gives a response with ``error``.
     """
     fn_part = call.get("function") or {}
     name = fn_part.get("name")
@@ -214,6 +199,6 @@ async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
     except Exception as exc:
         logger.warning("tool %r raised; the model is told", name, exc_info=True)
         resp = ActionResponse(call_id, name, args, None, ": ".join(error_text(exc)))
-        return resp, resp.content
-    resp = ActionResponse(call_id, name, args, result)
+    else:
+        resp = ActionResponse(call_id, name, args, result)
     return resp, resp.content

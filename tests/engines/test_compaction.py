@@ -1,4 +1,4 @@
-"""The compressor's planning (``engines/_compaction.py``): examples and properties.
+"""The compressor's planning (``engines/_compressor.py``): examples and properties.
 
 The plan is pure: which messages a pass keeps, folds into the summary or merges as
 earlier summaries, from the messages and the settings alone.
@@ -13,7 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx.engines import SUMMARY_MARKER, ContextCompressor
-from lionctx.engines._compaction import CompactionPlan, plan_compaction, role, units
+from lionctx.engines._checks import role_of as role
+from lionctx.engines._compressor import CompactionPlan, plan_compaction, units
 
 UID = "message_uid"
 

@@ -5,10 +5,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lionctx import count_tokens
-from lionctx._messages import is_uid
+from lionctx._messages import is_uid, new_uid
 from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, message_tokens
-from lionctx.engines._checks import tool_pairing_problems
-from lionctx.engines._identity import ABSORBED_UIDS_FIELD, UID_FIELD, new_uid
+from lionctx.engines._checks import ABSORBED_UIDS_FIELD, UID_FIELD, tool_pairing_problems
 
 LOG = "lionctx.engines.compressor"
 

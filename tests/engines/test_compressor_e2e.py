@@ -9,10 +9,8 @@ from lionctx import _messages as messages_mod
 from lionctx import models, testing
 from lionctx._messages import is_uid
 from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, engine_for_agent
-from lionctx.engines._checks import tool_pairing_problems
-from lionctx.engines._host import after_response, maybe_compress
-from lionctx.engines._identity import UID_FIELD
-from lionctx.engines._select import apply_select_context
+from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
+from lionctx.engines._host import after_response, apply_select_context, maybe_compress
 
 FOLD_HEADER = "Messages to fold into the summary"
 

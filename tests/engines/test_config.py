@@ -1,4 +1,4 @@
-"""Engine configuration (``engines/_config.py``) and plugin discovery (``_discovery.py``):
+"""Engine configuration (``engines/_config.py``) and plugin discovery (``_loader.py``):
 examples, and properties over generated configurations."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lionctx.engines import _config, _discovery
+from lionctx.engines import _config
 from lionctx.engines import _loader as loader
 
 keys = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
@@ -119,7 +119,7 @@ def test_the_loader_still_exports_its_configuration_names():
     assert loader.load_config is _config.load_config
     assert loader.configured_engine_name is _config.configured_engine_name
     assert loader.DEFAULT_ENGINE == "compressor"
-    assert loader.ENTRY_POINT_GROUP == _discovery.ENTRY_POINT_GROUP
+    assert loader.ENTRY_POINT_GROUP == "lionctx.context_engines"
 
 
 # -- discovery -----------------------------------------------------------------------------
@@ -139,7 +139,7 @@ keys = st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True).filter(
 def test_the_flat_metadata_reader_agrees_with_pyyaml(meta, quoted):
     lines = [f"{k}: {json.dumps(v) if quoted else v}" for k, v in meta.items()]
     text = "# plugin\n" + "\n".join(lines) + "\n"
-    assert _discovery._parse_flat_yaml(text) == yaml.safe_load(text) == meta
+    assert loader._parse_flat_yaml(text) == yaml.safe_load(text) == meta
 
 
 def test_plugin_directories_are_found_in_order_and_named(tmp_path):
@@ -149,16 +149,18 @@ def test_plugin_directories_are_found_in_order_and_named(tmp_path):
         if name != "no_init":
             (root / name / "__init__.py").write_text("")
     (root / "b" / "plugin.yaml").write_text("name: bee\n")
-    found = _discovery.plugin_dirs([tmp_path])
+    found = loader.plugin_dirs([tmp_path])
     assert [d.name for d in found] == ["a", "b"]
-    assert [_discovery.plugin_name(d, _discovery.plugin_meta(d)) for d in found] == ["a", "bee"]
-    assert _discovery.plugin_dirs([root]) == found  # a context_engine folder itself
+    assert [loader.plugin_name(d, loader.plugin_meta(d)) for d in found] == ["a", "bee"]
+    assert loader.plugin_dirs([root]) == found  # a context_engine folder itself
 
 
-def test_host_uses_the_one_bridge():
-    from lionctx.engines import _bridge
-    from lionctx.engines import _host as host
-    from lionctx.engines._bridge import ThreadBridgeModel, summary_model
+def test_there_is_one_bridge():
+    from lionctx.engines import _host, _session
 
-    assert host.ThreadBridgeModel is _bridge.ThreadBridgeModel is ThreadBridgeModel
-    assert host.summary_model is _bridge.summary_model is summary_model
+    class AsyncOnly:
+        async def complete(self, messages):
+            return None
+
+    assert not hasattr(_host, "ThreadBridgeModel") and not hasattr(_host, "summary_model")
+    assert type(_session.summary_model(AsyncOnly())) is _session.ThreadBridgeModel

@@ -13,8 +13,7 @@ from lionctx.engines import (
     register_context_engine,
     resolve_context_engine,
 )
-from lionctx.engines._bridge import ThreadBridgeModel, summary_model
-from lionctx.engines._session import EngineSession
+from lionctx.engines._session import EngineSession, ThreadBridgeModel, summary_model
 
 from tests.engines.recording import Plain
 

@@ -1,13 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx._messages import is_uid
-from lionctx.engines._identity import (
-    ABSORBED_UIDS_FIELD,
-    UID_FIELD,
-    message_uid,
-    new_uid,
-    record_merge,
-)
+from lionctx._messages import is_uid, new_uid
+from lionctx.engines._checks import ABSORBED_UIDS_FIELD, UID_FIELD, message_uid, record_merge
 
 
 def test_missing_or_malformed_uid_means_not_stored_yet():

@@ -1,7 +1,7 @@
 """The pure parts of engine loading: plugin module names and "first match wins".
 
-``_plugins.module_name`` names the package a plugin directory is imported as;
-``_discovery.shadowed_by`` is the rule the engine listing reports availability by.
+``_loader.module_name`` names the package a plugin directory is imported as;
+``_loader.shadowed_by`` is the rule the engine listing reports availability by.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx.engines import _discovery, _plugins
+from lionctx.engines import _loader
 
 segments = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="/\x00"),
                    min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
@@ -19,22 +19,22 @@ paths = st.lists(segments, min_size=1, max_size=4).map(lambda parts: Path("/", *
 
 @given(paths)
 def test_a_plugin_module_name_is_a_private_identifier(path: Path) -> None:
-    name = _plugins.module_name(path)
+    name = _loader.module_name(path)
     assert name.isidentifier()
     assert name.startswith("_lionctx_context_engine_")
-    assert name == _plugins.module_name(Path(str(path)))  # the same path, the same module
+    assert name == _loader.module_name(Path(str(path)))  # the same path, the same module
 
 
 @given(paths, paths)
 def test_different_plugin_directories_never_share_a_module(a: Path, b: Path) -> None:
     # Two plugins named alike in different places ("x/topic", "y/topic") stay apart.
-    assert (_plugins.module_name(a) == _plugins.module_name(b)) == (a == b)
+    assert (_loader.module_name(a) == _loader.module_name(b)) == (a == b)
 
 
 def test_module_names_of_look_alike_directories() -> None:
     one, two = Path("/a/my-plugin"), Path("/a/my_plugin")
-    assert _plugins.module_name(one) != _plugins.module_name(two)
-    assert _plugins.module_name(Path("/p/tëst²")).isidentifier()
+    assert _loader.module_name(one) != _loader.module_name(two)
+    assert _loader.module_name(Path("/p/tëst²")).isidentifier()
 
 
 names = st.sampled_from(["compressor", "topic", "rag", "a", "b"])
@@ -46,7 +46,7 @@ found_lists = st.lists(st.tuples(names, st.from_regex(r"src[0-9]{1,3}", fullmatc
 def test_the_first_engine_of_a_name_wins_and_the_rest_name_it(
         found: list[tuple[str, str]], taken: dict[str, str]) -> None:
     before = dict(taken)
-    shadows = _discovery.shadowed_by(found, taken)
+    shadows = _loader.shadowed_by(found, taken)
     assert taken == before  # the caller's mapping is not changed
     assert len(shadows) == len(found)
     first: dict[str, str] = dict(taken)
@@ -63,6 +63,6 @@ def test_the_first_engine_of_a_name_wins_and_the_rest_name_it(
 
 def test_shadowing_examples() -> None:
     found = [("topic", "dir1"), ("rag", "dir2"), ("topic", "ep x"), ("compressor", "dir3")]
-    assert _discovery.shadowed_by(found, {"compressor": "builtin"}) == [
+    assert _loader.shadowed_by(found, {"compressor": "builtin"}) == [
         None, None, "dir1", "builtin"]
-    assert _discovery.shadowed_by([]) == []
+    assert _loader.shadowed_by([]) == []

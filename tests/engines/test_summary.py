@@ -1,7 +1,7 @@
-"""The compressor's summary text (``engines/_summary.py``) and message sizes: properties.
+"""The compressor's summary text (``engines/_compressor.py``) and message sizes: properties.
 
 What the summarizer is asked, how its answer is bounded, and the message that takes
-the folded messages' place, all pure; ``message_tokens`` (``engines/_compaction.py``)
+the folded messages' place, all pure; ``message_tokens``
 is the size a plan measures.
 """
 
@@ -14,11 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import count_tokens
-from lionctx.engines import SUMMARY_MARKER, _summary, message_tokens
-from lionctx.engines._compaction import MEDIA_PART_TOKENS, MESSAGE_OVERHEAD
-from lionctx.engines._compaction import role as role_of
-from lionctx.engines._identity import ABSORBED_UIDS_FIELD, UID_FIELD, new_uid
-from lionctx.engines._summary import (
+from lionctx._messages import new_uid
+from lionctx.engines import SUMMARY_MARKER, _compressor, message_tokens
+from lionctx.engines._checks import ABSORBED_UIDS_FIELD, UID_FIELD, role_of
+from lionctx.engines._compressor import (
+    MEDIA_PART_TOKENS,
+    MESSAGE_OVERHEAD,
     cut_to_tokens,
     response_text,
     shorten,
@@ -84,7 +85,7 @@ def test_the_request_names_every_folded_call_and_keeps_instructions_apart(
         target: int) -> None:
     request = summarizer_request(folded, previous, focus, target, 4000)
     assert [m["role"] for m in request] == ["system", "user"]
-    assert request[0]["content"] == _summary.SUMMARIZER_INSTRUCTIONS
+    assert request[0]["content"] == _compressor.SUMMARIZER_INSTRUCTIONS
     asked = request[1]["content"]
     for message in folded:
         for call in message.get("tool_calls") or ():
@@ -97,7 +98,7 @@ def test_the_request_names_every_folded_call_and_keeps_instructions_apart(
 
 def test_a_long_message_is_shortened_for_the_summarizer() -> None:
     text = "a" * 5000 + "z" * 5000
-    rendered = _summary.render_for_summary({"role": "tool", "content": text,
+    rendered = _compressor.render_for_summary({"role": "tool", "content": text,
                                             "tool_call_id": "c1", "name": "f"}, 300)
     assert rendered.startswith("[tool (f) result of c1]\n" + "a" * 150)
     assert rendered.endswith("z" * 150) and len(rendered) < 400

@@ -12,8 +12,7 @@ from lionctx.engines import (
     message_tokens,
 )
 from lionctx.engines._checks import tool_pairing_problems
-from lionctx.engines._host import notify_turn_complete
-from lionctx.engines._select import apply_select_context
+from lionctx.engines._host import apply_select_context, notify_turn_complete
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONFIG = {"context": {"engine": "topic"}}

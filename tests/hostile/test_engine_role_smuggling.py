@@ -18,8 +18,12 @@ from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel
 from lionctx.engines import ContextEngine
 from lionctx.engines._checks import selection_problem
-from lionctx.engines._host import engine_tools, maybe_compress
-from lionctx.engines._select import apply_select_context, apply_select_context_async
+from lionctx.engines._host import (
+    apply_select_context,
+    apply_select_context_async,
+    engine_tools,
+    maybe_compress,
+)
 
 SYSTEM = "You are careful."
 HOST = "lionctx.engines.host"

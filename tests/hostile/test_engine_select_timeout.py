@@ -23,7 +23,7 @@ from lionctx.engines import (
     register_context_engine,
     resolve_context_engine,
 )
-from lionctx.engines._select import apply_select_context_async
+from lionctx.engines._host import apply_select_context_async
 
 SYSTEM = "You are helpful."
 HOST = "lionctx.engines.host"

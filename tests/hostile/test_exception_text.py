@@ -26,7 +26,7 @@ from lionctx._safe_text import (
 )
 from lionctx.engines import ContextEngine
 from lionctx.engines._host import dispatch_engine_tool, maybe_compress
-from lionctx.models._chat_wire import model_error
+from lionctx.models._openai_chat import model_error
 from lionctx.providers import ContextSource
 
 pytestmark = pytest.mark.anyio

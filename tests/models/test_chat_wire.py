@@ -1,4 +1,4 @@
-"""The chat model's wire (``models/_chat_wire.py``), pure: properties over real openai types.
+"""The chat model's wire (``models/_openai_chat.py``), pure: properties over real openai types.
 
 A streamed reply, cut anywhere, assembles into what the plain reply says; the request
 body puts the call's keywords over the defaults and sends no persistence field;
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx._messages import PERSISTENCE_ONLY_FIELDS
-from lionctx.models._chat_wire import StreamAssembly, is_loopback, parse_completion, request_body
+from lionctx.models._openai_chat import StreamAssembly, is_loopback, parse_completion, request_body
 from lionctx.testing import Reply
 from lionctx.testing import _openai_wire as server_wire
 from openai.types.chat import ChatCompletion, ChatCompletionChunk

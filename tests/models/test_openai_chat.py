@@ -9,8 +9,8 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lionctx._messages import ensure_uid
-from lionctx.engines._identity import new_uid
+from lionctx import LionctxError
+from lionctx._messages import ensure_uid, new_uid
 from lionctx.models import (
     DEFAULT_MODEL,
     ChatResponse,
@@ -236,8 +236,9 @@ async def test_server_error_status_and_message(server, model):
 
 @pytest.mark.anyio
 async def test_bad_arguments_fail_before_any_request(server, model):
-    with pytest.raises(TypeError, match="list of message dicts"):
+    with pytest.raises(TypeError, match="list of message dicts") as info:
         await model.complete("hello")
+    assert isinstance(info.value, LionctxError)  # a refusal of lionctx's, naming the value
     with pytest.raises(ValueError, match="message 1"):
         await model.complete([{"role": "user", "content": "a"}, {"content": "no role"}])
     with pytest.raises(TypeError, match="stream"):
@@ -252,8 +253,9 @@ async def test_bad_arguments_fail_before_any_request(server, model):
     ({"params": [1]}, TypeError), ({"base_url": 5}, TypeError), ({"api_key": 5}, TypeError),
 ])
 def test_bad_configuration_is_refused(kwargs, err):
-    with pytest.raises(err):
+    with pytest.raises(err) as info:
         OpenAIChatModel("m", **kwargs)
+    assert isinstance(info.value, LionctxError)
 
 
 def test_repr_hides_the_key():
@@ -381,7 +383,7 @@ def test_names_that_only_look_local_need_a_real_key(url, clean_env):
 @given(label=st.from_regex(r"[a-z0-9-]{1,20}", fullmatch=True),
        tld=st.sampled_from(["com", "net", "io", "example"]))
 def test_a_dns_name_is_never_loopback_by_its_prefix(label, tld):
-    from lionctx.models._openai_chat import _is_loopback
+    from lionctx.models._openai_chat import is_loopback as _is_loopback
 
     assert not _is_loopback(f"http://127.{label}.{tld}/v1")
     assert not _is_loopback(f"http://localhost.{label}.{tld}/v1")
