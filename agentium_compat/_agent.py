@@ -43,25 +43,22 @@ session with a fresh engine. Runs without a session id are not counted.
 from __future__ import annotations
 
 import inspect
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionctx._adapters import fetch_method, provider_name
-from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers
 from lionctx._context import RunContext, coerce_run_context
-from lionctx._dedupe import HistoryIndex
 from lionctx._exceptions import InvalidType, InvalidValue
 from lionctx._literals import with_object_literals
 from lionctx._messages import ensure_uid, system_message
+from lionctx._pass import pass_knob, policy_knob
 from lionctx._policy import check_max_chars, check_number, check_seconds
 from lionctx._stability import PrefixHistory, session_key
 from lionctx._suggest import did_you_mean
 from lionctx._turn import Conversation, Turn, copy_messages
 from lionctx._values import Instruction
 from lionctx.models._base import ChatModel
-from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_context
+from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
 
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
@@ -166,7 +163,6 @@ class Agent:
                             f"{type(instructions).__name__}")
         if context_providers is not None and contextProviders is not None:
             raise InvalidType("pass context_providers or contextProviders, not both")
-        context_budget = check_number(context_budget, "context_budget", allow_none=True)
         if model_settings is not None and not isinstance(model_settings, Mapping):
             raise InvalidType(f"model_settings must be a mapping, got {model_settings!r}")
         if model is None:
@@ -181,10 +177,15 @@ class Agent:
         self.instructions = instructions
         self.context_providers = _check_providers(
             context_providers if context_providers is not None else contextProviders)
-        self.context_budget = context_budget
-        self.context_timeout = check_seconds(context_timeout, "context_timeout")
-        self.context_deadline = check_seconds(context_deadline, "context_deadline")
-        self.context_max_chars = check_max_chars(context_max_chars, "context_max_chars")
+        # The context knobs live on the agent's one pass (checked here under their names).
+        self._pass = resolve_pass(
+            budget=check_number(context_budget, "context_budget", allow_none=True),
+            timeout=check_seconds(context_timeout, "context_timeout"),
+            deadline=check_seconds(context_deadline, "context_deadline"),
+            max_chars=check_max_chars(context_max_chars, "context_max_chars"),
+            breaker=context_breaker, dedupe=context_dedupe,
+            baselines=PrefixHistory(max_sessions))  # previous digests, per session_key
+        self.dedupe_history = bool(dedupe_history)
         self.model_settings = dict(model_settings or {})
         self._engine: ContextEngine | None = None
         self._pool: SessionPool | None = None
@@ -198,14 +199,12 @@ class Agent:
                 self._pool = SessionPool(session.engine, model=model,
                                          max_sessions=max_sessions, owner=f"agent {name!r}")
         self._max_sessions = max_sessions
-        # Circuit breakers per provider instance, dedupe, and each session's
-        # previous-turn block digests (for RunResult.context_report.cache_break).
-        self._breakers = coerce_breakers(context_breaker, DEFAULT_BREAKERS)
-        self.context_dedupe = bool(context_dedupe)
-        self.dedupe_history = bool(dedupe_history)
-        self._prefixes = PrefixHistory(max_sessions)  # previous digests, per session_key
-        self._seen: OrderedDict[Any, HistoryIndex] = OrderedDict()  # dedupe_history, per session
-        self._seen_lock = threading.Lock()
+
+    context_budget = pass_knob("budget", "Token budget of the tagged blocks, or None.")
+    context_timeout = policy_knob("timeout", "Seconds each provider gets, or None.")
+    context_deadline = policy_knob("deadline", "Seconds for all providers, or None.")
+    context_max_chars = policy_knob("max_chars", "Size limit of one provider's text.")
+    context_dedupe = pass_knob("dedupe", "Inject the same text from two providers once.")
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "
@@ -220,7 +219,7 @@ class Agent:
     @max_sessions.setter
     def max_sessions(self, value: int) -> None:
         self._max_sessions = _check_max_sessions(value)
-        self._prefixes.max_sessions = self._max_sessions  # takes effect at its next turn
+        self._pass.baselines.max_sessions = self._max_sessions  # type: ignore[union-attr]
         if self._pool is not None:
             self._pool.max_sessions = self._max_sessions
 
@@ -330,12 +329,10 @@ class Agent:
                 raise InvalidType(f"context must be a str or a Resolution, got "
                                 f"{type(context).__name__}")
         elif self.context_providers:
-            report = await resolve_context(
-                self.context_providers, input, ctx, budget=self.context_budget,
-                timeout=self.context_timeout, deadline=self.context_deadline,
-                max_chars=self.context_max_chars, baselines=self._prefixes,
-                history=self._history(ctx, messages),
-                **self._production_options(messages))
+            seen = (self._pass.history(session_key(ctx), messages)
+                       if self.dedupe_history and messages else None)
+            report = await resolve_with(self._pass, self.context_providers, input, ctx,
+                                        session=session_key, history=seen)
             text = report.text
         else:
             text = ""
@@ -368,26 +365,6 @@ class Agent:
             await turn.exchange(**self.model_settings)
             turn.store()
         return turn
-
-    # -- production options ------------------------------------------------------------
-    def _production_options(self, messages: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
-        return {"breaker": self._breakers if self._breakers is not None else False,
-                "dedupe": self.context_dedupe}
-
-    def _history(self, ctx: RunContext, messages: Sequence[Mapping[str, Any]] | None
-                 ) -> HistoryIndex | None:
-        """``dedupe_history``: the session's index of what the system side said, brought
-        up to date with ``messages`` (only the messages new since its last run are read)."""
-        if not self.dedupe_history or not messages:
-            return None
-        key = session_key(ctx)
-        with self._seen_lock:
-            index = self._seen.pop(key, None) or HistoryIndex()
-            self._seen[key] = index  # most recent last
-            while len(self._seen) > self._max_sessions:
-                self._seen.popitem(last=False)
-        index.update(messages)
-        return index
 
     @staticmethod
     def _run_fields(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -56,13 +56,7 @@ from .._context import bind_run_context
 from .._exceptions import InvalidType
 from .._report import Report
 from .._stability import Digests, compare
-from ._turns import (
-    DEFAULT_TIMEOUT,
-    call_mapper,
-    check_run_context,
-    merge_run_context,
-    note_missing_fields,
-)
+from ._turns import DEFAULT_TIMEOUT, call_mapper, check_run_context, merge_run_context
 
 if TYPE_CHECKING:
     from ..registry import ContextProviderRegistry, ProviderReport
@@ -245,14 +239,13 @@ class _Installed:
         ctx = merge_run_context(own)
         with bind_run_context(ctx):
             view = await self.registry.gather(branch, instruction)
-        rep = note_missing_fields(view.report, [e.provider for e in self.registry._entries],
-                                  ctx)
+        rep = view.report
         if rep.digests or self.previous:  # the cache break against this branch's last call
             brk = compare(self.previous, rep.digests)
             rep = replace(rep, cache_break=brk,
                           prefix_stable=None if self.previous is None else brk is None)
             self.previous = rep.digests
-        return view if rep is view.report else ProviderReport(report=rep)
+        return view if rep is view.report else ProviderReport(rep)
 
     def finish(self, branch: Any, call: _Call) -> None:
         if call.view is not None:
@@ -340,6 +333,7 @@ def install(branch: Any, registry: ContextProviderRegistry | None = None, *,
         raise InvalidType("install: registry must be a lionctx.ContextProviderRegistry, "
                           f"got {registry!r}")
     run_context = check_run_context(run_context, "install")
+    registry._pass.note_missing = True  # rows say which run-context field was missing
     if timeout is not _UNSET and timeout is not None:
         registry.timeout = timeout
     elif timeout is _UNSET and registry.timeout is None:
