@@ -223,8 +223,10 @@ class ContextPass:
             outcomes = skip_seen(outcomes, history, _untagged if framed else None)
         if self.note_missing:
             outcomes = note_missing(outcomes, sources.keys, ctx())
+        # Digests now when a stage compares them, else when a caller reads them.
+        digests = self.digests and (None if previous is None and not keyed else True)
         report = build_report(
-            outcomes, self._budget, previous=previous, digests=self.digests, framed=framed,
+            outcomes, self._budget, previous=previous, digests=digests, framed=framed,
             started=started, tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0),
             dedupe=(_untagged_key if framed else _text_key) if self.dedupe else None)
         if keyed:
