@@ -1,43 +1,20 @@
-"""agentium's ``Agent``, with context providers wired into the instructions resolver.
+"""agentium's ``Agent``: context providers wired into the instructions resolver.
 
 ::
 
     agent = Agent(
         name="support-bot",
         model=openai("gpt-4o"),
-        instructions=lambda c: f"You are a support assistant.\\n\\n{c['context']}\\n\\nBe concise.",
+        instructions=lambda c: f"You are a support assistant.\\n\\n{c['context']}",
         context_providers=[notes, status, profile],
     )
     result = await agent.run("Is the API down?", user_id="u1", tenant_id="acme")
 
-Each run builds a :class:`~lionctx.RunContext` from its keywords (snake_case or
-camelCase), resolves the providers with the user's input as the query (concurrent,
-allSettled, ``<context name="...">`` tags, list order), and hands the string to the
-instructions: a function receives an :class:`InstructionContext` (``c.context`` and
-``c["context"]``, plus every run-context field in both spellings); a plain string
-gets the context appended as its own section after a blank line, as agentium
-appends system-prompt sections. An explicit ``context=`` wins: providers are then
-not called.
-
-The request goes through the same turn machinery as :class:`lionctx.Branch`.
-
-Context engine (optional, as on a Branch: none unless ``context_engine=`` or
-``engine_config=`` asks). An agent serves many conversations, so each
-``session_id`` gets its own engine: runs without a session id use the agent's engine
-itself, and each new session id gets a ``clone_for_agent()`` of it. Every run is a
-turn for that session's engine (``select_context``, ``update_from_response``,
-compaction, ``on_turn_complete``); the conversation after the run, compacted when
-the engine compressed it, is ``RunResult.history``: pass it as ``messages=`` next
-time. ``agent.end_session(session_id)``, ``agent.reset(session_id)`` and ``await
-agent.aclose()`` (every session) end sessions.
-
-A long-running server sees many session ids, so an agent keeps at most
-``max_sessions`` (default 1024) of their engines: a run for a new session id beyond
-that evicts the least recently run session, whose engine gets ``on_session_end``
-(in a worker thread, during that run; errors are logged, never raised) and is
-dropped. Sessions with a run in flight are never evicted (the bound may then be
-exceeded until they finish). An evicted session id that runs again starts a new
-session with a fresh engine. Runs without a session id are not counted.
+Each run resolves the providers over the agent's one pass (the input is the query;
+``<context name="...">`` tags in list order) and hands the string to the
+instructions, then runs the same turn a :class:`lionctx.Branch` does. With a context
+engine, each ``session_id`` gets its own clone of it, at most ``max_sessions`` at
+once (the least recently run is ended and dropped; ``docs/engines.md``).
 """
 
 from __future__ import annotations
@@ -53,7 +30,7 @@ from lionctx._literals import with_object_literals
 from lionctx._messages import ensure_uid, system_message
 from lionctx._pass import pass_knob, policy_knob
 from lionctx._policy import check_max_chars, check_number, check_seconds
-from lionctx._stability import PrefixHistory, session_key
+from lionctx._stability import PrefixHistory, check_max_sessions, session_key
 from lionctx._suggest import did_you_mean
 from lionctx._turn import Conversation, Turn, copy_messages
 from lionctx._values import Instruction
@@ -92,14 +69,6 @@ def _check_providers(providers: Any) -> list[Any]:
                 "or fetchContext(query, ctx) method"
             )
     return list(providers)
-
-
-def _check_max_sessions(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"max_sessions must be an int >= 1, got {value!r}")
-    if value < 1:
-        raise InvalidValue(f"max_sessions must be an int >= 1, got {value!r}")
-    return value
 
 
 @accepts_options_mapping
@@ -157,7 +126,7 @@ class Agent:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise InvalidValue(f"name must be a non-empty str, got {name!r}")
-        max_sessions = _check_max_sessions(max_sessions)
+        max_sessions = check_max_sessions(max_sessions)
         if not (isinstance(instructions, str) or callable(instructions)):
             raise InvalidType(f"instructions must be a str or a function, got "
                             f"{type(instructions).__name__}")
@@ -218,7 +187,7 @@ class Agent:
 
     @max_sessions.setter
     def max_sessions(self, value: int) -> None:
-        self._max_sessions = _check_max_sessions(value)
+        self._max_sessions = check_max_sessions(value)
         self._pass.baselines.max_sessions = self._max_sessions  # type: ignore[union-attr]
         if self._pool is not None:
             self._pool.max_sessions = self._max_sessions

@@ -1,53 +1,14 @@
 """LionAGI-style ``Branch``: a conversation with lazily owned context providers.
 
-A branch holds an optional system message, its durable message history (OpenAI
-format dicts, each with a ``message_uid``), a model, and a :class:`RunContext`
-that providers read. ``branch.providers`` builds a
-:class:`~lionctx.ContextProviderRegistry` on first access; a branch that never
-touches it builds no registry, imports no tokenizer and runs no gather.
-
-Every operation runs one turn (``lionctx._turn.Turn``, which the agentium ``Agent``
-composes too; ADR-0008 D4, with LionAGI 0.36's call-local design):
-
-1. gather: no registry or an empty one, nothing happens and the last report is
-   left alone. A branch without a system message calls no provider and reports
-   every name as skipped (unless ``inject_systemless=True``). Otherwise the
-   registry gathers once for the turn's :class:`Instruction` and the report becomes
-   this task's ``last_context_report``.
-2. prepare: stored history plus the turn's messages, with the selected blocks
-   rendered into a copy. The blocks live on that turn only; no branch attribute
-   holds them, so concurrent turns cannot see each other's.
-3. send or stream: the one way out to the model. The model needs ``complete``;
-   ``stream`` only for :meth:`Branch.run`.
-
-Context engine (optional; see :mod:`lionctx.engines`). A branch runs no engine
-unless ``context_engine=`` or ``engine_config=`` asks for one. With an engine, each
-turn (chat, communicate, run, operate) also starts the engine's session on the
-first turn (``on_session_start``); lets ``select_context`` replace each model
-request (each round of ``operate``), for that request only; reports each reply's
-usage (``update_from_response``; the final usage when streaming); in ``operate``,
-offers the engine's tools and answers them with ``handle_tool_call``; after a turn
-that recorded messages, asks ``should_compress`` and, when due, runs ``compress``
-in a worker thread and stores the compacted history (``chat`` records nothing, so
-it never compacts); and ends with ``on_turn_complete`` (copies of the transcript,
-the last usage, the turn's keywords), also when the model call failed
-(``failed=True``, then the error propagates) or the turn was cancelled or the
-stream closed early (``interrupted=True``). Hooks the engine did not override are
-skipped without copying anything. The session ends with :meth:`Branch.end_session`,
-``await branch.aclose()`` or leaving ``async with branch:``; :meth:`Branch.reset`
-clears the history.
-
-Rendering (``lionctx._request.build_request``). ``render="tags"`` (default): the
-request's system message is the system text, a blank line, then each block in its
-``<context name="...">`` tag, blocks separated by blank lines. ``render="lionagi"``
-builds LionAGI 0.36's fold byte for byte (the value it sends as its first
-instruction's ``Guidance``) around lionctx's own message (not LionAGI's YAML): no
-system message is sent; the first user message of the request starts with exactly
-``system + "\\n".join(blocks) + guidance`` (that instruction's own guidance when it
-is the current one, else empty; on a later turn LionAGI keeps the first guidance
-where lionctx has none), then a blank line and the instruction text. An instruction
-with guidance is stored as ``guidance + "\\n\\n" + instruction``, so without system
-or blocks both modes send the stored text unchanged.
+Every operation (chat, communicate, run, operate, prepare) is one turn
+(:class:`lionctx._turn.Turn`, which ``Agent`` composes too): the provider pass for
+the turn's instruction, the request built once with the selected blocks rendered
+into a copy (the blocks never enter the stored history), then the model. A branch
+without a system message calls no provider (``inject_systemless=True`` to call
+them); a branch that never touches ``providers`` builds no registry and imports no
+tokenizer. An optional context engine joins each turn (``docs/engines.md``).
+``render="tags"`` puts ``<context name="...">`` blocks after the system text;
+``render="lionagi"`` sends LionAGI 0.36's fold byte for byte (``docs/faces.md``).
 """
 
 from __future__ import annotations

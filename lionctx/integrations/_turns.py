@@ -1,17 +1,11 @@
-"""What every host integration shares: checked options, the run context, one resolve per
-run, and the run's own report.
+"""What every host integration shares: checked options, the run context, one resolve
+per run over one pass, and the run's own report.
 
-A host's tool loop asks for its instructions before every model call of a run. The
-integrations resolve the providers once per run (keyed by an object the host keeps for
-that run) and hand back the same string on every later call of the run, so the
-providers run once and the request prefix stays byte-identical for prompt caches.
-
-Per-run state only: a run's report is tied to the run's own objects (the Agents SDK's
-context wrapper, Pydantic AI's run usage, Agent Framework's session context and
-response) by identity and weakly, so it lives exactly as long as they do, with no
-table of the latest N runs. The cache-break baseline is the previous run of the same
-session (the run context's ``session_id``, or the host's own conversation), scoped to
-its user and tenant; without a session there is none.
+A host asks for its instructions before every model call of a run; the providers
+run once per run (keyed by an object the host keeps for it) and every call gets the
+same string, so the request prefix stays byte-identical. A run's report is tied to
+the run's own objects, weakly (no table of the latest runs); the cache-break
+baseline is the previous run of the same session, user and tenant.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """lionctx inside a real LionAGI ``Branch`` (``pip install 'lionctx[lionagi]'``).
 
 lionctx's built-in providers implement LionAGI's ``provide(branch, instruction)``, so
-they register in a real ``lionagi.Branch`` as they are::
-
-    branch = lionagi.Branch(system="You are helpful.", chat_model=model)
-    branch.providers.register(SqliteContextProvider(...), priority=10)
-    with lionctx.bind_run_context(user_id="u1", tenant_id="acme"):
-        await branch.chat("Where is my order?")
-    branch.last_context_report        # LionAGI's own report of the pass
-
-Registered that way, they run under LionAGI's rules: LionAGI calls its registry before
-every model call (twice per ReAct run, more with parse retries), with no timeout and
-LionAGI's own report. :func:`install` puts a lionctx registry in its place::
+they register in a real ``lionagi.Branch`` as they are (LionAGI's rules: its registry
+runs before every model call, no timeout). :func:`install` puts a lionctx registry
+in its place, run once per user call::
 
     registry = lionctx.ContextProviderRegistry(budget=800, timeout=2)
     registry.register(SqliteContextProvider(...), priority=10)
@@ -19,21 +11,12 @@ LionAGI's own report. :func:`install` puts a lionctx registry in its place::
     await branch.ReAct(instruct={"instruction": "Where is my order?"}, tools=[...])
     report(branch).outcomes       # lionctx's report of that call, one row per provider
 
-What they get from LionAGI:
-
-* the **query** is the instruction's text as LionAGI renders it for the model
-  (guidance, instruction and context, in its YAML form; tool schemas and the response
-  format left out), or its ``plain_content``; never ``str(instruction)``, which holds a
-  fresh UUID and timestamp every turn;
-* the **run context**: a LionAGI ``Branch`` has none (and refuses one), so providers
-  read the one bound with :func:`lionctx.bind_run_context` around the turn (with
-  :func:`install`, also ``run_context=``).
-
-A provider that only has ``fetch(query, ctx)`` (agentium style) gets a ``provide`` with
-:func:`provider`. LionAGI counts tokens with tiktoken's ``o200k_base``, which tiktoken
-downloads on first use; offline (or to skip the download) call
-:func:`use_bundled_tokenizer` once, which seeds tiktoken's cache from lionctx's
-bundled, hash-checked copy. Nothing here imports ``lionagi``.
+The query is the instruction's text as LionAGI renders it (never ``str(instruction)``,
+which holds a fresh UUID every turn); the run context is the one bound with
+:func:`lionctx.bind_run_context` (with :func:`install`, also ``run_context=``).
+:func:`provider` gives a ``fetch(query, ctx)`` provider a ``provide``;
+:func:`use_bundled_tokenizer` seeds tiktoken's cache offline. Nothing here imports
+``lionagi`` (``docs/integrations.md``).
 """
 
 from __future__ import annotations
