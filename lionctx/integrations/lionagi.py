@@ -27,7 +27,6 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
-from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +37,6 @@ from .._adapters import call_fetch, provider_name, query_from_instruction, run_c
 from .._context import bind_run_context
 from .._exceptions import InvalidType
 from .._report import Report
-from .._stability import Digests, compare
 from ._turns import DEFAULT_TIMEOUT, call_mapper, check_run_context, merge_run_context
 
 if TYPE_CHECKING:
@@ -185,7 +183,6 @@ class _Installed:
         self.call: ContextVar[_Call | None] = ContextVar("lionctx_lionagi_call", default=None)
         self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report",
                                                           default=None)
-        self.previous: Digests | None = None  # this branch's previous user call
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.registry, name)
@@ -195,10 +192,6 @@ class _Installed:
 
     def __len__(self) -> int:
         return len(self.registry)
-
-    @property
-    def names(self) -> list[str]:
-        return self.registry.names
 
     async def gather(self, branch: Any, instruction: Any) -> ProviderReport:
         call = self.call.get()
@@ -211,24 +204,12 @@ class _Installed:
                 call.view = await self._pass(branch, instruction)
             return call.view
 
-    async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
-        await self.registry.gather_writeback(branch, action_responses)
-
     async def _pass(self, branch: Any, instruction: Any) -> ProviderReport:
-        from ..registry import ProviderReport
-
+        # The registry's pass keeps this branch's baseline (its owner) per user.
         mapper = self.run_context
         own = (await call_mapper(mapper, branch) if callable(mapper) else mapper)
-        ctx = merge_run_context(own)
-        with bind_run_context(ctx):
-            view = await self.registry.gather(branch, instruction)
-        rep = view.report
-        if rep.digests or self.previous:  # the cache break against this branch's last call
-            brk = compare(self.previous, rep.digests)
-            rep = replace(rep, cache_break=brk,
-                          prefix_stable=None if self.previous is None else brk is None)
-            self.previous = rep.digests
-        return view if rep is view.report else ProviderReport(rep)
+        with bind_run_context(merge_run_context(own)):
+            return await self.registry.gather(branch, instruction)
 
     def finish(self, branch: Any, call: _Call) -> None:
         if call.view is not None:
