@@ -6,10 +6,10 @@ deadline, limit, counter, observer, size limit), the budget, the circuit breaker
 dedupe, the per-session baselines (previous digests), the per-conversation history
 indexes and the telemetry, and runs one pass as named stages::
 
-    providers:  call_sources (breakers choose) -> gather (the engine runs them)
-    outcomes:   place (source order, breakers told) -> skip_seen -> note_missing
+    providers:  call_sources (the breakers choose) -> call (the engine's gather)
+    outcomes:   place (source order; breakers told) -> skip_seen -> note_missing
     admission:  build_report (caps, budget, dedupe, digests, cache break)
-    report:     record (baseline kept, spans)
+    report:     record (the session's baseline, spans)
 
 A row a stage changes is a new outcome: those ``gather`` made (and an observer may
 hold) are never changed.
@@ -202,20 +202,14 @@ class ContextPass:
         """
         started, started_ns = perf_counter(), time.time_ns()
         ctx = _Context(context)
-        gate = self.call_sources(sources, ctx)
         keyed = session is not _UNSET and self.baselines is not None and self.digests
         if keyed:
             previous = self.baselines.latest(session)  # type: ignore[union-attr]
         traced = telemetry.enabled() and telemetry.live()
-        arrived: dict[int, int] = {}
-        timing: dict[str, float] = {}
-        policy = self.policy
-        called = calls if gate.allowed is None else [calls[i] for i in gate.allowed]
-        outcomes = await gather(
-            called, counter=self.counter(), concurrent=self.concurrent,
-            timeout=policy.timeout, deadline=policy.deadline, limit=policy.limit,
-            observe=_noting(arrived, policy.observer) if traced else policy.observer,
-            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args)
+        arrived: dict[int, int] | None = {} if traced else None
+        # providers -> outcomes
+        gate = self.call_sources(sources, ctx)
+        outcomes, load_ms = await self.call(calls, args, gate, arrived)
         outcomes = self.place(outcomes, gate, sources, arrived)
         if self.breakers is not None:
             self.breakers.record(gate.breakers, outcomes, ctx)
@@ -223,17 +217,14 @@ class ContextPass:
             outcomes = skip_seen(outcomes, history, _untagged if framed else None)
         if self.note_missing:
             outcomes = note_missing(outcomes, sources.keys, ctx())
-        # Digests now when a stage compares them, else when a caller reads them.
-        digests = self.digests and (None if previous is None and not keyed else True)
+        # -> admission -> report (digests now when a stage or a span reads them, else
+        # when a caller does)
+        eager = keyed or previous is not None or traced
         report = build_report(
-            outcomes, self._budget, previous=previous, digests=digests, framed=framed,
-            started=started, tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0),
+            outcomes, self._budget, previous=previous, digests=self.digests and (eager or None),
+            framed=framed, started=started, tokenizer_load_ms=load_ms,
             dedupe=(_untagged_key if framed else _text_key) if self.dedupe else None)
-        if keyed:
-            self.baselines.swap(session, report.digests)  # type: ignore[union-attr]
-        if traced:
-            telemetry.record_report(self.face, report, started_ns=started_ns,
-                                    concurrent=self.concurrent)
+        self.record(report, session if keyed else _UNSET, started_ns if traced else None)
         return report
 
     def call_sources(self, sources: Sources, ctx: Callable[[], Any]) -> _Gate:
@@ -245,15 +236,37 @@ class ContextPass:
                 gate.allowed, gate.refused = allowed, refused
         return gate
 
+    async def call(self, calls: Sequence[ProviderCall], args: tuple[Any, ...], gate: _Gate,
+                   arrived: dict[int, int] | None) -> tuple[list[Outcome], float]:
+        """Stage two: the engine runs the admitted calls under the policy; the
+        outcomes in call order and the tokenizer's load time (ms)."""
+        policy, timing = self.policy, {"tokenizer_load_ms": 0.0}
+        outcomes = await gather(
+            calls if gate.allowed is None else [calls[i] for i in gate.allowed],
+            counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
+            deadline=policy.deadline, limit=policy.limit,
+            observe=policy.observer if arrived is None else _noting(arrived, policy.observer),
+            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args)
+        return outcomes, timing["tokenizer_load_ms"]
+
+    def record(self, report: Report, session: Any, started_ns: int | None) -> None:
+        """The last stage: the session's baseline replaced, the spans (when traced)."""
+        if session is not _UNSET:
+            self.baselines.swap(session, report.digests)  # type: ignore[union-attr]
+        if started_ns is not None:
+            telemetry.record_report(self.face, report, started_ns=started_ns,
+                                    concurrent=self.concurrent)
+
     @staticmethod
     def place(called: list[Outcome], gate: _Gate, sources: Sources,
-              arrived: dict[int, int]) -> list[Outcome]:
+              arrived: dict[int, int] | None) -> list[Outcome]:
         """Every source's row in source order: the refused ones' ``skipped`` rows
         join the called ones, each with its position, circuit state, volatile flag
         and (traced) start time."""
         allowed, states, volatile = gate.allowed, gate.states, sources.volatile
         if allowed is None and states is None and volatile is None and not arrived:
             return called
+        arrived = arrived or {}
         rows: list[Outcome | None] = [None] * len(sources.keys)
         for k, o in enumerate(called):
             pos = k if allowed is None else allowed[k]
