@@ -32,7 +32,7 @@ from lionctx._pass import pass_knob, policy_knob
 from lionctx._policy import check_max_chars, check_number, check_seconds
 from lionctx._stability import PrefixHistory, check_max_sessions, session_key
 from lionctx._suggest import did_you_mean
-from lionctx._turn import Conversation, Turn, copy_messages
+from lionctx._turn import Conversation, Turn, chat_model, copy_messages
 from lionctx._values import Instruction
 from lionctx.models._base import ChatModel
 from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
@@ -86,22 +86,15 @@ class Agent:
     :class:`~lionctx.OpenAIChatModel` is configured from the environment.
 
     ``context_engine`` / ``engine_config``: as for :class:`lionctx.Branch` (default:
-    no engine). The engine serves runs without a ``session_id``; each session id
-    gets its own clone (see the module docs). ``max_sessions``: how many session
-    ids keep an engine at once (default 1024); beyond it the least recently run
-    session is ended (``on_session_end``) and forgotten.
+    none); each session id gets its own clone, at most ``max_sessions`` (default
+    1024) at once (see the module docs).
 
-    Production: ``context_breaker`` (default ``True``: the process-wide
-    circuit breakers, one per source, failures counted per user where a provider
-    reads the user (see ``docs/breakers.md``); ``False``: off); ``context_dedupe``
-    (inject the same text from two providers once: the copy admission keeps);
-    ``dedupe_history`` (skip a block that an assistant, tool or later system message
-    of the given ``messages`` holds as a whole block, never a user's; each session's
-    runs read only the messages new since its previous run). Each session keeps its
-    previous turn's block digests: ``result.context_report.cache_break`` names the
-    first block that changed, ``prefix_stable`` says whether none did. A session is
-    the run context's tenant, user and session id (``lionctx._stability.session_key``):
-    a run never compares with another user's.
+    Production: ``context_breaker`` (default ``True``: the process-wide circuit
+    breakers, ``docs/breakers.md``; ``False``: off), ``context_dedupe`` (the same text
+    from two providers injected once), ``dedupe_history`` (skip a block the system
+    side of ``messages`` already holds, ``docs/dedupe.md``). Each session (tenant,
+    user, session id) keeps its previous turn's digests:
+    ``result.context_report.cache_break`` names the first block that changed.
     """
 
     def __init__(
@@ -134,13 +127,7 @@ class Agent:
             raise InvalidType("pass context_providers or contextProviders, not both")
         if model_settings is not None and not isinstance(model_settings, Mapping):
             raise InvalidType(f"model_settings must be a mapping, got {model_settings!r}")
-        if model is None:
-            from lionctx.models._openai_chat import OpenAIChatModel
-
-            model = OpenAIChatModel()
-        elif not callable(getattr(model, "complete", None)):
-            raise InvalidType(
-                f"model must have complete() (a ChatModel), got {type(model).__name__}")
+        model = chat_model(model)
         self.name = name
         self.model = model
         self.instructions = instructions

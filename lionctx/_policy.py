@@ -35,26 +35,20 @@ def check_seconds(value: Any, label: str) -> float | None:
     return float(value)
 
 
+def check_limit(value: Any, label: str = "limit", what: str = "a positive int") -> int | None:
+    """An optional positive int (a concurrency limit, a size limit), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidType(f"{label} must be {what} or None, got {value!r}")
+    if value < 1:
+        raise InvalidValue(f"{label} must be {what} or None, got {value!r}")
+    return value
+
+
 def check_max_chars(value: Any, label: str = "max_chars") -> int | None:
     """An optional size limit: a positive int of characters, or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"{label} must be a positive int (characters) or None, got {value!r}")
-    if value < 1:
-        raise InvalidValue(f"{label} must be a positive int (characters) or None, got {value!r}")
-    return value
-
-
-def check_limit(value: Any, label: str = "limit") -> int | None:
-    """An optional concurrency limit: a positive int or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"{label} must be a positive int or None, got {value!r}")
-    if value < 1:
-        raise InvalidValue(f"{label} must be a positive int or None, got {value!r}")
-    return value
+    return check_limit(value, label, "a positive int (characters)")
 
 
 @overload

@@ -42,9 +42,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engines._session import EngineSession
     from .registry import ContextProviderRegistry, ProviderReport
 
-__all__ = ["Conversation", "Turn", "copy_messages"]
+__all__ = ["Conversation", "Turn", "chat_model", "copy_messages"]
 
 logger = logging.getLogger("lionctx.branch")  # the turn is the branch's, as before
+
+
+def chat_model(model: Any) -> Any:
+    """``model``, or an ``OpenAIChatModel`` configured from the environment for
+    ``None``; refused without ``complete()``."""
+    if model is None:
+        from .models._openai_chat import OpenAIChatModel
+
+        return OpenAIChatModel()
+    if not callable(getattr(model, "complete", None)):
+        raise InvalidType(f"model must have complete() (a ChatModel), got "
+                          f"{type(model).__name__}")
+    return model
 
 
 def copy_messages(value: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -113,7 +126,7 @@ class Turn:
                  render: RenderMode = "tags", record: bool = True) -> None:
         if not callable(getattr(model, "complete", None)):
             raise InvalidType(f"model must have complete() (a ChatModel), got "
-                            f"{type(model).__name__}")
+                              f"{type(model).__name__}")
         self.conversation = conversation
         self.model = model
         self.instruction = instruction

@@ -26,7 +26,7 @@ from ._exceptions import InvalidType, InvalidValue
 from ._messages import ensure_uid, system_message
 from ._request import build_request
 from ._task_local import TaskLocal
-from ._turn import Conversation, Turn, copy_messages
+from ._turn import Conversation, Turn, chat_model, copy_messages
 from ._values import (
     RENDER_MODES,
     ContextBlock,
@@ -65,16 +65,11 @@ class Branch:
     own; in lionagi mode they fold into the first user message). ``render``:
     ``"tags"`` or ``"lionagi"`` (see the module docs).
 
-    ``context_engine``: ``None`` (default: no engine, no per-turn engine work), a
-    :class:`~lionctx.engines.ContextEngine` instance (used as is; the process-wide
-    registered instance is shared, so the branch gets its ``clone_for_agent()``),
-    or an engine name such as ``"compressor"`` or a plugin's name.
-    ``engine_config``: a ``context`` configuration (a mapping, its ``context``
-    section, or a YAML/TOML path) giving ``engine`` (default ``"compressor"`` once a
-    configuration is given), ``plugin_paths`` and ``compressor`` settings; an
-    explicit ``context_engine`` name wins over its ``engine``. The built-in
-    compressor summarizes with this branch's model (a :class:`~lionctx.ContextCompressor`
-    instance without a model or summarizer gets it too).
+    ``context_engine``: ``None`` (default: no engine), a
+    :class:`~lionctx.engines.ContextEngine` (a registered shared instance is cloned
+    for the branch) or an engine name (``"compressor"``, a plugin's); ``engine_config``:
+    a ``context`` configuration (mapping, section, or YAML/TOML path); see
+    ``docs/engines.md``. The built-in compressor summarizes with this branch's model.
 
     ``dedupe_history``: skip a provider's block (row ``skipped``, reason
     ``duplicate of message N``, N its position in :attr:`messages`) when the system
@@ -103,13 +98,7 @@ class Branch:
             raise InvalidValue(f"render must be one of {RENDER_MODES}, got {render!r}")
         if not isinstance(inject_systemless, bool):
             raise InvalidType(f"inject_systemless must be a bool, got {inject_systemless!r}")
-        if model is None:
-            from .models._openai_chat import OpenAIChatModel
-
-            model = OpenAIChatModel()
-        elif not callable(getattr(model, "complete", None)):
-            raise InvalidType(f"model must have complete() (a ChatModel), got "
-                            f"{type(model).__name__}")
+        model = chat_model(model)
         self.name = name
         self.model: ChatModel = model
         self.render: RenderMode = render
