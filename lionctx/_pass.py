@@ -1,18 +1,15 @@
 """The pass: one object that runs a provider pass and owns what outlives it.
 
 The registry, ``resolve_context``, ``Agent`` and the host integrations each hold a
-:class:`ContextPass` and hand it their calls. It owns the policy (timeouts,
-deadline, limit, counter, observer, size limit), the budget, the circuit breakers,
-dedupe, the per-session baselines (previous digests), the per-conversation history
-indexes and the telemetry, and runs one pass as named stages::
+:class:`ContextPass` (the policy, budget, breakers, dedupe, baselines, history
+indexes, telemetry) and hand it their calls; :meth:`ContextPass.run` runs the stages::
 
     providers:  call_sources (the breakers choose) -> call (the engine's gather)
     outcomes:   place (source order; breakers told) -> skip_seen -> note_missing
     admission:  build_report (caps, budget, dedupe, digests, cache break)
     report:     record (the session's baseline, spans)
 
-A row a stage changes is a new outcome: those ``gather`` made (and an observer may
-hold) are never changed.
+A stage that changes a row makes a new outcome; gathered rows are never changed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The knobs every pass shares, validated in one place.
 
-A pass (a registry's ``gather``, ``resolve_context``, an agent's run, a host
-integration's turn) is shaped by the same knobs: a per-provider ``timeout``, a
-``deadline`` for the whole pass, a concurrency ``limit``, a token ``counter``, an
-outcome ``observer`` and the size limit ``max_chars``. :class:`Policy` holds them,
-frozen, and checks each when it is built: a bad value is refused where it is set,
-with the value in the message, never mid-turn. The ``check_*`` functions are the
-one validator per knob; everything that takes one of these knobs calls them.
+:class:`Policy` holds a pass's ``timeout``, ``deadline``, ``limit``, ``counter``,
+``observer`` and ``max_chars``, frozen and checked when built: a bad value is refused
+where it is set, naming it. The ``check_*`` functions are the one validator per knob.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The one report of a pass: :class:`Report`, and :func:`build_report` that makes it.
 
-A pass ends in one :class:`Report`: every provider's final
-:class:`~lionctx._outcome.Outcome` in source order, the budget, the tokens kept and
-offered, the timing, the digests of the injected blocks and where the prompt-cache
-prefix broke. :func:`build_report` makes it from the gathered outcomes: admission
-decides, and a row whose decision changes becomes a new outcome. The gathered rows
-(which an ``on_outcome`` observer may keep) are never changed. Text is rendered on
-demand by the one renderer (:mod:`lionctx._render`): as tags, or as LionAGI's fold.
-The faces read it through their views (:mod:`lionctx._views`).
+A report holds every provider's final outcome in source order, the budget, tokens
+kept and offered, the timing, the injected blocks' digests and the cache break.
+:func:`build_report` runs admission over the gathered rows (a row whose decision
+changes is a new outcome; the gathered ones are never changed). The faces read it
+through their views (:mod:`lionctx._views`).
 """
 
 from __future__ import annotations
