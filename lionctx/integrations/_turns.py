@@ -78,13 +78,9 @@ def check_run_context(run_context: Any, where: str) -> Any:
 
 
 def text_of(value: Any) -> str:
-    """The text of a prompt that may be multimodal.
-
-    A ``str`` is itself; a sequence of parts gives its text parts (``str`` items,
-    ``{"text": ...}`` / ``{"type": "input_text", "text": ...}`` mappings, objects with
-    a ``str`` ``text`` or ``content``) joined with a newline; anything else (images,
-    audio, files) is left out.
-    """
+    """The text of a prompt that may be multimodal: a ``str`` itself, else its text
+    parts (``str`` items, ``text``/``content`` keys or attributes) joined with a
+    newline; images, audio and files are left out."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -120,14 +116,9 @@ _FILLED_DICTS = ("metadata", "session_state", "dependencies")
 
 
 def merge_run_context(own: Any) -> RunContext:
-    """The run context of a run: ``own`` (the host's, any shape) with the context bound
-    by :func:`lionctx.bind_run_context` filling every field ``own`` leaves unset.
-
-    The host's values win field by field; a field it leaves unset (missing or
-    ``None``, an empty dict for ``metadata`` / ``session_state`` / ``dependencies``,
-    an extra key it does not have) comes from the bound context, and so does the
-    ``run_id`` when ``own`` states none.
-    """
+    """``own`` (the host's run context, any shape), the bound run context filling
+    every field it leaves unset (``None``, an empty dict, a missing extra key, the
+    ``run_id`` when it states none): the host's values win field by field."""
     bound = bound_run_context()
     if own is None:
         return bound if bound is not None else RunContext()
@@ -172,12 +163,9 @@ V = TypeVar("V")
 
 
 class RunTies(Generic[V]):
-    """Values tied to host objects by identity, each dropped when its object is collected.
-
-    Host run objects are often dataclasses (unhashable), so a ``WeakKeyDictionary``
-    cannot hold them; this keys by ``id`` and keeps a weak reference whose callback
-    removes the entry, so an id reused by a later object never finds an old value.
-    """
+    """Values tied to host objects by identity, each dropped when its object is
+    collected (host objects are often unhashable dataclasses: keyed by ``id`` with a
+    weak reference, so a reused id never finds an old value)."""
 
     def __init__(self) -> None:
         self._items: dict[int, tuple[weakref.ref[Any], V]] = {}

@@ -35,7 +35,7 @@ import anyio
 
 from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
 from .._context import bind_run_context
-from .._exceptions import InvalidType
+from .._exceptions import InvalidType, TokenizerDataError
 from .._report import Report
 from ._turns import DEFAULT_TIMEOUT, call_mapper, check_run_context, merge_run_context
 
@@ -73,7 +73,7 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
             and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256):
         raw = gzip.decompress(O200K_FILE.read_bytes())
         if hashlib.sha256(raw).hexdigest() != O200K_SHA256:
-            raise RuntimeError(f"lionctx's bundled tokenizer data {O200K_FILE} is corrupt; "
+            raise TokenizerDataError(f"lionctx's bundled tokenizer data {O200K_FILE} is corrupt; "
                                "reinstall lionctx")
         partial = target.with_name(target.name + f".{os.getpid()}.tmp")
         partial.write_bytes(raw)
