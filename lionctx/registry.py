@@ -111,8 +111,8 @@ class ContextProviderRegistry:
         max_sessions: int = 1024,
     ) -> None:
         self._entries: list[_Entry] = []
-        # The calls of a pass, built once per (tagged, digests) and reused.
-        self._calls: dict[tuple[bool, bool], list[ProviderCall]] = {}
+        # The calls and sources of a pass, built once per (tagged, digests) and reused.
+        self._calls: dict[tuple[bool, bool], tuple[list[ProviderCall], Sources]] = {}
         self._pass = ContextPass(
             Policy(timeout, deadline, limit, counter, on_outcome, max_chars),
             concurrent=concurrent, dedupe=dedupe, digests=digests, face="lionagi",
@@ -247,17 +247,17 @@ class ContextProviderRegistry:
         if not entries:
             return ProviderReport(Report())
         tagged, digests = bool(tagged), self.digests
-        calls = self._calls.get((tagged, digests))
-        if calls is None:
-            calls = self._calls[tagged, digests] = [
+        built = self._calls.get((tagged, digests))
+        if built is None:
+            built = self._calls[tagged, digests] = ([
                 ProviderCall(e.name, e.provider, provide_invoker(e.provider),
                              partial(tag_block, e.name) if tagged else None, e.timeout,
                              e.priority, e.max_tokens, e.max_chars, False, digests)
                 for e in entries
-            ]
-        sources = Sources(entries, lambda i: (entries[i].name, entries[i].priority,
-                                              entries[i].max_tokens),
-                          [e.volatile for e in entries])
+            ], Sources(entries, lambda i: (entries[i].name, entries[i].priority,
+                                           entries[i].max_tokens),
+                       [e.volatile for e in entries]))
+        calls, sources = built
         history = (self._pass.history(branch, getattr(branch, "messages", ()))
                    if getattr(branch, "dedupe_history", False) else None)
         report = await self._pass.run(
