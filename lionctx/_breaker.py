@@ -346,11 +346,7 @@ class Breakers:
     def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
         """The breaker of one caller scope on ``breaker``'s source (made on its first
         failure; at most ``max_callers`` per source, healthy ones dropped first)."""
-        callers = breaker._callers
-        found = callers.get(scope) if callers else None
-        if found is not None:
-            return found
-        with breaker._lock:
+        with breaker._lock:  # on a failure only: no shortcut past the lock
             callers = breaker._callers
             if callers is None:
                 callers = breaker._callers = {}
