@@ -25,6 +25,7 @@ from typing import Any
 from . import telemetry
 from ._breaker import OPEN, Breakers
 from ._call import ProviderCall
+from ._context import context_value
 from ._dedupe import HistoryIndex, skip_seen, text_key, untag
 from ._exceptions import LionctxError
 from ._gather import gather
@@ -290,8 +291,6 @@ class ContextPass:
 def note_missing(outcomes: list[Outcome], providers: Sequence[Any], ctx: Any) -> list[Outcome]:
     """Each ``empty`` row of a provider that reads a run-context field the run has no
     value for says so (``"no user_id in the run context"``)."""
-    from ._context import context_value
-
     rows = outcomes
     for i, (outcome, provider) in enumerate(zip(outcomes, providers, strict=False)):
         if outcome.status is not Status.EMPTY:
