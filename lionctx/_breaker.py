@@ -83,12 +83,8 @@ _VALUE_TYPES = (str, int, tuple)
 
 class CircuitBreaker:
     """One source's breaker: closed, open (until a time) or half-open (one trial out).
-
-    A board's breaker of a whole source also holds the breakers of the callers
-    (user and tenant scopes) that are failing on that source, and states the
-    run-context fields its source reads (``context_fields``, as the provider
-    declared them), so :func:`lionctx._scope.scope_of` reads a call's scope from it.
-    """
+    A whole source's breaker also holds its failing callers' breakers and states the
+    fields its source reads (``context_fields``), for :func:`lionctx._scope.scope_of`."""
 
     __slots__ = ("__weakref__", "_callers", "_clock", "_cooldown", "_failures",
                  "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",
@@ -178,10 +174,8 @@ class CircuitBreaker:
                 self._open(self._clock())
 
     def count_caller(self, scope: Scope) -> bool:
-        """A whole source's breaker: count one failure for a failing caller, once per
-        caller until the source next succeeds (so ``threshold`` different callers
-        failing in a row open it for everyone, and one caller never does). True
-        when it was counted."""
+        """Count one failure for a failing caller, once per caller until the source
+        next succeeds (one caller never opens it alone); True when counted."""
         with self._lock:
             seen = self._seen
             if seen is None:

@@ -89,13 +89,9 @@ def _context_blocks(text: str) -> Iterable[str]:
 
 
 class HistoryIndex:
-    """Digests of the whole blocks the system side wrote in one conversation.
-
-    :meth:`update` with the conversation's messages each turn reads only those
-    appended since the previous call (``examined`` counts every message read), so a
-    turn costs its new messages, not the whole history. Not thread-safe: one per
-    conversation.
-    """
+    """Digests of the whole blocks the system side wrote in one conversation; each
+    :meth:`update` reads only the messages new since the last (``examined`` counts
+    them). Not thread-safe: one per conversation."""
 
     def __init__(self, max_messages: int = 256, max_blocks: int = 4096) -> None:
         self.max_messages = max_messages
@@ -110,13 +106,8 @@ class HistoryIndex:
         return len(self._blocks)
 
     def update(self, messages: Sequence[Mapping[str, Any] | str]) -> None:
-        """Read the messages appended since the last call.
-
-        When ``messages`` is not the previous conversation plus new messages (it was
-        cleared, compacted or is another conversation), the index starts over from
-        its latest ``max_messages`` messages. A ``str`` item is system-side text (the
-        caller vouches for it); a mapping is read by its ``role``.
-        """
+        """Read the messages appended since the last call (a rewritten history is
+        read again from its latest ``max_messages``); a ``str`` item is system-side."""
         n = len(messages)
         start = self._count
         if start and (n < start or _fingerprint(*self._look(messages[start - 1])) != self._last):

@@ -190,14 +190,10 @@ class ContextPass:
                   *, context: Callable[[], Any] | None = None, session: Any = _UNSET,
                   previous: Digests | None = None, history: HistoryIndex | None = None,
                   framed: bool = False) -> Report:
-        """One pass over ``calls`` (``invoke(*args)`` each); the stages in order.
-
-        ``context()`` gives the run context (for the breakers' failure domains and
-        ``note_missing``). ``session``: the key of this pass's baseline in
-        :attr:`baselines` (read before, replaced after); else ``previous`` digests.
-        ``history``: skip what the conversation's system side already said.
-        ``framed``: the rows hold tag-framed text (the agentium face).
-        """
+        """One pass over ``calls`` (``invoke(*args)`` each), the stages in order.
+        ``context()``: the run context; ``session``: the key of the baseline in
+        :attr:`baselines` (else ``previous``); ``history``: what the system side said;
+        ``framed``: rows hold tag-framed text (the agentium face)."""
         started, started_ns = perf_counter(), time.time_ns()
         ctx = _Context(context)
         keyed = session is not _UNSET and self.baselines is not None and self.digests

@@ -118,12 +118,8 @@ _SECOND = itemgetter(1)
 
 
 def _pairs(kept: list[Outcome], previous: Digests | None) -> Digests:
-    """``(name, digest)`` of each of ``kept`` (every one has its digest).
-
-    When they equal ``previous`` (the steady state a prompt cache wants), that very
-    tuple, compared column by column in C: the pass makes no pair per block (one
-    more long-lived object each, which the collector would walk as it grows).
-    """
+    """``(name, digest)`` of each of ``kept``; ``previous`` itself when equal (the
+    steady state: no new long-lived pair per block for the collector to walk)."""
     if (previous is not None and len(previous) == len(kept)
             and list(map(_SECOND, previous)) == list(map(_DIGEST, kept))
             and list(map(_FIRST, previous)) == list(map(_NAME, kept))):
