@@ -1,67 +1,41 @@
-"""agentium's ``Agent``, with context providers wired into the instructions resolver.
+"""agentium's ``Agent``: context providers wired into the instructions resolver.
 
 ::
 
     agent = Agent(
         name="support-bot",
         model=openai("gpt-4o"),
-        instructions=lambda c: f"You are a support assistant.\\n\\n{c['context']}\\n\\nBe concise.",
+        instructions=lambda c: f"You are a support assistant.\\n\\n{c['context']}",
         context_providers=[notes, status, profile],
     )
     result = await agent.run("Is the API down?", user_id="u1", tenant_id="acme")
 
-Each run builds a :class:`~lionctx.RunContext` from its keywords (snake_case or
-camelCase), resolves the providers with the user's input as the query (concurrent,
-allSettled, ``<context name="...">`` tags, list order), and hands the string to the
-instructions: a function receives an :class:`InstructionContext` (``c.context`` and
-``c["context"]``, plus every run-context field in both spellings); a plain string
-gets the context appended as its own section after a blank line, as agentium
-appends system-prompt sections. An explicit ``context=`` wins: providers are then
-not called.
-
-The request goes through the same turn machinery as :class:`lionctx.Branch`.
-
-Context engine (optional, as on a Branch: none unless ``context_engine=`` or
-``engine_config=`` asks). An agent serves many conversations, so each
-``session_id`` gets its own engine: runs without a session id use the agent's engine
-itself, and each new session id gets a ``clone_for_agent()`` of it. Every run is a
-turn for that session's engine (``select_context``, ``update_from_response``,
-compaction, ``on_turn_complete``); the conversation after the run, compacted when
-the engine compressed it, is ``RunResult.history``: pass it as ``messages=`` next
-time. ``agent.end_session(session_id)``, ``agent.reset(session_id)`` and ``await
-agent.aclose()`` (every session) end sessions.
-
-A long-running server sees many session ids, so an agent keeps at most
-``max_sessions`` (default 1024) of their engines: a run for a new session id beyond
-that evicts the least recently run session, whose engine gets ``on_session_end``
-(in a worker thread, during that run; errors are logged, never raised) and is
-dropped. Sessions with a run in flight are never evicted (the bound may then be
-exceeded until they finish). An evicted session id that runs again starts a new
-session with a fresh engine. Runs without a session id are not counted.
+Each run resolves the providers over the agent's one pass (the input is the query;
+``<context name="...">`` tags in list order) and hands the string to the
+instructions, then runs the same turn a :class:`lionctx.Branch` does. With a context
+engine, each ``session_id`` gets its own clone of it, at most ``max_sessions`` at
+once (the least recently run is ended and dropped; ``docs/engines.md``).
 """
 
 from __future__ import annotations
 
 import inspect
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionctx._adapters import fetch_method, provider_name
-from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers
 from lionctx._context import RunContext, coerce_run_context
-from lionctx._dedupe import HistoryIndex
 from lionctx._exceptions import InvalidType, InvalidValue
 from lionctx._literals import with_object_literals
 from lionctx._messages import ensure_uid, system_message
+from lionctx._pass import pass_knob, policy_knob
 from lionctx._policy import check_max_chars, check_number, check_seconds
-from lionctx._stability import PrefixHistory, session_key
+from lionctx._stability import PrefixHistory, check_max_sessions, session_key
 from lionctx._suggest import did_you_mean
-from lionctx._turn import Conversation, Turn, copy_messages
+from lionctx._turn import Conversation, Turn, chat_model, copy_messages
 from lionctx._values import Instruction
 from lionctx.models._base import ChatModel
-from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_context
+from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
 
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
@@ -97,14 +71,6 @@ def _check_providers(providers: Any) -> list[Any]:
     return list(providers)
 
 
-def _check_max_sessions(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"max_sessions must be an int >= 1, got {value!r}")
-    if value < 1:
-        raise InvalidValue(f"max_sessions must be an int >= 1, got {value!r}")
-    return value
-
-
 @accepts_options_mapping
 class Agent:
     """An agent with instructions, a model and optional context providers.
@@ -120,22 +86,15 @@ class Agent:
     :class:`~lionctx.OpenAIChatModel` is configured from the environment.
 
     ``context_engine`` / ``engine_config``: as for :class:`lionctx.Branch` (default:
-    no engine). The engine serves runs without a ``session_id``; each session id
-    gets its own clone (see the module docs). ``max_sessions``: how many session
-    ids keep an engine at once (default 1024); beyond it the least recently run
-    session is ended (``on_session_end``) and forgotten.
+    none); each session id gets its own clone, at most ``max_sessions`` (default
+    1024) at once (see the module docs).
 
-    Production: ``context_breaker`` (default ``True``: the process-wide
-    circuit breakers, one per source, failures counted per user where a provider
-    reads the user (see ``docs/breakers.md``); ``False``: off); ``context_dedupe``
-    (inject the same text from two providers once: the copy admission keeps);
-    ``dedupe_history`` (skip a block that an assistant, tool or later system message
-    of the given ``messages`` holds as a whole block, never a user's; each session's
-    runs read only the messages new since its previous run). Each session keeps its
-    previous turn's block digests: ``result.context_report.cache_break`` names the
-    first block that changed, ``prefix_stable`` says whether none did. A session is
-    the run context's tenant, user and session id (``lionctx._stability.session_key``):
-    a run never compares with another user's.
+    Production: ``context_breaker`` (default ``True``: the process-wide circuit
+    breakers, ``docs/breakers.md``; ``False``: off), ``context_dedupe`` (the same text
+    from two providers injected once), ``dedupe_history`` (skip a block the system
+    side of ``messages`` already holds, ``docs/dedupe.md``). Each session (tenant,
+    user, session id) keeps its previous turn's digests:
+    ``result.context_report.cache_break`` names the first block that changed.
     """
 
     def __init__(
@@ -160,31 +119,29 @@ class Agent:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise InvalidValue(f"name must be a non-empty str, got {name!r}")
-        max_sessions = _check_max_sessions(max_sessions)
+        max_sessions = check_max_sessions(max_sessions)
         if not (isinstance(instructions, str) or callable(instructions)):
             raise InvalidType(f"instructions must be a str or a function, got "
                             f"{type(instructions).__name__}")
         if context_providers is not None and contextProviders is not None:
             raise InvalidType("pass context_providers or contextProviders, not both")
-        context_budget = check_number(context_budget, "context_budget", allow_none=True)
         if model_settings is not None and not isinstance(model_settings, Mapping):
             raise InvalidType(f"model_settings must be a mapping, got {model_settings!r}")
-        if model is None:
-            from lionctx.models._openai_chat import OpenAIChatModel
-
-            model = OpenAIChatModel()
-        elif not callable(getattr(model, "complete", None)):
-            raise InvalidType(
-                f"model must have complete() (a ChatModel), got {type(model).__name__}")
+        model = chat_model(model)
         self.name = name
         self.model = model
         self.instructions = instructions
         self.context_providers = _check_providers(
             context_providers if context_providers is not None else contextProviders)
-        self.context_budget = context_budget
-        self.context_timeout = check_seconds(context_timeout, "context_timeout")
-        self.context_deadline = check_seconds(context_deadline, "context_deadline")
-        self.context_max_chars = check_max_chars(context_max_chars, "context_max_chars")
+        # The context knobs live on the agent's one pass (checked here under their names).
+        self._pass = resolve_pass(
+            budget=check_number(context_budget, "context_budget", allow_none=True),
+            timeout=check_seconds(context_timeout, "context_timeout"),
+            deadline=check_seconds(context_deadline, "context_deadline"),
+            max_chars=check_max_chars(context_max_chars, "context_max_chars"),
+            breaker=context_breaker, dedupe=context_dedupe,
+            baselines=PrefixHistory(max_sessions))  # previous digests, per session_key
+        self.dedupe_history = bool(dedupe_history)
         self.model_settings = dict(model_settings or {})
         self._engine: ContextEngine | None = None
         self._pool: SessionPool | None = None
@@ -198,14 +155,12 @@ class Agent:
                 self._pool = SessionPool(session.engine, model=model,
                                          max_sessions=max_sessions, owner=f"agent {name!r}")
         self._max_sessions = max_sessions
-        # Circuit breakers per provider instance, dedupe, and each session's
-        # previous-turn block digests (for RunResult.context_report.cache_break).
-        self._breakers = coerce_breakers(context_breaker, DEFAULT_BREAKERS)
-        self.context_dedupe = bool(context_dedupe)
-        self.dedupe_history = bool(dedupe_history)
-        self._prefixes = PrefixHistory(max_sessions)  # previous digests, per session_key
-        self._seen: OrderedDict[Any, HistoryIndex] = OrderedDict()  # dedupe_history, per session
-        self._seen_lock = threading.Lock()
+
+    context_budget = pass_knob("budget", "Token budget of the tagged blocks, or None.")
+    context_timeout = policy_knob("timeout", "Seconds each provider gets, or None.")
+    context_deadline = policy_knob("deadline", "Seconds for all providers, or None.")
+    context_max_chars = policy_knob("max_chars", "Size limit of one provider's text.")
+    context_dedupe = pass_knob("dedupe", "Inject the same text from two providers once.")
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "
@@ -219,8 +174,8 @@ class Agent:
 
     @max_sessions.setter
     def max_sessions(self, value: int) -> None:
-        self._max_sessions = _check_max_sessions(value)
-        self._prefixes.max_sessions = self._max_sessions  # takes effect at its next turn
+        self._max_sessions = check_max_sessions(value)
+        self._pass.baselines.max_sessions = self._max_sessions  # type: ignore[union-attr]
         if self._pool is not None:
             self._pool.max_sessions = self._max_sessions
 
@@ -330,12 +285,10 @@ class Agent:
                 raise InvalidType(f"context must be a str or a Resolution, got "
                                 f"{type(context).__name__}")
         elif self.context_providers:
-            report = await resolve_context(
-                self.context_providers, input, ctx, budget=self.context_budget,
-                timeout=self.context_timeout, deadline=self.context_deadline,
-                max_chars=self.context_max_chars, baselines=self._prefixes,
-                history=self._history(ctx, messages),
-                **self._production_options(messages))
+            seen = (self._pass.history(session_key(ctx), messages)
+                       if self.dedupe_history and messages else None)
+            report = await resolve_with(self._pass, self.context_providers, input, ctx,
+                                        session=session_key, history=seen)
             text = report.text
         else:
             text = ""
@@ -368,26 +321,6 @@ class Agent:
             await turn.exchange(**self.model_settings)
             turn.store()
         return turn
-
-    # -- production options ------------------------------------------------------------
-    def _production_options(self, messages: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
-        return {"breaker": self._breakers if self._breakers is not None else False,
-                "dedupe": self.context_dedupe}
-
-    def _history(self, ctx: RunContext, messages: Sequence[Mapping[str, Any]] | None
-                 ) -> HistoryIndex | None:
-        """``dedupe_history``: the session's index of what the system side said, brought
-        up to date with ``messages`` (only the messages new since its last run are read)."""
-        if not self.dedupe_history or not messages:
-            return None
-        key = session_key(ctx)
-        with self._seen_lock:
-            index = self._seen.pop(key, None) or HistoryIndex()
-            self._seen[key] = index  # most recent last
-            while len(self._seen) > self._max_sessions:
-                self._seen.popitem(last=False)
-        index.update(messages)
-        return index
 
     @staticmethod
     def _run_fields(values: Mapping[str, Any]) -> dict[str, Any]:

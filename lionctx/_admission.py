@@ -1,25 +1,12 @@
 """Budget admission: a pure function from token counts, caps and a budget to decisions.
 
-The rules are LionAGI's (ADR-0008 D3), exactly:
-
-1. Per-provider cap first. A falsy cap (``None``, ``0``) means no cap. A block is
-   skipped when ``tokens > cap`` (strict; equality fits). A negative cap is truthy and
-   so skips every block.
-2. The survivors are stable-sorted by descending priority (ties keep registration
-   order) and admitted greedily: a block is kept when ``used + tokens <= budget``,
-   otherwise skipped, and the walk goes on, so a later smaller block may still fit.
-   A zero or negative budget skips every block with a positive count; a zero-token
-   block fits a zero budget. ``budget=None`` means no total budget.
-3. Kept blocks come back in registration order; cap skips (registration order)
-   come before budget skips (the order they were considered in).
-
-Dedupe (``keys``: one hashable per candidate, equal for the same text) is decided
-inside step 2, so the copy kept is the one admission keeps: the walk goes in
-admission order (priority, then registration order, with or without a budget), and
-a candidate whose key an already kept candidate holds is a duplicate of that one
-(it costs no budget). A copy refused by its cap or the budget keeps nothing, so a
-later copy of the same text is still considered: a text is dropped as a duplicate
-only in favour of a copy that is injected.
+LionAGI's rules, exactly: a truthy cap skips a block with ``tokens > cap`` (equality
+fits; a negative cap skips everything); the rest, stable-sorted by descending
+priority, are admitted greedily while ``used + tokens <= budget`` (the walk goes on
+past a skip; ``None``: no budget); kept blocks come back in registration order, cap
+skips before budget skips. With ``keys`` (dedupe) a key already kept makes a later
+candidate its duplicate at no cost; a copy refused by its cap or the budget holds
+nothing, so a text is dropped only in favour of a copy that is injected.
 """
 
 from __future__ import annotations

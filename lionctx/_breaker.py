@@ -1,41 +1,16 @@
-"""Circuit breakers per source, fair between users, bounded.
+"""Circuit breakers per source, fair between users, bounded (``docs/breakers.md``).
 
-A source whose last ``threshold`` counted calls (default 3) each failed or timed out
-is *opened*: it is not called for a cool-down (default 30 s, doubling while it keeps
-failing, up to ``max_cooldown``), and its row says ``skipped`` with the reason
-``circuit open until HH:MM:SSZ``. When the cool-down is over, one trial call is let
-through (*half-open*); success closes the circuit, failure opens it again for twice
-as long. Anything a source returns (text, nothing, text over a cap) is a success.
-
-Failure domains (``docs/breakers.md``): a ``failed`` or ``timeout`` row counts
-against the domain it belongs to, never more widely:
-
-* **not counted**: the pass's deadline (a source never started, or cut after it
-  started late) and this process's own overload (a timeout while the event loop
-  lagged, see :mod:`lionctx._lag`); their rows say so (``Outcome.blame``).
-* **the whole source**: a provider that declares it reads no run-context field
-  (``context_fields == ()``), or any provider raising
-  ``SourceUnavailable(..., scope="source")``.
-* **one caller**: a provider that declares fields (``("user_id",)``,
-  ``("tenant_id",)``...) is counted per the values of those fields (so per tenant
-  where it reads only the tenant); a failure marked as the user's
-  (``SourceUnavailable(..., scope="user")``, an HTTP 401/403/404 on a request with
-  credentials) per the declared fields plus the caller's ``user_id`` and
-  ``tenant_id``. An open caller circuit stops calls for that scope only. Each
-  failing caller (its declared scope: a tenant, for a source that reads only the
-  tenant) also counts once toward the whole source until the source next
-  succeeds, so ``threshold`` *different* callers failing in a row (a query failing
-  for every user) open the source for everyone, and one caller, however often it
-  fails, never does (with ``threshold=1`` it takes two).
-
-Bounds: see :class:`Breakers` (keys held weakly or by value, ``max_sources``,
-``max_callers``); ``docs/breakers.md`` has the whole story.
-
-Pure state, no I/O: the registry and ``resolve_context`` ask :meth:`Breakers.admit`
-before a pass which calls to make, and :meth:`Breakers.record` the outcomes after.
-Every state change takes the breaker's lock, so passes on several threads (or
-concurrent passes on one loop) share a breaker safely. ``clock`` is injectable
-(monotonic seconds) so tests step time instead of sleeping.
+A source whose last ``threshold`` counted calls each failed or timed out is *open*:
+not called for a cool-down (doubling while it keeps failing, up to
+``max_cooldown``), its row ``skipped`` with ``circuit open until HH:MM:SSZ``; then
+one trial call (*half-open*) closes or reopens it. Anything a source returns is a
+success. A failure counts against its domain only: never the pass's deadline or this
+process's overload (``Outcome.blame``); the whole source when the provider reads no
+run-context field (or raised ``SourceUnavailable(scope="source")``); else the
+caller (the values of the fields it reads, plus ``user_id`` and ``tenant_id`` for a
+failure marked as the user's). Each failing caller counts once toward its source
+until it next succeeds, so ``threshold`` different callers open it for everyone and
+one caller never does. Pure state, thread-safe; ``clock`` is injectable.
 """
 
 from __future__ import annotations
@@ -95,7 +70,6 @@ _STATE = operator.attrgetter("_state")
 _FAILURES = operator.attrgetter("_failures")
 _CALLERS = operator.attrgetter("_callers")
 _STATUS = operator.attrgetter("status")
-_DEREF = weakref.ref.__call__
 _FAILED, _TIMEOUT = Status.FAILED, Status.TIMEOUT  # Status.X costs ~90 ns on 3.11
 
 #: Blames that are not failures of the source: never counted (see ``Outcome.blame``).
@@ -109,14 +83,10 @@ _VALUE_TYPES = (str, int, tuple)
 
 class CircuitBreaker:
     """One source's breaker: closed, open (until a time) or half-open (one trial out).
+    A whole source's breaker also holds its failing callers' breakers and states the
+    fields its source reads (``context_fields``), for :func:`lionctx._scope.scope_of`."""
 
-    A board's breaker of a whole source also holds the breakers of the callers
-    (user and tenant scopes) that are failing on that source, and states the
-    run-context fields its source reads (``context_fields``, as the provider
-    declared them), so :func:`lionctx._scope.scope_of` reads a call's scope from it.
-    """
-
-    __slots__ = ("__weakref__", "_board", "_callers", "_clock", "_cooldown", "_failures",
+    __slots__ = ("__weakref__", "_callers", "_clock", "_cooldown", "_failures",
                  "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",
                  "context_fields", "settings")
 
@@ -124,10 +94,6 @@ class CircuitBreaker:
                  clock: Clock = time.monotonic) -> None:
         self.settings = settings
         self._clock = clock
-        # The board this breaker belongs to (set by Breakers.get; held weakly), told
-        # when the breaker turns unhealthy or healthy again: a board whose breakers
-        # are all healthy answers a pass without looking at any of them.
-        self._board: weakref.ref[Breakers] | None = None
         self._lock = threading.Lock()
         self._state = CLOSED
         self._failures = 0
@@ -194,19 +160,12 @@ class CircuitBreaker:
         if ok and self._failures == 0 and self._state is CLOSED:
             return  # the hot path: nothing to change, no lock
         with self._lock:
-            board = self._board() if self._board is not None else None
             if ok:
-                was_sick = self._failures > 0 or self._state is not CLOSED
                 self._state = CLOSED
                 self._failures = 0
                 self._cooldown = self.settings.cooldown
                 self._seen = None
-                if board is not None and was_sick:
-                    board._sick.discard(weakref.ref(self))
                 return
-            if board is not None and self._failures == 0 and self._state is CLOSED:
-                sick = board._sick
-                sick.add(weakref.ref(self, sick.discard))
             self._failures += 1
             if self._state == HALF_OPEN:
                 self._cooldown = min(self._cooldown * 2, self.settings.max_cooldown)
@@ -215,10 +174,8 @@ class CircuitBreaker:
                 self._open(self._clock())
 
     def count_caller(self, scope: Scope) -> bool:
-        """A whole source's breaker: count one failure for a failing caller, once per
-        caller until the source next succeeds (so ``threshold`` different callers
-        failing in a row open it for everyone, and one caller never does). True
-        when it was counted."""
+        """Count one failure for a failing caller, once per caller until the source
+        next succeeds (one caller never opens it alone); True when counted."""
         with self._lock:
             seen = self._seen
             if seen is None:
@@ -326,14 +283,6 @@ class Breakers:
         self._objects: dict[int, tuple[weakref.ref[Any], CircuitBreaker]] = {}
         # value keys (a stated identity, a class and name, a str/int/tuple) -> breaker
         self._keyed: dict[Hashable, CircuitBreaker] = {}
-        # The last pass's keys (or weak references to them) and breakers: a registry
-        # passes the same entries each turn and an agent the same providers, so the
-        # lookups are skipped (checked by identity, key by key).
-        self._last: tuple[tuple[Any, ...], list[CircuitBreaker], bool] | None = None
-        # This board's unhealthy breakers (open, half-open, or closed with failures;
-        # callers' too), by weak reference (a breaker whose source is gone leaves at
-        # once): while there is none, a pass looks at no breaker.
-        self._sick: set[weakref.ref[CircuitBreaker]] = set()
 
     def __len__(self) -> int:
         """How many sources this board holds a breaker for."""
@@ -345,7 +294,6 @@ class Breakers:
 
     def _new(self, key: Any) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
-        breaker._board = weakref.ref(self)
         breaker.context_fields = _declared(key)
         return breaker
 
@@ -389,34 +337,10 @@ class Breakers:
                 found = self._keyed[where] = self._new(key)
             return found
 
-    def _breakers_of(self, keys: Sequence[Any]) -> list[CircuitBreaker]:
-        """The breaker of each key; the last pass's list when the keys are the same
-        objects in the same order."""
-        cached = self._last
-        if cached is not None and len(cached[0]) == len(keys):
-            held, breakers, weak = cached
-            if all(map(operator.is_, map(_DEREF, held) if weak else held, keys)):
-                return breakers
-        breakers = list(map(self.get, keys))
-        # Value keys are cached as they are; objects by weak reference only (a cache
-        # must not keep providers alive); an object that takes none: no cache.
-        if all(isinstance(k, _VALUE_TYPES) for k in keys):
-            self._last = (tuple(keys), breakers, False)
-        else:
-            try:
-                self._last = (tuple(map(weakref.ref, keys)), breakers, True)
-            except TypeError:
-                self._last = None
-        return breakers
-
     def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
         """The breaker of one caller scope on ``breaker``'s source (made on its first
         failure; at most ``max_callers`` per source, healthy ones dropped first)."""
-        callers = breaker._callers
-        found = callers.get(scope) if callers else None
-        if found is not None:
-            return found
-        with breaker._lock:
+        with breaker._lock:  # on a failure only: no shortcut past the lock
             callers = breaker._callers
             if callers is None:
                 callers = breaker._callers = {}
@@ -425,7 +349,6 @@ class Breakers:
                 if len(callers) >= self.max_callers:
                     _evict(callers)
                 found = callers[scope] = CircuitBreaker(self.settings, self.clock)
-                found._board = weakref.ref(self)
                 found._label = ", ".join(name for name, _ in scope)
             return found
 
@@ -437,10 +360,9 @@ class Breakers:
 
         ``context()`` gives the pass's run context (asked only when a caller's
         breaker has to be looked at)."""
-        breakers = self._breakers_of(keys)
+        breakers = list(map(self.get, keys))
         n = len(breakers)
-        if not self._sick or (list(map(_STATE, breakers)).count(CLOSED) == n
-                              and not any(map(_CALLERS, breakers))):
+        if list(map(_STATE, breakers)).count(CLOSED) == n and not any(map(_CALLERS, breakers)):
             return breakers, list(range(n)), {}, None  # the hot path: all closed
         allowed: list[int] = []
         refused: dict[int, str] = {}
@@ -475,10 +397,9 @@ class Breakers:
         the pass's run context (asked only when a caller scope is needed)."""
         statuses = list(map(_STATUS, outcomes))
         if (_FAILED not in statuses and _TIMEOUT not in statuses
-                and (not self._sick or (
-                    not any(map(_FAILURES, breakers))
-                    and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)
-                    and not any(map(_CALLERS, breakers))))):
+                and not any(map(_FAILURES, breakers))
+                and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)
+                and not any(map(_CALLERS, breakers))):
             return  # the hot path: all healthy, nothing changes
         ctx: Any = _NOTHING
         for breaker, outcome in zip(breakers, outcomes, strict=False):
@@ -544,13 +465,6 @@ def _forget(objects: dict[int, tuple[weakref.ref[Any], CircuitBreaker]],
         if entry is not None and entry[0] is ref:
             objects.pop(key, None)
     return gone
-
-
-def skipped_outcome(name: str, index: int, reason: str, priority: float = 0,
-                    max_tokens: float | None = None) -> Outcome:
-    """The row of a source its open circuit kept from being called."""
-    return Outcome(name, index, Status.SKIPPED, reason=reason, priority=priority,
-                   max_tokens=max_tokens, circuit=OPEN)
 
 
 #: The board ``resolve_context`` uses by default: per provider instance, process-wide.

@@ -1,26 +1,13 @@
 """Dedupe: a text is injected once per pass, and not at all when the system side
-already said it.
+already said it (``docs/dedupe.md``).
 
-Within a pass (``dedupe=True``), two blocks are the same text when they are equal
-after stripping leading and trailing whitespace (:func:`text_key`). Which copy is
-kept is decided by admission (:mod:`lionctx._admission`), never here: the copy kept
-is the one admission injects, so a text is dropped as a duplicate only in favour of
-a copy that is sent.
-
-Against the conversation (``dedupe_history``), a block is skipped (reason
-``duplicate of message N``) when the *system side* already holds it as a whole
-block: an assistant, tool or function message, or a system or developer message
-after the leading one (where a host keeps context it injected earlier). What the
-user wrote is never compared, so quoting a rule cannot remove it from later turns.
-A message's whole blocks are its whole text, each paragraph (text between blank
-lines) and each ``<context name="...">`` block it holds, each stripped; a block
-matches only one of those exactly, never a substring (``No`` does not match
-``Now``).
-
-The cost is bounded per turn: :class:`HistoryIndex` keeps BLAKE2b digests of the
-system side's blocks per conversation, reads only the messages appended since its
-last turn (a rewritten history is read again from its latest ``max_messages``), and
-holds at most ``max_blocks`` digests (the oldest go first).
+Within a pass two blocks are the same text when equal once stripped
+(:func:`text_key`); which copy stays is admission's decision. Against the
+conversation, a block is skipped when an assistant, tool or function message, or a
+system message after the leading one, holds it as a whole block (its whole text, a
+paragraph, or a ``<context>`` block; never a substring, never a user's message).
+:class:`HistoryIndex` keeps digests of those blocks per conversation, reads only new
+messages and is bounded.
 """
 
 from __future__ import annotations
@@ -102,13 +89,9 @@ def _context_blocks(text: str) -> Iterable[str]:
 
 
 class HistoryIndex:
-    """Digests of the whole blocks the system side wrote in one conversation.
-
-    :meth:`update` with the conversation's messages each turn reads only those
-    appended since the previous call (``examined`` counts every message read), so a
-    turn costs its new messages, not the whole history. Not thread-safe: one per
-    conversation.
-    """
+    """Digests of the whole blocks the system side wrote in one conversation; each
+    :meth:`update` reads only the messages new since the last (``examined`` counts
+    them). Not thread-safe: one per conversation."""
 
     def __init__(self, max_messages: int = 256, max_blocks: int = 4096) -> None:
         self.max_messages = max_messages
@@ -123,13 +106,8 @@ class HistoryIndex:
         return len(self._blocks)
 
     def update(self, messages: Sequence[Mapping[str, Any] | str]) -> None:
-        """Read the messages appended since the last call.
-
-        When ``messages`` is not the previous conversation plus new messages (it was
-        cleared, compacted or is another conversation), the index starts over from
-        its latest ``max_messages`` messages. A ``str`` item is system-side text (the
-        caller vouches for it); a mapping is read by its ``role``.
-        """
+        """Read the messages appended since the last call (a rewritten history is
+        read again from its latest ``max_messages``); a ``str`` item is system-side."""
         n = len(messages)
         start = self._count
         if start and (n < start or _fingerprint(*self._look(messages[start - 1])) != self._last):

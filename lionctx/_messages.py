@@ -1,11 +1,8 @@
 """Chat messages as plain OpenAI-format dicts, and their stable identity.
 
-Stored messages carry a ``message_uid`` (32 hex characters, minted once when the
-message is first stored and kept across copies). Assistant messages with tool calls
-carry ``_tool_call_uids`` (``{tool_call_id: uid}``) and each tool result the matching
-``_tool_call_uid``. These keys, with ``_absorbed_message_uids``, exist for
-persistence and context engines only: :func:`strip_persistence_fields` removes them
-from every copy that goes to a model.
+Stored messages carry a ``message_uid`` (minted once, kept across copies); tool
+calls and results carry ``_tool_call_uids`` / ``_tool_call_uid``. These keys (and
+``_absorbed_message_uids``) never reach a model: :func:`strip_persistence_fields`.
 """
 
 from __future__ import annotations

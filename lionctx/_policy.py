@@ -1,12 +1,8 @@
 """The knobs every pass shares, validated in one place.
 
-A pass (a registry's ``gather``, ``resolve_context``, an agent's run, a host
-integration's turn) is shaped by the same knobs: a per-provider ``timeout``, a
-``deadline`` for the whole pass, a concurrency ``limit``, a token ``counter``, an
-outcome ``observer`` and the size limit ``max_chars``. :class:`Policy` holds them,
-frozen, and checks each when it is built: a bad value is refused where it is set,
-with the value in the message, never mid-turn. The ``check_*`` functions are the
-one validator per knob; everything that takes one of these knobs calls them.
+:class:`Policy` holds a pass's ``timeout``, ``deadline``, ``limit``, ``counter``,
+``observer`` and ``max_chars``, frozen and checked when built: a bad value is refused
+where it is set, naming it. The ``check_*`` functions are the one validator per knob.
 """
 
 from __future__ import annotations
@@ -35,26 +31,20 @@ def check_seconds(value: Any, label: str) -> float | None:
     return float(value)
 
 
+def check_limit(value: Any, label: str = "limit", what: str = "a positive int") -> int | None:
+    """An optional positive int (a concurrency limit, a size limit), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidType(f"{label} must be {what} or None, got {value!r}")
+    if value < 1:
+        raise InvalidValue(f"{label} must be {what} or None, got {value!r}")
+    return value
+
+
 def check_max_chars(value: Any, label: str = "max_chars") -> int | None:
     """An optional size limit: a positive int of characters, or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"{label} must be a positive int (characters) or None, got {value!r}")
-    if value < 1:
-        raise InvalidValue(f"{label} must be a positive int (characters) or None, got {value!r}")
-    return value
-
-
-def check_limit(value: Any, label: str = "limit") -> int | None:
-    """An optional concurrency limit: a positive int or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"{label} must be a positive int or None, got {value!r}")
-    if value < 1:
-        raise InvalidValue(f"{label} must be a positive int or None, got {value!r}")
-    return value
+    return check_limit(value, label, "a positive int (characters)")
 
 
 @overload

@@ -1,20 +1,17 @@
 """The one report of a pass: :class:`Report`, and :func:`build_report` that makes it.
 
-A pass ends in one :class:`Report`: every provider's final
-:class:`~lionctx._outcome.Outcome` in source order, the budget, the tokens kept and
-offered, the timing, the digests of the injected blocks and where the prompt-cache
-prefix broke. :func:`build_report` makes it from the gathered outcomes: admission
-decides, and a row whose decision changes becomes a new outcome. The gathered rows
-(which an ``on_outcome`` observer may keep) are never changed. Text is rendered on
-demand by the one renderer (:mod:`lionctx._render`): as tags, or as LionAGI's fold.
-The faces read it through their views (:mod:`lionctx._views`).
+A report holds every provider's final outcome in source order, the budget, tokens
+kept and offered, the timing, the injected blocks' digests and the cache break.
+:func:`build_report` runs admission over the gathered rows (a row whose decision
+changes is a new outcome; the gathered ones are never changed). The faces read it
+through their views (:mod:`lionctx._views`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from time import perf_counter
 from typing import Any, Literal
@@ -49,9 +46,8 @@ class Report:
     tokenizer_load_ms: float = 0.0
     """Time spent loading the token encoding before any provider started (the
     first pass in a process only; 0 afterwards)."""
-    digests: Digests = ()
-    """``(name, digest)`` of each injected block, in rendering order (empty when
-    digests are off)."""
+    _digests: Digests | None = field(default=(), repr=False)
+    # the digests; None: made when first read (no stage of the pass compared them)
     prefix_stable: bool | None = None
     """The injected blocks are byte-identical to the previous pass's (``None``
     without a previous pass)."""
@@ -63,6 +59,17 @@ class Report:
     framed: bool = False
     """The outcomes hold their blocks already framed in ``<context>`` tags (the
     agentium face counts and keeps the framed text)."""
+
+    @property
+    def digests(self) -> Digests:
+        """``(name, digest)`` of each injected block, in rendering order (empty when
+        digests are off)."""
+        found = self._digests
+        if found is None:
+            found = tuple((o.name, o.digest or digest(o.text or ""))
+                          for o in kept_in_order(self.outcomes))
+            object.__setattr__(self, "_digests", found)
+        return found
 
     @property
     def kept(self) -> list[Outcome]:
@@ -103,24 +110,16 @@ class Report:
         }
 
 
-_EMPTY = Report()
 _NAME = attrgetter("name")
 _DIGEST = attrgetter("digest")
 _NAME_DIGEST = attrgetter("name", "digest")
-_STATUS = attrgetter("status")
-_MAX_TOKENS = attrgetter("max_tokens")
-_TOKENS = attrgetter("tokens")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 
 
 def _pairs(kept: list[Outcome], previous: Digests | None) -> Digests:
-    """``(name, digest)`` of each of ``kept`` (every one has its digest).
-
-    When they equal ``previous`` (the steady state a prompt cache wants), that very
-    tuple, compared column by column in C: the pass makes no pair per block (one
-    more long-lived object each, which the collector would walk as it grows).
-    """
+    """``(name, digest)`` of each of ``kept``; ``previous`` itself when equal (the
+    steady state: no new long-lived pair per block for the collector to walk)."""
     if (previous is not None and len(previous) == len(kept)
             and list(map(_SECOND, previous)) == list(map(_DIGEST, kept))
             and list(map(_FIRST, previous)) == list(map(_NAME, kept))):
@@ -128,41 +127,8 @@ def _pairs(kept: list[Outcome], previous: Digests | None) -> Digests:
     return tuple(map(_NAME_DIGEST, kept))
 
 
-def _all_kept(rows: list[Outcome], budget: Number | None) -> int | None:
-    """The tokens of ``rows`` when admission keeps every one of them (each fired, none
-    with a cap, their sum within ``budget``): no decision to make. Else ``None``."""
-    if not rows or list(map(_STATUS, rows)).count(_FIRED) != len(rows):
-        return None
-    if any(map(_MAX_TOKENS, rows)):
-        return None
-    used: int = sum(map(_TOKENS, rows))
-    if budget is not None and used > budget:
-        return None
-    return used
-
-
-def _report_of_all(rows: list[Outcome], budget: Number | None, used: int,
-                   previous: Digests | None, digests: bool, framed: bool,
-                   started: float | None, tokenizer_load_ms: float) -> Report:
-    """:func:`build_report` when every row is kept (what :func:`_all_kept` found)."""
-    current: Digests = ()
-    brk: CacheBreak | None = None
-    stable: bool | None = None
-    if digests:
-        if None in map(_DIGEST, rows):
-            rows = [o if o.digest is not None else o.replace(digest=digest(o.text or ""))
-                    for o in rows]
-        current = _pairs(kept_in_order(rows), previous)
-        brk = compare(previous, current)
-        stable = None if previous is None else brk is None
-    duration = 0.0 if started is None else (perf_counter() - started) * 1000.0 - tokenizer_load_ms
-    return Report(tuple(rows), budget, used, used, duration, tokenizer_load_ms, current, stable,
-                  brk, (), framed)
-
-
-def _has_duplicates(keys: Iterable[Hashable]) -> bool:
-    seen = list(keys)
-    return len(set(seen)) != len(seen)
+def _has_duplicates(keys: list[Hashable]) -> bool:
+    return len(set(keys)) != len(keys)
 
 
 def _counted(o: Outcome) -> str:
@@ -170,7 +136,7 @@ def _counted(o: Outcome) -> str:
 
 
 def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
-                 previous: Digests | None = None, digests: bool = True,
+                 previous: Digests | None = None, digests: bool | None = True,
                  framed: bool = False, started: float | None = None,
                  tokenizer_load_ms: float = 0.0,
                  dedupe: Callable[[Outcome], Hashable] | None = None) -> Report:
@@ -178,21 +144,16 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
 
     Every ``fired`` row goes through :func:`~lionctx._admission.admit_columns`
     (caps, then ``budget``); a row it skips is a new outcome
-    (``skipped_cap``/``skipped_budget`` with the reason). With ``digests``, each
-    kept block has its digest and the report says how its blocks compare with
-    ``previous`` (the previous pass's digests). ``started`` (a ``perf_counter``
-    reading) gives ``duration_ms``, less ``tokenizer_load_ms``. ``dedupe`` (the key
-    of a row's text, equal for duplicates) makes admission keep each text once: a
-    duplicate is ``skipped`` with the reason ``duplicate of NAME``, NAME the copy
-    injected in its place (see :mod:`lionctx._admission`). ``outcomes`` is left as it is.
+    (``skipped_cap``/``skipped_budget`` with the reason). ``digests``: ``True``, each
+    kept block has its digest and the report compares them with ``previous`` (the
+    previous pass's digests); ``None``, the report's digests are made when read;
+    ``False``, none. ``started`` (a ``perf_counter`` reading) gives
+    ``duration_ms``, less ``tokenizer_load_ms``. ``dedupe`` (the key of a row's
+    text, equal for duplicates) makes admission keep each text once: a duplicate is
+    ``skipped`` with the reason ``duplicate of NAME``, NAME the copy injected in its
+    place (see :mod:`lionctx._admission`). ``outcomes`` is left as it is.
     """
     rows = list(outcomes)
-    fast = _all_kept(rows, budget)
-    if fast is not None and dedupe is not None and _has_duplicates(map(dedupe, rows)):
-        fast = None
-    if fast is not None:  # the common pass: every row fired, no cap, all of it fits
-        return _report_of_all(rows, budget, fast, previous, digests, framed, started,
-                              tokenizer_load_ms)
     texted: list[int] = []
     tokens: list[int] = []
     priorities: list[Number] = []
@@ -231,7 +192,7 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
         rows[i] = o.replace(
             status=Status.SKIPPED_BUDGET, digest=None,
             reason=f"{_counted(o)} did not fit the {room:g} left of budget {budget:g}")
-    current: Digests = ()
+    current: Digests | None = None if digests is None else ()
     brk: CacheBreak | None = None
     stable: bool | None = None
     if digests:
@@ -246,5 +207,3 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
     return Report(tuple(rows), budget, decision.used, offered, duration, tokenizer_load_ms,
                   current, stable, brk, (*sized, *(texted[k] for k in decision.skipped)),
                   framed)
-
-

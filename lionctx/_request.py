@@ -1,10 +1,7 @@
 """The messages one model call sends, built from a conversation. Pure functions.
 
-:func:`build_request` is the one request builder behind ``Branch`` and the
-agentium ``Agent``: stored history, the turn's instruction and its tool rounds, as
-fresh copies without persistence-only fields, with the selected blocks rendered in
-through :mod:`lionctx._render` (tags or LionAGI's fold). :func:`selected_blocks`
-turns a provider report into the blocks a request carries.
+:func:`build_request` is the one request builder behind ``Branch`` and ``Agent``;
+:func:`selected_blocks` turns a provider report into the blocks a request carries.
 """
 
 from __future__ import annotations

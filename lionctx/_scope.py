@@ -1,17 +1,10 @@
 """Whose state is this: a source's identity and the run-context fields it reads.
 
-State that outlives one turn (a shared cache entry, a breaker, a digest baseline) is
-keyed by what it is about. A provider states that with two attributes:
-
-* ``source_identity``: a stable ``str`` naming the source it reads (a resolved root and
-  glob, a method and URL, a database and query), without secrets; ``None`` (the
-  default) when the provider does not say, so nothing about it may be shared across
-  processes;
-* ``context_fields``: the snake_case run-context fields its answer depends on (for
-  example ``("user_id",)``); ``()`` when its answer is the same for every user.
-
-:func:`scope_of` reads those fields' values for one call: two calls share state only
-when their provider has the same identity and their scopes are equal.
+A provider states ``source_identity`` (a stable ``str`` naming what it reads, no
+secrets; ``None``: nothing about it is shared across processes) and
+``context_fields`` (the run-context fields its answer depends on; ``()``: the same
+for every user). State that outlives a turn (cache entries, breakers, baselines) is
+shared only between calls with the same identity and equal :func:`scope_of`.
 """
 
 from __future__ import annotations

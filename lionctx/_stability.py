@@ -1,23 +1,11 @@
 """Prompt-cache stability: digests of injected blocks and where a prefix broke.
 
-Prompt caches (OpenAI, Anthropic, vLLM prefix caching) hit only when a request's
-prefix is byte-identical to an earlier one. Injected context sits in the system
-prefix, so the first block whose bytes differ from the previous turn's decides how
-much of the cache survives. This module:
-
-* gives every kept block a short digest of its text (:func:`digest`; the engine
-  digests each text it counts, so a kept row carries its digest from the start);
-* orders blocks for rendering: stable sources first in registration order, then
-  sources declared ``volatile=True`` (:func:`render_order`), so a feed that changes
-  every turn sits after everything that does not;
-* compares a turn's ``(name, digest)`` sequence with the previous turn's and names
-  the first difference (:func:`compare`): ``changed`` (same source, other bytes),
-  ``appeared`` (a source not in the previous turn), ``vanished`` (a source of the
-  previous turn no longer there) or ``moved`` (a source at another position).
-
-Pure functions, plus :class:`PrefixHistory`, the thread-safe previous-turn memory
-kept per session (:func:`session_key`): a turn compares with the previous turn of
-its own session, never with another user's.
+A prompt cache hits only while the request's prefix is byte-identical, so the first
+injected block whose bytes changed decides how much of it survives. Every kept block
+gets a short digest (:func:`digest`); :func:`compare` names the first difference
+between two turns (``changed``, ``appeared``, ``vanished`` or ``moved``);
+:class:`PrefixHistory` keeps each session's previous turn (:func:`session_key`), so a
+turn never compares with another user's.
 """
 
 from __future__ import annotations
@@ -27,7 +15,7 @@ import itertools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,7 +23,7 @@ from ._context import RunContext, bound_run_context, context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._tokens import _HASH_IS_SECRET
 
-__all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "render_order", "session_key"]
+__all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 
 BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
@@ -101,14 +89,6 @@ class CacheBreak:
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready view."""
         return {"name": self.name, "kind": self.kind, "index": self.index}
-
-
-def render_order(volatile: Sequence[bool]) -> list[int]:
-    """Positions in rendering order: stable ones as given, then the volatile ones."""
-    stable = [i for i, v in enumerate(volatile) if not v]
-    if len(stable) == len(volatile):
-        return stable
-    return stable + [i for i, v in enumerate(volatile) if v]
 
 
 def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:

@@ -1,23 +1,16 @@
 """One turn: the piece :class:`~lionctx.Branch` and the agentium ``Agent`` both compose.
 
-A :class:`Conversation` is what turns read and write (the stored history, system
-message first, and the last reply). A :class:`Turn` is one model turn on it, in
-public steps a host calls in order::
+A :class:`Conversation` is what turns read and write (the stored history and the
+last reply); a :class:`Turn` is one model turn on it, in steps called in order::
 
     async with Turn(conversation, model, instruction, session=s, run_context=ctx) as turn:
         await turn.gather(registry, owner)      # provider pass -> turn.blocks
-        request = await turn.prepare()          # the one request builder, then the
-                                                # engine's select_context
-        response = await turn.send(request)     # or: async for delta in turn.stream(request)
-        turn.add(response.to_message())         # this turn's transcript
+        response = await turn.exchange()        # prepare (build + select) + send + add
         turn.store()                            # into the conversation
-    # leaving: compaction (record=True), then on_turn_complete; on an error the
-    # engine hears failed/interrupted and the error propagates unchanged
+    # leaving: compaction (record=True), then on_turn_complete (failed/interrupted
+    # on an error, which propagates unchanged)
 
-:meth:`Turn.exchange` is prepare + send + add; :meth:`Turn.offer_tools` and
-:meth:`Turn.operate` are the tool loop. Without an engine session, entering and
-leaving cost nothing. The model needs ``complete``; ``stream`` only when a turn
-streams.
+Without an engine session, entering and leaving cost nothing.
 """
 
 from __future__ import annotations
@@ -49,9 +42,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engines._session import EngineSession
     from .registry import ContextProviderRegistry, ProviderReport
 
-__all__ = ["Conversation", "Turn", "copy_messages"]
+__all__ = ["Conversation", "Turn", "chat_model", "copy_messages"]
 
 logger = logging.getLogger("lionctx.branch")  # the turn is the branch's, as before
+
+
+def chat_model(model: Any) -> Any:
+    """``model``, or an ``OpenAIChatModel`` configured from the environment for
+    ``None``; refused without ``complete()``."""
+    if model is None:
+        from .models._openai_chat import OpenAIChatModel
+
+        return OpenAIChatModel()
+    if not callable(getattr(model, "complete", None)):
+        raise InvalidType(f"model must have complete() (a ChatModel), got "
+                          f"{type(model).__name__}")
+    return model
 
 
 def copy_messages(value: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -67,12 +73,8 @@ def copy_messages(value: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 class Conversation:
-    """The state turns read and write: the stored history (system message first,
-    every row with its ``message_uid``) and the last reply.
-
-    ``messages`` is taken as given (see :func:`copy_messages`); a compaction
-    replaces the list, so hold the conversation, not the list.
-    """
+    """The stored history (system message first, each row with its ``message_uid``)
+    and the last reply. A compaction replaces the list: hold the conversation."""
 
     __slots__ = ("last_response", "messages", "name")
 
@@ -114,11 +116,9 @@ class Conversation:
 class Turn:
     """One model turn of ``instruction`` on ``conversation`` (see the module docs).
 
-    ``session``: the conversation's context-engine session, or None (no engine
-    work at all). ``run_context``: its ``session_id`` starts the engine session,
-    its ``run_id`` is the turn's ``task_id``. ``render``: how blocks go into the
-    request (``"tags"`` or ``"lionagi"``). ``record``: False for a turn that stores
-    nothing (it never compacts).
+    ``session``: the engine session, or None; ``run_context``: its ``session_id``
+    starts the session, its ``run_id`` is the ``task_id``; ``record=False``: the
+    turn stores nothing and never compacts.
     """
 
     def __init__(self, conversation: Conversation, model: Any, instruction: Instruction, *,
@@ -126,7 +126,7 @@ class Turn:
                  render: RenderMode = "tags", record: bool = True) -> None:
         if not callable(getattr(model, "complete", None)):
             raise InvalidType(f"model must have complete() (a ChatModel), got "
-                            f"{type(model).__name__}")
+                              f"{type(model).__name__}")
         self.conversation = conversation
         self.model = model
         self.instruction = instruction
@@ -160,9 +160,8 @@ class Turn:
     # -- context and the request -----------------------------------------------------------
     async def gather(self, registry: ContextProviderRegistry | None, owner: Any, *,
                      inject: bool = True) -> ProviderReport | None:
-        """Run ``registry``'s provider pass once for this turn (providers get ``owner``
-        and the instruction) and keep its blocks. None, with nothing run, for no or an
-        empty registry; with ``inject=False`` every provider is reported skipped."""
+        """``registry``'s pass for this turn (``owner`` and the instruction); its blocks
+        are kept. None for no providers; ``inject=False``: every row skipped."""
         if not registry:
             return None
         if not inject:
@@ -172,14 +171,12 @@ class Turn:
         return report
 
     def build(self) -> list[dict[str, Any]]:
-        """The request as rendered (no engine): history, instruction, this turn's tool
-        rounds, with the blocks rendered into the copy. Build before storing."""
+        """The request as rendered, before any engine: build it before storing."""
         return build_request(self.conversation.messages, self.instruction, self.blocks,
                              self.messages[1:], self.render)
 
     async def prepare(self) -> list[dict[str, Any]]:
-        """:meth:`build`, then the engine's ``select_context`` may replace it for this
-        request only (the stored history is its ``conversation_messages``)."""
+        """:meth:`build`; the engine's ``select_context`` may replace it for this call."""
         request = self.build()
         session = self.session
         if session is None or not session.observes("select_context"):
@@ -216,8 +213,7 @@ class Turn:
     async def stream(self, request: list[dict[str, Any]], *,
                      tools: Sequence[Mapping[str, Any]] | None = None,
                      **kwargs: Any) -> AsyncGenerator[str, None]:
-        """One streamed model call: yields text deltas; the whole reply (with its usage)
-        is then :attr:`response`. The model must have ``stream``."""
+        """One streamed model call: text deltas; then the whole reply is :attr:`response`."""
         open_stream = getattr(self.model, "stream", None)
         if not callable(open_stream):
             raise InvalidType(f"model must have stream() to stream a reply, got "
@@ -263,8 +259,7 @@ class Turn:
 
     # -- tools -----------------------------------------------------------------------------------
     def offer_tools(self, tools: Mapping[str, Tool]) -> list[dict[str, Any]]:
-        """The specs to offer: ``tools`` (by name), then the engine's own tools. An
-        engine tool named like a user tool (or offered twice) is left out."""
+        """``tools``' specs, then the engine's (one named like a user tool is left out)."""
         self._user_tools = tools
         specs = [t.spec() for t in tools.values()]
         if self.session is None:
@@ -303,8 +298,7 @@ class Turn:
 
     async def operate(self, specs: Sequence[Mapping[str, Any]], *, max_rounds: int,
                       **kwargs: Any) -> OperateResult:
-        """The tool loop: request, reply, answer its tool calls, until a reply without
-        calls or ``max_rounds``; then store the turn."""
+        """The tool loop until a reply without calls or ``max_rounds``; then store."""
         actions: list[ActionResponse | None] = []
         usage: dict[str, Any] | None = None
         rounds = 0
@@ -344,9 +338,8 @@ class Turn:
             self.turn_id = new_uid()
 
     async def finish(self, error: BaseException | None = None) -> None:
-        """End the turn. Without ``error``: compaction (when ``record``), then
-        ``on_turn_complete``. With one: ``on_turn_complete`` reports a failure
-        (an Exception) or an interruption (cancellation, a closed stream)."""
+        """End the turn: compaction (when ``record``) and ``on_turn_complete``; with
+        ``error``, a failure (an Exception) or an interruption is reported."""
         session = self.session
         if session is None:
             return

@@ -1,53 +1,14 @@
 """LionAGI-style ``Branch``: a conversation with lazily owned context providers.
 
-A branch holds an optional system message, its durable message history (OpenAI
-format dicts, each with a ``message_uid``), a model, and a :class:`RunContext`
-that providers read. ``branch.providers`` builds a
-:class:`~lionctx.ContextProviderRegistry` on first access; a branch that never
-touches it builds no registry, imports no tokenizer and runs no gather.
-
-Every operation runs one turn (``lionctx._turn.Turn``, which the agentium ``Agent``
-composes too; ADR-0008 D4, with LionAGI 0.36's call-local design):
-
-1. gather: no registry or an empty one, nothing happens and the last report is
-   left alone. A branch without a system message calls no provider and reports
-   every name as skipped (unless ``inject_systemless=True``). Otherwise the
-   registry gathers once for the turn's :class:`Instruction` and the report becomes
-   this task's ``last_context_report``.
-2. prepare: stored history plus the turn's messages, with the selected blocks
-   rendered into a copy. The blocks live on that turn only; no branch attribute
-   holds them, so concurrent turns cannot see each other's.
-3. send or stream: the one way out to the model. The model needs ``complete``;
-   ``stream`` only for :meth:`Branch.run`.
-
-Context engine (optional; see :mod:`lionctx.engines`). A branch runs no engine
-unless ``context_engine=`` or ``engine_config=`` asks for one. With an engine, each
-turn (chat, communicate, run, operate) also starts the engine's session on the
-first turn (``on_session_start``); lets ``select_context`` replace each model
-request (each round of ``operate``), for that request only; reports each reply's
-usage (``update_from_response``; the final usage when streaming); in ``operate``,
-offers the engine's tools and answers them with ``handle_tool_call``; after a turn
-that recorded messages, asks ``should_compress`` and, when due, runs ``compress``
-in a worker thread and stores the compacted history (``chat`` records nothing, so
-it never compacts); and ends with ``on_turn_complete`` (copies of the transcript,
-the last usage, the turn's keywords), also when the model call failed
-(``failed=True``, then the error propagates) or the turn was cancelled or the
-stream closed early (``interrupted=True``). Hooks the engine did not override are
-skipped without copying anything. The session ends with :meth:`Branch.end_session`,
-``await branch.aclose()`` or leaving ``async with branch:``; :meth:`Branch.reset`
-clears the history.
-
-Rendering (``lionctx._request.build_request``). ``render="tags"`` (default): the
-request's system message is the system text, a blank line, then each block in its
-``<context name="...">`` tag, blocks separated by blank lines. ``render="lionagi"``
-builds LionAGI 0.36's fold byte for byte (the value it sends as its first
-instruction's ``Guidance``) around lionctx's own message (not LionAGI's YAML): no
-system message is sent; the first user message of the request starts with exactly
-``system + "\\n".join(blocks) + guidance`` (that instruction's own guidance when it
-is the current one, else empty; on a later turn LionAGI keeps the first guidance
-where lionctx has none), then a blank line and the instruction text. An instruction
-with guidance is stored as ``guidance + "\\n\\n" + instruction``, so without system
-or blocks both modes send the stored text unchanged.
+Every operation (chat, communicate, run, operate, prepare) is one turn
+(:class:`lionctx._turn.Turn`, which ``Agent`` composes too): the provider pass for
+the turn's instruction, the request built once with the selected blocks rendered
+into a copy (the blocks never enter the stored history), then the model. A branch
+without a system message calls no provider (``inject_systemless=True`` to call
+them); a branch that never touches ``providers`` builds no registry and imports no
+tokenizer. An optional context engine joins each turn (``docs/engines.md``).
+``render="tags"`` puts ``<context name="...">`` blocks after the system text;
+``render="lionagi"`` sends LionAGI 0.36's fold byte for byte (``docs/faces.md``).
 """
 
 from __future__ import annotations
@@ -65,7 +26,7 @@ from ._exceptions import InvalidType, InvalidValue
 from ._messages import ensure_uid, system_message
 from ._request import build_request
 from ._task_local import TaskLocal
-from ._turn import Conversation, Turn, copy_messages
+from ._turn import Conversation, Turn, chat_model, copy_messages
 from ._values import (
     RENDER_MODES,
     ContextBlock,
@@ -104,16 +65,11 @@ class Branch:
     own; in lionagi mode they fold into the first user message). ``render``:
     ``"tags"`` or ``"lionagi"`` (see the module docs).
 
-    ``context_engine``: ``None`` (default: no engine, no per-turn engine work), a
-    :class:`~lionctx.engines.ContextEngine` instance (used as is; the process-wide
-    registered instance is shared, so the branch gets its ``clone_for_agent()``),
-    or an engine name such as ``"compressor"`` or a plugin's name.
-    ``engine_config``: a ``context`` configuration (a mapping, its ``context``
-    section, or a YAML/TOML path) giving ``engine`` (default ``"compressor"`` once a
-    configuration is given), ``plugin_paths`` and ``compressor`` settings; an
-    explicit ``context_engine`` name wins over its ``engine``. The built-in
-    compressor summarizes with this branch's model (a :class:`~lionctx.ContextCompressor`
-    instance without a model or summarizer gets it too).
+    ``context_engine``: ``None`` (default: no engine), a
+    :class:`~lionctx.engines.ContextEngine` (a registered shared instance is cloned
+    for the branch) or an engine name (``"compressor"``, a plugin's); ``engine_config``:
+    a ``context`` configuration (mapping, section, or YAML/TOML path); see
+    ``docs/engines.md``. The built-in compressor summarizes with this branch's model.
 
     ``dedupe_history``: skip a provider's block (row ``skipped``, reason
     ``duplicate of message N``, N its position in :attr:`messages`) when the system
@@ -142,13 +98,7 @@ class Branch:
             raise InvalidValue(f"render must be one of {RENDER_MODES}, got {render!r}")
         if not isinstance(inject_systemless, bool):
             raise InvalidType(f"inject_systemless must be a bool, got {inject_systemless!r}")
-        if model is None:
-            from .models._openai_chat import OpenAIChatModel
-
-            model = OpenAIChatModel()
-        elif not callable(getattr(model, "complete", None)):
-            raise InvalidType(f"model must have complete() (a ChatModel), got "
-                            f"{type(model).__name__}")
+        model = chat_model(model)
         self.name = name
         self.model: ChatModel = model
         self.render: RenderMode = render

@@ -1,49 +1,40 @@
 """Face one: LionAGI's ``ContextProviderRegistry`` and ``ProviderReport``.
 
-Semantics follow ADR-0008 D1, D2, D3, D5 and D7 and the shipped LionAGI 0.36:
-sequential retrieval in registration order by default, exceptions contained per
-provider, per-provider caps then a greedy priority budget, blocks in registration
-order, six accumulating ``stats`` counters, writeback after ``operate`` actions.
-
-Beyond LionAGI, without changing its five report lists: every report also carries
-one :class:`~lionctx._outcome.Outcome` per provider (status, reason, tokens, duration),
-the budget and the tokens used (:class:`ProviderReport` is a view of the one
-:class:`~lionctx._report.Report`, its ``report``); a registry can opt into
-concurrent retrieval, a per-provider timeout and a deadline; values that could only
-fail mid-turn (a ``None`` priority, a non-numeric cap or budget) are refused when
-they are set.
+LionAGI 0.36's semantics: sequential retrieval in registration order by default,
+exceptions contained per provider, per-provider caps then a greedy priority budget,
+blocks in registration order, six accumulating ``stats`` counters, writeback after
+``operate``. Beyond LionAGI, without changing its five report lists: every
+:class:`ProviderReport` is a view of the one :class:`~lionctx._report.Report`
+(``report``); concurrency, timeouts, a deadline and the production features are
+options; values that could only fail mid-turn are refused when they are set. The
+pass itself is the registry's :class:`~lionctx._pass.ContextPass`.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
-from time import perf_counter
 from typing import Any, Protocol, runtime_checkable
 
-from . import _production
 from ._adapters import provide_invoker, provider_name, run_context_from_branch
 from ._breaker import Breakers, BreakerSettings, coerce_breakers
-from ._dedupe import HistoryIndex, skip_seen, text_key
 from ._exceptions import InvalidType
-from ._gather import Observer, ProviderCall, gather
+from ._gather import Observer, ProviderCall
+from ._log import logger_for
 from ._outcome import Outcome, Status
+from ._pass import ContextPass, Sources, pass_knob, policy_knob
 from ._policy import Policy, check_max_chars, check_number, check_seconds
 from ._render import tag_block
-from ._report import Report, build_report
+from ._report import Report
 from ._stability import PrefixHistory, check_max_sessions, session_key
-from ._tokens import TokenCounter, resolve_counter
+from ._tokens import TokenCounter
 from ._types import Number
 from ._views import ProviderReport
 
 __all__ = ["ContextProvider", "ContextProviderRegistry", "ProviderReport"]
 
-from ._log import logger_for
-
 logger = logger_for(__name__)
-
 
 
 @runtime_checkable
@@ -73,10 +64,6 @@ class _Entry:
     def context_fields(self) -> Any:
         """The run-context fields the provider reads: its failures are per caller."""
         return getattr(self.provider, "context_fields", ())
-
-
-def _text_key(o: Outcome) -> str:
-    return text_key(o.text or "")
 
 
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
@@ -124,85 +111,41 @@ class ContextProviderRegistry:
         max_sessions: int = 1024,
     ) -> None:
         self._entries: list[_Entry] = []
-        # The calls of a pass, built once per (entries, tagged, digests) and reused: a
-        # pass allocates nothing per provider but its outcome.
-        self._calls: dict[tuple[bool, bool], list[ProviderCall]] = {}
-        # The shared knobs, frozen and checked in one place; setters swap the policy.
-        self._policy = Policy(timeout, deadline, limit, counter, on_outcome, max_chars)
-        # Per-provider circuit breakers (None: off), in-pass dedupe, and
-        # the previous pass's block digests (for the cache-break report).
-        self.breakers: Breakers | None = (
-            Breakers(breaker) if isinstance(breaker, BreakerSettings)  # a board of its own
-            else coerce_breakers(breaker))
-        self.dedupe = bool(dedupe)
-        self.digests = bool(digests)
-        self._baselines = PrefixHistory(check_max_sessions(max_sessions))
-        # each conversation's index of what the system side said (dedupe_history)
-        self._seen: weakref.WeakKeyDictionary[Any, HistoryIndex] = weakref.WeakKeyDictionary()
+        # The calls and sources of a pass, built once per (tagged, digests) and reused.
+        self._calls: dict[tuple[bool, bool], tuple[list[ProviderCall], Sources]] = {}
+        self._pass = ContextPass(
+            Policy(timeout, deadline, limit, counter, on_outcome, max_chars),
+            concurrent=concurrent, dedupe=dedupe, digests=digests, face="lionagi",
+            breakers=(Breakers(breaker) if isinstance(breaker, BreakerSettings)  # its own
+                      else coerce_breakers(breaker)),
+            baselines=PrefixHistory(check_max_sessions(max_sessions)))
         self.budget = budget
-        self.concurrent = bool(concurrent)
-        self._counter: TokenCounter | None = None
         self.stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
 
-    # -- settings, checked when set ---------------------------------------------
+    # -- settings, checked when set (kept on the pass) -----------------------------
+    timeout = policy_knob("timeout", "Default per-provider timeout in seconds, or None.")
+    deadline = policy_knob("deadline", "Deadline for a whole pass in seconds, or None.")
+    limit = policy_knob("limit", "How many providers may run at once (concurrent), or None.")
+    max_chars = policy_knob("max_chars", "Size limit of one provider's text in characters.")
+    on_outcome = policy_knob("observer", "Called with each provider's outcome when known.")
+    concurrent = pass_knob("concurrent", "Run the providers together (default: in order).")
+    breakers = pass_knob("breakers", "The circuit breakers (a Breakers), or None: off.")
+    dedupe = pass_knob("dedupe", "Keep one copy of a text several providers return.")
+    digests = pass_knob("digests", "Digest blocks and report the cache break.")
+
     @property
     def policy(self) -> Policy:
         """The shared knobs (timeout, deadline, limit, counter, observer, size limit)."""
-        return self._policy
+        return self._pass.policy
 
     @property
     def budget(self) -> Number:
         """Total tokens a pass may keep. Mutable; must be a number."""
-        return self._budget
+        return self._pass.budget  # type: ignore[return-value]  # never None here
 
     @budget.setter
     def budget(self, value: Number) -> None:
-        self._budget = check_number(value, "budget", allow_none=False)
-
-    @property
-    def timeout(self) -> float | None:
-        """Default per-provider timeout in seconds, or None."""
-        return self._policy.timeout
-
-    @timeout.setter
-    def timeout(self, value: float | None) -> None:
-        self._policy = self._policy.replace(timeout=value)
-
-    @property
-    def deadline(self) -> float | None:
-        """Deadline for a whole pass in seconds, or None."""
-        return self._policy.deadline
-
-    @deadline.setter
-    def deadline(self, value: float | None) -> None:
-        self._policy = self._policy.replace(deadline=value)
-
-    @property
-    def max_chars(self) -> int | None:
-        """Size limit of one provider's text in characters (None: the default)."""
-        return self._policy.max_chars
-
-    @max_chars.setter
-    def max_chars(self, value: int | None) -> None:
-        self._policy = self._policy.replace(max_chars=value)
-
-    @property
-    def limit(self) -> int | None:
-        """How many providers may run at once in concurrent mode, or None."""
-        return self._policy.limit
-
-    @limit.setter
-    def limit(self, value: int | None) -> None:
-        self._policy = self._policy.replace(limit=value)
-
-    @property
-    def on_outcome(self) -> Observer | None:
-        """Called with each provider's outcome as soon as it is known (live progress)."""
-        return self._policy.observer
-
-    @on_outcome.setter
-    def on_outcome(self, value: Observer | None) -> None:
-        self._policy = self._policy.replace(observer=value)
+        self._pass.budget = check_number(value, "budget", allow_none=False)
 
     # -- registration ------------------------------------------------------------
     def register(
@@ -260,15 +203,13 @@ class ContextProviderRegistry:
 
     def copy(self) -> ContextProviderRegistry:
         """A registry with the same entries and settings and fresh stats."""
-        p = self._policy
+        p, board = self._pass.policy, self.breakers
         new = ContextProviderRegistry(
-            self._budget, concurrent=self.concurrent, timeout=p.timeout,
+            self.budget, concurrent=self.concurrent, timeout=p.timeout,
             deadline=p.deadline, limit=p.limit, counter=p.counter,
             on_outcome=p.observer, max_chars=p.max_chars,
-            breaker=(Breakers(self.breakers.settings, clock=self.breakers.clock,
-                              max_sources=self.breakers.max_sources,
-                              max_callers=self.breakers.max_callers)
-                     if self.breakers is not None else False),
+            breaker=(Breakers(board.settings, clock=board.clock, max_sources=board.max_sources,
+                              max_callers=board.max_callers) if board is not None else False),
             dedupe=self.dedupe, digests=self.digests,
             max_sessions=self._baselines.max_sessions,
         )
@@ -279,20 +220,19 @@ class ContextProviderRegistry:
         ]
         return new
 
-    # -- passes ----------------------------------------------------------------
-    def _get_counter(self) -> TokenCounter:
-        if self._counter is None:
-            self._counter = resolve_counter(self._policy.counter)
-        return self._counter
+    @property
+    def _baselines(self) -> PrefixHistory:
+        return self._pass.baselines  # type: ignore[return-value]  # always set here
 
+    # -- passes ----------------------------------------------------------------
     def skipped_report(self) -> ProviderReport:
         """The report of a pass that called nobody (a systemless branch)."""
         outcomes = tuple(
             Outcome(e.name, i, Status.SKIPPED, reason="branch has no system message",
                     priority=e.priority, max_tokens=e.max_tokens)
             for i, e in enumerate(self._entries))
-        return ProviderReport(report=Report(outcomes, self._budget,
-                                            skip_order=tuple(range(len(outcomes)))))
+        return ProviderReport(Report(outcomes, self.budget,
+                                     skip_order=tuple(range(len(outcomes)))))
 
     async def gather(self, branch: Any, instruction: Any, *, tagged: bool = False
                      ) -> ProviderReport:
@@ -305,69 +245,29 @@ class ContextProviderRegistry:
         """
         entries = self._entries
         if not entries:
-            return ProviderReport()
-        started = perf_counter()
-        hooks = _production.PassHooks.start(self.breakers, entries,  # breakers, dedupe, traces
-                                     partial(run_context_from_branch, branch))
-        policy = self._policy
-        tagged = bool(tagged)
-        digests = bool(self.digests)
-        calls = self._calls.get((tagged, digests))
-        if calls is None:
-            calls = self._calls[tagged, digests] = [
+            return ProviderReport(Report())
+        tagged, digests = bool(tagged), self.digests
+        built = self._calls.get((tagged, digests))
+        if built is None:
+            built = self._calls[tagged, digests] = ([
                 ProviderCall(e.name, e.provider, provide_invoker(e.provider),
                              partial(tag_block, e.name) if tagged else None, e.timeout,
                              e.priority, e.max_tokens, e.max_chars, False, digests)
                 for e in entries
-            ]
-        timing: dict[str, float] = {}
-        outcomes = await gather(
-            hooks.select(calls),  # the calls the breakers let through
-            counter=self._get_counter(), concurrent=self.concurrent,
-            timeout=policy.timeout, deadline=policy.deadline, limit=policy.limit,
-            observe=hooks.observer(policy.observer),  # breakers and traces see outcomes
-            budget=self._budget, max_chars=policy.max_chars,
-            timing=timing, args=(branch, instruction),
-        )
-        outcomes = self._merge(hooks, outcomes, branch)
-        outcomes = self._skip_seen(outcomes, branch)
-        session = session_key(getattr(branch, "run_context", None), branch) if digests else None
-        previous = self._baselines.latest(session) if digests else None
-        report = build_report(outcomes, self._budget, previous=previous,
-                              digests=digests, started=started,
-                              tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0),
-                              dedupe=_text_key if self.dedupe else None)
-        if digests:
-            self._baselines.swap(session, report.digests)
-        hooks.finish("lionagi", report, concurrent=self.concurrent)  # spans, when traced
-        view = ProviderReport(report=report)
+            ], Sources(entries, lambda i: (entries[i].name, entries[i].priority,
+                                           entries[i].max_tokens),
+                       [e.volatile for e in entries]))
+        calls, sources = built
+        history = (self._pass.history(branch, getattr(branch, "messages", ()))
+                   if getattr(branch, "dedupe_history", False) else None)
+        report = await self._pass.run(
+            calls, (branch, instruction), sources,
+            context=partial(run_context_from_branch, branch),
+            session=session_key(getattr(branch, "run_context", None), branch) if digests
+            else None, history=history)
+        view = ProviderReport(report)
         self._count(view)
         return view
-
-    # -- production steps: breakers, digests and cache break, traces --------------
-    def _merge(self, hooks: _production.PassHooks, outcomes: list[Outcome],
-                   branch: Any) -> list[Outcome]:
-        entries = self._entries
-        volatile: list[bool] | None = [e.volatile for e in entries]
-        if True not in volatile:  # type: ignore[operator]
-            volatile = None
-        return hooks.merge(
-            outcomes, len(entries),
-            lambda i: (entries[i].name, entries[i].priority, entries[i].max_tokens),
-            volatile)
-
-    def _skip_seen(self, outcomes: list[Outcome], branch: Any) -> list[Outcome]:
-        """``dedupe_history``: skip a block the branch's system side already holds."""
-        if not getattr(branch, "dedupe_history", False):
-            return outcomes
-        try:
-            index = self._seen.get(branch)
-            if index is None:
-                index = self._seen[branch] = HistoryIndex()
-        except TypeError:  # an owner that cannot be weakly keyed: a fresh, bounded index
-            index = HistoryIndex()
-        index.update(getattr(branch, "messages", ()))
-        return skip_seen(outcomes, index)
 
     def _count(self, report: ProviderReport) -> None:
         stats = self.stats

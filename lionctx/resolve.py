@@ -4,37 +4,29 @@ Every provider's ``fetch(query, ctx)`` runs concurrently with allSettled semanti
 one that raises, times out or returns ``None``/``""`` is left out, the others are
 each wrapped in ``<context name="...">`` tags (see :mod:`lionctx._render` for the
 escaping) and joined with a blank line in the order of the ``providers`` list, never
-in completion order. Nothing returned gives ``""``.
-
-Beyond the page: a per-provider ``timeout`` (10 s unless given; ``None`` for
-none), object-literal providers (``{"name": ..., "fetch": ...}``), an overall
-``deadline``, a token ``budget`` (greedy in list order, counted on the tagged blocks), a
-concurrency ``limit``, and :func:`resolve_context`, which also returns the
-per-provider outcomes (a :class:`Resolution`: a view of the one
-:class:`~lionctx._report.Report`, its ``report``).
+in completion order. Nothing returned gives ``""``. :func:`resolve_context` also
+returns the per-provider outcomes (a :class:`Resolution`: a view of the one
+:class:`~lionctx._report.Report`). The pass is a :class:`~lionctx._pass.ContextPass`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from time import perf_counter
 from typing import Any
 
-from . import _production
 from ._adapters import fetch_invoker, provider_name
 from ._breaker import DEFAULT_BREAKERS, coerce_breakers
 from ._context import coerce_run_context
-from ._dedupe import HistoryIndex, skip_seen, text_key, untag
+from ._dedupe import HistoryIndex
 from ._exceptions import InvalidType
-from ._gather import TAG_FRAME, Observer, ProviderCall, gather
+from ._gather import TAG_FRAME, Observer, ProviderCall
 from ._literals import with_object_literals
-from ._outcome import Outcome
-from ._policy import Policy, check_number
-from ._render import tag_block
-from ._report import build_report
-from ._stability import PrefixHistory
+from ._pass import UNKEYED as _UNKEYED
+from ._pass import ContextPass, Sources
+from ._policy import Policy
+from ._stability import Digests, PrefixHistory, session_key
 from ._suggest import checked_keywords
-from ._tokens import TokenCounter, resolve_counter
+from ._tokens import TokenCounter
 from ._types import Number
 from ._views import Resolution
 
@@ -63,6 +55,55 @@ class _Call(ProviderCall):
         self.name = name
         self.provider = provider
         self.invoke = invoke
+
+
+class _UndigestedCall(_Call):
+    """A :class:`_Call` of a pass that compares with no previous turn: no digest is
+    made while counting (the report makes its digests when they are read)."""
+
+    __slots__ = ()
+    digest = False
+
+
+def resolve_pass(*, timeout: float | None = DEFAULT_TIMEOUT, deadline: float | None = None,
+                 budget: Number | None = None, limit: int | None = None,
+                 counter: str | TokenCounter | None = None, on_outcome: Observer | None = None,
+                 max_chars: int | None = None, breaker: Any = True, dedupe: bool = False,
+                 baselines: PrefixHistory | None = None,
+                 note_missing: bool = False) -> ContextPass:
+    """The agentium face's pass from :func:`resolve_context`'s options, each checked
+    here (the one place ``resolve_context``, ``Agent`` and the integrations share)."""
+    if baselines is not None and not isinstance(baselines, PrefixHistory):
+        raise InvalidType(f"baselines must be a PrefixHistory, got {baselines!r}")
+    return ContextPass(Policy(timeout, deadline, limit, counter, on_outcome, max_chars),
+                       budget=budget, concurrent=True, dedupe=dedupe, baselines=baselines,
+                       breakers=coerce_breakers(breaker, DEFAULT_BREAKERS),
+                       note_missing=note_missing)
+
+
+async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], query: str,
+                       ctx: Any = None, *, previous: Digests | None = None, session: Any = None,
+                       history: HistoryIndex | None = None) -> Resolution:
+    """One agentium-face pass of ``context_pass`` over checked ``providers``.
+
+    The baseline is ``previous``, or ``session``'s in the pass's ``baselines``
+    (read, then replaced): a key, or a function of the run context giving it."""
+    run_ctx = coerce_run_context(ctx)
+    if callable(session):
+        session = session(run_ctx)
+    keyed = session is not None and context_pass.baselines is not None
+    # A digest per block only when something compares with it now; else on demand.
+    kind = _Call if keyed or previous is not None else _UndigestedCall
+    calls = [kind(provider_name(p, agentium=True), p, fetch_invoker(p)) for p in providers]
+    try:  # in one comprehension; a property that raises sends every flag the long way
+        flags = [getattr(p, "volatile", False) is True for p in providers]
+    except Exception:
+        flags = [_volatile(p) for p in providers]
+    sources = Sources(providers, lambda i: (calls[i].name, 0, None), flags)
+    report = await context_pass.run(calls, (query, run_ctx), sources, context=lambda: run_ctx,
+                                    session=session if keyed else _UNKEYED, previous=previous,
+                                    history=history, framed=True)
+    return Resolution(report)  # its text: stable blocks first, then volatile
 
 
 @checked_keywords
@@ -119,58 +160,22 @@ async def resolve_context(
     providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
-    policy = Policy(timeout, deadline, limit, counter, on_outcome, max_chars)
-    budget = check_number(budget, "budget", allow_none=True)
-    boards = coerce_breakers(breaker, DEFAULT_BREAKERS)
+    context_pass = resolve_pass(timeout=timeout, deadline=deadline, budget=budget, limit=limit,
+                                counter=counter, on_outcome=on_outcome, max_chars=max_chars,
+                                breaker=breaker, dedupe=dedupe, baselines=baselines)
     prior = _previous_digests(previous)
-    started = perf_counter()
-    run_ctx = coerce_run_context(ctx)
-    if baselines is not None:
-        if previous is not None:
-            raise InvalidType("pass previous or baselines, not both")
-        if not isinstance(baselines, PrefixHistory):
-            raise InvalidType(f"baselines must be a PrefixHistory, got {baselines!r}")
-        prior = baselines.previous(run_ctx)
-    seen = _history_index(history)
-    calls = [_Call(provider_name(p, agentium=True), p, fetch_invoker(p)) for p in providers]
-    timing: dict[str, float] = {}
-    hooks = _production.PassHooks.start(boards, providers, lambda: run_ctx)  # breakers, per caller
-    outcomes = await gather(hooks.select(calls), counter=resolve_counter(policy.counter),
-                            concurrent=True, timeout=policy.timeout, deadline=policy.deadline,
-                            limit=policy.limit, observe=hooks.observer(policy.observer),
-                            budget=budget, max_chars=policy.max_chars, timing=timing,
-                            args=(query, run_ctx))
-    try:  # in one comprehension; a property that raises sends every flag the long way
-        flags = [getattr(p, "volatile", False) is True for p in providers]
-    except Exception:
-        flags = [_volatile(p) for p in providers]
-    outcomes = hooks.merge(outcomes, len(calls), lambda i: (calls[i].name, 0, None),
-                           flags if True in flags else None)
-    if seen is not None:
-        outcomes = skip_seen(outcomes, seen, _untagged)
-    report = build_report(outcomes, budget, previous=prior, framed=True, started=started,
-                          tokenizer_load_ms=timing.get("tokenizer_load_ms", 0.0),
-                          dedupe=_untagged_key if dedupe else None)
-    if baselines is not None:
-        baselines.record(report.digests, run_ctx)
-    hooks.finish("agentium", report, concurrent=True)  # spans, when traced
-    return Resolution(report=report)  # its text: stable blocks first, then volatile
+    if baselines is not None and previous is not None:
+        raise InvalidType("pass previous or baselines, not both")
+    return await resolve_with(context_pass, providers, query, ctx, previous=prior,
+                              session=session_key if baselines is not None else None,
+                              history=_history_index(history))
 
 
-# -- production helpers ---------------------------------------------------------------
 def _volatile(provider: Any) -> bool:
     try:
         return getattr(provider, "volatile", False) is True
     except Exception:  # a property that raises declares nothing
         return False
-
-
-def _untagged(outcome: Outcome) -> str:
-    return untag(outcome.name, outcome.text or "", tag_block)
-
-
-def _untagged_key(outcome: Outcome) -> str:
-    return text_key(untag(outcome.name, outcome.text or "", tag_block))
 
 
 def _history_index(history: Any) -> HistoryIndex | None:
@@ -184,7 +189,7 @@ def _history_index(history: Any) -> HistoryIndex | None:
     return index
 
 
-def _previous_digests(previous: Any) -> tuple[tuple[str, str], ...] | None:
+def _previous_digests(previous: Any) -> Digests | None:
     if previous is None:
         return None
     if isinstance(previous, Resolution):

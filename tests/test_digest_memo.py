@@ -42,7 +42,8 @@ class Says:
 def test_a_passes_digests_are_the_digests_of_its_blocks(texts):
     providers = [Says(f"p{i}", t) for i, t in enumerate(texts)]
     for _ in range(2):  # the second pass from the memos
-        res = anyio.run(lambda: resolve_context(providers, "q", breaker=False))
+        # previous=(): a pass that compares digests its blocks as it counts them
+        res = anyio.run(lambda: resolve_context(providers, "q", breaker=False, previous=()))
         kept = [o for o in res.outcomes if o.status == "fired"]
         assert [o.digest for o in kept] == [plain(o.text) for o in kept]
         assert res.digests == tuple((o.name, plain(o.text)) for o in kept)
@@ -97,7 +98,7 @@ def test_a_tag_blocks_digest_found_by_its_key_is_the_digest_of_that_block(items)
         if turn == 2:  # names move to other texts: a key names its block exactly
             for p, q in zip(providers, reversed(providers), strict=True):
                 p.name = q.name + "'"
-        res = anyio.run(lambda: resolve_context(providers, "q", breaker=False))
+        res = anyio.run(lambda: resolve_context(providers, "q", breaker=False, previous=()))
         for o, p in zip(res.outcomes, providers, strict=True):
             assert o.text == tag_block(p.name, p.text)
             assert o.digest == plain(o.text)
@@ -112,3 +113,21 @@ def test_a_keyed_digest_is_bounded_and_right(monkeypatch):
         assert stability.digest_under(key, block) == plain(block)
         assert stability.digest_under(key, block) == plain(block)  # from the memo
         assert len(stability._MEMO) <= 50
+
+
+def test_a_pass_that_compares_nothing_digests_its_blocks_only_when_asked():
+    # No previous turn, no baseline: no row is digested while counting, and the
+    # report's digests, made when read, are those a comparing pass records.
+    providers = [Says("a", "alpha"), Says("b", "bravo")]
+    lazy = anyio.run(lambda: resolve_context(providers, "q", breaker=False))
+    assert all(o.digest is None for o in lazy.outcomes)
+    from lionctx._report import build_report
+
+    on_demand = build_report(lazy.outcomes, None, digests=None)
+    assert on_demand._digests is None  # nothing hashed until read
+    assert on_demand.digests == lazy.digests and on_demand._digests == lazy.digests
+    eager = anyio.run(lambda: resolve_context(providers, "q", breaker=False, previous=()))
+    assert lazy.digests == eager.digests == tuple((o.name, plain(o.text))
+                                                  for o in eager.outcomes)
+    again = anyio.run(lambda: resolve_context(providers, "q", breaker=False, previous=lazy))
+    assert again.prefix_stable is True

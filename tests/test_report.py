@@ -574,28 +574,6 @@ def test_views_round_trip_through_their_fields_and_the_report(
 
 
 @settings(max_examples=300, deadline=None)
-@given(outcome_sets(), st.one_of(st.none(), st.integers(0, 400), st.floats(0, 400)),
-       st.booleans(), st.one_of(st.none(), st.just((("a", "0123456789abcdef"),))),
-       st.booleans())
-def test_the_all_kept_shortcut_decides_as_admission_does(
-        outcomes: list[Outcome], budget: Any, digests: bool, previous: Any,
-        all_fired: bool) -> None:
-    # The common pass (every row fired, no cap, all of it fits) skips admission; the
-    # report must be the one the general path makes, whatever the rows.
-    from unittest import mock
-
-    from lionctx import _report as report_module
-
-    if all_fired:
-        outcomes = [o.replace(status=Status.FIRED, text=o.text or "x", max_tokens=None)
-                    for o in outcomes]
-    fast = build_report(outcomes, budget, previous=previous, digests=digests)
-    with mock.patch.object(report_module, "_all_kept", lambda rows, budget: None):
-        general = build_report(outcomes, budget, previous=previous, digests=digests)
-    assert fast == general
-
-
-@settings(max_examples=300, deadline=None)
 @given(outcome_sets(), st.one_of(st.none(), st.integers(0, 400)), st.booleans(),
        st.sampled_from(["none", "same", "other", "reordered"]))
 def test_digests_are_the_kept_blocks_pairs_and_reuse_an_equal_previous(

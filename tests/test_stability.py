@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Branch, CacheBreak, ContextProviderRegistry, Status, resolve_context
 from lionctx._render import join_tagged, tag_block
-from lionctx._stability import PrefixHistory, compare, digest, render_order
+from lionctx._stability import PrefixHistory, compare, digest
 
 pytestmark = pytest.mark.anyio
 
@@ -74,16 +74,6 @@ def test_reported_first_change_is_exactly_the_first_differing_block(prev, cur):
         assert brk.name == prev[first][0] and brk.name not in names_after
     else:
         assert brk.kind == "moved" and brk.name in names_before and brk.name in names_after
-
-
-@given(st.lists(st.booleans(), max_size=10))
-def test_render_order_is_stable_then_volatile_each_in_given_order(flags):
-    order = render_order(flags)
-    assert sorted(order) == list(range(len(flags)))
-    assert [flags[i] for i in order] == sorted(flags)
-    stable = [i for i in order if not flags[i]]
-    vol = [i for i in order if flags[i]]
-    assert stable == sorted(stable) and vol == sorted(vol)
 
 
 def test_prefix_history_is_bounded_and_swaps():

@@ -228,7 +228,7 @@ def test_without_otel_nothing_is_imported_and_passes_work(setup):
 
 
 def test_importing_lionctx_loads_no_opentelemetry_even_when_installed():
-    code = ("import sys, lionctx, agentium_compat, lionctx.telemetry, lionctx._production; "
+    code = ("import sys, lionctx, agentium_compat, lionctx.telemetry, lionctx._pass; "
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)

@@ -1,17 +1,11 @@
-"""What every host integration shares: checked options, the run context, one resolve per
-run, and the run's own report.
+"""What every host integration shares: checked options, the run context, one resolve
+per run over one pass, and the run's own report.
 
-A host's tool loop asks for its instructions before every model call of a run. The
-integrations resolve the providers once per run (keyed by an object the host keeps for
-that run) and hand back the same string on every later call of the run, so the
-providers run once and the request prefix stays byte-identical for prompt caches.
-
-Per-run state only: a run's report is tied to the run's own objects (the Agents SDK's
-context wrapper, Pydantic AI's run usage, Agent Framework's session context and
-response) by identity and weakly, so it lives exactly as long as they do, with no
-table of the latest N runs. The cache-break baseline is the previous run of the same
-session (the run context's ``session_id``, or the host's own conversation), scoped to
-its user and tenant; without a session there is none.
+A host asks for its instructions before every model call of a run; the providers
+run once per run (keyed by an object the host keeps for it) and every call gets the
+same string, so the request prefix stays byte-identical. A run's report is tied to
+the run's own objects, weakly (no table of the latest runs); the cache-break
+baseline is the previous run of the same session, user and tenant.
 """
 
 from __future__ import annotations
@@ -20,33 +14,21 @@ import dataclasses
 import inspect
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import anyio
 
 from .._adapters import fetch_method, retrieve_method
-from .._context import (
-    RunContext,
-    _read,
-    bind_run_context,
-    bound_run_context,
-    coerce_run_context,
-    context_value,
-)
-from .._exceptions import InvalidType, LionctxError
-from .._outcome import Outcome, Status
-from .._policy import Policy, check_number
+from .._context import RunContext, _read, bind_run_context, bound_run_context, coerce_run_context
+from .._exceptions import InvalidType
 from .._report import Report
-from .._run import GENERIC_EMPTY
-from .._scope import context_fields
-from .._stability import Digests
+from .._stability import PrefixHistory
 from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
-from ..resolve import Resolution, resolve_context
+from ..resolve import Resolution, resolve_pass, resolve_with
 
 __all__ = ["DEFAULT_TIMEOUT", "RunTies", "TurnResolver", "compose", "merge_run_context",
-           "note_missing_fields", "text_of"]
+           "text_of"]
 
 from .._log import logger_for
 
@@ -81,14 +63,6 @@ def _check_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
                         f"(accepted: {', '.join(RESOLVE_OPTIONS)})")
     checked = dict(options)
     checked.setdefault("timeout", DEFAULT_TIMEOUT)
-    # The shared knobs are checked by the one policy (the same errors as anywhere).
-    policy = Policy(checked.get("timeout"), checked.get("deadline"), checked.get("limit"),
-                    checked.get("counter"), checked.get("on_outcome"))
-    for label in ("timeout", "deadline", "limit"):
-        if label in checked:
-            checked[label] = getattr(policy, label)
-    if "budget" in checked:
-        checked["budget"] = check_number(checked["budget"], "budget", allow_none=True)
     return checked
 
 
@@ -104,13 +78,9 @@ def check_run_context(run_context: Any, where: str) -> Any:
 
 
 def text_of(value: Any) -> str:
-    """The text of a prompt that may be multimodal.
-
-    A ``str`` is itself; a sequence of parts gives its text parts (``str`` items,
-    ``{"text": ...}`` / ``{"type": "input_text", "text": ...}`` mappings, objects with
-    a ``str`` ``text`` or ``content``) joined with a newline; anything else (images,
-    audio, files) is left out.
-    """
+    """The text of a prompt that may be multimodal: a ``str`` itself, else its text
+    parts (``str`` items, ``text``/``content`` keys or attributes) joined with a
+    newline; images, audio and files are left out."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -146,14 +116,9 @@ _FILLED_DICTS = ("metadata", "session_state", "dependencies")
 
 
 def merge_run_context(own: Any) -> RunContext:
-    """The run context of a run: ``own`` (the host's, any shape) with the context bound
-    by :func:`lionctx.bind_run_context` filling every field ``own`` leaves unset.
-
-    The host's values win field by field; a field it leaves unset (missing or
-    ``None``, an empty dict for ``metadata`` / ``session_state`` / ``dependencies``,
-    an extra key it does not have) comes from the bound context, and so does the
-    ``run_id`` when ``own`` states none.
-    """
+    """``own`` (the host's run context, any shape), the bound run context filling
+    every field it leaves unset (``None``, an empty dict, a missing extra key, the
+    ``run_id`` when it states none): the host's values win field by field."""
     bound = bound_run_context()
     if own is None:
         return bound if bound is not None else RunContext()
@@ -192,40 +157,15 @@ async def call_mapper(mapper: Any, *host: Any) -> Any:
     return value
 
 
-def note_missing_fields(report: Report, providers: Sequence[Any], ctx: Any) -> Report:
-    """``report`` with each ``empty`` row of a provider that reads a run-context field the
-    run has no value for saying so (``"no user_id in the run context"``)."""
-    rows: list[Outcome] | None = None
-    for i, (outcome, provider) in enumerate(zip(report.outcomes, providers, strict=False)):
-        if outcome.status is not Status.EMPTY:
-            continue
-        try:
-            fields = context_fields(provider)
-        except LionctxError:
-            continue
-        missing = [f for f in fields if context_value(ctx, f) is None]
-        if not missing:
-            continue
-        note = f"no {', '.join(missing)} in the run context"
-        if rows is None:
-            rows = list(report.outcomes)
-        rows[i] = outcome.replace(reason=note if outcome.reason in (None, "", *GENERIC_EMPTY)
-                                  else f"{outcome.reason}; {note}")
-    return report if rows is None else dataclasses.replace(report, outcomes=tuple(rows))
-
-
 # -- per-run state, tied to the run's own objects -------------------------------------
 
 V = TypeVar("V")
 
 
 class RunTies(Generic[V]):
-    """Values tied to host objects by identity, each dropped when its object is collected.
-
-    Host run objects are often dataclasses (unhashable), so a ``WeakKeyDictionary``
-    cannot hold them; this keys by ``id`` and keeps a weak reference whose callback
-    removes the entry, so an id reused by a later object never finds an old value.
-    """
+    """Values tied to host objects by identity, each dropped when its object is
+    collected (host objects are often unhashable dataclasses: keyed by ``id`` with a
+    weak reference, so a reused id never finds an old value)."""
 
     def __init__(self) -> None:
         self._items: dict[int, tuple[weakref.ref[Any], V]] = {}
@@ -297,7 +237,8 @@ _AUTO: Any = object()
 
 
 class TurnResolver:
-    """Resolve ``providers`` at most once per run; keep each session's baseline.
+    """Resolve ``providers`` at most once per run, over one pass that keeps each
+    session's baseline and notes the run-context fields a run did not supply.
 
     A run is named by a host object the host keeps for it (``holder``) and, for a
     holder that several runs share, a ``key``. ``run_context`` is the integration's
@@ -311,12 +252,11 @@ class TurnResolver:
     def __init__(self, providers: Any, options: Mapping[str, Any], where: str, *,
                  run_context: Any = None) -> None:
         self.providers = _check_providers(providers, where)
-        self.options = _check_options(options, where)
+        self._pass = resolve_pass(**_check_options(options, where),
+                                  baselines=PrefixHistory(self.BASELINES), note_missing=True)
         self.run_context = check_run_context(run_context, where)
         self.resolves = 0
         self._turns: RunTies[dict[Any, _Turn]] = RunTies()
-        self._baselines: OrderedDict[tuple[str, str, str], Digests] = OrderedDict()
-        self._baseline_lock = threading.Lock()
 
     async def context_for(self, native: Any, *host: Any) -> RunContext:
         """The run context of a run: ``run_context=`` applied to ``host`` when it is a
@@ -330,39 +270,21 @@ class TurnResolver:
             own = mapper
         return merge_run_context(own)
 
-    def _scope(self, ctx: RunContext, session: Any) -> tuple[str, str, str] | None:
+    @staticmethod
+    def _session(ctx: RunContext, session: Any) -> tuple[str, str, str] | None:
+        """The baseline's key: the session (``session_id``, else the host's), its
+        user and tenant; ``None`` without a session."""
         named = ctx.session_id if ctx.session_id is not None else session
         if named is None:
             return None
         return (repr(ctx.tenant_id), repr(ctx.user_id), repr(named))
-
-    def baseline(self, ctx: RunContext, session: Any = None) -> Digests | None:
-        """The digests of the previous run of this session (its user and tenant)."""
-        scope = self._scope(ctx, session)
-        if scope is None:
-            return None
-        with self._baseline_lock:
-            found = self._baselines.get(scope)
-            if found is not None:
-                self._baselines.move_to_end(scope)
-            return found
-
-    def _remember(self, ctx: RunContext, session: Any, digests: Digests) -> None:
-        scope = self._scope(ctx, session)
-        if scope is None:
-            return
-        with self._baseline_lock:
-            self._baselines[scope] = digests
-            self._baselines.move_to_end(scope)
-            while len(self._baselines) > self.BASELINES:
-                self._baselines.popitem(last=False)
 
     async def resolve(self, holder: Any, query: Any, ctx: RunContext, *, key: Any = None,
                       session: Any = None, previous: Any = _AUTO) -> Resolution:
         """The run's resolution: computed on the first call, the same object after.
 
         ``previous``: the digests to compare with (default: this session's previous
-        run, see :meth:`baseline`); passing it also leaves the keyed baseline alone.
+        run); passing it also leaves the session's baseline alone.
         """
         turns = self._turns.setdefault(holder, dict)
         if turns is None:  # a holder that cannot be tied: one resolve per call
@@ -380,16 +302,12 @@ class TurnResolver:
     async def _resolve(self, query: Any, ctx: RunContext, session: Any,
                        previous: Any) -> Resolution:
         keyed = previous is _AUTO
-        prior = self.baseline(ctx, session) if keyed else previous
         # Bound for the providers too, so nested lionctx code sees the same user.
         with bind_run_context(ctx):
-            resolution = await resolve_context(self.providers, text_of(query), ctx,
-                                               previous=prior, **self.options)
-        report = note_missing_fields(resolution.report, self.providers, ctx)
-        if report is not resolution.report:
-            resolution = Resolution(report=report)
-        if keyed:
-            self._remember(ctx, session, report.digests)
+            resolution = await resolve_with(
+                self._pass, self.providers, text_of(query), ctx,
+                previous=None if keyed else previous,
+                session=self._session(ctx, session) if keyed else None)
         self.resolves += 1
         logger.debug("resolved context for a run: fired=%s", resolution.fired)
         return resolution

@@ -2,9 +2,6 @@
 
 ::
 
-    from agent_framework import Agent
-    from lionctx.integrations.agent_framework import LionctxContextProvider, report
-
     lionctx_provider = LionctxContextProvider(providers, budget=800)
     agent = Agent(client=client, instructions="Be brief.",
                   context_providers=[lionctx_provider], tools=[...])
@@ -13,23 +10,11 @@
     report(response).outcomes                         # what each source did in this run
     session.state["lionctx"]["report"]                # the same, JSON-ready, no text
 
-A real ``agent_framework.ContextProvider``: its ``before_run`` resolves the providers
-once per ``agent.run`` (the framework calls it once per run, however many model calls
-the tool loop makes) and adds the tagged blocks with ``context.extend_instructions``.
-The query is the text of the run's last input message. ``SessionContext`` carries no
-user, so the run context is ``run_context=``: a callable ``(session)`` or
-``(session, context)`` (sync or async), or a value (a :class:`lionctx.RunContext`, a
-mapping); the context bound with :func:`lionctx.bind_run_context` fills every field it
-leaves unset. Each provider has a 10 s timeout unless ``timeout=`` says otherwise
-(``timeout=None``: none).
-
-:func:`report` takes the ``AgentResponse`` of a run, a finished ``ResponseStream``, or
-the ``AgentSession`` (its latest run) and returns that run's :class:`lionctx.Report`.
-The cache-break baseline is the previous run of the same session, kept in the
-session's state (``digests``), so it travels with a serialized session.
-
-Importing this module imports ``agent_framework`` (the class must subclass its
-``ContextProvider``); ``import lionctx`` never does.
+A real ``agent_framework.ContextProvider``: ``before_run`` resolves once per
+``agent.run`` and adds the blocks with ``context.extend_instructions``. The query is
+the last input message's text; the run context is ``run_context=`` (a callable
+``(session)`` or ``(session, context)``, or a value; the bound one fills the rest).
+The baseline travels in the session's state (``digests``) (``docs/integrations.md``).
 """
 
 from __future__ import annotations

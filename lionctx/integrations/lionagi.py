@@ -1,17 +1,9 @@
 """lionctx inside a real LionAGI ``Branch`` (``pip install 'lionctx[lionagi]'``).
 
 lionctx's built-in providers implement LionAGI's ``provide(branch, instruction)``, so
-they register in a real ``lionagi.Branch`` as they are::
-
-    branch = lionagi.Branch(system="You are helpful.", chat_model=model)
-    branch.providers.register(SqliteContextProvider(...), priority=10)
-    with lionctx.bind_run_context(user_id="u1", tenant_id="acme"):
-        await branch.chat("Where is my order?")
-    branch.last_context_report        # LionAGI's own report of the pass
-
-Registered that way, they run under LionAGI's rules: LionAGI calls its registry before
-every model call (twice per ReAct run, more with parse retries), with no timeout and
-LionAGI's own report. :func:`install` puts a lionctx registry in its place::
+they register in a real ``lionagi.Branch`` as they are (LionAGI's rules: its registry
+runs before every model call, no timeout). :func:`install` puts a lionctx registry
+in its place, run once per user call::
 
     registry = lionctx.ContextProviderRegistry(budget=800, timeout=2)
     registry.register(SqliteContextProvider(...), priority=10)
@@ -19,21 +11,12 @@ LionAGI's own report. :func:`install` puts a lionctx registry in its place::
     await branch.ReAct(instruct={"instruction": "Where is my order?"}, tools=[...])
     report(branch).outcomes       # lionctx's report of that call, one row per provider
 
-What they get from LionAGI:
-
-* the **query** is the instruction's text as LionAGI renders it for the model
-  (guidance, instruction and context, in its YAML form; tool schemas and the response
-  format left out), or its ``plain_content``; never ``str(instruction)``, which holds a
-  fresh UUID and timestamp every turn;
-* the **run context**: a LionAGI ``Branch`` has none (and refuses one), so providers
-  read the one bound with :func:`lionctx.bind_run_context` around the turn (with
-  :func:`install`, also ``run_context=``).
-
-A provider that only has ``fetch(query, ctx)`` (agentium style) gets a ``provide`` with
-:func:`provider`. LionAGI counts tokens with tiktoken's ``o200k_base``, which tiktoken
-downloads on first use; offline (or to skip the download) call
-:func:`use_bundled_tokenizer` once, which seeds tiktoken's cache from lionctx's
-bundled, hash-checked copy. Nothing here imports ``lionagi``.
+The query is the instruction's text as LionAGI renders it (never ``str(instruction)``,
+which holds a fresh UUID every turn); the run context is the one bound with
+:func:`lionctx.bind_run_context` (with :func:`install`, also ``run_context=``).
+:func:`provider` gives a ``fetch(query, ctx)`` provider a ``provide``;
+:func:`use_bundled_tokenizer` seeds tiktoken's cache offline. Nothing here imports
+``lionagi`` (``docs/integrations.md``).
 """
 
 from __future__ import annotations
@@ -44,7 +27,6 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
-from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,16 +35,9 @@ import anyio
 
 from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
 from .._context import bind_run_context
-from .._exceptions import InvalidType
+from .._exceptions import InvalidType, TokenizerDataError
 from .._report import Report
-from .._stability import Digests, compare
-from ._turns import (
-    DEFAULT_TIMEOUT,
-    call_mapper,
-    check_run_context,
-    merge_run_context,
-    note_missing_fields,
-)
+from ._turns import DEFAULT_TIMEOUT, call_mapper, check_run_context, merge_run_context
 
 if TYPE_CHECKING:
     from ..registry import ContextProviderRegistry, ProviderReport
@@ -98,7 +73,7 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
             and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256):
         raw = gzip.decompress(O200K_FILE.read_bytes())
         if hashlib.sha256(raw).hexdigest() != O200K_SHA256:
-            raise RuntimeError(f"lionctx's bundled tokenizer data {O200K_FILE} is corrupt; "
+            raise TokenizerDataError(f"lionctx's bundled tokenizer data {O200K_FILE} is corrupt; "
                                "reinstall lionctx")
         partial = target.with_name(target.name + f".{os.getpid()}.tmp")
         partial.write_bytes(raw)
@@ -208,7 +183,6 @@ class _Installed:
         self.call: ContextVar[_Call | None] = ContextVar("lionctx_lionagi_call", default=None)
         self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report",
                                                           default=None)
-        self.previous: Digests | None = None  # this branch's previous user call
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.registry, name)
@@ -218,10 +192,6 @@ class _Installed:
 
     def __len__(self) -> int:
         return len(self.registry)
-
-    @property
-    def names(self) -> list[str]:
-        return self.registry.names
 
     async def gather(self, branch: Any, instruction: Any) -> ProviderReport:
         call = self.call.get()
@@ -234,25 +204,12 @@ class _Installed:
                 call.view = await self._pass(branch, instruction)
             return call.view
 
-    async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
-        await self.registry.gather_writeback(branch, action_responses)
-
     async def _pass(self, branch: Any, instruction: Any) -> ProviderReport:
-        from ..registry import ProviderReport
-
+        # The registry's pass keeps this branch's baseline (its owner) per user.
         mapper = self.run_context
         own = (await call_mapper(mapper, branch) if callable(mapper) else mapper)
-        ctx = merge_run_context(own)
-        with bind_run_context(ctx):
-            view = await self.registry.gather(branch, instruction)
-        rep = note_missing_fields(view.report, [e.provider for e in self.registry._entries],
-                                  ctx)
-        if rep.digests or self.previous:  # the cache break against this branch's last call
-            brk = compare(self.previous, rep.digests)
-            rep = replace(rep, cache_break=brk,
-                          prefix_stable=None if self.previous is None else brk is None)
-            self.previous = rep.digests
-        return view if rep is view.report else ProviderReport(report=rep)
+        with bind_run_context(merge_run_context(own)):
+            return await self.registry.gather(branch, instruction)
 
     def finish(self, branch: Any, call: _Call) -> None:
         if call.view is not None:
@@ -340,6 +297,7 @@ def install(branch: Any, registry: ContextProviderRegistry | None = None, *,
         raise InvalidType("install: registry must be a lionctx.ContextProviderRegistry, "
                           f"got {registry!r}")
     run_context = check_run_context(run_context, "install")
+    registry._pass.note_missing = True  # rows say which run-context field was missing
     if timeout is not _UNSET and timeout is not None:
         registry.timeout = timeout
     elif timeout is _UNSET and registry.timeout is None:

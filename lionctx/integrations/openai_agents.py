@@ -2,31 +2,18 @@
 
 ::
 
-    from agents import Agent, Runner
-    from lionctx.integrations.openai_agents import context_instructions, report
-
     agent = Agent(name="support", model=model,
                   instructions=context_instructions(providers, instructions="Be brief.",
                                                     budget=800))
     result = await Runner.run(agent, "Where is my order?", context={"user_id": "u1"})
     report(result).outcomes       # what each source did in this run
 
-The SDK calls ``instructions`` before every model call of a run (a tool round makes
-two calls); the providers run on the first call only and every call of the run gets
-the same bytes. The query is the run's latest user input (its text parts when it is
-multimodal). The run context is ``run_context(context)`` when ``run_context=`` is a
-callable (it gets the ``context`` you passed to ``Runner.run``), else that
-``context`` itself (a :class:`lionctx.RunContext`, a mapping or an object with the
-fields); the context bound with :func:`lionctx.bind_run_context` fills every field it
-leaves unset. Each provider has a 10 s timeout unless ``timeout=`` says otherwise
-(``timeout=None``: none).
-
-:func:`report` takes what ``Runner.run`` / ``Runner.run_streamed`` hand back (or the
-run's ``RunContextWrapper``) and returns that run's own :class:`lionctx.Report`.
-The cache-break baseline (``prefix_stable``, ``cache_break``) is the previous run of
-the same ``session_id`` (and user and tenant); without a session there is none.
-
-This module does not import the SDK: it only reads the objects the SDK passes in.
+The providers run on the run's first model call; every call of the run gets the same
+bytes. The query is the run's latest user input; the run context is
+``run_context(context)`` or the ``context`` given to ``Runner.run`` (the bound one
+fills what it leaves unset). The baseline is the previous run of the same
+``session_id``, user and tenant. This module does not import the SDK
+(``docs/integrations.md``).
 """
 
 from __future__ import annotations

@@ -2,9 +2,6 @@
 
 ::
 
-    from pydantic_ai import Agent
-    from lionctx.integrations.pydantic_ai import context_instructions, report, strip_context
-
     agent = Agent(model, deps_type=Deps,
                   instructions=["Be brief.", context_instructions(
                       providers, budget=800,
@@ -13,26 +10,14 @@
     report(result).outcomes                         # what each source did in this run
     store(strip_context(result.all_messages()))     # persist without the injected context
 
-Pydantic AI re-runs instruction functions before every model request of a run (a
-tool round makes two); the providers run on the first request only and every request
-of the run gets the same bytes. The query is ``RunContext.prompt`` (the text parts of
-a multimodal prompt). The run context is ``run_context(deps)`` when ``run_context=``
-is a callable (sync or async; how typed deps give their user), else ``deps`` itself
-(a :class:`lionctx.RunContext`, a mapping or an object with the fields); the context
-bound with :func:`lionctx.bind_run_context` fills every field it leaves unset. Each
-provider has a 10 s timeout unless ``timeout=`` says otherwise (``timeout=None``: none).
-
-The report of a run is tied to the run's own usage object and ``run_id`` (what the
-result, a streamed result, ``agent.iter``'s run and a tool's ``RunContext`` all
-carry), so it lives as long as the run's objects do. The cache-break baseline is the
-previous run of the same conversation (the run context's ``session_id``, else Pydantic
-AI's ``conversation_id``), scoped to its user and tenant.
-
-Pydantic AI stores each request's instructions on its ``ModelRequest``
-(``instructions``), so ``result.all_messages()`` holds the injected context;
-:func:`strip_context` removes it before a history is persisted.
-
-This module does not import Pydantic AI: it only reads the objects it passes in.
+The providers run on the run's first model request; every request of the run gets
+the same bytes. The query is ``RunContext.prompt``; the run context is
+``run_context(deps)`` or ``deps`` (the bound one fills what it leaves unset). A
+run's report is tied to its usage object and ``run_id``; the baseline is the
+previous run of the same conversation, user and tenant. Pydantic AI stores the
+instructions on each ``ModelRequest``: :func:`strip_context` removes them before a
+history is persisted. This module does not import Pydantic AI
+(``docs/integrations.md``).
 """
 
 from __future__ import annotations

@@ -182,6 +182,25 @@ async def test_deadline_passes_through(server, model):
 
 
 @pytest.mark.anyio
+async def test_context_knobs_set_after_construction_shape_the_next_run(server, model):
+    # The knobs live on the agent's one pass: setting one changes what the next run
+    # does, and a bad value is refused where it is set.
+    agent = Agent(name="a", model=model, instructions=lambda c: c.context or "none",
+                  context_providers=[SlowFetch(), Fetch("big", "lots of words " * 100)],
+                  context_timeout=None)
+    agent.context_timeout = 0.1
+    agent.context_budget = 20
+    result = await agent.run("q")
+    statuses = [o.status for o in result.context_report.outcomes]
+    assert statuses == [Status.TIMEOUT, Status.SKIPPED_BUDGET]
+    assert agent.context_timeout == 0.1 and agent.context_budget == 20
+    with pytest.raises(ValueError, match="timeout"):
+        agent.context_timeout = -1
+    with pytest.raises(TypeError, match="budget"):
+        agent.context_budget = "10"
+
+
+@pytest.mark.anyio
 async def test_prior_messages_are_sent_between_system_and_input(server, model):
     agent = Agent(name="a", model=model, instructions="S")
     history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "ok"}]

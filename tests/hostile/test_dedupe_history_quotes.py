@@ -182,7 +182,7 @@ async def test_agent_runs_read_only_the_new_messages() -> None:
         history: list[dict[str, Any]] = [
             {"role": "assistant" if i % 2 else "user", "content": f"m{i}"} for i in range(5000)]
         result = await agent.run("q", messages=history, session_id="s1")
-        index = agent._seen[next(iter(agent._seen))]
+        index = next(iter(agent._pass._sessions.values()))
         after_first = index.examined
         assert after_first <= index.max_messages + 1
         history = [*history, {"role": "user", "content": "q"},

@@ -110,12 +110,12 @@ def test_tokenizer_load_is_reported_apart_from_the_pass():
     # and nothing else moves it, so every figure is exact (no elapsed time measured).
     code = textwrap.dedent("""
         import anyio, json
-        import lionctx.resolve
+        import lionctx._pass
         from lionctx import resolve_context
         from lionctx import _gather as gather_module, _report as report_module, _tokens as tokens_module
 
         now = [1000.0]
-        for module in (gather_module, report_module, lionctx.resolve):
+        for module in (gather_module, report_module, lionctx._pass):
             module.perf_counter = lambda: now[0]
         real_load = tokens_module._load_o200k
 

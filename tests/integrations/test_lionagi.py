@@ -173,3 +173,20 @@ async def test_second_turn_differs_from_lionagi_as_documented(server, tmp_path):
     first, _, current = server.requests[-1]["messages"]
     assert first["content"] == render_lionagi("SYS.", ["BLOCK"], "") + "\n\nG1.\n\nq1"
     assert current["content"] == "G2.\n\nq2"
+
+
+def test_a_corrupt_bundled_tokenizer_is_refused_as_tokenizer_data(tmp_path, monkeypatch):
+    import gzip
+
+    from lionctx import TokenizerDataError
+    from lionctx import _tokens as tokens_module
+    from lionctx.integrations.lionagi import use_bundled_tokenizer
+
+    corrupt = tmp_path / "o200k_base.tiktoken.gz"
+    corrupt.write_bytes(gzip.compress(b"not the encoding"))
+    monkeypatch.setattr(tokens_module, "O200K_FILE", corrupt)
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    with pytest.raises(TokenizerDataError, match="corrupt"):
+        use_bundled_tokenizer(tmp_path / "cache")
+    assert not list((tmp_path / "cache").iterdir())  # nothing written for tiktoken
+

@@ -1,0 +1,328 @@
+"""The pass: one object that runs a provider pass and owns what outlives it.
+
+The registry, ``resolve_context``, ``Agent`` and the host integrations each hold a
+:class:`ContextPass` (the policy, budget, breakers, dedupe, baselines, history
+indexes, telemetry) and hand it their calls; :meth:`ContextPass.run` runs the stages::
+
+    providers:  call_sources (the breakers choose) -> call (the engine's gather)
+    outcomes:   place (source order; breakers told) -> skip_seen -> note_missing
+    admission:  build_report (caps, budget, dedupe, digests, cache break)
+    report:     record (the session's baseline, spans)
+
+A stage that changes a row makes a new outcome; gathered rows are never changed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from time import perf_counter
+from typing import Any
+
+from . import telemetry
+from ._breaker import OPEN, Breakers
+from ._call import ProviderCall
+from ._context import context_value
+from ._dedupe import HistoryIndex, skip_seen, text_key, untag
+from ._exceptions import LionctxError
+from ._gather import gather
+from ._log import logger_for
+from ._outcome import Outcome, Status
+from ._policy import Policy, check_number
+from ._render import tag_block
+from ._report import Report, build_report
+from ._run import GENERIC_EMPTY
+from ._scope import context_fields
+from ._stability import Digests, PrefixHistory
+from ._tokens import TokenCounter, resolve_counter
+from ._types import Number
+
+__all__ = ["UNKEYED", "ContextPass", "Sources", "note_missing", "pass_knob", "policy_knob"]
+
+logger = logger_for(__name__)
+
+_UNSET: Any = object()
+#: ``session=`` of a pass that keeps no baseline (its ``previous`` is given or none).
+UNKEYED: Any = _UNSET
+
+
+def policy_knob(field: str, doc: str) -> Any:
+    """A face's setting kept in its pass's policy (``owner._pass``), checked when set."""
+    def get(owner: Any) -> Any:
+        return getattr(owner._pass.policy, field)
+
+    def put(owner: Any, value: Any) -> None:
+        owner._pass.policy = owner._pass.policy.replace(**{field: value})
+    return property(get, put, doc=doc)
+
+
+def pass_knob(attr: str, doc: str) -> Any:
+    """A face's setting kept on its pass (``owner._pass``)."""
+    def get(owner: Any) -> Any:
+        return getattr(owner._pass, attr)
+
+    def put(owner: Any, value: Any) -> None:
+        setattr(owner._pass, attr, value)
+    return property(get, put, doc=doc)
+
+
+class Sources:
+    """What a face tells the pass about its sources, one per call, in order:
+    ``keys`` (each source's breaker key and declarations: the provider or its
+    entry), ``volatile`` flags (``None``: none is), and ``describe(i)``, source i's
+    ``(name, priority, cap)`` for the row of a source its breaker kept out."""
+
+    __slots__ = ("describe", "keys", "volatile")
+
+    def __init__(self, keys: Sequence[Any], describe: Callable[[int], tuple[str, Any, Any]],
+                 volatile: Sequence[bool] | None = None) -> None:
+        self.keys = keys
+        self.describe = describe
+        self.volatile = volatile if volatile is not None and True in volatile else None
+
+
+class _Gate:
+    """The breakers' answer for one pass (stage ``call_sources``)."""
+
+    __slots__ = ("allowed", "breakers", "refused", "states")
+
+    def __init__(self) -> None:
+        self.breakers: list[Any] = []
+        self.allowed: list[int] | None = None  # None: every source is called
+        self.refused: dict[int, str] = {}
+        self.states: list[str | None] | None = None
+
+
+class _Context:
+    """The pass's run context, read once, and only when a stage asks for it."""
+
+    __slots__ = ("_read", "_value")
+
+    def __init__(self, read: Callable[[], Any] | None) -> None:
+        self._read = read
+        self._value: Any = _UNSET
+
+    def __call__(self) -> Any:
+        if self._value is _UNSET:
+            try:
+                self._value = self._read() if self._read is not None else None
+            except Exception:
+                logger.warning("could not read the run context of a pass", exc_info=True)
+                self._value = None
+        return self._value
+
+
+class ContextPass:
+    """The policy and production features of a face's passes; :meth:`run` is one pass.
+
+    ``face`` names the face in spans (``"lionagi"`` or ``"agentium"``).
+    ``note_missing``: an ``empty`` row of a provider that reads a run-context field
+    the run has no value for says so (what a host integration turns on).
+    """
+
+    __slots__ = ("_budget", "_counter", "_lock", "_owners", "_sessions", "baselines",
+                 "breakers", "concurrent", "dedupe", "digests", "face", "note_missing",
+                 "policy")
+
+    def __init__(self, policy: Policy | None = None, *, budget: Number | None = None,
+                 concurrent: bool = False, breakers: Breakers | None = None,
+                 dedupe: bool = False, digests: bool = True,
+                 baselines: PrefixHistory | None = None, face: str = "agentium",
+                 note_missing: bool = False) -> None:
+        self.policy = policy if policy is not None else Policy()
+        self.budget = budget
+        self.concurrent = bool(concurrent)
+        self.breakers = breakers
+        self.dedupe = bool(dedupe)
+        self.digests = bool(digests)
+        self.baselines = baselines
+        self.face = face
+        self.note_missing = note_missing
+        self._counter: tuple[Any, TokenCounter] | None = None
+        self._lock = threading.Lock()
+        # each conversation's HistoryIndex: held weakly by its owner object, or by a
+        # hashable key (a session), the latest baselines' max_sessions of them
+        self._owners: weakref.WeakKeyDictionary[Any, HistoryIndex] = \
+            weakref.WeakKeyDictionary()
+        self._sessions: OrderedDict[Hashable, HistoryIndex] = OrderedDict()
+
+    @property
+    def budget(self) -> Number | None:
+        """Total tokens a pass may keep (``None``: no budget)."""
+        return self._budget
+
+    @budget.setter
+    def budget(self, value: Number | None) -> None:
+        self._budget = check_number(value, "budget", allow_none=True)
+
+    def counter(self) -> TokenCounter:
+        """The policy's token counter, resolved once per counter setting."""
+        cached, wanted = self._counter, self.policy.counter
+        if cached is None or cached[0] is not wanted:
+            cached = self._counter = (wanted, resolve_counter(wanted))
+        return cached[1]
+
+    def history(self, owner: Any, messages: Sequence[Any]) -> HistoryIndex:
+        """The history index of ``owner``'s conversation (an object, held weakly, or a
+        hashable session key), updated with ``messages`` (only the new ones are read)."""
+        with self._lock:
+            try:
+                index = self._owners.get(owner)
+                if index is None:
+                    index = self._owners[owner] = HistoryIndex()
+            except TypeError:  # not weakly referenceable: kept by key, least recent out
+                limit = self.baselines.max_sessions if self.baselines is not None else 1024
+                try:
+                    index = self._sessions.pop(owner, None) or HistoryIndex()
+                    self._sessions[owner] = index
+                    while len(self._sessions) > limit:
+                        self._sessions.popitem(last=False)
+                except TypeError:  # unhashable too: a fresh, bounded index
+                    index = HistoryIndex()
+        index.update(messages)
+        return index
+
+    # -- one pass ------------------------------------------------------------------
+    async def run(self, calls: Sequence[ProviderCall], args: tuple[Any, ...], sources: Sources,
+                  *, context: Callable[[], Any] | None = None, session: Any = _UNSET,
+                  previous: Digests | None = None, history: HistoryIndex | None = None,
+                  framed: bool = False) -> Report:
+        """One pass over ``calls`` (``invoke(*args)`` each), the stages in order.
+        ``context()``: the run context; ``session``: the key of the baseline in
+        :attr:`baselines` (else ``previous``); ``history``: what the system side said;
+        ``framed``: rows hold tag-framed text (the agentium face)."""
+        started, started_ns = perf_counter(), time.time_ns()
+        ctx = _Context(context)
+        keyed = session is not _UNSET and self.baselines is not None and self.digests
+        if keyed:
+            previous = self.baselines.latest(session)  # type: ignore[union-attr]
+        traced = telemetry.enabled() and telemetry.live()
+        arrived: dict[int, int] | None = {} if traced else None
+        # providers -> outcomes
+        gate = self.call_sources(sources, ctx)
+        outcomes, load_ms = await self.call(calls, args, gate, arrived)
+        outcomes = self.place(outcomes, gate, sources, arrived)
+        if self.breakers is not None:
+            self.breakers.record(gate.breakers, outcomes, ctx)
+        if history is not None:
+            outcomes = skip_seen(outcomes, history, _untagged if framed else None)
+        if self.note_missing:
+            outcomes = note_missing(outcomes, sources.keys, ctx())
+        # -> admission -> report (digests now when a stage or a span reads them, else
+        # when a caller does)
+        eager = keyed or previous is not None or traced
+        report = build_report(
+            outcomes, self._budget, previous=previous, digests=self.digests and (eager or None),
+            framed=framed, started=started, tokenizer_load_ms=load_ms,
+            dedupe=(_untagged_key if framed else _text_key) if self.dedupe else None)
+        self.record(report, session if keyed else _UNSET, started_ns if traced else None)
+        return report
+
+    def call_sources(self, sources: Sources, ctx: Callable[[], Any]) -> _Gate:
+        """Stage one: the breakers decide which sources are called."""
+        gate = _Gate()
+        if self.breakers is not None:
+            gate.breakers, allowed, refused, gate.states = self.breakers.admit(sources.keys, ctx)
+            if refused:
+                gate.allowed, gate.refused = allowed, refused
+        return gate
+
+    async def call(self, calls: Sequence[ProviderCall], args: tuple[Any, ...], gate: _Gate,
+                   arrived: dict[int, int] | None) -> tuple[list[Outcome], float]:
+        """Stage two: the engine runs the admitted calls under the policy; the
+        outcomes in call order and the tokenizer's load time (ms)."""
+        policy, timing = self.policy, {"tokenizer_load_ms": 0.0}
+        outcomes = await gather(
+            calls if gate.allowed is None else [calls[i] for i in gate.allowed],
+            counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
+            deadline=policy.deadline, limit=policy.limit,
+            observe=policy.observer if arrived is None else _noting(arrived, policy.observer),
+            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args)
+        return outcomes, timing["tokenizer_load_ms"]
+
+    def record(self, report: Report, session: Any, started_ns: int | None) -> None:
+        """The last stage: the session's baseline replaced, the spans (when traced)."""
+        if session is not _UNSET:
+            self.baselines.swap(session, report.digests)  # type: ignore[union-attr]
+        if started_ns is not None:
+            telemetry.record_report(self.face, report, started_ns=started_ns,
+                                    concurrent=self.concurrent)
+
+    @staticmethod
+    def place(called: list[Outcome], gate: _Gate, sources: Sources,
+              arrived: dict[int, int] | None) -> list[Outcome]:
+        """Every source's row in source order: the refused ones' ``skipped`` rows
+        join the called ones, each with its position, circuit state, volatile flag
+        and (traced) start time."""
+        allowed, states, volatile = gate.allowed, gate.states, sources.volatile
+        if allowed is None and states is None and volatile is None and not arrived:
+            return called
+        arrived = arrived or {}
+        rows: list[Outcome | None] = [None] * len(sources.keys)
+        for k, o in enumerate(called):
+            pos = k if allowed is None else allowed[k]
+            changes: dict[str, Any] = {}
+            if o.index != pos:
+                changes["index"] = pos
+            state = None if states is None else states[pos]
+            if state is not None and o.circuit is None:
+                changes["circuit"] = state
+            if volatile is not None and volatile[pos] and not o.volatile:
+                changes["volatile"] = True
+            stamp = arrived.get(k)
+            if stamp is not None and o.started_ns is None:
+                changes["started_ns"] = stamp
+            rows[pos] = o.replace(**changes) if changes else o
+        for i, reason in gate.refused.items():
+            name, priority, cap = sources.describe(i)
+            rows[i] = Outcome(name, i, Status.SKIPPED, reason=reason, priority=priority,
+                              max_tokens=cap, circuit=OPEN,
+                              volatile=volatile is not None and volatile[i])
+        return rows  # type: ignore[return-value]  # every position is filled
+
+
+def note_missing(outcomes: list[Outcome], providers: Sequence[Any], ctx: Any) -> list[Outcome]:
+    """Each ``empty`` row of a provider that reads a run-context field the run has no
+    value for says so (``"no user_id in the run context"``)."""
+    rows = outcomes
+    for i, (outcome, provider) in enumerate(zip(outcomes, providers, strict=False)):
+        if outcome.status is not Status.EMPTY:
+            continue
+        try:
+            fields = context_fields(provider)
+        except LionctxError:
+            continue
+        missing = [f for f in fields if context_value(ctx, f) is None]
+        if not missing:
+            continue
+        note = f"no {', '.join(missing)} in the run context"
+        if rows is outcomes:
+            rows = list(outcomes)
+        rows[i] = outcome.replace(reason=note if outcome.reason in (None, "", *GENERIC_EMPTY)
+                                  else f"{outcome.reason}; {note}")
+    return rows
+
+
+def _noting(arrived: dict[int, int],
+            observe: Callable[[Outcome], None] | None) -> Callable[[Outcome], None]:
+    """The observer of a traced pass: notes when each outcome's call started."""
+    def noted(o: Outcome) -> None:
+        arrived[o.index] = time.time_ns() - int(o.duration_ms * 1e6)
+        if observe is not None:
+            observe(o)
+    return noted
+
+
+def _text_key(o: Outcome) -> str:
+    return text_key(o.text or "")
+
+
+def _untagged(o: Outcome) -> str:
+    return untag(o.name, o.text or "", tag_block)
+
+
+def _untagged_key(o: Outcome) -> str:
+    return text_key(_untagged(o))
