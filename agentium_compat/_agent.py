@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 
 from lionctx._adapters import fetch_method, provider_name
 from lionctx._breaker import DEFAULT_BREAKERS, coerce_breakers
-from lionctx._context import RunContext, coerce_run_context
 from lionctx._dedupe import HistoryIndex
 from lionctx._exceptions import InvalidType, InvalidValue
 from lionctx._literals import with_object_literals
@@ -63,6 +62,7 @@ from lionctx._values import Instruction
 from lionctx.models._base import ChatModel
 from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_context
 
+from ._context import RunContext, coerce_run_context, spellings
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
 
@@ -72,7 +72,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
-from lionctx._context import spellings
 from lionctx._log import logger_for
 
 logger = logger_for(__name__)

@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from lionctx._exceptions import InvalidType
-from lionctx._suggest import unknown_option
+from lionctx import InvalidType
+from lionctx._suggest import unknown_option  # extension: the core's "did you mean" errors
 
 __all__ = ["accepts_options_mapping"]
 

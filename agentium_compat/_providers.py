@@ -24,19 +24,16 @@ string is the same either way. A provider's own ``retrieve(query, ctx)`` raises
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from lionctx._exceptions import InvalidType
-from lionctx._suggest import did_you_mean
-from lionctx.providers import _cache as _cache
-from lionctx.providers import _database as _database
-from lionctx.providers import _filesystem as _filesystem
-from lionctx.providers import _http as _http
-from lionctx.providers import _mcp as _mcp
-from lionctx.providers._base import SourceUnavailable, check_duration
+from lionctx import InvalidType, InvalidValue, SourceUnavailable, providers
+from lionctx._suggest import did_you_mean  # extension: the core's "did you mean" hints
+
+from ._context import RunContext
 
 __all__ = [
     "CachedContextProvider",
@@ -96,14 +93,28 @@ def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
 
 def _ms(value: Any, label: str, *, allow_zero: bool) -> float:
     """Milliseconds to seconds, refusing bad values by their agentium name."""
-    return check_duration(value, label, allow_zero=allow_zero, unit="milliseconds") / 1000.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidType(f"{label} must be a number of milliseconds, got {value!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        need = "zero or a positive" if allow_zero else "a positive"
+        raise InvalidValue(f"{label} must be {need}, finite number of milliseconds, "
+                           f"got {value!r}")
+    return value / 1000.0
+
+
+class _Agentium(providers.ContextSource):
+    """A source that reads agentium's :class:`RunContext` (``ctx.userId``), however
+    it was called."""
+
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
+        return await super().retrieve(query, RunContext.coerce(ctx))
 
 
 _FS_OPTIONS = {"basePath": "base_path", "glob": "glob", "encoding": "encoding",
                "maxFileSize": "max_file_size", "maxFiles": "max_files", "name": "name"}
 
 
-class FilesystemContextProvider(_filesystem.FilesystemContextProvider):
+class FilesystemContextProvider(_Agentium, providers.FilesystemContextProvider):
     """agentium's ``FilesystemContextProvider``: files under ``basePath`` as context.
 
     Options: ``basePath`` (required), ``glob`` (``"**/*.md"``), ``encoding``
@@ -151,7 +162,7 @@ _HTTP_OPTIONS = {"url": "url", "method": "method", "headers": "headers", "body":
                  "staleOnError": "stale_on_error", "client": "client", "cache": "cache"}
 
 
-class HttpContextProvider(_http.HttpContextProvider):
+class HttpContextProvider(_Agentium, providers.HttpContextProvider):
     """agentium's ``HttpContextProvider``: one endpoint's response text as context.
 
     Options: ``url`` (required), ``method`` (``"GET"``), ``headers``, ``body``,
@@ -200,7 +211,7 @@ class HttpContextProvider(_http.HttpContextProvider):
 _DB_OPTIONS = {"name": "name", "label": "label", "fetch": "fetch"}
 
 
-class DatabaseContextProvider(_database.DatabaseContextProvider):
+class DatabaseContextProvider(_Agentium, providers.DatabaseContextProvider):
     """agentium's ``DatabaseContextProvider``: a name and a ``fetch`` function.
 
     ``fetch`` may take ``(ctx)`` (the documented form) or ``(query, ctx)`` (the
@@ -225,7 +236,7 @@ _CACHE_OPTIONS = {"maxSize": "maxsize", "staleOnError": "stale_on_error",
                   "sourceIdentity": "source_identity", "contextFields": "context_fields"}
 
 
-class CachedContextProvider(_cache.CachedContextProvider):
+class CachedContextProvider(_Agentium, providers.CachedContextProvider):
     """agentium's caching recipe, built in: ``CachedContextProvider(inner, ttlMs)``.
 
     Values are keyed by the inner provider's source and the run-context fields it
@@ -263,7 +274,7 @@ _MCP_OPTIONS = {"server": "server", "uri": "uri", "name": "name", "timeoutMs": "
                 "cacheTtlMs": "cache_ttl"}
 
 
-class McpResourceProvider(_mcp.McpResourceProvider):
+class McpResourceProvider(_Agentium, providers.McpResourceProvider):
     """An MCP server's resource as context, with agentium's option spelling.
 
     Options: ``server`` and ``uri`` (required), ``name``, ``timeoutMs`` (10000),

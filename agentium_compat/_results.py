@@ -7,10 +7,13 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from lionctx._context import RunContext
-from lionctx.models._base import ChatResponse
+from lionctx import Resolution
+from lionctx.models import ChatResponse
+
+# extension: the core's scrubbing of secrets out of provider error text
 from lionctx.providers._redact import MIN_SECRET, redact, redact_url_passwords
-from lionctx.resolve import Resolution
+
+from ._context import RunContext
 
 __all__ = ["InstructionContext", "Instructions", "RunResult"]
 
@@ -30,7 +33,7 @@ class InstructionContext:
     def __init__(self, context: str, run_context: RunContext, input: str,  # noqa: A002
                  agent: str) -> None:
         self.context = context
-        self.run_context = run_context
+        self.run_context = RunContext.coerce(run_context)  # read in agentium's spellings
         self.input = input
         self.agent = agent
 

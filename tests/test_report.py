@@ -24,6 +24,7 @@ from lionctx import (
     BreakerSettings,
     CacheBreak,
     ContextProviderRegistry,
+    InvalidType,
     Outcome,
     ProviderReport,
     Report,
@@ -32,7 +33,6 @@ from lionctx import (
     resolve_context,
     telemetry,
 )
-from lionctx import InvalidType
 from lionctx._admission import admit
 from lionctx._report import build_report
 from lionctx._stability import digest
