@@ -31,34 +31,26 @@ if TYPE_CHECKING:  # pragma: no cover
         SourceUnavailable,
     )
 
-# name -> (module, attribute), imported on first access: ``import agentium_compat``
-# stays as cheap as importing a package.
-_LAZY = {
-    "RunContext": ("agentium_compat._context", "RunContext"),
-    "Resolution": ("lionctx", "Resolution"),
-    "resolve_context": ("agentium_compat._context", "resolve_context"),
-    "resolve_context_providers": ("agentium_compat._context", "resolve_context_providers"),
-    "resolveContextProviders": ("agentium_compat._context", "resolveContextProviders"),
-    "Agent": ("agentium_compat._agent", "Agent"),
-    "InstructionContext": ("agentium_compat._agent", "InstructionContext"),
-    "RunResult": ("agentium_compat._agent", "RunResult"),
-    "OpenAIChatModel": ("agentium_compat._models", "OpenAIChatModel"),
-    "openai": ("agentium_compat._models", "openai"),
-    "ContextProvider": ("agentium_compat._protocol", "ContextProvider"),
-    "CachedContextProvider": ("agentium_compat._providers", "CachedContextProvider"),
-    "DatabaseContextProvider": ("agentium_compat._providers", "DatabaseContextProvider"),
-    "FilesystemContextProvider": ("agentium_compat._providers", "FilesystemContextProvider"),
-    "HttpContextProvider": ("agentium_compat._providers", "HttpContextProvider"),
-    "McpResourceProvider": ("agentium_compat._providers", "McpResourceProvider"),
-    "SourceUnavailable": ("agentium_compat._providers", "SourceUnavailable"),
-}
+# module -> the names it defines, each imported on first access: ``import
+# agentium_compat`` stays as cheap as importing a package.
+_LAZY = {name: module for module, names in {
+    "lionctx": ("Resolution",),
+    "agentium_compat._context": ("RunContext", "resolve_context", "resolve_context_providers",
+                                 "resolveContextProviders"),
+    "agentium_compat._agent": ("Agent", "InstructionContext", "RunResult"),
+    "agentium_compat._models": ("OpenAIChatModel", "openai"),
+    "agentium_compat._protocol": ("ContextProvider",),
+    "agentium_compat._providers": ("CachedContextProvider", "DatabaseContextProvider",
+                                   "FilesystemContextProvider", "HttpContextProvider",
+                                   "McpResourceProvider", "SourceUnavailable"),
+}.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'agentium_compat' has no attribute {name!r}")
-    value = getattr(importlib.import_module(target[0]), target[1])
+    value = getattr(importlib.import_module(module), name)
     if getattr(value, "__module__", "").startswith("agentium_compat._"):
         value.__module__ = __name__  # ``agentium_compat.Agent``, not its private module
     globals()[name] = value

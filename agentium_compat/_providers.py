@@ -1,25 +1,13 @@
-"""agentium's built-in providers, with agentium's option names and units.
+"""agentium's built-in providers: lionctx's (subclasses, so ``isinstance`` holds) with
+agentium's option names and units (milliseconds), options as keywords or one dict::
 
-The same classes as :mod:`lionctx.providers` (these are subclasses, so
-``isinstance`` checks hold), constructed the way agentium users write them::
-
-    notes = FilesystemContextProvider(basePath="./agent-notes", glob="*.md")
-    status = HttpContextProvider(url="https://status.example.com/api/current",
-                                 timeoutMs=5_000, cacheTtlMs=60_000,
-                                 allowedHosts=["status.example.com"])
-    profile = DatabaseContextProvider(name="user-profile", fetch=load_profile)
+    notes = FilesystemContextProvider({"basePath": "./agent-notes", "glob": "*.md"})
     cached = CachedContextProvider(profile, 30_000)
 
-Options may also come as one dict, as in JavaScript:
-``FilesystemContextProvider({"basePath": "./notes"})``. Times are milliseconds.
-An unknown or invalid option is refused with an error that names it in agentium's
-spelling.
-
-As on the agentium page, ``fetch()`` returns ``None`` when the source could not
-answer (the reason is in ``lastError``). ``resolve_context`` and the LionAGI registry
-report such a provider ``failed`` with that reason rather than ``empty``; the merged
-string is the same either way. A provider's own ``retrieve(query, ctx)`` raises
-:class:`SourceUnavailable` for it.
+An unknown or invalid option is refused naming it in agentium's spelling. ``fetch()``
+returns ``None`` when the source could not answer (the reason is in ``lastError``);
+the reports say ``failed`` with that reason, and ``retrieve`` raises
+:class:`SourceUnavailable`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The run context every provider receives, and binding one to a turn.
 
-``RunContext``: run and session ids, the user and tenant, free metadata, per-session
-state, a cancel signal and dependencies, read as attributes or by key. A mapping or
-object given where a run context is expected may spell a field in camelCase
-(``userId``): it is read so on the way in, because caches and breakers scope by the user
-and tenant and must never lose one. agentium's camelCase attributes live in
-``agentium_compat.RunContext``.
-
-A host with no place for a run context binds one for a turn with
-:func:`bind_run_context`: a :class:`contextvars.ContextVar`, so it follows ``await``,
-tasks started inside and lionctx's worker threads, and never leaks into a concurrent
-turn. Built-in providers read a field from it where their ``ctx`` leaves it unset
-(:func:`context_value`).
+Fields are snake_case; a mapping or object given as a run context may spell one in
+camelCase (``userId``), read so on the way in because caches and breakers scope by user
+and tenant (agentium's camelCase attributes are ``agentium_compat.RunContext``'s). A
+bound context (:func:`bind_run_context`) lives in a ``ContextVar``: it follows ``await``,
+tasks and lionctx's worker threads, and never leaks into a concurrent turn.
 """
 
 from __future__ import annotations
@@ -176,9 +169,7 @@ def _items(ctx: Any) -> dict[Any, Any]:
     return items
 
 
-def coerce_run_context(ctx: Any = None, **overrides: Any) -> RunContext:
-    """:meth:`RunContext.coerce`: a :class:`RunContext` from any run-context shape."""
-    return RunContext.coerce(ctx, **overrides)
+coerce_run_context = RunContext.coerce  # a RunContext from any run-context shape
 
 
 def context_value(ctx: Any, key: str, default: Any = None) -> Any:
