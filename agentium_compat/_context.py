@@ -3,18 +3,33 @@ resolve entry points that hand it to providers."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import lionctx
 from lionctx import InvalidType
 
-__all__ = ["CAMEL", "RunContext", "coerce_run_context", "resolveContextProviders",
-           "resolve_context", "resolve_context_providers", "spellings"]
+__all__ = ["CAMEL", "RunContext", "camel", "coerce_run_context", "resolveContextProviders",
+           "resolve_context", "resolve_context_providers", "snake", "spellings"]
 
 #: agentium's spelling -> the lionctx field.
 CAMEL = {"runId": "run_id", "sessionId": "session_id", "userId": "user_id",
          "tenantId": "tenant_id", "sessionState": "session_state"}
+
+
+_UPPER = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake(name: str) -> str:
+    """The snake_case spelling of a camelCase name (``userId``: ``user_id``)."""
+    return _UPPER.sub("_", name).lower()
+
+
+def camel(name: str) -> str:
+    """The camelCase spelling of a snake_case name (``user_id``: ``userId``)."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
 
 
 def spellings(*names: str) -> dict[str, str]:

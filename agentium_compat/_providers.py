@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from lionctx import InvalidType, InvalidValue, SourceUnavailable, providers
 from lionctx._suggest import did_you_mean  # extension: the core's "did you mean" hints
 
-from ._context import RunContext
+from ._context import RunContext, snake
 
 __all__ = [
     "CachedContextProvider",
@@ -34,7 +34,6 @@ __all__ = [
 
 # A quoted value (left as it is) or a word that may be a lionctx option name.
 _QUOTED_OR_WORD = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\w+\b")
-_UPPER = re.compile(r"(?<!^)(?=[A-Z])")
 
 
 def _options(cls_name: str, options: Mapping[str, Any] | None, given: dict[str, Any],
@@ -112,10 +111,10 @@ class _Agentium(providers.ContextSource):
 
     def __getattr__(self, name: str) -> Any:
         # Reached only for names not found: agentium's camelCase of a lionctx attribute.
-        snake = _UPPER.sub("_", name).lower()
-        if snake == name or name.startswith("_"):
+        spelled = snake(name)
+        if spelled == name or name.startswith("_"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(self, snake)
+        return getattr(self, spelled)
 
     @property
     def timeoutMs(self) -> float:  # noqa: N802
