@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionctx._adapters import fetch_method, provider_name
-from lionctx._context import RunContext, coerce_run_context
 from lionctx._exceptions import InvalidType, InvalidValue
 from lionctx._literals import with_object_literals
 from lionctx._messages import ensure_uid, system_message
@@ -37,6 +36,7 @@ from lionctx._values import Instruction
 from lionctx.models._base import ChatModel
 from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
 
+from ._context import RunContext, coerce_run_context, spellings
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
 
@@ -46,7 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
-from lionctx._context import spellings
 from lionctx._log import logger_for
 
 logger = logger_for(__name__)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lionctx._exceptions import InvalidType
-from lionctx._suggest import unknown_option
-from lionctx.models import OpenAIChatModel
+from lionctx import InvalidType, OpenAIChatModel
+from lionctx._suggest import unknown_option  # extension: the core's "did you mean" errors
 
 __all__ = ["OpenAIChatModel", "openai"]
 

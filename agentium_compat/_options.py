@@ -4,28 +4,19 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from lionctx._exceptions import InvalidType
-from lionctx._suggest import unknown_option
+from lionctx import InvalidType
+from lionctx._suggest import unknown_option  # extension: the core's "did you mean" errors
+
+from ._context import camel, snake
 
 __all__ = ["accepts_options_mapping"]
 
 T = TypeVar("T", bound=type)
-_UPPER = re.compile(r"(?<!^)(?=[A-Z])")
 #: Option names kept as spelled (the constructor takes them in this spelling).
 _AS_IS = frozenset({"contextProviders"})
-
-
-def _snake(key: str) -> str:
-    return key if key in _AS_IS else _UPPER.sub("_", key).lower()
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
 
 
 def accepts_options_mapping(cls: T) -> T:
@@ -41,7 +32,7 @@ def accepts_options_mapping(cls: T) -> T:
     init: Callable[..., None] = cls.__init__  # type: ignore[misc]
     accepted = frozenset(inspect.signature(init).parameters) - {"self"}
     # What an error may suggest: each option in both spellings.
-    spelled = accepted | {_camel(name) for name in accepted}
+    spelled = accepted | {camel(name) for name in accepted}
 
     @functools.wraps(init)
     def __init__(self: Any, options: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
@@ -53,7 +44,7 @@ def accepts_options_mapping(cls: T) -> T:
         for key, value in [*(options or {}).items(), *kwargs.items()]:
             if not isinstance(key, str):
                 raise InvalidType(f"{cls.__name__} option names must be str, got {key!r}")
-            name = _snake(key) if key not in accepted else key
+            name = key if key in accepted or key in _AS_IS else snake(key)
             if name not in accepted:
                 raise unknown_option(cls.__name__, key, spelled)
             if name in merged:

@@ -7,37 +7,34 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from lionctx._context import RunContext
-from lionctx.models._base import ChatResponse
+from lionctx import Resolution
+from lionctx.models import ChatResponse
+
+# extension: the core's scrubbing of secrets out of provider error text
 from lionctx.providers._redact import MIN_SECRET, redact, redact_url_passwords
-from lionctx.resolve import Resolution
+
+from ._context import RunContext
 
 __all__ = ["InstructionContext", "Instructions", "RunResult"]
 
 
 class InstructionContext:
-    """What an instructions function receives.
-
-    ``context`` is the resolved context string (``""`` when there is none), by
-    attribute and by key; ``input`` is the user's input; every
-    :class:`~lionctx.RunContext` field (``user_id``/``userId``, ``tenant_id``/
-    ``tenantId``, ``session_state``/``sessionState``, ``run_id``/``runId``,
-    ``session_id``/``sessionId``, ``metadata`` ...) reads through.
-    """
+    """What an instructions function receives: ``context`` (the resolved context
+    string, ``""`` when there is none) and ``input``, by attribute and by key, and every
+    run-context field in both spellings (``user_id`` / ``userId`` ...)."""
 
     __slots__ = ("agent", "context", "input", "run_context")
 
     def __init__(self, context: str, run_context: RunContext, input: str,  # noqa: A002
                  agent: str) -> None:
         self.context = context
-        self.run_context = run_context
+        self.run_context = RunContext.coerce(run_context)  # read in agentium's spellings
         self.input = input
         self.agent = agent
 
     def __getattr__(self, name: str) -> Any:
-        # Reached only for names that are not set slots: the run context's fields
-        # and views. Dunders and our own slots (unset while copy/pickle rebuild the
-        # object) must fail plainly, else self.run_context would recurse here.
+        # The run context's fields. Dunders and our own slots (unset while copy and
+        # pickle rebuild the object) fail plainly, else self.run_context recurses here.
         if (name.startswith("__") and name.endswith("__")) or name in InstructionContext.__slots__:
             raise AttributeError(f"InstructionContext has no attribute {name!r}")
         try:
@@ -77,8 +74,7 @@ _WORDS = ("error", "reason", "degradation_reason")
 
 
 def _secrets_of(value: Any, depth: int = 0) -> list[str]:
-    """The strings held in ``value`` (the run context's dicts), in mappings and
-    sequences a few levels deep (an object's attributes are not searched)."""
+    """The strings held in ``value``, in mappings and sequences a few levels deep."""
     if isinstance(value, str):
         return [value] if len(value) >= MIN_SECRET else []
     if depth >= 6:
@@ -91,11 +87,9 @@ def _secrets_of(value: Any, depth: int = 0) -> list[str]:
 
 
 def _scrubbed(report: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """``report`` (a Resolution's ``to_dict``) with the run context's held values
-    (``dependencies``, ``metadata``, ``session_state``, extra fields) and URL
-    passwords taken out of each row's own words: a provider that raised with a
-    token in its message must not hand that token to whoever reads the result (a
-    web client, a log)."""
+    """``report`` (a Resolution's ``to_dict``) with the run context's held values and
+    URL passwords taken out of each row's own words: a provider that raised with a
+    token in its message must not hand it to whoever reads the result."""
     held = (ctx.dependencies, ctx.metadata, ctx.session_state, ctx.extra)
     secrets = sorted(set(_secrets_of(held)), key=len, reverse=True)
     for row in report.get("outcomes", ()):
@@ -126,16 +120,11 @@ class RunResult(dict[str, Any]):
     compacted when a context engine compressed it; pass it as ``messages=`` to
     continue the conversation.
 
-    A result is also a ``dict``: its items are :meth:`to_dict`, the JSON view
-    (``agent``, ``output``, ``usage``, ``context``, ``context_report``, ``messages``,
-    ``run_id``). So ``json.dumps(result)`` (the port of agentium's
-    ``res.json(result)``), a web framework's encoder (``pydantic_core.to_json``,
-    FastAPI's, orjson) and ``result.to_json()`` all write that same view, and none
-    of them ever writes the run context (its ``dependencies``, ``metadata``,
-    ``session_state``), the raw model response or the history; a report row's error
-    message has every value the run context holds, and URL passwords, redacted. The
-    full objects stay attributes: ``result.run_context``, ``result.response``.
-    Setting an attribute (``result.output = ...``) refreshes the view.
+    A result is also a ``dict`` holding :meth:`to_dict`, the JSON view, so
+    ``json.dumps(result)`` (agentium's ``res.json(result)``) and web encoders write
+    it; it never holds the run context, the raw response or the history, and a
+    report row's error message has the run context's values and URL passwords
+    redacted. Setting an attribute (``result.output = ...``) refreshes the view.
     """
 
     __slots__ = _FIELDS

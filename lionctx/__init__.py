@@ -56,37 +56,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from .registry import ContextProvider, ContextProviderRegistry, ProviderReport
     from .resolve import Resolution, resolve_context, resolve_context_providers
 
-# name -> module that defines it, imported on first access
-_LAZY = {
-    "RunContext": "._context",
-    "bind_run_context": "._context",
-    "bound_run_context": "._context",
-    "Outcome": "._outcome",
-    "SourceUnavailable": "._outcome",
-    "Status": "._outcome",
-    "ContextProvider": ".registry",
-    "ContextProviderRegistry": ".registry",
-    "ProviderReport": ".registry",
-    "Report": "._report",
-    "Resolution": ".resolve",
-    "resolve_context": ".resolve",
-    "resolve_context_providers": ".resolve",
-    "TokenizerDataError": "._tokens",
-    "count_tokens": "._tokens",
-    "Branch": ".branch",
-    "OperateResult": ".branch",
-    "OpenAIChatModel": ".models",
-    "CachedContextProvider": ".providers",
-    "ContextSource": ".providers",
-    "DatabaseContextProvider": ".providers",
-    "FilesystemContextProvider": ".providers",
-    "HttpContextProvider": ".providers",
-    "McpResourceProvider": ".providers",
-    "SqliteContextProvider": ".providers",
-    "BreakerSettings": "._breaker",
-    "Breakers": "._breaker",
-    "CacheBreak": "._stability",
-}
+# module -> the names it defines, each imported on first access
+_LAZY = {name: module for module, names in {
+    "._context": ("RunContext", "bind_run_context", "bound_run_context"),
+    "._outcome": ("Outcome", "SourceUnavailable", "Status"),
+    ".registry": ("ContextProvider", "ContextProviderRegistry", "ProviderReport"),
+    "._report": ("Report",),
+    ".resolve": ("Resolution", "resolve_context", "resolve_context_providers"),
+    "._tokens": ("TokenizerDataError", "count_tokens"),
+    ".branch": ("Branch", "OperateResult"),
+    ".models": ("OpenAIChatModel",),
+    ".providers": ("CachedContextProvider", "ContextSource", "DatabaseContextProvider",
+                   "FilesystemContextProvider", "HttpContextProvider", "McpResourceProvider",
+                   "SqliteContextProvider"),
+    "._breaker": ("BreakerSettings", "Breakers"),
+    "._stability": ("CacheBreak",),
+}.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:

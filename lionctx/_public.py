@@ -25,19 +25,12 @@ def public_module(name: str, package: str) -> str:
     return package
 
 
-def _is_private(module: str) -> bool:
-    parts = module.split(".")
-    return parts[0] in ("lionctx", "agentium_compat") and any(p.startswith("_") for p in parts)
-
-
 def publish_one(value: Any, name: str, package: str) -> None:
     """Rewrite ``value.__module__`` if it names a private lionctx module."""
     module = getattr(value, "__module__", None)
-    if isinstance(module, str) and _is_private(module):
-        public = ("agentium_compat" if module.startswith("agentium_compat")
-                  else public_module(name, package))
+    if isinstance(module, str) and module.startswith("lionctx.") and "._" in f".{module}":
         with contextlib.suppress(AttributeError, TypeError):
-            value.__module__ = public
+            value.__module__ = public_module(name, package)
 
 
 def publish(namespace: dict[str, Any], names: Iterable[str] | None = None) -> None:

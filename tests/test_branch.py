@@ -347,8 +347,8 @@ async def test_fetch_style_provider_reads_the_branch_run_context(server, model):
         name = "tenant"
 
         async def fetch(self, query, ctx):
-            seen.append((query, ctx.tenant_id, ctx.userId))
-            return f"tenant={ctx.tenantId}"
+            seen.append((query, ctx.tenant_id, ctx.user_id))
+            return f"tenant={ctx.tenant_id}"
 
     branch = Branch(SYSTEM, model, run_context={"tenantId": "acme", "user_id": "u1"})
     branch.providers.register(Fetcher())

@@ -5,23 +5,25 @@ from lionctx import RunContext
 from lionctx._context import coerce_run_context, context_value
 
 
-def test_snake_and_camel_views():
-    ctx = RunContext(user_id="u", tenant_id="t", session_id="s", session_state={"k": 1})
-    assert ctx.userId == ctx["userId"] == ctx["user_id"] == "u"
-    assert ctx.tenantId == "t" and ctx.sessionId == "s"
-    assert ctx.sessionState is ctx.session_state
-    assert len(ctx.run_id) == 32 and ctx.runId == ctx.run_id
-    assert "userId" in ctx and "nope" not in ctx
+def test_fields_by_attribute_and_key():
+    ctx = RunContext(user_id="u", tenant_id="t", session_id="s", session_state={"k": 1},
+                     extra={"plan": "pro"})
+    assert ctx.user_id == ctx["user_id"] == ctx.get("user_id") == "u"
+    assert ctx.plan == ctx["plan"] == "pro" and len(ctx.run_id) == 32
+    assert "user_id" in ctx and "plan" in ctx and "nope" not in ctx and 1 not in ctx
     with pytest.raises(KeyError):
         ctx["nope"]
     with pytest.raises(AttributeError):
         ctx.nope  # noqa: B018 - the access must raise
+    # agentium's spellings are agentium_compat.RunContext's, not the core's
+    assert not hasattr(ctx, "userId") and "userId" not in ctx and ctx.get("userId") is None
+    assert not hasattr(ctx, "getState")
 
 
 def test_state_helpers():
     ctx = RunContext()
-    ctx.setState("plan", "pro")
-    assert ctx.getState("plan") == "pro" == ctx.get_state("plan")
+    ctx.set_state("plan", "pro")
+    assert ctx.get_state("plan") == "pro" == ctx.session_state["plan"]
     assert ctx.get_state("missing", 0) == 0
 
 
@@ -31,6 +33,7 @@ def test_coerce_from_mapping_object_and_none():
     ctx = coerce_run_context(SimpleNamespace(user_id="v", sessionState={"a": 1}))
     assert ctx.user_id == "v" and ctx.session_state == {"a": 1}
     assert coerce_run_context(None).user_id is None
+    assert coerce_run_context({"runId": "r1", "extra": 1}).extra == {"extra": 1}
     rc = RunContext(user_id="x")
     assert coerce_run_context(rc) is rc
     over = coerce_run_context(rc, tenantId="t2")
@@ -52,8 +55,9 @@ def test_context_value_reads_any_shape():
 
 def test_to_dict():
     ctx = RunContext(user_id="u", extra={"plan": "pro"})
-    d = ctx.to_dict(camel=True)
-    assert d["userId"] == "u" and d["plan"] == "pro" and "signal" not in d
+    d = ctx.to_dict()
+    assert d["user_id"] == "u" and d["plan"] == "pro" and "signal" not in d
+    assert "extra" not in d and "userId" not in d
 
 
 def test_coerce_reads_slots_and_properties():

@@ -682,8 +682,9 @@ async def test_no_cap_by_default_and_none_cap_keeps_a_large_block_whole():
     assert report.blocks == [text, text] and report.skipped == []
 
 
-async def test_report_is_frozen_but_its_lists_are_mutable_and_fresh_per_pass():
-    # D5: frozen at the attribute level only; each pass builds a new report.
+async def test_report_is_frozen_and_its_lists_are_the_callers_copies():
+    # D5: frozen at the attribute level; each read gives the caller a new list, so a
+    # caller's change never makes the view disagree with its report.
     import dataclasses
 
     reg = ContextProviderRegistry()
@@ -698,7 +699,9 @@ async def test_report_is_frozen_but_its_lists_are_mutable_and_fresh_per_pass():
         report.blocks = []  # type: ignore[misc]
     report.blocks.append("added by a caller")
     report.failed.append("also")
-    assert report.blocks == ["x", "added by a caller"] and report.failed == ["also"]
+    report.fired.clear()
+    assert report.blocks == ["x"] == [o.text for o in report.report.kept]
+    assert report.failed == [] and report.fired == [{"provider_name": "x", "tokens": 1}]
     again = await reg.gather(BRANCH, INSTRUCTION)
     assert again.blocks == ["x"] and again.failed == []
 

@@ -66,8 +66,9 @@ async def test_query_and_ctx_reach_providers_as_run_context():
     query, ctx = p.calls[0]
     assert query == "how do I reset?"
     assert isinstance(ctx, RunContext)
-    assert ctx.userId == "u7" and ctx.user_id == "u7" and ctx["tenantId"] == "t1"
-    assert ctx.plan == "pro"
+    # camelCase is read on the way in; the core's RunContext answers in snake_case
+    assert ctx.user_id == "u7" and ctx["tenant_id"] == "t1" and ctx.plan == "pro"
+    assert not hasattr(ctx, "userId") and "tenantId" not in ctx
 
 
 async def test_run_context_passes_through_unchanged():
@@ -158,8 +159,11 @@ async def test_bad_arguments_are_refused():
 async def test_agentium_names():
     import agentium_compat
 
-    out = await agentium_compat.resolveContextProviders([Fetch("a", "x")], "q", {"userId": 1})
+    p = Fetch("a", "x")
+    out = await agentium_compat.resolveContextProviders([p], "q", {"userId": 1})
     assert out == tag_block("a", "x")
+    ctx = p.calls[0][1]  # agentium's RunContext: both spellings
+    assert isinstance(ctx, agentium_compat.RunContext) and ctx.userId == ctx.user_id == 1
 
 
 async def test_on_outcome_reports_progress():

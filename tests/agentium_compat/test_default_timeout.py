@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from agentium_compat import Agent, openai, resolveContext, resolveContextProviders
+from agentium_compat import Agent, openai, resolve_context, resolveContextProviders
 from lionctx import ContextProviderRegistry, Status
 from lionctx.resolve import DEFAULT_TIMEOUT
 from lionctx.testing import LocalOpenAIServer
@@ -63,7 +63,7 @@ def test_the_default_is_documented_and_at_most_ten_seconds() -> None:
 @pytest.mark.anyio
 async def test_resolve_cuts_a_hung_source_at_the_default() -> None:
     hung = Hung("hung")
-    res = await resolveContext([hung, Quick()], "q")
+    res = await resolve_context([hung, Quick()], "q")
     # Cause, not a clock: the source was cancelled, and the row names the default.
     assert hung.cancelled and not hung.finished
     assert [o.status for o in res.outcomes] == [Status.TIMEOUT, Status.FIRED]
@@ -77,7 +77,7 @@ async def test_timeout_none_waits_for_the_source() -> None:
     hung = Hung("hung")
     text = await resolveContextProviders([hung], "q", None, timeout=None)
     assert hung.finished and text == '<context name="hung">\nlate\n</context>'
-    shorter = await resolveContext([Hung("h")], "q", timeout=2)
+    shorter = await resolve_context([Hung("h")], "q", timeout=2)
     assert shorter.outcomes[0].reason == "timed out after 2s"
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from agentium_compat import resolveContext
+from agentium_compat import resolve_context
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import ContextProviderRegistry, RunContext, SqliteContextProvider, Status
@@ -30,7 +30,7 @@ def db(tmp_path: Path) -> Path:
 
 async def test_a_sql_source_names_the_parameter_that_had_no_value(db: Path) -> None:
     p = SqliteContextProvider(db, "select plan from profile where user_id = :user_id")
-    res = await resolveContext([p], "q", {"tenantId": "acme"})
+    res = await resolve_context([p], "q", {"tenantId": "acme"})
     row = res.outcomes[0]
     assert row.status is Status.EMPTY
     assert row.reason == "no rows; :user_id had no value (the run context has no user_id)"
@@ -41,7 +41,7 @@ async def test_the_reason_uses_the_querys_own_spelling_and_every_missing_field(
         db: Path) -> None:
     p = SqliteContextProvider(
         db, "select plan from profile where user_id = :userId and tenant_id = @tenant_id")
-    row = (await resolveContext([p], "q", {})).outcomes[0]
+    row = (await resolve_context([p], "q", {})).outcomes[0]
     assert row.reason == ("no rows; :userId, :tenant_id had no value (the run context has "
                           "no tenant_id or user_id)")
 
@@ -57,14 +57,14 @@ async def test_the_lionagi_face_reports_the_same_reason(db: Path) -> None:
 
 async def test_no_rows_with_every_parameter_set_is_plainly_no_text(db: Path) -> None:
     p = SqliteContextProvider(db, "select plan from profile where user_id = :user_id")
-    row = (await resolveContext([p], "q", {"userId": "nobody"})).outcomes[0]
+    row = (await resolve_context([p], "q", {"userId": "nobody"})).outcomes[0]
     assert (row.status, row.reason) == (Status.EMPTY, "the source returned no text (None)")
     # A query that does not read the user id says nothing about it.
     q = SqliteContextProvider(db, "select plan from profile where plan = 'platinum'")
-    row = (await resolveContext([q], "q", {})).outcomes[0]
+    row = (await resolve_context([q], "q", {})).outcomes[0]
     assert (row.status, row.reason) == (Status.EMPTY, "the source returned no text (None)")
     # Found: fired, whatever the other fields.
-    row = (await resolveContext([p], "q", {"userId": "u1"})).outcomes[0]
+    row = (await resolve_context([p], "q", {"userId": "u1"})).outcomes[0]
     assert row.status is Status.FIRED and row.reason is None
 
 
@@ -98,7 +98,7 @@ ANSWER = st.one_of(
 @settings(max_examples=60, deadline=None)
 def test_every_empty_row_has_a_reason(answers: list[Any]) -> None:
     providers = [Answers(f"p{i}", a) for i, a in enumerate(answers)]
-    res = asyncio.run(resolveContext(providers, "q"))
+    res = asyncio.run(resolve_context(providers, "q"))
     for answer, row in zip(answers, res.outcomes, strict=True):
         if row.status is not Status.EMPTY:
             assert answer  # only text fires

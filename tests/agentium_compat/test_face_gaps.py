@@ -8,12 +8,12 @@ import sqlite3
 import pytest
 from agentium_compat import (
     Agent,
+    CachedContextProvider,
     ContextProvider,
     DatabaseContextProvider,
     RunContext,
     openai,
 )
-from lionctx import CachedContextProvider as LionctxCached
 from lionctx import SqliteContextProvider
 
 
@@ -66,7 +66,7 @@ async def test_builtin_fetch_with_a_plain_mapping(tmp_path):
 
     db_provider = DatabaseContextProvider(name="db", fetch=lookup)
     assert await db_provider.fetch("q", {"userId": "u1", "tenantId": "t"}) == "row"
-    cached = LionctxCached(Notes(), ttl=60)
+    cached = CachedContextProvider(Notes(), 60_000)  # agentium's: ctx.userId reads
     assert await cached.fetch("q", {"userId": "u3"}) == "notes for u3"
     assert seen == [("u1", "t")]
 

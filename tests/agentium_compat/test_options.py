@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from agentium_compat import Agent, RunContext, openai, resolveContext, resolveContextProviders
+from agentium_compat import Agent, RunContext, openai, resolve_context, resolveContextProviders
 from lionctx import InvalidType, InvalidValue, LionctxError, Status
 from lionctx.testing import LocalOpenAIServer
 
@@ -84,12 +84,12 @@ async def test_run_options_and_resolve_options_say_what_was_meant(
     with pytest.raises(InvalidType, match=r"'sessionID'; did you mean 'sessionId'\?"):
         await agent.run("q", sessionID="s")
     with pytest.raises(InvalidType, match=r"'timout'; did you mean 'timeout'\?"):
-        await resolveContext([], "q", None, timout=1)  # type: ignore[call-arg]
+        await resolve_context([], "q", None, timout=1)  # type: ignore[call-arg]
     with pytest.raises(InvalidType, match=r"'deadlin'; did you mean 'deadline'\?"):
         await resolveContextProviders([], "q", None, deadlin=1)
     with pytest.raises(InvalidType, match=r"unknown option 'onOutcome'; "
                                           r"did you mean 'on_outcome'\?"):
-        await resolveContext([], "q", None, onOutcome=print)  # type: ignore[call-arg]
+        await resolve_context([], "q", None, onOutcome=print)  # type: ignore[call-arg]
     assert server.requests == []  # refused before anything ran
 
 
@@ -108,7 +108,7 @@ async def test_an_object_literal_is_a_provider_in_resolve() -> None:
     text = await resolveContextProviders(providers, "refunds", {"userId": "u1"})
     assert text == ('<context name="notes">\nnotes for u1 about refunds\n</context>\n\n'
                     '<context name="legacy">\nplain text\n</context>')
-    res = await resolveContext(providers, "refunds", {"userId": "u1"})
+    res = await resolve_context(providers, "refunds", {"userId": "u1"})
     assert [(o.name, o.status) for o in res.outcomes] == [
         ("notes", Status.FIRED), ("legacy", Status.FIRED), ("none", Status.EMPTY)]
 
@@ -117,7 +117,7 @@ async def test_an_object_literal_that_raises_costs_its_row_only() -> None:
     async def broken(query: str, ctx: Any) -> str:
         raise RuntimeError("notes service down")
 
-    res = await resolveContext([{"name": "broken", "fetch": broken},
+    res = await resolve_context([{"name": "broken", "fetch": broken},
                                 {"name": "notes", "fetch": notes_fetch}], "q", {"userId": "u"})
     assert [o.status for o in res.outcomes] == [Status.FAILED, Status.FIRED]
     assert res.outcomes[0].reason == "RuntimeError: notes service down"

@@ -17,7 +17,7 @@ from agentium_compat import (
     HttpContextProvider,
     RunContext,
     SourceUnavailable,
-    resolveContext,
+    resolve_context,
     resolveContextProviders,
 )
 from lionctx import ContextProviderRegistry, Status
@@ -124,7 +124,7 @@ async def test_disallowed_redirect_never_reaches_the_other_host(srv: LoopbackSer
         assert await resolveContextProviders([p], "q", {}) == ""
         assert p.lastError is not None
         assert p.lastError.startswith("refused:")
-        res = await resolveContext([p], "q", {})
+        res = await resolve_context([p], "q", {})
         assert res.outcomes[0].status is Status.FAILED
         assert res.outcomes[0].error == p.lastError
         assert other.count() == 0
@@ -146,7 +146,7 @@ async def test_a_failing_endpoint_is_null_from_fetch_and_failed_in_reports(
     providers = [status, DatabaseContextProvider(name="profile", fetch=profile)]
     text = await resolveContextProviders(providers, "q", {"userId": "u"})
     assert text == '<context name="profile">\nplan: pro\n</context>'  # the same string
-    res = await resolveContext(providers, "q", {"userId": "u"})
+    res = await resolve_context(providers, "q", {"userId": "u"})
     assert res.text == text
     assert [(o.name, o.status, o.error) for o in res.outcomes] == [
         ("status-feed", Status.FAILED, reason), ("profile", Status.FIRED, None)]
@@ -172,7 +172,7 @@ async def test_last_error_on_every_wrapper(tmp_path: Path) -> None:
     cached = CachedContextProvider(db, 1000)
     assert await cached.fetch("q", {}) is None
     assert cached.lastError == db.lastError == "profile service unreachable"
-    res = await resolveContext([cached], "q", {})
+    res = await resolve_context([cached], "q", {})
     assert res.outcomes[0].status is Status.FAILED
     assert res.outcomes[0].error == "profile service unreachable"
 

@@ -59,7 +59,7 @@ async def test_published_form_label_and_query() -> None:
     seen: list[tuple[str, Any]] = []
 
     async def fetch_context(query: str, ctx: Any) -> str:
-        seen.append((query, ctx.userId))
+        seen.append((query, ctx.user_id))  # lionctx face: snake_case
         return f"you asked: {query}"
 
     p = DatabaseContextProvider(label="legacy", fetch=fetch_context)

@@ -1,0 +1,119 @@
+"""agentium's ``RunContext`` (lionctx's, also spelled as agentium spells it) and the
+resolve entry points that hand it to providers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import lionctx
+from lionctx import InvalidType
+
+__all__ = ["CAMEL", "RunContext", "camel", "coerce_run_context", "resolveContextProviders",
+           "resolve_context", "resolve_context_providers", "snake", "spellings"]
+
+#: agentium's spelling -> the lionctx field.
+CAMEL = {"runId": "run_id", "sessionId": "session_id", "userId": "user_id",
+         "tenantId": "tenant_id", "sessionState": "session_state"}
+
+
+_UPPER = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake(name: str) -> str:
+    """The snake_case spelling of a camelCase name (``userId``: ``user_id``)."""
+    return _UPPER.sub("_", name).lower()
+
+
+def camel(name: str) -> str:
+    """The camelCase spelling of a snake_case name (``user_id``: ``userId``)."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def spellings(*names: str) -> dict[str, str]:
+    """``{spelling: field}`` for each of ``names`` in snake_case and agentium's camelCase."""
+    return {**{n: n for n in names}, **{c: n for c, n in CAMEL.items() if n in names}}
+
+
+class RunContext(lionctx.RunContext):
+    """agentium's ``RunContext``: :class:`lionctx.RunContext` read in both spellings.
+
+    ``RunContext(userId="u1")`` or ``RunContext(user_id="u1")``; ``ctx.userId``,
+    ``ctx["userId"]``, ``ctx.sessionState``, ``ctx.getState(key)`` and
+    ``ctx.setState(key, value)`` as in agentium, beside the snake_case names. The
+    providers an agentium entry point runs (``resolveContextProviders``,
+    ``Agent.run``, this package's providers' ``fetch``) receive one.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for spelling, name in CAMEL.items():
+            if spelling in kwargs:
+                if name in kwargs:
+                    raise InvalidType(f"RunContext got both {spelling!r} and {name!r}")
+                kwargs[name] = kwargs.pop(spelling)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def runId(self) -> str:  # noqa: N802
+        """Same as ``run_id``."""
+        return self.run_id
+
+    @property
+    def sessionId(self) -> Any:  # noqa: N802
+        """Same as ``session_id``."""
+        return self.session_id
+
+    @property
+    def userId(self) -> Any:  # noqa: N802
+        """Same as ``user_id``."""
+        return self.user_id
+
+    @property
+    def tenantId(self) -> Any:  # noqa: N802
+        """Same as ``tenant_id``."""
+        return self.tenant_id
+
+    @property
+    def sessionState(self) -> dict[str, Any]:  # noqa: N802
+        """Same as ``session_state``."""
+        return self.session_state
+
+    getState = lionctx.RunContext.get_state  # noqa: N815
+    setState = lionctx.RunContext.set_state  # noqa: N815
+
+    def __getitem__(self, key: str) -> Any:
+        return super().__getitem__(CAMEL.get(key, key))
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(CAMEL.get(key, key) if isinstance(key, str) else key)
+
+
+def coerce_run_context(ctx: Any = None, **overrides: Any) -> RunContext:
+    """agentium's :class:`RunContext` from any run-context shape (``RunContext.coerce``)."""
+    return RunContext.coerce(ctx, **overrides)
+
+
+async def resolve_context(providers: Sequence[Any], query: str, ctx: Any = None,
+                          **options: Any) -> lionctx.Resolution:
+    """:func:`lionctx.resolve_context`, its providers given agentium's :class:`RunContext`.
+
+    ``ctx`` is a RunContext, or any mapping or object shaped like one
+    (``{"userId": "u1"}``); the options are :func:`lionctx.resolve_context`'s.
+    """
+    return await lionctx.resolve_context(providers, query, RunContext.coerce(ctx), **options)
+
+
+async def resolve_context_providers(providers: Sequence[Any], query: str, ctx: Any = None,
+                                    **options: Any) -> str:
+    """agentium's ``resolveContextProviders``: every provider's text in ``<context>``
+    tags, in list order, joined by a blank line (``""`` when none returned any).
+
+    ``ctx`` is a RunContext, or any mapping or object shaped like one; the options are
+    :func:`lionctx.resolve_context`'s.
+    """
+    return (await resolve_context(providers, query, ctx, **options)).text
+
+
+resolveContextProviders = resolve_context_providers
