@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -106,13 +106,13 @@ class SharedCache:
                 if isinstance(original, SharedFetchError):
                     original = original.original  # already another worker's failure
                 raise SharedFetchError(original) from flight.error
-            hit = flight.value
+            hit = cast(Hit[Any], flight.hit)  # neither failed nor abandoned: it has one
             if hit.source is Source.FRESH:
                 hit = Hit(hit.value, Source.SHARED, hit.error, hit.note)
             return hit
         names = key_names(self._prefix, key_digest)
         return await lead_flight(self._flights, key_digest,
-                                 lambda: self._shared_get(key, names, load), _record_hit)
+                                 lambda: self._shared_get(key, names, load))
 
     async def _fallback(self, key: Hashable, load: Callable[[], Awaitable[Any]],
                         why: SharedCacheError, names: dict[str, str]) -> Hit[Any]:
@@ -385,7 +385,3 @@ async def _fail(r: Any, names: dict[str, str], marker: str, ttl_ms: int, release
     await r.set(names["err"], marker, px=ttl_ms)
     await release(keys=[names["lease"]], args=[token], client=r)
 
-
-def _record_hit(flight: _Flight, hit: Hit[Any]) -> None:
-    # This process's waiters read the whole hit (its source and note included).
-    flight.value = hit

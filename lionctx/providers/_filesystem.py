@@ -49,7 +49,6 @@ _REASON_NAMES = 5
 
 
 _FIRST = operator.itemgetter(0)
-_SECOND = operator.itemgetter(1)
 
 
 def _any_unshowable(names: list[str]) -> bool:
@@ -209,13 +208,8 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.last_included = [rel for rel, _ in included]
         over = f"over max_files {self.max_files}"
         parts: list[str] = []
-        if list(map(_SECOND, skipped)).count(over) == len(skipped):
-            # The common case of a big folder: every skip is over max_files (read in C).
-            others: list[tuple[str, str]] = []
-            dropped = list(map(_FIRST, skipped))
-        else:
-            others = [(rel, why) for rel, why in skipped if why != over]
-            dropped = [rel for rel, why in skipped if why == over]
+        others = [(rel, why) for rel, why in skipped if why != over]
+        dropped = [rel for rel, why in skipped if why == over]
         if others:
             parts.append(f"skipped {len(others)} file(s): "
                          + _some(f"{rel} ({why})" for rel, why in others))
