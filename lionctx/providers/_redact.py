@@ -140,15 +140,12 @@ _EMAIL = re.compile(r"(?<![\w.!#$%&'*+/=?^`{|}~\-])[\w.!#$%&'*+/=?^`{|}~\-]*"
 # A run of key characters long enough to be a key: judged by _key_like.
 _KEY_RUN = re.compile(r"(?<![A-Za-z0-9_+=\-])[A-Za-z0-9_+=\-]{20,}")
 # Keys whose prefix says what they are, however long the rest.
-_KEY_PREFIX = re.compile(
-    r"(?<![A-Za-z0-9_\-])(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA"
-    r"|AIza)[_\-]?[A-Za-z0-9_\-]{8,}")
+_PREFIXES = r"(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA|AIza)[_\-]?"
+_KEY_PREFIX = re.compile(r"(?<![A-Za-z0-9_\-])" + _PREFIXES + r"[A-Za-z0-9_\-]{8,}")
 # What each pattern needs to be present before it is worth running.
 _AUTH_WORDS = ("bearer", "basic", "digest", "token")
 _KEY_WORDS = ("key", "secret", "pass", "pwd", "token", "auth", "credential", "session")
-_KEY_PREFIX_HINT = re.compile(
-    r"(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA|AIza)[_\-]?"
-    r"[A-Za-z0-9_\-]{8}")
+_KEY_PREFIX_HINT = re.compile(_PREFIXES + r"[A-Za-z0-9_\-]{8}")
 _KEY_RUN_HINT = re.compile(r"[A-Za-z0-9_+=\-]{20}")
 _DIGIT = re.compile(r"[0-9]")
 _LETTER = re.compile(r"[A-Za-z]")
