@@ -185,13 +185,22 @@ def test_the_log_scrubber_leaves_no_registered_secret(secrets, pieces, picks):
 # -- the log scrubber: work per line does not grow with providers ---------------------------
 
 class CountingStr(str):
-    """A log line that counts how many pieces of it the scrubber looks at."""
+    """A log line that counts how many times the scrubber looks into it: a piece taken, or
+    a secret looked for in it or at a position of it."""
 
     compared = 0
 
     def __getitem__(self, key):
         CountingStr.compared += 1
         return str.__getitem__(self, key)
+
+    def __contains__(self, secret):
+        CountingStr.compared += 1
+        return str.__contains__(self, secret)
+
+    def startswith(self, prefix, *args):
+        CountingStr.compared += 1
+        return str.startswith(self, prefix, *args)
 
 
 class Owner:
