@@ -17,15 +17,7 @@ from .._exceptions import InvalidType, InvalidValue, SharedCacheError
 from ..providers._base import check_count, check_duration, check_name
 from ..providers._redact import redact_url_passwords
 from ._base import Codec
-from ._entries import (
-    BOUND_LEASE,
-    KEY_VERSION,
-    NAMESPACE,
-    RELEASE,
-    RENEW,
-    Circuit,
-    _Garbage,
-)
+from ._entries import KEY_VERSION, NAMESPACE, Circuit, _Garbage
 from ._shared import SharedCache
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -122,7 +114,6 @@ class RedisCache:
         self._given = client
         self._client: Any = None
         self._client_token: Any = None
-        self._scripts: dict[int, tuple[Any, Any, Any]] = {}
         self.circuit = Circuit(self.retry_after, clock)
         if url is not None:
             _require_redis()
@@ -179,16 +170,7 @@ class RedisCache:
                 socket_connect_timeout=self.op_timeout, retry_on_timeout=False,
                 health_check_interval=0, max_connections=self.max_connections)
             self._client_token = token
-            self._scripts.clear()
         return self._client
-
-    def _script(self, client: Any) -> tuple[Any, Any, Any]:
-        scripts = self._scripts.get(id(client))
-        if scripts is None:
-            scripts = (client.register_script(RELEASE), client.register_script(RENEW),
-                       client.register_script(BOUND_LEASE))
-            self._scripts = {id(client): scripts}
-        return scripts
 
     async def _op(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
         """One Redis step under ``op_timeout`` once a slot is free; failing: SharedCacheError."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -21,8 +21,11 @@ from ..providers._base import SourceUnavailable
 from ..providers._flight import FlightCache, Hit, Source, _Flight, lead_flight
 from ._base import Codec
 from ._entries import (
+    BOUND_LEASE,
     MAX_LEASE_BYTES,
     MAX_MARKER_BYTES,
+    RELEASE,
+    RENEW,
     _Garbage,
     decode_entry,
     digest,
@@ -106,13 +109,13 @@ class SharedCache:
                 if isinstance(original, SharedFetchError):
                     original = original.original  # already another worker's failure
                 raise SharedFetchError(original) from flight.error
-            hit = flight.value
+            hit = cast(Hit[Any], flight.hit)  # neither failed nor abandoned: it has one
             if hit.source is Source.FRESH:
                 hit = Hit(hit.value, Source.SHARED, hit.error, hit.note)
             return hit
         names = key_names(self._prefix, key_digest)
         return await lead_flight(self._flights, key_digest,
-                                 lambda: self._shared_get(key, names, load), _record_hit)
+                                 lambda: self._shared_get(key, names, load))
 
     async def _fallback(self, key: Hashable, load: Callable[[], Awaitable[Any]],
                         why: SharedCacheError, names: dict[str, str]) -> Hit[Any]:
@@ -159,8 +162,7 @@ class SharedCache:
         raw = await op(lambda r: _bounded_get(r, names["val"], self.owner.max_value_bytes))
         if raw is None:
             return await self._own(key, names, token, load)
-        release = self.owner._script(self.owner._redis())[0]
-        await op(lambda r: release(keys=[names["lease"]], args=[token], client=r))
+        await op(lambda r: _release(r, names, token))
         return self._hit(key, raw, Source.SHARED)
 
     async def _wait_for_owner(self, key: Hashable, names: dict[str, str],
@@ -192,8 +194,7 @@ class SharedCache:
                 return None
             if left == -1 or left > lease_ms:
                 # Not a lease lionctx wrote: it lasts the lease time from now, at most.
-                await op(lambda r: self.owner._script(r)[2](
-                    keys=[names["lease"]], args=[lease_ms], client=r))
+                await op(lambda r: r.eval(BOUND_LEASE, 1, names["lease"], lease_ms))
 
     async def _owner_failure(self, names: dict[str, str], holder: bytes) -> str | None:
         """The failure reason the lease holder this waiter saw left, if any."""
@@ -205,7 +206,6 @@ class SharedCache:
                    load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """Load as the lease owner, renewing the lease; store or report the outcome."""
         owner = self.owner
-        release, renew, _ = owner._script(owner._redis())
         lease_ms = milliseconds(owner.lease)
         value: Any = None
         error: Exception | None = None
@@ -214,8 +214,8 @@ class SharedCache:
             while True:
                 await anyio.sleep(owner.lease / 3)
                 try:
-                    await owner._op(lambda r: renew(keys=[names["lease"]],
-                                                    args=[token, lease_ms], client=r))
+                    await owner._op(lambda r: r.eval(RENEW, 1, names["lease"], token,
+                                                     lease_ms))
                 except SharedCacheError:
                     return  # the lease lapses; another process may take over
 
@@ -237,29 +237,26 @@ class SharedCache:
             # Redis never holds a cancelled turn. Past it the lease expires by itself.
             with anyio.CancelScope(shield=True) as grace:
                 grace.deadline = anyio.current_time() + min(owner.op_timeout, RELEASE_GRACE)
-                await self._quietly(lambda r: release(keys=[names["lease"]], args=[token],
-                                                      client=r))
+                await self._quietly(lambda r: _release(r, names, token))
             raise
         if error is not None:
             reason = (str(error) if isinstance(error, SourceUnavailable)
                       else type(error).__name__)
             marker = failure_marker(token, reason)
             ttl_ms = milliseconds(min(owner.lease, self.ttl))
-            note = await self._quietly(lambda r: _fail(r, names, marker, ttl_ms, release,
-                                                       token))
+            note = await self._quietly(lambda r: _fail(r, names, marker, ttl_ms, token))
             return await self._stale_or_raise(key, names, error, note)
         self.local.put(key, value)
         if value is None:
-            note = await self._quietly(lambda r: _forget(r, names, release, token))
+            note = await self._quietly(lambda r: _forget(r, names, token))
             return Hit(None, Source.FRESH, note=note)
         ttl_ms = milliseconds(self.ttl)
         stale_ms = max(ttl_ms, int(owner.stale_ttl * 1000)) if self.stale_on_error else 0
         if payload is None:  # too large to share: served, not stored
-            note = await self._quietly(lambda r: release(keys=[names["lease"]], args=[token],
-                                                         client=r))
+            note = await self._quietly(lambda r: _release(r, names, token))
         else:
             note = await self._quietly(lambda r: _store(r, names, payload, ttl_ms, stale_ms,
-                                                        release, token))
+                                                        token))
         return Hit(value, Source.FRESH, note=note)
 
     async def _quietly(self, fn: Callable[[Any], Awaitable[Any]]) -> str | None:
@@ -364,28 +361,28 @@ async def _drop(r: Any, names: dict[str, str], wrong_type: bool) -> None:
         await r.delete(*foreign)
 
 
+async def _release(r: Any, names: dict[str, str], token: str) -> None:
+    """Delete the lease if it is still ``token``'s."""
+    await r.eval(RELEASE, 1, names["lease"], token)
+
+
 async def _store(r: Any, names: dict[str, str], payload: bytes, ttl_ms: int, stale_ms: int,
-                 release: Any, token: str) -> None:
+                 token: str) -> None:
     async with r.pipeline(transaction=False) as pipe:
         pipe.set(names["val"], payload, px=ttl_ms)
         if stale_ms:
             pipe.set(names["last"], payload, px=stale_ms)
         await pipe.execute()
-    await release(keys=[names["lease"]], args=[token], client=r)
+    await _release(r, names, token)
 
 
-async def _forget(r: Any, names: dict[str, str], release: Any, token: str) -> None:
+async def _forget(r: Any, names: dict[str, str], token: str) -> None:
     # The source said "nothing": no stale value may outlive that.
     await r.delete(names["last"])
-    await release(keys=[names["lease"]], args=[token], client=r)
+    await _release(r, names, token)
 
 
-async def _fail(r: Any, names: dict[str, str], marker: str, ttl_ms: int, release: Any,
-                token: str) -> None:
+async def _fail(r: Any, names: dict[str, str], marker: str, ttl_ms: int, token: str) -> None:
     await r.set(names["err"], marker, px=ttl_ms)
-    await release(keys=[names["lease"]], args=[token], client=r)
+    await _release(r, names, token)
 
-
-def _record_hit(flight: _Flight, hit: Hit[Any]) -> None:
-    # This process's waiters read the whole hit (its source and note included).
-    flight.value = hit

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from .._adapters import query_from_instruction, run_context_from_branch
 from .._context import RunContext, coerce_run_context
@@ -59,11 +59,8 @@ class CountedText(ProvidedText):
     def __new__(cls, value: str, *, cached: bool = False, stale: bool = False,
                 token_count: int | None = None,
                 token_encoding: str | None = None) -> CountedText:
-        obj = str.__new__(cls, value)
-        obj.cached = cached
-        obj.stale = stale
-        obj.token_count = token_count
-        obj.token_encoding = token_encoding
+        obj = cast(CountedText, super().__new__(cls, value, cached=cached, stale=stale))
+        obj.token_count, obj.token_encoding = token_count, token_encoding
         return obj
 
 

@@ -49,19 +49,6 @@ _REASON_NAMES = 5
 
 
 _FIRST = operator.itemgetter(0)
-_SECOND = operator.itemgetter(1)
-
-
-def _any_unshowable(names: list[str]) -> bool:
-    """Whether any of ``names`` is not UTF-8-encodable (asked of them all at once, in C)."""
-    joined = "\x00".join(names)  # NUL is in no file name
-    if joined.isascii():
-        return False
-    try:
-        joined.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _shown(rel: str) -> str:
@@ -199,8 +186,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self._files = scan.files
         # Names go out (headers, reports, logs) only in a form UTF-8 can carry.
         names = list(map(_FIRST, itertools.chain(scan.included, scan.skipped)))
-        renamed = [rel for rel in names if _shown(rel) != rel] if _any_unshowable(names) \
-            else []
+        renamed = [rel for rel in names if _shown(rel) != rel]
         included = [(_shown(rel), text) for rel, text in scan.included] if renamed \
             else scan.included
         skipped = [(_shown(rel), why) for rel, why in scan.skipped] if renamed \
@@ -209,13 +195,8 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.last_included = [rel for rel, _ in included]
         over = f"over max_files {self.max_files}"
         parts: list[str] = []
-        if list(map(_SECOND, skipped)).count(over) == len(skipped):
-            # The common case of a big folder: every skip is over max_files (read in C).
-            others: list[tuple[str, str]] = []
-            dropped = list(map(_FIRST, skipped))
-        else:
-            others = [(rel, why) for rel, why in skipped if why != over]
-            dropped = [rel for rel, why in skipped if why == over]
+        others = [(rel, why) for rel, why in skipped if why != over]
+        dropped = [rel for rel, why in skipped if why == over]
         if others:
             parts.append(f"skipped {len(others)} file(s): "
                          + _some(f"{rel} ({why})" for rel, why in others))
@@ -228,15 +209,14 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.degradation_reason = "; ".join(parts) or None
         if self.degradation_reason is not None:
             logger.debug("%s: %s", self.name, self.degradation_reason)
-        scan = Scan(included, skipped, scan.files, scan.plan, scan.reads)
-        if scan.reads == 0 and scan.included == self._rendered_from and self._output is not None:
+        if scan.reads == 0 and included == self._rendered_from and self._output is not None:
             # Nothing read and the same files: hand back the same string object, whose
             # hash Python keeps, so its memoized token count is found without reading
             # a megabyte again.
             output: str | None = self._output
         else:
-            output = _render(scan.included) if scan.included else None
-        self._rendered_from = scan.included
+            output = _render(included) if included else None
+        self._rendered_from = included
         self._output = output
         self._plan = scan.plan
         if output is None:

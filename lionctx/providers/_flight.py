@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 from cachetools import LRUCache, TTLCache
@@ -60,45 +60,37 @@ class Hit(Generic[V]):
 
 
 class _Flight:
-    __slots__ = ("done", "value", "error", "abandoned")
+    __slots__ = ("done", "hit", "error", "abandoned")
 
     def __init__(self) -> None:
         self.done = anyio.Event()
-        self.value: Any = None
+        self.hit: Hit[Any] | None = None  # the leader's, once it succeeded
         self.error: BaseException | None = None
         self.abandoned = False
 
 
 async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
-                      work: Callable[[], Awaitable[Hit[Any]]],
-                      record: Callable[[_Flight, Hit[Any]], None]) -> Hit[Any]:
+                      work: Callable[[], Awaitable[Hit[Any]]]) -> Hit[Any]:
     """Run ``work`` as the one leader for ``key``; its waiters share the outcome.
 
-    A failure is left on the flight; a cancellation marks it abandoned, so a waiter leads.
-    ``record`` puts a successful hit on the flight in the form the waiters read.
+    The hit or failure is left on the flight; a cancellation marks it abandoned, so a
+    waiter leads.
     """
     flight = _Flight()
     flights[key] = flight
     try:
-        hit = await work()
+        flight.hit = await work()
+        return flight.hit
     except Exception as exc:
         flight.error = exc
         raise
     except BaseException:
         flight.abandoned = True
         raise
-    else:
-        record(flight, hit)
-        return hit
     finally:
         if flights.get(key) is flight:
             del flights[key]
         flight.done.set()
-
-
-def _record_value(flight: _Flight, hit: Hit[Any]) -> None:
-    # Waiters get what the leader got: the value, or the failure (then stale).
-    flight.value, flight.error = hit.value, hit.error
 
 
 class FlightCache(Generic[V]):
@@ -174,17 +166,15 @@ class FlightCache(Generic[V]):
             await flight.done.wait()
             if flight.abandoned:
                 continue  # its leader was cancelled: look again, maybe lead
-            if flight.error is not None:
-                stale = self._stale(key, flight.error)
-                if stale is None:
-                    raise SharedFetchError(flight.error) from flight.error
-                return stale
-            return Hit(flight.value, Source.SHARED)
-        return await self._lead(key, load)
-
-    async def _lead(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
-        hit: Hit[V] = await lead_flight(self._flights, key,
-                                        lambda: self._load(key, load), _record_value)
+            # Waiters get what the leader got: its value, or its failure (then stale).
+            error = flight.error if flight.hit is None else flight.hit.error
+            if error is None:
+                return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)
+            stale = self._stale(key, error)
+            if stale is None:
+                raise SharedFetchError(error) from error
+            return stale
+        hit: Hit[V] = await lead_flight(self._flights, key, lambda: self._load(key, load))
         return hit
 
     async def _load(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:

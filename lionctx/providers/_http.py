@@ -84,7 +84,7 @@ def _identity(provider: HttpContextProvider) -> str | None:
     return identity_of(
         "http", provider.method, _safe_url(provider.url),
         secret_digest(str(provider.url), sorted(provider._headers.items()), provider._content),
-        sorted(([h.host, h.port, h.wildcard] for h in provider.allowed_hosts), key=repr),
+        sorted((list(h) for h in provider.allowed_hosts), key=repr),
         provider.max_response_bytes, provider.max_redirects, transform)
 
 

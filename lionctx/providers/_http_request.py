@@ -16,7 +16,7 @@ import json
 import re
 import socket
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._exceptions import HttpFetchError, InvalidType, InvalidValue
 from . import _decode
@@ -87,13 +87,12 @@ def is_address(host: str) -> bool:
     return bool(_NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]))
 
 
-class Host:
+class Host(NamedTuple):
     """One ``allowed_hosts`` entry."""
 
-    __slots__ = ("host", "port", "wildcard")
-
-    def __init__(self, host: str, port: int | None, wildcard: bool) -> None:
-        self.host, self.port, self.wildcard = host, port, wildcard
+    host: str
+    port: int | None
+    wildcard: bool
 
     def allows(self, host: str, port: int, scheme: str, home: tuple[str, int]) -> bool:
         """Whether ``host:port`` over ``scheme`` is allowed (``home``: the provider's own)."""

@@ -140,15 +140,12 @@ _EMAIL = re.compile(r"(?<![\w.!#$%&'*+/=?^`{|}~\-])[\w.!#$%&'*+/=?^`{|}~\-]*"
 # A run of key characters long enough to be a key: judged by _key_like.
 _KEY_RUN = re.compile(r"(?<![A-Za-z0-9_+=\-])[A-Za-z0-9_+=\-]{20,}")
 # Keys whose prefix says what they are, however long the rest.
-_KEY_PREFIX = re.compile(
-    r"(?<![A-Za-z0-9_\-])(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA"
-    r"|AIza)[_\-]?[A-Za-z0-9_\-]{8,}")
+_PREFIXES = r"(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA|AIza)[_\-]?"
+_KEY_PREFIX = re.compile(r"(?<![A-Za-z0-9_\-])" + _PREFIXES + r"[A-Za-z0-9_\-]{8,}")
 # What each pattern needs to be present before it is worth running.
 _AUTH_WORDS = ("bearer", "basic", "digest", "token")
 _KEY_WORDS = ("key", "secret", "pass", "pwd", "token", "auth", "credential", "session")
-_KEY_PREFIX_HINT = re.compile(
-    r"(?:sk|pk|rk|ghp|gho|ghs|ghu|github_pat|glpat|xox[abposr]|AKIA|ASIA|AIza)[_\-]?"
-    r"[A-Za-z0-9_\-]{8}")
+_KEY_PREFIX_HINT = re.compile(_PREFIXES + r"[A-Za-z0-9_\-]{8}")
 _KEY_RUN_HINT = re.compile(r"[A-Za-z0-9_+=\-]{20}")
 _DIGIT = re.compile(r"[0-9]")
 _LETTER = re.compile(r"[A-Za-z]")
@@ -232,8 +229,9 @@ _LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11
 class SecretIndex:
     """Every live owner's secrets, found in a text in time that does not grow with their number.
 
-    A burst trie: secrets filed by chunks of :data:`MIN_SECRET` characters, a bucket split
-    one level deeper past :data:`_BUCKET`. An owner's secrets leave when it is collected.
+    A trie on chunks of :data:`MIN_SECRET` characters: each position of a text costs one
+    look-up per chunk of the longest prefix it shares with a secret. An owner's secrets
+    leave when it is collected.
     """
 
     def __init__(self) -> None:
@@ -257,10 +255,7 @@ class SecretIndex:
                 self.counts[secret] = count + 1
                 if not count:
                     self.root.insert(secret)
-        weakref.finalize(owner, self._discard, secrets)
-
-    def _discard(self, secrets: tuple[str, ...]) -> None:
-        self.dead.append(secrets)  # atomic; no lock (see __init__)
+        weakref.finalize(owner, self.dead.append, secrets)  # atomic; no lock (see above)
 
     def _collect(self) -> None:
         while self.dead:
@@ -282,20 +277,12 @@ class SecretIndex:
         spans: list[list[int]] = []
         with self.lock:
             self._collect()
-            if not self.counts:
-                return text
-            root = self.root
-            children = root.children
-            if children is None and not any(secret in text for secret in root.here):
-                return text  # a few secrets (one bucket), none here: in C
-            # Most positions start no secret: one dict look-up each, inline.
-            get = children.get if children and not root.here else None
+            if len(self.counts) <= _FEW and not any(s in text for s in self.counts):
+                return text  # a few secrets, none here: looked for in C
+            get = self.root.children.get  # most positions start no secret: one look-up
             for i in range(len(text) - MIN_SECRET + 1):
-                if get is not None:
-                    child = get(text[i:i + MIN_SECRET])
-                    end = 0 if child is None else child.longest(text, i, 1)
-                else:
-                    end = root.longest(text, i, 0)
+                child = get(text[i:i + MIN_SECRET])
+                end = 0 if child is None else child.longest(text, i + MIN_SECRET)
                 if end:
                     if spans and i <= spans[-1][1]:
                         spans[-1][1] = max(spans[-1][1], end)
@@ -312,76 +299,53 @@ class SecretIndex:
         return "".join(out)
 
 
-#: Most secrets a trie node keeps in a list before it files them one level deeper.
-_BUCKET = 8
+#: Up to this many secrets, a text is first searched for each of them whole.
+_FEW = 8
 
 
 class _Node:
-    """A trie node: secrets sharing its prefix, in a list while few, else by next chunk."""
+    """A trie node: children by the next chunk, and the ends (shorter than a chunk) of the
+    secrets that stop here.
+    """
 
-    __slots__ = ("children", "here")
+    __slots__ = ("children", "ends")
 
     def __init__(self) -> None:
-        self.here: list[str] = []
-        self.children: dict[str, _Node] | None = None
+        self.children: dict[str, _Node] = {}
+        self.ends: set[str] = set()
 
     def insert(self, secret: str) -> None:
-        node, depth = self, 0
-        while node.children is not None and len(secret) >= (depth + 1) * MIN_SECRET:
-            at = depth * MIN_SECRET
+        node = self
+        cut = len(secret) - len(secret) % MIN_SECRET
+        for at in range(0, cut, MIN_SECRET):
             node = node.children.setdefault(secret[at:at + MIN_SECRET], _Node())
-            depth += 1
-        node.here.append(secret)
-        if node.children is None and len(node.here) > _BUCKET:
-            node._burst(depth)
-
-    def _burst(self, depth: int) -> None:
-        # Iterative: secrets sharing a long prefix burst many levels at once.
-        stack = [(self, depth)]
-        while stack:
-            node, depth = stack.pop()
-            at = (depth + 1) * MIN_SECRET
-            items, node.here, node.children = node.here, [], {}
-            for secret in items:
-                if len(secret) < at:
-                    node.here.append(secret)
-                else:
-                    node.children.setdefault(secret[at - MIN_SECRET:at], _Node()).here.append(
-                        secret)
-            stack += [(child, depth + 1) for child in node.children.values()
-                      if len(child.here) > _BUCKET]
+        node.ends.add(secret[cut:])
 
     def remove(self, secret: str) -> None:
-        path: list[tuple[_Node, str]] = []
-        node, depth = self, 0
-        while node.children is not None and len(secret) >= (depth + 1) * MIN_SECRET:
-            at = depth * MIN_SECRET
-            key = secret[at:at + MIN_SECRET]
-            child = node.children.get(key)
-            if child is None:
-                return
-            path.append((node, key))
-            node, depth = child, depth + 1
-        if secret in node.here:
-            node.here.remove(secret)
-        while path and not node.here and not node.children:  # prune what is left empty
-            parent, key = path.pop()
-            del parent.children[key]  # type: ignore[union-attr]
-            node = parent
+        cut = len(secret) - len(secret) % MIN_SECRET
+        path = [self]
+        for at in range(0, cut, MIN_SECRET):
+            path.append(path[-1].children[secret[at:at + MIN_SECRET]])
+        path[-1].ends.discard(secret[cut:])
+        for at in range(cut - MIN_SECRET, -1, -MIN_SECRET):  # prune what is left empty
+            node = path.pop()
+            if node.ends or node.children:
+                break
+            del path[-1].children[secret[at:at + MIN_SECRET]]
 
-    def longest(self, text: str, i: int, depth: int) -> int:
-        """The end of the longest secret at ``text[i:]`` (0: none), ``depth`` chunks down."""
+    def longest(self, text: str, at: int) -> int:
+        """The end of the longest secret through this node whose rest starts at ``text[at]``
+        (0: none).
+        """
         best = 0
         node: _Node | None = self
         while node is not None:
-            for secret in node.here:
-                if len(secret) > best - i and text.startswith(secret, i):
-                    best = i + len(secret)
-            if not node.children:
-                break
-            start = i + depth * MIN_SECRET
-            node = node.children.get(text[start:start + MIN_SECRET])
-            depth += 1
+            for size in range(MIN_SECRET) if node.ends else ():
+                rest = text[at:at + size]
+                if rest in node.ends:
+                    best = at + len(rest)
+            node = node.children.get(text[at:at + MIN_SECRET])
+            at += MIN_SECRET
         return best
 
 

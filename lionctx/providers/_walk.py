@@ -75,19 +75,11 @@ class Plan:
 
 @dataclass
 class Scan:
-    included: list[tuple[str, str]]
-    skipped: list[tuple[str, str]]
-    files: dict[str, Seen]
-    plan: Plan | None
-    reads: int
-
-
-@dataclass
-class _Tally:
     """What one walk has found so far, and whether a stat-only check can stand in for it."""
 
     old: dict[str, Seen]  # what the last walk read, by relative path
     listed_at: int
+    base: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the base directory
     files: dict[str, Seen] = field(default_factory=dict)
     included: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -96,6 +88,10 @@ class _Tally:
     trusted: bool = True
     reads: int = 0
     dirs: int = 1
+
+    @property
+    def plan(self) -> Plan | None:
+        return Plan(self.base, self.plan_dirs, self.plan_files) if self.trusted else None
 
     def listed(self, real: str, key: DirKey) -> None:
         self.plan_dirs.append((real, key))
@@ -183,9 +179,10 @@ class DirectoryWalk:
     def _scan(self, stop: threading.Event | None = None) -> Scan:
         """Walk the tree depth first in relative-path order."""
         stopped = (stop or _NEVER).is_set
-        tally = _Tally(self._files, time.time_ns())
+        listed_at = time.time_ns()  # before any listing: see _RACY_NS
         root, base_real, root_st = self._open_root()
         root_key = dir_key(root_st)
+        tally = Scan(self._files, listed_at, root_key[:2])
         root_frame = _Frame(root, "", base_real, root_key[:2], [])
         stack = _Stack(root_frame)
         try:
@@ -209,10 +206,9 @@ class DirectoryWalk:
             for frame in stack:
                 if frame.fd is not None:
                     self._close_dir(frame.fd)
-        plan = Plan(root_key[:2], tally.plan_dirs, tally.plan_files) if tally.trusted else None
-        return Scan(tally.included, tally.skipped, tally.files, plan, tally.reads)
+        return tally
 
-    def _visit(self, frame: _Frame, stack: _Stack, base_real: str, tally: _Tally,
+    def _visit(self, frame: _Frame, stack: _Stack, base_real: str, tally: Scan,
                stopped: Callable[[], bool]) -> _Frame | None:
         """Go on through ``frame``'s entries: a subdirectory to enter, or None when done."""
         entries = frame.entries
@@ -243,7 +239,7 @@ class DirectoryWalk:
         return None
 
     def _descend(self, frame: _Frame, name: str, target: str | None, base_real: str,
-                 stack: _Stack, states: States, tally: _Tally,
+                 stack: _Stack, states: States, tally: Scan,
                  stopped: Callable[[], bool]) -> _Frame | None:
         """The frame of a subdirectory, listed; None (reason recorded) if not walked."""
         rel = frame.prefix + name
@@ -281,7 +277,7 @@ class DirectoryWalk:
             self._close_dir(frame.fd)
             frame.fd = None
 
-    def _reopen(self, stack: _Stack, base_real: str, tally: _Tally) -> bool:
+    def _reopen(self, stack: _Stack, base_real: str, tally: Scan) -> bool:
         """Open the closed directories above the top frame again, by the first time's rules, each
         the very directory listed before; False (reason recorded) when that fails.
         """
@@ -303,7 +299,7 @@ class DirectoryWalk:
         return True
 
     def _visit_file(self, frame: _Frame, name: str, target: str | None, entry: Any,
-                    base_real: str, tally: _Tally) -> None:
+                    base_real: str, tally: Scan) -> None:
         """A matching file: reused when its stat key is unchanged, else read."""
         rel = frame.prefix + name
         path = frame.real + os.sep + name

@@ -568,21 +568,3 @@ def test_unclosed_bracket_glob_is_refused_at_construction(tmp_path, glob):
         FilesystemContextProvider(tmp_path, glob=glob)
     assert repr(glob) in str(err.value) and "no closing ']'" in str(err.value)
     FilesystemContextProvider(tmp_path, glob="[[]x]")  # the literal-'[' spelling works
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(
-    st.text(st.characters(max_codepoint=0x7F, blacklist_characters="\x00"), max_size=12),
-    st.text(st.characters(blacklist_characters="\x00"), max_size=12),  # surrogates too
-    st.just("bad-\udcff.md")), max_size=30))
-def test_the_all_at_once_name_check_agrees_with_checking_each_name(names):
-    # A big folder's names are checked for undecodable bytes in one C call; it must
-    # answer exactly as asking each name whether it is shown changed.
-    from lionctx.providers._filesystem import (
-        _any_unshowable as any_unshowable,
-    )
-    from lionctx.providers._filesystem import (
-        _shown as shown_file_name,
-    )
-
-    assert any_unshowable(names) == any(shown_file_name(n) != n for n in names)

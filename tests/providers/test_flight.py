@@ -136,7 +136,7 @@ async def test_an_abandoned_leader_hands_the_load_to_a_waiter() -> None:
         async def leader() -> None:
             with anyio.CancelScope() as scope:
                 tg.start_soon(cancel_after_start, scope)
-                await lead_flight(flights, "k", slow, lambda f, h: None)
+                await lead_flight(flights, "k", slow)
 
         async def cancel_after_start(scope: anyio.CancelScope) -> None:
             await started.wait()
