@@ -8,7 +8,6 @@ guarantees). Texts over 64K characters are counted in a worker thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import threading
@@ -16,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -38,9 +37,6 @@ from ._tokens import (
     memo_key,
 )
 
-if TYPE_CHECKING:
-    from ._group import _Group
-
 logger = bound_tracebacks(logging.getLogger("lionctx.gather"))  # the engine's one name
 
 _FIRED = Status.FIRED
@@ -55,7 +51,6 @@ DEFAULT_MAX_CHARS = 4_000_000
 # Texts longer than this are counted in a worker thread, off the event loop.
 _THREAD_CHARS = 65_536
 _COUNT_KEY = "lionctx._tokens"
-_NO_SCOPE = contextlib.nullcontext()
 
 
 
@@ -156,8 +151,10 @@ class _Pass:
     remember: Callable[[Any, int], None] | None = None
     #: Each provider's start time, when a deadline may have to report it.
     starts: list[float | None] | None = None
-    #: The concurrent pass's group, told when a provider's task fails for good.
-    group: _Group | None = None
+    #: Providers counting a large text, when a shared timeout must say so.
+    counting: set[int] | None = None
+    #: The timeout that every provider of a concurrent pass shares (one timer).
+    shared: float | None = None
 
 
 @dataclass(slots=True)
@@ -440,26 +437,22 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
     if ps.starts is not None:
         ps.starts[index] = start
     limit = call.timeout if call.timeout is not None else ps.timeout
-    try:
-        if limit is None:
-            try:
-                result = await call.invoke(*ps.args)
-            except BaseException as exc:
-                if _fatal_from_provider(exc):
-                    raise
-                _log_failure(call, exc)
-                return _failed(call, index, start, exc)
-            out = _finish(call, index, result, start, ps)
-            if out.__class__ is _Big:
-                return await _count_big(call, index, start, out, ps)
-            return out  # type: ignore[return-value]
+    if limit is not None:
         return await _run_limited(call, index, ps, start, limit)
-    except BaseException:
-        # Nothing a provider causes leaves here (contained above): this is a
-        # cancellation or a fatal error. A concurrent pass stops waiting in order.
-        if ps.group is not None:
-            ps.group.alarm()
-        raise
+    try:
+        result = await call.invoke(*ps.args)
+    except BaseException as exc:
+        if _fatal_from_provider(exc):
+            raise
+        _log_failure(call, exc)
+        return _failed(call, index, start, exc)
+    out = _finish(call, index, result, start, ps)
+    if out.__class__ is _Big:
+        if ps.counting is not None:
+            ps.counting.add(index)
+        return await _count_big(call, index, start, out, ps)
+    return out  # type: ignore[return-value]
+
 
 async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
