@@ -1,7 +1,7 @@
 """Cancellation in a pass: the caller's propagates, a provider's own is its failure.
 
-Used by the gather engine (:mod:`lionctx._gather`), its per-provider runner
-(:mod:`lionctx._run`) and the concurrent group (:mod:`lionctx._group`).
+Used by the gather engine (:mod:`lionctx._gather`) and its per-provider runner
+(:mod:`lionctx._run`).
 """
 
 from __future__ import annotations

@@ -1,32 +1,14 @@
 """How far behind this process's event loop is running: a cheap heartbeat.
 
-A timeout means "the source did not answer in time" only when the loop was free to
-run the provider. Under a burst (thousands of turns at once) the loop itself falls
-behind: a provider that would answer in a millisecond waits seconds for its turn,
-and its timeout fires. That is this process's overload, not the source's failure,
-and the circuit breakers must not count it.
-
-While timed calls are running, one callback per loop re-arms itself every
-:data:`INTERVAL` seconds and notes how late it ran (its *lateness*: the time the
-loop could not run a callback that was due). A beat that ran late re-arms at once
-(the next loop iteration) instead, so while the loop is behind the beats cover the
-time without gaps. :func:`behind` sums the lateness that falls inside the last
-``seconds`` (the window of one call), including a beat that is due and has not run
-yet. Cost: one callback per interval while timed calls run (one per loop iteration
-while the loop is behind), nothing otherwise.
-
-A timeout is put down to overload only when the loop could not run the provider
-(:class:`Probe`, a look shared per millisecond of due times): when its time ran out,
-the provider's task was ready to run (what it awaited had completed; the loop had
-not got to it) while the loop had been behind for half the limit, or the loop was
-so far behind right then that it could not even have seen an answer (the whole
-limit, and :data:`MIN_BEHIND`). A provider still waiting on its source when its
-time ran out is the source's timeout, however busy the loop was before; so is one
-whose own step held the loop past the limit (the loop never got control back
-during the call). A deadline's row uses the heartbeat alone (:func:`overloaded`).
-
-On an event loop other than asyncio's (trio) there is no heartbeat and no probe:
-timeouts are then counted as the source's.
+A timeout is the source's failure only when the loop was free to run the provider;
+under a burst the loop itself falls behind, and the circuit breakers must not count
+that. While timed calls run, one callback re-arms itself every :data:`INTERVAL` (at
+once while the loop is behind) and notes how late it ran; :func:`behind` sums that
+lateness over a window. A :class:`Probe` looks at a call's task when its time runs
+out: ready to run while the loop lagged (or the loop far behind right then) is
+overload; still waiting on its source, or its own step holding the loop, is the
+source's. A deadline's row uses the heartbeat alone (:func:`overloaded`). On trio
+there is no heartbeat: timeouts count as the source's.
 """
 
 from __future__ import annotations

@@ -53,10 +53,6 @@ _THREAD_CHARS = 65_536
 _COUNT_KEY = "lionctx._tokens"
 
 
-
-
-
-
 def _message(exc: BaseException) -> str:
     # Bounded, and never through the exception's own formatting (see _safe_text).
     return error_text(exc)[1]
@@ -278,13 +274,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         memo = ps.memo
         key: Any = None
         if memo is not None:
-            # memo_key and _memo_key, inlined for the common cases (a secret hash).
-            if frame is None:
-                key = (len(text), hash(text)) if _HASH_IS_SECRET else memo_key(text)
-            elif frame is TAG_FRAME and _HASH_IS_SECRET:
-                key = (call.name, len(text), hash(text))
-            else:
-                key = _memo_key(call, frame, text)
+            key = memo_key(text) if frame is None else _memo_key(call, frame, text)
             if key is not None:
                 # A text seen before is found by its cached hash, without framing or
                 # reading it again (a warm source returns the same string object).
@@ -394,8 +384,6 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
         return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
     finally:
         stop.set()
-
-
 
 
 def _frame_big(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event) -> _Big:
