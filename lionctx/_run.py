@@ -23,7 +23,7 @@ import anyio.lowlevel
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
 from ._exceptions import WorkersExhausted, _CountStopped
-from ._lag import probe
+from ._lag import Probe, probe
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
 from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
@@ -149,8 +149,10 @@ class _Pass:
     starts: list[float | None] | None = None
     #: Providers counting a large text, when a shared timeout must say so.
     counting: set[int] | None = None
-    #: The timeout that every provider of a concurrent pass shares (one timer).
+    #: The timeout that every provider of a concurrent pass shares (one timer), and
+    #: its probe (which notes the loop iteration each provider starts in).
     shared: float | None = None
+    probe: Probe | None = None
 
 
 @dataclass(slots=True)
@@ -424,6 +426,8 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
     start = perf_counter()
     if ps.starts is not None:
         ps.starts[index] = start
+        if ps.probe is not None:
+            ps.probe.marks[index] = ps.probe.heart.mark()
     limit = call.timeout if call.timeout is not None else ps.timeout
     if limit is not None:
         return await _run_limited(call, index, ps, start, limit)
