@@ -184,7 +184,7 @@ class Probe:
 
     __slots__ = ("after", "done", "due", "heart", "late", "mark", "marks", "ready", "tasks")
 
-    def __init__(self, heart: _Heart, tasks: list[asyncio.Task[Any]], due: float) -> None:
+    def __init__(self, heart: _Heart, tasks: dict[int, asyncio.Task[Any]], due: float) -> None:
         self.heart = heart
         self.tasks = tasks
         self.due = due
@@ -207,7 +207,7 @@ class Probe:
         if self.done:
             return
         self.late = now - self.due
-        self.ready = {i for i, task in enumerate(self.tasks) if _ready(task)}
+        self.ready = {i for i, task in self.tasks.items() if _ready(task)}
         if self.after is not None:
             self.after(now)
 
@@ -215,7 +215,7 @@ class Probe:
         """The calls are over: no look is needed (nor their tasks, which a pending
         look must not keep alive, with their loop)."""
         self.done = True
-        self.tasks = []
+        self.tasks = {}
 
     def verdict(self, ran: float, limit: float, index: int = 0,
                 mark: _Mark | None = None) -> str | None:
@@ -253,7 +253,7 @@ def _ready(task: asyncio.Task[Any]) -> bool:
                               and not waiter.cancelled())
 
 
-def probe(limit: float, tasks: list[asyncio.Task[Any]] | None = None) -> Probe | None:
+def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None) -> Probe | None:
     """A :class:`Probe` of ``tasks`` (by default the running task) for calls bounded
     by ``limit`` (and the heartbeat kept going past it); ``None`` outside asyncio."""
     heart = _heart()
@@ -263,7 +263,7 @@ def probe(limit: float, tasks: list[asyncio.Task[Any]] | None = None) -> Probe |
         task = asyncio.current_task()
         if task is None:
             return None
-        tasks = [task]
+        tasks = {0: task}
     now = heart.loop.time()
     heart.want(limit, now)
     return Probe(heart, tasks, now + limit)
