@@ -171,6 +171,8 @@ class _Big:
     #: character), and its count when the memo already knows it.
     frame: Callable[[str], str] | None = None
     known: int | None = None
+    #: What the provider returned, while its text is still to be made encodable.
+    raw: Any = None
 
 
 def _bound(call: ProviderCall, ps: _Pass) -> float:
@@ -266,70 +268,81 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         text = result if plain else _plain_of(result, size)
         replaced = 0
         if not text.isascii():
+            if size > _THREAD_CHARS:  # made encodable in the worker, piece by piece
+                return _Big(text, text, 0.0, elapsed, degraded, cached, stale, raw=result)
             text, replaced = make_encodable(text)
-            if replaced:
-                why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
-                       "as UTF-8, with U+FFFD")
-                logger.warning("context provider %r: %s", call.name, why)
-                degraded = _add_reason(degraded, why)
-        frame = call.frame
-        memo = ps.memo
-        key: Any = None
-        if memo is not None:
-            key = memo_key(text) if frame is None else _memo_key(call, frame, text)
-            if key is not None:
-                # A text seen before is found by its cached hash, without framing or
-                # reading it again (a warm source returns the same string object).
-                known = memo.get(key)
-                if known.__class__ is int and known >= 0:
-                    if frame is not None and call.keep_frame and len(text) > _THREAD_CHARS:
-                        return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key,
-                                    frame, known)
-                    if frame is None:
-                        stored = text
-                    else:
-                        known += ps.join_cost
-                        if not call.keep_frame:
-                            stored = text
-                        elif frame is TAG_FRAME:
-                            stored = tag_block(call.name, text)
-                            # The block is new each pass; its digest is found by the
-                            # key that determines it (no hashing of the block).
-                            return Outcome(call.name, index, _FIRED, stored, known,
-                                           elapsed, None, None, None, degraded, cached,
-                                           stale, call.priority, call.max_tokens, True,
-                                           None,
-                                           digest_under(key, stored) if call.digest else None)
-                        else:
-                            stored = frame(text)
-                    return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,
-                                   None, None, degraded, cached, stale, call.priority,
-                                   call.max_tokens, True, None,
-                                   digest(stored) if call.digest else None)
-        bound = _bound(call, ps)
-        if frame is not None:
-            bound -= ps.join_cost
-            if len(text) > _THREAD_CHARS:
-                return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
-        counted = text if frame is None else _framed(call, frame, text)
-        stored = counted if call.keep_frame else text
-        if not plain and frame is None and not replaced:
-            # A shared-cache hit carries the count its fetcher made (RedisCache).
-            carried = _carried_count(result, ps.counter)
-            if carried is not None:
-                return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
-                                cached, stale)
-        if len(counted) > _THREAD_CHARS:
-            return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
-        tokens, exact = count_bounded(ps.counter, counted, bound)
-        if exact and key is not None and frame is not None:
-            ps.remember(key, tokens)  # type: ignore[misc]
-        return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
-                        cached, stale)
+        return _count_text(call, index, ps, result, text, replaced, elapsed, degraded,
+                           cached, stale)
     except BaseException as exc:
         if _fatal(exc):
             raise
         return _count_failed(call, index, start, exc, elapsed, degraded)
+
+
+def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: str,
+                replaced: int, elapsed: float, degraded: str | None, cached: bool,
+                stale: bool) -> Outcome | _Big:
+    """The row of ``text`` (``result`` made encodable, ``replaced`` surrogates): framed
+    and counted, or a :class:`_Big` to count in a worker."""
+    if replaced:
+        why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
+               "as UTF-8, with U+FFFD")
+        logger.warning("context provider %r: %s", call.name, why)
+        degraded = _add_reason(degraded, why)
+    frame = call.frame
+    memo = ps.memo
+    key: Any = None
+    if memo is not None:
+        key = memo_key(text) if frame is None else _memo_key(call, frame, text)
+        if key is not None:
+            # A text seen before is found by its cached hash, without framing or
+            # reading it again (a warm source returns the same string object).
+            known = memo.get(key)
+            if known.__class__ is int and known >= 0:
+                if frame is not None and call.keep_frame and len(text) > _THREAD_CHARS:
+                    return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key,
+                                frame, known)
+                if frame is None:
+                    stored = text
+                else:
+                    known += ps.join_cost
+                    if not call.keep_frame:
+                        stored = text
+                    elif frame is TAG_FRAME:
+                        stored = tag_block(call.name, text)
+                        # The block is new each pass; its digest is found by the
+                        # key that determines it (no hashing of the block).
+                        return Outcome(call.name, index, _FIRED, stored, known,
+                                       elapsed, None, None, None, degraded, cached,
+                                       stale, call.priority, call.max_tokens, True,
+                                       None,
+                                       digest_under(key, stored) if call.digest else None)
+                    else:
+                        stored = frame(text)
+                return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,
+                               None, None, degraded, cached, stale, call.priority,
+                               call.max_tokens, True, None,
+                               digest(stored) if call.digest else None)
+    bound = _bound(call, ps)
+    if frame is not None:
+        bound -= ps.join_cost
+        if len(text) > _THREAD_CHARS:
+            return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
+    counted = text if frame is None else _framed(call, frame, text)
+    stored = counted if call.keep_frame else text
+    if result.__class__ is not str and frame is None and not replaced:
+        # A shared-cache hit carries the count its fetcher made (RedisCache).
+        carried = _carried_count(result, ps.counter)
+        if carried is not None:
+            return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
+                            cached, stale)
+    if len(counted) > _THREAD_CHARS:
+        return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
+    tokens, exact = count_bounded(ps.counter, counted, bound)
+    if exact and key is not None and frame is not None:
+        ps.remember(key, tokens)  # type: ignore[misc]
+    return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
+                    cached, stale)
 
 
 def _plain_of(result: str, size: int) -> str:
@@ -370,6 +383,14 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
     # timeout, its deadline) stops at its next piece instead of burning a core.
     stop = threading.Event()
     try:
+        if big.raw is not None:
+            text, replaced = await run_in_worker(partial(make_encodable, big.counted, stop),
+                                                 key=_COUNT_KEY)
+            out = _count_text(call, index, ps, big.raw, text, replaced, big.elapsed,
+                              big.degraded, big.cached, big.stale)
+            if not isinstance(out, _Big):
+                return out
+            big = out
         if big.frame is not None:
             big = await run_in_worker(partial(_frame_big, call, big, ps, stop), key=_COUNT_KEY)
             if big.known is not None:
