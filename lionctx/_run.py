@@ -338,8 +338,9 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
                             cached, stale)
     if len(counted) > _THREAD_CHARS:
         return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
-    tokens, exact = count_bounded(ps.counter, counted, bound)
-    if exact and key is not None and frame is not None:
+    # One memo look-up per text (above): kept under that key, not the counted text's.
+    tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
+    if exact and key is not None:
         ps.remember(key, tokens)  # type: ignore[misc]
     return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
                     cached, stale)
@@ -396,7 +397,8 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
             if big.known is not None:
                 return _known(call, index, ps, big)
         tokens, exact = await run_in_worker(
-            partial(count_bounded, ps.counter, big.counted, big.bound, stop), key=_COUNT_KEY)
+            partial(count_bounded, ps.counter, big.counted, big.bound, stop, big.key is None),
+            key=_COUNT_KEY)
         if exact and big.key is not None:
             ps.remember(big.key, tokens)  # type: ignore[misc]
         return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,

@@ -192,8 +192,10 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
             remember(key, n)
         return n
 
-    def bounded(text: str, bound: float,
-                stop: threading.Event | None = None) -> tuple[int, bool]:
+    def bounded(text: str, bound: float, stop: threading.Event | None = None,
+                memoize: bool = True) -> tuple[int, bool]:
+        if not memoize:  # the caller looked it up and keeps it under a key of its own
+            return _count_in_pieces(encode_len, text, bound, stop)
         key = memo_key(text)
         n = memo.get(key)
         if n is not None:
@@ -276,18 +278,21 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
 
 
 def count_bounded(counter: TokenCounter, text: str, bound: float,
-                  stop: threading.Event | None = None) -> tuple[int, bool]:
+                  stop: threading.Event | None = None,
+                  memoize: bool = True) -> tuple[int, bool]:
     """``(count, True)``, or ``(lower_bound, False)`` with ``lower_bound > bound``.
 
     Counters that do not support stopping early (callables, other encodings) count
     the whole text. With ``stop`` (a turn that may give up on the count), the bundled
     encoding counts in pieces of at most :data:`MAX_PIECE` characters and raises
     :class:`~lionctx._exceptions._CountStopped` at the first piece after ``stop`` is set.
+    ``memoize=False``: the caller already looked the text up in the counter's ``memo``
+    and remembers the count itself (one look-up per text).
     """
     fn = getattr(counter, "count_bounded", None)
-    if fn is None or (bound == math.inf and stop is None):
+    if fn is None or (bound == math.inf and stop is None and memoize):
         return counter(text), True
-    result: tuple[int, bool] = fn(text, bound, stop)
+    result: tuple[int, bool] = fn(text, bound, stop, memoize)
     return result
 
 
