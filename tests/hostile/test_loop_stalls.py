@@ -5,8 +5,9 @@ loop, before any thread and outside every bound: about 4 M full-width spaces aft
 ``<`` stalled the whole process for seconds and the row blamed the provider. Now
 every per-text stage reads in C (regex, str methods) and a large text is framed and
 counted in a worker thread; a large text's lone surrogates are replaced there too,
-in bounded pieces, and the replacing stops when the turn gives up. Shown by cause, not by clock: the Python lines the stages
-run do not grow with the text, and work that waits for loop ticks still finishes."""
+in bounded pieces, and the replacing stops when the turn gives up. Shown by cause,
+not by clock: the Python lines the stages run do not grow with the text, and work
+that waits for loop ticks still finishes."""
 
 from __future__ import annotations
 
