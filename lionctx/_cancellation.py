@@ -17,15 +17,6 @@ import anyio.lowlevel
 _CAN_TELL = sys.version_info >= (3, 11)
 
 
-def _cancel_requested() -> bool:
-    """True when someone asked to cancel the running asyncio task (3.11+)."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # not on asyncio
-        return False
-    return task is not None and task.cancelling() > 0
-
-
 def _cancelling_of_current_task() -> Callable[[], int] | None:
     """The running task's ``cancelling`` method (3.11+ asyncio), else None."""
     try:
@@ -33,6 +24,12 @@ def _cancelling_of_current_task() -> Callable[[], int] | None:
     except RuntimeError:  # not on asyncio
         return None
     return getattr(task, "cancelling", None)
+
+
+def _cancel_requested() -> bool:
+    """True when someone asked to cancel the running asyncio task (3.11+)."""
+    cancelling = _cancelling_of_current_task()
+    return cancelling is not None and cancelling() > 0
 
 
 def _can_tell() -> bool:

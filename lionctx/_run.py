@@ -1,8 +1,9 @@
-"""One provider, run: the call, its time limit, its containment, its count: one Outcome.
+"""One concept: one provider run into one Outcome (its call, time limit, containment,
+sanitizing, framing and count).
 
-:class:`ProviderCall` is what a face hands the engine for each provider; :func:`_run_one`
-turns it into an :class:`~lionctx._outcome.Outcome` (see :mod:`lionctx._gather` for the
-guarantees). Texts over 64K characters are counted in a worker thread.
+:func:`_run_one` turns a :class:`ProviderCall` into an :class:`~lionctx._outcome.Outcome`
+(see :mod:`lionctx._gather` for the guarantees). A text over 64K characters is made
+encodable, framed and counted in a worker thread.
 """
 
 from __future__ import annotations
