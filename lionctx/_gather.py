@@ -40,7 +40,7 @@ import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _cancelling_of_current_task, _reraise_cancellation
-from ._lag import Probe, overloaded, probe, watch
+from ._lag import Probe, behind, overloaded, probe, watch
 from ._log import logger_for
 from ._outcome import Outcome
 from ._run import DEFAULT_MAX_CHARS, _failed, _notify, _Pass, _run_one, _timed_out
@@ -287,13 +287,15 @@ def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
         ran = perf_counter() - (begun if start is None else start)
         why = (f"timed out after {limit:g}s while counting its text" if counting
                else f"timed out after {limit:g}s")
+    lagged = None if looked is None else looked.verdict(ran, limit, index, mark)
     waited = (perf_counter() if start is None else start) - begun
-    lagged: str | None = None
-    if waited >= limit / 2:  # the loop ran it (its first step) late: it lost that time
+    if lagged is None and looked is not None and waited >= limit / 2 and (
+            behind(ran) >= limit / 2):
+        # Started late by a loop that stayed behind for half its own time as well:
+        # the loop's overload, not the source (one that started late and then waited
+        # on its source with the loop free had its whole limit, see _extend).
         lagged = (f"this process's event loop was {waited:.2f}s behind in starting it "
-                  "(overloaded): not counted against the source")
-    else:
-        lagged = None if looked is None else looked.verdict(ran, limit, index, mark)
+                  "and stayed behind (overloaded): not counted against the source")
     if lagged is not None:  # the loop could not run it: not the source's failure
         why = f"{why}; {lagged}"
     logger.warning("context provider %r %s", call.name, why)

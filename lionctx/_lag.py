@@ -222,12 +222,13 @@ class Probe:
         """Why call ``index`` (of the tasks looked at), which ran ``ran`` seconds past
         ``limit``, is this process's overload, or ``None`` when it is the source's.
         ``mark``: the call answered, and this is the mark of the loop iteration it
-        started in (a call of a group that shares this probe)."""
+        started in (a call of a group that shares this probe), read unless the look
+        found it ready."""
         self.disarm()
         heart = self.heart
         lag = heart.behind(ran)
         late, ready = self.late, index in self.ready
-        if late is None or mark is not None:
+        if late is None or (mark is not None and not ready):
             # Not looked (or it answered): the task runs now, after the limit. If the
             # loop never got control back since the call started, its own step held it.
             if not (mark or self.mark).ran:
