@@ -1,18 +1,10 @@
 """The one place where the two provider shapes meet.
 
-* LionAGI: ``await provider.provide(branch, instruction) -> str | None``
-* agentium: ``await provider.fetch(query, ctx) -> str | None`` (also the published
-  code's ``fetchContext(query, ctx)``)
-
-Each face calls providers through one function here, so a provider of either shape
-works on either face: a fetch-only provider registered on a branch gets the
-instruction's text as its query and the branch's run context; a built-in provider
-implements both methods through :class:`lionctx.providers._base.ContextSource`.
-
-A ``ContextSource`` is called through its ``retrieve(query, ctx)`` on both faces:
-it raises ``SourceUnavailable`` when its source could not answer, so the report says
-``failed`` with the reason, where its ``fetch`` would have returned ``None``
-(``empty``). Any other provider is called exactly as its face defines.
+LionAGI's ``await provider.provide(branch, instruction)`` and agentium's
+``await provider.fetch(query, ctx)`` (or ``fetchContext``): each face calls
+providers through one function here, so a provider of either shape works on either
+face. A ``ContextSource`` is called through its ``retrieve(query, ctx)``, which
+raises ``SourceUnavailable`` (a ``failed`` row) where ``fetch`` returns ``None``.
 """
 
 from __future__ import annotations

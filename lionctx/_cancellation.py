@@ -1,7 +1,7 @@
 """Cancellation in a pass: the caller's propagates, a provider's own is its failure.
 
-Used by the gather engine (:mod:`lionctx._gather`), its per-provider runner
-(:mod:`lionctx._run`) and the concurrent group (:mod:`lionctx._group`).
+Used by the gather engine (:mod:`lionctx._gather`) and its per-provider runner
+(:mod:`lionctx._run`).
 """
 
 from __future__ import annotations
@@ -17,15 +17,6 @@ import anyio.lowlevel
 _CAN_TELL = sys.version_info >= (3, 11)
 
 
-def _cancel_requested() -> bool:
-    """True when someone asked to cancel the running asyncio task (3.11+)."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # not on asyncio
-        return False
-    return task is not None and task.cancelling() > 0
-
-
 def _cancelling_of_current_task() -> Callable[[], int] | None:
     """The running task's ``cancelling`` method (3.11+ asyncio), else None."""
     try:
@@ -33,6 +24,12 @@ def _cancelling_of_current_task() -> Callable[[], int] | None:
     except RuntimeError:  # not on asyncio
         return None
     return getattr(task, "cancelling", None)
+
+
+def _cancel_requested() -> bool:
+    """True when someone asked to cancel the running asyncio task (3.11+)."""
+    cancelling = _cancelling_of_current_task()
+    return cancelling is not None and cancelling() > 0
 
 
 def _can_tell() -> bool:

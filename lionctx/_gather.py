@@ -4,7 +4,8 @@ Both faces sit on :func:`gather`. It owns concurrency, time and containment:
 
 * ``concurrent=False`` runs providers one after another in registration order, so
   their side effects happen in that order (LionAGI parity); ``True`` runs them in a
-  task group, at most ``limit`` at a time.
+  task group (asyncio's own on asyncio, eager where the loop's task factory is;
+  anyio's elsewhere), at most ``limit`` at a time (a capacity limiter).
 * ``timeout`` (per provider, overridable per call) and ``deadline`` (whole pass) are
   contained outcomes: the late provider is cancelled (a worker thread it started is
   abandoned, see :mod:`lionctx._threads`) and reported ``timeout``; the rest of the
@@ -26,7 +27,11 @@ Outcomes come back in registration order whatever order providers finished in.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from time import perf_counter
 from typing import Any
 
@@ -34,33 +39,20 @@ import anyio
 import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
-from ._cancellation import _cancelling_of_current_task, _fatal_from_provider, _reraise_cancellation
-from ._deadline import deadline_outcome
-from ._group import _concurrent
-from ._lag import watch
-from ._outcome import Outcome
-from ._run import (
-    DEFAULT_MAX_CHARS,
-    _Big,
-    _count_big,
-    _failed,
-    _finish,
-    _log_failure,
-    _notify,
-    _Pass,
-    _run_one,
-)
-from ._tokens import (
-    TokenCounter,
-    counter_ready,
-    prepare_counter,
-)
-
-__all__ = ["DEFAULT_MAX_CHARS", "TAG_FRAME", "Observer", "ProviderCall", "gather"]
-
+from ._cancellation import _cancelling_of_current_task, _reraise_cancellation
+from ._lag import Probe, behind, overloaded, probe, watch
 from ._log import logger_for
+from ._outcome import Outcome
+from ._run import DEFAULT_MAX_CHARS, _failed, _notify, _Pass, _run_one, _timed_out
+from ._tokens import TokenCounter, counter_ready, prepare_counter
+
+__all__ = ["DEFAULT_MAX_CHARS", "OWN_SHARE", "TAG_FRAME", "Observer", "ProviderCall", "gather"]
 
 logger = logger_for(__name__)
+
+#: The share of the deadline a provider must have run for to be blamed for it.
+OWN_SHARE = 0.9
+
 
 async def gather(
     calls: Sequence[ProviderCall],
@@ -82,9 +74,9 @@ async def gather(
     (a later, separate step) may turn them into skips. ``budget`` only lets
     counting stop early for a text that cannot fit. ``observe`` is called with
     each outcome as soon as it is known (for live progress); its errors are logged
-    and ignored. ``args`` are passed to every ``invoke``. ``timing``, when given, receives
-    ``tokenizer_load_ms``: the time
-    spent loading the encoding before any provider started (once per process).
+    and ignored. ``args`` are passed to every ``invoke``. ``timing``, when given,
+    receives ``tokenizer_load_ms``: the time spent loading the encoding before any
+    provider started (once per process).
     """
     n = len(calls)
     if n == 0:
@@ -111,8 +103,6 @@ async def gather(
     cancelling = _cancelling_of_current_task()
     if concurrent and n > 1:
         outcomes = await _concurrent(calls, ps, deadline, limit, observe)
-    elif deadline is None and timeout is None and observe is None:
-        outcomes = await _sequential_plain(calls, ps, cancelling)
     else:
         outcomes = await _sequential(calls, ps, deadline, observe, cancelling)
     if cancelling is not None:
@@ -142,54 +132,197 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
                       observe: Observer | None,
                       cancelling: Callable[[], int] | None) -> list[Outcome]:
     outcomes: list[Outcome] = []
-    # The whole pass runs in this one task: ask it (not the loop) after each provider.
-    if deadline is None:
+    scope: Any = _NO_SCOPE
+    if deadline is not None:
+        ps.starts = [None] * len(calls)
+        watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
+        scope = anyio.move_on_after(deadline)
+    with scope:
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps)
-            if cancelling is not None and cancelling():
-                await _reraise_cancellation()
-            outcomes.append(o if observe is None else _notify(observe, o))
-        return outcomes
-    starts: list[float | None] = [None] * len(calls)
-    ps.starts = starts
-    watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
-    with anyio.move_on_after(deadline):
-        for i, call in enumerate(calls):
-            o = await _run_one(call, i, ps)
+            # The whole pass runs in this one task: ask it (not the loop) each time.
             if cancelling is not None and cancelling():
                 await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
     for i in range(len(outcomes), len(calls)):
-        outcomes.append(_notify(observe, deadline_outcome(calls[i], i, starts[i], deadline)))
+        o = deadline_outcome(calls[i], i, ps.starts[i], deadline)  # type: ignore[arg-type,index]
+        outcomes.append(_notify(observe, o))
     return outcomes
 
 
-async def _sequential_plain(calls: Sequence[ProviderCall], ps: _Pass,
-                            cancelling: Callable[[], int] | None) -> list[Outcome]:
-    """The common sequential pass (no deadline, no observer, no pass timeout):
-    :func:`_run_one`'s untimed path inlined, one coroutine less per provider."""
-    outcomes: list[Outcome] = []
-    append = outcomes.append
-    args = ps.args
-    for i, call in enumerate(calls):
-        if call.timeout is not None:
-            o = await _run_one(call, i, ps)
+_NO_SCOPE: Any = contextlib.nullcontext()
+
+
+def _asyncio_loop() -> bool:
+    """True on a running asyncio loop of Python 3.11+ (asyncio's TaskGroup);
+    False elsewhere (trio, Python 3.10: anyio's task group)."""
+    if sys.version_info < (3, 11):  # pragma: no cover
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float | None,
+                      limit: int | None, observe: Observer | None) -> list[Outcome]:
+    n = len(calls)
+    results: list[Outcome | None] = [None] * n
+    limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
+    # Providers that all start at once under the pass's own timeout share one scope
+    # and one timer instead of a scope and a probe each: the resolve_context row of
+    # the realistic benchmark (most of its per-provider cost).
+    shared = ps.timeout
+    if (shared is not None and limiter is None and deadline is None
+            and all(c.timeout is None for c in calls)):
+        ps.timeout = None
+    else:
+        shared = None
+    starts: list[float | None] | None = None
+    looked: Probe | None = None
+    if shared is not None or deadline is not None:
+        starts = ps.starts = [None] * n
+    if shared is not None:
+        ps.counting = set()
+        ps.shared = shared
+        looked = probe(shared, {})
+    elif deadline is not None:
+        watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
+    bound = shared if shared is not None else deadline
+    scope: Any = _NO_SCOPE if bound is None else anyio.move_on_after(bound)
+    begun = perf_counter()
+    if looked is not None and starts is not None and shared is not None:
+        looked.marks = [None] * n
+        ps.probe = looked
+        looked.after = partial(_extend, looked, scope, starts, shared,
+                               looked.heart.loop.time() - begun)
+    with scope:
+        if _asyncio_loop():
+            async with asyncio.TaskGroup() as tg:
+                for i, c in enumerate(calls):
+                    t = tg.create_task(_run_task(c, i, ps, limiter, observe, results))
+                    if looked is not None and not t.done():
+                        looked.tasks[i] = t
+                    if i & 1023 == 1023:
+                        # Started in batches: the tasks of providers that answered at
+                        # once end and go before the next batch is made, instead of
+                        # all living to the end of the pass for the collector to walk
+                        # (per-provider cost at N=30,000, the realistic table).
+                        await asyncio.sleep(0)
         else:
-            start = perf_counter()
-            try:
-                result = await call.invoke(*args)
-            except BaseException as exc:
-                if _fatal_from_provider(exc):
-                    raise
-                _log_failure(call, exc)
-                o = _failed(call, i, start, exc)
-            else:
-                out = _finish(call, i, result, start, ps)
-                o = (await _count_big(call, i, start, out, ps) if out.__class__ is _Big
-                     else out)  # type: ignore[assignment]
-        if cancelling is not None and cancelling():
-            await _reraise_cancellation()
-        append(o)
-    return outcomes
+            async with anyio.create_task_group() as atg:
+                for i, c in enumerate(calls):
+                    atg.start_soon(_run_task, c, i, ps, limiter, observe, results)
+    expired = scope is not _NO_SCOPE and scope.cancel_called
+    if looked is not None:
+        looked.disarm()
+    out: list[Outcome] = []
+    for i, o in enumerate(results):
+        if shared is not None and (o is None and expired or o is not None
+                                   and o.duration_ms > shared * 1000.0):
+            late = _late(calls[i], i, o, begun, starts[i], shared, expired,  # type: ignore[index]
+                         i in ps.counting, looked)  # type: ignore[operator]
+            o = _notify(observe, late)
+        elif o is None and expired and deadline is not None:
+            o = deadline_outcome(calls[i], i, starts[i], deadline)  # type: ignore[index]
+            logger.warning("context provider %r: %s", calls[i].name, o.reason)
+            o = _notify(observe, o)
+        elif o is None:
+            # Nobody cancelled the pass (the caller's cancellation would have
+            # propagated; no time ran out): the provider cancelled its own task.
+            # Its row, like its own CancelledError, is a failure.
+            o = _notify(observe, _failed(calls[i], i, perf_counter(), asyncio.CancelledError(
+                "the provider's task was cancelled while the turn was not")))
+        out.append(o)
+    return out
 
 
+async def _run_task(call: ProviderCall, index: int, ps: _Pass,
+                    limiter: anyio.CapacityLimiter | None, observe: Observer | None,
+                    results: list[Outcome | None]) -> None:
+    if limiter is not None:
+        async with limiter:
+            o = await _run_one(call, index, ps)
+    else:
+        o = await _run_one(call, index, ps)
+    if ps.probe is not None:
+        ps.probe.tasks.pop(index, None)
+    cancelling = _cancelling_of_current_task()
+    if cancelling is not None and cancelling():
+        return  # its provider cancelled this task, which ends cancelled: no row here
+    results[index] = o
+    if observe is not None and (ps.shared is None or o.duration_ms <= ps.shared * 1000.0):
+        _notify(observe, o)
+
+
+def _extend(looked: Probe, scope: anyio.CancelScope, starts: list[float | None],
+            limit: float, offset: float, now: float) -> None:
+    """At the shared timeout: a provider the loop started late (its first step ran
+    late, under overload) still gets its whole limit from its own start."""
+    clock = now - offset  # the loop's time on perf_counter's clock
+    latest = max((clock if (s := starts[i]) is None else s
+                  for i, t in looked.tasks.items() if not t.done()), default=clock)
+    if latest + limit > clock + 0.001:
+        scope.deadline = latest + limit + offset
+        looked.rearm(scope.deadline)
+
+
+def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
+          start: float | None, limit: float, expired: bool, counting: bool,
+          looked: Probe | None) -> Outcome:
+    """The ``timeout`` row of a provider that did not answer within the shared
+    timeout: cut by it, or past it because the event loop was blocked. Whatever
+    came back past the limit is dropped, never injected."""
+    mark = None
+    if outcome is not None:
+        ran = outcome.duration_ms / 1000.0
+        if not expired and ran <= limit + max(0.1, limit * 0.25):
+            return outcome  # within the grace of a timer that fires a little late
+        why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
+               "(sync work in an async provider cannot be cut off; run it in a thread)")
+        if looked is not None:
+            mark = looked.marks[index]
+    else:
+        ran = perf_counter() - (begun if start is None else start)
+        why = (f"timed out after {limit:g}s while counting its text" if counting
+               else f"timed out after {limit:g}s")
+    lagged = None if looked is None else looked.verdict(ran, limit, index, mark)
+    waited = (perf_counter() if start is None else start) - begun
+    if lagged is None and looked is not None and waited >= limit / 2 and (
+            behind(ran) >= limit / 2):
+        # Started late by a loop that stayed behind for half its own time as well:
+        # the loop's overload, not the source (one that started late and then waited
+        # on its source with the loop free had its whole limit, see _extend).
+        lagged = (f"this process's event loop was {waited:.2f}s behind in starting it "
+                  "and stayed behind (overloaded): not counted against the source")
+    if lagged is not None:  # the loop could not run it: not the source's failure
+        why = f"{why}; {lagged}"
+    logger.warning("context provider %r %s", call.name, why)
+    return _timed_out(call, index, begun if start is None else start, why,
+                      None if lagged is None else "overload")
+
+
+def deadline_outcome(call: ProviderCall, index: int, start: float | None,
+                     deadline: float) -> Outcome:
+    """The ``timeout`` row of ``call``, stopped (or never started) by ``deadline``.
+
+    It is blamed on the source (counted by the circuit breakers like a timeout) only
+    when it had the deadline to itself: it ran for at least :data:`OWN_SHARE` of it
+    while the event loop kept up. A provider never started, one that started late
+    and one cut while the loop lagged have ``blame`` ``"deadline"`` or ``"overload"``.
+    """
+    if start is None:
+        return _timed_out(call, index, None,
+                          f"not started: deadline of {deadline:g}s reached (not called; "
+                          "not counted against the source)", "deadline")
+    ran = perf_counter() - start
+    lagged = overloaded(ran, deadline)
+    if lagged is not None:
+        return _timed_out(call, index, start,
+                          f"deadline of {deadline:g}s reached; {lagged}", "overload")
+    if ran >= deadline * OWN_SHARE:
+        return _timed_out(call, index, start, f"deadline of {deadline:g}s reached")
+    return _timed_out(call, index, start,
+                      f"deadline of {deadline:g}s reached after {ran:.2f}s of its own "
+                      "(it started late: not counted against the source)", "deadline")

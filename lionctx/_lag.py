@@ -1,32 +1,14 @@
 """How far behind this process's event loop is running: a cheap heartbeat.
 
-A timeout means "the source did not answer in time" only when the loop was free to
-run the provider. Under a burst (thousands of turns at once) the loop itself falls
-behind: a provider that would answer in a millisecond waits seconds for its turn,
-and its timeout fires. That is this process's overload, not the source's failure,
-and the circuit breakers must not count it.
-
-While timed calls are running, one callback per loop re-arms itself every
-:data:`INTERVAL` seconds and notes how late it ran (its *lateness*: the time the
-loop could not run a callback that was due). A beat that ran late re-arms at once
-(the next loop iteration) instead, so while the loop is behind the beats cover the
-time without gaps. :func:`behind` sums the lateness that falls inside the last
-``seconds`` (the window of one call), including a beat that is due and has not run
-yet. Cost: one callback per interval while timed calls run (one per loop iteration
-while the loop is behind), nothing otherwise.
-
-A timeout is put down to overload only when the loop could not run the provider
-(:class:`Probe`, a look shared per millisecond of due times): when its time ran out,
-the provider's task was ready to run (what it awaited had completed; the loop had
-not got to it) while the loop had been behind for half the limit, or the loop was
-so far behind right then that it could not even have seen an answer (the whole
-limit, and :data:`MIN_BEHIND`). A provider still waiting on its source when its
-time ran out is the source's timeout, however busy the loop was before; so is one
-whose own step held the loop past the limit (the loop never got control back
-during the call). A deadline's row uses the heartbeat alone (:func:`overloaded`).
-
-On an event loop other than asyncio's (trio) there is no heartbeat and no probe:
-timeouts are then counted as the source's.
+A timeout is the source's failure only when the loop was free to run the provider;
+under a burst the loop itself falls behind, and the circuit breakers must not count
+that. While timed calls run, one callback re-arms itself every :data:`INTERVAL` (at
+once while the loop is behind) and notes how late it ran; :func:`behind` sums that
+lateness over a window. A :class:`Probe` looks at a call's task when its time runs
+out: ready to run while the loop lagged (or the loop far behind right then) is
+overload; still waiting on its source, or its own step holding the loop, is the
+source's. A deadline's row uses the heartbeat alone (:func:`overloaded`). On trio
+there is no heartbeat: timeouts count as the source's.
 """
 
 from __future__ import annotations
@@ -34,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["INTERVAL", "Probe", "behind", "overloaded", "probe", "watch"]
@@ -187,55 +170,68 @@ class _Mark:
 
 
 class Probe:
-    """Looks at one timed call's task when its time runs out.
+    """Looks at timed calls' tasks when their time runs out.
 
-    Just before the call's own timeout, the heart's look (one timer per
-    millisecond of due times, shared by the calls due in it) notes whether the
-    task was ``ready`` (not waiting on anything, or what it waits on completed)
-    and how ``late`` the look ran (the loop's lag right then). ``mark`` tells
-    whether the loop got control back since the call started (its callback is
-    queued ahead of any later wake-up of the call's task; one per loop iteration,
-    shared by the calls that start in it).
+    Just before the calls' own timeout, the heart's look (one timer per
+    millisecond of due times, shared by the calls due in it) notes which tasks
+    were ``ready`` (not waiting on anything, or what they wait on completed) and
+    how ``late`` the look ran (the loop's lag right then). ``mark`` tells whether
+    the loop got control back since the calls started (its callback is queued
+    ahead of any later wake-up of their tasks; one per loop iteration, shared by
+    the calls that start in it). One probe serves a pass whose providers share one
+    timeout (their tasks are set once made), or one call (its task).
     """
 
-    __slots__ = ("done", "due", "heart", "late", "mark", "ready", "task")
+    __slots__ = ("after", "done", "due", "heart", "late", "mark", "marks", "ready", "tasks")
 
-    def __init__(self, heart: _Heart, task: asyncio.Task[Any], due: float) -> None:
+    def __init__(self, heart: _Heart, tasks: dict[int, asyncio.Task[Any]], due: float) -> None:
         self.heart = heart
-        self.task: asyncio.Task[Any] | None = task
+        self.tasks = tasks
         self.due = due
         self.late: float | None = None
-        self.ready = False
+        self.ready: set[int] = set()
         self.done = False
         self.mark = heart.mark()
+        #: Per task of a group: the mark of the iteration it started in.
+        self.marks: list[_Mark | None] = []
+        #: Called with the loop's time after each look (it may :meth:`rearm`).
+        self.after: Callable[[float], None] | None = None
         heart.look_at(self)
+
+    def rearm(self, due: float) -> None:
+        """Look again at ``due`` (the calls' time was extended)."""
+        self.due = due
+        self.heart.look_at(self)
 
     def look(self, now: float) -> None:
         if self.done:
             return
         self.late = now - self.due
-        # asyncio's Task keeps what it awaits in _fut_waiter (None when scheduled).
-        waiter = getattr(self.task, "_fut_waiter", _UNKNOWN)
-        self.ready = waiter is None or (waiter is not _UNKNOWN and waiter.done()
-                                        and not waiter.cancelled())
+        self.ready = {i for i, task in self.tasks.items() if _ready(task)}
+        if self.after is not None:
+            self.after(now)
 
     def disarm(self) -> None:
-        """The call is over: its look is not needed (nor its task, which a pending
-        look must not keep alive, with its loop)."""
+        """The calls are over: no look is needed (nor their tasks, which a pending
+        look must not keep alive, with their loop)."""
         self.done = True
-        self.task = None
+        self.tasks = {}
 
-    def verdict(self, ran: float, limit: float) -> str | None:
-        """Why a call that ran ``ran`` seconds past ``limit`` is this process's
-        overload, or ``None`` when it is the source's timeout."""
+    def verdict(self, ran: float, limit: float, index: int = 0,
+                mark: _Mark | None = None) -> str | None:
+        """Why call ``index`` (of the tasks looked at), which ran ``ran`` seconds past
+        ``limit``, is this process's overload, or ``None`` when it is the source's.
+        ``mark``: the call answered, and this is the mark of the loop iteration it
+        started in (a call of a group that shares this probe), read unless the look
+        found it ready."""
         self.disarm()
         heart = self.heart
         lag = heart.behind(ran)
-        late, ready = self.late, self.ready
-        if late is None:
-            # Not looked: the task runs now, after the limit. If the loop never got
-            # control back since the call started, its own step held the loop.
-            if not self.mark.ran:
+        late, ready = self.late, index in self.ready
+        if late is None or (mark is not None and not ready):
+            # Not looked (or it answered): the task runs now, after the limit. If the
+            # loop never got control back since the call started, its own step held it.
+            if not (mark or self.mark).ran:
                 return None
             late, ready = heart.loop.time() - self.due, True
         # Ready: the source had answered; the loop, behind for half the call's time
@@ -251,18 +247,27 @@ class Probe:
 _UNKNOWN: Any = object()
 
 
-def probe(limit: float) -> Probe | None:
-    """A :class:`Probe` of the running task for a call bounded by ``limit`` (and the
-    heartbeat kept going past it); ``None`` outside asyncio."""
+def _ready(task: asyncio.Task[Any]) -> bool:
+    # asyncio's Task keeps what it awaits in _fut_waiter (None when scheduled).
+    waiter = getattr(task, "_fut_waiter", _UNKNOWN)
+    return waiter is None or (waiter is not _UNKNOWN and waiter.done()
+                              and not waiter.cancelled())
+
+
+def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None) -> Probe | None:
+    """A :class:`Probe` of ``tasks`` (by default the running task) for calls bounded
+    by ``limit`` (and the heartbeat kept going past it); ``None`` outside asyncio."""
     heart = _heart()
     if heart is None:
         return None
-    task = asyncio.current_task()
-    if task is None:
-        return None
+    if tasks is None:
+        task = asyncio.current_task()
+        if task is None:
+            return None
+        tasks = {0: task}
     now = heart.loop.time()
     heart.want(limit, now)
-    return Probe(heart, task, now + limit)
+    return Probe(heart, tasks, now + limit)
 
 
 def overloaded(ran: float, limit: float) -> str | None:

@@ -1,14 +1,14 @@
-"""One provider, run: the call, its time limit, its containment, its count: one Outcome.
+"""One concept: one provider run into one Outcome (its call, time limit, containment,
+sanitizing, framing and count).
 
-:class:`ProviderCall` is what a face hands the engine for each provider; :func:`_run_one`
-turns it into an :class:`~lionctx._outcome.Outcome` (see :mod:`lionctx._gather` for the
-guarantees). Texts over 64K characters are counted in a worker thread.
+:func:`_run_one` turns a :class:`ProviderCall` into an :class:`~lionctx._outcome.Outcome`
+(see :mod:`lionctx._gather` for the guarantees). A text over 64K characters is made
+encodable, framed and counted in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import threading
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -24,7 +24,7 @@ import anyio.lowlevel
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
 from ._exceptions import WorkersExhausted, _CountStopped
-from ._lag import probe
+from ._lag import Probe, probe
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import tag_block
 from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
@@ -37,9 +37,6 @@ from ._tokens import (
     count_bounded,
     memo_key,
 )
-
-if TYPE_CHECKING:
-    from ._group import _Group
 
 logger = bound_tracebacks(logging.getLogger("lionctx.gather"))  # the engine's one name
 
@@ -55,11 +52,6 @@ DEFAULT_MAX_CHARS = 4_000_000
 # Texts longer than this are counted in a worker thread, off the event loop.
 _THREAD_CHARS = 65_536
 _COUNT_KEY = "lionctx._tokens"
-_NO_SCOPE = contextlib.nullcontext()
-
-
-
-
 
 
 def _message(exc: BaseException) -> str:
@@ -156,8 +148,12 @@ class _Pass:
     remember: Callable[[Any, int], None] | None = None
     #: Each provider's start time, when a deadline may have to report it.
     starts: list[float | None] | None = None
-    #: The concurrent pass's group, told when a provider's task fails for good.
-    group: _Group | None = None
+    #: Providers counting a large text, when a shared timeout must say so.
+    counting: set[int] | None = None
+    #: The timeout that every provider of a concurrent pass shares (one timer), and
+    #: its probe (which notes the loop iteration each provider starts in).
+    shared: float | None = None
+    probe: Probe | None = None
 
 
 @dataclass(slots=True)
@@ -176,6 +172,8 @@ class _Big:
     #: character), and its count when the memo already knows it.
     frame: Callable[[str], str] | None = None
     known: int | None = None
+    #: What the provider returned, while its text is still to be made encodable.
+    raw: Any = None
 
 
 def _bound(call: ProviderCall, ps: _Pass) -> float:
@@ -271,76 +269,82 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         text = result if plain else _plain_of(result, size)
         replaced = 0
         if not text.isascii():
+            if size > _THREAD_CHARS:  # made encodable in the worker, piece by piece
+                return _Big(text, text, 0.0, elapsed, degraded, cached, stale, raw=result)
             text, replaced = make_encodable(text)
-            if replaced:
-                why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
-                       "as UTF-8, with U+FFFD")
-                logger.warning("context provider %r: %s", call.name, why)
-                degraded = _add_reason(degraded, why)
-        frame = call.frame
-        memo = ps.memo
-        key: Any = None
-        if memo is not None:
-            # memo_key and _memo_key, inlined for the common cases (a secret hash).
-            if frame is None:
-                key = (len(text), hash(text)) if _HASH_IS_SECRET else memo_key(text)
-            elif frame is TAG_FRAME and _HASH_IS_SECRET:
-                key = (call.name, len(text), hash(text))
-            else:
-                key = _memo_key(call, frame, text)
-            if key is not None:
-                # A text seen before is found by its cached hash, without framing or
-                # reading it again (a warm source returns the same string object).
-                known = memo.get(key)
-                if known.__class__ is int and known >= 0:
-                    if frame is not None and call.keep_frame and len(text) > _THREAD_CHARS:
-                        return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key,
-                                    frame, known)
-                    if frame is None:
-                        stored = text
-                    else:
-                        known += ps.join_cost
-                        if not call.keep_frame:
-                            stored = text
-                        elif frame is TAG_FRAME:
-                            stored = tag_block(call.name, text)
-                            # The block is new each pass; its digest is found by the
-                            # key that determines it (no hashing of the block).
-                            return Outcome(call.name, index, _FIRED, stored, known,
-                                           elapsed, None, None, None, degraded, cached,
-                                           stale, call.priority, call.max_tokens, True,
-                                           None,
-                                           digest_under(key, stored) if call.digest else None)
-                        else:
-                            stored = frame(text)
-                    return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,
-                                   None, None, degraded, cached, stale, call.priority,
-                                   call.max_tokens, True, None,
-                                   digest(stored) if call.digest else None)
-        bound = _bound(call, ps)
-        if frame is not None:
-            bound -= ps.join_cost
-            if len(text) > _THREAD_CHARS:
-                return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
-        counted = text if frame is None else _framed(call, frame, text)
-        stored = counted if call.keep_frame else text
-        if not plain and frame is None and not replaced:
-            # A shared-cache hit carries the count its fetcher made (RedisCache).
-            carried = _carried_count(result, ps.counter)
-            if carried is not None:
-                return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
-                                cached, stale)
-        if len(counted) > _THREAD_CHARS:
-            return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
-        tokens, exact = count_bounded(ps.counter, counted, bound)
-        if exact and key is not None and frame is not None:
-            ps.remember(key, tokens)  # type: ignore[misc]
-        return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
-                        cached, stale)
+        return _count_text(call, index, ps, result, text, replaced, elapsed, degraded,
+                           cached, stale)
     except BaseException as exc:
         if _fatal(exc):
             raise
         return _count_failed(call, index, start, exc, elapsed, degraded)
+
+
+def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: str,
+                replaced: int, elapsed: float, degraded: str | None, cached: bool,
+                stale: bool) -> Outcome | _Big:
+    """The row of ``text`` (``result`` made encodable, ``replaced`` surrogates): framed
+    and counted, or a :class:`_Big` to count in a worker."""
+    if replaced:
+        why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
+               "as UTF-8, with U+FFFD")
+        logger.warning("context provider %r: %s", call.name, why)
+        degraded = _add_reason(degraded, why)
+    frame = call.frame
+    memo = ps.memo
+    key: Any = None
+    if memo is not None:
+        key = memo_key(text) if frame is None else _memo_key(call, frame, text)
+        if key is not None:
+            # A text seen before is found by its cached hash, without framing or
+            # reading it again (a warm source returns the same string object).
+            known = memo.get(key)
+            if known.__class__ is int and known >= 0:
+                if frame is not None and call.keep_frame and len(text) > _THREAD_CHARS:
+                    return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key,
+                                frame, known)
+                if frame is None:
+                    stored = text
+                else:
+                    known += ps.join_cost
+                    if not call.keep_frame:
+                        stored = text
+                    elif frame is TAG_FRAME:
+                        stored = tag_block(call.name, text)
+                        # The block is new each pass; its digest is found by the
+                        # key that determines it (no hashing of the block).
+                        return Outcome(call.name, index, _FIRED, stored, known,
+                                       elapsed, None, None, None, degraded, cached,
+                                       stale, call.priority, call.max_tokens, True,
+                                       None,
+                                       digest_under(key, stored) if call.digest else None)
+                    else:
+                        stored = frame(text)
+                return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,
+                               None, None, degraded, cached, stale, call.priority,
+                               call.max_tokens, True, None,
+                               digest(stored) if call.digest else None)
+    bound = _bound(call, ps)
+    if frame is not None:
+        bound -= ps.join_cost
+        if len(text) > _THREAD_CHARS:
+            return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
+    counted = text if frame is None else _framed(call, frame, text)
+    stored = counted if call.keep_frame else text
+    if result.__class__ is not str and frame is None and not replaced:
+        # A shared-cache hit carries the count its fetcher made (RedisCache).
+        carried = _carried_count(result, ps.counter)
+        if carried is not None:
+            return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
+                            cached, stale)
+    if len(counted) > _THREAD_CHARS:
+        return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
+    # One memo look-up per text (above): kept under that key, not the counted text's.
+    tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
+    if exact and key is not None:
+        ps.remember(key, tokens)  # type: ignore[misc]
+    return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
+                    cached, stale)
 
 
 def _plain_of(result: str, size: int) -> str:
@@ -381,12 +385,21 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
     # timeout, its deadline) stops at its next piece instead of burning a core.
     stop = threading.Event()
     try:
+        if big.raw is not None:
+            text, replaced = await run_in_worker(partial(make_encodable, big.counted, stop),
+                                                 key=_COUNT_KEY)
+            out = _count_text(call, index, ps, big.raw, text, replaced, big.elapsed,
+                              big.degraded, big.cached, big.stale)
+            if not isinstance(out, _Big):
+                return out
+            big = out
         if big.frame is not None:
             big = await run_in_worker(partial(_frame_big, call, big, ps, stop), key=_COUNT_KEY)
             if big.known is not None:
                 return _known(call, index, ps, big)
         tokens, exact = await run_in_worker(
-            partial(count_bounded, ps.counter, big.counted, big.bound, stop), key=_COUNT_KEY)
+            partial(count_bounded, ps.counter, big.counted, big.bound, stop, big.key is None),
+            key=_COUNT_KEY)
         if exact and big.key is not None:
             ps.remember(big.key, tokens)  # type: ignore[misc]
         return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
@@ -397,8 +410,6 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
         return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
     finally:
         stop.set()
-
-
 
 
 def _frame_big(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event) -> _Big:
@@ -439,27 +450,25 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
     start = perf_counter()
     if ps.starts is not None:
         ps.starts[index] = start
+        if ps.probe is not None:
+            ps.probe.marks[index] = ps.probe.heart.mark()
     limit = call.timeout if call.timeout is not None else ps.timeout
-    try:
-        if limit is None:
-            try:
-                result = await call.invoke(*ps.args)
-            except BaseException as exc:
-                if _fatal_from_provider(exc):
-                    raise
-                _log_failure(call, exc)
-                return _failed(call, index, start, exc)
-            out = _finish(call, index, result, start, ps)
-            if out.__class__ is _Big:
-                return await _count_big(call, index, start, out, ps)
-            return out  # type: ignore[return-value]
+    if limit is not None:
         return await _run_limited(call, index, ps, start, limit)
-    except BaseException:
-        # Nothing a provider causes leaves here (contained above): this is a
-        # cancellation or a fatal error. A concurrent pass stops waiting in order.
-        if ps.group is not None:
-            ps.group.alarm()
-        raise
+    try:
+        result = await call.invoke(*ps.args)
+    except BaseException as exc:
+        if _fatal_from_provider(exc):
+            raise
+        _log_failure(call, exc)
+        return _failed(call, index, start, exc)
+    out = _finish(call, index, result, start, ps)
+    if out.__class__ is _Big:
+        if ps.counting is not None:
+            ps.counting.add(index)
+        return await _count_big(call, index, start, out, ps)
+    return out  # type: ignore[return-value]
+
 
 async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:

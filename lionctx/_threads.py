@@ -1,25 +1,12 @@
 """Worker threads that a timeout can walk away from.
 
-Blocking work of a provider (a SQLite query, a directory walk, a sync ``fetch``)
-runs in a worker thread. Python cannot stop a thread, so a timeout or deadline
-*abandons* it: the awaiting coroutine returns at once (anyio's
-``abandon_on_cancel``), the thread runs on, and whatever it returns later is
-dropped, never injected.
-
-Abandoned threads still hold memory and a core, so lionctx keeps its own bounded
-pool, apart from anyio's default limiter (which the host application shares):
-
-* at most :func:`max_threads` lionctx threads run at once, process-wide; a call
-  waits for a slot under its own timeout;
-* one source (``key``) may leave at most ``per_key_abandoned`` threads stuck; past
-  that it fails fast with :class:`WorkersExhausted` naming the count, so a hung
-  source costs its own row and never the threads healthy sources need;
-* one source (a ``key`` other than ``None``) holds at most a quarter of the pool
-  at once (at least ``per_key_abandoned``); its further calls wait for one of its
-  own threads, so a burst of calls to a source that hangs cannot take the pool
-  before any of them has been abandoned;
-* when every slot is held by an abandoned thread, calls fail fast the same way
-  instead of waiting for threads that may never return.
+Blocking work of a provider (a SQLite query, a directory walk, a sync ``fetch``) runs
+in a worker thread. A timeout *abandons* it (anyio's ``abandon_on_cancel``): the
+thread runs on and its result is dropped. lionctx keeps its own bounded pool, apart
+from anyio's default limiter: at most :func:`max_threads` threads process-wide; one
+source (``key``) may leave at most ``per_key_abandoned`` threads stuck and hold at
+most a quarter of the pool; past that, or when abandoned threads hold every slot,
+a call fails fast with :class:`WorkersExhausted` instead of waiting.
 """
 
 from __future__ import annotations

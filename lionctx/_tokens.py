@@ -138,19 +138,13 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return enc
 
 
-# Counts are cached: context is mostly stable from turn to turn (the same notes, the
-# same status text), and hashing a string is far cheaper than encoding it. Keys are
-# (length, Python's string hash): keyed per process (SipHash with a random key, so
-# nobody can craft a collision; see memo_key for a fixed PYTHONHASHSEED), computed
-# once and cached on the string object (a source that returns the same string every
-# turn is looked up for free), and they
-# never hold the text. One dict of up to MEMO_SIZE counts; past that, the oldest
-# quarter goes (no cliff at a fixed number of distinct texts, O(1) amortized).
+# Counts are memoized (context is mostly the same from turn to turn) under keys of
+# (length, Python's string hash): secret per process, cached on the string object,
+# never holding the text. Past MEMO_SIZE counts the oldest quarter goes.
 MEMO_SIZE = 65_536
 
-# With PYTHONHASHSEED fixed the string hash is no longer secret: anyone who knows the
-# seed can craft two texts of one length that share a hash, and a wrong count would
-# let text past the budget. Then keys are a BLAKE2b digest instead (slower, safe).
+# With PYTHONHASHSEED fixed the hash is no longer secret (colliding texts could be
+# crafted, and a wrong count lets text past the budget): keys are a BLAKE2b digest then.
 _HASH_IS_SECRET = bool(sys.flags.hash_randomization)
 
 
@@ -198,8 +192,10 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
             remember(key, n)
         return n
 
-    def bounded(text: str, bound: float,
-                stop: threading.Event | None = None) -> tuple[int, bool]:
+    def bounded(text: str, bound: float, stop: threading.Event | None = None,
+                memoize: bool = True) -> tuple[int, bool]:
+        if not memoize:  # the caller looked it up and keeps it under a key of its own
+            return _count_in_pieces(encode_len, text, bound, stop)
         key = memo_key(text)
         n = memo.get(key)
         if n is not None:
@@ -282,18 +278,21 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
 
 
 def count_bounded(counter: TokenCounter, text: str, bound: float,
-                  stop: threading.Event | None = None) -> tuple[int, bool]:
+                  stop: threading.Event | None = None,
+                  memoize: bool = True) -> tuple[int, bool]:
     """``(count, True)``, or ``(lower_bound, False)`` with ``lower_bound > bound``.
 
     Counters that do not support stopping early (callables, other encodings) count
     the whole text. With ``stop`` (a turn that may give up on the count), the bundled
     encoding counts in pieces of at most :data:`MAX_PIECE` characters and raises
     :class:`~lionctx._exceptions._CountStopped` at the first piece after ``stop`` is set.
+    ``memoize=False``: the caller already looked the text up in the counter's ``memo``
+    and remembers the count itself (one look-up per text).
     """
     fn = getattr(counter, "count_bounded", None)
-    if fn is None or (bound == math.inf and stop is None):
+    if fn is None or (bound == math.inf and stop is None and memoize):
         return counter(text), True
-    result: tuple[int, bool] = fn(text, bound, stop)
+    result: tuple[int, bool] = fn(text, bound, stop, memoize)
     return result
 
 

@@ -1,5 +1,5 @@
 import pytest
-from lionctx import _group as group_module
+from lionctx import _gather as gather_module
 
 
 @pytest.fixture
@@ -22,16 +22,12 @@ def both_backends(request):
     return request.param
 
 
-@pytest.fixture(params=["relay", "task-per-provider", "anyio-taskgroup"])
+@pytest.fixture(params=["asyncio-taskgroup", "anyio-taskgroup"])
 def spawner(request, monkeypatch, anyio_backend):
-    """(Used by the gather tests.) Every test under each way a concurrent pass can run
-    its providers: relay tasks (Python 3.11's default), a task per provider (3.12+,
-    eagerly started there, and any pass with a limit), anyio's task group (trio,
-    Python 3.10)."""
+    """(Used by the gather tests.) Every test under each task group a concurrent pass
+    can run its providers in: asyncio's (on asyncio) and anyio's (trio, Python 3.10)."""
     if anyio_backend == "trio" and request.param != "anyio-taskgroup":
         pytest.skip("trio runs every concurrent pass in anyio's task group")
     if request.param == "anyio-taskgroup":
-        monkeypatch.setattr(group_module, "_asyncio_taskgroup", lambda: None)
-    else:
-        monkeypatch.setattr(group_module, "_RELAY", request.param == "relay")
+        monkeypatch.setattr(gather_module, "_asyncio_loop", lambda: False)
     return request.param

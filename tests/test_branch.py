@@ -61,11 +61,11 @@ def test_new_branch_has_no_registry_and_no_report(model):
 def test_zero_provider_branch_builds_nothing_imports_no_tokenizer_runs_no_gather():
     code = textwrap.dedent("""
         import sys, anyio
-        from lionctx import _gather as gather_module, _group as group_module, _run as run_module
+        from lionctx import _gather as gather_module, _run as run_module
         from lionctx import Branch, OpenAIChatModel
         from lionctx.testing import LocalOpenAIServer
 
-        engine_files = {m.__file__ for m in (gather_module, group_module, run_module)}
+        engine_files = {m.__file__ for m in (gather_module, run_module)}
         calls = []
 
         def profile(frame, event, arg):

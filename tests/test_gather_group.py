@@ -1,5 +1,5 @@
-"""The concurrent pass's own task group on asyncio: one task per
-provider awaited in registration order, eager starts on Python 3.12+.
+"""The concurrent pass's task group: asyncio's own TaskGroup on asyncio (eager where
+the loop's task factory is), anyio's elsewhere.
 
 What it must keep from a task group: outcomes identical to a sequential pass, the
 caller's cancellation and a deadline cancel every provider and wait for it, a fatal
@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lionctx import Status
-from lionctx import _group as group_module
 from lionctx._call import ProviderCall
 from lionctx._gather import gather
 from lionctx._tokens import get_counter
@@ -275,20 +274,6 @@ async def test_contextvars_set_by_one_provider_do_not_reach_another():
     assert var.get() == "nobody"
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager task starts are 3.12+")
-async def test_an_instant_provider_is_done_when_its_task_is_made(spawner):
-    if spawner == "anyio-taskgroup":
-        pytest.skip("the lionctx group only")
-    loop = asyncio.get_running_loop()
-    spawn = group_module._spawner(loop)
-
-    async def instant():
-        return "x"
-
-    task = spawn(instant())
-    assert task.done() and task.result() == "x"
-
-
 async def test_a_host_task_factory_is_kept(spawner):
     if spawner == "anyio-taskgroup":
         pytest.skip("the lionctx group only")
@@ -307,36 +292,30 @@ async def test_a_host_task_factory_is_kept(spawner):
     finally:
         loop.set_task_factory(None)
     assert [o.text for o in out] == ["x", "y"]
-    # Every task of the pass came from the host's factory: one relay task for two
-    # instant providers, or one task each.
-    assert len(made) == (1 if spawner == "relay" else 2)
+    # Every task of the pass came from the host's factory: one per provider.
+    assert len(made) == 2
 
 
-async def test_instant_providers_cost_no_task_of_their_own_in_a_relay(spawner):
-    if spawner != "relay":
-        pytest.skip("the relay only")
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager task starts are 3.12+")
+async def test_with_the_eager_task_factory_an_instant_provider_runs_as_its_task_is_made(
+        spawner):
+    if spawner == "anyio-taskgroup":
+        pytest.skip("asyncio's own task group only")
     loop = asyncio.get_running_loop()
-    made = []
+    seen = []
 
-    def factory(loop, coro, **kw):
-        task = asyncio.Task(coro, loop=loop, **kw)
-        made.append(task)
-        return task
+    async def instant():
+        seen.append(len(asyncio.all_tasks()))
+        return "x"
 
-    async def suspends():
-        await asyncio.sleep(0.001)
-        return "slow"
-
-    fns = [returning(f"n{i}") for i in range(20)]
-    fns[5] = fns[12] = suspends
-    loop.set_task_factory(factory)
+    loop.set_task_factory(asyncio.eager_task_factory)
     try:
-        out = await gather([call(f"p{i}", f) for i, f in enumerate(fns)], counter=len,
-                           concurrent=True)
+        out = await gather([call("a", instant), call("b", instant)], counter=len,
+                           concurrent=True, observe=lambda o: seen.append(o.name))
     finally:
         loop.set_task_factory(None)
-    assert [o.text for o in out] == ["slow" if i in (5, 12) else f"n{i}" for i in range(20)]
-    assert len(made) == 3  # the first relay, then one after each provider that suspended
+    assert [o.text for o in out] == ["x", "x"]
+    assert seen[1] == "a" and seen[3] == "b"  # each answered before the next was made
 
 
 async def test_a_provider_that_cancels_its_task_and_answers_at_once(spawner):
@@ -360,57 +339,8 @@ async def test_a_provider_that_cancels_its_task_and_answers_at_once(spawner):
     assert [out[0].text, out[2].text, out[3].text] == ["a", "b", "later"]
 
 
-async def test_a_class_seen_suspending_gets_its_own_task_next_time(spawner, monkeypatch):
-    """The relay's hint: once a provider of a class suspended, the next passes give
-    that class's providers a task of their own at once; the outcomes are the same
-    either way, and the hint is forgotten after a while."""
-    if spawner != "relay":
-        pytest.skip("the relay only")
-    monkeypatch.setattr(group_module, "_SUSPENDS", {})
-    monkeypatch.setattr(group_module, "_hint_age", 0)
-    monkeypatch.setattr(group_module, "_HINT_PASSES", 3)
-
-    class Waits:
-        async def go(self):
-            await asyncio.sleep(0.001)
-            return "waited"
-
-    class Answers:
-        async def go(self):
-            return "now"
-
-    providers = [Answers(), Waits(), Answers(), Answers(), Waits(), Answers()]
-    loop = asyncio.get_running_loop()
-    made = []
-
-    def factory(loop, coro, **kw):
-        task = asyncio.Task(coro, loop=loop, **kw)
-        made.append(type(coro).__name__)
-        return task
-
-    async def one_pass():
-        made.clear()
-        loop.set_task_factory(factory)
-        try:
-            out = await gather([ProviderCall(f"p{i}", p, p.go) for i, p in enumerate(providers)],
-                               counter=len, concurrent=True)
-        finally:
-            loop.set_task_factory(None)
-        return [(o.status, o.text) for o in out], list(made)
-
-    rows1, made1 = await one_pass()  # _hint_age 1: learns that Waits suspends
-    rows2, made2 = await one_pass()  # _hint_age 2: Waits providers get tasks at once
-    rows3, made3 = await one_pass()  # _hint_age 3: forgotten, relays again
-    assert rows1 == rows2 == rows3
-    assert [text for _, text in rows1] == ["now", "waited", "now", "now", "waited", "now"]
-    assert made1.count("coroutine") == 0 and made1.count("_Relay") >= 2
-    assert made2.count("coroutine") == 2  # one task each for the two Waits providers
-    assert made2.count("_Relay") == 3  # the runs before, between and after them
-    assert made3.count("coroutine") == 0
-
-
 def test_a_concurrent_pass_runs_in_asyncio_debug_mode(spawner):
-    """asyncio's debug mode formats every task's coroutine (a relay included)."""
+    """asyncio's debug mode formats every task's coroutine."""
     if spawner == "anyio-taskgroup":
         pytest.skip("asyncio's own tasks only")
 

@@ -4,8 +4,10 @@ Tag neutralization read non-ASCII text character by character in Python, on the
 loop, before any thread and outside every bound: about 4 M full-width spaces after a
 ``<`` stalled the whole process for seconds and the row blamed the provider. Now
 every per-text stage reads in C (regex, str methods) and a large text is framed and
-counted in a worker thread. Shown by cause, not by clock: the Python lines the stages
-run do not grow with the text, and work that waits for loop ticks still finishes."""
+counted in a worker thread; a large text's lone surrogates are replaced there too,
+in bounded pieces, and the replacing stops when the turn gives up. Shown by cause,
+not by clock: the Python lines the stages run do not grow with the text, and work
+that waits for loop ticks still finishes."""
 
 from __future__ import annotations
 
@@ -226,3 +228,53 @@ async def test_a_body_naming_a_slow_charset_is_read_as_utf8(charset):
         finally:
             await provider.aclose()
     assert text == body.decode("utf-8")
+
+
+class WatchedSurrogates:
+    """The surrogate pattern, seen: each piece it reads, and the thread reading it."""
+
+    def __init__(self, real, before=None) -> None:
+        self.real = real
+        self.before = before
+        self.pieces: list[int] = []
+
+    def subn(self, repl: str, piece: str):
+        self.pieces.append(len(piece))
+        if self.before is not None:
+            self.before()
+        return self.real.subn(repl, piece)
+
+
+async def test_lone_surrogates_in_a_large_text_are_replaced_off_the_loop_in_pieces(
+        monkeypatch):
+    from lionctx import _text as text_module
+
+    get_counter()("loaded before the ticker starts")
+    prepare_reader()
+    gate = TickGate()
+    watched = WatchedSurrogates(text_module._SURROGATE, gate.wait)
+    monkeypatch.setattr(text_module, "_SURROGATE", watched)
+    text = "a\ud800" * 100_000
+    (row,) = await gathered([call_of("bad", text)], gate)
+    assert not gate.gave_up  # the loop ticked while the text was being sanitized
+    assert row.status is Status.FIRED and row.text == "a\ufffd" * 100_000
+    assert "replaced 100000 lone surrogate(s)" in row.degradation_reason
+    # Bounded pieces: the interpreter changes hands between them.
+    assert len(watched.pieces) > 1 and max(watched.pieces) <= text_module.PIECE
+
+
+async def test_sanitizing_a_text_the_turn_gave_up_on_stops(monkeypatch):
+    import time
+
+    from lionctx import _text as text_module
+
+    watched = WatchedSurrogates(text_module._SURROGATE, lambda: time.sleep(0.005))
+    monkeypatch.setattr(text_module, "_SURROGATE", watched)
+    text = "a\ud800" * 2_000_000  # hundreds of pieces: over a second of sanitizing
+    (row,) = await gather([call_of("bad", text)], counter=get_counter(), timeout=0.05)
+    assert row.status is Status.TIMEOUT
+    await anyio.sleep(0.1)
+    read = len(watched.pieces)
+    await anyio.sleep(0.1)
+    # It stopped at a piece after the turn gave up, long before the text's end.
+    assert len(watched.pieces) == read and sum(watched.pieces) < len(text)
