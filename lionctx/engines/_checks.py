@@ -1,11 +1,8 @@
 """What a host checks in whatever a context engine returns, and message identity. Pure.
 
-An engine's result is never trusted to describe itself: :func:`plain` rebuilds it from
-the built-in types' own storage, so a subclass whose ``get``, ``__iter__``, ``strip``
-or ``__eq__`` lies is judged, and sent, as what it really holds. A selection or
-compaction may not add a ``system``/``developer`` message beyond the original system
-prefix, nor change that prefix. A stored message keeps its ``message_uid`` across
-copies, rewrites and compaction; a merge records the uids it absorbed.
+A result is judged as what it really holds (:func:`plain` rebuilds it from the built-in
+types' own storage); it may not add to or change the system prefix. A stored message
+keeps its ``message_uid`` across copies and compaction; a merge records what it absorbed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The built-in context engine, one concept: summarize the middle of a long conversation.
 
-Three parts, in order: the size of a message (:func:`message_tokens`), the plan of a
-pass (:func:`plan_compaction`, pure: which messages are summarized), the summary's
-text and message (pure), and :class:`ContextCompressor`, which calls the summarizer
-and assembles the new history.
+In order: a message's size, the pure plan of a pass (:func:`plan_compaction`), the
+summary's text and message (pure), and :class:`ContextCompressor`, which calls the
+summarizer and assembles the new history.
 """
 
 from __future__ import annotations
