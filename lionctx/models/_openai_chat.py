@@ -344,11 +344,10 @@ class OpenAIChatModel:
         import openai
 
         try:
-            completion = await client.chat.completions.create(**body)
+            return parse_completion(await client.chat.completions.create(**body),
+                                    _public_url(self.base_url))
         except openai.OpenAIError as exc:
             error = self._wrap(exc)
-        else:
-            return parse_completion(completion, _public_url(self.base_url))
         raise error  # outside the handler: nothing of the openai error is chained
 
     def complete_sync(self, messages: Sequence[Mapping[str, Any]], *,
@@ -360,11 +359,10 @@ class OpenAIChatModel:
         import openai
 
         try:
-            completion = client.chat.completions.create(**body)
+            return parse_completion(client.chat.completions.create(**body),
+                                    _public_url(self.base_url))
         except openai.OpenAIError as exc:
             error = self._wrap(exc)
-        else:
-            return parse_completion(completion, _public_url(self.base_url))
         raise error  # outside the handler: nothing of the openai error is chained
 
     def stream(self, messages: Sequence[Mapping[str, Any]], *,
