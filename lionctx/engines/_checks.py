@@ -282,12 +282,10 @@ def _wire_key(message: Mapping[str, Any]) -> str | None:
         return None
 
 
-def carry_identity(
-    original: Sequence[Mapping[str, Any]], result: list[dict[str, Any]], mint: bool
-) -> None:
+def carry_identity(original: Sequence[Mapping[str, Any]], result: list[dict[str, Any]]) -> None:
     """Keep ``message_uid`` rules on a compacted history, in place: an engine-set uid is
     kept, an unchanged copy of an original message gets its uids back, a new row gets a
-    fresh uid when ``mint``."""
+    fresh uid."""
     by_key: dict[str | None, list[Mapping[str, Any]]] = {}
     for message in original:
         if is_uid(message.get(UID_FIELD)):
@@ -310,5 +308,4 @@ def carry_identity(
                 taken.add(source[UID_FIELD])
                 break
         else:
-            if mint:
-                message[UID_FIELD] = new_uid()
+            message[UID_FIELD] = new_uid()

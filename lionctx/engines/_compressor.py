@@ -136,7 +136,7 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
                     protect_last_n: int, tail_budget: int,
                     tokens: Callable[[Mapping[str, Any]], int],
                     is_summary: Callable[[Mapping[str, Any]], bool],
-                    summary_uid: str | None = None, uid_field: str = UID_FIELD) -> CompactionPlan:
+                    summary_uid: str | None = None) -> CompactionPlan:
     """Plan one compaction pass, in whole units (a message and its tool results); pure.
 
     Head: units up to ``protect_first_n`` messages, never a summary. Tail: units from the
@@ -170,7 +170,7 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
     if summary_uid is not None:
         summary_units.update(k for k in range(len(groups))
                              if (first := single(k)) is not None
-                             and first.get(uid_field) == summary_uid)
+                             and first.get(UID_FIELD) == summary_uid)
 
     tail_unit = len(groups)
     tail_messages = tail_tokens = 0
