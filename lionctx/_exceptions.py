@@ -1,35 +1,11 @@
-"""Every exception class lionctx defines, under one root: ``except LionctxError``
-catches "lionctx refused this" or "lionctx could not do this", and nothing else.
+"""Every exception lionctx defines, under one root: ``except LionctxError`` catches
+"lionctx refused this" or "lionctx could not do this", and nothing else.
 
-The tree::
-
-    LionctxError
-    ├── ConfigurationError ........ refused at the API boundary, before any work runs
-    │   ├── InvalidValue .......... also a ValueError (a bad number, an empty name)
-    │   ├── InvalidType ........... also a TypeError (None where a number belongs)
-    │   └── UsageError ............ the CLI: printed as one line, exit status 2
-    │
-    │   source failures: each costs one report row (``failed``), never the turn
-    ├── SourceUnavailable ......... a source could not answer; the message is the reason
-    │   ├── WorkersExhausted ...... no worker thread free: earlier calls are stuck in them
-    │   └── HttpFetchError ........ one HTTP request got no text (message free of secrets)
-    ├── SharedFetchError .......... the load another caller ran for the same key failed
-    ├── SharedCacheError .......... Redis could not be used for this call
-    ├── DecodeError ............... an HTTP body that cannot be decoded
-    ├── BodyTooLarge .............. an HTTP body over its decoded-size cap
-    │
-    ├── PluginLoadError ........... engines: a plugin did not import or made no engine
-    │                               (also a RuntimeError)
-    ├── ModelError ................ models: a call failed (also a RuntimeError)
-    │   ├── ModelConfigError ...... not configured well enough to call (no API key)
-    │   ├── ModelConnectionError .. the server could not be reached in time
-    │   └── ModelResponseError .... an error status or an unusable body
-    │       └── ModelAuthError .... HTTP 401 or 403: the key was refused
-    └── TokenizerDataError ........ the bundled tokenizer data is missing or corrupt
-                                    (also a RuntimeError)
-
-Second bases are the built-ins callers caught before the root existed. This module
-imports nothing from lionctx at load time, so any module can import it.
+``ConfigurationError`` and its subclasses are refused at the API boundary; source
+failures cost one report row, never the turn. Second bases (``ValueError``,
+``TypeError``, ``RuntimeError``) are the built-ins callers caught before the root
+existed (the tree: `docs/errors.md`). This module imports nothing from lionctx at
+load time.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from ._messages import (
 )
 from ._request import build_request, selected_blocks
 from ._values import ContextBlock, Instruction, OperateResult, RenderMode, add_usage
-from .models._base import ChatResponse, ModelResponseError
+from .models import ChatResponse, ModelResponseError
 from .models._tools import ActionResponse, Tool, run_tool_call
 
 if TYPE_CHECKING:  # pragma: no cover

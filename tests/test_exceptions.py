@@ -133,7 +133,7 @@ def test_source_failures_keep_their_chain() -> None:
     ("lionctx.engines", "PluginLoadError"),
     ("lionctx.engines._loader", "PluginLoadError"),
     ("lionctx.models", "ModelError"),
-    ("lionctx.models._base", "ModelAuthError"),
+    ("lionctx.models", "ModelAuthError"),
     ("lionctx._tokens", "TokenizerDataError"),
     ("lionctx.cli._sources", "UsageError"),
     ("agentium_compat", "SourceUnavailable"),

@@ -101,7 +101,11 @@ _MODIFIERS: list[tuple[str, tuple[str, tuple[str, ...]], dict[str, Any]]] = [
 ]
 
 
-def _verbose(parser: argparse.ArgumentParser | Any) -> None:
+def _verbose(parser: argparse.ArgumentParser | Any, color: str | None = None) -> None:
+    """``-v``, after ``--color`` (helped by ``color``) when given."""
+    if color is not None:
+        parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                            help=color)
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log warnings (-v) or debug detail (-vv) to stderr")
 
@@ -129,10 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--timeout", type=_POSITIVE, default=0.5, metavar="SECONDS",
                       help="per-source timeout (default 0.5; the sample incidents "
                            "endpoint takes 30 s, to show a contained timeout)")
-    demo.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                      help="colour output (default: auto, i.e. on a terminal unless "
-                           "NO_COLOR is set)")
-    _verbose(demo)
+    _verbose(demo, "colour output (default: auto, i.e. on a terminal unless NO_COLOR is set)")
     demo.set_defaults(handler=_cmd_demo)
 
     res = sub.add_parser(
@@ -177,9 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     out = res.add_argument_group("output")
     out.add_argument("--format", choices=("text", "json"), default="text",
                      help="text for people (default), json for scripts")
-    out.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                     help="colour in text output (default: auto)")
-    _verbose(out)
+    _verbose(out, "colour in text output (default: auto)")
     res.set_defaults(handler=cmd_resolve)
 
     mcp = sub.add_parser("mcp", help="serve the configured sources to MCP hosts")

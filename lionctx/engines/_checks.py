@@ -1,11 +1,8 @@
 """What a host checks in whatever a context engine returns, and message identity. Pure.
 
-An engine's result is never trusted to describe itself: :func:`plain` rebuilds it from
-the built-in types' own storage, so a subclass whose ``get``, ``__iter__``, ``strip``
-or ``__eq__`` lies is judged, and sent, as what it really holds. A selection or
-compaction may not add a ``system``/``developer`` message beyond the original system
-prefix, nor change that prefix. A stored message keeps its ``message_uid`` across
-copies, rewrites and compaction; a merge records the uids it absorbed.
+A result is judged as what it really holds (:func:`plain` rebuilds it from the built-in
+types' own storage); it may not add to or change the system prefix. A stored message
+keeps its ``message_uid`` across copies and compaction; a merge records what it absorbed.
 """
 
 from __future__ import annotations
@@ -285,12 +282,10 @@ def _wire_key(message: Mapping[str, Any]) -> str | None:
         return None
 
 
-def carry_identity(
-    original: Sequence[Mapping[str, Any]], result: list[dict[str, Any]], mint: bool
-) -> None:
+def carry_identity(original: Sequence[Mapping[str, Any]], result: list[dict[str, Any]]) -> None:
     """Keep ``message_uid`` rules on a compacted history, in place: an engine-set uid is
     kept, an unchanged copy of an original message gets its uids back, a new row gets a
-    fresh uid when ``mint``."""
+    fresh uid."""
     by_key: dict[str | None, list[Mapping[str, Any]]] = {}
     for message in original:
         if is_uid(message.get(UID_FIELD)):
@@ -313,5 +308,4 @@ def carry_identity(
                 taken.add(source[UID_FIELD])
                 break
         else:
-            if mint:
-                message[UID_FIELD] = new_uid()
+            message[UID_FIELD] = new_uid()

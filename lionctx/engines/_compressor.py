@@ -1,9 +1,8 @@
 """The built-in context engine, one concept: summarize the middle of a long conversation.
 
-Three parts, in order: the size of a message (:func:`message_tokens`), the plan of a
-pass (:func:`plan_compaction`, pure: which messages are summarized), the summary's
-text and message (pure), and :class:`ContextCompressor`, which calls the summarizer
-and assembles the new history.
+In order: a message's size, the pure plan of a pass (:func:`plan_compaction`), the
+summary's text and message (pure), and :class:`ContextCompressor`, which calls the
+summarizer and assembles the new history.
 """
 
 from __future__ import annotations
@@ -137,7 +136,7 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
                     protect_last_n: int, tail_budget: int,
                     tokens: Callable[[Mapping[str, Any]], int],
                     is_summary: Callable[[Mapping[str, Any]], bool],
-                    summary_uid: str | None = None, uid_field: str = UID_FIELD) -> CompactionPlan:
+                    summary_uid: str | None = None) -> CompactionPlan:
     """Plan one compaction pass, in whole units (a message and its tool results); pure.
 
     Head: units up to ``protect_first_n`` messages, never a summary. Tail: units from the
@@ -171,7 +170,7 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
     if summary_uid is not None:
         summary_units.update(k for k in range(len(groups))
                              if (first := single(k)) is not None
-                             and first.get(uid_field) == summary_uid)
+                             and first.get(UID_FIELD) == summary_uid)
 
     tail_unit = len(groups)
     tail_messages = tail_tokens = 0

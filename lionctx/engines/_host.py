@@ -199,12 +199,12 @@ def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
 
 def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
                    prompt_tokens: int | None, *, focus_topic: str | None = None,
-                   force: bool = False, mint_uids: bool = True) -> list[dict[str, Any]] | None:
+                   force: bool = False) -> list[dict[str, Any]] | None:
     """The compacted history to store, or None to keep ``messages`` (never modified).
 
     ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot; None
     when not due, unchanged, raising or refused (``_checks.py``). Rows keep their uids
-    (:func:`carry_identity`; new rows get fresh ones unless ``mint_uids`` is false).
+    (:func:`carry_identity`; new rows get fresh ones).
     """
     label = engine_label(engine)
     if not force and not compression_due(engine, prompt_tokens):
@@ -228,7 +228,7 @@ def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
         logger.warning("context engine %r compress %s; history kept", label, safe_text(problem))
         return None
     assert type(plain) is list  # shape_problem passed it
-    carry_identity(messages, plain, mint_uids)
+    carry_identity(messages, plain)
     return plain
 
 

@@ -3,16 +3,14 @@
 Importing this package does not import ``openai``; the first call does.
 """
 
-from ._base import (
-    ChatModel,
-    ChatResponse,
-    ChatStream,
+from .._exceptions import (
     ModelAuthError,
     ModelConfigError,
     ModelConnectionError,
     ModelError,
     ModelResponseError,
 )
+from ._base import ChatModel, ChatResponse, ChatStream
 from ._openai_chat import DEFAULT_MODEL, OpenAIChatModel, OpenAIChatStream
 from ._tools import ActionResponse, Tool, as_tool, run_tool_call
 

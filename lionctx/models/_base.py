@@ -1,4 +1,5 @@
-"""What a chat model adapter promises: the response type, the protocol, the errors."""
+"""What a chat model adapter promises: the response type and the protocol (the errors
+are in :mod:`lionctx._exceptions`)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .._exceptions import (
-    ModelAuthError,
-    ModelConfigError,
-    ModelConnectionError,
-    ModelError,
-    ModelResponseError,
-)
-
-__all__ = ["ChatModel", "ChatResponse", "ChatStream", "ModelAuthError", "ModelConfigError",
-           "ModelConnectionError", "ModelError", "ModelResponseError"]
+__all__ = ["ChatModel", "ChatResponse", "ChatStream"]
 
 
 @dataclass

@@ -17,20 +17,21 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._exceptions import InvalidType, InvalidValue
-from .._log import logger_for
-from .._messages import strip_persistence_fields
-from .._safe_text import safe_text, type_name
-from ..providers._redact import mask_key
-from ..providers._redact import public_url as public_url  # re-exported, as it always was
-from ._base import (
-    ChatResponse,
+from .._exceptions import (
+    InvalidType,
+    InvalidValue,
     ModelAuthError,
     ModelConfigError,
     ModelConnectionError,
     ModelError,
     ModelResponseError,
 )
+from .._log import logger_for
+from .._messages import strip_persistence_fields
+from .._safe_text import safe_text, type_name
+from ..providers._redact import mask_key
+from ..providers._redact import public_url as public_url  # re-exported, as it always was
+from ._base import ChatResponse
 
 __all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "OpenAIChatStream", "StreamAssembly",
            "is_loopback", "model_error", "parse_completion", "request_body"]
@@ -343,11 +344,10 @@ class OpenAIChatModel:
         import openai
 
         try:
-            completion = await client.chat.completions.create(**body)
+            return parse_completion(await client.chat.completions.create(**body),
+                                    _public_url(self.base_url))
         except openai.OpenAIError as exc:
             error = self._wrap(exc)
-        else:
-            return parse_completion(completion, _public_url(self.base_url))
         raise error  # outside the handler: nothing of the openai error is chained
 
     def complete_sync(self, messages: Sequence[Mapping[str, Any]], *,
@@ -359,11 +359,10 @@ class OpenAIChatModel:
         import openai
 
         try:
-            completion = client.chat.completions.create(**body)
+            return parse_completion(client.chat.completions.create(**body),
+                                    _public_url(self.base_url))
         except openai.OpenAIError as exc:
             error = self._wrap(exc)
-        else:
-            return parse_completion(completion, _public_url(self.base_url))
         raise error  # outside the handler: nothing of the openai error is chained
 
     def stream(self, messages: Sequence[Mapping[str, Any]], *,

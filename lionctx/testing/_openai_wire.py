@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._messages import message_text
+
 __all__ = ["ECHO_LABEL", "Reply", "ScriptItem", "check_chat_body", "completion", "echo_reply",
            "error_body", "finish_reason", "reply_for", "stream_chunks", "tool_calls", "usage"]
 
@@ -53,24 +55,15 @@ class Reply:
 ScriptItem = Reply | str | Mapping[str, Any] | Callable[[dict[str, Any]], Any]
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content
-                         if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return ""
-
-
 def echo_reply(body: Mapping[str, Any]) -> str:
     """The offline echo model's deterministic answer to a chat request body."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
-    last_user = next((_text(m.get("content")) for m in reversed(messages)
+    last_user = next((message_text(m) for m in reversed(messages)
                       if m.get("role") == "user"), "")
     names: list[str] = []
     for m in messages:
         if m.get("role") in ("system", "developer", "user"):
-            names.extend(_TAG_NAME.findall(_text(m.get("content"))))
+            names.extend(_TAG_NAME.findall(message_text(m)))
     said = " ".join(last_user.split())
     if len(said) > 200:
         said = said[:197] + "..."
@@ -126,7 +119,7 @@ def usage(body: Mapping[str, Any], reply: Reply) -> dict[str, int]:
     """The reply's usage, or words counted: the request's text in, the reply's out."""
     if reply.usage is not None:
         return dict(reply.usage)
-    prompt = sum(len(_text(m.get("content")).split()) for m in body.get("messages") or []
+    prompt = sum(len(message_text(m).split()) for m in body.get("messages") or []
                  if isinstance(m, Mapping))
     completion_words = len((reply.content or "").split()) + sum(
         len(str(c.get("arguments", "")).split()) for c in reply.tool_calls)
