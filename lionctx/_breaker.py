@@ -19,7 +19,6 @@ import math
 import operator
 import threading
 import time
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._outcome import Outcome, Status
 from ._scope import Scope, context_fields, scope_of, source_identity
+from ._weakid import WeakIdMap
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
 
@@ -278,9 +278,8 @@ class Breakers:
         self.max_sources = max_sources
         self.max_callers = max_callers
         self._lock = threading.Lock()
-        # id(object) -> (weak reference to it, its breaker); the entry leaves when the
-        # object dies (the reference's callback), so an id is never reused here.
-        self._objects: dict[int, tuple[weakref.ref[Any], CircuitBreaker]] = {}
+        # provider object -> its breaker, by identity, weakly (it leaves with the object)
+        self._objects: WeakIdMap[CircuitBreaker] = WeakIdMap()
         # value keys (a stated identity, a class and name, a str/int/tuple) -> breaker
         self._keyed: dict[Hashable, CircuitBreaker] = {}
 
@@ -290,7 +289,7 @@ class Breakers:
 
     def breakers(self) -> list[CircuitBreaker]:
         """The whole sources' breakers this board holds (a snapshot)."""
-        return [b for _, b in list(self._objects.values())] + list(self._keyed.values())
+        return self._objects.values() + list(self._keyed.values())
 
     def _new(self, key: Any) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
@@ -313,23 +312,17 @@ class Breakers:
 
     def get(self, key: Any) -> CircuitBreaker:
         """The breaker of ``key``'s whole source, created closed on first use."""
-        entry = self._objects.get(id(key))
-        if entry is not None and entry[0]() is key:
-            return entry[1]
+        found = self._objects.get(key)
+        if found is not None:
+            return found
         where = self._value_key(key)
-        if where is not None:
-            found = self._keyed.get(where)
-            if found is not None:
-                return found
+        if where is None:
+            held = self._objects.setdefault(key, lambda: self._new(key))
+            return held if held is not None else self._new(key)
+        found = self._keyed.get(where)
+        if found is not None:
+            return found
         with self._lock:
-            if where is None:
-                entry = self._objects.get(id(key))
-                if entry is not None and entry[0]() is key:
-                    return entry[1]
-                breaker = self._new(key)
-                self._objects[id(key)] = (weakref.ref(key, _forget(self._objects, id(key))),
-                                          breaker)
-                return breaker
             found = self._keyed.get(where)
             if found is None:
                 if len(self._keyed) >= self.max_sources:
@@ -454,17 +447,6 @@ class Breakers:
                            name, whose, breaker._failures)
         elif was is not CLOSED and breaker._state is CLOSED:
             logger.info("context provider %r: circuit closed%s", name, whose)
-
-
-def _forget(objects: dict[int, tuple[weakref.ref[Any], CircuitBreaker]],
-            key: int) -> Callable[[weakref.ref[Any]], None]:
-    """The callback that removes a dead object's entry (only its own: the id may
-    already name a newer object)."""
-    def gone(ref: weakref.ref[Any]) -> None:
-        entry = objects.get(key)
-        if entry is not None and entry[0] is ref:
-            objects.pop(key, None)
-    return gone
 
 
 #: The board ``resolve_context`` uses by default: per provider instance, process-wide.

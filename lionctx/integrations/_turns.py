@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import threading
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import anyio
 
@@ -24,10 +22,11 @@ from .._context import RunContext, _read, bind_run_context, bound_run_context, c
 from .._exceptions import InvalidType
 from .._report import Report
 from .._stability import PrefixHistory
+from .._weakid import WeakIdMap
 from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
 from ..resolve import Resolution, resolve_pass, resolve_with
 
-__all__ = ["DEFAULT_TIMEOUT", "RunTies", "TurnResolver", "compose", "merge_run_context",
+__all__ = ["DEFAULT_TIMEOUT", "TurnResolver", "compose", "merge_run_context",
            "text_of"]
 
 from .._log import logger_for
@@ -159,54 +158,8 @@ async def call_mapper(mapper: Any, *host: Any) -> Any:
 
 # -- per-run state, tied to the run's own objects -------------------------------------
 
-V = TypeVar("V")
-
-
-class RunTies(Generic[V]):
-    """Values tied to host objects by identity, each dropped when its object is
-    collected (host objects are often unhashable dataclasses: keyed by ``id`` with a
-    weak reference, so a reused id never finds an old value)."""
-
-    def __init__(self) -> None:
-        self._items: dict[int, tuple[weakref.ref[Any], V]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, obj: Any) -> V | None:
-        """The value tied to ``obj``, or ``None``."""
-        item = self._items.get(id(obj))
-        if item is None or item[0]() is not obj:
-            return None
-        return item[1]
-
-    def setdefault(self, obj: Any, factory: Callable[[], V]) -> V | None:
-        """The value tied to ``obj``, made by ``factory`` first if there is none;
-        ``None`` when ``obj`` cannot be referenced weakly."""
-        with self._lock:
-            found = self.get(obj)
-            if found is not None:
-                return found
-            key = id(obj)
-            items = self._items
-
-            def drop(ref: weakref.ref[Any], key: int = key) -> None:
-                held = items.get(key)
-                if held is not None and held[0] is ref:
-                    items.pop(key, None)
-
-            try:
-                ref = weakref.ref(obj, drop)
-            except TypeError:
-                return None
-            value = factory()
-            items[key] = (ref, value)
-            return value
-
-    def __len__(self) -> int:
-        return sum(1 for ref, _ in list(self._items.values()) if ref() is not None)
-
-
 #: holder -> {key: Report}: the reports of the runs a host object carries.
-_REPORTS: RunTies[dict[Any, Report]] = RunTies()
+_REPORTS: WeakIdMap[dict[Any, Report]] = WeakIdMap()
 
 
 def tie_report(holder: Any, report: Report, key: Any = None) -> None:
@@ -256,7 +209,7 @@ class TurnResolver:
                                   baselines=PrefixHistory(self.BASELINES), note_missing=True)
         self.run_context = check_run_context(run_context, where)
         self.resolves = 0
-        self._turns: RunTies[dict[Any, _Turn]] = RunTies()
+        self._turns: WeakIdMap[dict[Any, _Turn]] = WeakIdMap()
 
     async def context_for(self, native: Any, *host: Any) -> RunContext:
         """The run context of a run: ``run_context=`` applied to ``host`` when it is a
