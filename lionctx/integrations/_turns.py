@@ -26,7 +26,7 @@ from .._weakid import WeakIdMap
 from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
 from ..resolve import Resolution, resolve_pass, resolve_with
 
-__all__ = ["DEFAULT_TIMEOUT", "TurnResolver", "compose", "merge_run_context",
+__all__ = ["DEFAULT_TIMEOUT", "HostHook", "TurnResolver", "compose", "merge_run_context",
            "text_of"]
 
 from .._log import logger_for
@@ -264,3 +264,14 @@ class TurnResolver:
         self.resolves += 1
         logger.debug("resolved context for a run: fired=%s", resolution.fired)
         return resolution
+
+
+class HostHook:
+    """What a host's hook holds: its :class:`TurnResolver` (``_resolver``)."""
+
+    _resolver: TurnResolver
+
+    @property
+    def resolves(self) -> int:
+        """How many times the providers were resolved (one per run)."""
+        return self._resolver.resolves
