@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -178,12 +178,37 @@ def tied_report(holder: Any, key: Any = None) -> Report | None:
     return reports.get(key) if reports else None
 
 
-class _Turn:
-    __slots__ = ("lock", "resolution")
+V = TypeVar("V")
+
+
+class Once(Generic[V]):
+    """A value the first caller computes while the others wait for it."""
+
+    __slots__ = ("_lock", "value")
 
     def __init__(self) -> None:
-        self.lock = anyio.Lock()
-        self.resolution: Resolution | None = None
+        self._lock = anyio.Lock()
+        self.value: V | None = None
+
+    async def get(self, make: Callable[[], Awaitable[V]]) -> V:
+        """The value, made by ``make()`` on the first call."""
+        if self.value is None:
+            async with self._lock:
+                if self.value is None:
+                    self.value = await make()
+        return self.value
+
+
+async def host_context(mapper: Any, native: Any, *host: Any) -> RunContext:
+    """The run context of a run: ``mapper`` (``run_context=``) applied to ``host`` when
+    it is a callable, ``mapper`` itself when it is a value, else ``native`` (the
+    context the host carries); the bound run context fills what it leaves unset."""
+    own = native
+    if callable(mapper):
+        own = await call_mapper(mapper, *host)
+    elif mapper is not None:
+        own = mapper
+    return merge_run_context(own)
 
 
 _AUTO: Any = object()
@@ -209,19 +234,11 @@ class TurnResolver:
                                   baselines=PrefixHistory(self.BASELINES), note_missing=True)
         self.run_context = check_run_context(run_context, where)
         self.resolves = 0
-        self._turns: WeakIdMap[dict[Any, _Turn]] = WeakIdMap()
+        self._turns: WeakIdMap[dict[Any, Once[Resolution]]] = WeakIdMap()
 
     async def context_for(self, native: Any, *host: Any) -> RunContext:
-        """The run context of a run: ``run_context=`` applied to ``host`` when it is a
-        callable, ``run_context=`` itself when it is a value, else ``native`` (the
-        context the host carries); the bound run context fills what it leaves unset."""
-        mapper = self.run_context
-        own = native
-        if callable(mapper):
-            own = await call_mapper(mapper, *host)
-        elif mapper is not None:
-            own = mapper
-        return merge_run_context(own)
+        """:func:`host_context` of this integration's ``run_context=``."""
+        return await host_context(self.run_context, native, *host)
 
     @staticmethod
     def _session(ctx: RunContext, session: Any) -> tuple[str, str, str] | None:
@@ -244,13 +261,8 @@ class TurnResolver:
             return await self._resolve(query, ctx, session, previous)
         turn = turns.get(key)
         if turn is None:
-            turn = turns.setdefault(key, _Turn())
-        if turn.resolution is not None:
-            return turn.resolution
-        async with turn.lock:
-            if turn.resolution is None:
-                turn.resolution = await self._resolve(query, ctx, session, previous)
-            return turn.resolution
+            turn = turns.setdefault(key, Once())
+        return await turn.get(lambda: self._resolve(query, ctx, session, previous))
 
     async def _resolve(self, query: Any, ctx: RunContext, session: Any,
                        previous: Any) -> Resolution:

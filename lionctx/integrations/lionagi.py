@@ -31,13 +31,11 @@ from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
 from .._context import bind_run_context
 from .._exceptions import InvalidType, TokenizerDataError
 from .._report import Report
-from ._turns import DEFAULT_TIMEOUT, call_mapper, check_run_context, merge_run_context
+from ._turns import DEFAULT_TIMEOUT, Once, check_run_context, host_context
 
 if TYPE_CHECKING:
     from ..registry import ContextProviderRegistry, ProviderReport
@@ -157,16 +155,6 @@ _STREAMS = ("ReActStream", "run")
 _UNSET: Any = object()
 
 
-class _Call:
-    """One user call: its pass, made by its first model call, shared by the others."""
-
-    __slots__ = ("lock", "view")
-
-    def __init__(self) -> None:
-        self.lock = anyio.Lock()
-        self.view: ProviderReport | None = None
-
-
 class _Installed:
     """What LionAGI's Branch finds as its registry after :func:`install`.
 
@@ -180,7 +168,8 @@ class _Installed:
     def __init__(self, registry: ContextProviderRegistry, run_context: Any) -> None:
         self.registry = registry
         self.run_context = run_context
-        self.call: ContextVar[_Call | None] = ContextVar("lionctx_lionagi_call", default=None)
+        self.call: ContextVar[Once[ProviderReport] | None] = ContextVar("lionctx_lionagi_call",
+                                                                       default=None)
         self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report",
                                                           default=None)
 
@@ -199,21 +188,16 @@ class _Installed:
             view = await self._pass(branch, instruction)
             self.last.set(view.report)
             return view
-        async with call.lock:
-            if call.view is None:
-                call.view = await self._pass(branch, instruction)
-            return call.view
+        return await call.get(lambda: self._pass(branch, instruction))
 
     async def _pass(self, branch: Any, instruction: Any) -> ProviderReport:
         # The registry's pass keeps this branch's baseline (its owner) per user.
-        mapper = self.run_context
-        own = (await call_mapper(mapper, branch) if callable(mapper) else mapper)
-        with bind_run_context(merge_run_context(own)):
+        with bind_run_context(await host_context(self.run_context, None, branch)):
             return await self.registry.gather(branch, instruction)
 
-    def finish(self, branch: Any, call: _Call) -> None:
-        if call.view is not None:
-            self.last.set(call.view.report)
+    def finish(self, branch: Any, call: Once[ProviderReport]) -> None:
+        if call.value is not None:
+            self.last.set(call.value.report)
         elif self.registry and not getattr(getattr(branch, "msgs", None), "system", True):
             self.last.set(self.registry.skipped_report().report)  # LionAGI called nobody
         else:
@@ -231,7 +215,7 @@ def _entry(branch: Any, method: Callable[..., Any]) -> Callable[..., Any]:
         installed = _installed(branch)
         if installed is None or installed.call.get() is not None:  # nested: same call
             return await method(*args, **kwargs)
-        call = _Call()
+        call: Once[ProviderReport] = Once()
         token = installed.call.set(call)
         try:
             return await method(*args, **kwargs)
@@ -250,7 +234,7 @@ def _stream(branch: Any, method: Callable[..., Any]) -> Callable[..., Any]:
             async for item in inner:
                 yield item
             return
-        call = _Call()
+        call: Once[ProviderReport] = Once()
         try:
             while True:
                 # Set around each step only: the consumer's context between items is its own.
