@@ -218,13 +218,6 @@ def _declared(key: Any) -> tuple[str, ...]:
         return CALLER_FIELDS
 
 
-def _identity(key: Any) -> str | None:
-    try:
-        return source_identity(key)
-    except Exception:  # a bad identity is none: the provider is keyed as an object
-        return None
-
-
 def _evict(table: dict[Any, CircuitBreaker]) -> None:
     """Make room in ``table``: the oldest healthy breaker (it holds nothing a new one
     would not), else the oldest (fail open: its source is called again)."""
@@ -298,7 +291,10 @@ class Breakers:
 
     def _value_key(self, key: Any) -> Hashable | None:
         """Where ``key``'s breaker is kept by value; ``None``: by the object, weakly."""
-        identity = _identity(key)
+        try:
+            identity = source_identity(key)
+        except Exception:  # a bad identity is none: the provider is keyed as an object
+            identity = None
         if identity is not None:
             return ("source", identity)
         if isinstance(key, _VALUE_TYPES):
