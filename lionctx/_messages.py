@@ -19,6 +19,7 @@ __all__ = [
     "assistant_message",
     "ensure_tool_call_uids",
     "ensure_uid",
+    "instruction_text",
     "is_uid",
     "message_text",
     "new_uid",
@@ -143,3 +144,28 @@ def assistant_message(
 def tool_message(tool_call_id: str, content: str) -> dict[str, Any]:
     """The result of one tool call."""
     return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
+
+
+def instruction_text(content: Any) -> str:
+    """The text of a LionAGI ``InstructionContent``, rendered the way LionAGI renders it.
+
+    ``plain_content`` when set; else the content with its tool schemas and response
+    format removed (``with_updates``, LionAGI's own), rendered by LionAGI
+    (``Guidance: ...`` / ``Instruction: ...`` / ``Context: ...`` as YAML). Image parts
+    of a multimodal instruction are left out.
+    """
+    plain = getattr(content, "plain_content", None)
+    if isinstance(plain, str) and plain:
+        return plain
+    with_updates = getattr(content, "with_updates", None)
+    target = content
+    if callable(with_updates):
+        target = with_updates(tool_schemas=[], response_format=None)
+    rendered = getattr(target, "rendered", None)
+    if isinstance(rendered, str):
+        return rendered
+    if isinstance(rendered, list):  # text part first, then images
+        return "\n".join(p["text"] for p in rendered
+                         if isinstance(p, dict) and isinstance(p.get("text"), str))
+    text = getattr(content, "instruction", None)
+    return text if isinstance(text, str) else ""

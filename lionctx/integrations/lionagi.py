@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
 from .._context import bind_run_context
 from .._exceptions import InvalidType, TokenizerDataError
+from .._messages import instruction_text
 from .._report import Report
 from ._turns import DEFAULT_TIMEOUT, Once, check_run_context, host_context
 
@@ -79,31 +80,6 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
         logger.debug("seeded tiktoken cache %s", target)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
     return target
-
-
-def instruction_text(content: Any) -> str:
-    """The text of a LionAGI ``InstructionContent``, rendered the way LionAGI renders it.
-
-    ``plain_content`` when set; else the content with its tool schemas and response
-    format removed (``with_updates``, LionAGI's own), rendered by LionAGI
-    (``Guidance: ...`` / ``Instruction: ...`` / ``Context: ...`` as YAML). Image parts
-    of a multimodal instruction are left out.
-    """
-    plain = getattr(content, "plain_content", None)
-    if isinstance(plain, str) and plain:
-        return plain
-    with_updates = getattr(content, "with_updates", None)
-    target = content
-    if callable(with_updates):
-        target = with_updates(tool_schemas=[], response_format=None)
-    rendered = getattr(target, "rendered", None)
-    if isinstance(rendered, str):
-        return rendered
-    if isinstance(rendered, list):  # text part first, then images
-        return "\n".join(p["text"] for p in rendered
-                         if isinstance(p, dict) and isinstance(p.get("text"), str))
-    text = getattr(content, "instruction", None)
-    return text if isinstance(text, str) else ""
 
 
 class LionagiProvider:
@@ -304,3 +280,8 @@ def report(branch: Any) -> Report | None:
     task made none or ``branch`` has no lionctx registry (see :func:`install`)."""
     installed = _installed(branch)
     return installed.last.get() if installed is not None else None
+
+
+from .._public import publish  # noqa: E402  (after the exports it rewrites)
+
+publish(globals())
