@@ -246,6 +246,17 @@ def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
     return declared, declared + extra
 
 
+def _failing_callers(breaker: CircuitBreaker, ctx: Any) -> list[tuple[Scope, CircuitBreaker]]:
+    """This call's caller's ``(scope, breaker)`` pairs on ``breaker``'s source (those
+    kept: failing ones)."""
+    callers = breaker._callers or {}
+    return [(s, c) for s in _caller_scopes(breaker, ctx) if (c := callers.get(s)) is not None]
+
+
+def _read(context: Callable[[], Any] | None) -> Any:
+    return context() if context is not None else None
+
+
 class Breakers:
     """The breakers of a set of sources, and of the callers failing on them.
 
@@ -356,21 +367,15 @@ class Breakers:
         allowed: list[int] = []
         refused: dict[int, str] = {}
         states: list[str | None] = []
-        ctx: Any = _NOTHING
         for i, breaker in enumerate(breakers):
             ok, note = breaker.allow()
-            callers = breaker._callers
-            if ok and callers:
-                if ctx is _NOTHING:
-                    ctx = context() if context is not None else None
-                for scope in _caller_scopes(breaker, ctx):
-                    caller = callers.get(scope)
-                    if caller is not None:
-                        ok, mine = caller.allow()
-                        if not ok:
-                            note = mine
-                            break
-                        note = note or mine
+            if ok and breaker._callers:
+                for _, caller in _failing_callers(breaker, _read(context)):
+                    ok, mine = caller.allow()
+                    if not ok:
+                        note = mine
+                        break
+                    note = note or mine
             if ok:
                 allowed.append(i)
                 states.append(note)
@@ -390,7 +395,6 @@ class Breakers:
                 and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)
                 and not any(map(_CALLERS, breakers))):
             return  # the hot path: all healthy, nothing changes
-        ctx: Any = _NOTHING
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is Status.SKIPPED and outcome.circuit == OPEN:
@@ -403,9 +407,7 @@ class Breakers:
                 if blame == "source" or (blame is None and not breaker.context_fields):
                     self._count(breaker, outcome.name, False)
                     continue
-                if ctx is _NOTHING:
-                    ctx = context() if context is not None else None
-                declared, caller = _caller_scopes(breaker, ctx)
+                declared, caller = _caller_scopes(breaker, _read(context))
                 scope = caller if blame == "user" or not declared else declared
                 self._count(self._caller(breaker, scope), outcome.name, False)
                 was = breaker._state
@@ -420,15 +422,11 @@ class Breakers:
                 self._count(breaker, outcome.name, True)
             callers = breaker._callers
             if callers:
-                if ctx is _NOTHING:
-                    ctx = context() if context is not None else None
-                for scope in _caller_scopes(breaker, ctx):
-                    mine = callers.get(scope)
-                    if mine is not None:
-                        self._count(mine, outcome.name, True)
-                        with breaker._lock:  # healed: nothing left to remember
-                            if callers.get(scope) is mine and mine.healthy:
-                                del callers[scope]
+                for scope, mine in _failing_callers(breaker, _read(context)):
+                    self._count(mine, outcome.name, True)
+                    with breaker._lock:  # healed: nothing left to remember
+                        if callers.get(scope) is mine and mine.healthy:
+                            del callers[scope]
 
     def _count(self, breaker: CircuitBreaker, name: str, ok: bool) -> None:
         was = breaker._state
