@@ -56,11 +56,8 @@ def _check_message(msg: Any) -> None:
 
 
 def ensure_uid(msg: dict[str, Any]) -> dict[str, Any]:
-    """Give ``msg`` a ``message_uid`` if it has none; return ``msg`` (same object).
-
-    An existing uid is kept as is (an engine may have stamped its own), so calling
-    this again, or on a copy, never changes a message's identity.
-    """
+    """Give ``msg`` a ``message_uid`` if it has none (an existing one is kept); return
+    ``msg`` (same object)."""
     _check_message(msg)
     if not msg.get("message_uid"):
         msg["message_uid"] = new_uid()
@@ -68,11 +65,8 @@ def ensure_uid(msg: dict[str, Any]) -> dict[str, Any]:
 
 
 def ensure_tool_call_uids(msg: dict[str, Any]) -> dict[str, str]:
-    """Mint ``_tool_call_uids`` for an assistant message's ``tool_calls``.
-
-    Calls that repeat a provider id share one uid. Existing entries are kept.
-    Returns the ``{tool_call_id: uid}`` map (empty when there are no tool calls).
-    """
+    """Mint ``_tool_call_uids`` for an assistant message's ``tool_calls`` (existing
+    entries kept; a repeated id shares one); return the ``{tool_call_id: uid}`` map."""
     _check_message(msg)
     calls = msg.get("tool_calls") or []
     if not calls:

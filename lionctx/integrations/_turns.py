@@ -215,13 +215,8 @@ _AUTO: Any = object()
 
 
 class TurnResolver:
-    """Resolve ``providers`` at most once per run, over one pass that keeps each
-    session's baseline and notes the run-context fields a run did not supply.
-
-    A run is named by a host object the host keeps for it (``holder``) and, for a
-    holder that several runs share, a ``key``. ``run_context`` is the integration's
-    ``run_context=`` option (see :meth:`context_for`).
-    """
+    """Resolve ``providers`` at most once per run (named by a host object, ``holder``,
+    and a ``key`` for a holder runs share), over one pass keeping each session's baseline."""
 
     #: Sessions whose previous digests are kept (the least recently used go first;
     #: a session past it only loses its next turn's cache-break comparison).
@@ -251,11 +246,8 @@ class TurnResolver:
 
     async def resolve(self, holder: Any, query: Any, ctx: RunContext, *, key: Any = None,
                       session: Any = None, previous: Any = _AUTO) -> Resolution:
-        """The run's resolution: computed on the first call, the same object after.
-
-        ``previous``: the digests to compare with (default: this session's previous
-        run); passing it also leaves the session's baseline alone.
-        """
+        """The run's resolution, computed on the first call. ``previous``: the digests
+        to compare with (default: the session's previous run; given, the baseline stays)."""
         turns = self._turns.setdefault(holder, dict)
         if turns is None:  # a holder that cannot be tied: one resolve per call
             return await self._resolve(query, ctx, session, previous)

@@ -132,14 +132,9 @@ _UNSET: Any = object()
 
 
 class _Installed:
-    """What LionAGI's Branch finds as its registry after :func:`install`.
-
-    LionAGI calls ``gather(branch, instruction)`` before every model call; this runs
-    the lionctx registry once per user call (the first model call's instruction is the
-    query) and gives every model call of that call the same report, so the same blocks.
-    Everything else LionAGI reads (``names``, ``budget``, ``stats``, writeback...) is
-    the registry's.
-    """
+    """LionAGI's Branch registry after :func:`install`: ``gather`` runs the lionctx
+    registry once per user call (the first model call's instruction is the query);
+    everything else LionAGI reads is the registry's."""
 
     def __init__(self, registry: ContextProviderRegistry, run_context: Any) -> None:
         self.registry = registry
