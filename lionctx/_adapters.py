@@ -15,6 +15,7 @@ from typing import Any
 
 from ._context import RunContext, coerce_run_context
 from ._exceptions import InvalidType
+from ._messages import instruction_text
 from ._text import make_encodable
 from ._threads import run_in_worker
 
@@ -132,7 +133,7 @@ def query_from_instruction(instruction: Any) -> str:
     """The user's text inside a LionAGI-style instruction (or the string itself).
 
     For a real LionAGI ``Instruction`` this is its guidance, instruction and context
-    the way LionAGI renders them (see :func:`lionctx.integrations.lionagi.instruction_text`).
+    the way LionAGI renders them (see :func:`lionctx._messages.instruction_text`).
     """
     if instruction is None:
         return ""
@@ -141,8 +142,6 @@ def query_from_instruction(instruction: Any) -> str:
     content = getattr(instruction, "content", None)
     if content is not None and hasattr(content, "prompt_context"):
         # A real LionAGI Instruction: its content rendered as LionAGI renders it.
-        from .integrations.lionagi import instruction_text
-
         return instruction_text(content)
     for attr in ("instruction", "content", "text"):
         value = getattr(instruction, attr, None)

@@ -19,7 +19,6 @@ from ._types import Number
 __all__ = ["Admission", "Candidate", "admit", "admit_columns"]
 
 
-
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """One provider's text, as admission sees it."""
@@ -73,56 +72,25 @@ def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
         else:
             eligible.append(i)
 
-    if keys is not None:
-        return _admit_unique(tokens, priorities, eligible, skipped_cap, budget, keys)
-    if budget is None:
-        return Admission(tuple(eligible), tuple(skipped_cap), (), (),
-                         sum(tokens[i] for i in eligible))
-
-    if len(set(priorities)) <= 1:
-        order = eligible  # one priority: the stable sort would keep this order
-    else:
-        # sorted() is stable: equal priorities keep registration order.
-        order = sorted(eligible, key=lambda i: -priorities[i])
-    used = 0
-    kept_set: list[int] = []
-    skipped_budget: list[int] = []
-    room: list[Number] = []
-    for i in order:
-        n = tokens[i]
-        if used + n <= budget:
-            used += n
-            kept_set.append(i)
-        else:
-            skipped_budget.append(i)
-            room.append(budget - used)
-    if order is not eligible:
-        kept_set.sort()
-    return Admission(tuple(kept_set), tuple(skipped_cap), tuple(skipped_budget), tuple(room), used)
-
-
-def _admit_unique(tokens: Sequence[int], priorities: Sequence[Number], eligible: list[int],
-                  skipped_cap: list[int], budget: Number | None,
-                  keys: Sequence[Hashable]) -> Admission:
-    """Step 2 with dedupe: the greedy walk in admission order, a key kept once."""
-    order = sorted(eligible, key=lambda i: -priorities[i])  # stable: ties keep their order
-    holder: dict[Hashable, int] = {}  # key -> the kept candidate holding it
+    # sorted() is stable: equal priorities keep registration order.
+    order = eligible if len(set(priorities)) <= 1 else sorted(eligible,
+                                                                key=lambda i: -priorities[i])
+    holder: dict[Hashable, int] = {}  # dedupe: key -> the kept candidate holding it
     kept: list[int] = []
     skipped_budget: list[int] = []
     room: list[Number] = []
     duplicates: list[tuple[int, int]] = []
     used = 0
     for i in order:
-        key = keys[i]
-        first = holder.get(key)
-        if first is not None:
-            duplicates.append((i, first))
+        if keys is not None and keys[i] in holder:
+            duplicates.append((i, holder[keys[i]]))
             continue
         n = tokens[i]
         if budget is None or used + n <= budget:
             used += n
             kept.append(i)
-            holder[key] = i
+            if keys is not None:
+                holder[keys[i]] = i
         else:
             skipped_budget.append(i)
             room.append(budget - used)

@@ -19,7 +19,6 @@ import math
 import operator
 import threading
 import time
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._outcome import Outcome, Status
 from ._scope import Scope, context_fields, scope_of, source_identity
+from ._weakid import WeakIdMap
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
 
@@ -218,13 +218,6 @@ def _declared(key: Any) -> tuple[str, ...]:
         return CALLER_FIELDS
 
 
-def _identity(key: Any) -> str | None:
-    try:
-        return source_identity(key)
-    except Exception:  # a bad identity is none: the provider is keyed as an object
-        return None
-
-
 def _evict(table: dict[Any, CircuitBreaker]) -> None:
     """Make room in ``table``: the oldest healthy breaker (it holds nothing a new one
     would not), else the oldest (fail open: its source is called again)."""
@@ -253,6 +246,17 @@ def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
     return declared, declared + extra
 
 
+def _failing_callers(breaker: CircuitBreaker, ctx: Any) -> list[tuple[Scope, CircuitBreaker]]:
+    """This call's caller's ``(scope, breaker)`` pairs on ``breaker``'s source (those
+    kept: failing ones)."""
+    callers = breaker._callers or {}
+    return [(s, c) for s in _caller_scopes(breaker, ctx) if (c := callers.get(s)) is not None]
+
+
+def _read(context: Callable[[], Any] | None) -> Any:
+    return context() if context is not None else None
+
+
 class Breakers:
     """The breakers of a set of sources, and of the callers failing on them.
 
@@ -278,9 +282,8 @@ class Breakers:
         self.max_sources = max_sources
         self.max_callers = max_callers
         self._lock = threading.Lock()
-        # id(object) -> (weak reference to it, its breaker); the entry leaves when the
-        # object dies (the reference's callback), so an id is never reused here.
-        self._objects: dict[int, tuple[weakref.ref[Any], CircuitBreaker]] = {}
+        # provider object -> its breaker, by identity, weakly (it leaves with the object)
+        self._objects: WeakIdMap[CircuitBreaker] = WeakIdMap()
         # value keys (a stated identity, a class and name, a str/int/tuple) -> breaker
         self._keyed: dict[Hashable, CircuitBreaker] = {}
 
@@ -290,7 +293,7 @@ class Breakers:
 
     def breakers(self) -> list[CircuitBreaker]:
         """The whole sources' breakers this board holds (a snapshot)."""
-        return [b for _, b in list(self._objects.values())] + list(self._keyed.values())
+        return self._objects.values() + list(self._keyed.values())
 
     def _new(self, key: Any) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
@@ -299,7 +302,10 @@ class Breakers:
 
     def _value_key(self, key: Any) -> Hashable | None:
         """Where ``key``'s breaker is kept by value; ``None``: by the object, weakly."""
-        identity = _identity(key)
+        try:
+            identity = source_identity(key)
+        except Exception:  # a bad identity is none: the provider is keyed as an object
+            identity = None
         if identity is not None:
             return ("source", identity)
         if isinstance(key, _VALUE_TYPES):
@@ -313,23 +319,17 @@ class Breakers:
 
     def get(self, key: Any) -> CircuitBreaker:
         """The breaker of ``key``'s whole source, created closed on first use."""
-        entry = self._objects.get(id(key))
-        if entry is not None and entry[0]() is key:
-            return entry[1]
+        found = self._objects.get(key)
+        if found is not None:
+            return found
         where = self._value_key(key)
-        if where is not None:
-            found = self._keyed.get(where)
-            if found is not None:
-                return found
+        if where is None:
+            held = self._objects.setdefault(key, lambda: self._new(key))
+            return held if held is not None else self._new(key)
+        found = self._keyed.get(where)
+        if found is not None:
+            return found
         with self._lock:
-            if where is None:
-                entry = self._objects.get(id(key))
-                if entry is not None and entry[0]() is key:
-                    return entry[1]
-                breaker = self._new(key)
-                self._objects[id(key)] = (weakref.ref(key, _forget(self._objects, id(key))),
-                                          breaker)
-                return breaker
             found = self._keyed.get(where)
             if found is None:
                 if len(self._keyed) >= self.max_sources:
@@ -367,21 +367,15 @@ class Breakers:
         allowed: list[int] = []
         refused: dict[int, str] = {}
         states: list[str | None] = []
-        ctx: Any = _NOTHING
         for i, breaker in enumerate(breakers):
             ok, note = breaker.allow()
-            callers = breaker._callers
-            if ok and callers:
-                if ctx is _NOTHING:
-                    ctx = context() if context is not None else None
-                for scope in _caller_scopes(breaker, ctx):
-                    caller = callers.get(scope)
-                    if caller is not None:
-                        ok, mine = caller.allow()
-                        if not ok:
-                            note = mine
-                            break
-                        note = note or mine
+            if ok and breaker._callers:
+                for _, caller in _failing_callers(breaker, _read(context)):
+                    ok, mine = caller.allow()
+                    if not ok:
+                        note = mine
+                        break
+                    note = note or mine
             if ok:
                 allowed.append(i)
                 states.append(note)
@@ -401,7 +395,6 @@ class Breakers:
                 and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)
                 and not any(map(_CALLERS, breakers))):
             return  # the hot path: all healthy, nothing changes
-        ctx: Any = _NOTHING
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is Status.SKIPPED and outcome.circuit == OPEN:
@@ -414,9 +407,7 @@ class Breakers:
                 if blame == "source" or (blame is None and not breaker.context_fields):
                     self._count(breaker, outcome.name, False)
                     continue
-                if ctx is _NOTHING:
-                    ctx = context() if context is not None else None
-                declared, caller = _caller_scopes(breaker, ctx)
+                declared, caller = _caller_scopes(breaker, _read(context))
                 scope = caller if blame == "user" or not declared else declared
                 self._count(self._caller(breaker, scope), outcome.name, False)
                 was = breaker._state
@@ -431,15 +422,11 @@ class Breakers:
                 self._count(breaker, outcome.name, True)
             callers = breaker._callers
             if callers:
-                if ctx is _NOTHING:
-                    ctx = context() if context is not None else None
-                for scope in _caller_scopes(breaker, ctx):
-                    mine = callers.get(scope)
-                    if mine is not None:
-                        self._count(mine, outcome.name, True)
-                        with breaker._lock:  # healed: nothing left to remember
-                            if callers.get(scope) is mine and mine.healthy:
-                                del callers[scope]
+                for scope, mine in _failing_callers(breaker, _read(context)):
+                    self._count(mine, outcome.name, True)
+                    with breaker._lock:  # healed: nothing left to remember
+                        if callers.get(scope) is mine and mine.healthy:
+                            del callers[scope]
 
     def _count(self, breaker: CircuitBreaker, name: str, ok: bool) -> None:
         was = breaker._state
@@ -454,17 +441,6 @@ class Breakers:
                            name, whose, breaker._failures)
         elif was is not CLOSED and breaker._state is CLOSED:
             logger.info("context provider %r: circuit closed%s", name, whose)
-
-
-def _forget(objects: dict[int, tuple[weakref.ref[Any], CircuitBreaker]],
-            key: int) -> Callable[[weakref.ref[Any]], None]:
-    """The callback that removes a dead object's entry (only its own: the id may
-    already name a newer object)."""
-    def gone(ref: weakref.ref[Any]) -> None:
-        entry = objects.get(key)
-        if entry is not None and entry[0] is ref:
-            objects.pop(key, None)
-    return gone
 
 
 #: The board ``resolve_context`` uses by default: per provider instance, process-wide.

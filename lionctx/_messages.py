@@ -19,6 +19,7 @@ __all__ = [
     "assistant_message",
     "ensure_tool_call_uids",
     "ensure_uid",
+    "instruction_text",
     "is_uid",
     "message_text",
     "new_uid",
@@ -55,11 +56,8 @@ def _check_message(msg: Any) -> None:
 
 
 def ensure_uid(msg: dict[str, Any]) -> dict[str, Any]:
-    """Give ``msg`` a ``message_uid`` if it has none; return ``msg`` (same object).
-
-    An existing uid is kept as is (an engine may have stamped its own), so calling
-    this again, or on a copy, never changes a message's identity.
-    """
+    """Give ``msg`` a ``message_uid`` if it has none (an existing one is kept); return
+    ``msg`` (same object)."""
     _check_message(msg)
     if not msg.get("message_uid"):
         msg["message_uid"] = new_uid()
@@ -67,11 +65,8 @@ def ensure_uid(msg: dict[str, Any]) -> dict[str, Any]:
 
 
 def ensure_tool_call_uids(msg: dict[str, Any]) -> dict[str, str]:
-    """Mint ``_tool_call_uids`` for an assistant message's ``tool_calls``.
-
-    Calls that repeat a provider id share one uid. Existing entries are kept.
-    Returns the ``{tool_call_id: uid}`` map (empty when there are no tool calls).
-    """
+    """Mint ``_tool_call_uids`` for an assistant message's ``tool_calls`` (existing
+    entries kept; a repeated id shares one); return the ``{tool_call_id: uid}`` map."""
     _check_message(msg)
     calls = msg.get("tool_calls") or []
     if not calls:
@@ -143,3 +138,28 @@ def assistant_message(
 def tool_message(tool_call_id: str, content: str) -> dict[str, Any]:
     """The result of one tool call."""
     return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
+
+
+def instruction_text(content: Any) -> str:
+    """The text of a LionAGI ``InstructionContent``, rendered the way LionAGI renders it.
+
+    ``plain_content`` when set; else the content with its tool schemas and response
+    format removed (``with_updates``, LionAGI's own), rendered by LionAGI
+    (``Guidance: ...`` / ``Instruction: ...`` / ``Context: ...`` as YAML). Image parts
+    of a multimodal instruction are left out.
+    """
+    plain = getattr(content, "plain_content", None)
+    if isinstance(plain, str) and plain:
+        return plain
+    with_updates = getattr(content, "with_updates", None)
+    target = content
+    if callable(with_updates):
+        target = with_updates(tool_schemas=[], response_format=None)
+    rendered = getattr(target, "rendered", None)
+    if isinstance(rendered, str):
+        return rendered
+    if isinstance(rendered, list):  # text part first, then images
+        return "\n".join(p["text"] for p in rendered
+                         if isinstance(p, dict) and isinstance(p.get("text"), str))
+    text = getattr(content, "instruction", None)
+    return text if isinstance(text, str) else ""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from time import perf_counter
@@ -39,6 +38,7 @@ from ._scope import context_fields
 from ._stability import Digests, PrefixHistory
 from ._tokens import TokenCounter, resolve_counter
 from ._types import Number
+from ._weakid import WeakIdMap
 
 __all__ = ["UNKEYED", "ContextPass", "Sources", "note_missing", "pass_knob", "policy_knob"]
 
@@ -145,8 +145,7 @@ class ContextPass:
         self._lock = threading.Lock()
         # each conversation's HistoryIndex: held weakly by its owner object, or by a
         # hashable key (a session), the latest baselines' max_sessions of them
-        self._owners: weakref.WeakKeyDictionary[Any, HistoryIndex] = \
-            weakref.WeakKeyDictionary()
+        self._owners: WeakIdMap[HistoryIndex] = WeakIdMap()
         self._sessions: OrderedDict[Hashable, HistoryIndex] = OrderedDict()
 
     @property
@@ -168,16 +167,13 @@ class ContextPass:
     def history(self, owner: Any, messages: Sequence[Any]) -> HistoryIndex:
         """The history index of ``owner``'s conversation (an object, held weakly, or a
         hashable session key), updated with ``messages`` (only the new ones are read)."""
-        with self._lock:
-            try:
-                index = self._owners.get(owner)
-                if index is None:
-                    index = self._owners[owner] = HistoryIndex()
-            except TypeError:  # not weakly referenceable: kept by key, least recent out
-                limit = self.baselines.max_sessions if self.baselines is not None else 1024
+        index = self._owners.setdefault(owner, HistoryIndex)
+        if index is None:  # not weakly referenceable: kept by key, least recent out
+            limit = self.baselines.max_sessions if self.baselines is not None else 1024
+            with self._lock:
                 try:
-                    index = self._sessions.pop(owner, None) or HistoryIndex()
-                    self._sessions[owner] = index
+                    found = self._sessions.pop(owner, None)  # an empty index is falsy
+                    index = self._sessions[owner] = found if found is not None else HistoryIndex()
                     while len(self._sessions) > limit:
                         self._sessions.popitem(last=False)
                 except TypeError:  # unhashable too: a fresh, bounded index

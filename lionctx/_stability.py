@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any, Literal
 from ._context import RunContext, bound_run_context, context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._tokens import _HASH_IS_SECRET
+from ._weakid import WeakIdMap
 
 __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 
@@ -120,22 +120,14 @@ SessionKey = tuple[Any, Any, Any, int | None]
 
 #: owner object -> a number never given to another owner (so a new object at a dead
 #: one's address cannot read its baseline); entries go with their objects.
-_OWNERS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_OWNERS: WeakIdMap[int] = WeakIdMap()
 _OWNER_NUMBERS = itertools.count(1)
-_OWNERS_LOCK = threading.Lock()
 
 
 def _owner_number(owner: Any) -> int | None:
     if owner is None:
         return None
-    try:
-        number = _OWNERS.get(owner)
-        if number is None:
-            with _OWNERS_LOCK:
-                number = _OWNERS.setdefault(owner, next(_OWNER_NUMBERS))
-    except TypeError:  # not weakly referenceable, or unhashable
-        return None
-    return number
+    return _OWNERS.get(owner) or _OWNERS.setdefault(owner, _OWNER_NUMBERS.__next__)
 
 
 _FIELDS = ("tenant_id", "user_id", "session_id")

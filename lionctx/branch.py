@@ -256,10 +256,7 @@ class Branch:
                     run_context=self.run_context, render=self.render, record=record)
 
     async def _gather(self, turn: Turn) -> None:
-        """The provider pass for ``turn``; its report becomes this task's last.
-
-        Reads the private registry so the zero-provider path never creates one.
-        """
+        """The provider pass for ``turn`` (no registry is made); its report is this task's."""
         report = await turn.gather(self._context_providers, self,
                                    inject=self.system is not None or self.inject_systemless)
         if report is not None:

@@ -12,6 +12,7 @@ pass itself is the registry's :class:`~lionctx._pass.ContextPass`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -213,11 +214,7 @@ class ContextProviderRegistry:
             dedupe=self.dedupe, digests=self.digests,
             max_sessions=self._baselines.max_sessions,
         )
-        new._entries = [
-            _Entry(e.provider, e.priority, e.max_tokens, e.name, e.timeout, e.max_chars,
-                   e.volatile)
-            for e in self._entries
-        ]
+        new._entries = [dataclasses.replace(e) for e in self._entries]
         return new
 
     @property

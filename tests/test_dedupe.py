@@ -178,3 +178,18 @@ def test_history_index_survives_messages_it_cannot_read():
     index.update([{"role": "assistant", "content": Bad()}, {"role": ["odd"], "content": "x"},
                   42, {"role": "tool", "content": "ok"}])
     assert index.find("ok") == 3 and index.find("x") is None
+
+
+def test_a_session_whose_system_side_said_nothing_keeps_its_index() -> None:
+    # A session keyed by value (the agentium face's) whose index holds no block yet
+    # is still the same index next turn: only new messages are read.
+    from lionctx._pass import ContextPass
+    from lionctx._stability import PrefixHistory
+
+    pass_ = ContextPass(baselines=PrefixHistory())
+    messages = [{"role": "user", "content": "hi"}, {"role": "user", "content": "again"}]
+    first = pass_.history(("acme", "u1", "s1"), messages)
+    read = first.examined
+    second = pass_.history(("acme", "u1", "s1"), messages)
+    assert second is first and len(first) == 0
+    assert second.examined - read <= 1  # the last message is looked at, nothing re-read

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Branch, CacheBreak, ContextProviderRegistry, Status, resolve_context
 from lionctx._render import join_tagged, tag_block
-from lionctx._stability import PrefixHistory, compare, digest
+from lionctx._stability import PrefixHistory, compare, digest, session_key
 
 pytestmark = pytest.mark.anyio
 
@@ -268,3 +268,18 @@ def test_prefix_history_bound_is_checked(bad):
 
     with pytest.raises((InvalidType, InvalidValue), match="max_sessions"):
         PrefixHistory(bad)
+
+
+def test_owners_that_compare_by_value_keep_their_own_baselines() -> None:
+    # An owner such as a pydantic model (a real lionagi.Branch) is unhashable and
+    # compares by value: each one still stands for its own conversation.
+    class Owner:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Owner)
+
+    a, b = Owner(), Owner()
+    ctx = {"user_id": "u1"}
+    assert session_key(ctx, a) == session_key(ctx, a)
+    assert session_key(ctx, a) != session_key(ctx, b)

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import threading
-import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -24,10 +22,11 @@ from .._context import RunContext, _read, bind_run_context, bound_run_context, c
 from .._exceptions import InvalidType
 from .._report import Report
 from .._stability import PrefixHistory
+from .._weakid import WeakIdMap
 from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
 from ..resolve import Resolution, resolve_pass, resolve_with
 
-__all__ = ["DEFAULT_TIMEOUT", "RunTies", "TurnResolver", "compose", "merge_run_context",
+__all__ = ["DEFAULT_TIMEOUT", "HostHook", "TurnResolver", "compose", "merge_run_context",
            "text_of"]
 
 from .._log import logger_for
@@ -159,54 +158,8 @@ async def call_mapper(mapper: Any, *host: Any) -> Any:
 
 # -- per-run state, tied to the run's own objects -------------------------------------
 
-V = TypeVar("V")
-
-
-class RunTies(Generic[V]):
-    """Values tied to host objects by identity, each dropped when its object is
-    collected (host objects are often unhashable dataclasses: keyed by ``id`` with a
-    weak reference, so a reused id never finds an old value)."""
-
-    def __init__(self) -> None:
-        self._items: dict[int, tuple[weakref.ref[Any], V]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, obj: Any) -> V | None:
-        """The value tied to ``obj``, or ``None``."""
-        item = self._items.get(id(obj))
-        if item is None or item[0]() is not obj:
-            return None
-        return item[1]
-
-    def setdefault(self, obj: Any, factory: Callable[[], V]) -> V | None:
-        """The value tied to ``obj``, made by ``factory`` first if there is none;
-        ``None`` when ``obj`` cannot be referenced weakly."""
-        with self._lock:
-            found = self.get(obj)
-            if found is not None:
-                return found
-            key = id(obj)
-            items = self._items
-
-            def drop(ref: weakref.ref[Any], key: int = key) -> None:
-                held = items.get(key)
-                if held is not None and held[0] is ref:
-                    items.pop(key, None)
-
-            try:
-                ref = weakref.ref(obj, drop)
-            except TypeError:
-                return None
-            value = factory()
-            items[key] = (ref, value)
-            return value
-
-    def __len__(self) -> int:
-        return sum(1 for ref, _ in list(self._items.values()) if ref() is not None)
-
-
 #: holder -> {key: Report}: the reports of the runs a host object carries.
-_REPORTS: RunTies[dict[Any, Report]] = RunTies()
+_REPORTS: WeakIdMap[dict[Any, Report]] = WeakIdMap()
 
 
 def tie_report(holder: Any, report: Report, key: Any = None) -> None:
@@ -225,25 +178,45 @@ def tied_report(holder: Any, key: Any = None) -> Report | None:
     return reports.get(key) if reports else None
 
 
-class _Turn:
-    __slots__ = ("lock", "resolution")
+V = TypeVar("V")
+
+
+class Once(Generic[V]):
+    """A value the first caller computes while the others wait for it."""
+
+    __slots__ = ("_lock", "value")
 
     def __init__(self) -> None:
-        self.lock = anyio.Lock()
-        self.resolution: Resolution | None = None
+        self._lock = anyio.Lock()
+        self.value: V | None = None
+
+    async def get(self, make: Callable[[], Awaitable[V]]) -> V:
+        """The value, made by ``make()`` on the first call."""
+        if self.value is None:
+            async with self._lock:
+                if self.value is None:
+                    self.value = await make()
+        return self.value
+
+
+async def host_context(mapper: Any, native: Any, *host: Any) -> RunContext:
+    """The run context of a run: ``mapper`` (``run_context=``) applied to ``host`` when
+    it is a callable, ``mapper`` itself when it is a value, else ``native`` (the
+    context the host carries); the bound run context fills what it leaves unset."""
+    own = native
+    if callable(mapper):
+        own = await call_mapper(mapper, *host)
+    elif mapper is not None:
+        own = mapper
+    return merge_run_context(own)
 
 
 _AUTO: Any = object()
 
 
 class TurnResolver:
-    """Resolve ``providers`` at most once per run, over one pass that keeps each
-    session's baseline and notes the run-context fields a run did not supply.
-
-    A run is named by a host object the host keeps for it (``holder``) and, for a
-    holder that several runs share, a ``key``. ``run_context`` is the integration's
-    ``run_context=`` option (see :meth:`context_for`).
-    """
+    """Resolve ``providers`` at most once per run (named by a host object, ``holder``,
+    and a ``key`` for a holder runs share), over one pass keeping each session's baseline."""
 
     #: Sessions whose previous digests are kept (the least recently used go first;
     #: a session past it only loses its next turn's cache-break comparison).
@@ -256,19 +229,11 @@ class TurnResolver:
                                   baselines=PrefixHistory(self.BASELINES), note_missing=True)
         self.run_context = check_run_context(run_context, where)
         self.resolves = 0
-        self._turns: RunTies[dict[Any, _Turn]] = RunTies()
+        self._turns: WeakIdMap[dict[Any, Once[Resolution]]] = WeakIdMap()
 
     async def context_for(self, native: Any, *host: Any) -> RunContext:
-        """The run context of a run: ``run_context=`` applied to ``host`` when it is a
-        callable, ``run_context=`` itself when it is a value, else ``native`` (the
-        context the host carries); the bound run context fills what it leaves unset."""
-        mapper = self.run_context
-        own = native
-        if callable(mapper):
-            own = await call_mapper(mapper, *host)
-        elif mapper is not None:
-            own = mapper
-        return merge_run_context(own)
+        """:func:`host_context` of this integration's ``run_context=``."""
+        return await host_context(self.run_context, native, *host)
 
     @staticmethod
     def _session(ctx: RunContext, session: Any) -> tuple[str, str, str] | None:
@@ -281,23 +246,15 @@ class TurnResolver:
 
     async def resolve(self, holder: Any, query: Any, ctx: RunContext, *, key: Any = None,
                       session: Any = None, previous: Any = _AUTO) -> Resolution:
-        """The run's resolution: computed on the first call, the same object after.
-
-        ``previous``: the digests to compare with (default: this session's previous
-        run); passing it also leaves the session's baseline alone.
-        """
+        """The run's resolution, computed on the first call. ``previous``: the digests
+        to compare with (default: the session's previous run; given, the baseline stays)."""
         turns = self._turns.setdefault(holder, dict)
         if turns is None:  # a holder that cannot be tied: one resolve per call
             return await self._resolve(query, ctx, session, previous)
         turn = turns.get(key)
         if turn is None:
-            turn = turns.setdefault(key, _Turn())
-        if turn.resolution is not None:
-            return turn.resolution
-        async with turn.lock:
-            if turn.resolution is None:
-                turn.resolution = await self._resolve(query, ctx, session, previous)
-            return turn.resolution
+            turn = turns.setdefault(key, Once())
+        return await turn.get(lambda: self._resolve(query, ctx, session, previous))
 
     async def _resolve(self, query: Any, ctx: RunContext, session: Any,
                        previous: Any) -> Resolution:
@@ -311,3 +268,14 @@ class TurnResolver:
         self.resolves += 1
         logger.debug("resolved context for a run: fired=%s", resolution.fired)
         return resolution
+
+
+class HostHook:
+    """What a host's hook holds: its :class:`TurnResolver` (``_resolver``)."""
+
+    _resolver: TurnResolver
+
+    @property
+    def resolves(self) -> int:
+        """How many times the providers were resolved (one per run)."""
+        return self._resolver.resolves

@@ -25,12 +25,12 @@ from agent_framework import ContextProvider
 
 from .._exceptions import InvalidValue
 from .._report import Report
-from ._turns import DEFAULT_TIMEOUT, TurnResolver, text_of, tie_report, tied_report
+from ._turns import DEFAULT_TIMEOUT, HostHook, TurnResolver, text_of, tie_report, tied_report
 
 __all__ = ["DEFAULT_TIMEOUT", "LionctxContextProvider", "report"]
 
 
-class LionctxContextProvider(ContextProvider):
+class LionctxContextProvider(HostHook, ContextProvider):
     """Resolve lionctx providers before each agent run; see the module docstring.
 
     ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
@@ -49,11 +49,6 @@ class LionctxContextProvider(ContextProvider):
         super().__init__(source_id)
         self._resolver = TurnResolver(providers, options, "LionctxContextProvider",
                                       run_context=run_context)
-
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per run)."""
-        return self._resolver.resolves
 
     async def before_run(self, *, agent: Any, session: Any, context: Any,
                          state: dict[str, Any]) -> None:

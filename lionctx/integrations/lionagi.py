@@ -31,13 +31,12 @@ from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
 from .._context import bind_run_context
 from .._exceptions import InvalidType, TokenizerDataError
+from .._messages import instruction_text
 from .._report import Report
-from ._turns import DEFAULT_TIMEOUT, call_mapper, check_run_context, merge_run_context
+from ._turns import DEFAULT_TIMEOUT, Once, check_run_context, host_context
 
 if TYPE_CHECKING:
     from ..registry import ContextProviderRegistry, ProviderReport
@@ -81,31 +80,6 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
         logger.debug("seeded tiktoken cache %s", target)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
     return target
-
-
-def instruction_text(content: Any) -> str:
-    """The text of a LionAGI ``InstructionContent``, rendered the way LionAGI renders it.
-
-    ``plain_content`` when set; else the content with its tool schemas and response
-    format removed (``with_updates``, LionAGI's own), rendered by LionAGI
-    (``Guidance: ...`` / ``Instruction: ...`` / ``Context: ...`` as YAML). Image parts
-    of a multimodal instruction are left out.
-    """
-    plain = getattr(content, "plain_content", None)
-    if isinstance(plain, str) and plain:
-        return plain
-    with_updates = getattr(content, "with_updates", None)
-    target = content
-    if callable(with_updates):
-        target = with_updates(tool_schemas=[], response_format=None)
-    rendered = getattr(target, "rendered", None)
-    if isinstance(rendered, str):
-        return rendered
-    if isinstance(rendered, list):  # text part first, then images
-        return "\n".join(p["text"] for p in rendered
-                         if isinstance(p, dict) and isinstance(p.get("text"), str))
-    text = getattr(content, "instruction", None)
-    return text if isinstance(text, str) else ""
 
 
 class LionagiProvider:
@@ -157,30 +131,16 @@ _STREAMS = ("ReActStream", "run")
 _UNSET: Any = object()
 
 
-class _Call:
-    """One user call: its pass, made by its first model call, shared by the others."""
-
-    __slots__ = ("lock", "view")
-
-    def __init__(self) -> None:
-        self.lock = anyio.Lock()
-        self.view: ProviderReport | None = None
-
-
 class _Installed:
-    """What LionAGI's Branch finds as its registry after :func:`install`.
-
-    LionAGI calls ``gather(branch, instruction)`` before every model call; this runs
-    the lionctx registry once per user call (the first model call's instruction is the
-    query) and gives every model call of that call the same report, so the same blocks.
-    Everything else LionAGI reads (``names``, ``budget``, ``stats``, writeback...) is
-    the registry's.
-    """
+    """LionAGI's Branch registry after :func:`install`: ``gather`` runs the lionctx
+    registry once per user call (the first model call's instruction is the query);
+    everything else LionAGI reads is the registry's."""
 
     def __init__(self, registry: ContextProviderRegistry, run_context: Any) -> None:
         self.registry = registry
         self.run_context = run_context
-        self.call: ContextVar[_Call | None] = ContextVar("lionctx_lionagi_call", default=None)
+        self.call: ContextVar[Once[ProviderReport] | None] = ContextVar("lionctx_lionagi_call",
+                                                                       default=None)
         self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report",
                                                           default=None)
 
@@ -199,21 +159,16 @@ class _Installed:
             view = await self._pass(branch, instruction)
             self.last.set(view.report)
             return view
-        async with call.lock:
-            if call.view is None:
-                call.view = await self._pass(branch, instruction)
-            return call.view
+        return await call.get(lambda: self._pass(branch, instruction))
 
     async def _pass(self, branch: Any, instruction: Any) -> ProviderReport:
         # The registry's pass keeps this branch's baseline (its owner) per user.
-        mapper = self.run_context
-        own = (await call_mapper(mapper, branch) if callable(mapper) else mapper)
-        with bind_run_context(merge_run_context(own)):
+        with bind_run_context(await host_context(self.run_context, None, branch)):
             return await self.registry.gather(branch, instruction)
 
-    def finish(self, branch: Any, call: _Call) -> None:
-        if call.view is not None:
-            self.last.set(call.view.report)
+    def finish(self, branch: Any, call: Once[ProviderReport]) -> None:
+        if call.value is not None:
+            self.last.set(call.value.report)
         elif self.registry and not getattr(getattr(branch, "msgs", None), "system", True):
             self.last.set(self.registry.skipped_report().report)  # LionAGI called nobody
         else:
@@ -231,7 +186,7 @@ def _entry(branch: Any, method: Callable[..., Any]) -> Callable[..., Any]:
         installed = _installed(branch)
         if installed is None or installed.call.get() is not None:  # nested: same call
             return await method(*args, **kwargs)
-        call = _Call()
+        call: Once[ProviderReport] = Once()
         token = installed.call.set(call)
         try:
             return await method(*args, **kwargs)
@@ -250,7 +205,7 @@ def _stream(branch: Any, method: Callable[..., Any]) -> Callable[..., Any]:
             async for item in inner:
                 yield item
             return
-        call = _Call()
+        call: Once[ProviderReport] = Once()
         try:
             while True:
                 # Set around each step only: the consumer's context between items is its own.
@@ -320,3 +275,8 @@ def report(branch: Any) -> Report | None:
     task made none or ``branch`` has no lionctx registry (see :func:`install`)."""
     installed = _installed(branch)
     return installed.last.get() if installed is not None else None
+
+
+from .._public import publish  # noqa: E402  (after the exports it rewrites)
+
+publish(globals())

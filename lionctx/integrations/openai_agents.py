@@ -24,7 +24,15 @@ from typing import Any
 
 from .._exceptions import InvalidType
 from .._report import Report
-from ._turns import DEFAULT_TIMEOUT, TurnResolver, compose, text_of, tie_report, tied_report
+from ._turns import (
+    DEFAULT_TIMEOUT,
+    HostHook,
+    TurnResolver,
+    compose,
+    text_of,
+    tie_report,
+    tied_report,
+)
 
 __all__ = ["DEFAULT_TIMEOUT", "ContextInstructions", "context_instructions",
            "latest_user_text", "report"]
@@ -45,8 +53,17 @@ def latest_user_text(items: Any) -> str:
     return ""
 
 
-class ContextInstructions:
-    """The ``instructions`` callable for ``agents.Agent``; see the module docstring."""
+class ContextInstructions(HostHook):
+    """An ``instructions`` callable for ``agents.Agent(instructions=...)``.
+
+    ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
+    ``instructions``: the agent's own instructions (a str or a callable
+    ``(context, agent)``), put before the context blocks. ``run_context``: a callable
+    mapping the ``context`` given to ``Runner.run`` to a run context (sync or async),
+    or a run context value. ``options``: those of :func:`lionctx.resolve_context`
+    (``timeout`` (default 10 s), ``deadline``, ``budget``, ``limit``, ``counter``,
+    ``on_outcome``, ``breaker``, ``dedupe``). A wrong argument raises here, naming it.
+    """
 
     def __init__(self, providers: Any, *, instructions: Any = None, run_context: Any = None,
                  **options: Any) -> None:
@@ -57,11 +74,6 @@ class ContextInstructions:
         self._resolver = TurnResolver(providers, options, "context_instructions",
                                       run_context=run_context)
         self._base = instructions
-
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per run)."""
-        return self._resolver.resolves
 
     async def __call__(self, wrapper: Any, agent: Any) -> str:
         base = self._base
@@ -78,20 +90,8 @@ class ContextInstructions:
         return compose(base, resolution.text)
 
 
-def context_instructions(providers: Any, *, instructions: Any = None, run_context: Any = None,
-                         **options: Any) -> ContextInstructions:
-    """An ``instructions`` callable for ``agents.Agent(instructions=...)``.
-
-    ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
-    ``instructions``: the agent's own instructions (a str or a callable
-    ``(context, agent)``), put before the context blocks. ``run_context``: a callable
-    mapping the ``context`` given to ``Runner.run`` to a run context (sync or async),
-    or a run context value. ``options``: those of :func:`lionctx.resolve_context`
-    (``timeout`` (default 10 s), ``deadline``, ``budget``, ``limit``, ``counter``,
-    ``on_outcome``, ``breaker``, ``dedupe``). A wrong argument raises here, naming it.
-    """
-    return ContextInstructions(providers, instructions=instructions, run_context=run_context,
-                               **options)
+#: :class:`ContextInstructions` under the name the docs use.
+context_instructions = ContextInstructions
 
 
 def report(run: Any) -> Report | None:

@@ -30,23 +30,27 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._report import Report
-from ._turns import DEFAULT_TIMEOUT, TurnResolver, tie_report, tied_report
+from ._turns import DEFAULT_TIMEOUT, HostHook, TurnResolver, tie_report, tied_report
 
 __all__ = ["DEFAULT_TIMEOUT", "ContextInstructions", "context_instructions", "report",
            "strip_context"]
 
 
-class ContextInstructions:
-    """An instructions function for ``pydantic_ai.Agent``; see the module docstring."""
+class ContextInstructions(HostHook):
+    """An instructions function for ``Agent(instructions=[...])`` or to register with
+    ``agent.instructions(...)``.
+
+    ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
+    ``run_context``: a callable mapping the run's ``deps`` to a run context (sync or
+    async), or a run context value. ``options``: those of
+    :func:`lionctx.resolve_context` (``timeout`` (default 10 s), ``deadline``,
+    ``budget``, ``limit``, ``counter``, ``on_outcome``, ``breaker``, ``dedupe``). A
+    wrong argument raises here, naming it.
+    """
 
     def __init__(self, providers: Any, *, run_context: Any = None, **options: Any) -> None:
         self._resolver = TurnResolver(providers, options, "context_instructions",
                                       run_context=run_context)
-
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per run)."""
-        return self._resolver.resolves
 
     async def __call__(self, ctx: Any) -> str:
         deps = getattr(ctx, "deps", None)
@@ -64,6 +68,7 @@ class ContextInstructions:
 #: anew (a streamed result's); a run_id that two live runs share maps to nothing.
 _BY_RUN_ID: dict[str, weakref.ref[Any] | None] = {}
 _INDEX_LOCK = threading.Lock()
+_NONE: Any = object()
 
 
 def _index_run(run_id: Any, usage: Any) -> None:
@@ -93,19 +98,8 @@ def _run_of(run: Any) -> tuple[Any, Any]:
     return usage, getattr(run, "run_id", None)
 
 
-def context_instructions(providers: Any, *, run_context: Any = None,
-                         **options: Any) -> ContextInstructions:
-    """An instructions function for ``Agent(instructions=[...])`` or to register with
-    ``agent.instructions(...)``.
-
-    ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
-    ``run_context``: a callable mapping the run's ``deps`` to a run context (sync or
-    async), or a run context value. ``options``: those of
-    :func:`lionctx.resolve_context` (``timeout`` (default 10 s), ``deadline``,
-    ``budget``, ``limit``, ``counter``, ``on_outcome``, ``breaker``, ``dedupe``). A
-    wrong argument raises here, naming it.
-    """
-    return ContextInstructions(providers, run_context=run_context, **options)
+#: :class:`ContextInstructions` under the name the docs use.
+context_instructions = ContextInstructions
 
 
 def report(run: Any) -> Report | None:
@@ -124,8 +118,6 @@ def report(run: Any) -> Report | None:
 
 #: One lionctx block as rendered: provider text never holds ``</context`` (the renderer
 #: neutralizes it), so the first ``\n</context>`` ends the block.
-_NONE: Any = object()
-
 _BLOCK = re.compile(r'<context name="[^"\n]*">\n.*?\n</context>', re.DOTALL)
 _BLANKS = re.compile(r"\n{3,}")
 

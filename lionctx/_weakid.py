@@ -1,0 +1,61 @@
+"""Values tied to objects by identity, each dropped when its object is collected.
+
+Keyed by ``id`` with a weak reference (objects may be unhashable, or compare equal
+while distinct), so a reused id never finds an old value.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+__all__ = ["WeakIdMap"]
+
+V = TypeVar("V")
+
+
+class WeakIdMap(Generic[V]):
+    """``object -> value`` by identity, held weakly; thread-safe."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[weakref.ref[Any], V]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, obj: Any) -> V | None:
+        """The value tied to ``obj``, or ``None``."""
+        item = self._items.get(id(obj))
+        if item is None or item[0]() is not obj:
+            return None
+        return item[1]
+
+    def setdefault(self, obj: Any, factory: Callable[[], V]) -> V | None:
+        """The value tied to ``obj``, made by ``factory`` first if there is none;
+        ``None`` when ``obj`` cannot be referenced weakly."""
+        with self._lock:
+            found = self.get(obj)
+            if found is not None:
+                return found
+            key = id(obj)
+            items = self._items
+
+            def drop(ref: weakref.ref[Any], key: int = key) -> None:
+                held = items.get(key)
+                if held is not None and held[0] is ref:  # only its own: the id may be reused
+                    items.pop(key, None)
+
+            try:
+                ref = weakref.ref(obj, drop)
+            except TypeError:
+                return None
+            value = factory()
+            items[key] = (ref, value)
+            return value
+
+    def values(self) -> list[V]:
+        """The values of the live objects (a snapshot)."""
+        return [v for ref, v in list(self._items.values()) if ref() is not None]
+
+    def __len__(self) -> int:
+        return len(self.values())
