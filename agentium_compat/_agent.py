@@ -23,30 +23,43 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lionctx._adapters import fetch_method, provider_name
-from lionctx._exceptions import InvalidType, InvalidValue
-from lionctx._literals import with_object_literals
-from lionctx._messages import ensure_uid, system_message
-from lionctx._pass import pass_knob, policy_knob
-from lionctx._policy import check_max_chars, check_number, check_seconds
-from lionctx._stability import PrefixHistory, check_max_sessions, session_key
-from lionctx._suggest import did_you_mean
-from lionctx._turn import Conversation, Turn, chat_model, copy_messages
-from lionctx._values import Instruction
-from lionctx.models._base import ChatModel
-from lionctx.resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
+from lionctx import InvalidType, InvalidValue
+from lionctx._face import (  # extension: what a face outside the package builds on
+    Conversation,
+    Instruction,
+    PrefixHistory,
+    Turn,
+    chat_model,
+    check_max_chars,
+    check_max_sessions,
+    check_number,
+    check_seconds,
+    copy_messages,
+    ensure_uid,
+    fetch_method,
+    logger_for,
+    pass_knob,
+    policy_knob,
+    provider_name,
+    resolve_pass,
+    resolve_with,
+    session_key,
+    system_message,
+    with_object_literals,
+)
+from lionctx._suggest import did_you_mean  # extension: the core's "did you mean" hints
+from lionctx.models import ChatModel
+from lionctx.resolve import DEFAULT_TIMEOUT, Resolution
 
 from ._context import RunContext, coerce_run_context, spellings
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lionctx.engines._base import ContextEngine
-    from lionctx.engines._session import EngineSession, SessionPool
+    from lionctx._face import EngineSession, SessionPool  # extension: engine sessions
+    from lionctx.engines import ContextEngine
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
-
-from lionctx._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -146,7 +159,7 @@ class Agent:
         self._pool: SessionPool | None = None
         if context_engine is not None or engine_config is not None:
             # lionctx.engines loads only for agents that use an engine
-            from lionctx.engines._session import SessionPool, open_session
+            from lionctx._face import SessionPool, open_session  # extension: engine sessions
 
             session = open_session(context_engine, engine_config, model=model)
             if session is not None:

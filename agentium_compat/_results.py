@@ -9,9 +9,11 @@ from typing import Any
 
 from lionctx import Resolution
 from lionctx.models import ChatResponse
-
-# extension: the core's scrubbing of secrets out of provider error text
-from lionctx.providers._redact import MIN_SECRET, redact, redact_url_passwords
+from lionctx.providers._redact import (  # extension: the core's secret scrubbing
+    MIN_SECRET,
+    redact,
+    redact_url_passwords,
+)
 
 from ._context import RunContext
 

@@ -97,6 +97,57 @@ def test_examples_import_only_the_public_api() -> None:
     assert bad == []
 
 
+# agentium_compat is a face built on lionctx from outside: the public API plus these
+# documented extension modules, each import of one commented where it is made.
+EXTENSIONS = {"lionctx._face", "lionctx._suggest", "lionctx.providers._redact"}
+
+
+def test_agentium_compat_builds_on_the_public_api_and_the_documented_extensions() -> None:
+    bad, used = [], set()
+    for path in sorted((ROOT / "agentium_compat").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for line, module in _imports(path):
+            if module.split(".")[0] != "lionctx" or module in PUBLIC:
+                continue
+            used.add(module)
+            if module not in EXTENSIONS:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {module}")
+            elif "extension" not in lines[line - 1]:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {module} (uncommented)")
+    assert bad == []
+    assert used == EXTENSIONS  # each documented extension is one that is used
+
+
+def _absolute_imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, relative imports resolved (lazy ones included)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] \
+                if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            out += [(node.lineno, module)]
+            out += [(node.lineno, f"{module}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return out
+
+
+def test_the_core_never_imports_a_face_or_an_edge_built_on_it() -> None:
+    # The core may not reach up into a host integration, the CLI, the demo or the
+    # agentium port: each of those is built on the core.
+    upward = ("agentium_compat", "lionctx.integrations", "lionctx.cli", "lionctx.demo")
+    bad = []
+    for path in sorted((ROOT / "lionctx").rglob("*.py")):
+        if path.relative_to(ROOT).parts[1] in ("integrations", "cli", "demo", "__main__.py"):
+            continue
+        for line, module in _absolute_imports(path):
+            if module.startswith(upward):
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {module}")
+    assert bad == []
+
+
 def test_the_testing_module_keeps_what_users_need() -> None:
     import lionctx.testing as testing
 
