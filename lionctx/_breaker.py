@@ -1,4 +1,4 @@
-"""Circuit breakers per source, fair between users, bounded (``docs/breakers.md``).
+"""One concept: circuit breakers per source, fair between users, bounded (``docs/breakers.md``).
 
 A source whose last ``threshold`` counted calls each failed or timed out is *open*:
 not called for a cool-down (doubling while it keeps failing, up to

@@ -1,4 +1,4 @@
-"""Rendering blocks into prompt text. Pure functions.
+"""One concept: rendering blocks into prompt text. Pure functions.
 
 Tag framing (the agentium shape, and lionctx's default)::
 
