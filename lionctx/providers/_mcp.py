@@ -1,4 +1,4 @@
-"""One concept, ``McpResourceProvider``: an MCP server's resource, read before each turn, as context.
+"""One concept, ``McpResourceProvider``: an MCP server's resource, read before a turn, as context.
 
 ``server`` is where the resource lives:
 
