@@ -42,8 +42,8 @@ DEFAULT_TIMEOUT = 10.0
 
 class _Call(ProviderCall):
     """A provider's call in a resolve: tag-framed, counted framed, digested, no
-    limits of its own. Built once per provider per call, so only the three fields
-    that differ are set (the rest are class constants; no call is ever changed)."""
+    limits of its own. Only the three fields that differ are set (the rest are class
+    constants; no call is ever changed)."""
 
     __slots__ = ()
     frame: Callable[[str], str] | None = TAG_FRAME
@@ -121,8 +121,10 @@ def _calls_of(providers: Sequence[Any], digested: bool) -> list[ProviderCall]:
         held = held_get(p)
         if held is not None:
             try:  # the same class, name and fetch function as when it was built
+                fetch = getattr(p, "fetch", None)
                 if (type(p) is held.cls and getattr(p, "name", None) is held.raw
-                        and getattr(getattr(p, "fetch", None), "__func__", None) is held.func):
+                        and getattr(fetch, "__func__", None) is held.func
+                        and getattr(fetch, "__self__", None) is p):
                     out.append(held.calls[pick])
                     continue
             except Exception:  # a property that raises: built the long way below

@@ -443,6 +443,7 @@ def test_a_provider_renamed_or_given_another_fetch_between_resolves_is_called_an
             return "other text"
 
     provider = Fetch("first", "text")
+    twin = Fetch("twin", "twin's text")
 
     async def run() -> list[str]:
         seen = [(await resolve_context([provider], "q")).text]
@@ -450,7 +451,12 @@ def test_a_provider_renamed_or_given_another_fetch_between_resolves_is_called_an
         seen.append((await resolve_context([provider], "q")).text)
         provider.__class__ = Other
         seen.append((await resolve_context([provider], "q")).text)
+        fresh = Fetch("fresh", "text")
+        seen.append((await resolve_context([fresh], "q")).text)
+        fresh.fetch = twin.fetch  # type: ignore[method-assign]  # the same function
+        seen.append((await resolve_context([fresh], "q")).text)
         return seen
 
     assert anyio.run(run) == [tag_block("first", "text"), tag_block("second", "text"),
-                              tag_block("second", "other text")]
+                              tag_block("second", "other text"), tag_block("fresh", "text"),
+                              tag_block("fresh", "twin's text")]
