@@ -1,7 +1,7 @@
 """What a face hands the engine for each provider: a :class:`ProviderCall`.
 
 The registry builds its calls once per registration and reuses them every pass;
-``resolve_context`` builds one per provider per call.
+``resolve_context`` keeps one per provider across calls, holding the provider weakly.
 """
 
 from __future__ import annotations

@@ -57,5 +57,9 @@ class WeakIdMap(Generic[V]):
         """The values of the live objects (a snapshot)."""
         return [v for ref, v in list(self._items.values()) if ref() is not None]
 
+    def held(self) -> int:
+        """How many entries there are, dead objects' not yet dropped included (cheap)."""
+        return len(self._items)
+
     def __len__(self) -> int:
         return len(self.values())

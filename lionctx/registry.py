@@ -268,9 +268,12 @@ class ContextProviderRegistry:
 
     def _count(self, report: ProviderReport) -> None:
         stats = self.stats
-        if report.fired:
+        # The kept rows, not ``fired`` (a dict per block, twice): the concurrent
+        # registry rows of the curves benchmark.
+        kept = len(report.report.kept)
+        if kept:
             stats["recall_turns"] += 1
-            stats["blocks_injected"] += len(report.fired)
+            stats["blocks_injected"] += kept
         stats["failed"] += len(report.failed)
         if report.degraded:
             stats["degraded_turns"] += 1

@@ -11,7 +11,9 @@ returns the per-provider outcomes (a :class:`Resolution`: a view of the one
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from types import MethodType
 from typing import Any
 
 from ._adapters import fetch_invoker, provider_name
@@ -29,6 +31,7 @@ from ._suggest import checked_keywords
 from ._tokens import TokenCounter
 from ._types import Number
 from ._views import Resolution
+from ._weakid import WeakIdMap
 
 __all__ = ["DEFAULT_TIMEOUT", "Resolution", "resolve_context", "resolve_context_providers"]
 
@@ -39,8 +42,8 @@ DEFAULT_TIMEOUT = 10.0
 
 class _Call(ProviderCall):
     """A provider's call in a resolve: tag-framed, counted framed, digested, no
-    limits of its own. Built once per provider per call, so only the three fields
-    that differ are set (the rest are class constants; no call is ever changed)."""
+    limits of its own. Only the three fields that differ are set (the rest are class
+    constants; no call is ever changed)."""
 
     __slots__ = ()
     frame: Callable[[str], str] | None = TAG_FRAME
@@ -63,6 +66,90 @@ class _UndigestedCall(_Call):
 
     __slots__ = ()
     digest = False
+
+
+class _HeldCall(_Call):
+    """A :class:`_Call` kept across resolves for its provider, holding it weakly (a
+    provider built per request is not kept alive by the cache): ``provider`` and its
+    ``async def fetch`` are read through the weak reference."""
+
+    __slots__ = ("_func", "_ref")
+
+    def __init__(self, name: str, ref: weakref.ref[Any], func: Any) -> None:
+        self.name = name
+        self._ref = ref
+        self._func = func
+
+    @property
+    def provider(self) -> Any:
+        return self._ref()
+
+    @property
+    def invoke(self) -> Any:  # type: ignore[override]
+        return MethodType(self._func, self._ref())
+
+
+class _HeldUndigestedCall(_HeldCall):
+    __slots__ = ()
+    digest = False
+
+
+class _Held:
+    """What a provider's calls depend on, to tell a cached call is still its own: its
+    class, the ``name`` it had and the function its ``fetch`` was."""
+
+    __slots__ = ("calls", "cls", "func", "raw")
+
+    def __init__(self, cls: type, raw: str, func: Any, calls: tuple[_Call, _Call]) -> None:
+        self.cls, self.raw, self.func, self.calls = cls, raw, func, calls
+
+
+# A provider's two calls (digested or not), kept while it lives, so a resolve over
+# the same providers builds no call, invoker or name per provider: the concurrent
+# resolve rows of the curves benchmark (per-pass objects that outlived a young
+# collection made the collector walk the whole heap once a pass at N=10,000).
+_HELD: WeakIdMap[_Held] = WeakIdMap()
+#: Providers held at most (live ones only: each entry goes with its provider).
+_HELD_MAX = 65_536
+
+
+def _calls_of(providers: Sequence[Any], digested: bool) -> list[ProviderCall]:
+    """Each provider's call: the held one while it still stands for the provider."""
+    held_get, pick = _HELD.get, 0 if digested else 1
+    out: list[ProviderCall] = []
+    for p in providers:
+        held = held_get(p)
+        if held is not None:
+            try:  # the same class, name and fetch function as when it was built
+                fetch = getattr(p, "fetch", None)
+                if (type(p) is held.cls and getattr(p, "name", None) is held.raw
+                        and getattr(fetch, "__func__", None) is held.func
+                        and getattr(fetch, "__self__", None) is p):
+                    out.append(held.calls[pick])
+                    continue
+            except Exception:  # a property that raises: built the long way below
+                pass
+        out.append(_call_of(p, digested))
+    return out
+
+
+def _call_of(p: Any, digested: bool) -> ProviderCall:
+    name, invoke = provider_name(p, agentium=True), fetch_invoker(p)
+    try:
+        raw: Any = getattr(p, "name", None)
+        plain = (raw.__class__ is str and raw is name and type(invoke) is MethodType
+                 and invoke.__self__ is p and getattr(p, "fetch", None) == invoke)
+    except Exception:
+        plain = False
+    if plain and _HELD.held() < _HELD_MAX:
+        def build() -> _Held:
+            ref, func = weakref.ref(p), invoke.__func__
+            return _Held(type(p), raw, func, (_HeldCall(name, ref, func),
+                                              _HeldUndigestedCall(name, ref, func)))
+        held = _HELD.setdefault(p, build)
+        if held is not None and held.func is invoke.__func__ and held.raw is raw:
+            return held.calls[0 if digested else 1]
+    return (_Call if digested else _UndigestedCall)(name, p, invoke)
 
 
 def resolve_pass(*, timeout: float | None = DEFAULT_TIMEOUT, deadline: float | None = None,
@@ -93,8 +180,7 @@ async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], quer
         session = session(run_ctx)
     keyed = session is not None and context_pass.baselines is not None
     # A digest per block only when something compares with it now; else on demand.
-    kind = _Call if keyed or previous is not None else _UndigestedCall
-    calls = [kind(provider_name(p, agentium=True), p, fetch_invoker(p)) for p in providers]
+    calls = _calls_of(providers, keyed or previous is not None)
     try:  # in one comprehension; a property that raises sends every flag the long way
         flags = [getattr(p, "volatile", False) is True for p in providers]
     except Exception:

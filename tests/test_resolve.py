@@ -1,6 +1,7 @@
 """Face two: resolve_context_providers per the agentium page and REFERENCE.md section 2."""
 
 from types import SimpleNamespace
+from typing import Any
 
 import anyio
 import pytest
@@ -400,3 +401,62 @@ def test_a_resolve_call_reads_as_the_full_provider_call_it_stands_for() -> None:
     for f in dataclasses.fields(ProviderCall):
         assert getattr(light, f.name) == getattr(full, f.name), f.name
     assert not hasattr(light, "__dict__")  # no per-call dict: slots only
+
+
+def test_a_call_held_across_resolves_reads_as_the_full_provider_call() -> None:
+    # A provider's call is kept across resolves (held weakly): every field must read
+    # as the ProviderCall built for it afresh would.
+    import dataclasses
+
+    from lionctx._call import ProviderCall
+    from lionctx._gather import TAG_FRAME
+    from lionctx.resolve import _calls_of
+
+    provider = Fetch("n", "t")
+    for digested in (True, False):
+        first = _calls_of([provider], digested)[0]
+        held = _calls_of([provider], digested)[0]
+        assert held is first  # built once, then found
+        full = ProviderCall("n", provider, provider.fetch, TAG_FRAME, None, 0, None, None,
+                            True, digested)
+        for f in dataclasses.fields(ProviderCall):
+            assert getattr(held, f.name) == getattr(full, f.name), f.name
+
+
+def test_a_provider_built_per_request_is_not_kept_alive_by_resolve() -> None:
+    import gc
+    import weakref
+
+    async def turn() -> weakref.ref[Fetch]:
+        provider = Fetch("per-request", "text")
+        assert (await resolve_context([provider], "q", timeout=None)).text
+        return weakref.ref(provider)
+
+    gone = anyio.run(turn)
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_provider_renamed_or_given_another_fetch_between_resolves_is_called_anew() -> None:
+    class Other(Fetch):
+        async def fetch(self, query: Any, ctx: Any) -> Any:
+            return "other text"
+
+    provider = Fetch("first", "text")
+    twin = Fetch("twin", "twin's text")
+
+    async def run() -> list[str]:
+        seen = [(await resolve_context([provider], "q")).text]
+        provider.name = "second"
+        seen.append((await resolve_context([provider], "q")).text)
+        provider.__class__ = Other
+        seen.append((await resolve_context([provider], "q")).text)
+        fresh = Fetch("fresh", "text")
+        seen.append((await resolve_context([fresh], "q")).text)
+        fresh.fetch = twin.fetch  # type: ignore[method-assign]  # the same function
+        seen.append((await resolve_context([fresh], "q")).text)
+        return seen
+
+    assert anyio.run(run) == [tag_block("first", "text"), tag_block("second", "text"),
+                              tag_block("second", "other text"), tag_block("fresh", "text"),
+                              tag_block("fresh", "twin's text")]
