@@ -32,7 +32,9 @@ def _cancel_requested() -> bool:
     return cancelling is not None and cancelling() > 0
 
 
-def _can_tell() -> bool:
+def on_asyncio() -> bool:
+    """True on a running asyncio loop of Python 3.11+: its tasks can tell who cancelled
+    them, and asyncio's TaskGroup runs a concurrent pass (trio: anyio's)."""
     if not _CAN_TELL:
         return False
     try:
@@ -57,7 +59,7 @@ def _fatal(exc: BaseException) -> bool:
     if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
         return True
     if isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, asyncio.CancelledError):
-        return not _can_tell() or _cancel_requested()
+        return not on_asyncio() or _cancel_requested()
     if sys.version_info >= (3, 11) and isinstance(exc, BaseExceptionGroup):
         return any(_fatal(e) for e in exc.exceptions)
     return False
@@ -72,7 +74,7 @@ def _fatal_from_provider(exc: BaseException) -> bool:
     if isinstance(exc, Exception):
         return False
     if isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, asyncio.CancelledError):
-        return not _can_tell() or _cancel_requested()
+        return not on_asyncio() or _cancel_requested()
     return True
 
 

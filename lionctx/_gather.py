@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from time import perf_counter
@@ -39,7 +38,7 @@ import anyio
 import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
-from ._cancellation import _cancelling_of_current_task, _reraise_cancellation
+from ._cancellation import _cancelling_of_current_task, _reraise_cancellation, on_asyncio
 from ._lag import Probe, behind, overloaded, probe, watch
 from ._log import logger_for
 from ._outcome import Outcome
@@ -153,18 +152,6 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
 _NO_SCOPE: Any = contextlib.nullcontext()
 
 
-def _asyncio_loop() -> bool:
-    """True on a running asyncio loop of Python 3.11+ (asyncio's TaskGroup);
-    False elsewhere (trio, Python 3.10: anyio's task group)."""
-    if sys.version_info < (3, 11):  # pragma: no cover
-        return False
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float | None,
                       limit: int | None, observe: Observer | None) -> list[Outcome]:
     n = len(calls)
@@ -198,7 +185,7 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
         looked.after = partial(_extend, looked, scope, starts, shared,
                                looked.heart.loop.time() - begun)
     with scope:
-        if _asyncio_loop():
+        if on_asyncio():
             async with asyncio.TaskGroup() as tg:
                 for i, c in enumerate(calls):
                     t = tg.create_task(_run_task(c, i, ps, limiter, observe, results))

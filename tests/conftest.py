@@ -29,5 +29,5 @@ def spawner(request, monkeypatch, anyio_backend):
     if anyio_backend == "trio" and request.param != "anyio-taskgroup":
         pytest.skip("trio runs every concurrent pass in anyio's task group")
     if request.param == "anyio-taskgroup":
-        monkeypatch.setattr(gather_module, "_asyncio_loop", lambda: False)
+        monkeypatch.setattr(gather_module, "on_asyncio", lambda: False)
     return request.param
