@@ -143,8 +143,5 @@ def test_tokenizer_load_is_reported_apart_from_the_pass():
     first, second = json.loads(out)
     assert first["tokenizer_load_ms"] == 5000.0  # the load, measured where it happens
     assert second["tokenizer_load_ms"] == 0.0  # loaded once per process
-    assert first["duration_ms"] == 0.0 == second["duration_ms"]  # the load is not the pass's
-    assert first["tokenizer_load_ms"] > 0
-    assert second["tokenizer_load_ms"] < first["tokenizer_load_ms"]
-    # The load is not charged to the pass: the pass itself is far shorter than it.
-    assert first["duration_ms"] < first["tokenizer_load_ms"]
+    # The load is not charged to the pass: on the test's clock only the load moved.
+    assert first["duration_ms"] == 0.0 == second["duration_ms"]
