@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 
 import pytest
-
 from lionctx import resolve_context
 from lionctx._render import tag_block
 from lionctx._weakid import WeakIdMap
