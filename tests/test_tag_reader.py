@@ -113,6 +113,34 @@ def test_agreement_with_long_gaps_and_many_openers(parts):
     assert neutralize(text) == neutralize_reference(text)
 
 
+ascii_interesting = chars_from(list("<>/ \t\n\r\x00\x01\x0b\x1f\x7fcontexCONTEX_0a"))
+
+
+@st.composite
+def ascii_near_tags(draw):
+    """:func:`near_tags` in ASCII alone: the library reads such text with a regex of its
+    own, the reference with the same character walk as any other text."""
+    out = ["<"] + draw(st.lists(ascii_interesting, max_size=3))
+    if draw(st.booleans()):
+        out += ["/"] + draw(st.lists(ascii_interesting, max_size=2))
+    for letter in "context":
+        out.append(draw(chars_from([letter, letter.upper()])))
+        if draw(st.integers(0, 3)) == 0:
+            out += draw(st.lists(ascii_interesting, max_size=2))
+    out += draw(st.lists(ascii_interesting, max_size=3))
+    return "".join(out)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(ascii_near_tags(), st.lists(ascii_interesting, max_size=6)
+                          .map("".join)), max_size=6).map("".join))
+@example("<c\x01o\x7fntext")  # controls between the letters are read past
+@example("< /\tcontext_")  # a word character after the word: no tag
+def test_ascii_text_agrees_with_the_character_walk(text):
+    assert text.isascii()
+    assert neutralize(text) == neutralize_reference(text)
+
+
 @pytest.mark.parametrize("cp", [0x3164, 0x115F, 0x1160, 0xFFA0, 0xFFF0, 0xE0001, 0xE0FFF,
                                 0xD800, 0xDFFF, 0x200B, 0x00AD, 0xFE0F, 0x1D167, 0x1E94A])
 def test_each_invisible_kind_in_every_position(cp):
