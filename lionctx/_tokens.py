@@ -221,8 +221,8 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
 # white space (the regex engine's \S is exactly "not str.isspace()"), or white space or
 # punctuation after a letter or digit (\w but "_": every such character is in \p{L} or
 # \p{N}). The character at the cut first: the engine then scans for it in C.
-_CUT = re.compile(r" (?<=\S )|[\s!-&(-/:-@\[-`{-~\u3001\u3002\uff01\uff0c\uff1a\uff1b\uff1f]"
-                  r"(?<=[^\W_].)")
+_CUT = re.compile(r"[\s!-&(-/:-@\[-`{-~\u3001\u3002\uff01\uff0c\uff1a\uff1b\uff1f]"
+                  r"(?<=[^\W_].|\S )")
 #: The longest piece of text counted in one call when counting may be stopped (by the
 #: bound or by the turn that gave up on it): the most a stopped count goes on for.
 MAX_PIECE = 1 << 17
@@ -274,7 +274,13 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
         if stop is not None and stop.is_set():
             raise _CountStopped
         size = min(step, MAX_PIECE)
-        cut = safe_cut(text, pos + size) if pos + size < n else -1
+        # With a stop flag, no cut past MAX_UNCUT is looked for (a longer piece is
+        # refused): the scan is one bounded call too.
+        far = n if stop is None else pos + MAX_UNCUT + 1
+        found = _CUT.search(text, pos + size, far) if pos + size < n else None
+        cut = -1 if found is None else found.start()
+        if found is None and far < n:
+            cut = far
         end = n if cut == -1 else cut
         if _LONGEST_TOKEN and total + -(-(end - pos) // _LONGEST_TOKEN) > bound:
             # Never start a piece that cannot fit however it splits into tokens.
