@@ -161,7 +161,9 @@ def test_long_runs_at_every_cut_are_read_a_bounded_number_of_times(seen):
 
 
 async def test_a_turn_frames_a_long_run_in_bounded_calls(seen):
-    text = "before\n<" + "\U000e0020" * 2 * MILLION + "/context>\nafter"
+    # Invisible characters and spaces both leave the reading where it is: one long
+    # run for the rule, with places to cut the count (a run with none is refused).
+    text = "before\n<" + "\U000e0020 " * MILLION + "/context>\nafter"
     res = await resolve_context([Static("runs", text), Static("ok", "fine")], "q",
                                 budget=10_000_000, timeout=60)
     runs, ok = res.outcomes
