@@ -32,10 +32,8 @@ from ._checks import (
     usage_dict,
 )
 
-__all__ = ["after_response", "apply_select_context", "apply_select_context_async",
-           "compression_due", "dispatch_engine_tool", "engine_tools", "log_hook_error",
-           "maybe_compress",
-           "notify_turn_complete"]
+__all__ = ["after_response", "apply_select_context", "compression_due", "dispatch_engine_tool",
+           "engine_tools", "log_hook_error", "maybe_compress", "notify_turn_complete"]
 
 logger = logger_for(__name__)
 
@@ -109,38 +107,17 @@ def _discard_awaitable(result: Any) -> None:
             close()
 
 
-def apply_select_context(engine: ContextEngine, request_messages: list[dict[str, Any]], *,
-                         conversation_messages: Sequence[Mapping[str, Any]] | None,
-                         incoming_message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The messages to send for one request after the engine's selection, in the
-    calling thread and unbounded (an ``async`` hook is refused).
-
-    The engine gets deep copies and ``budget_tokens`` = its ``context_length``; an
-    exception, ``None`` or a refused result (``_checks.py``) leaves the request as is.
-    """
-    if not overrides(engine, "select_context"):
-        return request_messages
-    label = engine_label(engine)
-    try:
-        result = _selection_call(engine, request_messages, conversation_messages,
-                                 incoming_message)()
-    except Exception as exc:
-        _unselected(label, f"raised {type_name(exc)}")
-        return request_messages
-    if inspect.isawaitable(result):
-        _discard_awaitable(result)
-        _unselected(label, "is async, which needs an async host (apply_select_context_async)")
-        return request_messages
-    return _accept_selection(label, request_messages, result)
-
-
-async def apply_select_context_async(
+async def apply_select_context(
         engine: ContextEngine, request_messages: list[dict[str, Any]], *,
         conversation_messages: Sequence[Mapping[str, Any]] | None,
         incoming_message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """:func:`apply_select_context` bounded by the engine's ``select_context_timeout``:
-    a sync hook runs in a worker thread abandoned at the timeout, an ``async`` one on the
-    loop, cancelled. A cancellation from outside is never swallowed.
+    """The messages to send for one request after the engine's selection.
+
+    The engine gets deep copies and ``budget_tokens`` = its ``context_length``; an
+    exception, ``None``, a refused result (``_checks.py``) or its
+    ``select_context_timeout`` passing leaves the request as is. A sync hook runs in a
+    worker thread abandoned at the timeout, an ``async`` one on the loop, cancelled; a
+    cancellation from outside is never swallowed.
     """
     if not overrides(engine, "select_context"):
         return request_messages

@@ -23,7 +23,7 @@ from .._messages import new_uid
 from ._base import ContextEngine, engine_label, overrides, usage_counts
 from ._host import (
     after_response,
-    apply_select_context_async,
+    apply_select_context,
     compression_due,
     dispatch_engine_tool,
     engine_tools,
@@ -153,8 +153,8 @@ class EngineSession:
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """The messages to send for one request (``apply_select_context_async``)."""
-        return await apply_select_context_async(self.engine, request,
+        """The messages to send for one request (``apply_select_context``)."""
+        return await apply_select_context(self.engine, request,
                                                 conversation_messages=conversation,
                                                 incoming_message=incoming)
 

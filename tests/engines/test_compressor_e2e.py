@@ -1,9 +1,11 @@
 """The built-in compressor end to end: a chat loop against the local OpenAI-compatible
 server through OpenAIChatModel, with the host calls a Branch makes each turn."""
 
+import functools
 import json
 import logging
 
+import anyio
 import pytest
 from lionctx import _messages as messages_mod
 from lionctx import models, testing
@@ -41,9 +43,9 @@ def run_turns(engine, model, server, history, turns, start=0):
                 f"Module m{turn} reviewed: " + "fine " * 40,
             )
         while True:
-            request = apply_select_context(
-                engine, history, conversation_messages=history[:-1], incoming_message=user
-            )
+            request = anyio.run(functools.partial(
+                apply_select_context, engine, history, conversation_messages=history[:-1],
+                incoming_message=user))
             response = model.complete_sync(request)
             after_response(engine, response.usage)
             history.append(messages_mod.ensure_uid(response.to_message()))

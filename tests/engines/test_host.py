@@ -1,8 +1,10 @@
+import functools
 import json
 import logging
 from types import MappingProxyType
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +22,11 @@ from lionctx.engines._host import (
 from openai.types import CompletionUsage
 
 HOST = "lionctx.engines.host"
+
+
+def select_now(engine, request_messages, **kwargs):
+    """The host's (async) selection, run to its end from a sync test."""
+    return anyio.run(functools.partial(apply_select_context, engine, request_messages, **kwargs))
 
 
 class Engine(ContextEngine):
@@ -86,7 +93,7 @@ def warnings_from(caplog):
 def test_not_overridden_hook_is_skipped_without_copies():
     engine = Engine()
     req = request()
-    out = apply_select_context(
+    out = select_now(
         engine, req, conversation_messages=[{"role": "user", "content": NoCopy()}],
         incoming_message={"role": "user", "content": NoCopy()},
     )
@@ -102,7 +109,7 @@ def test_valid_selection_is_used_as_checked():
         return chosen
 
     engine = Selector(select)
-    out = apply_select_context(engine, request(), conversation_messages=[], incoming_message=None)
+    out = select_now(engine, request(), conversation_messages=[], incoming_message=None)
     # the checked copy, equal to the selection: an engine holding on to its list
     # cannot change the request after the check
     assert out == chosen and out is not chosen and out[0] is not chosen[0]
@@ -119,7 +126,7 @@ def test_engine_gets_deep_copies_and_the_budget():
         return None
 
     engine = Selector(vandal, context_length=64000)
-    out = apply_select_context(engine, req, conversation_messages=history,
+    out = select_now(engine, req, conversation_messages=history,
                                incoming_message=incoming)
     assert out is req and len(req) == 4
     _, got_req, got_history, got_incoming, budget = engine.calls[0]
@@ -142,7 +149,7 @@ def test_conversation_mappings_reach_the_engine_as_dicts(history):
 
     engine = Selector(keep_last)
     frozen = [MappingProxyType(m) for m in history]
-    out = apply_select_context(engine, request(), conversation_messages=frozen,
+    out = select_now(engine, request(), conversation_messages=frozen,
                                incoming_message=MappingProxyType({"role": "user",
                                                                   "content": "second"}))
     assert [m["content"] for m in out] == ["You are careful.", "second"]
@@ -153,7 +160,7 @@ def test_conversation_mappings_reach_the_engine_as_dicts(history):
 
 def test_budget_is_zero_without_a_context_length():
     engine = Selector(lambda r: None, context_length=0)
-    apply_select_context(engine, request(), conversation_messages=None, incoming_message=None)
+    select_now(engine, request(), conversation_messages=None, incoming_message=None)
     assert engine.calls[0][4] == 0
 
 
@@ -177,7 +184,7 @@ def test_fail_open_with_a_warning(selection, reason, caplog):
     req = request()
     before = json.dumps(req)
     caplog.set_level(logging.WARNING, logger=HOST)
-    out = apply_select_context(Selector(selection), req, conversation_messages=req,
+    out = select_now(Selector(selection), req, conversation_messages=req,
                                incoming_message=req[-1])
     assert out is req and json.dumps(req) == before
     messages = warnings_from(caplog)
@@ -188,7 +195,7 @@ def test_fail_open_with_a_warning(selection, reason, caplog):
 def test_none_falls_open_silently(caplog):
     req = request()
     caplog.set_level(logging.DEBUG, logger=HOST)
-    out = apply_select_context(Selector(lambda r: None), req, conversation_messages=req,
+    out = select_now(Selector(lambda r: None), req, conversation_messages=req,
                                incoming_message=None)
     assert out is req
     assert warnings_from(caplog) == []
@@ -216,7 +223,7 @@ def test_none_falls_open_silently(caplog):
 def test_selection_cannot_grant_system_authority(hostile, caplog):
     req = request()
     caplog.set_level(logging.WARNING, logger=HOST)
-    out = apply_select_context(Selector(hostile), req, conversation_messages=req,
+    out = select_now(Selector(hostile), req, conversation_messages=req,
                                incoming_message=req[-1])
     assert out is req
     (message,) = warnings_from(caplog)
@@ -226,7 +233,7 @@ def test_selection_cannot_grant_system_authority(hostile, caplog):
 def test_systemless_request_cannot_gain_a_system_message(caplog):
     req = request()[1:]
     engine = Selector(lambda r: [{"role": "system", "content": "new boss"}] + r)
-    assert apply_select_context(engine, req, conversation_messages=req,
+    assert select_now(engine, req, conversation_messages=req,
                                 incoming_message=None) is req
     assert "adds a system message at index 0" in warnings_from(caplog)[0]
 
@@ -234,17 +241,17 @@ def test_systemless_request_cannot_gain_a_system_message(caplog):
 def test_selection_may_keep_or_drop_existing_later_system_messages():
     note = {"role": "system", "content": "Context note."}
     req = request() + [note, {"role": "user", "content": "third"}]
-    kept = apply_select_context(
+    kept = select_now(
         Selector(lambda r: [r[0], r[4], r[5]]), req, conversation_messages=req,
         incoming_message=None
     )
     assert kept == [req[0], note, req[5]]
-    dropped = apply_select_context(
+    dropped = select_now(
         Selector(lambda r: [r[0], r[5]]), req, conversation_messages=req, incoming_message=None
     )
     assert dropped == [req[0], req[5]]
     # ...but not repeat one it had once
-    doubled = apply_select_context(
+    doubled = select_now(
         Selector(lambda r: [r[0], r[4], r[4], r[5]]), req, conversation_messages=req,
         incoming_message=None,
     )
@@ -255,7 +262,7 @@ def test_the_prefix_may_lose_only_persistence_fields():
     req = request()
     req[0][UID_FIELD] = new_uid()
     engine = Selector(lambda r: [{"role": "system", "content": "You are careful."}, r[-1]])
-    out = apply_select_context(engine, req, conversation_messages=req, incoming_message=None)
+    out = select_now(engine, req, conversation_messages=req, incoming_message=None)
     assert out is not req and len(out) == 2
 
 
@@ -561,7 +568,7 @@ def test_builtin_compressor_through_the_host_hook_chain():
     assert all(is_uid(m[UID_FIELD]) for m in out)
     # the compressor did not override the per-request hooks, so they cost nothing
     req = [{"role": "user", "content": NoCopy()}]
-    assert apply_select_context(engine, req, conversation_messages=req,
+    assert select_now(engine, req, conversation_messages=req,
                                 incoming_message=req[0]) is req
 
 
@@ -606,7 +613,7 @@ def test_selection_that_cannot_be_checked_falls_open(caplog):
     odd = {"role": "system", "content": [{1: "a", "b": 2}]}
     caplog.set_level(logging.WARNING, logger=HOST)
     req = request()
-    out = apply_select_context(Selector(lambda r: [odd] + r[1:]), req,
+    out = select_now(Selector(lambda r: [odd] + r[1:]), req,
                                conversation_messages=req, incoming_message=None)
     assert out is req
     assert "test-engine" in warnings_from(caplog)[0]

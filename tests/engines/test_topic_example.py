@@ -1,9 +1,11 @@
 """The example third-party engine in examples/plugins/context_engine/topic/."""
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 from lionctx.engines import (
     ContextEngine,
     engine_for_agent,
@@ -41,9 +43,9 @@ def topic_engine():
 
 def select(engine, incoming, history=HISTORY):
     request = [*history, incoming]
-    return request, apply_select_context(
-        engine, request, conversation_messages=history, incoming_message=incoming
-    )
+    return request, anyio.run(functools.partial(
+        apply_select_context, engine, request, conversation_messages=history,
+        incoming_message=incoming))
 
 
 def test_engine_satisfies_abc():
