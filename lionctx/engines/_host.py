@@ -21,16 +21,7 @@ import anyio
 from .._log import logger_for
 from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides
-from ._checks import (
-    _NotPlain,
-    carry_identity,
-    checked_selection,
-    compaction_problem,
-    function_spec,
-    plain_messages,
-    schema_name,
-    usage_dict,
-)
+from ._checks import carry_identity, function_spec, schema_name, usage_dict, vetted
 
 __all__ = ["after_response", "apply_select_context", "compression_due", "dispatch_engine_tool",
            "engine_tools", "log_hook_error", "maybe_compress", "notify_turn_complete"]
@@ -90,10 +81,7 @@ def _accept_selection(
     for anything but None)."""
     if result is None:
         return request_messages
-    try:
-        plain, problem = checked_selection(request_messages, result)
-    except Exception as exc:  # an engine's list we cannot even inspect is refused
-        plain, problem = None, f"returned messages that cannot be checked ({type_name(exc)})"
+    plain, problem = vetted(request_messages, result)
     if plain is None:
         _unselected(label, safe_text(problem))  # it may quote what the engine returned
         return request_messages
@@ -192,19 +180,12 @@ def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
     except Exception as exc:
         log_hook_error(engine, "compress", exc, "history kept")
         return None
-    try:
-        plain = plain_messages(result)  # judged, and stored, by what it holds
-        problem = compaction_problem(messages, plain)
-    except _NotPlain as exc:
-        problem = safe_text(exc)
-    except Exception as exc:  # a list we cannot even inspect is refused
-        problem = f"returned messages that cannot be checked ({type_name(exc)})"
-    if problem == "":
-        return None  # nothing was compacted: keep the stored rows as they are
-    if problem is not None:
-        logger.warning("context engine %r compress %s; history kept", label, safe_text(problem))
+    plain, problem = vetted(messages, result, compaction=True)  # stored as what it holds
+    if plain is None:
+        if problem:  # "": nothing was compacted, the stored rows stay as they are
+            logger.warning("context engine %r compress %s; history kept", label,
+                           safe_text(problem))
         return None
-    assert type(plain) is list  # shape_problem passed it
     carry_identity(messages, plain)
     return plain
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel
 from lionctx.engines import ContextEngine
-from lionctx.engines._checks import selection_problem
+from lionctx.engines._checks import vetted
 from lionctx.engines._host import apply_select_context, engine_tools, maybe_compress
 
 SYSTEM = "You are careful."
@@ -198,7 +198,7 @@ def test_host_refuses_smuggled_authority(attack, caplog):
     out = select_now(engine, req, conversation_messages=req, incoming_message=None)
     assert out is req
     assert "smuggler" in caplog.text and "unmodified request" in caplog.text
-    assert selection_problem(req, ATTACKS[attack](request())) is not None
+    assert vetted(req, ATTACKS[attack](request()))[1] is not None
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=str)
