@@ -1,12 +1,19 @@
-"""An engine bound to a conversation (:class:`EngineSession`: the lifecycle and the
-turn's hooks a ``lionctx._turn.Turn`` calls), a pool of them per session id
+"""An engine bound to a conversation (:class:`EngineSession`: its lifecycle and every
+call a turn makes to it, each contained), a pool of them per session id
 (:class:`SessionPool`), and the bridge a compressor in a worker thread summarizes
-through (:class:`ThreadBridgeModel`)."""
+through (:class:`ThreadBridgeModel`).
+
+Whatever an engine raises or returns, the request goes out as it would have without
+the engine and the turn goes on. Hooks an engine did not override are never called.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import inspect
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -20,17 +27,10 @@ import anyio.to_thread
 from .._exceptions import InvalidType
 from .._log import logger_for
 from .._messages import new_uid
-from ._base import ContextEngine, engine_label, overrides, usage_counts
-from ._host import (
-    after_response,
-    apply_select_context,
-    compression_due,
-    dispatch_engine_tool,
-    engine_tools,
-    log_hook_error,
-    maybe_compress,
-    notify_turn_complete,
-)
+from .._safe_text import safe_text, type_name
+from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides, usage_counts
+from ._checks import function_spec, schema_name, usage_dict, vetted
+from ._host import compression_due, dispatch_engine_tool, log_hook_error, maybe_compress
 from ._loader import clone_engine, resolve_context_engine
 
 __all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "open_session", "summary_model"]
@@ -73,6 +73,46 @@ def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> Engi
     (the built-in compressor summarizes with the host's chat ``model``)."""
     engine = resolve_context_engine(context_engine, engine_config, model=summary_model(model))
     return EngineSession(engine) if engine is not None else None
+
+
+def _unselected(label: str, why: str) -> None:
+    logger.warning("context engine %r select_context %s; using the unmodified request",
+                   label, why)
+
+
+def _select_timeout(engine: ContextEngine) -> float:
+    """The engine's timeout when it is a positive finite number (a subclass may shadow
+    the checked property with anything), else :data:`DEFAULT_SELECT_TIMEOUT`."""
+    try:
+        value = engine.select_context_timeout
+    except Exception:
+        return DEFAULT_SELECT_TIMEOUT
+    if type(value) in (int, float) and 0 < value and math.isfinite(value):
+        return float(value)
+    return DEFAULT_SELECT_TIMEOUT
+
+
+def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
+                    conversation: Sequence[Mapping[str, Any]] | None,
+                    incoming: Mapping[str, Any] | None) -> functools.partial[Any]:
+    """The hook call, on deep copies (mutating them cannot leak into a fail-open request)."""
+    budget = engine.context_length or 0
+    if type(budget) is not int or budget < 0:
+        budget = 0
+    return functools.partial(
+        engine.select_context, copy.deepcopy(request),
+        # As dicts, as the hook is promised: another mapping may not even deep-copy.
+        conversation_messages=copy.deepcopy(
+            [dict(m) for m in conversation] if conversation is not None else None),
+        incoming_message=copy.deepcopy(dict(incoming) if incoming is not None else None),
+        budget_tokens=budget)
+
+
+def _discard_awaitable(result: Any) -> None:
+    close = getattr(result, "close", None)  # a coroutine never run: no "never awaited"
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
 
 
 class EngineSession:
@@ -153,14 +193,59 @@ class EngineSession:
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """The messages to send for one request (``apply_select_context``)."""
-        return await apply_select_context(self.engine, request,
-                                                conversation_messages=conversation,
-                                                incoming_message=incoming)
+        """The messages to send for one request after the engine's ``select_context``.
+
+        The engine gets deep copies and ``budget_tokens`` = its ``context_length``; an
+        exception, ``None``, a refused result (``_checks.py``) or its
+        ``select_context_timeout`` passing leaves the request as is. A sync hook runs in a
+        worker thread abandoned at the timeout, an ``async`` one on the loop, cancelled; a
+        cancellation from outside is never swallowed.
+        """
+        if not overrides(self.engine, "select_context"):
+            return request
+        from .._threads import run_in_worker
+
+        label = self.label
+        timeout = _select_timeout(self.engine)
+        unset = object()
+        result: Any = unset
+        try:
+            call = _selection_call(self.engine, request, conversation, incoming)
+            with anyio.move_on_after(timeout) as scope:
+                if inspect.iscoroutinefunction(call.func):
+                    result = await call()
+                else:
+                    result = await run_in_worker(call, key=("context engine select_context",
+                                                            label))
+                    if inspect.isawaitable(result):
+                        result = await result
+        except Exception as exc:
+            _unselected(label, f"raised {type_name(exc)}")
+            return request
+        if scope.cancel_called or result is unset:
+            # Past the deadline; a hook that swallowed its cancellation and returned late
+            # is not used either.
+            if inspect.isawaitable(result):
+                _discard_awaitable(result)
+            _unselected(label, f"did not return within {timeout:g}s")
+            return request
+        if result is None:
+            return request
+        plain, problem = vetted(request, result)
+        if plain is None:
+            _unselected(label, safe_text(problem))  # it may quote what the engine returned
+            return request
+        return plain
 
     def after_response(self, usage: Any) -> None:
-        """Give the engine one reply's usage (``update_from_response``)."""
-        after_response(self.engine, usage)
+        """Give the engine one reply's usage as a dict copy (none: not reported)."""
+        as_dict = usage_dict(usage)
+        if as_dict is None:
+            return
+        try:
+            self.engine.update_from_response(as_dict)
+        except Exception as exc:
+            log_hook_error(self.engine, "update_from_response", exc)
 
     async def compress(self, messages: list[dict[str, Any]],
                        usage: Any) -> list[dict[str, Any]] | None:
@@ -174,16 +259,49 @@ class EngineSession:
             functools.partial(maybe_compress, self.engine, messages, prompt_tokens, force=True))
 
     def turn_complete(self, transcript: Sequence[Mapping[str, Any]], usage: Any, *, turn_id: str,
-                      task_id: str | None, api_call_count: int, interrupted: bool = False,
-                      failed: bool = False, exit_reason: str = "completed") -> None:
+                      task_id: str | None = None, api_call_count: int = 0,
+                      interrupted: bool = False, failed: bool = False,
+                      exit_reason: str = "completed") -> None:
         """``on_turn_complete`` with copies of the transcript and the last usage."""
-        notify_turn_complete(self.engine, transcript, usage, turn_id=turn_id, task_id=task_id,
-                             api_call_count=api_call_count, interrupted=interrupted,
-                             failed=failed, turn_exit_reason=exit_reason)
+        if not overrides(self.engine, "on_turn_complete"):
+            return
+        try:
+            self.engine.on_turn_complete(
+                copy.deepcopy([dict(m) for m in transcript]), usage_dict(usage),
+                turn_id=turn_id, task_id=task_id, api_call_count=api_call_count,
+                interrupted=interrupted, failed=failed, turn_exit_reason=exit_reason)
+        except Exception as exc:
+            log_hook_error(self.engine, "on_turn_complete", exc)
 
     def tools(self) -> list[dict[str, Any]]:
-        """The engine's tools as OpenAI function tools (malformed ones left out)."""
-        return engine_tools(self.engine)
+        """The engine's tools as OpenAI function tools; malformed entries left out with a
+        warning, none when ``get_tool_schemas`` raises."""
+        label = self.label
+        try:
+            schemas = self.engine.get_tool_schemas()
+        except Exception as exc:
+            log_hook_error(self.engine, "get_tool_schemas", exc, "no engine tools offered")
+            return []
+        if not schemas:
+            return []
+        if not isinstance(schemas, (list, tuple)):
+            logger.warning("context engine %r get_tool_schemas returned %s, not a list; no "
+                           "engine tools", label, type_name(schemas))
+            return []
+        tools: list[dict[str, Any]] = []
+        for index, schema in enumerate(schemas):
+            try:
+                function = function_spec(schema)
+            except Exception as exc:
+                logger.warning("context engine %r tool schema %d (%s) is unusable (%s); left "
+                               "out", label, index, schema_name(schema), type_name(exc))
+                continue
+            if function is None:
+                logger.warning("context engine %r tool schema %d has no name; left out",
+                               label, index)
+                continue
+            tools.append({"type": "function", "function": function})
+        return tools
 
     async def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None, *,
                             turn_id: str | None, task_id: str | None,

@@ -11,22 +11,18 @@ from hypothesis import strategies as st
 from lionctx._messages import is_uid, new_uid
 from lionctx.engines import ContextCompressor, ContextEngine
 from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
-from lionctx.engines._host import (
-    after_response,
-    apply_select_context,
-    dispatch_engine_tool,
-    engine_tools,
-    maybe_compress,
-    notify_turn_complete,
-)
+from lionctx.engines._host import dispatch_engine_tool, maybe_compress
+from lionctx.engines._session import EngineSession
 from openai.types import CompletionUsage
 
 HOST = "lionctx.engines.host"
 
 
-def select_now(engine, request_messages, **kwargs):
-    """The host's (async) selection, run to its end from a sync test."""
-    return anyio.run(functools.partial(apply_select_context, engine, request_messages, **kwargs))
+def select_now(engine, request_messages, *, conversation_messages, incoming_message):
+    """An engine session's selection, run to its end from a sync test."""
+    return anyio.run(functools.partial(EngineSession(engine).select, request_messages,
+                                       conversation=conversation_messages,
+                                       incoming=incoming_message))
 
 
 class Engine(ContextEngine):
@@ -286,8 +282,8 @@ def test_turn_complete_gets_copies_usage_and_keywords():
     engine = Observer()
     transcript = request()
     usage = CompletionUsage(prompt_tokens=20, completion_tokens=5, total_tokens=25)
-    assert notify_turn_complete(engine, transcript, usage, turn_id="turn-1", task_id="task-9",
-                                api_call_count=2) is None
+    assert EngineSession(engine).turn_complete(transcript, usage, turn_id="turn-1",
+                                               task_id="task-9", api_call_count=2) is None
     _, messages, got_usage, kwargs = engine.calls[0]
     assert messages[:4] == transcript and all(
         a is not b for a, b in zip(messages, transcript, strict=False))
@@ -301,20 +297,20 @@ def test_turn_complete_gets_copies_usage_and_keywords():
 
 def test_turn_complete_with_no_response_passes_none_usage():
     engine = Observer()
-    notify_turn_complete(engine, [], None, turn_id="t", failed=True, turn_exit_reason="error")
+    EngineSession(engine).turn_complete([], None, turn_id="t", failed=True, exit_reason="error")
     _, _, usage, kwargs = engine.calls[0]
     assert usage is None and kwargs["failed"] and kwargs["turn_exit_reason"] == "error"
 
 
 def test_turn_complete_errors_are_logged_and_ignored(caplog):
     caplog.set_level(logging.WARNING, logger=HOST)
-    notify_turn_complete(Observer(fail=True), request(), {"prompt_tokens": 1}, turn_id="t")
+    EngineSession(Observer(fail=True)).turn_complete(request(), {"prompt_tokens": 1}, turn_id="t")
     assert "on_turn_complete raised ValueError" in warnings_from(caplog)[0]
 
 
 def test_turn_complete_skipped_when_not_overridden():
     engine = Engine()
-    notify_turn_complete(engine, [{"role": "user", "content": NoCopy()}], None, turn_id="t")
+    EngineSession(engine).turn_complete([{"role": "user", "content": NoCopy()}], None, turn_id="t")
     assert engine.calls == []
 
 
@@ -323,9 +319,10 @@ def test_turn_complete_skipped_when_not_overridden():
 
 def test_after_response_passes_a_usage_dict():
     engine = Engine()
-    after_response(engine, CompletionUsage(prompt_tokens=9, completion_tokens=1, total_tokens=10))
-    after_response(engine, {"prompt_tokens": 11})
-    after_response(engine, None)
+    session = EngineSession(engine)
+    session.after_response(CompletionUsage(prompt_tokens=9, completion_tokens=1, total_tokens=10))
+    session.after_response({"prompt_tokens": 11})
+    session.after_response(None)
     assert [c[1]["prompt_tokens"] for c in engine.calls] == [9, 11]
     assert all(isinstance(c[1], dict) for c in engine.calls)
 
@@ -336,7 +333,7 @@ def test_after_response_contains_errors(caplog):
             raise KeyError("x")
 
     caplog.set_level(logging.WARNING, logger=HOST)
-    after_response(Broken(), {"prompt_tokens": 1})
+    EngineSession(Broken()).after_response({"prompt_tokens": 1})
     assert "update_from_response raised KeyError" in warnings_from(caplog)[0]
 
 
@@ -371,7 +368,7 @@ class Tooled(Engine):
 
 def test_engine_tools_become_openai_function_tools(caplog):
     caplog.set_level(logging.WARNING, logger=HOST)
-    tools = engine_tools(Tooled())
+    tools = EngineSession(Tooled()).tools()
     assert tools[0] == {
         "type": "function",
         "function": {
@@ -391,13 +388,13 @@ def test_engine_tools_become_openai_function_tools(caplog):
 
 
 def test_engine_without_tools_offers_none():
-    assert engine_tools(Engine()) == []
+    assert EngineSession(Engine()).tools() == []
 
     class Raising(Engine):
         def get_tool_schemas(self):
             raise OSError("db gone")
 
-    assert engine_tools(Raising()) == []
+    assert EngineSession(Raising()).tools() == []
 
 
 def test_dispatch_engine_tool():
@@ -561,7 +558,7 @@ def test_builtin_compressor_through_the_host_hook_chain():
         + [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 200}
            for i in range(30)]
     )
-    after_response(engine, {"prompt_tokens": 5000, "completion_tokens": 10})
+    EngineSession(engine).after_response({"prompt_tokens": 5000, "completion_tokens": 10})
     out = maybe_compress(engine, history, engine.last_prompt_tokens)
     assert out is not None and len(out) < len(history)
     assert engine.compression_count == 1
@@ -638,6 +635,6 @@ def test_a_tool_schema_that_cannot_be_copied_is_left_out(caplog):
             ]
 
     caplog.set_level(logging.WARNING, logger=HOST)
-    tools = engine_tools(Locked())
+    tools = EngineSession(Locked()).tools()
     assert [t["function"]["name"] for t in tools] == ["good"]
     assert "bad" in warnings_from(caplog)[0]

@@ -19,15 +19,18 @@ from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel
 from lionctx.engines import ContextEngine
 from lionctx.engines._checks import vetted
-from lionctx.engines._host import apply_select_context, engine_tools, maybe_compress
+from lionctx.engines._host import maybe_compress
+from lionctx.engines._session import EngineSession
 
 SYSTEM = "You are careful."
 HOST = "lionctx.engines.host"
 
 
-def select_now(engine, request_messages, **kwargs):
-    """The host's (async) selection, run to its end from a sync test."""
-    return anyio.run(functools.partial(apply_select_context, engine, request_messages, **kwargs))
+def select_now(engine, request_messages, *, conversation_messages, incoming_message):
+    """An engine session's selection, run to its end from a sync test."""
+    return anyio.run(functools.partial(EngineSession(engine).select, request_messages,
+                                       conversation=conversation_messages,
+                                       incoming=incoming_message))
 
 
 # -- liars ---------------------------------------------------------------------------
@@ -237,7 +240,7 @@ def test_tool_schemas_are_read_from_what_they_hold():
             return [LyingDict({"name": "real_name", "parameters": {}},
                               {"name": "shown_name"})]
 
-    (tool,) = engine_tools(Tools(lambda r: None))
+    (tool,) = EngineSession(Tools(lambda r: None)).tools()
     assert tool["function"]["name"] == "real_name" and type(tool["function"]["name"]) is str
 
 
