@@ -12,8 +12,7 @@ from lionctx import models, testing
 from lionctx._messages import is_uid
 from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, engine_for_agent
 from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
-from lionctx.engines._host import maybe_compress
-from lionctx.engines._session import EngineSession
+from lionctx.engines._session import EngineSession, maybe_compress
 
 FOLD_HEADER = "Messages to fold into the summary"
 

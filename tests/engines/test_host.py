@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from lionctx._messages import is_uid, new_uid
 from lionctx.engines import ContextCompressor, ContextEngine
 from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
-from lionctx.engines._host import dispatch_engine_tool, maybe_compress
-from lionctx.engines._session import EngineSession
+from lionctx.engines._session import EngineSession, dispatch_engine_tool, maybe_compress
 from openai.types import CompletionUsage
 
 HOST = "lionctx.engines.host"

@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel
 from lionctx.engines import ContextEngine
 from lionctx.engines._checks import vetted
-from lionctx.engines._host import maybe_compress
-from lionctx.engines._session import EngineSession
+from lionctx.engines._session import EngineSession, maybe_compress
 
 SYSTEM = "You are careful."
 HOST = "lionctx.engines.host"
