@@ -47,8 +47,7 @@ ENTRY_POINT_GROUP = "lionctx.context_engines"
 _PLUGIN_SUBDIR = ("plugins", "context_engine")
 _MODULE_PREFIX = "_lionctx_context_engine_"
 
-#: Guards the registration and the per-process caches (plugins may load from threads).
-lock = threading.RLock()
+lock = threading.RLock()  # registration and caches: plugins may load from threads
 _modules: dict[Path, ModuleType] = {}
 _instances: dict[str, ContextEngine] = {}
 
@@ -83,12 +82,9 @@ _process = PluginContext("register_context_engine")
 
 
 def register_context_engine(engine: object) -> bool:
-    """Register ``engine`` for this process; True when accepted.
-
-    Only one engine can be registered: a second is refused with a warning, and so is
-    anything that is not a :class:`ContextEngine`. It is used only where a
-    configuration or host names it, and each agent gets its ``clone_for_agent()``.
-    """
+    """Register ``engine`` for this process; True when accepted (one only: a second, or a
+    non-:class:`ContextEngine`, is refused with a warning). Used where a configuration or
+    host names it; each agent gets its ``clone_for_agent()``."""
     return _process.register_context_engine(engine)
 
 
@@ -106,8 +102,7 @@ def clear_registered_context_engine() -> None:
 # -- discovery ---------------------------------------------------------------------------
 
 def plugin_dirs(paths: Sequence[Path]) -> list[Path]:
-    """Plugin directories in search order (within a root, sorted by name); names
-    starting with ``_`` or ``.`` and folders without ``__init__.py`` are skipped."""
+    """Plugin packages in search order (by name within a root; ``_``/``.`` names skipped)."""
     found: list[Path] = []
     for path in paths:
         root = path.joinpath(*_PLUGIN_SUBDIR)
@@ -365,11 +360,7 @@ def _found(paths: Sequence[Path]) -> list[_Found]:
 
 def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> ContextEngine:
     """The shared instance of the plugin engine ``name`` (not a per-agent clone).
-
-    Raises:
-        LookupError: no engine of that name is registered or discoverable.
-        PluginLoadError: the plugin was found but could not be loaded.
-    """
+    LookupError when none is found, PluginLoadError when it cannot be loaded."""
     if not isinstance(name, str) or not name:
         raise InvalidValue(f"engine name must be a non-empty string, got {name!r}")
     paths = _search_paths(search_paths, {})
@@ -398,13 +389,9 @@ class EngineInfo:
 
 def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
                          config: ConfigArg = None, load: bool = True) -> list[EngineInfo]:
-    """Every discoverable engine, in resolution order, with its availability.
-
-    With ``load`` (default) each plugin is imported to check it works (running its
-    code, activating nothing); with ``load=False`` nothing is imported. An engine
-    shadowed by an earlier one of the same name is unavailable. ``config`` adds its
-    ``context.plugin_paths`` to the search paths.
-    """
+    """Every discoverable engine in resolution order. ``load`` imports each plugin to check
+    it works (activating nothing); one shadowed by an earlier same name is unavailable;
+    ``config`` adds its ``context.plugin_paths``."""
     from .. import __version__
 
     infos = [EngineInfo(DEFAULT_ENGINE, "Built-in: summarizes the middle of long conversations",
@@ -428,14 +415,11 @@ def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
 
 def engine_for_agent(config: ConfigArg = None, *, search_paths: Iterable[PathArg] | None = None,
                      model: Any = None) -> ContextEngine:
-    """The context engine one agent or branch should use.
-
-    ``config``: a mapping, a YAML/TOML path, or None (the built-in compressor, built
-    fresh with ``model`` as its summarizer and the ``context.compressor`` settings). A
-    plugin engine is the shared instance's ``clone_for_agent()``; an unknown name, a
-    plugin that fails to load or a failing clone falls back to the built-in compressor
-    with a warning naming the engine. Configuration errors raise.
-    """
+    """The context engine one agent or branch should use for ``config`` (a mapping, a
+    YAML/TOML path, or None: the built-in compressor summarizing with ``model``). A
+    plugin engine is the shared one's ``clone_for_agent()``; an unknown, broken or
+    uncloneable one falls back to the built-in compressor with a warning. Bad
+    configuration raises."""
     section = context_section(config)
     name = configured_engine_name({"context": section})
     timeout = section.get("select_context_timeout")

@@ -17,7 +17,7 @@ import inspect
 import json
 import math
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -59,9 +59,8 @@ class ThreadBridgeModel:
 
 
 def summary_model(model: Any) -> Any:
-    """What a compressor summarizes with for a host's chat ``model``: the model when it
-    has ``complete_sync``, a :class:`ThreadBridgeModel` when it only has an async
-    ``complete``, else None."""
+    """What a compressor summarizes with for a host's chat ``model``: itself with a
+    ``complete_sync``, a :class:`ThreadBridgeModel` with only an async ``complete``."""
     if model is None:
         return None
     if callable(getattr(model, "complete_sync", None)):
@@ -98,12 +97,9 @@ def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
 def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
                    prompt_tokens: int | None, *, focus_topic: str | None = None,
                    force: bool = False) -> list[dict[str, Any]] | None:
-    """The compacted history to store, or None to keep ``messages`` (never modified).
-
-    ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot; None
-    when not due, unchanged, raising or refused (``_checks.py``). Rows keep their uids
-    (:func:`carry_identity`; new rows get fresh ones).
-    """
+    """The compacted history to store, or None to keep ``messages`` (never modified):
+    ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot, checked
+    (``_checks.py``); rows keep their uids, new rows get fresh ones."""
     label = engine_label(engine)
     if not force and not compression_due(engine, prompt_tokens):
         return None
@@ -191,21 +187,10 @@ def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
         budget_tokens=budget)
 
 
-def _discard_awaitable(result: Any) -> None:
-    close = getattr(result, "close", None)  # a coroutine never run: no "never awaited"
-    if callable(close):
-        with contextlib.suppress(Exception):
-            close()
-
-
 class EngineSession:
-    """One engine bound to one conversation: its session lifecycle and turn hooks.
-
-    :meth:`start` / :meth:`end` / :meth:`reset` call ``on_session_start`` (once),
-    ``on_session_end`` (with copies of the messages) and ``on_session_reset``; hook
-    errors are logged and ignored. ``session_id``: the id every session reports; when
-    None, the id :meth:`start` is given, else a fresh one.
-    """
+    """One engine bound to one conversation: its session lifecycle and turn hooks (hook
+    errors logged and ignored). ``session_id``: the id every session reports; when None,
+    the id :meth:`start` is given, else a fresh one."""
 
     def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
         if not isinstance(engine, ContextEngine):
@@ -308,8 +293,10 @@ class EngineSession:
         if scope.cancel_called or result is unset:
             # Past the deadline; a hook that swallowed its cancellation and returned late
             # is not used either.
-            if inspect.isawaitable(result):
-                _discard_awaitable(result)
+            close = getattr(result, "close", None)  # a coroutine never run: not "never awaited"
+            if inspect.isawaitable(result) and callable(close):
+                with contextlib.suppress(Exception):
+                    close()
             _unselected(label, f"did not return within {timeout:g}s")
             return request
         if result is None:
@@ -396,13 +383,10 @@ class EngineSession:
 
 
 class SessionPool:
-    """The engine sessions of a host that serves many conversations.
-
-    Runs without a session id use ``engine``; each session id gets a session over its
-    ``clone_for_agent()``. Beyond ``max_sessions`` ids the least recently used idle
-    sessions are ended (shielded, in a worker thread); one with a run in flight never is.
-    ``owner`` names the host in log lines.
-    """
+    """The engine sessions of a host serving many conversations: runs without a session id
+    use ``engine``, each id a session over its ``clone_for_agent()``. Beyond
+    ``max_sessions`` ids the least recently used idle ones are ended (shielded, in a
+    worker thread); ``owner`` names the host in log lines."""
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,
                  owner: str = "") -> None:
@@ -413,7 +397,7 @@ class SessionPool:
         # session key (None: runs without a session id) -> session, least recent first
         self._sessions: OrderedDict[str | None, EngineSession] = OrderedDict()
         # session -> runs in flight; entries leave at zero, so it stays small
-        self._running: dict[EngineSession, int] = {}
+        self._running: Counter[EngineSession] = Counter()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -447,7 +431,7 @@ class SessionPool:
                 self._sessions[key] = session
             else:
                 self._sessions.move_to_end(key)
-            self._running[session] = self._running.get(session, 0) + 1
+            self._running[session] += 1
             return session, self._evict_locked()
 
     def _evict_locked(self) -> list[EngineSession]:
@@ -464,11 +448,9 @@ class SessionPool:
 
     def _release(self, session: EngineSession) -> None:
         with self._lock:
-            left = self._running.get(session, 0) - 1
-            if left > 0:
-                self._running[session] = left
-            else:
-                self._running.pop(session, None)
+            self._running[session] -= 1
+            if self._running[session] <= 0:
+                del self._running[session]
 
     async def _end_evicted(self, sessions: list[EngineSession]) -> None:
         # Shielded: an evicted session is gone from the pool either way, so its
