@@ -407,3 +407,15 @@ async def test_one_async_client_per_loop_reused_and_closed(server, anyio_backend
     assert len(model._aclients) == 1  # the second call reused the first's client
     await model.aclose()
     assert len(model._aclients) == 0
+
+
+@pytest.mark.parametrize(("kwargs", "error", "named"), [
+    ({"timeout": 0}, ValueError, "timeout"), ({"timeout": "5"}, ValueError, "timeout"),
+    ({"timeout": True}, ValueError, "timeout"), ({"max_retries": -1}, ValueError, "max_retries"),
+    ({"max_retries": 1.5}, ValueError, "max_retries"), ({"params": [1]}, TypeError, "params"),
+    ({"api_key": 7}, TypeError, "api_key"), ({"base_url": b"x"}, TypeError, "base_url"),
+])
+def test_bad_settings_are_refused_naming_them(kwargs, error, named):
+    with pytest.raises(error, match=named) as info:
+        OpenAIChatModel("m", **kwargs)
+    assert isinstance(info.value, LionctxError)
