@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
 from .._safe_text import error_text
 
 __all__ = ["ActionResponse", "Tool", "as_tool", "run_tool_call"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 
