@@ -480,6 +480,7 @@ class ContextCompressor(ContextEngine):
         """The summarizer's text, cut to the target; the fallback note if it fails."""
         target = self.summary_target_tokens
         text: object = None
+        why = "the summarizer returned no text"
         try:
             if self.summarize is not None:
                 text = self.summarize([dict(m) for m in folded], previous)
@@ -487,15 +488,12 @@ class ContextCompressor(ContextEngine):
                 text = response_text(self.model.complete_sync(summarizer_request(
                     folded, previous, focus_topic, target, self.max_message_chars)))
             else:
-                logger.warning("compressor: no model to summarize with; inserting a fallback note")
-                return fallback_text(previous)
+                why = "no model to summarize with"
         except Exception as exc:
-            logger.warning("compressor: summarizing failed (%s); inserting a fallback note",
-                           type(exc).__name__)
-            return fallback_text(previous)
+            why = f"summarizing failed ({type(exc).__name__})"
         if isinstance(text, str) and text.strip():
             return cut_to_tokens(text.strip(), target, self._count)
-        logger.warning("compressor: the summarizer returned no text; inserting a fallback note")
+        logger.warning("compressor: %s; inserting a fallback note", why)
         return fallback_text(previous)
 
 
