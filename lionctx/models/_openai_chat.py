@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -377,7 +377,7 @@ class OpenAIChatStream:
     def __init__(self, model: OpenAIChatModel, body: dict[str, Any]) -> None:
         self._model = model
         self._body = body
-        self._gen: AsyncIterator[str] | None = None
+        self._gen = self._events()  # the request is made on the first iteration
         self.response: ChatResponse | None = None
         self.usage: dict[str, Any] | None = None
         self.content: str = ""
@@ -387,14 +387,11 @@ class OpenAIChatStream:
         return self
 
     async def __anext__(self) -> str:
-        if self._gen is None:
-            self._gen = self._events()
         return await self._gen.__anext__()
 
     async def aclose(self) -> None:
         """Stop reading and close the HTTP response."""
-        if self._gen is not None:
-            await self._gen.aclose()  # type: ignore[attr-defined]
+        await self._gen.aclose()
 
     async def __aenter__(self) -> OpenAIChatStream:
         return self
@@ -402,7 +399,7 @@ class OpenAIChatStream:
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
-    async def _events(self) -> AsyncIterator[str]:
+    async def _events(self) -> AsyncGenerator[str, None]:
         import openai
 
         model = self._model
