@@ -61,8 +61,6 @@ class ThreadBridgeModel:
 def summary_model(model: Any) -> Any:
     """What a compressor summarizes with for a host's chat ``model``: itself with a
     ``complete_sync``, a :class:`ThreadBridgeModel` with only an async ``complete``."""
-    if model is None:
-        return None
     if callable(getattr(model, "complete_sync", None)):
         return model
     if callable(getattr(model, "complete", None)):
