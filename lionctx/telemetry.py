@@ -1,12 +1,8 @@
-"""OpenTelemetry traces and metrics for provider passes (optional: ``lionctx[otel]``).
-
-Each pass becomes a ``lionctx.gather`` span with one ``lionctx.provider`` child per
-provider, and three metrics (outcomes, injected tokens, duration). Every text from
-outside is cut and then scrubbed (:func:`scrub`); a metric's provider label is one of at most
-:data:`MAX_LABEL_VALUES` values. Without the API installed nothing imports it; while
-the global providers are the API's no-op defaults nothing is built; ``LIONCTX_OTEL=0``
-or :func:`set_enabled` turns recording off. See ``docs/telemetry.md``.
-"""
+"""OpenTelemetry traces and metrics for provider passes (optional: ``lionctx[otel]``):
+a ``lionctx.gather`` span per pass with a ``lionctx.provider`` child per provider, and
+three metrics. Outside text is cut and scrubbed (:func:`scrub`); metric labels are a
+bounded set. ``LIONCTX_OTEL=0`` or :func:`set_enabled` turns it off. See
+``docs/telemetry.md``."""
 
 from __future__ import annotations
 
@@ -32,7 +28,7 @@ logger = logger_for(__name__)
 
 _state: dict[str, Any] = {"enabled": None, "tracer": None, "instruments": None,
                           "tracer_provider": None, "meter_provider": None,
-                          "max_labels": None, "live_until": None, "api": None}
+                          "max_labels": None, "live_until": None}
 
 #: Default most distinct provider label values a process gives its metrics.
 MAX_LABEL_VALUES = 100
@@ -80,11 +76,8 @@ def live() -> bool:
 
 
 def _global_live() -> bool:
-    if _state["api"] is None:
-        from opentelemetry import metrics, trace
+    from opentelemetry import metrics, trace
 
-        _state["api"] = (trace, metrics)
-    trace, metrics = _state["api"]
     if not isinstance(trace.get_tracer_provider(),
                       (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return True

@@ -18,8 +18,8 @@ from typing import Any
 from .._exceptions import InvalidValue, UsageError
 
 __all__ = ["CONFIG_KEYS", "KINDS", "SourceSpec", "UsageError", "arg_type", "assign_names",
-           "build_provider", "check_glob", "check_number", "one_line", "parse_float",
-           "parse_int", "read_config"]
+           "build_provider", "check_number", "one_line", "parse_float", "parse_int",
+           "read_config"]
 
 KINDS = ("fs", "http", "sqlite")
 # "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
@@ -268,16 +268,6 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
 
 # -- building providers -------------------------------------------------------------
 
-def check_glob(pattern: str, where: str) -> None:
-    """A UsageError naming ``pattern`` unless the fs provider's matcher accepts it."""
-    from ..providers._filesystem import GlobMatcher
-
-    try:
-        GlobMatcher(pattern)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{where}: {one_line(str(exc))}") from None
-
-
 def _default_name(spec: SourceSpec) -> str:
     """The name the provider itself would take when unnamed."""
     if spec.kind == "mcp":
@@ -336,8 +326,7 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
             if not os.path.isdir(spec.target):
                 raise UsageError(f"{spec.origin}: {spec.target} is not a directory")
             if spec.glob is not None:
-                check_glob(spec.glob, spec.origin)
-                kwargs["glob"] = spec.glob
+                kwargs["glob"] = spec.glob  # the provider refuses a bad glob, naming it
             return FilesystemContextProvider(spec.target, name=spec.name, **kwargs)
         if spec.kind == "http":
             return HttpContextProvider(spec.target, name=spec.name, **kwargs)

@@ -195,22 +195,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(reply.status, wire.error_body(reply.error or "error", kind))
             return
         calls = wire.tool_calls(reply, owner._next_id)
-        finish = wire.finish_reason(reply, calls)
-        used = wire.usage(body, reply)
-        model = body.get("model") or owner.models[0]
-        cid = f"chatcmpl-{owner._next_id()}"
-        created = int(time.time())
+        plain = wire.completion(f"chatcmpl-{owner._next_id()}",
+                                body.get("model") or owner.models[0], int(time.time()), reply,
+                                calls, wire.usage(body, reply))
         if not body.get("stream"):
-            self._send_json(200, wire.completion(cid, model, created, reply, calls, finish,
-                                                 used))
+            self._send_json(200, plain)
             return
         opts = body.get("stream_options") or {}
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
-        for payload in wire.stream_chunks(cid, model, created, reply, calls, finish,
-                                          used if opts.get("include_usage") else None):
+        for payload in wire.stream_chunks(plain, bool(opts.get("include_usage"))):
             self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
