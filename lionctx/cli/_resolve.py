@@ -115,6 +115,7 @@ class FaceRun:
 
         plan = self.plan
         self.run_context = RunContext(user_id=plan.user, tenant_id=plan.tenant)
+        self.live.names = [str(s.name) for s in plan.specs]
         self.observer = self.live.on_outcome if self.live.enabled else None
         self.board = Breakers()  # a CLI run does not share the process board
         self.branch = Branch(self.system, self.model, run_context=self.run_context,
@@ -234,7 +235,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     import anyio
 
     plan = make_plan(args)
-    run = anyio.run(_resolve, plan, LiveStatus([s.name or "" for s in plan.specs]))
+    run = anyio.run(_resolve, plan, LiveStatus([]))
     if plan.fmt == "json":
         # Exact text (a parser reads back every character), with nothing a terminal
         # would act on left raw: json escapes C0, json_safe the rest.

@@ -49,7 +49,6 @@ class _Run:
 
     def __post_init__(self) -> None:
         self.plan = _plan(self.world, self.timeout)
-        self.live.names = [str(s.name) for s in self.plan.specs]
 
     def say(self, text: str = "") -> None:
         self.out.write(text + "\n")
