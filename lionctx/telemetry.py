@@ -119,19 +119,12 @@ def configure(*, tracer_provider: Any = None, meter_provider: Any = None,
         _label_of.clear()
 
 
-def _tracer() -> Any:
+def _otel() -> tuple[Any, Any]:
+    """The tracer and the three instruments, built on the first recorded pass."""
     if _state["tracer"] is None:
-        from opentelemetry import trace
+        from opentelemetry import metrics, trace
 
         provider = _state["tracer_provider"] or trace.get_tracer_provider()
-        _state["tracer"] = provider.get_tracer("lionctx")
-    return _state["tracer"]
-
-
-def _instruments() -> Any:
-    if _state["instruments"] is None:
-        from opentelemetry import metrics
-
         meter = (_state["meter_provider"] or metrics.get_meter_provider()).get_meter("lionctx")
         _state["instruments"] = (
             meter.create_counter("lionctx.provider.outcomes", unit="{outcome}",
@@ -141,7 +134,8 @@ def _instruments() -> Any:
             meter.create_histogram("lionctx.provider.duration", unit="ms",
                                    description="Provider call duration"),
         )
-    return _state["instruments"]
+        _state["tracer"] = provider.get_tracer("lionctx")
+    return _state["tracer"], _state["instruments"]
 
 
 def scrub(text: object, limit: int = MESSAGE_CHARS) -> str:
@@ -227,7 +221,7 @@ def _record(face: str, report: Report, started_ns: int, concurrent: bool) -> Non
     from opentelemetry.trace import Status as OtelStatus
 
     outcomes = report.outcomes
-    tracer = _tracer()
+    tracer, inst = _otel()
     ended = time.time_ns()
     attrs: dict[str, Any] = {"lionctx.face": face, "lionctx.providers": len(outcomes),
                              "lionctx.tokens.used": report.used_tokens,
@@ -242,7 +236,6 @@ def _record(face: str, report: Report, started_ns: int, concurrent: bool) -> Non
     parent = tracer.start_span("lionctx.gather", kind=SpanKind.INTERNAL, attributes=attrs,
                                start_time=started_ns)
     parent_ctx = trace.set_span_in_context(parent)
-    inst = _instruments()
     for o, start in zip(outcomes, _place(outcomes, started_ns, concurrent), strict=True):
         status = o.status.value
         a: dict[str, Any] = {"lionctx.provider.name": _printable(scrub(o.name, NAME_CHARS)),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -74,15 +74,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 turns=getattr(args, "turns", 1) or 1)
 
 
-@asynccontextmanager
-async def open_providers(
-    plan: Plan, build: Callable[[SourceSpec], Any] | None = None,
-) -> AsyncIterator[list[Any]]:
+def open_providers(plan: Plan, build: Callable[[SourceSpec], Any] | None = None,
+                   ) -> AbstractAsyncContextManager[list[Any]]:
     """One provider per source (``build``, default :func:`build_provider` with the
     plan's timeout), in order, all closed when the block ends."""
-    make = build if build is not None else (lambda spec: build_provider(spec, plan.timeout))
-    async with opened(plan.specs, make) as providers:
-        yield providers
+    return opened(plan.specs, build or (lambda spec: build_provider(spec, plan.timeout)))
 
 
 def cache_line(brk: Any, turn: int) -> str:

@@ -89,16 +89,17 @@ def _plan(world: DemoWorld, timeout: float) -> Plan:
 
 def _describe_sources(run: _Run) -> None:
     w, plan = run.world, run.plan
-    where = {"notes": f" ({len(samples.NOTES)} files)",
+    where = {"notes": f" ({len(list(w.notes.iterdir()))} files)",
              "profile": f" (query: {samples.PROFILE_SQL})",
              "incidents": f" (answers after {w.status.slow_seconds:g}s: will time out on "
                           "purpose)",
-             "archive": f" ({len(samples.ARCHIVE)} long file)",
-             "tickets": f": {TICKETS_URI} from an MCP server over stdio"}
+             "archive": f" ({len(list(w.archive.iterdir()))} long file)"}
     width = max(len(str(s.name)) for s in plan.specs)
     for s in plan.specs:
-        text = visible(s.target + where.get(str(s.name), ""), multiline=False)
-        run.say(f"  {str(s.name).ljust(width)}  {s.kind.ljust(6)}  {text}")
+        text = (f"{TICKETS_URI} from an MCP server over stdio (lionctx/demo/_mcp_server.py)"
+                if s.kind == "mcp" else s.target + where.get(str(s.name), ""))
+        run.say(f"  {str(s.name).ljust(width)}  {s.kind.ljust(6)}  "
+                f"{visible(text, multiline=False)}")
 
 
 async def _lionagi_face(run: _Run, providers: list[Any]) -> FaceRun:

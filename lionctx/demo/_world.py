@@ -3,6 +3,7 @@ the sample notes and a SQLite profile database, and a status endpoint on 127.0.0
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import tempfile
 import threading
@@ -68,12 +69,6 @@ class DemoWorld:
     status: StatusServer
 
 
-def _write_files(folder: Path, files: dict[str, str]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for rel, text in files.items():
-        (folder / rel).write_text(text, encoding="utf-8")
-
-
 @contextmanager
 def demo_world(*, slow_seconds: float = 30.0) -> Iterator[DemoWorld]:
     """Build the demo's sources; remove and stop everything on the way out."""
@@ -82,8 +77,8 @@ def demo_world(*, slow_seconds: float = 30.0) -> Iterator[DemoWorld]:
         root = Path(tmp)
         world = DemoWorld(root=root, notes=root / "notes", archive=root / "archive",
                           database=root / "profile.sqlite", status=status)
-        _write_files(world.notes, samples.NOTES)
-        _write_files(world.archive, samples.ARCHIVE)
+        shutil.copytree(samples.FOLDER / "notes", world.notes)
+        shutil.copytree(samples.FOLDER / "archive", world.archive)
         with closing(sqlite3.connect(world.database)) as conn:
             conn.execute("CREATE TABLE users (id TEXT PRIMARY KEY, name TEXT NOT NULL, "
                          "plan TEXT NOT NULL, region TEXT NOT NULL, seats INTEGER NOT NULL)")
