@@ -211,23 +211,21 @@ async def _main(run: _Run, build: Callable[[SourceSpec], Any] | None = None) -> 
         await aclose_all([run.model])
 
 
-def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, int | None]:
-    """The model for the turn: (model, label, is_echo, local server port or None)."""
+def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, int | None]:
+    """The model for the turn: (model, label, the offline echo server's port or None)."""
     from agentium_compat import openai
 
     if not offline and (os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
         model = openai()
         where = public_url(model.base_url or "https://api.openai.com/v1")
-        label = f"{model.model} at {where} (from OPENAI_BASE_URL / OPENAI_API_KEY)"
-        return model, label, False, None
+        return model, f"{model.model} at {where} (from OPENAI_BASE_URL / OPENAI_API_KEY)", None
     from ..testing import LocalOpenAIServer
 
     server = stack.enter_context(LocalOpenAIServer())
-    model = openai("lionctx-echo", base_url=server.base_url)
     label = (f"offline echo model at {server.base_url}: no language model, no network; it "
              "repeats the question and names the context blocks it received "
              "(set OPENAI_BASE_URL / OPENAI_API_KEY for a real model)")
-    return model, label, True, server.port
+    return openai("lionctx-echo", base_url=server.base_url), label, server.port
 
 
 def run_demo(*, color: str = "auto", offline: bool = False,
@@ -252,11 +250,9 @@ def run_demo(*, color: str = "auto", offline: bool = False,
         with ExitStack() as stack:
             world = stack.enter_context(demo_world())
             root = world.root
-            ports.append(world.status.port)
-            model, label, echo, model_port = _pick_model(stack, offline)
-            if model_port is not None:
-                ports.append(model_port)
-            run = _Run(out, style, live, world, model, label, echo, timeout)
+            model, label, echo_port = _pick_model(stack, offline)
+            ports = [world.status.port, *([echo_port] if echo_port is not None else [])]
+            run = _Run(out, style, live, world, model, label, echo_port is not None, timeout)
             run.say(f"question: {samples.QUESTION}")
             run.say(f"user:     {samples.USER_ID}")
             run.say("sources:")
