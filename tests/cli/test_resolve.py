@@ -490,6 +490,6 @@ async def test_a_provider_that_fails_to_close_hides_no_result_and_no_other_close
 
     async with open_providers(plan, build) as providers:
         result = await run_plan(plan, providers)
-    assert [o.status.value for o in result["outcomes"]] == ["fired", "fired", "fired"]
-    assert tag_block("b", "up") in result["context"]
+    assert [o.status.value for o in result.report.outcomes] == ["fired", "fired", "fired"]
+    assert tag_block("b", "up") in result.context
     assert closed == ["a", "b (client closed)", "c"]
