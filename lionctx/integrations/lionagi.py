@@ -12,11 +12,9 @@ in its place, run once per user call::
     report(branch).outcomes       # lionctx's report of that call, one row per provider
 
 The query is the instruction's text as LionAGI renders it (never ``str(instruction)``,
-which holds a fresh UUID every turn); the run context is the one bound with
-:func:`lionctx.bind_run_context` (with :func:`install`, also ``run_context=``).
-:func:`provider` gives a ``fetch(query, ctx)`` provider a ``provide``;
-:func:`use_bundled_tokenizer` seeds tiktoken's cache offline. Nothing here imports
-``lionagi`` (``docs/integrations.md``).
+which holds a fresh UUID every turn). :func:`provider` gives a ``fetch(query, ctx)``
+provider a ``provide``; :func:`use_bundled_tokenizer` seeds tiktoken's cache offline.
+Nothing here imports ``lionagi`` (``docs/integrations.md``).
 """
 
 from __future__ import annotations
@@ -58,9 +56,7 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
     The directory is ``cache_dir``, else ``$TIKTOKEN_CACHE_DIR``, else a
     ``lionctx-tiktoken`` folder in the temp directory; ``TIKTOKEN_CACHE_DIR`` is set
     to it, so tiktoken (and LionAGI's tokenizer) reads it instead of downloading.
-    The file is written only when missing or not byte-identical (sha256-checked).
-    Call it before the first token count of the process: tiktoken keeps an encoding
-    once loaded.
+    Call it before the first token count of the process (tiktoken keeps an encoding).
     """
     from .._tokens import O200K_FILE, O200K_SHA256
 
@@ -93,26 +89,17 @@ class LionagiProvider:
         self.inner = inner
         self.name = provider_name(inner, name, agentium=True)
 
-    @property
-    def degradation_reason(self) -> Any:
-        return getattr(self.inner, "degradation_reason", None)
-
-    @property
-    def source_identity(self) -> Any:
-        """The wrapped provider's (see :mod:`lionctx._scope`)."""
-        return getattr(self.inner, "source_identity", None)
-
-    @property
-    def context_fields(self) -> Any:
-        """The run-context fields the wrapped provider reads."""
-        return getattr(self.inner, "context_fields", ())
+    def __getattr__(self, name: str) -> Any:
+        # What the pass reads of a provider is the wrapped one's.
+        if name in ("degradation_reason", "source_identity"):
+            return getattr(self.inner, name, None)
+        if name == "context_fields":
+            return getattr(self.inner, name, ())
+        raise AttributeError(name)
 
     async def provide(self, branch: Any, instruction: Any) -> Any:
-        """Call the wrapped provider with the instruction's text and the run context.
-
-        Returns what the wrapped provider answers, as it is: text or ``None`` from
-        a well-behaved one; the pass checks it (anything else fails that row).
-        """
+        """The wrapped provider's answer (checked by the pass) to the instruction's
+        text and the run context."""
         return await call_fetch(self.inner, query_from_instruction(instruction),
                                 run_context_from_branch(branch))
 
@@ -133,8 +120,7 @@ _UNSET: Any = object()
 
 class _Installed:
     """LionAGI's Branch registry after :func:`install`: ``gather`` runs the lionctx
-    registry once per user call (the first model call's instruction is the query);
-    everything else LionAGI reads is the registry's."""
+    registry once per user call; everything else LionAGI reads is the registry's."""
 
     def __init__(self, registry: ContextProviderRegistry, run_context: Any) -> None:
         self.registry = registry

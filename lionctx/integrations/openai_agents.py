@@ -8,11 +8,8 @@
     result = await Runner.run(agent, "Where is my order?", context={"user_id": "u1"})
     report(result).outcomes       # what each source did in this run
 
-The providers run on the run's first model call; every call of the run gets the same
-bytes. The query is the run's latest user input; the run context is
-``run_context(context)`` or the ``context`` given to ``Runner.run`` (the bound one
-fills what it leaves unset). The baseline is the previous run of the same
-``session_id``, user and tenant. This module does not import the SDK
+The query is the run's latest user input; the run context is ``run_context(context)``
+or the ``context`` given to ``Runner.run``. Does not import the SDK
 (``docs/integrations.md``).
 """
 
@@ -24,15 +21,7 @@ from typing import Any
 
 from .._exceptions import InvalidType
 from .._report import Report
-from ._turns import (
-    DEFAULT_TIMEOUT,
-    HostHook,
-    TurnResolver,
-    compose,
-    text_of,
-    tie_report,
-    tied_report,
-)
+from ._turns import DEFAULT_TIMEOUT, HostHook, text_of, tied_report
 
 __all__ = ["DEFAULT_TIMEOUT", "ContextInstructions", "context_instructions",
            "latest_user_text", "report"]
@@ -57,12 +46,11 @@ class ContextInstructions(HostHook):
     """An ``instructions`` callable for ``agents.Agent(instructions=...)``.
 
     ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
-    ``instructions``: the agent's own instructions (a str or a callable
-    ``(context, agent)``), put before the context blocks. ``run_context``: a callable
-    mapping the ``context`` given to ``Runner.run`` to a run context (sync or async),
-    or a run context value. ``options``: those of :func:`lionctx.resolve_context`
-    (``timeout`` (default 10 s), ``deadline``, ``budget``, ``limit``, ``counter``,
-    ``on_outcome``, ``breaker``, ``dedupe``). A wrong argument raises here, naming it.
+    ``instructions``: the agent's own (a str or a callable ``(context, agent)``), put
+    before the context blocks. ``run_context``: a callable of the ``context`` given to
+    ``Runner.run`` (sync or async), or a run context value. ``options``: those of
+    :func:`lionctx.resolve_context` (``timeout`` defaults to 10 s). A wrong argument
+    raises here, naming it.
     """
 
     def __init__(self, providers: Any, *, instructions: Any = None, run_context: Any = None,
@@ -71,8 +59,7 @@ class ContextInstructions(HostHook):
                 and not callable(instructions)):
             raise InvalidType("context_instructions: instructions must be a str, a callable "
                             f"(context, agent) or None, got {instructions!r}")
-        self._resolver = TurnResolver(providers, options, "context_instructions",
-                                      run_context=run_context)
+        super().__init__(providers, run_context=run_context, **options)
         self._base = instructions
 
     async def __call__(self, wrapper: Any, agent: Any) -> str:
@@ -82,12 +69,12 @@ class ContextInstructions(HostHook):
             if inspect.isawaitable(base):
                 base = await base
         native = getattr(wrapper, "context", None)
-        ctx = await self._resolver.context_for(native, native)
         # The wrapper lives for one Runner.run: it keys the run and carries its report.
-        resolution = await self._resolver.resolve(
-            wrapper, latest_user_text(getattr(wrapper, "turn_input", None)), ctx)
-        tie_report(wrapper, resolution.report)
-        return compose(base, resolution.text)
+        resolution = await self.run_once(
+            wrapper, latest_user_text(getattr(wrapper, "turn_input", None)), native, native)
+        if base and resolution.text:
+            return f"{base}\n\n{resolution.text}"
+        return base or resolution.text
 
 
 #: :class:`ContextInstructions` under the name the docs use.
