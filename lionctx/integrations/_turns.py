@@ -23,7 +23,7 @@ from .._weakid import WeakIdMap
 from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
 from ..resolve import Resolution, resolve_pass, resolve_with
 
-__all__ = ["DEFAULT_TIMEOUT", "HostHook", "TurnResolver", "merge_run_context", "text_of"]
+__all__ = ["DEFAULT_TIMEOUT", "HostHook", "merge_run_context", "text_of"]
 
 logger = logger_for(__name__)
 
@@ -180,25 +180,42 @@ class Once(Generic[V]):
 _AUTO: Any = object()
 
 
-class TurnResolver:
-    """Resolve ``providers`` at most once per run (named by a host object, ``holder``,
-    and a ``key`` for a holder runs share), over one pass keeping each session's baseline."""
+class HostHook:
+    """The hook a host calls before its model calls: it resolves ``providers`` at most
+    once per run (named by a host object, ``holder``, and a ``key`` for a holder runs
+    share) over one pass keeping each session's baseline, and ties the run's report to
+    the run's objects. A host declares ``where`` (the name its errors use) and reads
+    the query, the holder and its own context itself."""
 
+    where = "context_instructions"
     #: Sessions whose previous digests are kept (least recently used dropped first).
     BASELINES = 4096
 
-    def __init__(self, providers: Any, options: Mapping[str, Any], where: str, *,
-                 run_context: Any = None) -> None:
-        self.providers = _check_providers(providers, where)
-        self._pass = resolve_pass(**_check_options(options, where),
+    def __init__(self, providers: Any, *, run_context: Any = None, **options: Any) -> None:
+        self.providers = _check_providers(providers, self.where)
+        self._pass = resolve_pass(**_check_options(options, self.where),
                                   baselines=PrefixHistory(self.BASELINES), note_missing=True)
-        self.run_context = check_run_context(run_context, where)
+        self.run_context = check_run_context(run_context, self.where)
+        #: How many times the providers were resolved (one per run).
         self.resolves = 0
         self._turns: WeakIdMap[dict[Any, Once[Resolution]]] = WeakIdMap()
 
     async def context_for(self, native: Any, *host: Any) -> RunContext:
-        """:func:`host_context` of this integration's ``run_context=``."""
+        """:func:`host_context` of this hook's ``run_context=``."""
         return await host_context(self.run_context, native, *host)
+
+    async def run_once(self, holder: Any, query: Any, native: Any, *host: Any, key: Any = None,
+                       session: Any = None, previous: Any = _AUTO,
+                       also: Any = None) -> Resolution:
+        """The run's resolution: ``native`` is the host's own context, ``host`` what
+        ``run_context=`` is called with; the report is tied to ``holder`` and ``also``."""
+        ctx = await self.context_for(native, *host)
+        resolution = await self.resolve(holder, query, ctx, key=key, session=session,
+                                        previous=previous)
+        for target in (holder, also):
+            if target is not None:
+                tie_report(target, resolution.report, key)
+        return resolution
 
     async def resolve(self, holder: Any, query: Any, ctx: RunContext, *, key: Any = None,
                       session: Any = None, previous: Any = _AUTO) -> Resolution:
@@ -223,34 +240,4 @@ class TurnResolver:
                                             previous=None if keyed else previous, session=scope)
         self.resolves += 1
         logger.debug("resolved context for a run: fired=%s", resolution.fired)
-        return resolution
-
-
-class HostHook:
-    """The hook a host calls before its model calls: :meth:`run_once` resolves one run
-    (once) and ties its report to the run's objects. A host declares ``where`` (the
-    name its errors use) and reads the query, the holder and the context itself."""
-
-    where = "context_instructions"
-
-    def __init__(self, providers: Any, *, run_context: Any = None, **options: Any) -> None:
-        self._resolver = TurnResolver(providers, options, self.where, run_context=run_context)
-
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per run)."""
-        return self._resolver.resolves
-
-    async def run_once(self, holder: Any, query: Any, native: Any, *host: Any, key: Any = None,
-                       session: Any = None, previous: Any = _AUTO,
-                       also: Any = None) -> Resolution:
-        """The run's resolution: ``holder`` (and ``key``) name the run, ``native`` is the
-        host's own context, ``host`` what ``run_context=`` is called with; the report is
-        tied to ``holder`` and ``also``."""
-        ctx = await self._resolver.context_for(native, *host)
-        resolution = await self._resolver.resolve(holder, query, ctx, key=key, session=session,
-                                                  previous=previous)
-        for target in (holder, also):
-            if target is not None:
-                tie_report(target, resolution.report, key)
         return resolution
