@@ -16,17 +16,9 @@ from ._messages import instruction_text
 from ._text import make_encodable
 from ._threads import run_in_worker
 
-__all__ = [
-    "call_fetch",
-    "call_provide",
-    "fetch_invoker",
-    "fetch_method",
-    "provide_invoker",
-    "provider_name",
-    "query_from_instruction",
-    "retrieve_method",
-    "run_context_from_branch",
-]
+__all__ = ["call_fetch", "call_provide", "fetch_invoker", "fetch_method", "provide_invoker",
+           "provider_name", "query_from_instruction", "retrieve_method",
+           "run_context_from_branch"]
 
 
 def provider_name(provider: Any, explicit: str | None = None, *,
@@ -129,25 +121,24 @@ def run_context_from_branch(branch: Any) -> RunContext:
 def provide_invoker(provider: Any) -> Any:
     """What a pass awaits as ``invoke(branch, instruction)``: an ``async def provide``
     itself, else :func:`call_provide`."""
-    try:
-        provide = getattr(provider, "provide", None)
-        if provide is not None and _is_async(provide):
-            return provide
-    except Exception:  # a property that raises fails inside the call's containment
-        pass
-    return partial(call_provide, provider)
+    method = _awaited(lambda: getattr(provider, "provide", None))
+    return method if method is not None else partial(call_provide, provider)
 
 
 def fetch_invoker(provider: Any) -> Any:
     """What a pass awaits as ``invoke(query, ctx)``: a ContextSource's ``retrieve`` or
     an ``async def fetch`` itself, else :func:`call_fetch`."""
+    method = _awaited(lambda: retrieve_method(provider) or fetch_method(provider))
+    return method if method is not None else partial(call_fetch, provider)
+
+
+def _awaited(find: Any) -> Any:
+    """The method ``find()`` gives when it is ``async def`` (awaited as it is), else None."""
     try:
-        method = retrieve_method(provider) or fetch_method(provider)
-        if method is not None and _is_async(method):
-            return method
+        method = find()
+        return method if method is not None and _is_async(method) else None
     except Exception:  # a property that raises fails inside the call's containment
-        pass
-    return partial(call_fetch, provider)
+        return None
 
 
 async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:

@@ -1,16 +1,11 @@
-"""One turn: the piece :class:`~lionctx.Branch` and the agentium ``Agent`` both compose.
-
-A :class:`Conversation` is what turns read and write (the stored history and the
-last reply); a :class:`Turn` is one model turn on it, in steps called in order::
+"""One model turn on a :class:`Conversation` (the stored history and the last reply),
+the piece :class:`~lionctx.Branch` and the agentium ``Agent`` both compose::
 
     async with Turn(conversation, model, instruction, session=s, run_context=ctx) as turn:
         await turn.gather(registry, owner)      # provider pass -> turn.blocks
         response = await turn.exchange()        # prepare (build + select) + send + add
         turn.store()                            # into the conversation
-    # leaving: compaction (record=True), then on_turn_complete (failed/interrupted
-    # on an error, which propagates unchanged)
-
-Without an engine session, entering and leaving cost nothing.
+    # leaving: compaction (record=True), then the engine's on_turn_complete
 """
 
 from __future__ import annotations
@@ -124,11 +119,8 @@ class Turn:
     def __init__(self, conversation: Conversation, model: Any, instruction: Instruction, *,
                  session: EngineSession | None = None, run_context: RunContext | None = None,
                  render: RenderMode = "tags", record: bool = True) -> None:
-        if not callable(getattr(model, "complete", None)):
-            raise InvalidType(f"model must have complete() (a ChatModel), got "
-                              f"{type(model).__name__}")
         self.conversation = conversation
-        self.model = model
+        self.model = chat_model(model)
         self.instruction = instruction
         self.session = session
         self.run_context = run_context
