@@ -281,7 +281,7 @@ class Turn:
         content = await self.session.dispatch_tool(name, raw, turn_id=self.turn_id,
                                                    task_id=self._task_id, tool_call_id=call_id)
         try:
-            args = json_args(raw)
+            args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
         except (ValueError, RecursionError):  # the model's text: any shape, any depth
             args = None
         if not isinstance(args, dict):
@@ -377,9 +377,4 @@ class Turn:
                               turn_id=self.turn_id, task_id=self._task_id,
                               api_call_count=self.api_calls, interrupted=interrupted,
                               failed=failed, exit_reason=reason)
-
-
-def json_args(raw: Any) -> Any:
-    """A tool call's arguments: parsed JSON text, or the value itself ({} when empty)."""
-    return json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
 

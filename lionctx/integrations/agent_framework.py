@@ -1,17 +1,13 @@
-"""lionctx inside Microsoft Agent Framework (``pip install 'lionctx[agent-framework]'``).
+"""lionctx inside Microsoft Agent Framework (``pip install 'lionctx[agent-framework]'``)::
 
-::
-
-    lionctx_provider = LionctxContextProvider(providers, budget=800)
     agent = Agent(client=client, instructions="Be brief.",
-                  context_providers=[lionctx_provider], tools=[...])
+                  context_providers=[LionctxContextProvider(providers, budget=800)])
     with lionctx.bind_run_context(user_id="u1"):
         response = await agent.run("Where is my order?", session=session)
     report(response).outcomes                         # what each source did in this run
     session.state["lionctx"]["report"]                # the same, JSON-ready, no text
 
-The query is the last input message's text; the baseline travels in the session's
-state (``digests``) (``docs/integrations.md``).
+See ``docs/integrations.md``.
 """
 
 from __future__ import annotations

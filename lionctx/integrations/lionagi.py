@@ -1,20 +1,14 @@
 """lionctx inside a real LionAGI ``Branch`` (``pip install 'lionctx[lionagi]'``).
 
-lionctx's built-in providers implement LionAGI's ``provide(branch, instruction)``, so
-they register in a real ``lionagi.Branch`` as they are (LionAGI's rules: its registry
-runs before every model call, no timeout). :func:`install` puts a lionctx registry
-in its place, run once per user call::
+lionctx's built-in providers register in a ``lionagi.Branch`` as they are
+(:func:`provider` wraps a ``fetch(query, ctx)`` one); :func:`install` puts a lionctx
+registry in LionAGI's place, run once per user call::
 
-    registry = lionctx.ContextProviderRegistry(budget=800, timeout=2)
-    registry.register(SqliteContextProvider(...), priority=10)
     install(branch, registry, run_context=lambda branch: {"user_id": current_user()})
     await branch.ReAct(instruct={"instruction": "Where is my order?"}, tools=[...])
     report(branch).outcomes       # lionctx's report of that call, one row per provider
 
-The query is the instruction's text as LionAGI renders it (never ``str(instruction)``,
-which holds a fresh UUID every turn). :func:`provider` gives a ``fetch(query, ctx)``
-provider a ``provide``; :func:`use_bundled_tokenizer` seeds tiktoken's cache offline.
-Nothing here imports ``lionagi`` (``docs/integrations.md``).
+Nothing here imports ``lionagi``; see ``docs/integrations.md``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""lionctx inside the OpenAI Agents SDK (``pip install 'lionctx[openai-agents]'``).
+"""lionctx inside the OpenAI Agents SDK (``pip install 'lionctx[openai-agents]'``)::
 
-::
-
-    agent = Agent(name="support", model=model,
-                  instructions=context_instructions(providers, instructions="Be brief.",
-                                                    budget=800))
+    agent = Agent(name="support", model=model, instructions=context_instructions(
+        providers, instructions="Be brief.", budget=800))
     result = await Runner.run(agent, "Where is my order?", context={"user_id": "u1"})
     report(result).outcomes       # what each source did in this run
 
-The query is the run's latest user input; the run context is ``run_context(context)``
-or the ``context`` given to ``Runner.run``. Does not import the SDK
-(``docs/integrations.md``).
+Does not import the SDK; see ``docs/integrations.md``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
-"""lionctx inside Pydantic AI (``pip install 'lionctx[pydantic-ai]'``).
+"""lionctx inside Pydantic AI (``pip install 'lionctx[pydantic-ai]'``)::
 
-::
-
-    agent = Agent(model, deps_type=Deps,
-                  instructions=["Be brief.", context_instructions(
-                      providers, budget=800,
-                      run_context=lambda deps: {"user_id": deps.user.id})])
+    agent = Agent(model, deps_type=Deps, instructions=["Be brief.", context_instructions(
+        providers, budget=800, run_context=lambda deps: {"user_id": deps.user.id})])
     result = await agent.run("Where is my order?", deps=deps)
     report(result).outcomes                         # what each source did in this run
     store(strip_context(result.all_messages()))     # persist without the injected context
 
-The query is ``RunContext.prompt``; the run context is ``run_context(deps)`` or
-``deps``. A run's report is tied to its usage object and ``run_id``. Pydantic AI stores
-the instructions on each ``ModelRequest``: :func:`strip_context` removes them before a
-history is persisted. Does not import Pydantic AI (``docs/integrations.md``).
+Does not import Pydantic AI; see ``docs/integrations.md``.
 """
 
 from __future__ import annotations
