@@ -114,8 +114,7 @@ def query_from_instruction(instruction: Any) -> str:
 def run_context_from_branch(branch: Any) -> RunContext:
     """``branch.run_context``; without one (a LionAGI ``Branch``), the bound run
     context, else an empty one."""
-    ctx = getattr(branch, "run_context", None) if branch is not None else None
-    return coerce_run_context(ctx)
+    return coerce_run_context(getattr(branch, "run_context", None))
 
 
 def provide_invoker(provider: Any) -> Any:

@@ -81,8 +81,6 @@ class Branch:
         engine_config: Any = None,
         dedupe_history: bool = False,
     ) -> None:
-        if system is not None and not isinstance(system, str):
-            raise InvalidType(f"system must be a str or None, got {type(system).__name__}")
         if render not in RENDER_MODES:
             raise InvalidValue(f"render must be one of {RENDER_MODES}, got {render!r}")
         if not isinstance(inject_systemless, bool):

@@ -146,7 +146,6 @@ def tie_report(holder: Any, report: Report, key: Any = None) -> None:
     """Tie ``report`` to ``holder`` (and ``key``, for a holder shared by several runs)."""
     reports = _REPORTS.setdefault(holder, dict)
     if reports is not None:
-        reports.pop(key, None)  # the latest tied is the last one read by tied_report
         reports[key] = report
 
 
@@ -200,16 +199,12 @@ class HostHook:
         self.resolves = 0
         self._turns: WeakIdMap[dict[Any, Once[Resolution]]] = WeakIdMap()
 
-    async def context_for(self, native: Any, *host: Any) -> RunContext:
-        """:func:`host_context` of this hook's ``run_context=``."""
-        return await host_context(self.run_context, native, *host)
-
     async def run_once(self, holder: Any, query: Any, native: Any, *host: Any, key: Any = None,
                        session: Any = None, previous: Any = _AUTO,
                        also: Any = None) -> Resolution:
         """The run's resolution: ``native`` is the host's own context, ``host`` what
         ``run_context=`` is called with; the report is tied to ``holder`` and ``also``."""
-        ctx = await self.context_for(native, *host)
+        ctx = await host_context(self.run_context, native, *host)
         resolution = await self.resolve(holder, query, ctx, key=key, session=session,
                                         previous=previous)
         for target in (holder, also):

@@ -73,7 +73,8 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
 
 
 class LionagiProvider:
-    """LionAGI's ``provide(branch, instruction)`` over an agentium-style provider."""
+    """``inner`` (a ``fetch(query, ctx)`` provider) with LionAGI's ``provide(branch,
+    instruction)``, for ``lionagi.Branch.providers.register``."""
 
     def __init__(self, inner: Any, name: str | None = None) -> None:
         if not callable(getattr(inner, "fetch", None)) and not callable(
@@ -98,9 +99,8 @@ class LionagiProvider:
                                 run_context_from_branch(branch))
 
 
-def provider(inner: Any, name: str | None = None) -> LionagiProvider:
-    """Wrap a ``fetch(query, ctx)`` provider for ``lionagi.Branch.providers.register``."""
-    return LionagiProvider(inner, name)
+#: :class:`LionagiProvider` under the name the docs use.
+provider = LionagiProvider
 
 
 # -- install: a lionctx registry inside a real LionAGI Branch ------------------------
