@@ -89,12 +89,6 @@ class Conversation:
         msgs = self.messages
         return message_text(msgs[0]) if msgs and msgs[0].get("role") == "system" else None
 
-    def store(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Append ``message`` (given a uid) to the history; return it."""
-        ensure_uid(message)
-        self.messages.append(message)
-        return message
-
     def splice(self, snapshot: Sequence[dict[str, Any]],
                compacted: list[dict[str, Any]]) -> bool:
         """Replace the ``snapshot`` prefix of the history with ``compacted``, keeping
@@ -109,12 +103,8 @@ class Conversation:
 
 
 class Turn:
-    """One model turn of ``instruction`` on ``conversation`` (see the module docs).
-
-    ``session``: the engine session, or None; ``run_context``: its ``session_id``
-    starts the session, its ``run_id`` is the ``task_id``; ``record=False``: the
-    turn stores nothing and never compacts.
-    """
+    """One model turn of ``instruction`` on ``conversation`` (see the module docs);
+    ``record=False``: it stores nothing and never compacts."""
 
     def __init__(self, conversation: Conversation, model: Any, instruction: Instruction, *,
                  session: EngineSession | None = None, run_context: RunContext | None = None,
@@ -244,8 +234,7 @@ class Turn:
     def store(self) -> list[dict[str, Any]]:
         """Store this turn's pending messages in the conversation; return them."""
         pending = self.pending
-        for message in pending:
-            self.conversation.store(message)
+        self.conversation.messages.extend(ensure_uid(message) for message in pending)
         self._stored = len(self.messages)
         return pending
 

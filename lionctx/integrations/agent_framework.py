@@ -24,14 +24,11 @@ __all__ = ["DEFAULT_TIMEOUT", "LionctxContextProvider", "report"]
 
 
 class LionctxContextProvider(HostHook, ContextProvider):
-    """An ``agent_framework.ContextProvider`` resolving lionctx providers once per
-    ``agent.run`` and adding the blocks with ``context.extend_instructions``.
-
-    ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
-    ``source_id``: the framework's attribution id (default ``"lionctx"``).
-    ``run_context``: a callable ``(session)`` or ``(session, context)``, or a value.
-    ``options``: those of :func:`lionctx.resolve_context` (``timeout`` defaults to
-    10 s). A wrong argument raises here, naming it.
+    """An ``agent_framework.ContextProvider`` resolving ``providers`` once per
+    ``agent.run`` into the run's instructions. ``source_id``: the framework's
+    attribution id. ``run_context``: a callable ``(session)`` or ``(session, context)``
+    or a value. ``options``: those of :func:`lionctx.resolve_context` (``timeout``
+    defaults to 10 s). A wrong argument raises here, naming it.
     """
 
     where = "LionctxContextProvider"

@@ -207,20 +207,15 @@ def install(branch: Any, registry: ContextProviderRegistry | None = None, *,
             run_context: Any = None, timeout: float | None = _UNSET) -> ContextProviderRegistry:
     """Make a real LionAGI ``Branch`` gather through a lionctx registry; return it.
 
-    LionAGI calls its registry before every model call. After ``install``, the lionctx
-    ``registry`` (a new one when ``None``) runs once per user call (``chat``,
-    ``communicate``, ``operate``, ``parse``, ``interpret``, ``ReAct``, ``ReActStream``,
-    ``run``; parse retries and ReAct rounds included) under its own priorities, caps,
-    budget, timeout, deadline, concurrency and breakers, and every model call of that
-    user call carries the same context. :func:`report` gives lionctx's report of the
-    last user call.
+    LionAGI calls its registry before every model call; the lionctx ``registry`` (a
+    new one when ``None``) runs once per user call (``chat``, ``communicate``,
+    ``operate``, ``parse``, ``interpret``, ``ReAct``, ``ReActStream``, ``run``; retries
+    and rounds included) and every model call of it carries the same context.
 
-    ``run_context``: a callable ``(branch)`` (sync or async) or a value giving the run
-    context; the one bound with :func:`lionctx.bind_run_context` fills every field it
-    leaves unset. ``timeout`` (seconds) becomes the registry's per-provider timeout;
-    left out, a registry without a timeout of its own gets :data:`DEFAULT_TIMEOUT`
-    (10 s) and one with a timeout keeps it; ``timeout=None`` leaves the registry as it
-    is. Installing again replaces the registry.
+    ``run_context``: a callable ``(branch)`` (sync or async) or a value; the bound run
+    context fills what it leaves unset. ``timeout`` becomes the registry's per-provider
+    timeout; left out, a registry without one gets :data:`DEFAULT_TIMEOUT` (10 s);
+    ``None`` leaves the registry as it is. Installing again replaces the registry.
     """
     from ..registry import ContextProviderRegistry
 

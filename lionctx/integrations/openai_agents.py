@@ -38,13 +38,11 @@ def latest_user_text(items: Any) -> str:
 
 
 class ContextInstructions(HostHook):
-    """An ``instructions`` callable for ``agents.Agent(instructions=...)``.
-
-    ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
-    ``instructions``: the agent's own (a str or a callable ``(context, agent)``), put
-    before the context blocks. ``run_context``: a callable of the ``context`` given to
-    ``Runner.run`` (sync or async), or a run context value. ``options``: those of
-    :func:`lionctx.resolve_context` (``timeout`` defaults to 10 s). A wrong argument
+    """An ``instructions`` callable for ``agents.Agent(instructions=...)`` resolving
+    ``providers`` once per run. ``instructions``: the agent's own (a str or a callable
+    ``(context, agent)``), put before the blocks. ``run_context``: a callable of the
+    ``context`` given to ``Runner.run`` (sync or async) or a value. ``options``: those
+    of :func:`lionctx.resolve_context` (``timeout`` defaults to 10 s). A wrong argument
     raises here, naming it.
     """
 

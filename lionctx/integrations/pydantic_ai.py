@@ -26,13 +26,10 @@ __all__ = ["DEFAULT_TIMEOUT", "ContextInstructions", "context_instructions", "re
 
 
 class ContextInstructions(HostHook):
-    """An instructions function for ``Agent(instructions=[...])`` or to register with
-    ``agent.instructions(...)``.
-
-    ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
-    ``run_context``: a callable of the run's ``deps`` (sync or async), or a run context
-    value. ``options``: those of :func:`lionctx.resolve_context` (``timeout`` defaults
-    to 10 s). A wrong argument raises here, naming it.
+    """An instructions function for ``Agent(instructions=[...])`` resolving
+    ``providers`` once per run. ``run_context``: a callable of the run's ``deps`` (sync
+    or async) or a value. ``options``: those of :func:`lionctx.resolve_context`
+    (``timeout`` defaults to 10 s). A wrong argument raises here, naming it.
     """
 
     async def __call__(self, ctx: Any) -> str:
@@ -106,14 +103,9 @@ def _without_blocks(text: str) -> str:
 
 
 def strip_context(messages: Sequence[Any]) -> list[Any]:
-    """``messages`` (a Pydantic AI message history) without lionctx's context.
-
-    Each ``ModelRequest`` whose ``instructions`` hold ``<context name="...">`` blocks
-    is replaced by a copy without them (``instructions=None`` when nothing else is
-    left); every other message is kept as it is. The list given is not changed::
-
-        history = strip_context(result.all_messages())
-    """
+    """A copy of ``messages`` (a Pydantic AI history) whose ``ModelRequest`` rows have
+    lionctx's ``<context name="...">`` blocks removed from their ``instructions``
+    (``None`` when nothing else is left); the list given is not changed."""
     out: list[Any] = []
     for message in messages:
         instructions = getattr(message, "instructions", None)
