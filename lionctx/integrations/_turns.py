@@ -71,20 +71,15 @@ def text_of(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping):
-        for key in ("text", "content"):
-            inner = value.get(key)
-            if isinstance(inner, str):
-                return inner
-            if isinstance(inner, (list, tuple)):
-                return text_of(inner)
-        return ""
     if isinstance(value, (list, tuple)):
         return "\n".join(t for t in (text_of(part) for part in value) if t)
-    for attr in ("text", "content"):
-        inner = getattr(value, attr, None)
+    keyed = isinstance(value, Mapping)
+    for key in ("text", "content"):
+        inner = value.get(key) if keyed else getattr(value, key, None)
         if isinstance(inner, str):
             return inner
+        if keyed and isinstance(inner, (list, tuple)):  # a message's parts
+            return text_of(inner)
     return ""
 
 
@@ -219,8 +214,8 @@ class HostHook:
         turns = self._turns.setdefault(holder, dict)
         if turns is None:  # a holder that cannot be tied: one resolve per call
             return await self._resolve(query, ctx, session, previous)
-        turn = turns.setdefault(key, Once())
-        return await turn.get(lambda: self._resolve(query, ctx, session, previous))
+        return await turns.setdefault(key, Once()).get(
+            lambda: self._resolve(query, ctx, session, previous))
 
     async def _resolve(self, query: Any, ctx: RunContext, session: Any,
                        previous: Any) -> Resolution:
