@@ -282,14 +282,13 @@ class Turn:
         """The tool loop until a reply without calls or ``max_rounds``; then store."""
         actions: list[ActionResponse | None] = []
         usage: dict[str, Any] | None = None
-        rounds = 0
-        stopped: Literal["done", "max_rounds"] = "done"
-        while True:
+        stopped: Literal["done", "max_rounds"] = "max_rounds"
+        for rounds in range(1, max_rounds + 1):  # noqa: B007  (the count is reported)
             response = await self.send(await self.prepare(), tools=specs or None, **kwargs)
-            rounds += 1
             usage = add_usage(usage, response.usage)
             assistant = self.add(ensure_uid(response.to_message()))
             if not response.tool_calls:
+                stopped = "done"
                 break
             uids = ensure_tool_call_uids(assistant)
             for call in response.tool_calls:
@@ -299,9 +298,6 @@ class Turn:
                 if call.get("id") in uids:
                     result["_tool_call_uid"] = uids[call["id"]]
                 self.add(result)
-            if rounds >= max_rounds:
-                stopped = "max_rounds"
-                break
         recorded = self.store()
         self.exit_reason = "completed" if stopped == "done" else "max_rounds"
         output = response.content if stopped == "done" else None
