@@ -1,8 +1,6 @@
-"""The one host adapter every integration declares itself over: checked options, the
-run context, one resolve per run over one pass, and the run's report tied (weakly) to
-the run's own objects. The cache-break baseline is the previous run of the same
-session, user and tenant.
-"""
+"""The one host adapter every integration declares itself over (:class:`HostHook`):
+checked options, the run context, one resolve per run, the run's report tied weakly to
+the run's own objects, the baseline kept per session, user and tenant."""
 
 from __future__ import annotations
 
@@ -175,11 +173,9 @@ _AUTO: Any = object()
 
 
 class HostHook:
-    """The hook a host calls before its model calls: it resolves ``providers`` at most
-    once per run (named by a host object, ``holder``, and a ``key`` for a holder runs
-    share) over one pass keeping each session's baseline, and ties the run's report to
-    the run's objects. A host declares ``where`` (the name its errors use) and reads
-    the query, the holder and its own context itself."""
+    """The hook a host calls before its model calls: it resolves ``providers`` once per
+    run (named by a host object, ``holder``, and a ``key`` for a holder runs share).
+    A host declares ``where`` (the name its errors use) and reads the rest itself."""
 
     where = "context_instructions"
     #: Sessions whose previous digests are kept (least recently used dropped first).

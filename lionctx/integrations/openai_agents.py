@@ -11,9 +11,9 @@ Does not import the SDK; see ``docs/integrations.md``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
 from typing import Any
 
+from .._context import _read
 from .._exceptions import InvalidType
 from .._report import Report
 from ._turns import DEFAULT_TIMEOUT, HostHook, text_of, tied_report
@@ -28,12 +28,9 @@ def latest_user_text(items: Any) -> str:
         return items
     if not isinstance(items, (list, tuple)):
         return text_of(items)
-    for item in reversed(items):
-        role = item.get("role") if isinstance(item, Mapping) else getattr(item, "role", None)
-        if role == "user":
-            content = (item.get("content") if isinstance(item, Mapping)
-                       else getattr(item, "content", None))
-            return text_of(content)
+    for item in reversed(items):  # each a mapping or an object
+        if _read(item, "role", None) == "user":
+            return text_of(_read(item, "content", None))
     return ""
 
 
