@@ -25,15 +25,18 @@ def provider_name(provider: Any, explicit: str | None = None, *,
                   agentium: bool = False) -> str:
     """Explicit name, then a truthy str ``name`` (then agentium's ``label`` with
     ``agentium=True``), then the class name; characters UTF-8 cannot encode (a lone
-    surrogate) become U+FFFD, since names go to the model in the tag."""
+    surrogate) become U+FFFD, since names go to the model in the tag. Always a plain
+    ``str``."""
     if explicit:
-        return make_encodable(explicit)[0]
+        return make_encodable(str.__str__(explicit))[0]
     for attr in (("name", "label") if agentium else ("name",)):
         try:
             value = getattr(provider, attr, None)
         except Exception:
             value = None
         if value and isinstance(value, str):
+            # A plain copy: a str subclass's __format__ would write the tag's name itself.
+            value = str.__str__(value)
             return value if value.isascii() else make_encodable(value)[0]
     return type(provider).__name__
 

@@ -388,6 +388,7 @@ def escape_name(name: str) -> str:
     ``&#10;``/``&#13;``; every other line break, every :data:`OPENERS` character and
     every character whose NFKC form holds one of these becomes ``&#xHEX;``.
     """
+    name = str.__str__(name)  # a str subclass could rewrite itself when formatted
     if name.isascii():
         # Most names need no escape; translate() with a table costs ~0.4 us even then.
         if name.isidentifier() or _ASCII_NAME_SPECIAL.search(name) is None:
