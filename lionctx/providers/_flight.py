@@ -1,10 +1,6 @@
-"""A TTL cache with single flight: :class:`FlightCache`, and :func:`lead_flight`, the one
-leader the shared Redis cache runs too.
-
-Values are kept ``ttl`` seconds (``cachetools.TTLCache``); ``None`` and failures never.
-Concurrent callers for a key share one load; a cancelled leader's load is abandoned and
-a waiter leads anew. With ``stale_on_error`` a failed refresh serves the last good
-value, marked stale; a ``None`` load forgets it. One event loop; not thread-safe.
+"""A TTL cache with single flight (:class:`FlightCache`), and :func:`lead_flight`, which the
+shared Redis cache runs too. ``None`` and failures are never kept; a cancelled leader's
+waiters lead anew. One event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -31,21 +27,16 @@ _MISSING: Any = object()
 class Source(str, Enum):
     """Where a value handed out by :class:`FlightCache` came from."""
 
-    FRESH = "fresh"
-    """This caller ran the load."""
-    SHARED = "shared"
-    """Another caller's in-flight load, awaited."""
-    CACHED = "cached"
-    """A stored value inside its TTL."""
-    STALE = "stale"
-    """The last good value, served because a refresh failed."""
+    FRESH = "fresh"  # this caller ran the load
+    SHARED = "shared"  # another caller's in-flight load, awaited
+    CACHED = "cached"  # a stored value inside its TTL
+    STALE = "stale"  # the last good value, served because a refresh failed
 
 
 @dataclass(frozen=True, slots=True)
 class Hit(Generic[V]):
-    """A value (or ``None``), where it came from, and for stale values the failure.
-
-    ``note``: the cache itself worked only in part (a shared cache was unreachable).
+    """A value (or ``None``), its source, the failure behind a stale one, and a ``note``
+    when the cache itself worked only in part (a shared cache was unreachable).
     """
 
     value: V | None
@@ -71,10 +62,8 @@ class _Flight:
 
 async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
                       work: Callable[[], Awaitable[Hit[Any]]]) -> Hit[Any]:
-    """Run ``work`` as the one leader for ``key``; its waiters share the outcome.
-
-    The hit or failure is left on the flight; a cancellation marks it abandoned, so a
-    waiter leads.
+    """Run ``work`` as the one leader for ``key``, leaving its outcome on the flight for the
+    waiters (a cancellation marks it abandoned: a waiter leads).
     """
     flight = _Flight()
     flights[key] = flight
@@ -94,9 +83,7 @@ async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
 
 
 class FlightCache(Generic[V]):
-    """TTL cache plus single flight for async loads, keyed by any hashable.
-
-    ``ttl=0`` stores nothing and coalesces nothing: every call runs its own load
+    """TTL cache plus single flight for async loads; ``ttl=0`` stores and shares nothing
     (``stale_on_error`` still remembers the last good value).
     """
 
@@ -142,16 +129,11 @@ class FlightCache(Generic[V]):
         if self._last_good is not None:
             self._last_good.pop(key, None)
 
-    def put(self, key: Hashable, value: V | None) -> None:
-        """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
-        self._store(key, value)
-
     async def get(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """The value for ``key``: stored, shared from an in-flight load, or loaded now.
 
-        A failing load raises its exception in the caller that ran it and
-        :class:`SharedFetchError` in callers that waited for it, unless a stale value
-        can be served instead.
+        A failed load raises in its caller and :class:`SharedFetchError` in its waiters,
+        unless a stale value can be served.
         """
         hash(key)  # an unhashable key fails here, before any load starts
         if self._fresh is None:
@@ -166,7 +148,6 @@ class FlightCache(Generic[V]):
             await flight.done.wait()
             if flight.abandoned:
                 continue  # its leader was cancelled: look again, maybe lead
-            # Waiters get what the leader got: its value, or its failure (then stale).
             error = flight.error if flight.hit is None else flight.hit.error
             if error is None:
                 return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)
@@ -186,10 +167,11 @@ class FlightCache(Generic[V]):
             if stale is None:
                 raise
             return stale
-        self._store(key, value)
+        self.put(key, value)
         return Hit(value, Source.FRESH)
 
-    def _store(self, key: Hashable, value: V | None) -> None:
+    def put(self, key: Hashable, value: V | None) -> None:
+        """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
         if value is None:
             if self._last_good is not None:
                 self._last_good.pop(key, None)
