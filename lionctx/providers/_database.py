@@ -1,8 +1,5 @@
-"""``DatabaseContextProvider``: any function of the run context, as a provider.
-
-Accepts the agentium page's ``name`` + async ``fetch(ctx)`` and the published code's
-``label`` + ``fetch(query, ctx)``; a sync function runs in a worker thread, abandoned
-on a timeout. What the function raises propagates as is (``failed``).
+"""``DatabaseContextProvider``: any function of the run context, as a provider
+(agentium's ``name`` + ``fetch(ctx)`` and ``label`` + ``fetch(query, ctx)``).
 """
 
 from __future__ import annotations
@@ -100,8 +97,7 @@ class DatabaseContextProvider(ContextSource):
         self._async = _is_async(fetch)
         self.takes_query = _wants_query(fetch) if takes_query is None else takes_query
         self.degradation_reason = None
-        # Threads stuck in this function are capped per function, so providers
-        # built per request around one function share one cap.
+        # Stuck threads are capped per function (providers built per request share it).
         self._worker_key: Any = ("database", fetch) if _hashable(fetch) else ("database", self)
 
     @property

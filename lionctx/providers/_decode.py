@@ -1,8 +1,7 @@
 """Decoding an HTTP body's ``Content-Encoding`` with the size cap applied as it decodes.
 
-httpx decodes a whole network chunk at once (a 64 KiB gzip bomb chunk becomes 64 MiB
-before a cap sees it). Here each layer is decoded with ``zlib``'s ``max_length``, asking
-for at most what the cap still allows plus one byte. Only these encodings are accepted.
+Each layer asks ``zlib`` (``max_length``) for at most what the cap still allows plus one
+byte: httpx would decode a whole network chunk first (a gzip bomb).
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def codings(values: Iterable[str]) -> list[str]:
-    """The ``Content-Encoding`` stack in the order applied; ``identity`` dropped; an unknown
-    encoding, or more than ``MAX_LAYERS``, is a :class:`DecodeError`.
+    """The ``Content-Encoding`` stack in the order applied; an unknown encoding, or more
+    than ``MAX_LAYERS``, is a :class:`DecodeError`.
     """
     out: list[str] = []
     for value in values:
@@ -102,16 +101,14 @@ class _Layer:
 
 
 class BodyDecoder:
-    """Raw body bytes in, decoded bytes out; :class:`BodyTooLarge` past ``cap``.
-
-    One :meth:`feed` holds at most about ``cap`` decoded bytes plus 64 KiB per layer.
+    """Raw body bytes in, decoded bytes out; :class:`BodyTooLarge` past ``cap`` (a feed
+    holds at most about ``cap`` plus 64 KiB per layer).
     """
 
     def __init__(self, stack: list[str], cap: int) -> None:
         self.cap = cap
         self.total = 0
-        # An inner layer's output is the next layer's compressed input: about the size
-        # of the final text or less. A little slack covers stored (incompressible) data.
+        # An inner layer's output is compressed input: about the text's size, plus slack.
         inner = cap + cap // 64 + 4096
         self.layers = [_Layer(c, inner) for c in reversed(stack)]
         if self.layers:

@@ -1,9 +1,7 @@
 """The filesystem provider's glob matcher: pure, one path segment at a time.
 
-``*``, ``?`` and ``[...]`` work inside a segment; ``**`` is a whole segment matching zero
-or more directories, never a hidden one; ``{a,b}`` gives alternatives (at most 256). A
-wildcard does not match a leading ``.`` unless the segment starts with one. Absolute
-patterns, ``..`` and an unclosed ``[`` are refused.
+``*``, ``?``, ``[...]`` within a segment; ``**`` for zero or more non-hidden directories;
+``{a,b}`` alternatives (at most 256); no wildcard matches a leading ``.``.
 """
 
 from __future__ import annotations
@@ -114,8 +112,7 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
             raise InvalidValue(f"glob must not climb out of the base path with '..', "
                              f"got {original!r}")
         if _unclosed_bracket(part):
-            # fnmatch would match such a '[' literally, so the glob would quietly find
-            # nothing; it is almost always a typo.
+            # fnmatch would match it literally and quietly find nothing: a typo.
             raise InvalidValue(f"glob {original!r} has a '[' with no closing ']' "
                              "(write '[[]' to match a literal '[')")
         if part == "**":

@@ -1,9 +1,7 @@
 """How the built-in providers state their ``source_identity``, pure.
 
-An identity is ``KIND:`` and a JSON array of the parts that decide the text (JSON
-escaping keeps parts apart); secrets go in only as a salted digest. A function is
-named by its module, qualified name and a digest of its code, defaults and captured
-values; one whose captured values only this process can name has no identity.
+``KIND:`` and a JSON array of the parts that decide the text; secrets only as a salted
+digest; a function by its name and a digest of its code and captured values.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def _shown(value: Any) -> str | None:
 
 def callable_identity(fn: Any) -> str | None:
     """A name for what ``fn`` computes, the same in every process running the same code;
-    ``None`` when ``fn`` carries state only this process can name (captured values are
-    taken when ``fn`` is first named).
+    ``None`` when it carries state only this process can name (read when first named).
     """
     if fn is None:
         return "none"
