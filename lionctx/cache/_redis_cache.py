@@ -113,7 +113,11 @@ class RedisCache:
         self._client: PerLoop[Any] = PerLoop()
         self.circuit = Circuit(self.retry_after, clock)
         if url is not None:
-            _require_redis()
+            try:
+                import redis.asyncio  # noqa: F401
+            except ImportError:
+                raise ImportError("RedisCache needs the redis package: "
+                                  "pip install 'lionctx[redis]'") from None
 
     def __repr__(self) -> str:
         where = redact_url_passwords(self._url) if self._url else "client"
@@ -180,11 +184,3 @@ class RedisCache:
             raise SharedCacheError(redact_url_passwords(message[:1000])) from None
         finally:
             slots.release()
-
-
-def _require_redis() -> None:
-    try:
-        import redis.asyncio  # noqa: F401
-    except ImportError:
-        raise ImportError("RedisCache needs the redis package: "
-                          "pip install 'lionctx[redis]'") from None

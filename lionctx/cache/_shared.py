@@ -16,7 +16,7 @@ import anyio
 
 from .._exceptions import SharedCacheError, SharedFetchError
 from ..providers._base import SourceUnavailable
-from ..providers._flight import FlightCache, Hit, Source, _Flight, lead_flight
+from ..providers._flight import FlightCache, Hit, Source, _Flight, join_flight, lead_flight
 from . import _entries
 from ._base import Codec
 from ._entries import _Garbage, digest, milliseconds
@@ -80,25 +80,20 @@ class SharedCache:
                                    f"using this process's cache")
         key_digest = digest(self._scope, key)
         # One caller per process talks to Redis for a key; the others share its result.
-        while True:
-            flight = self._flights.get(key_digest)
-            if flight is None:
-                break
-            await flight.done.wait()
-            if flight.abandoned:
-                continue
-            if flight.error is not None:
-                original = flight.error
-                if isinstance(original, SharedFetchError):
-                    original = original.original  # already another worker's failure
-                raise SharedFetchError(original) from flight.error
-            hit = cast(Hit[Any], flight.hit)  # neither failed nor abandoned: it has one
-            if hit.source is Source.FRESH:
-                hit = Hit(hit.value, Source.SHARED, hit.error, hit.note)
-            return hit
-        names = _entries.key_names(self._prefix, key_digest)
-        return await lead_flight(self._flights, key_digest,
-                                 lambda: self._shared_get(key, names, load))
+        flight = await join_flight(self._flights, key_digest)
+        if flight is None:
+            names = _entries.key_names(self._prefix, key_digest)
+            return await lead_flight(self._flights, key_digest,
+                                     lambda: self._shared_get(key, names, load))
+        if flight.error is not None:
+            original = flight.error
+            if isinstance(original, SharedFetchError):
+                original = original.original  # already another worker's failure
+            raise SharedFetchError(original) from flight.error
+        hit = cast(Hit[Any], flight.hit)  # neither failed nor abandoned: it has one
+        if hit.source is Source.FRESH:
+            hit = Hit(hit.value, Source.SHARED, hit.error, hit.note)
+        return hit
 
     async def _fallback(self, key: Hashable, load: Callable[[], Awaitable[Any]],
                         why: SharedCacheError, names: dict[str, str]) -> Hit[Any]:

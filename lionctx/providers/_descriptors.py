@@ -209,6 +209,4 @@ def read_capped(fd: int, size_hint: int, limit: int) -> bytes | None:
         if len(chunk) < want:
             break  # a short read of a regular file is its end: no need to ask again
         want = min(max(want, 65536), cap - total)
-    if len(parts) == 1:
-        return parts[0]
-    return b"".join(parts)
+    return b"".join(parts)  # one part: that very bytes object

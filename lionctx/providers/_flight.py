@@ -17,7 +17,7 @@ from cachetools import LRUCache, TTLCache
 from .._exceptions import SharedFetchError
 from ._base import check_count, check_duration
 
-__all__ = ["FlightCache", "Hit", "SharedFetchError", "Source", "lead_flight"]
+__all__ = ["FlightCache", "Hit", "SharedFetchError", "Source", "join_flight", "lead_flight"]
 
 V = TypeVar("V")
 
@@ -82,6 +82,17 @@ async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
         flight.done.set()
 
 
+async def join_flight(flights: dict[Any, _Flight], key: Hashable) -> _Flight | None:
+    """The finished flight for ``key`` once the one running ends (a cancelled leader's waiters
+    look again); ``None`` when none runs: the caller leads.
+    """
+    while (flight := flights.get(key)) is not None:
+        await flight.done.wait()
+        if not flight.abandoned:
+            return flight
+    return None
+
+
 class FlightCache(Generic[V]):
     """TTL cache plus single flight for async loads; ``ttl=0`` stores and shares nothing
     (``stale_on_error`` still remembers the last good value).
@@ -138,25 +149,20 @@ class FlightCache(Generic[V]):
         hash(key)  # an unhashable key fails here, before any load starts
         if self._fresh is None:
             return await self._load(key, load)  # nothing stored: nothing to share
-        while True:
-            value = self._fresh.get(key, _MISSING)
-            if value is not _MISSING:
-                return Hit(value, Source.CACHED)
-            flight = self._flights.get(key)
-            if flight is None:
-                break
-            await flight.done.wait()
-            if flight.abandoned:
-                continue  # its leader was cancelled: look again, maybe lead
-            error = flight.error if flight.hit is None else flight.hit.error
-            if error is None:
-                return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)
-            stale = self._stale(key, error)
-            if stale is None:
-                raise SharedFetchError(error) from error
-            return stale
-        hit: Hit[V] = await lead_flight(self._flights, key, lambda: self._load(key, load))
-        return hit
+        value = self._fresh.get(key, _MISSING)
+        if value is not _MISSING:
+            return Hit(value, Source.CACHED)
+        flight = await join_flight(self._flights, key)
+        if flight is None:
+            hit: Hit[V] = await lead_flight(self._flights, key, lambda: self._load(key, load))
+            return hit
+        error = flight.error if flight.hit is None else flight.hit.error
+        if error is None:
+            return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)
+        stale = self._stale(key, error)
+        if stale is None:
+            raise SharedFetchError(error) from error
+        return stale
 
     async def _load(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """Run ``load``: store a good value; on failure serve the stale one or raise."""
