@@ -157,9 +157,11 @@ class RedisCache:
             return self._given
         import redis.asyncio
 
+        url = self._url
+        assert url is not None  # a RedisCache has a url or a client
         # No retries: a failure falls back at once and opens the circuit.
         return self._client.get(lambda: redis.asyncio.Redis.from_url(
-            self._url, socket_timeout=self.op_timeout,
+            url, socket_timeout=self.op_timeout,
             socket_connect_timeout=self.op_timeout, retry_on_timeout=False,
             health_check_interval=0, max_connections=self.max_connections))
 

@@ -53,9 +53,6 @@ class SharedCache:
         # One entry per key being read now; each leaves when its call ends.
         self._flights: dict[str, _Flight] = {}
 
-    def __len__(self) -> int:
-        return len(self.local)
-
     def clear(self) -> None:
         """Forget this process's values (shared entries expire by their TTL)."""
         self.local.clear()
@@ -128,7 +125,9 @@ class SharedCache:
 
     async def _read(self, name: str) -> bytes | None:
         """The stored value at ``name`` (None: none); too large: :class:`_Garbage`."""
-        return await self.owner._op(lambda r: _bounded_get(r, name, self.owner.max_value_bytes))
+        raw: bytes | None = await self.owner._op(
+            lambda r: _bounded_get(r, name, self.owner.max_value_bytes))
+        return raw
 
     def _hit(self, key: Hashable, raw: Any, source: Source) -> Hit[Any]:
         value = self._decode(raw)

@@ -220,8 +220,4 @@ def _some(items: Iterable[str]) -> str:
 
 def _render(included: list[tuple[str, str]]) -> str:
     """``# path``, newline, content; files joined by a blank line."""
-    parts: list[str] = []
-    for rel, text in included:
-        parts += ("# ", rel, "\n", text, "\n\n")
-    parts.pop()
-    return "".join(parts)
+    return "\n\n".join(f"# {rel}\n{text}" for rel, text in included)

@@ -19,10 +19,7 @@ def name_from_path(path: str | os.PathLike[str], *, fallback: str,
     its extension), never credentials (up to an ``@``) or a query; characters other than
     letters, digits, ``_.-`` become ``-``; ``fallback`` when nothing is left.
     """
-    text = os.fspath(path)
-    if not isinstance(text, str):  # pragma: no cover - callers pass str paths
-        text = os.fsdecode(text)
-    text = text.split("?", 1)[0].split("#", 1)[0]
+    text = os.fspath(path).split("?", 1)[0].split("#", 1)[0]
     last = re.split(r"[/\\]", text.rstrip("/\\"))[-1]
     last = last.rsplit("@", 1)[-1]  # "user:password@host": never the secret
     if strip_suffix and "." in last.strip("."):
