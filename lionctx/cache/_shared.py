@@ -70,11 +70,8 @@ class SharedCache:
         hash(key)
         if _entries.process_local(key):
             return await self.local.get(key, load)
-        circuit = self.owner.circuit
-        if not circuit.allows():
-            hit = await self.local.get(key, load)
-            return _with_note(hit, f"shared cache unavailable ({circuit.reason}); "
-                                   f"using this process's cache")
+        if not self.owner.circuit.allows():
+            return await self._local(key, load, self.owner.circuit.reason)
         key_digest = digest(self._scope, key)
         # One caller per process talks to Redis for a key; the others share its result.
         flight = await join_flight(self._flights, key_digest)
@@ -99,8 +96,14 @@ class SharedCache:
             await self._quietly(lambda r: _drop(r, names, wrong_type=why.wrong_type))
         elif self.owner.circuit.allows():  # not open already (by another call)
             self.owner.circuit.failed(str(why))
+        return await self._local(key, load, why)
+
+    async def _local(self, key: Hashable, load: Callable[[], Awaitable[Any]],
+                     why: object) -> Hit[Any]:
+        """This process's cache, noting why the shared one was not used."""
         hit = await self.local.get(key, load)
-        return _with_note(hit, f"shared cache unavailable ({why}); using this process's cache")
+        return Hit(hit.value, hit.source, hit.error,
+                   f"shared cache unavailable ({why}); using this process's cache")
 
     async def _shared_get(self, key: Hashable, names: dict[str, str],
                           load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
@@ -287,10 +290,6 @@ class SharedCache:
             return self.codec.build(text, meta)
         except Exception:
             raise _Garbage("a stored value that does not decode") from None
-
-
-def _with_note(hit: Hit[Any], note: str) -> Hit[Any]:
-    return Hit(hit.value, hit.source, hit.error, note)
 
 
 async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> bytes | None:

@@ -20,8 +20,7 @@ from .._exceptions import InvalidType, InvalidValue
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import ContextSource, ProvidedText, check_count, check_name, check_path
 from ._glob import GlobMatcher, compiled_glob
-from ._identity import identity_of
-from ._names import name_from_path
+from ._identity import identity_of, name_from_path
 from ._walk import DirectoryWalk, Plan, Scan, Seen, _first, os_reason
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",

@@ -30,8 +30,7 @@ from ._base import (
     check_name,
     check_path,
 )
-from ._identity import callable_identity, identity_of, secret_digest
-from ._names import name_from_path
+from ._identity import callable_identity, identity_of, name_from_path, secret_digest
 
 __all__ = ["SqliteContextProvider", "format_rows"]
 

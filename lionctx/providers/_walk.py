@@ -110,19 +110,16 @@ class Scan:
             self.included.append((rel, seen.text))
 
 
+@dataclass(eq=False, slots=True)
 class _Frame:
-    __slots__ = ("fd", "prefix", "real", "ident", "entries", "i", "name", "target")
-
-    def __init__(self, fd: Any, prefix: str, real: str, ident: tuple[int, int],
-                 entries: list[Entry], name: str = "", target: str | None = None) -> None:
-        self.fd = fd          # descriptor (POSIX) or real path (fallback); None: closed
-        self.prefix = prefix  # relative posix path of this directory, "" or "a/b/"
-        self.real = real      # its real path
-        self.ident = ident    # (st_dev, st_ino), to notice symlink loops
-        self.entries = entries
-        self.i = 0
-        self.name = name      # its name in its parent, and where its symlink pointed:
-        self.target = target  # how to open it again once its descriptor was closed
+    fd: Any  # descriptor (POSIX) or real path (fallback); None: closed
+    prefix: str  # relative posix path of this directory, "" or "a/b/"
+    real: str  # its real path
+    ident: tuple[int, int]  # (st_dev, st_ino), to notice symlink loops
+    entries: list[Entry]
+    name: str = ""  # its name in its parent, and where its symlink pointed:
+    target: str | None = None  # how to open it again once its descriptor was closed
+    i: int = 0
 
 
 class _Stack(list[_Frame]):
