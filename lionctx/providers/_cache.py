@@ -254,16 +254,13 @@ class CachedContextProvider(ContextSource):
     async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> str | None:
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))
-        except SharedFetchError as exc:
-            self.degradation_reason = _reason_of(self.inner)
-            self.last_error = _why(exc.original)
-            if isinstance(exc.original, SourceUnavailable):
-                # Waiters share the leader's failure: the same reason, the same kind.
-                raise SourceUnavailable(str(exc.original)) from exc
-            raise
         except Exception as exc:
+            original = exc.original if isinstance(exc, SharedFetchError) else exc
             self.degradation_reason = _reason_of(self.inner)
-            self.last_error = _why(exc)
+            self.last_error = _why(original)
+            if original is not exc and isinstance(original, SourceUnavailable):
+                # Waiters share the leader's failure: the same reason, the same kind.
+                raise SourceUnavailable(str(original)) from exc
             raise
         stored = hit.value
         if hit.source is Source.STALE:
