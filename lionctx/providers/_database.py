@@ -41,18 +41,13 @@ def _wants_query(fn: Any) -> bool:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return False  # a builtin we cannot inspect: assume the page's fetch(ctx)
-    positional = required = 0
-    var = False
-    for p in sig.parameters.values():
-        if p.kind is p.VAR_POSITIONAL:
-            var = True
-        elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            positional += 1
-            required += p.default is p.empty
+    params = sig.parameters.values()
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = sum(p.default is p.empty for p in positional)
     # Required parameters decide: fetch(ctx, limit=5) is the page's form.
     if required:
         return required >= 2
-    return positional >= 2 or var
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
 class DatabaseContextProvider(ContextSource):

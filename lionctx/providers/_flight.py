@@ -128,17 +128,15 @@ class FlightCache(Generic[V]):
 
     def clear(self) -> None:
         """Forget every stored and last-good value (in-flight loads are unaffected)."""
-        if self._fresh is not None:
-            self._fresh.clear()
-        if self._last_good is not None:
-            self._last_good.clear()
+        for kept in (self._fresh, self._last_good):
+            if kept is not None:
+                kept.clear()
 
     def invalidate(self, key: Hashable) -> None:
         """Forget the stored and last-good value for ``key``."""
-        if self._fresh is not None:
-            self._fresh.pop(key, None)
-        if self._last_good is not None:
-            self._last_good.pop(key, None)
+        for kept in (self._fresh, self._last_good):
+            if kept is not None:
+                kept.pop(key, None)
 
     async def get(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """The value for ``key``: stored, shared from an in-flight load, or loaded now.
