@@ -271,7 +271,7 @@ def _default_name(spec: SourceSpec) -> str:
             return default_name(spec.target)
         except Exception:
             return "http"  # not a URL: building the provider will say so
-    from ..providers._names import name_from_path
+    from ..providers._identity import name_from_path
 
     return name_from_path(spec.target, fallback=spec.kind, strip_suffix=spec.kind == "sqlite")
 
