@@ -25,6 +25,7 @@ from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._log import logger_for
 from ._outcome import Outcome, Status
+from ._policy import check_count
 from ._scope import Scope, context_fields, scope_of, source_identity
 from ._weakid import WeakIdMap
 
@@ -46,11 +47,6 @@ CALLER_FIELDS = ("user_id", "tenant_id")
 _VALUE_TYPES = (str, int, tuple)
 
 
-def _check_int(value: Any, label: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidValue(f"{label} must be an int >= 1, got {value!r}")
-
-
 @dataclass(frozen=True)
 class BreakerSettings:
     """How breakers behave: ``threshold`` consecutive failures open a circuit for
@@ -61,7 +57,7 @@ class BreakerSettings:
     max_cooldown: float = 600.0
 
     def __post_init__(self) -> None:
-        _check_int(self.threshold, "threshold")
+        check_count(self.threshold, "threshold")
         for label in ("cooldown", "max_cooldown"):
             value = getattr(self, label)
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
@@ -272,8 +268,8 @@ class Breakers:
     def __init__(self, settings: BreakerSettings | None = None, *,
                  clock: Clock = time.monotonic, max_sources: int = 4096,
                  max_callers: int = 1024) -> None:
-        _check_int(max_sources, "max_sources")
-        _check_int(max_callers, "max_callers")
+        check_count(max_sources, "max_sources")
+        check_count(max_callers, "max_callers")
         self.settings = settings if settings is not None else BreakerSettings()
         self.clock = clock
         self.max_sources = max_sources
