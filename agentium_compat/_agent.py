@@ -17,7 +17,7 @@ from lionctx._suggest import did_you_mean  # extension: the core's "did you mean
 from lionctx.models import ChatModel
 from lionctx.resolve import DEFAULT_TIMEOUT, Resolution
 
-from ._context import RunContext, coerce_run_context, spellings
+from ._context import RunContext, spellings
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
 
@@ -247,7 +247,7 @@ class Agent:
             if name in given:
                 raise InvalidType(f"{name} given twice (as {key!r})")
             given[name] = value
-        ctx = coerce_run_context(run_context, **{k: v for k, v in given.items() if v is not None})
+        ctx = RunContext.coerce(run_context, **{k: v for k, v in given.items() if v is not None})
         if messages is not None:
             messages = list(messages)
             if any(isinstance(m, Mapping) and m.get("role") == "system" for m in messages[:1]):

@@ -40,11 +40,7 @@ class InstructionContext:
         if (name.startswith("__") and name.endswith("__")) or name in InstructionContext.__slots__:
             raise AttributeError(f"InstructionContext has no attribute {name!r}")
         try:
-            run_context = object.__getattribute__(self, "run_context")
-        except AttributeError:
-            raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
-        try:
-            return getattr(run_context, name)
+            return getattr(self.run_context, name)
         except AttributeError:
             raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
 

@@ -1,9 +1,5 @@
-"""The knobs every pass shares, validated in one place.
-
-:class:`Policy` holds a pass's ``timeout``, ``deadline``, ``limit``, ``counter``,
-``observer`` and ``max_chars``, frozen and checked when built: a bad value is refused
-where it is set, naming it. The ``check_*`` functions are the one validator per knob.
-"""
+"""The knobs every pass shares (:class:`Policy`), and one validator per knob: a bad
+value is refused where it is set, naming it."""
 
 from __future__ import annotations
 
@@ -16,8 +12,8 @@ from typing import Any, Literal, overload
 from ._exceptions import InvalidType, InvalidValue
 from ._types import Number
 
-__all__ = ["Policy", "check_count", "check_counter", "check_limit", "check_max_chars", "check_number",
-           "check_observer", "check_seconds"]
+__all__ = ["Policy", "check_count", "check_counter", "check_limit", "check_max_chars",
+           "check_number", "check_observer", "check_seconds"]
 
 
 def check_seconds(value: Any, label: str) -> float | None:

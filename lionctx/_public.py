@@ -1,11 +1,7 @@
-"""Public names report public modules, as httpx's do.
-
-Implementation modules are private (``lionctx._report``), so a class's ``__module__``
-would show a path users never import. :func:`publish` rewrites it, for the names a
-public package exports, to ``lionctx`` when the top level exports the name, else to
-that package (``lionctx.providers``); reprs, docs and pickles then name what users
-import. Names another package defines (a host's class) are left alone.
-"""
+"""Public names report public modules, as httpx's do: :func:`publish` rewrites the
+``__module__`` of a name a public package exports from a private module to
+``lionctx`` (a top-level name) or that package, so reprs and pickles name what users
+import."""
 
 from __future__ import annotations
 
