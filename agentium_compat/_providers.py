@@ -1,13 +1,7 @@
 """agentium's built-in providers: lionctx's (subclasses, so ``isinstance`` holds) with
-agentium's option names and units (milliseconds), options as keywords or one dict::
-
-    notes = FilesystemContextProvider({"basePath": "./agent-notes", "glob": "*.md"})
-    cached = CachedContextProvider(profile, 30_000)
-
-An unknown or invalid option is refused naming it in agentium's spelling. ``fetch()``
-returns ``None`` when the source could not answer (the reason is in ``lastError``);
-the reports say ``failed`` with that reason, and ``retrieve`` raises
-:class:`SourceUnavailable`.
+agentium's option names and units (milliseconds), as keywords or one dict; a bad
+option is refused in agentium's spelling. ``fetch()`` returns ``None`` when the
+source could not answer (the reason in ``lastError``); its row says ``failed``.
 """
 
 from __future__ import annotations
@@ -38,11 +32,8 @@ _QUOTED_OR_WORD = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\w+\b")
 
 def _options(cls_name: str, options: Mapping[str, Any] | None, given: dict[str, Any],
              table: Mapping[str, str], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One dict of lionctx keyword arguments from a positional mapping and keywords.
-
-    ``table`` maps agentium spellings to lionctx ones; an unknown option, one given
-    twice, or a missing ``required`` one is refused by its agentium name.
-    """
+    """lionctx's keyword arguments from an options mapping and keywords, by ``table``
+    (agentium's spelling -> lionctx's); a bad option is refused by its agentium name."""
     merged: dict[str, Any] = {}
     if options is not None:
         if not isinstance(options, Mapping):
@@ -66,10 +57,8 @@ def _options(cls_name: str, options: Mapping[str, Any] | None, given: dict[str, 
 
 @contextmanager
 def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
-    """Re-raise a construction error with lionctx's option names in agentium's spelling.
-
-    Quoted values are left alone: the message still shows the bad value as given.
-    """
+    """Re-raise a construction error with lionctx's option names in agentium's
+    spelling (quoted values left as given)."""
     camel_of = {snake: camel for camel, snake in table.items() if snake != camel}
     try:
         yield
@@ -91,7 +80,7 @@ def _ms(value: Any, label: str, *, allow_zero: bool) -> float:
 
 class _Agentium(providers.ContextSource):
     """A lionctx source built from agentium's options, read in agentium's spellings
-    (``lastError``, ``basePath``...), handing its source agentium's :class:`RunContext`."""
+    (``lastError``, ``basePath``...), calling its source with agentium's RunContext."""
 
     _OPTIONS: ClassVar[dict[str, str]] = {}  # agentium's option -> lionctx's keyword
     _REQUIRED: ClassVar[tuple[str, ...]] = ()  # given to lionctx positionally, in order
