@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import lionctx._face as _face  # extension: what a face outside the package builds on
@@ -99,7 +100,7 @@ class Agent:
         max_sessions = _face.check_max_sessions(max_sessions)
         if not (isinstance(instructions, str) or callable(instructions)):
             raise InvalidType(f"instructions must be a str or a function, got "
-                            f"{type(instructions).__name__}")
+                              f"{type(instructions).__name__}")
         if context_providers is not None and contextProviders is not None:
             raise InvalidType("pass context_providers or contextProviders, not both")
         if model_settings is not None and not isinstance(model_settings, Mapping):
@@ -128,7 +129,7 @@ class Agent:
             if session is not None:
                 self._engine = session.engine
                 self._pool = _face.SessionPool(session.engine, model=model,
-                                         max_sessions=max_sessions, owner=f"agent {name!r}")
+                                               max_sessions=max_sessions, owner=f"agent {name!r}")
         self._max_sessions = max_sessions
 
     context_budget = _face.pass_knob("budget", "Token budget of the tagged blocks, or None.")
@@ -201,7 +202,7 @@ class Agent:
             result = await result
         if not isinstance(result, str):
             raise InvalidType(f"agent {self.name!r}: instructions function returned "
-                            f"{type(result).__name__}, expected str")
+                              f"{type(result).__name__}, expected str")
         return result
 
     async def run(
@@ -252,7 +253,7 @@ class Agent:
             messages = list(messages)
             if any(isinstance(m, Mapping) and m.get("role") == "system" for m in messages[:1]):
                 raise InvalidValue("messages must not start with a system message: the agent's "
-                                 "instructions are its system message")
+                                   "instructions are its system message")
 
         report: Resolution | None = None
         if context is not None:
@@ -262,12 +263,12 @@ class Agent:
                 text = context
             else:
                 raise InvalidType(f"context must be a str or a Resolution, got "
-                                f"{type(context).__name__}")
+                                  f"{type(context).__name__}")
         elif self.context_providers:
             seen = (self._pass.history(_face.session_key(ctx), messages)
-                       if self.dedupe_history and messages else None)
+                    if self.dedupe_history and messages else None)
             report = await _face.resolve_with(self._pass, self.context_providers, input, ctx,
-                                        session=_face.session_key, history=seen)
+                                              session=_face.session_key, history=seen)
             text = report.text
         else:
             text = ""
@@ -277,11 +278,13 @@ class Agent:
         if system:
             stored.insert(0, _face.ensure_uid(_face.system_message(system)))
         conversation = _face.Conversation(stored, name=self.name)
-        if self._pool is None:
-            turn = await self._turn(conversation, _face.Instruction(input), ctx, None)
-        else:
-            async with self._pool.session(ctx.session_id) as session:
-                turn = await self._turn(conversation, _face.Instruction(input), ctx, session)
+        # The same recorded turn a Branch's communicate runs, in this session's engine.
+        pool = self._pool
+        async with (pool.session(ctx.session_id) if pool else nullcontext()) as session, \
+                _face.Turn(conversation, self.model, _face.Instruction(input), session=session,
+                           run_context=ctx) as turn:
+            await turn.exchange(**self.model_settings)
+            turn.store()
         response = turn.response
         assert response is not None and turn.sent is not None  # the turn returned normally
         stored = conversation.messages
@@ -291,12 +294,3 @@ class Agent:
             messages=turn.sent, context=text, system=system or None, run_context=ctx,
             response=response, agent=self.name, history=list(history),
         )
-
-    async def _turn(self, conversation: _face.Conversation, instruction: _face.Instruction,
-                    ctx: RunContext, session: _face.EngineSession | None) -> _face.Turn:
-        """One recorded turn (the same turn a Branch's communicate runs)."""
-        async with _face.Turn(conversation, self.model, instruction, session=session,
-                        run_context=ctx) as turn:
-            await turn.exchange(**self.model_settings)
-            turn.store()
-        return turn
