@@ -30,31 +30,6 @@ __all__ = [
 _QUOTED_OR_WORD = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\w+\b")
 
 
-def _options(cls_name: str, options: Mapping[str, Any] | None, given: dict[str, Any],
-             table: Mapping[str, str], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """lionctx's keyword arguments from an options mapping and keywords, by ``table``
-    (agentium's spelling -> lionctx's); a bad option is refused by its agentium name."""
-    merged: dict[str, Any] = {}
-    if options is not None:
-        if not isinstance(options, Mapping):
-            raise InvalidType(f"{cls_name} options must be a dict, got {options!r}")
-        merged.update(options)
-    for key, value in given.items():
-        if key in merged:
-            raise InvalidType(f"{cls_name} got option {key!r} twice")
-        merged[key] = value
-    camel_of = {snake: camel for camel, snake in table.items()}
-    for key in merged:
-        if key not in table:
-            hint = (f" (agentium spells it {camel_of[key]!r})" if key in camel_of
-                    else did_you_mean(key, table))
-            raise InvalidType(f"{cls_name} got an unknown option {key!r}{hint}")
-    for key in required:
-        if key not in merged:
-            raise InvalidType(f"{cls_name} needs {key}")
-    return {table[k]: v for k, v in merged.items()}
-
-
 @contextmanager
 def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
     """Re-raise a construction error with lionctx's option names in agentium's
@@ -88,8 +63,26 @@ class _Agentium(providers.ContextSource):
     _MS_OR_ZERO: ClassVar[tuple[str, ...]] = ()  # the same, where 0 is allowed
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **given: Any) -> None:
-        name = type(self).__name__
-        kwargs = _options(name, options, given, self._OPTIONS, self._REQUIRED)
+        name, table = type(self).__name__, self._OPTIONS
+        merged: dict[str, Any] = {}
+        if options is not None:
+            if not isinstance(options, Mapping):
+                raise InvalidType(f"{name} options must be a dict, got {options!r}")
+            merged.update(options)
+        for key, value in given.items():
+            if key in merged:
+                raise InvalidType(f"{name} got option {key!r} twice")
+            merged[key] = value
+        camel_of = {snake: camel for camel, snake in table.items()}
+        for key in merged:
+            if key not in table:
+                hint = (f" (agentium spells it {camel_of[key]!r})" if key in camel_of
+                        else did_you_mean(key, table))
+                raise InvalidType(f"{name} got an unknown option {key!r}{hint}")
+        for key in self._REQUIRED:
+            if key not in merged:
+                raise InvalidType(f"{name} needs {key}")
+        kwargs = {table[k]: v for k, v in merged.items()}
         for label in (*self._MS, *self._MS_OR_ZERO):
             key = self._OPTIONS[label]
             if key in kwargs:

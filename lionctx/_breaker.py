@@ -1,15 +1,11 @@
 """One concept: circuit breakers per source, fair between users, bounded (``docs/breakers.md``).
 
-A source whose last ``threshold`` counted calls failed or timed out is *open*: not
-called for a cool-down (doubling while it keeps failing, up to ``max_cooldown``),
-its row ``skipped`` with ``circuit open until HH:MM:SSZ``; then one trial call
-(*half-open*) closes or reopens it. A failure blamed on the pass's deadline or this
-process's overload never counts (``Outcome.blame``). Others count against the whole
-source when its provider reads no run-context field (or raised
-``SourceUnavailable(scope="source")``), else against the caller: the values of the
-fields it reads, plus ``user_id`` and ``tenant_id`` for a failure marked as the user's.
-Each failing caller counts once toward its source until it next succeeds, so
-``threshold`` callers open it for everyone and one caller never does.
+A failure blamed on the deadline or on overload never counts (``Outcome.blame``).
+Others count against the whole source when its provider reads no run-context field
+(or raised ``SourceUnavailable(scope="source")``), else against the caller: the
+values of the fields it reads, plus ``user_id`` and ``tenant_id`` for a failure
+marked as the user's. Each failing caller counts once toward its source until it
+next succeeds, so ``threshold`` callers open it for everyone and one never does.
 """
 
 from __future__ import annotations
@@ -255,14 +251,11 @@ def _read(context: Callable[[], Any] | None) -> Any:
 class Breakers:
     """The breakers of a set of sources, and of the callers failing on them.
 
-    A source is keyed by the identity its provider states (``source_identity``:
-    every provider object reading that source shares one breaker), else by the
-    provider object itself, held weakly (its breaker goes when it goes, and a new
-    object that reuses its ``id`` never gets it), else (an object that takes no weak
-    reference) by its class and name; plain ``str``, ``int`` and ``tuple`` keys as
-    they are. Keys held by value are bounded by ``max_sources``; each source keeps at
-    most ``max_callers`` failing callers (healthy ones dropped first; a dropped one
-    fails open). Which failures count, and for whom: :mod:`lionctx._breaker`.
+    A source is keyed by the identity its provider states (``source_identity``), else
+    by the provider object, held weakly (its breaker goes with it), else (no weak
+    reference) by its class and name. Keys held by value are bounded by
+    ``max_sources``; each source keeps at most ``max_callers`` failing callers
+    (healthy ones dropped first; a dropped one fails open).
     """
 
     def __init__(self, settings: BreakerSettings | None = None, *,

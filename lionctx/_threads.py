@@ -1,12 +1,7 @@
-"""Worker threads that a timeout can walk away from.
-
-Blocking work of a provider (a SQLite query, a directory walk, a sync ``fetch``) runs
-in a worker thread. A timeout *abandons* it (anyio's ``abandon_on_cancel``): the
-thread runs on and its result is dropped. lionctx keeps its own bounded pool, apart
-from anyio's default limiter: at most :func:`max_threads` threads process-wide; one
-source (``key``) may leave at most ``per_key_abandoned`` threads stuck and hold at
-most a quarter of the pool; past that, or when abandoned threads hold every slot,
-a call fails fast with :class:`WorkersExhausted` instead of waiting.
+"""Worker threads for a provider's blocking work, which a timeout abandons (the thread
+runs on, its result dropped). At most :func:`max_threads` process-wide; one source may
+leave at most ``per_key_abandoned`` stuck and hold a quarter of the pool; past that, or
+when abandoned threads hold every slot, a call fails fast with :class:`WorkersExhausted`.
 """
 
 from __future__ import annotations
