@@ -59,8 +59,7 @@ class _Agentium(providers.ContextSource):
 
     _OPTIONS: ClassVar[dict[str, str]] = {}  # agentium's option -> lionctx's keyword
     _REQUIRED: ClassVar[tuple[str, ...]] = ()  # given to lionctx positionally, in order
-    _MS: ClassVar[tuple[str, ...]] = ()  # options in milliseconds
-    _MS_OR_ZERO: ClassVar[tuple[str, ...]] = ()  # the same, where 0 is allowed
+    _MS: ClassVar[dict[str, bool]] = {}  # options in milliseconds -> whether 0 is allowed
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **given: Any) -> None:
         name, table = type(self).__name__, self._OPTIONS
@@ -83,10 +82,10 @@ class _Agentium(providers.ContextSource):
             if key not in merged:
                 raise InvalidType(f"{name} needs {key}")
         kwargs = {table[k]: v for k, v in merged.items()}
-        for label in (*self._MS, *self._MS_OR_ZERO):
+        for label, allow_zero in self._MS.items():
             key = self._OPTIONS[label]
             if key in kwargs:
-                kwargs[key] = _ms(kwargs[key], label, allow_zero=label in self._MS_OR_ZERO)
+                kwargs[key] = _ms(kwargs[key], label, allow_zero=allow_zero)
         required = [kwargs.pop(self._OPTIONS[r]) for r in self._REQUIRED]
         with _agentium_names(self._OPTIONS):
             super().__init__(*required, **kwargs)
@@ -140,8 +139,7 @@ class HttpContextProvider(_Agentium, providers.HttpContextProvider):
                 "maxRedirects": "max_redirects", "transform": "transform",
                 "staleOnError": "stale_on_error", "client": "client", "cache": "cache"}
     _REQUIRED = ("url",)
-    _MS = ("timeoutMs",)
-    _MS_OR_ZERO = ("cacheTtlMs",)
+    _MS = {"timeoutMs": False, "cacheTtlMs": True}
 
 
 class DatabaseContextProvider(_Agentium, providers.DatabaseContextProvider):
@@ -171,8 +169,7 @@ class McpResourceProvider(_Agentium, providers.McpResourceProvider):
                 "allowedHosts": "allowed_hosts", "env": "env", "cwd": "cwd", "cache": "cache",
                 "cacheTtlMs": "cache_ttl"}
     _REQUIRED = ("server", "uri")
-    _MS = ("timeoutMs", "connectTimeoutMs")
-    _MS_OR_ZERO = ("cacheTtlMs",)
+    _MS = {"timeoutMs": False, "connectTimeoutMs": False, "cacheTtlMs": True}
 
 
 _CACHE_OPTIONS = {"maxSize": "maxsize", "staleOnError": "stale_on_error",

@@ -32,10 +32,6 @@ def spellings(*names: str) -> dict[str, str]:
     return {spelling: name for name in names for spelling in (name, camel(name))}
 
 
-def _new_run_id() -> str:
-    return uuid.uuid4().hex
-
-
 @dataclass
 class RunContext:
     """Who and what a run is for. Passed to every provider's ``fetch(query, ctx)``.
@@ -47,7 +43,7 @@ class RunContext:
     user_id: Any = None
     tenant_id: Any = None
     session_id: Any = None
-    run_id: str = field(default_factory=_new_run_id)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     metadata: dict[str, Any] = field(default_factory=dict)
     session_state: dict[str, Any] = field(default_factory=dict)
     dependencies: dict[str, Any] = field(default_factory=dict)
