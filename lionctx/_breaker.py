@@ -66,10 +66,8 @@ class BreakerSettings:
 
 
 class CircuitBreaker:
-    """One source's breaker: closed, open (until a time) or half-open (one trial out).
-
-    A whole source's breaker also holds its failing callers' breakers (``_callers``,
-    by scope) and the fields its source reads (``context_fields``)."""
+    """One source's (or one failing caller's) breaker: closed, open (until a time) or
+    half-open (one trial out)."""
 
     __slots__ = ("__weakref__", "_callers", "_clock", "_cooldown", "_failures",
                  "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",

@@ -15,14 +15,9 @@ Observer = Callable[[Outcome], None]
 
 @dataclass(slots=True)
 class ProviderCall:
-    """One provider, ready to run: ``invoke(*args)`` performs the call, with the
-    pass's ``args`` (a registry's calls are built once and reused every pass).
-
-    ``frame`` turns the returned text into what is sent and counted (a tag block);
-    ``keep_frame``: the outcome holds the framed text (the agentium face), else the
-    bare text. ``timeout`` and ``max_chars`` override the pass's; ``digest``: each
-    text counted whole gets its digest as the outcome is made.
-    """
+    """One provider, ready to run: ``invoke(*args)`` performs the call. ``frame`` makes
+    the text sent and counted (the outcome keeps it framed with ``keep_frame``);
+    ``timeout`` and ``max_chars`` override the pass's; ``digest``: digest it too."""
 
     name: str
     provider: Any
@@ -37,10 +32,8 @@ class ProviderCall:
 
 
 class _TagFrame:
-    """A ``frame`` that wraps a call's text in its own ``<context name=...>`` tag, as
-    ``partial(tag_block, name)`` would with no object per call; gather applies it.
-    (An instance, not a function: a function would bind as a method where a class
-    holds it as a default.)"""
+    """A ``frame`` gather applies as ``partial(tag_block, name)`` would, with no object
+    per call (an instance: a function would bind as a method as a class default)."""
 
     __slots__ = ()
 

@@ -85,11 +85,8 @@ def _less(counts: Counter[Hashable], key: Hashable) -> None:
 
 
 async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
-    """Run ``fn()`` in a lionctx worker thread; a cancel (timeout) abandons it.
-
-    ``key`` names the source for the per-source cap on stuck threads. Raises
-    :class:`WorkersExhausted` at once when waiting could not help.
-    """
+    """Run ``fn()`` in a lionctx worker thread; a cancel (timeout) abandons it. ``key``
+    names the source; :class:`WorkersExhausted` at once when waiting could not help."""
     delay = 0.001
     while True:
         why = _try_take(key)
