@@ -185,10 +185,7 @@ class RunResult(dict[str, Any]):
         """The run context's run id (``runId``)."""
         return str(self.run_context.run_id)
 
-    @property
-    def runId(self) -> str:  # noqa: N802 - agentium spelling
-        """Same as ``run_id``."""
-        return self.run_id
+    runId = run_id  # noqa: N815 - agentium spelling
 
     @property
     def contextReport(self) -> Resolution | None:  # noqa: N802 - agentium spelling
