@@ -144,20 +144,15 @@ def _awaited(find: Any) -> Any:
 
 
 async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:
-    """LionAGI face: ``provide(branch, instruction)``, or ``fetch`` adapted to it. A
-    sync ``provide`` runs in a worker thread and fails unless it returned an awaitable
-    (as in LionAGI); a sync ``fetch`` runs in a worker thread and its result counts."""
+    """LionAGI face: ``provide(branch, instruction)``, or :func:`call_fetch` on the
+    instruction's text and the branch's run context. A sync ``provide`` runs in a worker
+    thread and fails unless it returned an awaitable (as in LionAGI)."""
     provide = getattr(provider, "provide", None)
-    if provide is not None:
-        return await _call_blocking_or_async(provider, provide, branch, instruction,
-                                             must_await=True)
-    fetch = fetch_method(provider)
-    if fetch is None:
-        raise AttributeError(
-            f"context provider {type(provider).__name__} has no provide() or fetch()"
-        )
-    return await _call_blocking_or_async(
-        provider, fetch, query_from_instruction(instruction), run_context_from_branch(branch))
+    if provide is None:
+        return await call_fetch(provider, query_from_instruction(instruction),
+                                run_context_from_branch(branch))
+    return await _call_blocking_or_async(provider, provide, branch, instruction,
+                                         must_await=True)
 
 
 async def call_fetch(provider: Any, query: str, ctx: Any) -> Any:
