@@ -207,7 +207,7 @@ class Turn:
     async def stream(self, request: list[dict[str, Any]], *,
                      tools: Sequence[Mapping[str, Any]] | None = None,
                      **kwargs: Any) -> AsyncGenerator[str, None]:
-        """One streamed model call: text deltas; then the whole reply is :attr:`response`."""
+        """One streamed model call: text deltas; then the reply is :attr:`response`, added."""
         open_stream = getattr(self.model, "stream", None)
         if not callable(open_stream):
             raise InvalidType(f"model must have stream() to stream a reply, got "
@@ -224,6 +224,7 @@ class Turn:
         if response is None:
             raise ModelResponseError("the model stream ended without a response")
         self._received(response)
+        self.add(response.to_message())
 
     def _received(self, response: ChatResponse) -> None:
         self.response = response

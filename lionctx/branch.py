@@ -259,9 +259,7 @@ class Branch(Conversation):
             async with aclosing(turn.stream(request, **kwargs)) as deltas:
                 async for delta in deltas:
                     yield delta
-            if turn.response is not None:
-                turn.add(turn.response.to_message())
-                turn.store()
+            turn.store()
 
     async def operate(
         self,
