@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,6 +15,7 @@ import anyio
 
 from ._context import RunContext
 from ._exceptions import InvalidType
+from ._log import logger_for
 from ._messages import (
     ensure_tool_call_uids,
     ensure_uid,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Conversation", "Turn", "chat_model", "copy_messages"]
 
-logger = logging.getLogger("lionctx.branch")  # the turn is the branch's, as before
+logger = logger_for("lionctx.branch")  # the turn logs as the branch it serves
 
 
 def chat_model(model: Any) -> Any:

@@ -8,7 +8,6 @@ with the blocks rendered into a copy (never into the stored history), the model.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
@@ -39,10 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engines._session import EngineSession
 
 __all__ = ["Branch", "ContextBlock", "Instruction", "OperateResult", "RenderMode"]
-
-from ._log import logger_for
-
-logger = logger_for(__name__)
 
 
 class Branch(Conversation):
@@ -143,7 +138,7 @@ class Branch(Conversation):
         """A new branch with copies of the history (uids kept), same model and settings,
         a shallow copy of the run context. Providers are not copied (as in LionAGI)
         unless ``with_providers=True`` (the same entries, fresh stats)."""
-        new = Branch(model=self.model, messages=copy.deepcopy(self.messages),
+        new = Branch(model=self.model, messages=self.messages,  # copied, uids kept
                      run_context=dataclasses.replace(self.run_context),
                      inject_systemless=self.inject_systemless, render=self.render,
                      name=self.name, dedupe_history=self.dedupe_history)
