@@ -94,13 +94,11 @@ def merge_run_context(own: Any) -> RunContext:
     ctx = coerce_run_context(own)
     if bound is None or bound is ctx:
         return ctx
-    fills: dict[str, Any] = {}
-    for name in _FILLED:
-        if getattr(ctx, name) is None and getattr(bound, name) is not None:
-            fills[name] = getattr(bound, name)
-    for name in _FILLED_DICTS:
-        if not getattr(ctx, name) and getattr(bound, name):
-            fills[name] = getattr(bound, name)
+    # The bound values of the fields the host left unset (a None scalar, an empty dict).
+    fills = {name: getattr(bound, name) for name in _FILLED
+             if getattr(ctx, name) is None and getattr(bound, name) is not None}
+    fills.update({name: getattr(bound, name) for name in _FILLED_DICTS
+                  if not getattr(ctx, name) and getattr(bound, name)})
     if not isinstance(own, RunContext) and _read(own, "run_id", None) is None:
         fills["run_id"] = bound.run_id
     missing = {k: v for k, v in bound.extra.items() if k not in ctx.extra}
