@@ -24,9 +24,8 @@ __all__ = ["call_fetch", "call_provide", "fetch_invoker", "fetch_method", "provi
 def provider_name(provider: Any, explicit: str | None = None, *,
                   agentium: bool = False) -> str:
     """Explicit name, then a truthy str ``name`` (then agentium's ``label`` with
-    ``agentium=True``), then the class name; characters UTF-8 cannot encode (a lone
-    surrogate) become U+FFFD, since names go to the model in the tag. Always a plain
-    ``str``."""
+    ``agentium=True``), then the class name: a plain ``str`` in which what UTF-8 cannot
+    encode (a lone surrogate) is U+FFFD, since names go to the model in the tag."""
     if explicit:
         return make_encodable(str.__str__(explicit))[0]
     for attr in (("name", "label") if agentium else ("name",)):
@@ -88,9 +87,8 @@ def fetch_method(provider: Any) -> Any:
 
 
 def retrieve_method(provider: Any) -> Any:
-    """The failure-raising ``retrieve(query, ctx)`` of a ContextSource, or None: only a
-    class ``ContextSource`` marks qualifies (an instance cannot claim it), and one
-    that overrides ``fetch`` is called through its override."""
+    """The failure-raising ``retrieve(query, ctx)`` of a ContextSource class that does not
+    override ``fetch`` (an instance cannot claim it), or None."""
     if getattr(type(provider), "_lionctx_retrieves", False) is not True:
         return None
     method = getattr(provider, "retrieve", None)

@@ -107,9 +107,8 @@ class Conversation:
 
     def splice(self, snapshot: Sequence[dict[str, Any]],
                compacted: list[dict[str, Any]]) -> bool:
-        """Replace the ``snapshot`` prefix of the history with ``compacted``, keeping
-        what was stored after it; False (nothing changed) when the prefix itself
-        changed meanwhile, which makes the compaction stale."""
+        """Replace the ``snapshot`` prefix of the history with ``compacted``; False (and
+        nothing changed) when that prefix changed meanwhile: the compaction is stale."""
         current = self._messages
         if len(current) < len(snapshot) or any(
                 a is not b for a, b in zip(snapshot, current, strict=False)):

@@ -18,16 +18,11 @@ from .._log import logger_for
 from .._report import Report
 from .._stability import PrefixHistory
 from .._weakid import WeakIdMap
-from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
-from ..resolve import Resolution, resolve_pass, resolve_with
+from ..resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
 
 __all__ = ["DEFAULT_TIMEOUT", "HostHook", "merge_run_context", "text_of"]
 
 logger = logger_for(__name__)
-
-#: The per-provider timeout (seconds) every integration applies unless given another
-#: (``timeout=None``: none); the agentium face's too.
-DEFAULT_TIMEOUT = RESOLVE_DEFAULT_TIMEOUT
 
 #: The keyword options of :func:`lionctx.resolve_context` an integration accepts.
 RESOLVE_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome",
