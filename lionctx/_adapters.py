@@ -24,9 +24,8 @@ __all__ = ["call_fetch", "call_provide", "fetch_invoker", "fetch_method", "provi
 def provider_name(provider: Any, explicit: str | None = None, *,
                   agentium: bool = False) -> str:
     """Explicit name, then a truthy str ``name`` (then agentium's ``label`` with
-    ``agentium=True``), then the class name; characters UTF-8 cannot encode (a lone
-    surrogate) become U+FFFD, since names go to the model in the tag. Always a plain
-    ``str``."""
+    ``agentium=True``), then the class name: a plain ``str`` in which what UTF-8 cannot
+    encode (a lone surrogate) is U+FFFD, since names go to the model in the tag."""
     if explicit:
         return make_encodable(str.__str__(explicit))[0]
     for attr in (("name", "label") if agentium else ("name",)):
@@ -88,9 +87,8 @@ def fetch_method(provider: Any) -> Any:
 
 
 def retrieve_method(provider: Any) -> Any:
-    """The failure-raising ``retrieve(query, ctx)`` of a ContextSource, or None: only a
-    class ``ContextSource`` marks qualifies (an instance cannot claim it), and one
-    that overrides ``fetch`` is called through its override."""
+    """The failure-raising ``retrieve(query, ctx)`` of a ContextSource class that does not
+    override ``fetch`` (an instance cannot claim it), or None."""
     if getattr(type(provider), "_lionctx_retrieves", False) is not True:
         return None
     method = getattr(provider, "retrieve", None)
@@ -144,20 +142,15 @@ def _awaited(find: Any) -> Any:
 
 
 async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:
-    """LionAGI face: ``provide(branch, instruction)``, or ``fetch`` adapted to it. A
-    sync ``provide`` runs in a worker thread and fails unless it returned an awaitable
-    (as in LionAGI); a sync ``fetch`` runs in a worker thread and its result counts."""
+    """LionAGI face: ``provide(branch, instruction)``, or :func:`call_fetch` on the
+    instruction's text and the branch's run context. A sync ``provide`` runs in a worker
+    thread and fails unless it returned an awaitable (as in LionAGI)."""
     provide = getattr(provider, "provide", None)
-    if provide is not None:
-        return await _call_blocking_or_async(provider, provide, branch, instruction,
-                                             must_await=True)
-    fetch = fetch_method(provider)
-    if fetch is None:
-        raise AttributeError(
-            f"context provider {type(provider).__name__} has no provide() or fetch()"
-        )
-    return await _call_blocking_or_async(
-        provider, fetch, query_from_instruction(instruction), run_context_from_branch(branch))
+    if provide is None:
+        return await call_fetch(provider, query_from_instruction(instruction),
+                                run_context_from_branch(branch))
+    return await _call_blocking_or_async(provider, provide, branch, instruction,
+                                         must_await=True)
 
 
 async def call_fetch(provider: Any, query: str, ctx: Any) -> Any:

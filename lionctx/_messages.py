@@ -16,7 +16,7 @@ from ._exceptions import InvalidType, InvalidValue
 
 __all__ = ["PERSISTENCE_ONLY_FIELDS", "ensure_tool_call_uids", "ensure_uid", "instruction_text",
            "is_uid", "message_text", "new_uid", "strip_persistence_fields", "system_message",
-           "tool_message", "user_message"]
+           "tool_message"]
 
 #: Keys that live on stored messages and never go on the wire.
 PERSISTENCE_ONLY_FIELDS: frozenset[str] = frozenset(
@@ -102,11 +102,6 @@ def message_text(msg: Mapping[str, Any]) -> str:
 def system_message(content: str) -> dict[str, Any]:
     """``{"role": "system", "content": content}``."""
     return {"role": "system", "content": content}
-
-
-def user_message(content: str) -> dict[str, Any]:
-    """``{"role": "user", "content": content}``."""
-    return {"role": "user", "content": content}
 
 
 def tool_message(tool_call_id: str, content: str) -> dict[str, Any]:

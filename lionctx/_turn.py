@@ -1,18 +1,13 @@
-"""One model turn on a :class:`Conversation` (the stored history and the last reply),
-the piece :class:`~lionctx.Branch` and the agentium ``Agent`` both compose::
-
-    async with Turn(conversation, model, instruction, session=s, run_context=ctx) as turn:
-        await turn.gather(registry, owner)      # provider pass -> turn.blocks
-        response = await turn.exchange()        # prepare (build + select) + send + add
-        turn.store()                            # into the conversation
-    # leaving: compaction (record=True), then the engine's on_turn_complete
+"""One model turn on a :class:`Conversation`, the piece :class:`~lionctx.Branch` (a
+conversation itself) and the agentium ``Agent`` both compose: ``async with Turn(...)``,
+then ``gather`` (the provider pass), ``exchange`` (request, model, reply) and ``store``;
+leaving it runs compaction (``record=True``) and the engine's ``on_turn_complete``.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,12 +15,14 @@ import anyio
 
 from ._context import RunContext
 from ._exceptions import InvalidType
+from ._log import logger_for
 from ._messages import (
     ensure_tool_call_uids,
     ensure_uid,
     message_text,
     new_uid,
     strip_persistence_fields,
+    system_message,
     tool_message,
 )
 from ._request import build_request, selected_blocks
@@ -39,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Conversation", "Turn", "chat_model", "copy_messages"]
 
-logger = logging.getLogger("lionctx.branch")  # the turn is the branch's, as before
+logger = logger_for("lionctx.branch")  # the turn logs as the branch it serves
 
 
 def chat_model(model: Any) -> Any:
@@ -71,34 +68,52 @@ class Conversation:
     """The stored history (system message first, each row with its ``message_uid``)
     and the last reply. A compaction replaces the list: hold the conversation."""
 
-    __slots__ = ("last_response", "messages", "name")
-
     def __init__(self, messages: list[dict[str, Any]] | None = None, *,
                  name: str | None = None) -> None:
-        self.messages: list[dict[str, Any]] = messages if messages is not None else []
+        self._messages: list[dict[str, Any]] = messages if messages is not None else []
         self.name = name
         #: The most recent reply of any turn on this conversation (last writer wins).
         self.last_response: ChatResponse | None = None
 
-    def __repr__(self) -> str:
-        return f"Conversation(name={self.name!r}, messages={len(self.messages)})"
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The stored history (system message first, if any). Never holds a context block."""
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: Iterable[Mapping[str, Any]]) -> None:
+        self._messages = copy_messages(value)
 
     @property
     def system(self) -> str | None:
-        """The system text, or None without a system message."""
-        msgs = self.messages
+        """The system text, or ``None`` when there is no system message."""
+        msgs = self._messages
         return message_text(msgs[0]) if msgs and msgs[0].get("role") == "system" else None
+
+    @system.setter
+    def system(self, value: str | None) -> None:
+        msgs = self._messages
+        has = bool(msgs) and msgs[0].get("role") == "system"
+        if value is None:
+            if has:
+                del msgs[0]
+            return
+        if not isinstance(value, str):
+            raise InvalidType(f"system must be a str or None, got {type(value).__name__}")
+        if has:
+            msgs[0]["content"] = value  # same message, new text: uid kept
+        else:
+            msgs.insert(0, ensure_uid(system_message(value)))
 
     def splice(self, snapshot: Sequence[dict[str, Any]],
                compacted: list[dict[str, Any]]) -> bool:
-        """Replace the ``snapshot`` prefix of the history with ``compacted``, keeping
-        what was stored after it; False (nothing changed) when the prefix itself
-        changed meanwhile, which makes the compaction stale."""
-        current = self.messages
+        """Replace the ``snapshot`` prefix of the history with ``compacted``; False (and
+        nothing changed) when that prefix changed meanwhile: the compaction is stale."""
+        current = self._messages
         if len(current) < len(snapshot) or any(
                 a is not b for a, b in zip(snapshot, current, strict=False)):
             return False
-        self.messages = [*compacted, *current[len(snapshot):]]
+        self._messages = [*compacted, *current[len(snapshot):]]
         return True
 
 
@@ -129,10 +144,6 @@ class Turn:
         self.turn_id: str | None = None
         self._user_tools: Mapping[str, Tool] = {}
         self._engine_tools: frozenset[str] = frozenset()
-
-    def __repr__(self) -> str:
-        return (f"Turn(conversation={self.conversation.name!r}, messages={len(self.messages)}, "
-                f"api_calls={self.api_calls}, engine={self.session is not None})")
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -195,7 +206,7 @@ class Turn:
     async def stream(self, request: list[dict[str, Any]], *,
                      tools: Sequence[Mapping[str, Any]] | None = None,
                      **kwargs: Any) -> AsyncGenerator[str, None]:
-        """One streamed model call: text deltas; then the whole reply is :attr:`response`."""
+        """One streamed model call: text deltas; then the reply is :attr:`response`, added."""
         open_stream = getattr(self.model, "stream", None)
         if not callable(open_stream):
             raise InvalidType(f"model must have stream() to stream a reply, got "
@@ -212,6 +223,7 @@ class Turn:
         if response is None:
             raise ModelResponseError("the model stream ended without a response")
         self._received(response)
+        self.add(response.to_message())
 
     def _received(self, response: ChatResponse) -> None:
         self.response = response
@@ -308,15 +320,15 @@ class Turn:
     def _task_id(self) -> str | None:
         return self.run_context.run_id if self.run_context is not None else None
 
-    def start(self) -> None:
-        """Begin the turn: the engine session starts (``on_session_start``) if needed."""
-        if self.session is not None:
+    async def __aenter__(self) -> Turn:
+        if self.session is not None:  # the engine session starts (on_session_start) if needed
             self.session.start(self.run_context.session_id if self.run_context else None)
             self.turn_id = new_uid()
+        return self
 
-    async def finish(self, error: BaseException | None = None) -> None:
-        """End the turn: compaction (when ``record``) and ``on_turn_complete``; with
-        ``error``, a failure (an Exception) or an interruption is reported."""
+    async def __aexit__(self, exc_type: Any, error: BaseException | None, tb: Any) -> None:
+        # Compaction (when record), then on_turn_complete; an error is reported as a
+        # failure (an Exception) or an interruption.
         session = self.session
         if session is None:
             return
@@ -328,13 +340,6 @@ class Turn:
                 self._complete(session, exc)
                 raise
         self._complete(session, error)
-
-    async def __aenter__(self) -> Turn:
-        self.start()
-        return self
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        await self.finish(exc)
 
     async def _compact(self, session: EngineSession) -> None:
         conversation = self.conversation

@@ -8,7 +8,6 @@ with the blocks rendered into a copy (never into the stored history), the model.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
@@ -18,10 +17,9 @@ import anyio
 
 from ._context import RunContext, coerce_run_context
 from ._exceptions import InvalidType, InvalidValue
-from ._messages import ensure_uid, system_message
 from ._request import build_request
 from ._task_local import TaskLocal
-from ._turn import Conversation, Turn, chat_model, copy_messages
+from ._turn import Conversation, Turn, chat_model
 from ._values import (
     RENDER_MODES,
     ContextBlock,
@@ -41,12 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Branch", "ContextBlock", "Instruction", "OperateResult", "RenderMode"]
 
-from ._log import logger_for
 
-logger = logger_for(__name__)
-
-
-class Branch:
+class Branch(Conversation):
     """One conversation: system message, history, model, providers.
 
     ``system``: the system text (``None``: no system message). ``model``: any
@@ -86,14 +80,14 @@ class Branch:
         if not isinstance(inject_systemless, bool):
             raise InvalidType(f"inject_systemless must be a bool, got {inject_systemless!r}")
         model = chat_model(model)
-        self.name = name
+        super().__init__(name=name)
         self.model: ChatModel = model
         self.render: RenderMode = render
         self.inject_systemless = inject_systemless
         self.dedupe_history = bool(dedupe_history)
         self.run_context: RunContext = coerce_run_context(run_context)
-        self._conversation = Conversation(name=name)
-        self.messages = messages if messages is not None else []
+        if messages is not None:
+            self.messages = messages
         if system is not None:
             if self.system is not None:
                 raise InvalidValue("system given twice: as system= and as the first of messages=")
@@ -116,44 +110,6 @@ class Branch:
                 f"providers={providers}, render={self.render!r}{engine})")
 
     # -- state -------------------------------------------------------------------
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The stored history (system message first, if any). Never holds a context block."""
-        return self._conversation.messages
-
-    @messages.setter
-    def messages(self, value: Iterable[Mapping[str, Any]]) -> None:
-        self._conversation.messages = copy_messages(value)
-
-    @property
-    def system(self) -> str | None:
-        """The system text, or ``None`` when the branch has no system message."""
-        return self._conversation.system
-
-    @system.setter
-    def system(self, value: str | None) -> None:
-        msgs = self._conversation.messages
-        has = bool(msgs) and msgs[0].get("role") == "system"
-        if value is None:
-            if has:
-                del msgs[0]
-            return
-        if not isinstance(value, str):
-            raise InvalidType(f"system must be a str or None, got {type(value).__name__}")
-        if has:
-            msgs[0]["content"] = value  # same message, new text: uid kept
-        else:
-            msgs.insert(0, ensure_uid(system_message(value)))
-
-    @property
-    def last_response(self) -> ChatResponse | None:
-        """The most recent model reply on this branch (any task; last writer wins)."""
-        return self._conversation.last_response
-
-    @last_response.setter
-    def last_response(self, value: ChatResponse | None) -> None:
-        self._conversation.last_response = value
-
     @property
     def providers(self) -> ContextProviderRegistry:
         """This branch's provider registry, created (budget 2000) on first access."""
@@ -182,7 +138,7 @@ class Branch:
         """A new branch with copies of the history (uids kept), same model and settings,
         a shallow copy of the run context. Providers are not copied (as in LionAGI)
         unless ``with_providers=True`` (the same entries, fresh stats)."""
-        new = Branch(model=self.model, messages=copy.deepcopy(self.messages),
+        new = Branch(model=self.model, messages=self.messages,  # copied, uids kept
                      run_context=dataclasses.replace(self.run_context),
                      inject_systemless=self.inject_systemless, render=self.render,
                      name=self.name, dedupe_history=self.dedupe_history)
@@ -200,8 +156,7 @@ class Branch:
         session = self._engine_session
         if session is not None:
             session.reset(self.messages)
-        msgs = self.messages
-        self._conversation.messages = [msgs[0]] if msgs and msgs[0].get("role") == "system" else []
+        self._messages = self._messages[:1] if self.system is not None else []
         self.last_response = None
 
     def end_session(self) -> None:
@@ -224,7 +179,7 @@ class Branch:
 
     # -- the turn ----------------------------------------------------------------
     def _turn(self, instruction: Instruction, *, record: bool = True) -> Turn:
-        return Turn(self._conversation, self.model, instruction, session=self._engine_session,
+        return Turn(self, self.model, instruction, session=self._engine_session,
                     run_context=self.run_context, render=self.render, record=record)
 
     async def _gather(self, turn: Turn) -> None:
@@ -299,9 +254,7 @@ class Branch:
             async with aclosing(turn.stream(request, **kwargs)) as deltas:
                 async for delta in deltas:
                     yield delta
-            if turn.response is not None:
-                turn.add(turn.response.to_message())
-                turn.store()
+            turn.store()
 
     async def operate(
         self,

@@ -13,7 +13,6 @@ from lionctx._messages import (
     new_uid,
     strip_persistence_fields,
     tool_message,
-    user_message,
 )
 from lionctx.engines import message_text
 
@@ -31,7 +30,7 @@ def test_new_uid_is_32_lowercase_hex_and_fresh():
 
 
 def test_ensure_uid_mints_once_and_keeps_an_existing_uid():
-    msg = user_message("hi")
+    msg = {"role": "user", "content": "hi"}
     same = ensure_uid(msg)
     assert same is msg and is_uid(msg["message_uid"])
     first = msg["message_uid"]
@@ -73,7 +72,7 @@ def test_tool_call_uids_empty_without_tool_calls():
 
 
 def test_strip_makes_new_dicts_and_leaves_the_stored_ones_alone():
-    stored = [ensure_uid(user_message("a")),
+    stored = [ensure_uid({"role": "user", "content": "a"}),
               {**tool_message("call_1", "out"), "_tool_call_uid": new_uid()}]
     before = copy.deepcopy(stored)
     sent = strip_persistence_fields(stored)
@@ -85,7 +84,7 @@ def test_strip_makes_new_dicts_and_leaves_the_stored_ones_alone():
 
 def test_strip_names_a_non_dict_message():
     with pytest.raises(TypeError, match="message 1"):
-        strip_persistence_fields([user_message("ok"), "not a message"])
+        strip_persistence_fields([{"role": "user", "content": "ok"}, "not a message"])
 
 
 _keys = st.one_of(st.sampled_from(sorted(PERSISTENCE_ONLY_FIELDS)),

@@ -18,16 +18,11 @@ from .._log import logger_for
 from .._report import Report
 from .._stability import PrefixHistory
 from .._weakid import WeakIdMap
-from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
-from ..resolve import Resolution, resolve_pass, resolve_with
+from ..resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
 
 __all__ = ["DEFAULT_TIMEOUT", "HostHook", "merge_run_context", "text_of"]
 
 logger = logger_for(__name__)
-
-#: The per-provider timeout (seconds) every integration applies unless given another
-#: (``timeout=None``: none); the agentium face's too.
-DEFAULT_TIMEOUT = RESOLVE_DEFAULT_TIMEOUT
 
 #: The keyword options of :func:`lionctx.resolve_context` an integration accepts.
 RESOLVE_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome",
@@ -94,13 +89,11 @@ def merge_run_context(own: Any) -> RunContext:
     ctx = coerce_run_context(own)
     if bound is None or bound is ctx:
         return ctx
-    fills: dict[str, Any] = {}
-    for name in _FILLED:
-        if getattr(ctx, name) is None and getattr(bound, name) is not None:
-            fills[name] = getattr(bound, name)
-    for name in _FILLED_DICTS:
-        if not getattr(ctx, name) and getattr(bound, name):
-            fills[name] = getattr(bound, name)
+    # The bound values of the fields the host left unset (a None scalar, an empty dict).
+    fills = {name: getattr(bound, name) for name in _FILLED
+             if getattr(ctx, name) is None and getattr(bound, name) is not None}
+    fills.update({name: getattr(bound, name) for name in _FILLED_DICTS
+                  if not getattr(ctx, name) and getattr(bound, name)})
     if not isinstance(own, RunContext) and _read(own, "run_id", None) is None:
         fills["run_id"] = bound.run_id
     missing = {k: v for k, v in bound.extra.items() if k not in ctx.extra}

@@ -98,10 +98,6 @@ _BLOCK = re.compile(r'<context name="[^"\n]*">\n.*?\n</context>', re.DOTALL)
 _BLANKS = re.compile(r"\n{3,}")
 
 
-def _without_blocks(text: str) -> str:
-    return _BLANKS.sub("\n\n", _BLOCK.sub("", text)).strip("\n")
-
-
 def strip_context(messages: Sequence[Any]) -> list[Any]:
     """A copy of ``messages`` (a Pydantic AI history) whose ``ModelRequest`` rows have
     lionctx's ``<context name="...">`` blocks removed from their ``instructions``
@@ -111,7 +107,7 @@ def strip_context(messages: Sequence[Any]) -> list[Any]:
         instructions = getattr(message, "instructions", None)
         if (isinstance(instructions, str) and "<context name=" in instructions
                 and dataclasses.is_dataclass(message) and not isinstance(message, type)):
-            kept = _without_blocks(instructions)
+            kept = _BLANKS.sub("\n\n", _BLOCK.sub("", instructions)).strip("\n")
             message = dataclasses.replace(message, instructions=kept or None)
         out.append(message)
     return out
