@@ -1,23 +1,26 @@
 """``lionctx resolve``: passes over the given sources, printed as text or JSON; the pass
-runner (:class:`FaceRun`) the demo and ``lionctx mcp serve`` share."""
+runner (:class:`FaceRun`) and the provider closing the demo and ``lionctx mcp serve`` share."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ._closing import opened
+from .._log import logger_for
 from ._sources import SourceSpec, UsageError, assign_names, build_provider, read_config
 from ._terminal import LiveStatus, Style, format_table, json_safe, summary_line, visible, want_color
 
-__all__ = ["DEFAULT_TIMEOUT", "FaceRun", "Plan", "cmd_resolve", "make_plan", "open_providers",
-           "run_plan"]
+__all__ = ["DEFAULT_TIMEOUT", "FaceRun", "Plan", "aclose_all", "cmd_resolve", "make_plan",
+           "open_providers", "run_plan"]
+
+logger = logger_for(__name__)
 
 #: Per-source timeout when neither a flag nor the config gives one: a dry run
 #: should never hang on a source.
@@ -74,11 +77,52 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 turns=getattr(args, "turns", 1) or 1)
 
 
-def open_providers(plan: Plan, build: Callable[[SourceSpec], Any] | None = None,
-                   ) -> AbstractAsyncContextManager[list[Any]]:
-    """One provider per source (``build``, default :func:`build_provider` with the
-    plan's timeout), in order, all closed when the block ends."""
-    return opened(plan.specs, build or (lambda spec: build_provider(spec, plan.timeout)))
+async def aclose_all(items: Iterable[Any], *, timeout: float = 5.0) -> list[str]:
+    """Close every item that has an ``aclose()``, in order; return those that failed.
+
+    Each close runs shielded (it runs while the caller is cancelled too) and bounded
+    by ``timeout``; one that raises an :class:`Exception` or runs over is logged and
+    the next is closed anyway. Cancellation and interrupts are never caught.
+    """
+    import anyio
+
+    failed: list[str] = []
+    for item in items:
+        close = getattr(item, "aclose", None)
+        if close is None:
+            continue
+        name = getattr(item, "name", None)
+        label = type(item).__name__ + (f" {name!r}" if isinstance(name, str) and name else "")
+        with anyio.move_on_after(timeout, shield=True) as scope:
+            try:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:  # one bad close costs a log line, not the others
+                failed.append(label)
+                logger.warning("closing %s failed: %s", label, type(exc).__name__)
+                logger.debug("closing %s failed", label, exc_info=True)
+                continue
+        if scope.cancelled_caught:
+            failed.append(label)
+            logger.warning("closing %s did not finish within %gs; abandoned", label, timeout)
+    return failed
+
+
+@asynccontextmanager
+async def open_providers(plan: Plan, build: Callable[[SourceSpec], Any] | None = None,
+                         ) -> AsyncIterator[list[Any]]:
+    """One provider per source (``build``, default :func:`build_provider` with the plan's
+    timeout), in order; every one built is closed by :func:`aclose_all` on the way out,
+    a build that raised included."""
+    build = build or (lambda spec: build_provider(spec, plan.timeout))
+    providers: list[Any] = []
+    try:
+        for spec in plan.specs:
+            providers.append(build(spec))
+        yield providers
+    finally:
+        await aclose_all(providers)
 
 
 def cache_line(brk: Any, turn: int) -> str:

@@ -16,8 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..cli._closing import aclose_all
-from ..cli._resolve import FaceRun, Plan, cache_line, open_providers
+from ..cli._resolve import FaceRun, Plan, aclose_all, cache_line, open_providers
 from ..cli._sources import SourceSpec
 from ..cli._terminal import LiveStatus, Style, visible, want_color
 from ..providers._redact import public_url
