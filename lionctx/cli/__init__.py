@@ -1,10 +1,7 @@
 """The ``lionctx`` command: ``lionctx demo``, ``lionctx resolve`` and ``lionctx mcp serve``.
 
-Exit status: 0 when the command ran (a resolve whose sources failed still ran: the
-report says so), 1 when the demo's model call failed, 2 with a one-line message for
-bad arguments or an unreadable or invalid config, 130 when interrupted. Only the
-entry point imports this package, so ``import lionctx`` stays light.
-"""
+Exit status: 0 when the command ran (a resolve whose sources failed still ran), 1 when
+the demo's model call failed, 2 for bad arguments or config, 130 when interrupted."""
 
 from __future__ import annotations
 
@@ -18,6 +15,7 @@ from typing import Any, NoReturn
 
 from .._exceptions import UsageError
 from . import _sources
+from ._mcp_serve import cmd_mcp_serve  # the MCP SDK itself is imported when serving
 from ._resolve import DEFAULT_TIMEOUT, cmd_resolve
 from ._sources import arg_type
 from ._terminal import visible
@@ -31,12 +29,6 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 _POSITIVE = arg_type(positive=True)
-
-
-def _cmd_mcp_serve(args: argparse.Namespace) -> int:
-    from ._mcp_serve import cmd_mcp_serve
-
-    return cmd_mcp_serve(args)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -196,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
                        help="streamable HTTP on a local address (127.0.0.1, localhost, ::1)")
     _verbose(serve)
-    serve.set_defaults(handler=_cmd_mcp_serve)
+    serve.set_defaults(handler=cmd_mcp_serve)
     return parser
 
 

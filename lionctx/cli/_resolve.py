@@ -179,13 +179,6 @@ class FaceRun:
         return self.passes[-1] if self.passes else None
 
     @property
-    def turns(self) -> list[dict[str, Any]]:
-        """One row per turn after the first: ``turn``, ``prefix_stable``, ``cache_break``."""
-        return [{"turn": turn, "prefix_stable": r.prefix_stable,
-                 "cache_break": None if r.cache_break is None else r.cache_break.to_dict()}
-                for turn, r in enumerate(self.passes[1:], 2)]
-
-    @property
     def report(self) -> Any:
         """The last pass's :class:`~lionctx.Report`."""
         return self.result.report
@@ -252,8 +245,10 @@ def _json_document(run: FaceRun) -> dict[str, Any]:
     report = dict(run.result.to_dict())
     report.pop("text", None)  # Resolution's name for what both faces call "context"
     doc.update(report)
-    if plan.turns > 1:
-        doc["turns"] = run.turns
+    if plan.turns > 1:  # one row per turn after the first
+        doc["turns"] = [{"turn": turn, "prefix_stable": r.prefix_stable,
+                         "cache_break": r.cache_break and r.cache_break.to_dict()}
+                        for turn, r in enumerate(run.passes[1:], 2)]
     sources = {s.name: s.kind for s in plan.specs}
     for row in doc["outcomes"]:
         row["source"] = sources.get(row["name"])

@@ -18,7 +18,7 @@ from typing import Any
 from .._exceptions import InvalidValue, UsageError
 
 __all__ = ["CONFIG_KEYS", "KINDS", "SourceSpec", "UsageError", "arg_type", "assign_names",
-           "build_provider", "check_number", "one_line", "parse_number", "read_config"]
+           "build_provider", "check_number", "one_line", "read_config"]
 
 KINDS = ("fs", "http", "sqlite")
 # "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
@@ -62,23 +62,16 @@ def check_number(value: float, label: str, *, positive: bool = False,
     return value
 
 
-def parse_number(text: str, label: str, *, whole: bool = False, positive: bool = False,
-                 minimum: float | None = None) -> float:
-    """``text`` as a finite number (an int when ``whole``); ``label`` names it in errors."""
-    try:
-        value = int(text) if whole else float(text)
-    except ValueError:
-        what = "a whole number" if whole else "a number"
-        raise UsageError(f"{label} must be {what}, got {text!r}") from None
-    return check_number(value, label, positive=positive, minimum=minimum, shown=repr(text))
-
-
-def arg_type(**checks: Any) -> Callable[[str], Any]:
-    """An argparse ``type``: :func:`parse_number` with ``checks``, its UsageError made
-    argparse's own."""
+def arg_type(*, whole: bool = False, **checks: Any) -> Callable[[str], Any]:
+    """An argparse ``type``: a finite number (an int when ``whole``) passing
+    :func:`check_number`'s ``checks``."""
     def convert(text: str) -> Any:
         try:
-            return parse_number(text, "value", **checks)
+            value = int(text) if whole else float(text)
+            return check_number(value, "value", shown=repr(text), **checks)
+        except ValueError:
+            what = "a whole number" if whole else "a number"
+            raise argparse.ArgumentTypeError(f"value must be {what}, got {text!r}") from None
         except UsageError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return convert
@@ -157,10 +150,9 @@ def _load_toml(path: Path) -> dict[str, Any]:
 
     try:
         return load_toml(read_config_bytes(path))
-    except OSError as exc:
-        raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
-    except ImportError as exc:
-        raise UsageError(f"cannot read --config {path}: {exc}") from None
+    except (OSError, ImportError) as exc:  # unreadable, or no TOML reader installed
+        reason = getattr(exc, "strerror", None) or exc
+        raise UsageError(f"cannot read --config {path}: {reason}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--config {path} is not UTF-8 text") from None
     except InvalidValue as exc:  # too large or nested too deep
