@@ -232,9 +232,7 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
         spec.priority = _config_number(table["priority"], f"{at}.priority")
     if "cap" in table:
         cap = _check_type(table["cap"], (int,), f"{at}.cap", "a whole number of tokens")
-        if cap < 1:
-            raise UsageError(f"{at}.cap must be >= 1, got {cap!r}")
-        spec.cap = cap
+        spec.cap = int(check_number(cap, f"{at}.cap", minimum=1))
     if "volatile" in table:
         spec.volatile = _check_type(table["volatile"], (bool,), f"{at}.volatile", "true or false")
     for key in keys:
