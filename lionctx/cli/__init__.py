@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from .._exceptions import UsageError
 from . import _sources
-from ._mcp_serve import cmd_mcp_serve  # the MCP SDK itself is imported when serving
+from ._mcp_serve import add_mcp_parser  # the MCP SDK itself is imported when serving
 from ._resolve import DEFAULT_TIMEOUT, cmd_resolve
 from ._sources import arg_type
 from ._terminal import visible
@@ -173,22 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     _verbose(out, "colour in text output (default: auto)")
     res.set_defaults(handler=cmd_resolve)
 
-    mcp = sub.add_parser("mcp", help="serve the configured sources to MCP hosts")
-    mcp_sub = mcp.add_subparsers(dest="mcp_command", metavar="COMMAND", parser_class=_Parser,
-                                 required=True)
-    serve = mcp_sub.add_parser(
-        "serve", help="serve a config's sources as MCP resources and a 'context' prompt",
-        description="Serve each source of --config as the MCP resource "
-                    "lionctx://sources/<name>, and one MCP prompt 'context' (argument "
-                    "'query') returning the resolved, budgeted, tagged context with its "
-                    "report. stdio by default; --http HOST:PORT for streamable HTTP on a "
-                    "local address.")
-    serve.add_argument("--config", metavar="FILE", required=True,
-                       help="a TOML file declaring sources (as for resolve)")
-    serve.add_argument("--http", metavar="HOST:PORT", default=None,
-                       help="streamable HTTP on a local address (127.0.0.1, localhost, ::1)")
-    _verbose(serve)
-    serve.set_defaults(handler=cmd_mcp_serve)
+    add_mcp_parser(sub, _verbose)
     return parser
 
 
