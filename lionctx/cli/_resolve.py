@@ -79,11 +79,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 async def aclose_all(items: Iterable[Any], *, timeout: float = 5.0) -> list[str]:
     """Close every item that has an ``aclose()``, in order; return those that failed.
-
-    Each close runs shielded (it runs while the caller is cancelled too) and bounded
-    by ``timeout``; one that raises an :class:`Exception` or runs over is logged and
-    the next is closed anyway. Cancellation and interrupts are never caught.
-    """
+    Each close is shielded and bounded by ``timeout``; one that raises an ``Exception`` or
+    runs over is logged and the next closed anyway (interrupts are never caught)."""
     import anyio
 
     failed: list[str] = []
@@ -112,9 +109,8 @@ async def aclose_all(items: Iterable[Any], *, timeout: float = 5.0) -> list[str]
 @asynccontextmanager
 async def open_providers(plan: Plan, build: Callable[[SourceSpec], Any] | None = None,
                          ) -> AsyncIterator[list[Any]]:
-    """One provider per source (``build``, default :func:`build_provider` with the plan's
-    timeout), in order; every one built is closed by :func:`aclose_all` on the way out,
-    a build that raised included."""
+    """One provider per source (``build``, default :func:`build_provider`), in order; all
+    those built are closed by :func:`aclose_all` on the way out, a build that raised too."""
     build = build or (lambda spec: build_provider(spec, plan.timeout))
     providers: list[Any] = []
     try:
@@ -126,8 +122,7 @@ async def open_providers(plan: Plan, build: Callable[[SourceSpec], Any] | None =
 
 
 def cache_line(brk: Any, turn: int) -> str:
-    """Whether turn ``turn``'s injected prefix matched the turn before, or which block
-    broke it (``brk``: the pass's ``cache_break``)."""
+    """Whether turn ``turn``'s prefix matched the turn before, or which block ``brk`` broke it."""
     if brk is None:
         return f"prefix byte-identical to turn {turn - 1} (prompt cache can hit)"
     name = visible(str(brk.name), multiline=False)
@@ -136,10 +131,8 @@ def cache_line(brk: Any, turn: int) -> str:
 
 @dataclass
 class FaceRun:
-    """One face's passes over the same providers, turn after turn (what outlives a pass,
-    the previous turn and the breakers, stays here). The lionagi face is a
-    ``ContextProviderRegistry`` on :attr:`branch`; the agentium face is
-    ``resolve_context`` with a breaker board of this run's own."""
+    """One face's passes over the same providers, turn after turn: a registry on
+    :attr:`branch` (lionagi) or ``resolve_context`` with this run's breaker board (agentium)."""
 
     plan: Plan
     providers: list[Any]
@@ -207,8 +200,7 @@ class FaceRun:
         return self.result
 
     def report_text(self, style: Style) -> str:
-        """The report table and the summary line of the last pass (agentium's report has
-        no priorities and no "offered" figure: left out)."""
+        """The last pass's report table and summary line (agentium's has no priorities)."""
         report, lionagi = self.report, self.plan.face == "lionagi"
         table = format_table(report.outcomes, style, kinds=[s.kind for s in self.plan.specs],
                              show_priority=lionagi)
@@ -218,8 +210,7 @@ class FaceRun:
 
 
 async def run_plan(plan: Plan, providers: list[Any], live: LiveStatus | None = None) -> FaceRun:
-    """Resolve ``plan.turns`` times through the chosen face (the caller closes the
-    providers)."""
+    """Resolve ``plan.turns`` times through the chosen face (the caller closes providers)."""
     run = FaceRun(plan, providers, live if live is not None else LiveStatus([], enabled=False))
     for _ in range(plan.turns):
         await run.once()

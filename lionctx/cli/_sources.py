@@ -1,7 +1,6 @@
-"""Sources of ``lionctx resolve``: the flags, the TOML config, and the providers they
-build. ``--fs``, ``--http`` and ``--sqlite`` each add a source; ``--name``,
-``--priority``, ``--cap``... modify the source just before them. Every mistake is a
-:class:`UsageError` naming the bad value and where it was written."""
+"""Sources of ``lionctx resolve`` from its flags (``--fs``/``--http``/``--sqlite`` add one;
+``--name``, ``--cap``... modify the one before) or a TOML config, and their providers.
+Every mistake is a :class:`UsageError` naming the bad value and where it was written."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ def check_number(value: float, label: str, *, positive: bool = False,
 
 
 def arg_type(*, whole: bool = False, **checks: Any) -> Callable[[str], Any]:
-    """An argparse ``type``: a finite number (an int when ``whole``) passing
-    :func:`check_number`'s ``checks``."""
+    """An argparse ``type``: a number (an int when ``whole``) passing :func:`check_number`."""
     def convert(text: str) -> Any:
         try:
             value = int(text) if whole else float(text)

@@ -36,9 +36,7 @@ def _spelled(match: re.Match[str]) -> str:
 
 def visible(text: str, *, multiline: bool = True) -> str:
     """``text`` safe to print: control and bidi characters become ``\\x1b``, ``\\u202e``...
-
-    ``multiline`` keeps line breaks and tabs; without it they are spelled out too.
-    """
+    (line breaks and tabs too, unless ``multiline``)."""
     return (_UNSAFE_LINES if multiline else _UNSAFE_CELL).sub(_spelled, text)
 
 
@@ -152,11 +150,8 @@ def summary_line(outcomes: Sequence[Outcome], budget: float | None, used: int,
 
 
 class LiveStatus:
-    """One status line on stderr, redrawn while providers run, erased at the end.
-
-    Drawn only when stderr is a terminal, and only once a pass has run for
-    ``delay`` seconds, so fast passes (and pipes, logs, CI) see nothing.
-    """
+    """One status line on stderr, redrawn while providers run, erased at the end; drawn
+    only on a terminal, once a pass has run ``delay`` seconds (fast passes show nothing)."""
 
     def __init__(self, names: Sequence[str], stream: IO[str] | None = None, *,
                  enabled: bool | None = None, delay: float = 0.15) -> None:
@@ -179,8 +174,7 @@ class LiveStatus:
         self.draw()
 
     def text(self) -> str:
-        """The status line as it would be drawn now (waiting sources first: they are
-        what a long line must not lose)."""
+        """The status line as drawn now (waiting sources first: a long line must keep them)."""
         # "ok" rather than "fired": admission has not run yet, a block may still be cut.
         finished = ", ".join(
             f"{visible(o.name, multiline=False)} "
@@ -210,8 +204,7 @@ class LiveStatus:
         self._drawn = True
 
     async def watch(self, awaitable: Awaitable[_T]) -> _T:
-        """Await ``awaitable`` while the line (when enabled) is redrawn every 0.1 s;
-        erase it after."""
+        """Await ``awaitable`` while the line is redrawn every 0.1 s; erase it after."""
         import anyio
 
         if not self.enabled:

@@ -1,8 +1,6 @@
-"""``lionctx demo``: the whole job on this machine in a couple of seconds. Build the
-sample sources (:mod:`._world`), resolve one question through the LionAGI face and the
-agentium face, run one agent turn (a configured model, else the offline echo model),
-three later turns (cache-break lines, a circuit opening), then stop and remove it all.
-"""
+"""``lionctx demo``: the sample sources (:mod:`._world`) resolved through both faces, one
+agent turn (a configured model, else the offline echo model), three later turns (cache
+breaks, a circuit opening), then everything stopped and removed."""
 
 from __future__ import annotations
 
@@ -170,9 +168,8 @@ async def _later_turns(run: _Run, lionagi: FaceRun) -> None:
     for turn in range(2, 5):
         report = await lionagi.once()
         incidents = next(o for o in report.outcomes if o.name == "incidents")
-        what = incidents.status.value
-        if incidents.circuit == "open":
-            what = f"not called: {incidents.reason}"
+        what = (f"not called: {incidents.reason}" if incidents.circuit == "open"
+                else incidents.status.value)
         run.say(f"   turn {turn}: {report.duration_ms:5.0f} ms | "
                 f"{cache_line(report.cache_break, turn)} | incidents {what}")
 
@@ -195,9 +192,8 @@ async def _start_mcp_sources(run: _Run, providers: list[Any]) -> None:
 
 
 async def _main(run: _Run, build: Callable[[SourceSpec], Any] | None = None) -> int:
-    """Build the providers one by one (``build``, default the CLI's), run the steps;
-    close every provider built and the model on any way out (a failed close is
-    logged, never hides the result)."""
+    """Build the providers (``build``, default the CLI's), run the steps; close every
+    provider built and the model on any way out (a failed close never hides the result)."""
     try:
         async with open_providers(run.plan, build) as providers:
             await _start_mcp_sources(run, providers)

@@ -1,6 +1,5 @@
-"""A small OpenAI-compatible chat server on 127.0.0.1 (the HTTP side: routing, auth,
-recording requests, the scripted-reply queue); what an answer is and how it is encoded
-is :mod:`lionctx.testing._openai_wire`."""
+"""A small OpenAI-compatible chat server on 127.0.0.1: routing, auth, recorded requests,
+the scripted-reply queue (answers and their encoding: :mod:`._openai_wire`)."""
 
 from __future__ import annotations
 
@@ -232,11 +231,10 @@ class LocalOpenAIServer(ThreadedServer):
     labelled text naming the ``<context name="...">`` blocks it saw); :meth:`script`
     queues exact replies, tool calls and errors. Usage counts are words, not tokens.
 
-    ``port=0`` picks a free port. ``models`` are the ids ``GET /v1/models`` lists
-    (the first is reported as the answering model when a request names none).
-    With ``api_key``, requests without ``Authorization: Bearer <api_key>`` get 401.
-    ``max_records``: how many received requests are kept (oldest dropped first), so
-    a long-running demo server does not grow without bound.
+    ``port=0`` picks a free port. ``models``: the ids ``GET /v1/models`` lists (the first
+    answers a request that names none). With ``api_key``, requests without
+    ``Authorization: Bearer <api_key>`` get 401. ``max_records``: requests kept (oldest
+    dropped first).
 
     ::
 
