@@ -40,8 +40,7 @@ LABEL_CHARS = 64
 MESSAGE_CHARS = 500
 #: Most characters of a provider name or an exception type in a span.
 NAME_CHARS = 200
-#: While nothing listens, how long a "no" of :func:`live` stands (asking reads the
-#: environment: too dear for every pass).
+#: While nothing listens, how long a "no" of :func:`live` stands (too dear to ask per pass).
 LIVE_RECHECK_S = 1.0
 
 # The label values handed out so far (at most the cap), and a memo name -> label.

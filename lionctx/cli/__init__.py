@@ -211,8 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lionctx {args.command}: error: {shown}", file=sys.stderr)
         return EXIT_USAGE
     except (KeyboardInterrupt, asyncio.CancelledError):
-        # On Python 3.10 anyio lets Ctrl-C out of anyio.run() as CancelledError;
-        # outside any event loop, both mean the user interrupted the command.
+        # Outside a loop both are Ctrl-C (on 3.10 anyio.run() lets it out as the latter).
         print(f"lionctx {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:

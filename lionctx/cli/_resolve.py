@@ -22,8 +22,7 @@ __all__ = ["DEFAULT_TIMEOUT", "FaceRun", "Plan", "aclose_all", "cmd_resolve", "m
 
 logger = logger_for(__name__)
 
-#: Per-source timeout when neither a flag nor the config gives one: a dry run
-#: should never hang on a source.
+#: Per-source timeout when neither flag nor config sets one: a dry run never hangs.
 DEFAULT_TIMEOUT = 10.0
 
 
@@ -263,8 +262,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     plan = make_plan(args)
     run = anyio.run(_resolve, plan, LiveStatus([]))
     if plan.fmt == "json":
-        # Exact text (a parser reads back every character), with nothing a terminal
-        # would act on left raw: json escapes C0, json_safe the rest.
+        # Exact text, nothing a terminal acts on left raw: json escapes C0, json_safe the rest.
         text = json.dumps(_json_document(run), indent=2, ensure_ascii=False)
         sys.stdout.write(json_safe(text) + "\n")
     else:

@@ -20,8 +20,7 @@ __all__ = ["CONFIG_KEYS", "KINDS", "SourceSpec", "UsageError", "arg_type", "assi
            "build_provider", "check_number", "one_line", "read_config"]
 
 KINDS = ("fs", "http", "sqlite")
-# "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
-# which this does not match; neither does a URL ("http://...").
+# "NAME=" before a target; not matched by "./a=b" (a path with "=") nor by a URL.
 _NAMED = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(.+)$", re.DOTALL)
 
 
@@ -126,13 +125,10 @@ class ModifierAction(argparse.Action):
             setattr(spec, field_name, value)
 
 
-# -- config ------------------------------------------------------------------------
-
 _TOP_KEYS = {"query", "user", "tenant", "budget", "timeout", "deadline", "face",
              "concurrent", "providers"}
 _COMMON_KEYS = {"kind", "name", "priority", "cap", "volatile"}
-# The keys of each kind a config may declare: the target first, then the provider's
-# keywords ("glob" and "sql" go to the spec).
+# Each kind's config keys: the target, then provider keywords ("glob", "sql": the spec's).
 CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "fs": ("path", "glob", "encoding", "max_file_size", "max_files"),
     "http": ("url", "method", "headers", "allowed_hosts", "max_response_bytes",
@@ -243,8 +239,6 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
     return spec
 
 
-# -- building providers -------------------------------------------------------------
-
 def _default_name(spec: SourceSpec) -> str:
     """The name the provider itself would take when unnamed."""
     if spec.kind == "mcp":
@@ -295,8 +289,7 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
 
     kwargs = dict(spec.options)
     if timeout is not None and spec.kind in ("http", "mcp"):
-        # The pass's timeout decides (status "timeout"); the provider's own is a
-        # backstop just behind it.
+        # The pass's timeout decides (status "timeout"); the provider's is a backstop.
         kwargs.setdefault("timeout", timeout + 1.0)
     try:
         if spec.kind == "fs":

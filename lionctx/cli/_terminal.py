@@ -18,10 +18,8 @@ __all__ = ["LiveStatus", "Style", "format_table", "json_safe", "outcome_reason",
            "summary_line", "visible", "want_color"]
 
 _T = TypeVar("_T")
-# Characters a terminal acts on instead of showing: C0 and C1 controls, DEL (ESC and
-# CSI start sequences that retitle the window, clear the screen...) and the bidi
-# overrides and isolates, which reorder what is shown. A lone "\r" could overwrite
-# the line; the "\r" of a "\r\n" only returns to a column the "\n" leaves anyway.
+# What a terminal acts on instead of showing: C0/C1 controls, DEL, bidi overrides and
+# isolates; a lone "\r" (one of "\r\n" is harmless: the "\n" leaves that column anyway).
 _BIDI = "\u202a-\u202e\u2066-\u2069"
 _UNSAFE_LINES = re.compile(f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}]")
 _UNSAFE_CELL = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")

@@ -23,8 +23,7 @@ from ._world import DemoWorld, demo_world
 
 __all__ = ["run_demo"]
 
-#: Tokens kept per pass, on both faces: the notes, profile and status fit (about 250
-#: tokens tagged); the archive (about 180 more) does not.
+#: Tokens kept per pass: notes, profile and status fit (~250); the archive (~180) does not.
 BUDGET = 300
 #: How long any source may take (``--timeout``); the incidents endpoint takes 30 s.
 SOURCE_TIMEOUT = 0.5
@@ -254,8 +253,7 @@ def run_demo(*, color: str = "auto", offline: bool = False,
             _describe_sources(run)
             return int(anyio.run(_main, run))
     finally:
-        # The ``with`` has stopped the servers and removed the folder by now, on
-        # every way out (a finished run, an error, Ctrl-C).
+        # On every way out the ``with`` has stopped the servers and removed the folder.
         live.clear()
         if root is not None:
             out.write("\n" + style(f"cleaned up: servers on 127.0.0.1 ports "
