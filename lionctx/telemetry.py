@@ -40,8 +40,7 @@ LABEL_CHARS = 64
 MESSAGE_CHARS = 500
 #: Most characters of a provider name or an exception type in a span.
 NAME_CHARS = 200
-#: While nothing listens, how long a "no" of :func:`live` stands (asking reads the
-#: environment: too dear for every pass).
+#: While nothing listens, how long a "no" of :func:`live` stands (too dear to ask per pass).
 LIVE_RECHECK_S = 1.0
 
 # The label values handed out so far (at most the cap), and a memo name -> label.
@@ -88,10 +87,9 @@ _IDLE_METERS = frozenset(("_ProxyMeterProvider", "NoOpMeterProvider"))
 
 
 def _installed() -> bool:
-    try:
-        return (importlib.util.find_spec("opentelemetry") is not None
-                and importlib.util.find_spec("opentelemetry.trace") is not None)
-    except (ImportError, ValueError, AttributeError):  # blocked or half-installed
+    try:  # imports the opentelemetry package only when it is there
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except (ImportError, ValueError, AttributeError):  # absent, blocked or half-installed
         return False
 
 
@@ -192,13 +190,10 @@ def metric_label(name: object) -> str:
 def _place(outcomes: Sequence[Outcome], pass_start: int, concurrent: bool) -> list[int]:
     """Start time (ns) of each provider's span: its own stamp, else where it ran
     (all at the pass start when concurrent; one after another when sequential)."""
-    starts: list[int] = []
-    cursor = pass_start
+    starts, cursor = [], pass_start
     for o in outcomes:
-        if o.started_ns is not None:
-            starts.append(o.started_ns)
-        else:
-            starts.append(pass_start if concurrent else cursor)
+        starts.append(o.started_ns if o.started_ns is not None
+                      else pass_start if concurrent else cursor)
         cursor = starts[-1] + int(o.duration_ms * 1e6)
     return starts
 

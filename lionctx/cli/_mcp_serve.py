@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from ._sources import UsageError
 
-__all__ = ["SOURCE_PREFIX", "cmd_mcp_serve", "parse_listen"]
+__all__ = ["SOURCE_PREFIX", "add_mcp_parser", "cmd_mcp_serve", "parse_listen"]
 
 SOURCE_PREFIX = "lionctx://sources/"
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -154,3 +155,23 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     plan = _plan(args.config)
     anyio.run(serve, plan, listen)
     return 0
+
+
+def add_mcp_parser(sub: Any, verbose: Callable[[Any], None]) -> None:
+    """``lionctx mcp serve``'s arguments, on the ``lionctx`` command's subparsers ``sub``."""
+    mcp = sub.add_parser("mcp", help="serve the configured sources to MCP hosts")
+    mcp_sub = mcp.add_subparsers(dest="mcp_command", metavar="COMMAND", parser_class=type(mcp),
+                                 required=True)
+    serve = mcp_sub.add_parser(
+        "serve", help="serve a config's sources as MCP resources and a 'context' prompt",
+        description="Serve each source of --config as the MCP resource "
+                    "lionctx://sources/<name>, and one MCP prompt 'context' (argument "
+                    "'query') returning the resolved, budgeted, tagged context with its "
+                    "report. stdio by default; --http HOST:PORT for streamable HTTP on a "
+                    "local address.")
+    serve.add_argument("--config", metavar="FILE", required=True,
+                       help="a TOML file declaring sources (as for resolve)")
+    serve.add_argument("--http", metavar="HOST:PORT", default=None,
+                       help="streamable HTTP on a local address (127.0.0.1, localhost, ::1)")
+    verbose(serve)
+    serve.set_defaults(handler=cmd_mcp_serve)

@@ -1,26 +1,28 @@
 """``lionctx resolve``: passes over the given sources, printed as text or JSON; the pass
-runner (:class:`FaceRun`) the demo and ``lionctx mcp serve`` share."""
+runner (:class:`FaceRun`) and the provider closing the demo and ``lionctx mcp serve`` share."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ._closing import opened
+from .._log import logger_for
 from ._sources import SourceSpec, UsageError, assign_names, build_provider, read_config
 from ._terminal import LiveStatus, Style, format_table, json_safe, summary_line, visible, want_color
 
-__all__ = ["DEFAULT_TIMEOUT", "FaceRun", "Plan", "cmd_resolve", "make_plan", "open_providers",
-           "run_plan"]
+__all__ = ["DEFAULT_TIMEOUT", "FaceRun", "Plan", "aclose_all", "cmd_resolve", "make_plan",
+           "open_providers", "run_plan"]
 
-#: Per-source timeout when neither a flag nor the config gives one: a dry run
-#: should never hang on a source.
+logger = logger_for(__name__)
+
+#: Per-source timeout when neither flag nor config sets one: a dry run never hangs.
 DEFAULT_TIMEOUT = 10.0
 
 
@@ -74,16 +76,52 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 turns=getattr(args, "turns", 1) or 1)
 
 
-def open_providers(plan: Plan, build: Callable[[SourceSpec], Any] | None = None,
-                   ) -> AbstractAsyncContextManager[list[Any]]:
-    """One provider per source (``build``, default :func:`build_provider` with the
-    plan's timeout), in order, all closed when the block ends."""
-    return opened(plan.specs, build or (lambda spec: build_provider(spec, plan.timeout)))
+async def aclose_all(items: Iterable[Any], *, timeout: float = 5.0) -> list[str]:
+    """Close every item that has an ``aclose()``, in order; return those that failed.
+    Each close is shielded and bounded by ``timeout``; one that raises an ``Exception`` or
+    runs over is logged and the next closed anyway (interrupts are never caught)."""
+    import anyio
+
+    failed: list[str] = []
+    for item in items:
+        close = getattr(item, "aclose", None)
+        if close is None:
+            continue
+        name = getattr(item, "name", None)
+        label = type(item).__name__ + (f" {name!r}" if isinstance(name, str) and name else "")
+        with anyio.move_on_after(timeout, shield=True) as scope:
+            try:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:  # one bad close costs a log line, not the others
+                failed.append(label)
+                logger.warning("closing %s failed: %s", label, type(exc).__name__)
+                logger.debug("closing %s failed", label, exc_info=True)
+                continue
+        if scope.cancelled_caught:
+            failed.append(label)
+            logger.warning("closing %s did not finish within %gs; abandoned", label, timeout)
+    return failed
+
+
+@asynccontextmanager
+async def open_providers(plan: Plan, build: Callable[[SourceSpec], Any] | None = None,
+                         ) -> AsyncIterator[list[Any]]:
+    """One provider per source (``build``, default :func:`build_provider`), in order; all
+    those built are closed by :func:`aclose_all` on the way out, a build that raised too."""
+    build = build or (lambda spec: build_provider(spec, plan.timeout))
+    providers: list[Any] = []
+    try:
+        for spec in plan.specs:
+            providers.append(build(spec))
+        yield providers
+    finally:
+        await aclose_all(providers)
 
 
 def cache_line(brk: Any, turn: int) -> str:
-    """Whether turn ``turn``'s injected prefix matched the turn before, or which block
-    broke it (``brk``: the pass's ``cache_break``)."""
+    """Whether turn ``turn``'s prefix matched the turn before, or which block ``brk`` broke it."""
     if brk is None:
         return f"prefix byte-identical to turn {turn - 1} (prompt cache can hit)"
     name = visible(str(brk.name), multiline=False)
@@ -92,10 +130,8 @@ def cache_line(brk: Any, turn: int) -> str:
 
 @dataclass
 class FaceRun:
-    """One face's passes over the same providers, turn after turn (what outlives a pass,
-    the previous turn and the breakers, stays here). The lionagi face is a
-    ``ContextProviderRegistry`` on :attr:`branch`; the agentium face is
-    ``resolve_context`` with a breaker board of this run's own."""
+    """One face's passes over the same providers, turn after turn: a registry on
+    :attr:`branch` (lionagi) or ``resolve_context`` with this run's breaker board (agentium)."""
 
     plan: Plan
     providers: list[Any]
@@ -135,13 +171,6 @@ class FaceRun:
         return self.passes[-1] if self.passes else None
 
     @property
-    def turns(self) -> list[dict[str, Any]]:
-        """One row per turn after the first: ``turn``, ``prefix_stable``, ``cache_break``."""
-        return [{"turn": turn, "prefix_stable": r.prefix_stable,
-                 "cache_break": None if r.cache_break is None else r.cache_break.to_dict()}
-                for turn, r in enumerate(self.passes[1:], 2)]
-
-    @property
     def report(self) -> Any:
         """The last pass's :class:`~lionctx.Report`."""
         return self.result.report
@@ -170,8 +199,7 @@ class FaceRun:
         return self.result
 
     def report_text(self, style: Style) -> str:
-        """The report table and the summary line of the last pass (agentium's report has
-        no priorities and no "offered" figure: left out)."""
+        """The last pass's report table and summary line (agentium's has no priorities)."""
         report, lionagi = self.report, self.plan.face == "lionagi"
         table = format_table(report.outcomes, style, kinds=[s.kind for s in self.plan.specs],
                              show_priority=lionagi)
@@ -181,8 +209,7 @@ class FaceRun:
 
 
 async def run_plan(plan: Plan, providers: list[Any], live: LiveStatus | None = None) -> FaceRun:
-    """Resolve ``plan.turns`` times through the chosen face (the caller closes the
-    providers)."""
+    """Resolve ``plan.turns`` times through the chosen face (the caller closes providers)."""
     run = FaceRun(plan, providers, live if live is not None else LiveStatus([], enabled=False))
     for _ in range(plan.turns):
         await run.once()
@@ -208,8 +235,10 @@ def _json_document(run: FaceRun) -> dict[str, Any]:
     report = dict(run.result.to_dict())
     report.pop("text", None)  # Resolution's name for what both faces call "context"
     doc.update(report)
-    if plan.turns > 1:
-        doc["turns"] = run.turns
+    if plan.turns > 1:  # one row per turn after the first
+        doc["turns"] = [{"turn": turn, "prefix_stable": r.prefix_stable,
+                         "cache_break": r.cache_break and r.cache_break.to_dict()}
+                        for turn, r in enumerate(run.passes[1:], 2)]
     sources = {s.name: s.kind for s in plan.specs}
     for row in doc["outcomes"]:
         row["source"] = sources.get(row["name"])
@@ -233,8 +262,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     plan = make_plan(args)
     run = anyio.run(_resolve, plan, LiveStatus([]))
     if plan.fmt == "json":
-        # Exact text (a parser reads back every character), with nothing a terminal
-        # would act on left raw: json escapes C0, json_safe the rest.
+        # Exact text, nothing a terminal acts on left raw: json escapes C0, json_safe the rest.
         text = json.dumps(_json_document(run), indent=2, ensure_ascii=False)
         sys.stdout.write(json_safe(text) + "\n")
     else:

@@ -1,7 +1,6 @@
-"""Sources of ``lionctx resolve``: the flags, the TOML config, and the providers they
-build. ``--fs``, ``--http`` and ``--sqlite`` each add a source; ``--name``,
-``--priority``, ``--cap``... modify the source just before them. Every mistake is a
-:class:`UsageError` naming the bad value and where it was written."""
+"""Sources of ``lionctx resolve`` from its flags (``--fs``/``--http``/``--sqlite`` add one;
+``--name``, ``--cap``... modify the one before) or a TOML config, and their providers.
+Every mistake is a :class:`UsageError` naming the bad value and where it was written."""
 
 from __future__ import annotations
 
@@ -18,11 +17,10 @@ from typing import Any
 from .._exceptions import InvalidValue, UsageError
 
 __all__ = ["CONFIG_KEYS", "KINDS", "SourceSpec", "UsageError", "arg_type", "assign_names",
-           "build_provider", "check_number", "one_line", "parse_number", "read_config"]
+           "build_provider", "check_number", "one_line", "read_config"]
 
 KINDS = ("fs", "http", "sqlite")
-# "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
-# which this does not match; neither does a URL ("http://...").
+# "NAME=" before a target; not matched by "./a=b" (a path with "=") nor by a URL.
 _NAMED = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(.+)$", re.DOTALL)
 
 
@@ -62,23 +60,15 @@ def check_number(value: float, label: str, *, positive: bool = False,
     return value
 
 
-def parse_number(text: str, label: str, *, whole: bool = False, positive: bool = False,
-                 minimum: float | None = None) -> float:
-    """``text`` as a finite number (an int when ``whole``); ``label`` names it in errors."""
-    try:
-        value = int(text) if whole else float(text)
-    except ValueError:
-        what = "a whole number" if whole else "a number"
-        raise UsageError(f"{label} must be {what}, got {text!r}") from None
-    return check_number(value, label, positive=positive, minimum=minimum, shown=repr(text))
-
-
-def arg_type(**checks: Any) -> Callable[[str], Any]:
-    """An argparse ``type``: :func:`parse_number` with ``checks``, its UsageError made
-    argparse's own."""
+def arg_type(*, whole: bool = False, **checks: Any) -> Callable[[str], Any]:
+    """An argparse ``type``: a number (an int when ``whole``) passing :func:`check_number`."""
     def convert(text: str) -> Any:
         try:
-            return parse_number(text, "value", **checks)
+            value = int(text) if whole else float(text)
+            return check_number(value, "value", shown=repr(text), **checks)
+        except ValueError:
+            what = "a whole number" if whole else "a number"
+            raise argparse.ArgumentTypeError(f"value must be {what}, got {text!r}") from None
         except UsageError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return convert
@@ -135,13 +125,10 @@ class ModifierAction(argparse.Action):
             setattr(spec, field_name, value)
 
 
-# -- config ------------------------------------------------------------------------
-
 _TOP_KEYS = {"query", "user", "tenant", "budget", "timeout", "deadline", "face",
              "concurrent", "providers"}
 _COMMON_KEYS = {"kind", "name", "priority", "cap", "volatile"}
-# The keys of each kind a config may declare: the target first, then the provider's
-# keywords ("glob" and "sql" go to the spec).
+# Each kind's config keys: the target, then provider keywords ("glob", "sql": the spec's).
 CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "fs": ("path", "glob", "encoding", "max_file_size", "max_files"),
     "http": ("url", "method", "headers", "allowed_hosts", "max_response_bytes",
@@ -157,10 +144,9 @@ def _load_toml(path: Path) -> dict[str, Any]:
 
     try:
         return load_toml(read_config_bytes(path))
-    except OSError as exc:
-        raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
-    except ImportError as exc:
-        raise UsageError(f"cannot read --config {path}: {exc}") from None
+    except (OSError, ImportError) as exc:  # unreadable, or no TOML reader installed
+        reason = getattr(exc, "strerror", None) or exc
+        raise UsageError(f"cannot read --config {path}: {reason}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--config {path} is not UTF-8 text") from None
     except InvalidValue as exc:  # too large or nested too deep
@@ -240,9 +226,7 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
         spec.priority = _config_number(table["priority"], f"{at}.priority")
     if "cap" in table:
         cap = _check_type(table["cap"], (int,), f"{at}.cap", "a whole number of tokens")
-        if cap < 1:
-            raise UsageError(f"{at}.cap must be >= 1, got {cap!r}")
-        spec.cap = cap
+        spec.cap = int(check_number(cap, f"{at}.cap", minimum=1))
     if "volatile" in table:
         spec.volatile = _check_type(table["volatile"], (bool,), f"{at}.volatile", "true or false")
     for key in keys:
@@ -254,8 +238,6 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
             spec.options[key] = table[key]
     return spec
 
-
-# -- building providers -------------------------------------------------------------
 
 def _default_name(spec: SourceSpec) -> str:
     """The name the provider itself would take when unnamed."""
@@ -307,8 +289,7 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
 
     kwargs = dict(spec.options)
     if timeout is not None and spec.kind in ("http", "mcp"):
-        # The pass's timeout decides (status "timeout"); the provider's own is a
-        # backstop just behind it.
+        # The pass's timeout decides (status "timeout"); the provider's is a backstop.
         kwargs.setdefault("timeout", timeout + 1.0)
     try:
         if spec.kind == "fs":

@@ -1,8 +1,6 @@
-"""``lionctx demo``: the whole job on this machine in a couple of seconds. Build the
-sample sources (:mod:`._world`), resolve one question through the LionAGI face and the
-agentium face, run one agent turn (a configured model, else the offline echo model),
-three later turns (cache-break lines, a circuit opening), then stop and remove it all.
-"""
+"""``lionctx demo``: the sample sources (:mod:`._world`) resolved through both faces, one
+agent turn (a configured model, else the offline echo model), three later turns (cache
+breaks, a circuit opening), then everything stopped and removed."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..cli._closing import aclose_all
-from ..cli._resolve import FaceRun, Plan, cache_line, open_providers
+from ..cli._resolve import FaceRun, Plan, aclose_all, cache_line, open_providers
 from ..cli._sources import SourceSpec
 from ..cli._terminal import LiveStatus, Style, visible, want_color
 from ..providers._redact import public_url
@@ -26,8 +23,7 @@ from ._world import DemoWorld, demo_world
 
 __all__ = ["run_demo"]
 
-#: Tokens kept per pass, on both faces: the notes, profile and status fit (about 250
-#: tokens tagged); the archive (about 180 more) does not.
+#: Tokens kept per pass: notes, profile and status fit (~250); the archive (~180) does not.
 BUDGET = 300
 #: How long any source may take (``--timeout``); the incidents endpoint takes 30 s.
 SOURCE_TIMEOUT = 0.5
@@ -171,9 +167,8 @@ async def _later_turns(run: _Run, lionagi: FaceRun) -> None:
     for turn in range(2, 5):
         report = await lionagi.once()
         incidents = next(o for o in report.outcomes if o.name == "incidents")
-        what = incidents.status.value
-        if incidents.circuit == "open":
-            what = f"not called: {incidents.reason}"
+        what = (f"not called: {incidents.reason}" if incidents.circuit == "open"
+                else incidents.status.value)
         run.say(f"   turn {turn}: {report.duration_ms:5.0f} ms | "
                 f"{cache_line(report.cache_break, turn)} | incidents {what}")
 
@@ -196,9 +191,8 @@ async def _start_mcp_sources(run: _Run, providers: list[Any]) -> None:
 
 
 async def _main(run: _Run, build: Callable[[SourceSpec], Any] | None = None) -> int:
-    """Build the providers one by one (``build``, default the CLI's), run the steps;
-    close every provider built and the model on any way out (a failed close is
-    logged, never hides the result)."""
+    """Build the providers (``build``, default the CLI's), run the steps; close every
+    provider built and the model on any way out (a failed close never hides the result)."""
     try:
         async with open_providers(run.plan, build) as providers:
             await _start_mcp_sources(run, providers)
@@ -259,8 +253,7 @@ def run_demo(*, color: str = "auto", offline: bool = False,
             _describe_sources(run)
             return int(anyio.run(_main, run))
     finally:
-        # The ``with`` has stopped the servers and removed the folder by now, on
-        # every way out (a finished run, an error, Ctrl-C).
+        # On every way out the ``with`` has stopped the servers and removed the folder.
         live.clear()
         if root is not None:
             out.write("\n" + style(f"cleaned up: servers on 127.0.0.1 ports "

@@ -17,8 +17,7 @@ SYSTEM_PROMPT = (
 
 USER_ID = "u-1042"
 
-#: The sample documents: ``notes/`` (what the filesystem provider reads) and
-#: ``archive/`` (old notes, read by a low-priority provider the budget leaves out).
+#: The sample documents: ``notes/``, and ``archive/`` (old notes the budget leaves out).
 FOLDER = Path(__file__).with_name("samples")
 
 #: Rows of the demo's ``users`` table.

@@ -24,8 +24,7 @@ class _Handler(JsonHandler):
         if self.path == "/status":
             self.send_json(200, samples.STATUS, indent=2)
         elif self.path == "/incidents":
-            # The deliberately slow source: answers only after slow_seconds, or not at
-            # all when the server stops first (the demo gives up long before).
+            # The deliberately slow source: answers after slow_seconds, 503 once stopping.
             owner.slow_started.set()
             if owner.stopping.wait(owner.slow_seconds):
                 self.send_json(503, {"error": "shutting down"}, indent=2)

