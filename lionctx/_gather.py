@@ -93,7 +93,8 @@ async def gather(
     if timing is not None:
         timing["tokenizer_load_ms"] = load_ms
     ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars,
-               args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None))
+               args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None),
+               encode=getattr(counter, "encode_len", None))
     for c in calls:
         if c.frame is not None:
             ps.join_cost = _join_cost(counter)

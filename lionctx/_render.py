@@ -406,6 +406,35 @@ def tag_block(name: str, text: str) -> str:
     return f'<context name="{escape_name(name)}">\n{neutralize(text)}\n</context>'
 
 
+#: The end of every tag block, after the (neutralized) text.
+TAG_TAIL = "\n</context>"
+
+
+def tag_head(name: str) -> str:
+    """The start of ``name``'s tag block: ``tag_head(n) + neutralize(t) + TAG_TAIL``
+    is ``tag_block(n, t)``."""
+    return f'<context name="{escape_name(name)}">\n'
+
+
+def splits_at_frame(body: str) -> bool:
+    """True when o200k splits ``tag_head(n) + body + TAG_TAIL`` at both edges of
+    ``body`` (for any ``n``), so its count is the frame's plus the body's own.
+
+    The head's last piece is a punctuation run (``">``) with the line break after it
+    and any ``\r``, ``\n`` or ``/`` that follow: ``body`` must not start with one.
+    A body ending in a letter or digit ends its last piece there (no piece of the
+    pattern takes a letter or digit and then a line break); one ending in white
+    space or punctuation would take the tail's line break. A Hypothesis property in
+    the tests checks the sum against the full count across these edges.
+    """
+    if not body or body[0] in "\r\n/":
+        return False
+    last = body[-1]
+    if last.isascii():
+        return last.isalnum()
+    return unicodedata.category(last)[0] in "LN"
+
+
 def join_tagged(blocks: Iterable[str]) -> str:
     """Join tagged blocks with a blank line; ``""`` when there are none."""
     return "\n\n".join(blocks)

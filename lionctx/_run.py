@@ -26,7 +26,7 @@ from ._cancellation import _fatal, _fatal_from_provider
 from ._exceptions import WorkersExhausted, _CountStopped
 from ._lag import Probe, probe
 from ._outcome import Outcome, SourceUnavailable, Status
-from ._render import tag_block
+from ._render import TAG_TAIL, neutralize, splits_at_frame, tag_block, tag_head
 from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
 from ._stability import digest, digest_under
 from ._text import make_encodable
@@ -154,6 +154,8 @@ class _Pass:
     #: its probe (which notes the loop iteration each provider starts in).
     shared: float | None = None
     probe: Probe | None = None
+    #: The bundled encoding's bare count (no memo, no bound), or None for other counters.
+    encode: Callable[[str], int] | None = None
 
 
 @dataclass(slots=True)
@@ -174,6 +176,8 @@ class _Big:
     known: int | None = None
     #: What the provider returned, while its text is still to be made encodable.
     raw: Any = None
+    #: Tokens of a frame counted apart from the text (added to its count).
+    extra: int = 0
 
 
 def _bound(call: ProviderCall, ps: _Pass) -> float:
@@ -189,14 +193,18 @@ def _bound(call: ProviderCall, ps: _Pass) -> float:
 
 def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int,
              exact: bool, elapsed: float, degraded: str | None, cached: bool,
-             stale: bool) -> Outcome:
+             stale: bool, key: Any = None) -> Outcome:
     if type(tokens) is not int or tokens < 0:
         raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
     if call.frame is not None:
         tokens += ps.join_cost
     # A text counted whole may be kept: its digest now, so the kept row is final. (One
     # whose counting stopped is over its cap or the budget: never kept, never hashed.)
-    d = digest(stored) if call.digest and exact else None
+    # A tag block's digest is found by the key it is a pure function of (not hashed
+    # again each pass: the resolve rows of the realistic benchmark).
+    d = None
+    if call.digest and exact:
+        d = digest(stored) if key is None else digest_under(key, stored)
     return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
                    degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
 
@@ -291,60 +299,62 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
         logger.warning("context provider %r: %s", call.name, why)
         degraded = _add_reason(degraded, why)
     frame = call.frame
+    tag = None if frame is None else _tag_name(call, frame)
     memo = ps.memo
     key: Any = None
-    if memo is not None:
-        key = memo_key(text) if frame is None else _memo_key(call, frame, text)
-        if key is not None:
-            # A text seen before is found by its cached hash, without framing or
-            # reading it again (a warm source returns the same string object).
-            known = memo.get(key)
-            if known.__class__ is int and known >= 0:
-                if frame is not None and call.keep_frame and len(text) > _THREAD_CHARS:
-                    return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key,
-                                frame, known)
-                if frame is None:
-                    stored = text
-                else:
-                    known += ps.join_cost
-                    if not call.keep_frame:
-                        stored = text
-                    elif frame is TAG_FRAME:
-                        stored = tag_block(call.name, text)
-                        # The block is new each pass; its digest is found by the
-                        # key that determines it (no hashing of the block).
-                        return Outcome(call.name, index, _FIRED, stored, known,
-                                       elapsed, None, None, None, degraded, cached,
-                                       stale, call.priority, call.max_tokens, True,
-                                       None,
-                                       digest_under(key, stored) if call.digest else None)
-                    else:
-                        stored = frame(text)
-                return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,
-                               None, None, degraded, cached, stale, call.priority,
-                               call.max_tokens, True, None,
-                               digest(stored) if call.digest else None)
+    if memo is not None and (frame is None or tag is not None):
+        # One look-up per text, under a key that is never the text: a framed text's
+        # is its name and text (what the block is a pure function of).
+        if _HASH_IS_SECRET:
+            key = (len(text), hash(text)) if tag is None else (tag, len(text), hash(text))
+        else:
+            key = memo_key(text) if tag is None else (tag, *memo_key(text))
+        # A text seen before is found by its cached hash, without framing or
+        # reading it again (a warm source returns the same string object).
+        known = memo.get(key)
+        if known.__class__ is int and known >= 0:
+            if frame is None or not call.keep_frame:
+                stored = text
+            elif len(text) > _THREAD_CHARS:
+                return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key, frame,
+                            known)
+            else:
+                stored = _framed(call, frame, text)
+            return _counted(call, index, ps, stored, known, True, elapsed, degraded, cached,
+                            stale, key if tag is not None and call.keep_frame else None)
     bound = _bound(call, ps)
     if frame is not None:
         bound -= ps.join_cost
         if len(text) > _THREAD_CHARS:
             return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
-    counted = text if frame is None else _framed(call, frame, text)
-    stored = counted if call.keep_frame else text
-    if result.__class__ is not str and frame is None and not replaced:
-        # A shared-cache hit carries the count its fetcher made (RedisCache).
-        carried = _carried_count(result, ps.counter)
-        if carried is not None:
-            return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
-                            cached, stale)
-    if len(counted) > _THREAD_CHARS:
-        return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
-    # One memo look-up per text (above): kept under that key, not the counted text's.
-    tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
+        big = _frame(call, _Big(text, text, bound, elapsed, degraded, cached, stale, key,
+                                frame), ps)
+        counted, stored, bound, extra = big.counted, big.stored, big.bound, big.extra
+    else:
+        counted = stored = text
+        extra = 0
+        if result.__class__ is not str and not replaced:
+            # A shared-cache hit carries the count its fetcher made (RedisCache).
+            carried = _carried_count(result, ps.counter)
+            if carried is not None:
+                return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
+                                cached, stale)
+    size = len(counted)
+    if size > _THREAD_CHARS:
+        return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key, None,
+                    None, None, extra)
+    if ps.encode is not None and key is not None and 4 * size <= bound:
+        # A text of n characters is at most 4n tokens: one call to the encoder, no
+        # bound to watch (the registry rows of the realistic benchmark).
+        tokens, exact = ps.encode(counted), True
+    else:
+        tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
+    if extra:
+        tokens += extra
     if exact and key is not None:
         ps.remember(key, tokens)  # type: ignore[misc]
-    return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
-                    cached, stale)
+    return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded, cached, stale,
+                    key if tag is not None and call.keep_frame else None)
 
 
 def _plain_of(result: str, size: int) -> str:
@@ -359,24 +369,47 @@ def _plain_of(result: str, size: int) -> str:
     return str.__add__("", result)
 
 
+def _tag_name(call: ProviderCall, frame: Callable[[str], str]) -> str | None:
+    """The name whose ``<context>`` tag ``frame`` wraps text in; None for any other frame."""
+    if frame is TAG_FRAME:
+        return call.name
+    if type(frame) is partial and frame.func is tag_block and len(frame.args) == 1:
+        return frame.args[0]  # type: ignore[no-any-return]
+    return None
+
+
 def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
-    if frame is TAG_FRAME:
-        return tag_block(call.name, text)
-    return frame(text)
+    return tag_block(call.name, text) if frame is TAG_FRAME else frame(text)
 
 
-def _memo_key(call: ProviderCall, frame: Callable[[str], str], text: str) -> Any:
-    """The memo key of a framed text: for a tag block the (name, text) pair it is a
-    pure function of; None for any other frame."""
-    if frame is TAG_FRAME:
-        name = call.name
-    elif type(frame) is partial and frame.func is tag_block and len(frame.args) == 1:
-        name = frame.args[0]
-    else:
-        return None
-    if _HASH_IS_SECRET:
-        return (name, len(text), hash(text))
-    return (name, *memo_key(text))
+#: Each tag name's head and the o200k tokens of its head and tail, counted once.
+_FRAMES: dict[str, tuple[str, int]] = {}
+
+
+def _frame(call: ProviderCall, big: _Big, ps: _Pass) -> _Big:
+    """``big``'s text framed: what to count and to keep. A tag block whose split falls
+    at its text's edges (:func:`~lionctx._render.splits_at_frame`) counts its text
+    alone plus its frame's tokens (counted once per name), never the framed text."""
+    tag = _tag_name(call, big.frame)  # type: ignore[arg-type]
+    if tag is None or ps.encode is None:
+        framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
+        return _Big(framed, framed if call.keep_frame else big.counted, big.bound, big.elapsed,
+                    big.degraded, big.cached, big.stale, big.key, None, big.known)
+    found = _FRAMES.get(tag)
+    if found is None:
+        if len(_FRAMES) >= 65_536:  # names are few; a flood of them is forgotten
+            _FRAMES.clear()
+        head = tag_head(tag)
+        found = _FRAMES[tag] = (head, ps.encode(head) + ps.encode(TAG_TAIL))
+    head, frame_tokens = found
+    body = neutralize(big.counted)
+    framed = head + body + TAG_TAIL
+    stored = framed if call.keep_frame else big.counted
+    if not splits_at_frame(body):
+        return _Big(framed, stored, big.bound, big.elapsed, big.degraded, big.cached, big.stale,
+                    big.key, None, big.known)
+    return _Big(body, stored, big.bound - frame_tokens, big.elapsed, big.degraded, big.cached,
+                big.stale, big.key, None, big.known, None, frame_tokens)
 
 
 async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
@@ -393,17 +426,21 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
             if not isinstance(out, _Big):
                 return out
             big = out
+        dkey = big.key if big.frame is not None and call.keep_frame else None
         if big.frame is not None:
             big = await run_in_worker(partial(_frame_big, call, big, ps, stop), key=_COUNT_KEY)
-            if big.known is not None:
-                return _known(call, index, ps, big)
+            if big.known is not None:  # the memo knew its count: framed for the row only
+                return _counted(call, index, ps, big.stored, big.known, True, big.elapsed,
+                                big.degraded, big.cached, big.stale, dkey)
         tokens, exact = await run_in_worker(
             partial(count_bounded, ps.counter, big.counted, big.bound, stop, big.key is None),
             key=_COUNT_KEY)
+        if big.extra:
+            tokens += big.extra
         if exact and big.key is not None:
             ps.remember(big.key, tokens)  # type: ignore[misc]
         return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
-                        big.degraded, big.cached, big.stale)
+                        big.degraded, big.cached, big.stale, dkey)
     except BaseException as exc:
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb
@@ -413,27 +450,10 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
 
 
 def _frame_big(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event) -> _Big:
-    """In the worker: the framed text of ``big``, to count (or with its known count)."""
+    """In the worker: :func:`_frame` of a large text."""
     if stop.is_set():
         raise _CountStopped
-    framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
-    stored = framed if call.keep_frame else big.counted
-    return _Big(framed, stored, big.bound, big.elapsed, big.degraded, big.cached, big.stale,
-                big.key, None, big.known)
-
-
-def _known(call: ProviderCall, index: int, ps: _Pass, big: _Big) -> Outcome:
-    """The row of a large framed text whose count the memo knew."""
-    stored = big.stored
-    if not call.digest:
-        d = None
-    elif call.frame is TAG_FRAME:
-        d = digest_under(big.key, stored)
-    else:
-        d = digest(stored)
-    return Outcome(call.name, index, _FIRED, stored, big.known + ps.join_cost,  # type: ignore[operator]
-                   big.elapsed, None, None, None, big.degraded, big.cached, big.stale,
-                   call.priority, call.max_tokens, True, None, d)
+    return _frame(call, big, ps)
 
 
 def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:
