@@ -67,6 +67,7 @@ class _Entry:
         return getattr(self.provider, "context_fields", ())
 
 
+_FIRED, _FAILED, _TIMEOUT = Status.FIRED, Status.FAILED, Status.TIMEOUT
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
               "writeback_records", "writeback_failed")
 
@@ -267,16 +268,23 @@ class ContextProviderRegistry:
         return view
 
     def _count(self, report: ProviderReport) -> None:
+        # One walk over the rows, no view lists or ``fired`` dicts: the concurrent
+        # registry rows of the curves benchmark, the sequential realistic row.
+        kept = failed = degraded = 0
+        for o in report.report.outcomes:
+            status = o.status
+            if status is _FIRED:
+                kept += 1
+            elif status is _FAILED or status is _TIMEOUT:
+                failed += 1
+            if o.degradation_reason is not None:
+                degraded = 1
         stats = self.stats
-        # The kept rows, not ``fired`` (a dict per block, twice): the concurrent
-        # registry rows of the curves benchmark.
-        kept = len(report.report.kept)
         if kept:
             stats["recall_turns"] += 1
             stats["blocks_injected"] += kept
-        stats["failed"] += len(report.failed)
-        if report.degraded:
-            stats["degraded_turns"] += 1
+        stats["failed"] += failed
+        stats["degraded_turns"] += degraded
 
     async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
         """Call each provider's optional ``writeback(branch, action_responses)`` in order.
