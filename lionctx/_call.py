@@ -28,8 +28,7 @@ class ProviderCall:
     says whether the outcome holds the framed text (the agentium face) or the bare
     text (a branch that renders tags itself).
     ``timeout`` overrides the pass's per-provider timeout for this call and
-    ``max_chars`` its size limit. ``digest`` gives each text counted whole its
-    digest (:func:`lionctx._stability.digest`) as the outcome is made.
+    ``max_chars`` its size limit.
     """
 
     name: str
@@ -41,7 +40,6 @@ class ProviderCall:
     max_tokens: float | None = None
     max_chars: int | None = None
     keep_frame: bool = True
-    digest: bool = False
 
 
 class _TagFrame:

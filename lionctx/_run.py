@@ -1,10 +1,6 @@
-"""One concept: one provider run into one Outcome (its call, time limit, containment,
-sanitizing, framing and count).
-
-:func:`_run_one` turns a :class:`ProviderCall` into an :class:`~lionctx._outcome.Outcome`
-(see :mod:`lionctx._gather` for the guarantees). A text over 64K characters is made
-encodable, framed and counted in a worker thread.
-"""
+"""One provider run into one Outcome: its call, time limit, containment, sanitizing,
+framing and count (see :mod:`lionctx._gather` for the guarantees). A text over 64K
+characters is made encodable, framed and counted in a worker thread."""
 
 from __future__ import annotations
 
@@ -31,12 +27,7 @@ from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
 from ._stability import digest, digest_under
 from ._text import make_encodable
 from ._threads import run_in_worker
-from ._tokens import (
-    _HASH_IS_SECRET,
-    TokenCounter,
-    count_bounded,
-    memo_key,
-)
+from ._tokens import _HASH_IS_SECRET, TokenCounter, count_bounded, memo_key
 
 logger = bound_tracebacks(logging.getLogger("lionctx.gather"))  # the engine's one name
 
@@ -46,22 +37,17 @@ _FAILED = Status.FAILED
 _TIMEOUT = Status.TIMEOUT
 
 #: Default size limit of one provider's text, in characters: above what the built-in
-#: providers return at their own defaults (20 files of 100 KB), far beyond what any
-#: budget admits (about a million tokens). Checking it costs nothing.
+#: providers return by default (20 files of 100 KB), far beyond any budget.
 DEFAULT_MAX_CHARS = 4_000_000
 # Texts longer than this are counted in a worker thread, off the event loop.
 _THREAD_CHARS = 65_536
 _COUNT_KEY = "lionctx._tokens"
 
 
-def _message(exc: BaseException) -> str:
-    # Bounded, and never through the exception's own formatting (see _safe_text).
-    return error_text(exc)[1]
-
-
 def _log_failure(call: ProviderCall, exc: BaseException) -> None:
     if isinstance(exc, SourceUnavailable):  # expected: the reason says it all
-        logger.warning("context provider %r unavailable: %s", call.name, _message(exc))
+        # bounded, never through the exception's own formatting (see _safe_text)
+        logger.warning("context provider %r unavailable: %s", call.name, error_text(exc)[1])
     else:
         logger.warning("context provider %r raised; skipping", call.name, exc_info=exc)
 
@@ -146,16 +132,14 @@ class _Pass:
     join_cost: int = 0
     memo: dict[Any, int] | None = None
     remember: Callable[[Any, int], None] | None = None
-    #: Each provider's start time, when a deadline may have to report it.
-    starts: list[float | None] | None = None
-    #: Providers counting a large text, when a shared timeout must say so.
-    counting: set[int] | None = None
-    #: The timeout that every provider of a concurrent pass shares (one timer), and
-    #: its probe (which notes the loop iteration each provider starts in).
+    starts: list[float | None] | None = None  # when a deadline may have to report them
+    counting: set[int] | None = None  # counting a large text, for a shared timeout
+    # the timeout every provider of a concurrent pass shares (one timer), and its
+    # probe (which notes the loop iteration each provider starts in)
     shared: float | None = None
     probe: Probe | None = None
-    #: The bundled encoding's bare count (no memo, no bound), or None for other counters.
-    encode: Callable[[str], int] | None = None
+    encode: Callable[[str], int] | None = None  # the bundled encoding's bare count
+    digests: bool = False  # each text counted whole gets its digest as its row is made
 
 
 @dataclass(slots=True)
@@ -170,14 +154,10 @@ class _Big:
     cached: bool
     stale: bool
     key: Any = None
-    #: Still to frame (a large text is framed in the worker too: framing reads every
-    #: character), and its count when the memo already knows it.
-    frame: Callable[[str], str] | None = None
-    known: int | None = None
-    #: What the provider returned, while its text is still to be made encodable.
-    raw: Any = None
-    #: Tokens of a frame counted apart from the text (added to its count).
-    extra: int = 0
+    frame: Callable[[str], str] | None = None  # still to frame (framing reads it all)
+    known: int | None = None  # its count, when the memo knew it
+    raw: Any = None  # what the provider returned, still to be made encodable
+    extra: int = 0  # tokens of a frame counted apart from the text
 
 
 def _bound(call: ProviderCall, ps: _Pass) -> float:
@@ -203,7 +183,7 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int
     # A tag block's digest is found by the key it is a pure function of (not hashed
     # again each pass: the resolve rows of the realistic benchmark).
     d = None
-    if call.digest and exact:
+    if ps.digests and exact:
         d = digest(stored) if key is None else digest_under(key, stored)
     return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
                    degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
@@ -226,11 +206,8 @@ def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseExcepti
 
 def _finish(call: ProviderCall, index: int, result: Any, start: float,
             ps: _Pass) -> Outcome | _Big:
-    """Validate, size-check, sanitize and count what a provider returned.
-
-    ``duration_ms`` is the provider's own time: counting is not charged to it. A
-    large text comes back as :class:`_Big`, to be counted off the loop.
-    """
+    """Validate, size-check, sanitize and count what a provider returned (a large
+    text as a :class:`_Big`). ``duration_ms`` is the provider's own time, not counting."""
     elapsed = (perf_counter() - start) * 1000.0
     try:
         degraded = getattr(call.provider, "degradation_reason", None)
@@ -239,10 +216,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     if degraded is not None:
         degraded = _degradation(call, degraded)
     # The hot path first: a plain, non-empty str (the others are checked in turn).
-    if result.__class__ is str:
-        if not result:
-            return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, _NO_STR,
-                           degraded, False, False, call.priority, call.max_tokens)
+    if result.__class__ is str and result:
         plain = True
         cached = stale = False
     elif result is None or (isinstance(result, str) and not str.__len__(result)):
@@ -516,28 +490,22 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
         finally:
             if looked is not None:
                 looked.disarm()  # the call is over: the timer must never fire
+    ran = perf_counter() - start
+    # Late (even if the provider swallowed the cancellation and answered), or past the
+    # limit because its timer could not fire (the event loop was blocked by sync code,
+    # which nothing can preempt): what came back past the limit is dropped.
     if scope.cancel_called:
-        # Late, even if the provider swallowed the cancellation and answered: what
-        # comes after the limit is dropped, never injected.
         why = (f"timed out after {limit:g}s while counting its text" if answered
                else f"timed out after {limit:g}s")
-        lagged = None if looked is None else looked.verdict(perf_counter() - start, limit)
-        if lagged is not None:  # the loop could not run it: not the source's failure
-            why = f"{why}; {lagged}"
-        logger.warning("context provider %r %s", call.name, why)
-        return _timed_out(call, index, start, why, None if lagged is None else "overload")
-    assert outcome is not None
-    ran = perf_counter() - start
-    if ran > limit + max(0.1, limit * 0.25):
-        # The limit's timer could not fire: the event loop was blocked (sync code
-        # such as time.sleep in an async provider, this one or another). Nothing can
-        # preempt that; what came back past the limit is still dropped.
+    elif ran > limit + max(0.1, limit * 0.25):
         why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
                "(sync work in an async provider cannot be cut off; run it in a thread)")
-        lagged = None if looked is None else looked.verdict(ran, limit)
-        if lagged is not None:  # another's blocking, not this provider's own
-            why = f"{why}; {lagged}"
-        logger.warning("context provider %r %s", call.name, why)
-        return _timed_out(call, index, start, why, None if lagged is None else "overload")
-    return outcome
+    else:
+        assert outcome is not None
+        return outcome
+    lagged = None if looked is None else looked.verdict(ran, limit)
+    if lagged is not None:  # the loop could not run it: not the source's failure
+        why = f"{why}; {lagged}"
+    logger.warning("context provider %r %s", call.name, why)
+    return _timed_out(call, index, start, why, None if lagged is None else "overload")
 

@@ -72,10 +72,10 @@ def test_gather_counts_every_block_as_it_is_sent(name, first, mid, last, keep):
         return
     clear_token_cache()
     frame = TAG_FRAME if keep else partial(tag_block, name)
-    call = ProviderCall(name, None, _returns(text), frame, keep_frame=keep, digest=True)
+    call = ProviderCall(name, None, _returns(text), frame, keep_frame=keep)
 
     async def run() -> int:
-        [o] = await gather([call], counter=get_counter())
+        [o] = await gather([call], counter=get_counter(), digests=True)
         return o.tokens
 
     # tagged blocks are joined by a blank line, which o200k adds no token for
@@ -85,11 +85,11 @@ def test_gather_counts_every_block_as_it_is_sent(name, first, mid, last, keep):
 def test_a_large_text_is_counted_the_same_off_the_loop():
     big = ("word " * 30_000) + "end"  # over the size counted on the loop
     clear_token_cache()
-    calls = [ProviderCall("big", None, _returns(big), TAG_FRAME, digest=True),
+    calls = [ProviderCall("big", None, _returns(big), TAG_FRAME),
              ProviderCall("cut", None, _returns(big), TAG_FRAME, max_tokens=10)]
 
     async def run() -> list:
-        return await gather(calls, counter=get_counter())
+        return await gather(calls, counter=get_counter(), digests=True)
 
     whole, cut = anyio.run(run)
     assert whole.tokens == count(tag_block("big", big)) and whole.exact
