@@ -55,17 +55,9 @@ from operator import attrgetter
 
 from ._outcome import Outcome, Status
 
-__all__ = [
-    "OPENERS",
-    "kept_in_order",
-    "render_context",
-    "render_tagged",
-    "escape_name",
-    "join_tagged",
-    "neutralize",
-    "render_lionagi",
-    "tag_block",
-]
+__all__ = ["OPENERS", "TAG_TAIL", "escape_name", "join_tagged", "kept_in_order", "neutralize",
+           "render_context", "render_lionagi", "render_tagged", "splits_at_frame", "tag_block",
+           "tag_head"]
 
 #: The characters :func:`neutralize` treats as a tag's ``<``.
 OPENERS = frozenset(
@@ -418,14 +410,11 @@ def tag_head(name: str) -> str:
 
 def splits_at_frame(body: str) -> bool:
     """True when o200k splits ``tag_head(n) + body + TAG_TAIL`` at both edges of
-    ``body`` (for any ``n``), so its count is the frame's plus the body's own.
+    ``body``, so its count is the frame's plus the body's (a property test checks it).
 
-    The head's last piece is a punctuation run (``">``) with the line break after it
-    and any ``\r``, ``\n`` or ``/`` that follow: ``body`` must not start with one.
-    A body ending in a letter or digit ends its last piece there (no piece of the
-    pattern takes a letter or digit and then a line break); one ending in white
-    space or punctuation would take the tail's line break. A Hypothesis property in
-    the tests checks the sum against the full count across these edges.
+    The head ends in a punctuation piece (``">\n``) that takes any ``\r``, ``\n`` or
+    ``/`` after it; no piece takes a letter or digit and then a line break, while a
+    body ending in white space or punctuation would take the tail's line break.
     """
     if not body or body[0] in "\r\n/":
         return False

@@ -116,10 +116,6 @@ def _empty_reason(result: Any) -> str:
     return why if isinstance(why, str) and why else _NO_STR
 
 
-def _add_reason(current: str | None, more: str) -> str:
-    return more if current is None else f"{current}; {more}"
-
-
 @dataclass(slots=True)
 class _Pass:
     """What every provider of one pass shares."""
@@ -187,14 +183,6 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int
         d = digest(stored) if key is None else digest_under(key, stored)
     return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
                    degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
-
-
-def _carried_count(result: Any, counter: TokenCounter) -> int | None:
-    if not hasattr(result, "token_count"):
-        return None
-    from .providers._base import known_token_count  # only texts from a shared cache get here
-
-    return known_token_count(result, counter)
 
 
 def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseException,
@@ -271,7 +259,7 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
         why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
                "as UTF-8, with U+FFFD")
         logger.warning("context provider %r: %s", call.name, why)
-        degraded = _add_reason(degraded, why)
+        degraded = why if degraded is None else f"{degraded}; {why}"
     frame = call.frame
     tag = None if frame is None else _tag_name(call, frame)
     memo = ps.memo
@@ -307,9 +295,11 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
     else:
         counted = stored = text
         extra = 0
-        if result.__class__ is not str and not replaced:
+        if result.__class__ is not str and not replaced and hasattr(result, "token_count"):
             # A shared-cache hit carries the count its fetcher made (RedisCache).
-            carried = _carried_count(result, ps.counter)
+            from .providers._base import known_token_count
+
+            carried = known_token_count(result, ps.counter)
             if carried is not None:
                 return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
                                 cached, stale)
@@ -360,10 +350,14 @@ def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
 _FRAMES: dict[str, tuple[str, int]] = {}
 
 
-def _frame(call: ProviderCall, big: _Big, ps: _Pass) -> _Big:
-    """``big``'s text framed: what to count and to keep. A tag block whose split falls
-    at its text's edges (:func:`~lionctx._render.splits_at_frame`) counts its text
-    alone plus its frame's tokens (counted once per name), never the framed text."""
+def _frame(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event | None = None
+           ) -> _Big:
+    """``big``'s text framed (in a worker for a large one, until ``stop``): what to count
+    and to keep. A tag block whose split falls at its text's edges
+    (:func:`~lionctx._render.splits_at_frame`) counts its text alone plus its frame's
+    tokens (counted once per name), never the framed text."""
+    if stop is not None and stop.is_set():
+        raise _CountStopped
     tag = _tag_name(call, big.frame)  # type: ignore[arg-type]
     if tag is None or ps.encode is None:
         framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
@@ -402,7 +396,7 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
             big = out
         dkey = big.key if big.frame is not None and call.keep_frame else None
         if big.frame is not None:
-            big = await run_in_worker(partial(_frame_big, call, big, ps, stop), key=_COUNT_KEY)
+            big = await run_in_worker(partial(_frame, call, big, ps, stop), key=_COUNT_KEY)
             if big.known is not None:  # the memo knew its count: framed for the row only
                 return _counted(call, index, ps, big.stored, big.known, True, big.elapsed,
                                 big.degraded, big.cached, big.stale, dkey)
@@ -421,13 +415,6 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
         return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
     finally:
         stop.set()
-
-
-def _frame_big(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event) -> _Big:
-    """In the worker: :func:`_frame` of a large text."""
-    if stop.is_set():
-        raise _CountStopped
-    return _frame(call, big, ps)
 
 
 def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:
