@@ -24,6 +24,7 @@ from ._lag import Probe, probe
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import TAG_TAIL, neutralize, splits_at_frame, tag_block, tag_head
 from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
+from ._stability import _blake as blake
 from ._stability import digest, digest_under
 from ._text import make_encodable
 from ._threads import run_in_worker
@@ -169,7 +170,7 @@ def _bound(call: ProviderCall, ps: _Pass) -> float:
 
 def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int,
              exact: bool, elapsed: float, degraded: str | None, cached: bool,
-             stale: bool, key: Any = None) -> Outcome:
+             stale: bool, key: Any = None, fresh: bool = False) -> Outcome:
     if type(tokens) is not int or tokens < 0:
         raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
     if call.frame is not None:
@@ -177,10 +178,15 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int
     # A text counted whole may be kept: its digest now, so the kept row is final. (One
     # whose counting stopped is over its cap or the budget: never kept, never hashed.)
     # A tag block's digest is found by the key it is a pure function of (not hashed
-    # again each pass: the resolve rows of the realistic benchmark).
+    # again each pass: the resolve rows of the realistic benchmark). A text the token
+    # memo did not know is hashed without the digest memo (most such texts are never
+    # seen again: the features row of the realistic benchmark).
     d = None
     if ps.digests and exact:
-        d = digest(stored) if key is None else digest_under(key, stored)
+        if fresh:
+            d = blake(stored)
+        else:
+            d = digest(stored) if key is None else digest_under(key, stored)
     return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
                    degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
 
@@ -318,7 +324,7 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
     if exact and key is not None:
         ps.remember(key, tokens)  # type: ignore[misc]
     return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded, cached, stale,
-                    key if tag is not None and call.keep_frame else None)
+                    None, True)
 
 
 def _plain_of(result: str, size: int) -> str:
@@ -408,7 +414,7 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
         if exact and big.key is not None:
             ps.remember(big.key, tokens)  # type: ignore[misc]
         return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
-                        big.degraded, big.cached, big.stale, dkey)
+                        big.degraded, big.cached, big.stale, None, True)
     except BaseException as exc:
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb

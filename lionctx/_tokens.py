@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import InvalidType, TokenizerDataError, _CountStopped
+from ._render import prepare_reader, reader_ready
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
@@ -279,8 +280,6 @@ def count_bounded(counter: TokenCounter, text: str, bound: float,
 
 def counter_ready(counter: TokenCounter) -> bool:
     """True when counting with ``counter`` and framing need nothing loaded first."""
-    from ._render import reader_ready
-
     name = getattr(counter, "encoding_name", None)
     return (name is None or name in _encodings) and reader_ready()
 
@@ -289,8 +288,6 @@ async def prepare_counter(counter: TokenCounter) -> None:
     """Load a counter's encoding and build the tag reader in a worker thread, if not
     ready: gather calls it before any provider's timer starts (the first load takes
     most of a second, which on the loop would stall every provider beside it)."""
-    from ._render import prepare_reader, reader_ready
-
     name = getattr(counter, "encoding_name", None)
     load = name is not None and name not in _encodings
     if load or not reader_ready():
