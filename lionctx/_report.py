@@ -12,7 +12,7 @@ from operator import attrgetter, itemgetter
 from time import perf_counter
 from typing import Any, Literal
 
-from ._admission import admit_columns
+from ._admission import Admission, admit_columns
 from ._exceptions import InvalidValue
 from ._outcome import Outcome, Status
 from ._render import kept_in_order, render_context, render_lionagi
@@ -152,8 +152,12 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
         keys = [dedupe(rows[i]) for i in texted]
         if len(set(keys)) == len(keys):
             keys = None  # the common pass: every text distinct
-    decision = admit_columns(tokens, priorities, caps, budget, keys)
     offered = sum(tokens)
+    if keys is None and (budget is None or offered <= budget) and not any(caps):
+        # All fit, none capped: admission keeps every one (the realistic registry rows)
+        decision = Admission(tuple(range(len(tokens))), (), (), (), offered)
+    else:
+        decision = admit_columns(tokens, priorities, caps, budget, keys)
     for k, first in decision.duplicates:
         i = texted[k]
         o = rows[i]
