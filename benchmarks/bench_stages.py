@@ -27,6 +27,7 @@ import anyio
 from lionctx import count_tokens, resolve_context
 from lionctx._admission import admit_columns
 from lionctx._dedupe import HistoryIndex, text_key
+from lionctx._exceptions import _CountRefused
 from lionctx._render import neutralize, prepare_reader, tag_block
 from lionctx._stability import _blake
 from lionctx._text import make_encodable
@@ -69,6 +70,8 @@ def _count(text: str) -> None:
     clear_token_cache()
     try:
         count_bounded(get_counter(), make_encodable(text)[0], 100_000, threading.Event())
+    except _CountRefused:
+        pass  # no place to cut: refused uncounted (a failed row in a turn)
     except BaseException as exc:  # noqa: BLE001 - the tokenizer panics on some texts
         # (gather contains it as a failed row): the time until then is the stage's.
         if not type(exc).__name__.endswith("PanicException"):

@@ -72,6 +72,11 @@ class _CountStopped(LionctxError):
     """A count the turn gave up on stops at its next piece (in the abandoned thread)."""
 
 
+class _CountRefused(LionctxError):
+    """A text a turn may give up on has too long a stretch with no place to cut its
+    count: one tokenizer call that could not be stopped (a failed row, this reason)."""
+
+
 class HttpFetchError(SourceUnavailable):
     """Why one HTTP request got no text; the message is already free of secrets."""
 

@@ -235,8 +235,11 @@ class Probe:
                 return None
             late, ready = heart.loop.time() - self.due, True
         # Ready: the source had answered; the loop, behind for half the call's time
-        # or more, had not run it. Waiting on its source: only a loop as far behind
-        # as the whole limit (and MIN_BEHIND) right then could have hidden an answer.
+        # or more, had not run it (the look's own lateness is a reading of that lag,
+        # taken before the heartbeat has any: a burst's first calls). Waiting on its
+        # source: only a loop as far behind as the whole limit (and MIN_BEHIND) right
+        # then could have hidden an answer.
+        lag = max(lag, late) if ready else lag
         if (ready and lag >= limit / 2) or late >= max(MIN_BEHIND, limit):
             return (f"this process's event loop was {max(lag, late):.2f}s behind meanwhile "
                     "(overloaded; the provider was not waiting on its source): not "

@@ -36,7 +36,8 @@ ASCII text without ``<`` is returned as it is.
 
 The rule runs as one regex, built once per process from every code point's reading
 (:func:`prepare_reader`): its cost is linear in the text and paid in C, whatever the
-characters (a run of look-alikes or invisible characters is read once).
+characters, in calls that each read a bounded number of characters (see
+:func:`_read_in_pieces`).
 
 Hence, after NFKC and removal of Cc and Cf characters, a rendered block holds exactly
 one opening and one closing ``context`` tag: its own frame.
@@ -52,6 +53,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from itertools import compress
 from operator import attrgetter
+from typing import NamedTuple
 
 from ._outcome import Outcome, Status
 
@@ -67,10 +69,12 @@ OPENERS = frozenset(
 # Non-ASCII openers, for the "is there any?" check (one C-level scan each; a needle
 # wider than the text's own storage is rejected without scanning).
 _WIDE_OPENERS = tuple(sorted(OPENERS - {"<"}))
-_ANY_OPENER = re.compile("[" + "".join(sorted(OPENERS)) + "]")  # none is special in a class
-# How much text one call of the compiled reader reads at most (unless no opener
-# comes to cut it): 64K characters, a few milliseconds.
+# How much text one regex call reads at most (plus a short squeezed continuation):
+# 64K characters, a few milliseconds.
 _PIECE = 1 << 16
+# A run of characters that can leave the reading where it is, at least this long, is
+# read as a stand-in of at most three characters (see _stand_in).
+_LONG_RUN = 64
 _READS_AS = {
     "\u2044": "/", "\u2215": "/", "\u29f8": "/",
     **{c: "c" for c in "\u0441\u0421\u03f2\u03f9"},
@@ -92,6 +96,29 @@ _ASCII_TAG_START = re.compile(
     + (_A_INV + "*").join(_WORD) + r"(?!\w))",
     re.IGNORECASE,
 )
+
+
+class _Reader(NamedTuple):
+    """The rule as regexes: ``tag`` finds the openers to replace; ``run`` matches a
+    run of the characters that can leave the reading where it is, ``kinds`` finds
+    each kind of them (characters of a kind move the reading alike), and ``near``
+    matches up to nine characters that move a reading forward, each after a run
+    shorter than :data:`_LONG_RUN` (every other character decides every reading)."""
+
+    tag: re.Pattern[str]
+    run: re.Pattern[str]
+    kinds: tuple[re.Pattern[str], ...]
+    near: re.Pattern[str]
+
+
+def _near(run: str, forward: str) -> re.Pattern[str]:
+    return re.compile(f"(?:{run}{{0,{_LONG_RUN - 1}}}{forward}){{0,9}}")
+
+
+# In ASCII those are the controls (invisible) and the space.
+_ASCII_READER = _Reader(_ASCII_TAG_START, re.compile(r"[\x00-\x20\x7f]*"),
+                        (re.compile(_A_INV), re.compile(" ")),
+                        _near(r"[\x00-\x20\x7f]", "[/CEONTXceontx]"))
 
 _NAME_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;",
                  "\n": "&#10;", "\r": "&#13;"}
@@ -122,8 +149,8 @@ def _invisible(ch: str) -> bool:
 # slash, the gap after one, then 1..7 letters of "context" matched; a character moves
 # the automaton forward, leaves it where it is, accepts (a tag) or rejects. Every code
 # point is classified once per process by the same reading the docstring states, and
-# the automaton becomes one lookahead after the opener: the whole text is then read
-# by the regex engine, in C, in one pass per opener that stops at the next opener.
+# the automaton becomes one lookahead after the opener: the text is then read by the
+# regex engine, in C, in bounded pieces (_read_in_pieces).
 _GAP, _GAP_SLASH, _M7 = 0, 1, 8  # matched k letters: state 1 + k
 _ACCEPT, _REJECT = 9, 10
 _STATES = range(_M7 + 1)
@@ -258,7 +285,7 @@ def _run_of(points: list[int]) -> str:
     return run
 
 
-def _compile_reader() -> re.Pattern[str]:
+def _compile_reader() -> _Reader:
     every = _all_code_points()
     # The reading's own order: an opener is an opener first, then invisible.
     openers = {ord(c) for c in OPENERS}
@@ -301,14 +328,32 @@ def _compile_reader() -> re.Pattern[str]:
     # one-character tests that turn away the common "<b", "</p" before the reader.
     starts = {cp for m, cps in moves.items() if m[_GAP] != _REJECT for cp in cps}
     ascii_no = _ranges([cp for cp in range(0x80) if cp not in starts])
-    return re.compile(_ranges(sorted(openers)) + f"(?!{ascii_no})(?={_char_class(starts)})"
-                      + "(?=" + after(_GAP) + ")")
+    tag = re.compile(_ranges(sorted(openers)) + f"(?!{ascii_no})(?={_char_class(starts)})"
+                     + "(?=" + after(_GAP) + ")")
+    # The kinds that can leave a state as it is (invisible, white space, read as
+    # nothing) never move it forward: each stays or decides.
+    kinds = [(m, cps) for m, cps in moves.items() if any(m[s] == s for s in _STATES)]
+    assert all(m[s] in (s, _ACCEPT, _REJECT) for m, _ in kinds for s in _STATES)
+    run = sorted(cp for _, cps in kinds for cp in cps)
+
+    def first_of(cps: list[int]) -> re.Pattern[str]:
+        # Searched for only inside a run: "none of the other kinds" will do, and a
+        # class with no astral part is one lookup per character.
+        others = sorted(set(run) - set(cps))
+        if cps[-1] < 0x10000 or others[-1] >= 0x10000:
+            return re.compile(_char_class(cps))
+        return re.compile("[^" + _ranges(others)[1:])
+
+    forward = [cp for m, cps in moves.items() if any(r not in (s, _ACCEPT, _REJECT)
+                                                     for s, r in enumerate(m)) for cp in cps]
+    return _Reader(tag, re.compile(_run_of(run)), tuple(first_of(cps) for _, cps in kinds),
+                   _near(_ranges(run), _char_class(forward)))
 
 
 # Atomic groups are in the regex engine from Python 3.11; before, a lookahead and a
 # back-reference do the same (reading a run twice).
 _ATOMIC = sys.version_info >= (3, 11)
-_reader: re.Pattern[str] | None = None
+_reader: _Reader | None = None
 _reader_lock = threading.Lock()
 
 
@@ -335,6 +380,7 @@ def escape_name(name: str) -> str:
     ``&#10;``/``&#13;``; every other line break, every :data:`OPENERS` character and
     every character whose NFKC form holds one of these becomes ``&#xHEX;``.
     """
+    name = str.__str__(name)  # a str subclass could rewrite itself when formatted
     if name.isascii():
         # Most names need no escape; translate() with a table costs ~0.4 us even then.
         if name.isidentifier() or _ASCII_NAME_SPECIAL.search(name) is None:
@@ -362,35 +408,91 @@ def neutralize(text: str) -> str:
     if text.isascii():
         if "<" not in text:
             return text
-        return _ASCII_TAG_START.sub("&lt;", text)
+        return _read_in_pieces(_ASCII_READER, text)
     if "<" not in text and not any(o in text for o in _WIDE_OPENERS):
         return text
     return _neutralize_general(text)
 
 
 def _neutralize_general(text: str) -> str:
-    """:func:`neutralize` for any text: the compiled rule, one regex pass per piece.
-
-    A long text is read in pieces of about :data:`_PIECE` characters, each cut just
-    before an opener: the reading after an opener never goes past the next one (an
-    opener is never part of a tag's gap or word, and right after ``context`` it
-    decides like the end of the text does), so the pieces read as the whole does.
-    Between pieces another thread (the event loop, when this runs in a worker) may
-    take the interpreter.
-    """
+    """:func:`neutralize` for any text, by the compiled rule."""
     if _reader is None:
         prepare_reader()
-    reader: re.Pattern[str] = _reader  # type: ignore[assignment]
+    return _read_in_pieces(_reader, text)  # type: ignore[arg-type]
+
+
+def _read_in_pieces(reader: _Reader, text: str) -> str:
+    """Replace the openers ``reader`` finds, every regex call reading a bounded piece.
+
+    A piece ends at any point: the openers before it read on into a squeezed copy of
+    what follows (:func:`_continuation`), and what the copy's own openers became is
+    cut off again. Between pieces another thread (the event loop, when this runs in a
+    worker) may take the interpreter.
+    """
     if len(text) <= _PIECE:
-        return reader.sub("&lt;", text)
-    parts = []
+        return reader.tag.sub("&lt;", text)
+    parts: list[str] = []
     start, n = 0, len(text)
     while start < n:
-        found = _ANY_OPENER.search(text, start + _PIECE)
-        end = n if found is None else found.start()
-        parts.append(reader.sub("&lt;", text[start:end]))
-        start = end
+        cut = min(start + _PIECE, n)
+        after, skip = _continuation(reader, text, cut)
+        out = reader.tag.sub("&lt;", text[start:cut] + after)
+        if after:
+            out = out[:len(out) - len(reader.tag.sub("&lt;", after))]
+        parts += (out, text[cut:skip])  # a run holds no opener: it stays as it is
+        start = skip
     return "".join(parts)
+
+
+def _continuation(reader: _Reader, text: str, at: int) -> tuple[str, int]:
+    """What follows ``at``, as a reading that reaches ``at`` sees it, in a bounded
+    length; and where the run starting at ``at`` ends if it is a long one (else ``at``).
+
+    A character outside the runs decides every reading or moves it forward, so nine
+    of them decide it; each run between them that is :data:`_LONG_RUN` or longer is
+    read as its first characters and a stand-in for the rest (after one, the next
+    match takes at least one character).
+    """
+    out: list[str] = []
+    pos = skip = at
+    for _ in range(10):
+        near = reader.near.match(text, pos).end()  # type: ignore[union-attr]  # may be ""
+        end = reader.run.match(text, near, near + _LONG_RUN).end()  # type: ignore[union-attr]
+        if end - near < _LONG_RUN:
+            out.append(text[pos:end + 1])  # with the character that decides, if any
+            break
+        out.append(text[pos:end])
+        pos = _run_end(reader.run, text, end)
+        out.append(_stand_in(reader.kinds, text, end, pos))
+        if near == at:
+            skip = pos
+    return "".join(out), skip
+
+
+def _run_end(run: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the run that ``run`` matches from ``pos`` ends, read in bounded pieces."""
+    while True:
+        stop = min(len(text), pos + _PIECE)
+        pos = run.match(text, pos, stop).end()  # type: ignore[union-attr]  # may match ""
+        if pos < stop or stop == len(text):
+            return pos
+
+
+def _stand_in(kinds: Sequence[re.Pattern[str]], text: str, start: int, end: int) -> str:
+    """The first character of each kind in the run ``text[start:end]``, in order.
+
+    From any state the run's reading is decided by the first character that does not
+    leave that state as it is (all of a kind do alike), or goes on past the run: the
+    stand-in reads the same from every state.
+    """
+    firsts = []
+    for kind in kinds:
+        for lo in range(start, end, _PIECE):
+            found = kind.search(text, lo, min(end, lo + _PIECE))
+            if found is not None:
+                firsts.append(found.start())
+                break
+    return "".join(text[i] for i in sorted(firsts))
 
 
 def tag_block(name: str, text: str) -> str:

@@ -18,15 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._exceptions import InvalidType, TokenizerDataError, _CountStopped
+from ._exceptions import InvalidType, TokenizerDataError, _CountRefused, _CountStopped
 from ._render import prepare_reader, reader_ready
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
 
-__all__ = ["DEFAULT_ENCODING", "MAX_PIECE", "O200K_SHA256", "TokenCounter", "TokenizerDataError",
-           "clear_token_cache", "count_bounded", "count_tokens", "counter_ready", "get_counter",
-           "prepare_counter", "resolve_counter"]
+__all__ = ["DEFAULT_ENCODING", "MAX_PIECE", "MAX_UNCUT", "O200K_SHA256", "TokenCounter",
+           "TokenizerDataError", "clear_token_cache", "count_bounded", "count_tokens",
+           "counter_ready", "get_counter", "prepare_counter", "resolve_counter"]
 
 from ._log import logger_for
 
@@ -198,13 +198,18 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return _counters.setdefault(encoding, count)
 
 
-# Where a cut is safe: a plain space right after a character that is not white space
-# (the regex engine's \S is exactly "not str.isspace()", which holds all of Unicode's
-# White_Space).
-_CUT = re.compile(r" (?<=\S )")  # the space first: the engine then scans for it in C
+# Where a cut is safe (see safe_cut): a plain space after a character that is not
+# white space (the regex engine's \S is exactly "not str.isspace()"), or white space or
+# punctuation after a letter or digit (\w but "_": every such character is in \p{L} or
+# \p{N}). The character at the cut first: the engine then scans for it in C.
+_CUT = re.compile(r"[\s!-&(-/:-@\[-`{-~\u3001\u3002\uff01\uff0c\uff1a\uff1b\uff1f]"
+                  r"(?<=[^\W_].|\S )")
 #: The longest piece of text counted in one call when counting may be stopped (by the
 #: bound or by the turn that gave up on it): the most a stopped count goes on for.
 MAX_PIECE = 1 << 17
+#: The most characters counted in one call when the count may be stopped, a piece
+#: and the stretch to its next cut: a text that needs a longer one is refused.
+MAX_UNCUT = 2 * MAX_PIECE
 # The longest token of the bundled encoding, in bytes (set when it loads): a text of
 # n characters (n or more bytes) is at least n / that many tokens.
 _LONGEST_TOKEN = 0
@@ -214,10 +219,12 @@ def safe_cut(text: str, at: int) -> int:
     """The first index ``i >= at`` where the o200k split pattern always splits, or -1.
 
     ``i`` qualifies when ``text[i]`` is a plain space and ``text[i-1]`` is not white
-    space: no alternative of the pattern can match across that point (a word or
-    number never takes a following space, a punctuation run only takes trailing
-    line breaks or slashes, and every white-space alternative starts at white
-    space), and the only look-ahead (``\\s+(?!\\S)``) never ends there. So
+    space, or ``text[i]`` is white space or ASCII (or CJK) punctuation other than an
+    apostrophe and ``text[i-1]`` a letter or digit. No alternative of the pattern
+    matches across such a point: a letter run only takes letters, marks and an
+    apostrophe's contraction, a digit run only digits, a punctuation run only trailing
+    line breaks or slashes, and every white-space alternative starts at white space;
+    the only look-ahead (``\\s+(?!\\S)``) never ends there. So
     ``count(text) == count(text[:i]) + count(text[i:])``, a fact the tests check as a
     Hypothesis property. Found in C, in one scan.
     """
@@ -234,7 +241,9 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
     characters per token of the bound up to :data:`MAX_PIECE`, so a text that cannot
     fit costs a small multiple of the bound, not of its length; a piece that cannot
     fit by its length alone is not counted at all. With ``stop``, it is checked
-    between pieces and :class:`~lionctx._exceptions._CountStopped` raised once it is set.
+    between pieces and :class:`~lionctx._exceptions._CountStopped` raised once it is
+    set, and a piece over :data:`MAX_UNCUT` (no safe cut for that long) is refused
+    with :class:`~lionctx._exceptions._CountRefused`.
     """
     if bound == math.inf and stop is None:
         return encode_len(text), True
@@ -246,11 +255,22 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
         if stop is not None and stop.is_set():
             raise _CountStopped
         size = min(step, MAX_PIECE)
-        cut = safe_cut(text, pos + size) if pos + size < n else -1
+        # With a stop flag, no cut past MAX_UNCUT is looked for (a longer piece is
+        # refused): the scan is one bounded call too.
+        far = n if stop is None else pos + MAX_UNCUT + 1
+        found = _CUT.search(text, pos + size, far) if pos + size < n else None
+        cut = -1 if found is None else found.start()
+        if found is None and far < n:
+            cut = far
         end = n if cut == -1 else cut
         if _LONGEST_TOKEN and total + -(-(end - pos) // _LONGEST_TOKEN) > bound:
             # Never start a piece that cannot fit however it splits into tokens.
             return total + -(-(end - pos) // _LONGEST_TOKEN), False
+        if stop is not None and end - pos > MAX_UNCUT:
+            raise _CountRefused(
+                f"no place to cut the token count between offsets {pos + size:,} and "
+                f"{end:,} (at most {MAX_UNCUT:,} characters are counted in one piece "
+                "while the turn may give up on the count): refused uncounted")
         total += encode_len(text[pos:end])
         pos = end
         if total > bound:

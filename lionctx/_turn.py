@@ -1,16 +1,11 @@
-"""One turn: the piece :class:`~lionctx.Branch` and the agentium ``Agent`` both compose.
-
-A :class:`Conversation` is what turns read and write (the stored history and the
-last reply); a :class:`Turn` is one model turn on it, in steps called in order::
+"""One model turn on a :class:`Conversation` (the stored history and the last reply),
+the piece :class:`~lionctx.Branch` and the agentium ``Agent`` both compose::
 
     async with Turn(conversation, model, instruction, session=s, run_context=ctx) as turn:
         await turn.gather(registry, owner)      # provider pass -> turn.blocks
         response = await turn.exchange()        # prepare (build + select) + send + add
         turn.store()                            # into the conversation
-    # leaving: compaction (record=True), then on_turn_complete (failed/interrupted
-    # on an error, which propagates unchanged)
-
-Without an engine session, entering and leaving cost nothing.
+    # leaving: compaction (record=True), then the engine's on_turn_complete
 """
 
 from __future__ import annotations
@@ -94,12 +89,6 @@ class Conversation:
         msgs = self.messages
         return message_text(msgs[0]) if msgs and msgs[0].get("role") == "system" else None
 
-    def store(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Append ``message`` (given a uid) to the history; return it."""
-        ensure_uid(message)
-        self.messages.append(message)
-        return message
-
     def splice(self, snapshot: Sequence[dict[str, Any]],
                compacted: list[dict[str, Any]]) -> bool:
         """Replace the ``snapshot`` prefix of the history with ``compacted``, keeping
@@ -114,21 +103,14 @@ class Conversation:
 
 
 class Turn:
-    """One model turn of ``instruction`` on ``conversation`` (see the module docs).
-
-    ``session``: the engine session, or None; ``run_context``: its ``session_id``
-    starts the session, its ``run_id`` is the ``task_id``; ``record=False``: the
-    turn stores nothing and never compacts.
-    """
+    """One model turn of ``instruction`` on ``conversation`` (see the module docs);
+    ``record=False``: it stores nothing and never compacts."""
 
     def __init__(self, conversation: Conversation, model: Any, instruction: Instruction, *,
                  session: EngineSession | None = None, run_context: RunContext | None = None,
                  render: RenderMode = "tags", record: bool = True) -> None:
-        if not callable(getattr(model, "complete", None)):
-            raise InvalidType(f"model must have complete() (a ChatModel), got "
-                              f"{type(model).__name__}")
         self.conversation = conversation
-        self.model = model
+        self.model = chat_model(model)
         self.instruction = instruction
         self.session = session
         self.run_context = run_context
@@ -252,8 +234,7 @@ class Turn:
     def store(self) -> list[dict[str, Any]]:
         """Store this turn's pending messages in the conversation; return them."""
         pending = self.pending
-        for message in pending:
-            self.conversation.store(message)
+        self.conversation.messages.extend(ensure_uid(message) for message in pending)
         self._stored = len(self.messages)
         return pending
 
@@ -289,7 +270,7 @@ class Turn:
         content = await self.session.dispatch_tool(name, raw, turn_id=self.turn_id,
                                                    task_id=self._task_id, tool_call_id=call_id)
         try:
-            args = json_args(raw)
+            args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
         except (ValueError, RecursionError):  # the model's text: any shape, any depth
             args = None
         if not isinstance(args, dict):
@@ -301,14 +282,13 @@ class Turn:
         """The tool loop until a reply without calls or ``max_rounds``; then store."""
         actions: list[ActionResponse | None] = []
         usage: dict[str, Any] | None = None
-        rounds = 0
-        stopped: Literal["done", "max_rounds"] = "done"
-        while True:
+        stopped: Literal["done", "max_rounds"] = "max_rounds"
+        for rounds in range(1, max_rounds + 1):  # noqa: B007  (the count is reported)
             response = await self.send(await self.prepare(), tools=specs or None, **kwargs)
-            rounds += 1
             usage = add_usage(usage, response.usage)
             assistant = self.add(ensure_uid(response.to_message()))
             if not response.tool_calls:
+                stopped = "done"
                 break
             uids = ensure_tool_call_uids(assistant)
             for call in response.tool_calls:
@@ -318,9 +298,6 @@ class Turn:
                 if call.get("id") in uids:
                     result["_tool_call_uid"] = uids[call["id"]]
                 self.add(result)
-            if rounds >= max_rounds:
-                stopped = "max_rounds"
-                break
         recorded = self.store()
         self.exit_reason = "completed" if stopped == "done" else "max_rounds"
         output = response.content if stopped == "done" else None
@@ -385,9 +362,4 @@ class Turn:
                               turn_id=self.turn_id, task_id=self._task_id,
                               api_call_count=self.api_calls, interrupted=interrupted,
                               failed=failed, exit_reason=reason)
-
-
-def json_args(raw: Any) -> Any:
-    """A tool call's arguments: parsed JSON text, or the value itself ({} when empty)."""
-    return json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
 

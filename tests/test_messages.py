@@ -7,7 +7,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lionctx._messages import (
     PERSISTENCE_ONLY_FIELDS,
-    assistant_message,
     ensure_tool_call_uids,
     ensure_uid,
     is_uid,
@@ -53,11 +52,11 @@ def test_ensure_uid_rejects_what_is_not_a_message(bad):
 
 
 def test_tool_call_uids_share_one_uid_per_repeated_provider_id():
-    msg = assistant_message(None, [
+    msg = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
         {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
         {"id": "call_b", "type": "function", "function": {"name": "g", "arguments": "{}"}},
-    ])
+    ]}
     uids = ensure_tool_call_uids(msg)
     assert set(uids) == {"call_a", "call_b"}
     assert uids["call_a"] != uids["call_b"] and all(is_uid(u) for u in uids.values())
@@ -68,9 +67,9 @@ def test_tool_call_uids_share_one_uid_per_repeated_provider_id():
 
 
 def test_tool_call_uids_empty_without_tool_calls():
-    msg = assistant_message("plain")
+    msg = {"role": "assistant", "content": "plain"}
     assert ensure_tool_call_uids(msg) == {}
-    assert "_tool_call_uids" not in msg and "tool_calls" not in msg
+    assert "_tool_call_uids" not in msg
 
 
 def test_strip_makes_new_dicts_and_leaves_the_stored_ones_alone():

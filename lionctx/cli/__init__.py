@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from .._exceptions import UsageError
 from . import _sources
 from ._resolve import DEFAULT_TIMEOUT, cmd_resolve
-from ._sources import arg_type, parse_float, parse_int
+from ._sources import arg_type
 from ._terminal import visible
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError",
@@ -30,7 +30,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-_POSITIVE = arg_type(parse_float, positive=True)
+_POSITIVE = arg_type(positive=True)
 
 
 def _cmd_mcp_serve(args: argparse.Namespace) -> int:
@@ -80,20 +80,20 @@ _MODIFIERS: list[tuple[str, tuple[str, tuple[str, ...]], dict[str, Any]]] = [
     ("--glob", ("glob", ("fs",)),
      {"metavar": "PATTERN", "help": "which files of the --fs before it"}),
     ("--max-files", ("options.max_files", ("fs",)),
-     {"type": arg_type(parse_int, minimum=1), "metavar": "N",
+     {"type": arg_type(whole=True, minimum=1), "metavar": "N",
       "help": "files the --fs before it includes at most (default 20; the rest are reported)"}),
     ("--max-file-size", ("options.max_file_size", ("fs",)),
-     {"type": arg_type(parse_int, minimum=0), "metavar": "BYTES",
+     {"type": arg_type(whole=True, minimum=0), "metavar": "BYTES",
       "help": "largest file the --fs before it includes (default 102400)"}),
     ("--sql", ("sql", ("sqlite",)),
      {"metavar": "QUERY", "help": "the query for the --sqlite before it (required)"}),
     ("--name", ("name", _sources.KINDS),
      {"metavar": "NAME", "help": "name of the source before it"}),
     ("--priority", ("priority", _sources.KINDS),
-     {"type": arg_type(parse_float), "metavar": "N",
+     {"type": arg_type(), "metavar": "N",
       "help": "priority of the source before it (default 0)"}),
     ("--cap", ("cap", _sources.KINDS),
-     {"type": arg_type(parse_int, minimum=1), "metavar": "TOKENS",
+     {"type": arg_type(whole=True, minimum=1), "metavar": "TOKENS",
       "help": "token cap of the source before it"}),
     ("--volatile", ("volatile", _sources.KINDS),
      {"nargs": 0, "help": "the source before it changes every turn: render it after the "
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_argument("--query", "-q", help="the user's question (default: empty)")
     opts.add_argument("--user", help="the user id providers see (RunContext.user_id)")
     opts.add_argument("--tenant", help="the tenant id providers see")
-    opts.add_argument("--budget", type=arg_type(parse_float, minimum=0), metavar="TOKENS",
+    opts.add_argument("--budget", type=arg_type(minimum=0), metavar="TOKENS",
                       help="total tokens kept (default 2000 for lionagi, none for agentium)")
     opts.add_argument("--timeout", type=_POSITIVE, metavar="SECONDS",
                       help=f"per-source timeout (default {DEFAULT_TIMEOUT:g})")
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_argument("--concurrent", action="store_true", default=None,
                       help="lionagi face: run sources together (default: one by one, as "
                            "LionAGI does)")
-    opts.add_argument("--turns", type=arg_type(parse_int, minimum=1), metavar="N", default=1,
+    opts.add_argument("--turns", type=arg_type(whole=True, minimum=1), metavar="N", default=1,
                       help="resolve N times in a row and report, for each turn after the "
                            "first, whether the injected prefix stayed byte-identical (prompt "
                            "caches) or which block broke it (default 1)")

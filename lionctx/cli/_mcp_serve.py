@@ -69,7 +69,7 @@ def build_server(plan: Any, providers: list[Any]) -> Any:
     from mcp.server import Server
     from mcp.shared.exceptions import MCPError
 
-    from ._resolve import report_text, run_plan
+    from ._resolve import run_plan
     from ._terminal import Style
 
     by_uri = {f"{SOURCE_PREFIX}{spec.name}": (spec, provider)
@@ -89,13 +89,13 @@ def build_server(plan: Any, providers: list[Any]) -> Any:
         spec, provider = found
         one = dataclasses.replace(_with_meta(plan, ctx.meta), specs=[spec], query="")
         result = await run_plan(one, [provider])
-        outcome = result["outcomes"][0]
-        if not result["context"]:
+        outcome = result.report.outcomes[0]
+        if not result.context:
             reason = outcome.reason or outcome.error or outcome.status.value
             raise MCPError(code=types.INTERNAL_ERROR,
                            message=f"source {spec.name!r} {outcome.status.value}: {reason}")
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=str(params.uri), mime_type="text/plain", text=result["context"])])
+            uri=str(params.uri), mime_type="text/plain", text=result.context)])
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[types.Prompt(
@@ -111,8 +111,8 @@ def build_server(plan: Any, providers: list[Any]) -> Any:
         query = (params.arguments or {}).get("query") or ""
         run = dataclasses.replace(_with_meta(plan, ctx.meta), query=str(query))
         result = await run_plan(run, providers)
-        context = result["context"] or "(no context: nothing was kept)"
-        text = f"{context}\n\n-- report --\n{report_text(run, result, Style(False))}"
+        context = result.context or "(no context: nothing was kept)"
+        text = f"{context}\n\n-- report --\n{result.report_text(Style(False))}"
         return types.GetPromptResult(
             description="lionctx context",
             messages=[types.PromptMessage(role="user",

@@ -18,8 +18,7 @@ from typing import Any
 from .._exceptions import InvalidValue, UsageError
 
 __all__ = ["CONFIG_KEYS", "KINDS", "SourceSpec", "UsageError", "arg_type", "assign_names",
-           "build_provider", "check_glob", "check_number", "one_line", "parse_float",
-           "parse_int", "read_config"]
+           "build_provider", "check_number", "one_line", "parse_number", "read_config"]
 
 KINDS = ("fs", "http", "sqlite")
 # "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
@@ -63,33 +62,23 @@ def check_number(value: float, label: str, *, positive: bool = False,
     return value
 
 
-def parse_float(text: str, label: str, *, positive: bool = False,
-                minimum: float | None = None) -> float:
-    """``text`` as a finite number; ``label`` names it in the error."""
+def parse_number(text: str, label: str, *, whole: bool = False, positive: bool = False,
+                 minimum: float | None = None) -> float:
+    """``text`` as a finite number (an int when ``whole``); ``label`` names it in errors."""
     try:
-        value = float(text)
+        value = int(text) if whole else float(text)
     except ValueError:
-        raise UsageError(f"{label} must be a number, got {text!r}") from None
+        what = "a whole number" if whole else "a number"
+        raise UsageError(f"{label} must be {what}, got {text!r}") from None
     return check_number(value, label, positive=positive, minimum=minimum, shown=repr(text))
 
 
-def parse_int(text: str, label: str, *, minimum: int) -> int:
-    """``text`` as an int >= ``minimum``; ``label`` names it in the error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise UsageError(f"{label} must be a whole number, got {text!r}") from None
-    if value < minimum:
-        raise UsageError(f"{label} must be >= {minimum}, got {text!r}")
-    return value
-
-
-def arg_type(parse: Callable[..., Any], **checks: Any) -> Callable[[str], Any]:
-    """An argparse ``type``: ``parse(text, "value", **checks)``, its UsageError made
+def arg_type(**checks: Any) -> Callable[[str], Any]:
+    """An argparse ``type``: :func:`parse_number` with ``checks``, its UsageError made
     argparse's own."""
     def convert(text: str) -> Any:
         try:
-            return parse(text, "value", **checks)
+            return parse_number(text, "value", **checks)
         except UsageError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return convert
@@ -268,16 +257,6 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
 
 # -- building providers -------------------------------------------------------------
 
-def check_glob(pattern: str, where: str) -> None:
-    """A UsageError naming ``pattern`` unless the fs provider's matcher accepts it."""
-    from ..providers._filesystem import GlobMatcher
-
-    try:
-        GlobMatcher(pattern)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{where}: {one_line(str(exc))}") from None
-
-
 def _default_name(spec: SourceSpec) -> str:
     """The name the provider itself would take when unnamed."""
     if spec.kind == "mcp":
@@ -292,7 +271,7 @@ def _default_name(spec: SourceSpec) -> str:
             return default_name(spec.target)
         except Exception:
             return "http"  # not a URL: building the provider will say so
-    from ..providers._names import name_from_path
+    from ..providers._identity import name_from_path
 
     return name_from_path(spec.target, fallback=spec.kind, strip_suffix=spec.kind == "sqlite")
 
@@ -336,8 +315,7 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
             if not os.path.isdir(spec.target):
                 raise UsageError(f"{spec.origin}: {spec.target} is not a directory")
             if spec.glob is not None:
-                check_glob(spec.glob, spec.origin)
-                kwargs["glob"] = spec.glob
+                kwargs["glob"] = spec.glob  # the provider refuses a bad glob, naming it
             return FilesystemContextProvider(spec.target, name=spec.name, **kwargs)
         if spec.kind == "http":
             return HttpContextProvider(spec.target, name=spec.name, **kwargs)

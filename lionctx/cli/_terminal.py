@@ -70,14 +70,16 @@ class Style:
         return self(status.value, *self._STATUS.get(status, ("dim",)))
 
 
+def _terminal(stream: IO[str]) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+
+
 def want_color(choice: str, stream: IO[str]) -> bool:
     """``always``/``never``, or ``auto``: a terminal, ``NO_COLOR`` unset, TERM not dumb."""
     if choice != "auto":
         return choice == "always"
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    return not os.environ.get("NO_COLOR") and _terminal(stream)
 
 
 def outcome_reason(o: Outcome) -> str:
@@ -160,10 +162,7 @@ class LiveStatus:
                  enabled: bool | None = None, delay: float = 0.15) -> None:
         self.names = list(names)
         self.stream = stream if stream is not None else sys.stderr
-        if enabled is None:
-            isatty = getattr(self.stream, "isatty", None)
-            enabled = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
-        self.enabled = enabled
+        self.enabled = _terminal(self.stream) if enabled is None else enabled
         self.delay = delay
         self.done: dict[int, Outcome] = {}
         self.started = time.monotonic()

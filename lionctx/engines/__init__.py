@@ -1,12 +1,8 @@
 """Context engines: the plugin slot that owns a session's compaction policy.
 
-Exports the plugin contract only: what an engine is (:class:`ContextEngine`, the
-built-in :class:`ContextCompressor`), the helpers its hooks use (:func:`message_text`,
-:func:`message_tokens`, :func:`usage_counts`), and how engines are registered, found,
-listed and loaded (:class:`PluginContext`, :func:`register_context_engine`,
-:func:`list_context_engines`, :func:`load_engine`, :func:`engine_for_agent`,
-:func:`resolve_context_engine`...). How a host drives an engine through a turn is
-implementation: :class:`lionctx.Branch` and ``agentium_compat.Agent`` do it.
+The plugin contract only: what an engine is, the helpers its hooks use, and how engines
+are registered, found, listed and loaded. Hosts (:class:`lionctx.Branch`,
+``agentium_compat.Agent``) drive them through a turn.
 """
 
 from .._exceptions import PluginLoadError

@@ -1,8 +1,5 @@
-"""The context-engine contract: one engine owns a session's compaction policy.
-
-The optional hooks are no-ops here; a host skips those an engine did not override
-(:func:`overrides`), so they cost nothing per request.
-"""
+"""The context-engine contract: one engine owns a session's compaction policy. Optional
+hooks are no-ops a host skips unless overridden (:func:`overrides`)."""
 
 from __future__ import annotations
 
@@ -49,11 +46,8 @@ class ContextEngine(ABC):
 
     @property
     def select_context_timeout(self) -> float:
-        """Seconds a host waits for :meth:`select_context` (default 10; positive, finite).
-
-        Past it the request goes out unselected, with a warning (a sync hook's thread is
-        abandoned, an async hook cancelled). Also ``context.select_context_timeout``.
-        """
+        """Seconds a host waits for :meth:`select_context` (default 10; positive, finite;
+        also ``context.select_context_timeout``); past it the request goes unselected."""
         return self._select_context_timeout
 
     @select_context_timeout.setter
@@ -189,11 +183,8 @@ def _int_field(source: Any, *keys: str) -> int | None:
 
 
 def usage_counts(usage: Any) -> tuple[int, int, int] | None:
-    """``(prompt, completion, total)`` tokens from a usage dict or object, or None.
-
-    Reads ``prompt_tokens``/``input_tokens``, ``completion_tokens``/``output_tokens``
-    and ``total_tokens`` (else prompt + completion); None when no count is present.
-    """
+    """``(prompt, completion, total)`` tokens from a usage dict or object (``prompt_tokens``
+    or ``input_tokens``...; total defaults to their sum), or None when it has no count."""
     if usage is None:
         return None
     prompt = _int_field(usage, "prompt_tokens", "input_tokens")

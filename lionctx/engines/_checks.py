@@ -1,8 +1,8 @@
 """What a host checks in whatever a context engine returns, and message identity. Pure.
 
-A result is judged as what it really holds (:func:`plain` rebuilds it from the built-in
-types' own storage); it may not add to or change the system prefix. A stored message
-keeps its ``message_uid`` across copies and compaction; a merge records what it absorbed.
+A result is judged as what it really holds (:func:`plain`); it may not add to or change
+the system prefix. A stored message keeps its ``message_uid``; a merge records what it
+absorbed.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 from .._log import logger_for
 from .._messages import PERSISTENCE_ONLY_FIELDS, is_uid, new_uid
+from .._safe_text import type_name
 from ._base import usage_counts
 
 __all__ = ["ABSORBED_UIDS_FIELD", "UID_FIELD", "authority_problem", "carry_identity",
-           "checked_selection", "compaction_problem", "function_spec", "message_uid", "plain",
-           "plain_messages", "record_merge", "role_of", "schema_name", "selection_problem",
-           "shape_problem", "tool_pairing_problems", "usage_dict"]
+           "function_spec", "message_uid", "plain", "plain_messages", "record_merge", "role_of",
+           "schema_name", "shape_problem", "tool_pairing_problems", "usage_dict", "vetted"]
 
 logger = logger_for("lionctx.engines._host")  # these lines read as the host's
 
@@ -134,38 +134,28 @@ def shape_problem(result: object) -> str | None:
     return None
 
 
-def checked_selection(
-    original: Sequence[Mapping[str, Any]], result: object
-) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """(plain copy of ``result``, or None with why it may not replace ``original``)."""
+def vetted(original: Sequence[Mapping[str, Any]], result: object, *,
+           compaction: bool = False) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """``(plain copy of result, None)`` when it may replace ``original``, else ``(None, why)``.
+
+    A ``compaction`` may not break a tool call / result pair either, and one equal to
+    ``original`` is ``(None, "")``: nothing was compacted.
+    """
     try:
-        copied = plain_messages(result)
+        copied: Any = plain_messages(result)
+        if compaction and type(copied) is list and copied == original:
+            return None, ""
+        problem = shape_problem(copied) or authority_problem(original, copied)
+        if problem is None and compaction:
+            introduced = tool_pairing_problems(copied) - tool_pairing_problems(original)
+            if introduced:
+                kind, call_id = sorted(introduced)[0]
+                problem = f"breaks a tool call / result pair ({kind} {call_id!r})"
     except _NotPlain as exc:
         return None, str(exc)
-    problem = shape_problem(copied)
-    if problem is None:
-        problem = authority_problem(original, copied)  # type: ignore[arg-type]
-    return (copied if problem is None else None), problem  # type: ignore[return-value]
-
-
-def selection_problem(original: Sequence[Mapping[str, Any]], result: object) -> str | None:
-    """Why ``result`` may not replace ``original`` as a request, or None if it may."""
-    return checked_selection(original, result)[1]
-
-
-def compaction_problem(original: list[dict[str, Any]], result: object) -> str | None:
-    """Why ``result`` (a plain copy) may not replace ``original``; ``""`` when equal."""
-    if type(result) is list and result == original:
-        return ""
-    problem = (shape_problem(result)
-               or authority_problem(original, result))  # type: ignore[arg-type]
-    if problem is None:
-        introduced = (tool_pairing_problems(result)  # type: ignore[arg-type]
-                      - tool_pairing_problems(original))
-        if introduced:
-            kind, call_id = sorted(introduced)[0]
-            problem = f"breaks a tool call / result pair ({kind} {call_id!r})"
-    return problem
+    except Exception as exc:  # a list we cannot even inspect is refused
+        return None, f"returned messages that cannot be checked ({type_name(exc)})"
+    return (copied if problem is None else None), problem
 
 
 def tool_pairing_problems(messages: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:

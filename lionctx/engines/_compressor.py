@@ -1,8 +1,7 @@
-"""The built-in context engine, one concept: summarize the middle of a long conversation.
+"""One concept, the built-in context engine: summarize the middle of a long conversation.
 
-In order: a message's size, the pure plan of a pass (:func:`plan_compaction`), the
-summary's text and message (pure), and :class:`ContextCompressor`, which calls the
-summarizer and assembles the new history.
+In order: a message's size, the pure plan of a pass, the summary's text and message
+(pure), and :class:`ContextCompressor`, which calls the summarizer and assembles.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from typing import Any
 from .._exceptions import InvalidType, InvalidValue
 from .._log import logger_for
 from .._messages import is_uid, message_text, new_uid
+from .._policy import check_number
 from .._tokens import TokenCounter, resolve_counter
 from ._base import ContextEngine, check_int, usage_counts
 from ._checks import (
@@ -39,7 +39,6 @@ FALLBACK_NOTE = (
     "and a summary of them could not be produced. If something important seems to be "
     "missing, ask the user to restate it."
 )
-#: Roles a summary message can have (never a system role).
 SUMMARY_ROLES = frozenset({"user", "assistant"})
 RESULT_ROLES = frozenset({"tool", "function"})
 #: Approximate per-message framing tokens of the chat format.
@@ -66,10 +65,8 @@ Summarizer = Callable[[list[dict[str, Any]], "str | None"], str]
 # -- the size of a message --------------------------------------------------------------
 
 def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = None) -> int:
-    """Estimated prompt tokens of one chat message: its content (text exactly, other parts
-    at a flat rate), ``name`` and tool calls, plus a framing overhead; persistence-only
-    fields (``message_uid``...) are never counted.
-    """
+    """Estimated prompt tokens of one chat message: content (text exactly, other parts at
+    a flat rate), ``name``, tool calls and framing; never persistence-only fields."""
     count = resolve_counter(counter)
     total = MESSAGE_OVERHEAD + _content_tokens(message.get("content"), count)
     name = message.get("name")
@@ -114,10 +111,8 @@ def units(messages: Sequence[Mapping[str, Any]], start: int) -> list[tuple[int, 
 
 @dataclass(frozen=True)
 class CompactionPlan:
-    """Where each message goes in one pass, by index: system prompt ``[0, system_end)``,
-    head ``[system_end, head_end)``, tail ``[tail_start, n)``; in between each index is in
-    exactly one of ``previous`` (earlier summaries), ``folded`` or ``kept``.
-    """
+    """One pass by index: system ``[0, system_end)``, head ``[system_end, head_end)``, tail
+    ``[tail_start, n)``; each index between is in one of ``previous``, ``folded``, ``kept``."""
 
     system_end: int
     head_end: int
@@ -137,13 +132,13 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
                     tokens: Callable[[Mapping[str, Any]], int],
                     is_summary: Callable[[Mapping[str, Any]], bool],
                     summary_uid: str | None = None) -> CompactionPlan:
-    """Plan one compaction pass, in whole units (a message and its tool results); pure.
+    """Plan one pass in whole units (a message and its tool results); pure.
 
-    Head: units up to ``protect_first_n`` messages, never a summary. Tail: units from the
-    end within ``protect_last_n`` messages and ``tail_budget`` tokens (the last always),
-    stopping at a summary. Between: earlier summaries (the marked run after the head, or
-    the ``summary_uid`` row) are ``previous``, the last user message and system messages
-    ``kept``, the rest ``folded``.
+    Head: up to ``protect_first_n`` messages, never a summary. Tail: from the end within
+    ``protect_last_n`` messages and ``tail_budget`` tokens (the last unit always), stopping
+    at a summary. Between: earlier summaries (the marked run after the head, or the
+    ``summary_uid`` row) are ``previous``; the last user message and system messages
+    ``kept``; the rest ``folded``.
     """
     n_system = system_prefix_len(messages)
     groups = units(messages, n_system)
@@ -217,8 +212,7 @@ def shorten(text: str, limit: int) -> str:
 
 
 def render_for_summary(message: Mapping[str, Any], limit: int) -> str:
-    """One message as the summarizer reads it: ``[role]`` label, text, calls (each text
-    shortened to ``limit``)."""
+    """One message as the summarizer reads it: ``[role]``, text, calls (each cut to ``limit``)."""
     who = role_of(message) or "unknown"
     label = who
     if isinstance(message.get("name"), str):
@@ -291,8 +285,8 @@ def summary_body(message: Mapping[str, Any]) -> str:
 
 
 def summary_role(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
-    """``user`` or ``assistant``, alternating with the neighbours where possible; never
-    a system role (a summary of user text gains no system authority)."""
+    """``user`` or ``assistant``, alternating with the neighbours where possible (never a
+    system role: a summary of user text gains no authority)."""
     if before is not None and role_of(before) == "user":
         if after is None or role_of(after) != "assistant":
             return "assistant"
@@ -302,9 +296,8 @@ def summary_role(before: Mapping[str, Any] | None, after: Mapping[str, Any] | No
 def summary_message(body: str, previous: Sequence[Mapping[str, Any]],
                     before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
                     new_uid: Callable[[], str]) -> dict[str, Any]:
-    """The summary message. An update keeps the uid (and absorbed uids) of the first
-    earlier summary with a uid and records the others as absorbed; a first summary
-    gets ``new_uid()``."""
+    """The summary message: an update keeps the first earlier summary's uid (and absorbed
+    uids) and records the others as absorbed; a first summary gets ``new_uid()``."""
     message: dict[str, Any] = {"role": summary_role(before, after),
                                "content": f"{SUMMARY_MARKER}\n{body}"}
     carriers = [m for m in previous if is_uid(m.get(UID_FIELD))]
@@ -322,8 +315,7 @@ def summary_message(body: str, previous: Sequence[Mapping[str, Any]],
 # -- the engine -------------------------------------------------------------------------
 
 def _check_fraction(name: str, value: object) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise InvalidType(f"{name} must be a number, got {value!r}")
+    value = check_number(value, name, allow_none=False)
     if not 0 < value <= 1:
         raise InvalidValue(f"{name} must be in (0, 1], got {value!r}")
     return float(value)
@@ -338,25 +330,19 @@ class ContextCompressor(ContextEngine):
     """Built-in engine ``"compressor"``: summarize the middle, keep both ends.
 
     When the prompt reaches :attr:`threshold_tokens` (``threshold_percent`` of the
-    window, never below ``min(threshold_floor, context_length)``), :meth:`compress`
-    keeps verbatim the system prompt, the first ``protect_first_n`` messages after it,
-    a recent tail (at most ``protect_last_n`` messages within ``tail_percent`` of the
-    threshold; at least the last group), the last user message and any later system
-    message, and replaces the rest with one summary message right after the head. An
-    assistant tool call and its results are kept or summarized together.
+    window, at least ``min(threshold_floor, context_length)``), :meth:`compress` keeps
+    the system prompt, the first ``protect_first_n`` messages, a recent tail (at most
+    ``protect_last_n`` messages within ``tail_percent`` of the threshold; at least the
+    last group), the last user message and later system messages, and replaces the rest
+    with one summary message after the head; a tool call and its results go together.
 
-    The summary comes from ``model.complete_sync(messages)`` (an adapter whose result
-    has ``.content``, e.g. ``lionctx.models.OpenAIChatModel``; shared, not copied, by
-    :meth:`clone_for_agent`) or from ``summarize(messages, previous_summary) -> str``
-    (which does not receive ``focus_topic``). It aims at ``summary_percent`` of the
-    threshold and is cut there. A later pass updates the previous summary (the marked
-    message right after the head) rather than stacking one; a marked message anywhere
-    else is ordinary text. If summarizing fails, :data:`FALLBACK_NOTE` takes its place.
-
-    The summary row carries its own ``message_uid``, kept when it is updated; kept
-    messages keep theirs. ``counter`` is the token counter (default o200k_base);
-    ``max_message_chars`` bounds each message's text sent to the summarizer (longer
-    texts are shortened in the middle).
+    The summary comes from ``model.complete_sync(messages)`` (e.g.
+    ``lionctx.models.OpenAIChatModel``; shared by :meth:`clone_for_agent`) or
+    ``summarize(messages, previous_summary) -> str`` (no ``focus_topic``), cut to
+    ``summary_percent`` of the threshold; a later pass updates it (keeping its
+    ``message_uid``) rather than stacking one. If summarizing fails, :data:`FALLBACK_NOTE`
+    stands in. ``counter``: the token counter (default o200k_base); ``max_message_chars``
+    bounds each message's text sent to the summarizer (cut in the middle).
     """
 
     def __init__(self, *, model: Any = None, summarize: Summarizer | None = None,
@@ -435,7 +421,7 @@ class ContextCompressor(ContextEngine):
                                  **{name: getattr(self, name) for name in _SETTINGS})
 
     def is_summary(self, message: Mapping[str, Any]) -> bool:
-        """True for the current summary row, or a user/assistant message starting with
+        """The current summary row, or a user/assistant message starting with
         :data:`SUMMARY_MARKER` (trusted only right after the head: anyone can type it)."""
         uid = message.get(UID_FIELD)
         if is_uid(uid) and uid == self.summary_uid:
@@ -453,8 +439,8 @@ class ContextCompressor(ContextEngine):
 
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None) -> list[dict[str, Any]]:
-        """A compacted copy of ``messages`` (not modified); an equal copy, counting nothing,
-        when nothing between the protected head and tail can be summarized."""
+        """A compacted copy of ``messages`` (an equal copy, counting nothing, when nothing
+        between head and tail can be summarized)."""
         _check_messages(messages, focus_topic)
         plan = self.plan_compaction(messages)
         if not plan.summarizes:
@@ -494,6 +480,7 @@ class ContextCompressor(ContextEngine):
         """The summarizer's text, cut to the target; the fallback note if it fails."""
         target = self.summary_target_tokens
         text: object = None
+        why = "the summarizer returned no text"
         try:
             if self.summarize is not None:
                 text = self.summarize([dict(m) for m in folded], previous)
@@ -501,15 +488,12 @@ class ContextCompressor(ContextEngine):
                 text = response_text(self.model.complete_sync(summarizer_request(
                     folded, previous, focus_topic, target, self.max_message_chars)))
             else:
-                logger.warning("compressor: no model to summarize with; inserting a fallback note")
-                return fallback_text(previous)
+                why = "no model to summarize with"
         except Exception as exc:
-            logger.warning("compressor: summarizing failed (%s); inserting a fallback note",
-                           type(exc).__name__)
-            return fallback_text(previous)
+            why = f"summarizing failed ({type(exc).__name__})"
         if isinstance(text, str) and text.strip():
             return cut_to_tokens(text.strip(), target, self._count)
-        logger.warning("compressor: the summarizer returned no text; inserting a fallback note")
+        logger.warning("compressor: %s; inserting a fallback note", why)
         return fallback_text(previous)
 
 

@@ -1,8 +1,5 @@
-"""Engine configuration: ``context`` sections from a dict, a YAML file or a TOML file.
-
-Pure reading and checking; nothing here imports a plugin. :func:`load_toml` is the
-package's one TOML reader (the CLI's ``--config`` uses it).
-"""
+"""Engine configuration: ``context`` sections from a dict, a YAML file or a TOML file
+(pure; :func:`load_toml` is the package's one TOML reader, the CLI's too)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,8 @@ MAX_CONFIG_DEPTH = 32
 
 
 def read_config_bytes(path: PathArg) -> bytes:
-    """The bytes of a configuration file, read no further than :data:`MAX_CONFIG_BYTES`
-    (a FIFO or ``/dev/zero`` ends there too): InvalidValue when larger, else OSError."""
+    """A configuration file's bytes, read no further than :data:`MAX_CONFIG_BYTES` (a FIFO
+    or ``/dev/zero`` ends there too): InvalidValue when larger."""
     with open(path, "rb") as f:
         data = f.read(MAX_CONFIG_BYTES + 1)
     if len(data) > MAX_CONFIG_BYTES:
@@ -40,8 +37,7 @@ def read_config_bytes(path: PathArg) -> bytes:
 
 
 def _check_depth(data: Any, where: str) -> None:
-    """InvalidValue when tables and arrays in ``data`` nest deeper than
-    :data:`MAX_CONFIG_DEPTH` (checked without recursion)."""
+    """InvalidValue when ``data`` nests deeper than :data:`MAX_CONFIG_DEPTH` (no recursion)."""
     todo: list[tuple[Any, int]] = [(data, 0)]
     while todo:
         value, depth = todo.pop()
@@ -58,9 +54,8 @@ def _check_depth(data: Any, where: str) -> None:
 
 
 def load_toml(raw: bytes) -> dict[str, Any]:
-    """Parse TOML from UTF-8 bytes (at most :data:`MAX_CONFIG_BYTES`, nested at most
-    :data:`MAX_CONFIG_DEPTH` deep). Raises ValueError (not UTF-8, not TOML, too large or
-    too deep), or ImportError without a parser (Python < 3.11 without ``tomli``)."""
+    """TOML from UTF-8 bytes, bounded in size and depth: ValueError for bad or too large
+    input, ImportError without a parser (Python < 3.11 without ``tomli``)."""
     try:
         import tomllib  # Python 3.11+
     except ImportError:
@@ -82,8 +77,8 @@ def load_toml(raw: bytes) -> dict[str, Any]:
 
 
 def load_config(path: PathArg) -> dict[str, Any]:
-    """Read a YAML (``.yaml``/``.yml``, needs pyyaml) or TOML (``.toml``) configuration file
-    holding a mapping; ValueError for anything else, ImportError without the parser."""
+    """The mapping in a YAML (needs pyyaml) or TOML configuration file; ValueError for
+    anything else, ImportError without the parser."""
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix in (".yaml", ".yml"):

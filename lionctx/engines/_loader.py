@@ -1,8 +1,8 @@
-"""Finding, loading and choosing context engines: one concept, from a name to an engine.
+"""One concept, from a name to an engine: finding, loading and choosing context engines.
 
 First match wins: the built-in ``"compressor"``, the registered engine, a directory
-plugin, an entry point (``docs/engines.md`` has the rules). Each plugin is loaded once
-per process and shared; each agent gets a ``clone_for_agent()``.
+plugin, an entry point (``docs/engines.md``). A plugin loads once per process, shared;
+each agent gets a ``clone_for_agent()``.
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ ENTRY_POINT_GROUP = "lionctx.context_engines"
 _PLUGIN_SUBDIR = ("plugins", "context_engine")
 _MODULE_PREFIX = "_lionctx_context_engine_"
 
-#: Guards the registration and the per-process caches (plugins may load from threads).
-lock = threading.RLock()
+lock = threading.RLock()  # registration and caches: plugins may load from threads
 _modules: dict[Path, ModuleType] = {}
 _instances: dict[str, ContextEngine] = {}
 
@@ -83,12 +82,9 @@ _process = PluginContext("register_context_engine")
 
 
 def register_context_engine(engine: object) -> bool:
-    """Register ``engine`` for this process; True when accepted.
-
-    Only one engine can be registered: a second is refused with a warning, and so is
-    anything that is not a :class:`ContextEngine`. It is used only where a
-    configuration or host names it, and each agent gets its ``clone_for_agent()``.
-    """
+    """Register ``engine`` for this process; True when accepted (one only: a second, or a
+    non-:class:`ContextEngine`, is refused with a warning). Used where a configuration or
+    host names it; each agent gets its ``clone_for_agent()``."""
     return _process.register_context_engine(engine)
 
 
@@ -106,8 +102,7 @@ def clear_registered_context_engine() -> None:
 # -- discovery ---------------------------------------------------------------------------
 
 def plugin_dirs(paths: Sequence[Path]) -> list[Path]:
-    """Plugin directories in search order (within a root, sorted by name); names
-    starting with ``_`` or ``.`` and folders without ``__init__.py`` are skipped."""
+    """Plugin packages in search order (by name within a root; ``_``/``.`` names skipped)."""
     found: list[Path] = []
     for path in paths:
         root = path.joinpath(*_PLUGIN_SUBDIR)
@@ -127,7 +122,7 @@ def plugin_dirs(paths: Sequence[Path]) -> list[Path]:
 
 
 def _parse_flat_yaml(text: str) -> dict[str, str]:
-    """Top-level ``key: value`` scalars, for plugin.yaml when pyyaml is absent."""
+    """Top-level ``key: value`` scalars: plugin.yaml without pyyaml."""
     data: dict[str, str] = {}
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#") or line[:1].isspace():
@@ -186,7 +181,7 @@ def entry_points() -> list[Any]:
 
 
 def _entry_point_meta(ep: Any) -> tuple[str, Any]:
-    """An entry point's distribution summary and version (``("", None)`` if unknown)."""
+    """The distribution's summary and version (``("", None)`` if unknown)."""
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "", None
@@ -198,9 +193,8 @@ def _entry_point_meta(ep: Any) -> tuple[str, Any]:
 
 def shadowed_by(found: Sequence[tuple[str, str]],
                 taken: Mapping[str, str] | None = None) -> list[str | None]:
-    """First match wins: for each ``(name, source)`` in resolution order, the source that
-    took its name earlier (``taken`` holds names already taken), or None for the one the
-    name resolves to. A broken plugin still takes its name."""
+    """For each ``(name, source)`` in resolution order, the source that took its name
+    earlier (``taken``: names already taken), else None. A broken plugin takes its name."""
     seen = dict(taken or {})
     out: list[str | None] = []
     for name, source in found:
@@ -214,8 +208,7 @@ def shadowed_by(found: Sequence[tuple[str, str]],
 # -- importing and building --------------------------------------------------------------
 
 def module_name(directory: Path) -> str:
-    """The module a plugin directory is imported as: a private identifier that differs
-    for different paths (a digest of the whole path is part of it)."""
+    """The private module name a plugin directory imports as (the path's digest in it)."""
     digest = hashlib.sha256(str(directory).encode("utf-8", "surrogatepass")).hexdigest()[:12]
     safe = "".join(c if c.isascii() and c.isalnum() else "_" for c in directory.name)
     return f"{_MODULE_PREFIX}{safe}_{digest}"
@@ -267,8 +260,8 @@ def _run_register(register: Callable[[PluginContext], Any], source: str,
 
 
 def engine_from_module(module: ModuleType, source: str) -> ContextEngine:
-    """Its ``register(ctx)``'s engine, else its first ContextEngine subclass defined in
-    the package (not imported), built with no arguments."""
+    """Its ``register(ctx)``'s engine, else the first ContextEngine subclass the package
+    defines, built with no arguments."""
     register = getattr(module, "register", None)
     if callable(register):
         engine, _ = _run_register(register, source, f"of context engine plugin {source}")
@@ -344,7 +337,7 @@ class _Found(NamedTuple):
 
 
 def _found(paths: Sequence[Path]) -> list[_Found]:
-    """Every engine a name could resolve to after the built-in, in resolution order."""
+    """Every engine after the built-in, in resolution order."""
     found: list[_Found] = []
     registered = registered_context_engine()
     if registered is not None:
@@ -367,11 +360,7 @@ def _found(paths: Sequence[Path]) -> list[_Found]:
 
 def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> ContextEngine:
     """The shared instance of the plugin engine ``name`` (not a per-agent clone).
-
-    Raises:
-        LookupError: no engine of that name is registered or discoverable.
-        PluginLoadError: the plugin was found but could not be loaded.
-    """
+    LookupError when none is found, PluginLoadError when it cannot be loaded."""
     if not isinstance(name, str) or not name:
         raise InvalidValue(f"engine name must be a non-empty string, got {name!r}")
     paths = _search_paths(search_paths, {})
@@ -400,13 +389,9 @@ class EngineInfo:
 
 def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
                          config: ConfigArg = None, load: bool = True) -> list[EngineInfo]:
-    """Every discoverable engine, in resolution order, with its availability.
-
-    With ``load`` (default) each plugin is imported to check it works (running its
-    code, activating nothing); with ``load=False`` nothing is imported. An engine
-    shadowed by an earlier one of the same name is unavailable. ``config`` adds its
-    ``context.plugin_paths`` to the search paths.
-    """
+    """Every discoverable engine in resolution order. ``load`` imports each plugin to check
+    it works (activating nothing); one shadowed by an earlier same name is unavailable;
+    ``config`` adds its ``context.plugin_paths``."""
     from .. import __version__
 
     infos = [EngineInfo(DEFAULT_ENGINE, "Built-in: summarizes the middle of long conversations",
@@ -430,14 +415,11 @@ def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
 
 def engine_for_agent(config: ConfigArg = None, *, search_paths: Iterable[PathArg] | None = None,
                      model: Any = None) -> ContextEngine:
-    """The context engine one agent or branch should use.
-
-    ``config``: a mapping, a YAML/TOML path, or None (the built-in compressor, built
-    fresh with ``model`` as its summarizer and the ``context.compressor`` settings). A
-    plugin engine is the shared instance's ``clone_for_agent()``; an unknown name, a
-    plugin that fails to load or a failing clone falls back to the built-in compressor
-    with a warning naming the engine. Configuration errors raise.
-    """
+    """The context engine one agent or branch should use for ``config`` (a mapping, a
+    YAML/TOML path, or None: the built-in compressor summarizing with ``model``). A
+    plugin engine is the shared one's ``clone_for_agent()``; an unknown, broken or
+    uncloneable one falls back to the built-in compressor with a warning. Bad
+    configuration raises."""
     section = context_section(config)
     name = configured_engine_name({"context": section})
     timeout = section.get("select_context_timeout")
@@ -465,13 +447,10 @@ def _configured_engine(name: str, paths: list[Path], settings: Mapping[str, Any]
         return builtin()
     try:
         shared = load_engine(name, search_paths=paths)
-    except LookupError:
-        logger.warning("context engine %r is not installed or discoverable; using the "
-                       "built-in compressor", name)
-        return builtin()
-    except PluginLoadError as exc:
-        logger.warning("context engine %r failed to load (%s); using the built-in compressor",
-                       name, exc)
+    except (LookupError, PluginLoadError) as exc:
+        why = ("is not installed or discoverable" if isinstance(exc, LookupError)
+               else f"failed to load ({exc})")
+        logger.warning("context engine %r %s; using the built-in compressor", name, why)
         return builtin()
     clone = _clone_or_none(shared, name)
     if clone is None:
@@ -487,14 +466,14 @@ def _clone_or_none(shared: ContextEngine, name: str) -> ContextEngine | None:
     try:
         clone = shared.clone_for_agent()
     except Exception as exc:
-        logger.warning("context engine %r clone_for_agent raised %s; this agent uses the "
-                       "built-in compressor", name, type(exc).__name__)
-        return None
-    if not isinstance(clone, ContextEngine):
-        logger.warning("context engine %r clone_for_agent returned %s, not a ContextEngine; "
-                       "this agent uses the built-in compressor", name, type(clone).__name__)
-        return None
-    return clone
+        why = f"raised {type(exc).__name__}"
+    else:
+        if isinstance(clone, ContextEngine):
+            return clone
+        why = f"returned {type(clone).__name__}, not a ContextEngine"
+    logger.warning("context engine %r clone_for_agent %s; this agent uses the built-in "
+                   "compressor", name, why)
+    return None
 
 
 def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
@@ -509,22 +488,14 @@ def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
 def resolve_context_engine(engine: ContextEngine | str | None = None, config: ConfigArg = None, *,
                            model: Any = None,
                            search_paths: Iterable[PathArg] | None = None) -> ContextEngine | None:
-    """The engine a host (``Branch``, ``Agent``) uses for its ``context_engine=`` and
-    ``engine_config=`` arguments, or None for no engine at all.
+    """The engine a host's ``context_engine=`` and ``engine_config=`` ask for, or None.
 
-    - Neither given: None (hosts run no engine unless asked).
-    - An engine instance: used as is; the registered instance is shared, so the host
-      gets its clone (:func:`clone_engine`). A :class:`ContextCompressor` given
-      without a model or summarizer gets ``model``.
-    - An engine name: resolved like ``context.engine`` by :func:`engine_for_agent`;
-      ``config`` may still give ``plugin_paths`` and ``compressor`` settings, and the
-      name wins over its ``engine``.
-    - Only ``config``: a mapping or a YAML/TOML path, read by :func:`engine_for_agent`.
-      A mapping without a ``context`` key is taken as that section itself
-      (``{"engine": "topic"}``), and then an unknown key is an error.
-
-    ``model`` is what the built-in compressor summarizes with. Arguments of the wrong
-    kind raise, naming them; an unknown or broken plugin falls back to the built-in
+    Neither: None. An instance: used as is (the registered one is cloned; a
+    :class:`ContextCompressor` with nothing to summarize with gets ``model``). A name:
+    resolved by :func:`engine_for_agent`, ``config`` still giving ``plugin_paths`` and
+    ``compressor`` settings. Only ``config``: a mapping or YAML/TOML path (a mapping
+    without a ``context`` key is that section itself; an unknown key raises). Wrong
+    kinds raise, naming them; an unknown or broken plugin falls back to the built-in
     compressor with a warning.
     """
     if isinstance(config, Mapping) and "context" not in config:

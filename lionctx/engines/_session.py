@@ -1,14 +1,23 @@
-"""An engine bound to a conversation (:class:`EngineSession`: the lifecycle and the
-turn's hooks a ``lionctx._turn.Turn`` calls), a pool of them per session id
-(:class:`SessionPool`), and the bridge a compressor in a worker thread summarizes
-through (:class:`ThreadBridgeModel`)."""
+"""One concept, the host side of a context engine: :class:`EngineSession` binds an engine
+to a conversation and makes every call a turn makes to it, each contained (fail open);
+:class:`SessionPool` keeps one per session id; :class:`ThreadBridgeModel` lets a
+compressor in a worker thread summarize through an async model.
+
+Whatever an engine raises or returns, the request goes out as it would have without the
+engine, stored history is only replaced by a valid compaction (``_checks.py``), and the
+turn goes on. Hooks an engine did not override are never called.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import inspect
+import json
+import math
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,22 +29,16 @@ import anyio.to_thread
 from .._exceptions import InvalidType
 from .._log import logger_for
 from .._messages import new_uid
-from ._base import ContextEngine, engine_label, overrides, usage_counts
-from ._host import (
-    after_response,
-    apply_select_context_async,
-    compression_due,
-    dispatch_engine_tool,
-    engine_tools,
-    log_hook_error,
-    maybe_compress,
-    notify_turn_complete,
-)
+from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
+from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides, usage_counts
+from ._checks import carry_identity, function_spec, schema_name, usage_dict, vetted
 from ._loader import clone_engine, resolve_context_engine
 
-__all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "open_session", "summary_model"]
+__all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "compression_due",
+           "dispatch_engine_tool", "log_hook_error", "maybe_compress", "open_session",
+           "summary_model"]
 
-logger = logger_for("lionctx.engines._host")  # these lines read as the host's
+logger = logger_for("lionctx.engines._host")  # the name users know: the engine host's
 
 
 class ThreadBridgeModel:
@@ -56,11 +59,8 @@ class ThreadBridgeModel:
 
 
 def summary_model(model: Any) -> Any:
-    """What a compressor summarizes with for a host's chat ``model``: the model when it
-    has ``complete_sync``, a :class:`ThreadBridgeModel` when it only has an async
-    ``complete``, else None."""
-    if model is None:
-        return None
+    """What a compressor summarizes with for a host's chat ``model``: itself with a
+    ``complete_sync``, a :class:`ThreadBridgeModel` with only an async ``complete``."""
     if callable(getattr(model, "complete_sync", None)):
         return model
     if callable(getattr(model, "complete", None)):
@@ -75,14 +75,120 @@ def open_session(context_engine: Any, engine_config: Any, *, model: Any) -> Engi
     return EngineSession(engine) if engine is not None else None
 
 
-class EngineSession:
-    """One engine bound to one conversation: its session lifecycle and turn hooks.
+def log_hook_error(engine: ContextEngine, hook: str, exc: BaseException,
+                   then: str = "ignored") -> None:
+    """Warn that ``hook`` raised (by the exception's type only) and what happens now."""
+    logger.warning("context engine %r %s raised %s; %s", engine_label(engine), hook,
+                   type_name(exc), then)
 
-    :meth:`start` / :meth:`end` / :meth:`reset` call ``on_session_start`` (once),
-    ``on_session_end`` (with copies of the messages) and ``on_session_reset``; hook
-    errors are logged and ignored. ``session_id``: the id every session reports; when
-    None, the id :meth:`start` is given, else a fresh one.
-    """
+
+def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
+    """``should_compress(prompt_tokens)``; an error (even in the truth test of what it
+    returned) means "not due", with a warning."""
+    try:
+        return bool(engine.should_compress(prompt_tokens))
+    except Exception as exc:
+        log_hook_error(engine, "should_compress", exc, "history kept")
+        return False
+
+
+def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
+                   prompt_tokens: int | None, *, focus_topic: str | None = None,
+                   force: bool = False) -> list[dict[str, Any]] | None:
+    """The compacted history to store, or None to keep ``messages`` (never modified):
+    ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot, checked
+    (``_checks.py``); rows keep their uids, new rows get fresh ones."""
+    label = engine_label(engine)
+    if not force and not compression_due(engine, prompt_tokens):
+        return None
+    try:
+        result = engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
+                                 focus_topic=focus_topic)
+    except Exception as exc:
+        log_hook_error(engine, "compress", exc, "history kept")
+        return None
+    plain, problem = vetted(messages, result, compaction=True)  # stored as what it holds
+    if plain is None:
+        if problem:  # "": nothing was compacted, the stored rows stay as they are
+            logger.warning("context engine %r compress %s; history kept", label,
+                           safe_text(problem))
+        return None
+    carry_identity(messages, plain)
+    return plain
+
+
+def dispatch_engine_tool(
+    engine: ContextEngine, name: str, args: Mapping[str, Any] | str | None, **kwargs: Any
+) -> str:
+    """Run one engine tool call (``args`` may be the model's raw JSON) and return the
+    result text; bad JSON or an engine error becomes a JSON error result."""
+    shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
+    unencodable = json.dumps({"error": f"tool {shown} returned a result that cannot be encoded"})
+    if args is None or args == "":
+        parsed: Any = {}
+    elif isinstance(args, str):
+        try:
+            parsed = json.loads(args)
+        except (ValueError, RecursionError):  # the model's text: any shape, any depth
+            return json.dumps({"error": f"arguments for tool {shown} are not valid JSON"})
+    else:
+        parsed = args
+    if not isinstance(parsed, Mapping):
+        return json.dumps({"error": f"arguments for tool {shown} must be a JSON object"})
+    try:
+        result = engine.handle_tool_call(name, dict(parsed), **kwargs)
+    except Exception as exc:
+        logger.warning("context engine %r tool %s raised %s", engine_label(engine), shown,
+                       type_name(exc))
+        return json.dumps({"error": f"tool {shown} failed: {type_name(exc)}"})
+    if isinstance(result, str):
+        return str.__str__(result)  # an exact str, whatever the subclass says
+    with contextlib.suppress(TypeError, ValueError, RecursionError):
+        return json.dumps(result, default=str)
+    try:
+        text = str(result)
+    except Exception:  # RecursionError included
+        return unencodable
+    return str.__str__(text) if isinstance(text, str) else unencodable
+
+
+def _unselected(label: str, why: str) -> None:
+    logger.warning("context engine %r select_context %s; using the unmodified request",
+                   label, why)
+
+
+def _select_timeout(engine: ContextEngine) -> float:
+    """The engine's timeout when it is a positive finite number (a subclass may shadow
+    the checked property with anything), else :data:`DEFAULT_SELECT_TIMEOUT`."""
+    try:
+        value = engine.select_context_timeout
+    except Exception:
+        return DEFAULT_SELECT_TIMEOUT
+    if type(value) in (int, float) and 0 < value and math.isfinite(value):
+        return float(value)
+    return DEFAULT_SELECT_TIMEOUT
+
+
+def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
+                    conversation: Sequence[Mapping[str, Any]] | None,
+                    incoming: Mapping[str, Any] | None) -> functools.partial[Any]:
+    """The hook call, on deep copies (mutating them cannot leak into a fail-open request)."""
+    budget = engine.context_length or 0
+    if type(budget) is not int or budget < 0:
+        budget = 0
+    return functools.partial(
+        engine.select_context, copy.deepcopy(request),
+        # As dicts, as the hook is promised: another mapping may not even deep-copy.
+        conversation_messages=copy.deepcopy(
+            [dict(m) for m in conversation] if conversation is not None else None),
+        incoming_message=copy.deepcopy(dict(incoming) if incoming is not None else None),
+        budget_tokens=budget)
+
+
+class EngineSession:
+    """One engine bound to one conversation: its session lifecycle and turn hooks (hook
+    errors logged and ignored). ``session_id``: the id every session reports; when None,
+    the id :meth:`start` is given, else a fresh one."""
 
     def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
         if not isinstance(engine, ContextEngine):
@@ -153,14 +259,61 @@ class EngineSession:
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """The messages to send for one request (``apply_select_context_async``)."""
-        return await apply_select_context_async(self.engine, request,
-                                                conversation_messages=conversation,
-                                                incoming_message=incoming)
+        """The messages to send for one request after the engine's ``select_context``.
+
+        The engine gets deep copies and ``budget_tokens`` = its ``context_length``; an
+        exception, ``None``, a refused result (``_checks.py``) or its
+        ``select_context_timeout`` passing leaves the request as is. A sync hook runs in a
+        worker thread abandoned at the timeout, an ``async`` one on the loop, cancelled; a
+        cancellation from outside is never swallowed.
+        """
+        if not overrides(self.engine, "select_context"):
+            return request
+        from .._threads import run_in_worker
+
+        label = self.label
+        timeout = _select_timeout(self.engine)
+        unset = object()
+        result: Any = unset
+        try:
+            call = _selection_call(self.engine, request, conversation, incoming)
+            with anyio.move_on_after(timeout) as scope:
+                if inspect.iscoroutinefunction(call.func):
+                    result = await call()
+                else:
+                    result = await run_in_worker(call, key=("context engine select_context",
+                                                            label))
+                    if inspect.isawaitable(result):
+                        result = await result
+        except Exception as exc:
+            _unselected(label, f"raised {type_name(exc)}")
+            return request
+        if scope.cancel_called or result is unset:
+            # Past the deadline; a hook that swallowed its cancellation and returned late
+            # is not used either.
+            close = getattr(result, "close", None)  # a coroutine never run: not "never awaited"
+            if inspect.isawaitable(result) and callable(close):
+                with contextlib.suppress(Exception):
+                    close()
+            _unselected(label, f"did not return within {timeout:g}s")
+            return request
+        if result is None:
+            return request
+        plain, problem = vetted(request, result)
+        if plain is None:
+            _unselected(label, safe_text(problem))  # it may quote what the engine returned
+            return request
+        return plain
 
     def after_response(self, usage: Any) -> None:
-        """Give the engine one reply's usage (``update_from_response``)."""
-        after_response(self.engine, usage)
+        """Give the engine one reply's usage as a dict copy (none: not reported)."""
+        as_dict = usage_dict(usage)
+        if as_dict is None:
+            return
+        try:
+            self.engine.update_from_response(as_dict)
+        except Exception as exc:
+            log_hook_error(self.engine, "update_from_response", exc)
 
     async def compress(self, messages: list[dict[str, Any]],
                        usage: Any) -> list[dict[str, Any]] | None:
@@ -174,16 +327,49 @@ class EngineSession:
             functools.partial(maybe_compress, self.engine, messages, prompt_tokens, force=True))
 
     def turn_complete(self, transcript: Sequence[Mapping[str, Any]], usage: Any, *, turn_id: str,
-                      task_id: str | None, api_call_count: int, interrupted: bool = False,
-                      failed: bool = False, exit_reason: str = "completed") -> None:
+                      task_id: str | None = None, api_call_count: int = 0,
+                      interrupted: bool = False, failed: bool = False,
+                      exit_reason: str = "completed") -> None:
         """``on_turn_complete`` with copies of the transcript and the last usage."""
-        notify_turn_complete(self.engine, transcript, usage, turn_id=turn_id, task_id=task_id,
-                             api_call_count=api_call_count, interrupted=interrupted,
-                             failed=failed, turn_exit_reason=exit_reason)
+        if not overrides(self.engine, "on_turn_complete"):
+            return
+        try:
+            self.engine.on_turn_complete(
+                copy.deepcopy([dict(m) for m in transcript]), usage_dict(usage),
+                turn_id=turn_id, task_id=task_id, api_call_count=api_call_count,
+                interrupted=interrupted, failed=failed, turn_exit_reason=exit_reason)
+        except Exception as exc:
+            log_hook_error(self.engine, "on_turn_complete", exc)
 
     def tools(self) -> list[dict[str, Any]]:
-        """The engine's tools as OpenAI function tools (malformed ones left out)."""
-        return engine_tools(self.engine)
+        """The engine's tools as OpenAI function tools; malformed entries left out with a
+        warning, none when ``get_tool_schemas`` raises."""
+        label = self.label
+        try:
+            schemas = self.engine.get_tool_schemas()
+        except Exception as exc:
+            log_hook_error(self.engine, "get_tool_schemas", exc, "no engine tools offered")
+            return []
+        if not schemas:
+            return []
+        if not isinstance(schemas, (list, tuple)):
+            logger.warning("context engine %r get_tool_schemas returned %s, not a list; no "
+                           "engine tools", label, type_name(schemas))
+            return []
+        tools: list[dict[str, Any]] = []
+        for index, schema in enumerate(schemas):
+            try:
+                function = function_spec(schema)
+            except Exception as exc:
+                logger.warning("context engine %r tool schema %d (%s) is unusable (%s); left "
+                               "out", label, index, schema_name(schema), type_name(exc))
+                continue
+            if function is None:
+                logger.warning("context engine %r tool schema %d has no name; left out",
+                               label, index)
+                continue
+            tools.append({"type": "function", "function": function})
+        return tools
 
     async def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None, *,
                             turn_id: str | None, task_id: str | None,
@@ -195,13 +381,10 @@ class EngineSession:
 
 
 class SessionPool:
-    """The engine sessions of a host that serves many conversations.
-
-    Runs without a session id use ``engine``; each session id gets a session over its
-    ``clone_for_agent()``. Beyond ``max_sessions`` ids the least recently used idle
-    sessions are ended (shielded, in a worker thread); one with a run in flight never is.
-    ``owner`` names the host in log lines.
-    """
+    """The engine sessions of a host serving many conversations: runs without a session id
+    use ``engine``, each id a session over its ``clone_for_agent()``. Beyond
+    ``max_sessions`` ids the least recently used idle ones are ended (shielded, in a
+    worker thread); ``owner`` names the host in log lines."""
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,
                  owner: str = "") -> None:
@@ -212,7 +395,7 @@ class SessionPool:
         # session key (None: runs without a session id) -> session, least recent first
         self._sessions: OrderedDict[str | None, EngineSession] = OrderedDict()
         # session -> runs in flight; entries leave at zero, so it stays small
-        self._running: dict[EngineSession, int] = {}
+        self._running: Counter[EngineSession] = Counter()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -246,7 +429,7 @@ class SessionPool:
                 self._sessions[key] = session
             else:
                 self._sessions.move_to_end(key)
-            self._running[session] = self._running.get(session, 0) + 1
+            self._running[session] += 1
             return session, self._evict_locked()
 
     def _evict_locked(self) -> list[EngineSession]:
@@ -263,11 +446,9 @@ class SessionPool:
 
     def _release(self, session: EngineSession) -> None:
         with self._lock:
-            left = self._running.get(session, 0) - 1
-            if left > 0:
-                self._running[session] = left
-            else:
-                self._running.pop(session, None)
+            self._running[session] -= 1
+            if self._running[session] <= 0:
+                del self._running[session]
 
     async def _end_evicted(self, sessions: list[EngineSession]) -> None:
         # Shielded: an evicted session is gone from the pool either way, so its

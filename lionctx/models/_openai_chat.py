@@ -1,7 +1,7 @@
 """One concept: the OpenAI-compatible chat model over the ``openai`` package.
 
-Its wire is pure (key needed, request body, reply, stream assembly, our error for an
-``openai`` error); :class:`OpenAIChatModel` holds the clients and makes the calls.
+The wire is pure (request body, reply, stream assembly, our error for an ``openai``
+error); :class:`OpenAIChatModel` holds the clients and makes the calls.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -214,27 +214,28 @@ def _opt_str(value: Any, label: str) -> str | None:
     return value
 
 
-def _running_loop() -> Any:
+class _NoAsyncioLoop:
+    """The client key outside an asyncio loop (trio through anyio)."""
+
+
+def _loop_key() -> Any:
     try:
         return asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio through anyio)
-        return None
+    except RuntimeError:
+        return _NoAsyncioLoop
 
 
 class OpenAIChatModel:
-    """Chat completions through ``openai.AsyncOpenAI`` (and ``openai.OpenAI`` for sync).
+    """Chat completions through ``openai.AsyncOpenAI`` (and ``openai.OpenAI`` for sync)
+    against any server that speaks the chat-completions API.
 
-    Any server that speaks the chat-completions API works (OpenAI, gateways, vLLM,
-    Ollama, llama.cpp, :class:`lionctx.testing.LocalOpenAIServer`).
-    ``model``: model name (else ``LIONCTX_MODEL``, else :data:`DEFAULT_MODEL`).
-    ``base_url``: server root, e.g. ``http://127.0.0.1:8000/v1`` (else
-    ``OPENAI_BASE_URL``, else OpenAI). ``api_key``: else ``OPENAI_API_KEY``; a server
-    on a loopback address (127.0.0.0/8, ``::1``, exactly ``localhost``) needs none.
-    ``timeout`` (seconds) and ``max_retries`` go to the client. ``params`` are default
-    request parameters (``temperature``...) each call may override. ``include_usage``
-    asks streaming servers for a final usage chunk; turn it off for servers that
-    reject it. Nothing is imported or checked for a key until the first call. Errors
-    name the server without credentials and never contain the key.
+    ``model``: else ``LIONCTX_MODEL``, else :data:`DEFAULT_MODEL`. ``base_url``: e.g.
+    ``http://127.0.0.1:8000/v1``, else ``OPENAI_BASE_URL``, else OpenAI. ``api_key``:
+    else ``OPENAI_API_KEY``; a loopback server (127.0.0.0/8, ``::1``, ``localhost``)
+    needs none. ``timeout`` (seconds) and ``max_retries`` go to the client; ``params``
+    are default request parameters each call may override; ``include_usage`` asks
+    streams for a final usage chunk. Nothing is imported until the first call; errors
+    never contain the key.
     """
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None,
@@ -258,7 +259,6 @@ class OpenAIChatModel:
         self.include_usage = bool(include_usage)
         # One async client per event loop: an httpx pool must not cross loops.
         self._aclients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-        self._aclient_noloop: Any = None
         self._sync_client: Any = None
         self._lock = threading.Lock()
 
@@ -286,16 +286,12 @@ class OpenAIChatModel:
 
     def _async_client(self) -> Any:
         kwargs = self._client_kwargs()
-        loop = _running_loop()
-        client = self._aclients.get(loop) if loop is not None else self._aclient_noloop
+        key = _loop_key()
+        client = self._aclients.get(key)
         if client is None:
             import openai  # deferred: importing lionctx must stay light
 
-            client = openai.AsyncOpenAI(**kwargs)
-            if loop is not None:
-                self._aclients[loop] = client
-            else:
-                self._aclient_noloop = client
+            client = self._aclients[key] = openai.AsyncOpenAI(**kwargs)
         return client
 
     def _client(self) -> Any:
@@ -309,11 +305,7 @@ class OpenAIChatModel:
 
     async def aclose(self) -> None:
         """Close the async client of the running loop (others close with their loop)."""
-        loop = _running_loop()
-        if loop is not None:
-            client = self._aclients.pop(loop, None)
-        else:
-            client, self._aclient_noloop = self._aclient_noloop, None
+        client = self._aclients.pop(_loop_key(), None)
         if client is not None:
             await client.close()
 
@@ -385,7 +377,7 @@ class OpenAIChatStream:
     def __init__(self, model: OpenAIChatModel, body: dict[str, Any]) -> None:
         self._model = model
         self._body = body
-        self._gen: AsyncIterator[str] | None = None
+        self._gen = self._events()  # the request is made on the first iteration
         self.response: ChatResponse | None = None
         self.usage: dict[str, Any] | None = None
         self.content: str = ""
@@ -395,14 +387,11 @@ class OpenAIChatStream:
         return self
 
     async def __anext__(self) -> str:
-        if self._gen is None:
-            self._gen = self._events()
         return await self._gen.__anext__()
 
     async def aclose(self) -> None:
         """Stop reading and close the HTTP response."""
-        if self._gen is not None:
-            await self._gen.aclose()  # type: ignore[attr-defined]
+        await self._gen.aclose()
 
     async def __aenter__(self) -> OpenAIChatStream:
         return self
@@ -410,7 +399,7 @@ class OpenAIChatStream:
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
-    async def _events(self) -> AsyncIterator[str]:
+    async def _events(self) -> AsyncGenerator[str, None]:
         import openai
 
         model = self._model

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
 from .._safe_text import error_text
 
 __all__ = ["ActionResponse", "Tool", "as_tool", "run_tool_call"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -35,7 +34,7 @@ def _schema(tp: Any) -> dict[str, Any]:
         return {"type": _SIMPLE[tp]}
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin is Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+    if origin is Union or origin is types.UnionType:
         inner = [a for a in args if a is not type(None)]
         return _schema(inner[0]) if len(inner) == 1 else {}
     if origin is typing.Literal:

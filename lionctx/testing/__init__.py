@@ -9,29 +9,17 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from ._openai_server import ECHO_LABEL, LocalOpenAIServer, RecordedRequest, Reply, echo_reply
+from ._redis_server import LocalRedisServer
 
 __all__ = ["ECHO_LABEL", "LocalOpenAIServer", "LocalRedisServer", "RecordedRequest", "Reply",
            "echo_reply"]
-
-
-def __getattr__(name: str) -> Any:
-    # LocalRedisServer loads on first use (it looks for a redis-server binary).
-    if name != "LocalRedisServer":
-        raise AttributeError(f"module 'lionctx.testing' has no attribute {name!r}")
-    value = importlib.import_module("lionctx.testing._redis_server").LocalRedisServer
-    publish_one(value, name, __name__)
-    globals()[name] = value
-    return value
 
 
 def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-from .._public import publish, publish_one  # noqa: E402  (after the exports it rewrites)
+from .._public import publish  # noqa: E402  (after the exports it rewrites)
 
 publish(globals())

@@ -1,16 +1,18 @@
 """The built-in compressor end to end: a chat loop against the local OpenAI-compatible
 server through OpenAIChatModel, with the host calls a Branch makes each turn."""
 
+import functools
 import json
 import logging
 
+import anyio
 import pytest
 from lionctx import _messages as messages_mod
 from lionctx import models, testing
 from lionctx._messages import is_uid
 from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, engine_for_agent
 from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
-from lionctx.engines._host import after_response, apply_select_context, maybe_compress
+from lionctx.engines._session import EngineSession, maybe_compress
 
 FOLD_HEADER = "Messages to fold into the summary"
 
@@ -40,12 +42,12 @@ def run_turns(engine, model, server, history, turns, start=0):
                 testing.Reply.calling("read_file", {"path": f"m{turn}.py"}, id=f"call_{turn}"),
                 f"Module m{turn} reviewed: " + "fine " * 40,
             )
+        session = EngineSession(engine)
         while True:
-            request = apply_select_context(
-                engine, history, conversation_messages=history[:-1], incoming_message=user
-            )
+            request = anyio.run(functools.partial(
+                session.select, history, conversation=history[:-1], incoming=user))
             response = model.complete_sync(request)
-            after_response(engine, response.usage)
+            session.after_response(response.usage)
             history.append(messages_mod.ensure_uid(response.to_message()))
             if not response.tool_calls:
                 break

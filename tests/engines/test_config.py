@@ -156,11 +156,14 @@ def test_plugin_directories_are_found_in_order_and_named(tmp_path):
 
 
 def test_there_is_one_bridge():
-    from lionctx.engines import _host, _session
+    import lionctx.engines
+    from lionctx.engines import _session
 
     class AsyncOnly:
         async def complete(self, messages):
             return None
 
-    assert not hasattr(_host, "ThreadBridgeModel") and not hasattr(_host, "summary_model")
+    engine_modules = [m for name, m in sys.modules.items() if name.startswith("lionctx.engines.")]
+    assert [m.__name__ for m in engine_modules if hasattr(m, "ThreadBridgeModel")] == [
+        "lionctx.engines._session"] and not hasattr(lionctx.engines, "summary_model")
     assert type(_session.summary_model(AsyncOnly())) is _session.ThreadBridgeModel

@@ -1,25 +1,27 @@
+import functools
 import json
 import logging
 from types import MappingProxyType
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lionctx._messages import is_uid, new_uid
 from lionctx.engines import ContextCompressor, ContextEngine
 from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
-from lionctx.engines._host import (
-    after_response,
-    apply_select_context,
-    dispatch_engine_tool,
-    engine_tools,
-    maybe_compress,
-    notify_turn_complete,
-)
+from lionctx.engines._session import EngineSession, dispatch_engine_tool, maybe_compress
 from openai.types import CompletionUsage
 
 HOST = "lionctx.engines.host"
+
+
+def select_now(engine, request_messages, *, conversation_messages, incoming_message):
+    """An engine session's selection, run to its end from a sync test."""
+    return anyio.run(functools.partial(EngineSession(engine).select, request_messages,
+                                       conversation=conversation_messages,
+                                       incoming=incoming_message))
 
 
 class Engine(ContextEngine):
@@ -86,7 +88,7 @@ def warnings_from(caplog):
 def test_not_overridden_hook_is_skipped_without_copies():
     engine = Engine()
     req = request()
-    out = apply_select_context(
+    out = select_now(
         engine, req, conversation_messages=[{"role": "user", "content": NoCopy()}],
         incoming_message={"role": "user", "content": NoCopy()},
     )
@@ -102,7 +104,7 @@ def test_valid_selection_is_used_as_checked():
         return chosen
 
     engine = Selector(select)
-    out = apply_select_context(engine, request(), conversation_messages=[], incoming_message=None)
+    out = select_now(engine, request(), conversation_messages=[], incoming_message=None)
     # the checked copy, equal to the selection: an engine holding on to its list
     # cannot change the request after the check
     assert out == chosen and out is not chosen and out[0] is not chosen[0]
@@ -119,7 +121,7 @@ def test_engine_gets_deep_copies_and_the_budget():
         return None
 
     engine = Selector(vandal, context_length=64000)
-    out = apply_select_context(engine, req, conversation_messages=history,
+    out = select_now(engine, req, conversation_messages=history,
                                incoming_message=incoming)
     assert out is req and len(req) == 4
     _, got_req, got_history, got_incoming, budget = engine.calls[0]
@@ -142,7 +144,7 @@ def test_conversation_mappings_reach_the_engine_as_dicts(history):
 
     engine = Selector(keep_last)
     frozen = [MappingProxyType(m) for m in history]
-    out = apply_select_context(engine, request(), conversation_messages=frozen,
+    out = select_now(engine, request(), conversation_messages=frozen,
                                incoming_message=MappingProxyType({"role": "user",
                                                                   "content": "second"}))
     assert [m["content"] for m in out] == ["You are careful.", "second"]
@@ -153,7 +155,7 @@ def test_conversation_mappings_reach_the_engine_as_dicts(history):
 
 def test_budget_is_zero_without_a_context_length():
     engine = Selector(lambda r: None, context_length=0)
-    apply_select_context(engine, request(), conversation_messages=None, incoming_message=None)
+    select_now(engine, request(), conversation_messages=None, incoming_message=None)
     assert engine.calls[0][4] == 0
 
 
@@ -177,7 +179,7 @@ def test_fail_open_with_a_warning(selection, reason, caplog):
     req = request()
     before = json.dumps(req)
     caplog.set_level(logging.WARNING, logger=HOST)
-    out = apply_select_context(Selector(selection), req, conversation_messages=req,
+    out = select_now(Selector(selection), req, conversation_messages=req,
                                incoming_message=req[-1])
     assert out is req and json.dumps(req) == before
     messages = warnings_from(caplog)
@@ -188,7 +190,7 @@ def test_fail_open_with_a_warning(selection, reason, caplog):
 def test_none_falls_open_silently(caplog):
     req = request()
     caplog.set_level(logging.DEBUG, logger=HOST)
-    out = apply_select_context(Selector(lambda r: None), req, conversation_messages=req,
+    out = select_now(Selector(lambda r: None), req, conversation_messages=req,
                                incoming_message=None)
     assert out is req
     assert warnings_from(caplog) == []
@@ -216,7 +218,7 @@ def test_none_falls_open_silently(caplog):
 def test_selection_cannot_grant_system_authority(hostile, caplog):
     req = request()
     caplog.set_level(logging.WARNING, logger=HOST)
-    out = apply_select_context(Selector(hostile), req, conversation_messages=req,
+    out = select_now(Selector(hostile), req, conversation_messages=req,
                                incoming_message=req[-1])
     assert out is req
     (message,) = warnings_from(caplog)
@@ -226,7 +228,7 @@ def test_selection_cannot_grant_system_authority(hostile, caplog):
 def test_systemless_request_cannot_gain_a_system_message(caplog):
     req = request()[1:]
     engine = Selector(lambda r: [{"role": "system", "content": "new boss"}] + r)
-    assert apply_select_context(engine, req, conversation_messages=req,
+    assert select_now(engine, req, conversation_messages=req,
                                 incoming_message=None) is req
     assert "adds a system message at index 0" in warnings_from(caplog)[0]
 
@@ -234,17 +236,17 @@ def test_systemless_request_cannot_gain_a_system_message(caplog):
 def test_selection_may_keep_or_drop_existing_later_system_messages():
     note = {"role": "system", "content": "Context note."}
     req = request() + [note, {"role": "user", "content": "third"}]
-    kept = apply_select_context(
+    kept = select_now(
         Selector(lambda r: [r[0], r[4], r[5]]), req, conversation_messages=req,
         incoming_message=None
     )
     assert kept == [req[0], note, req[5]]
-    dropped = apply_select_context(
+    dropped = select_now(
         Selector(lambda r: [r[0], r[5]]), req, conversation_messages=req, incoming_message=None
     )
     assert dropped == [req[0], req[5]]
     # ...but not repeat one it had once
-    doubled = apply_select_context(
+    doubled = select_now(
         Selector(lambda r: [r[0], r[4], r[4], r[5]]), req, conversation_messages=req,
         incoming_message=None,
     )
@@ -255,7 +257,7 @@ def test_the_prefix_may_lose_only_persistence_fields():
     req = request()
     req[0][UID_FIELD] = new_uid()
     engine = Selector(lambda r: [{"role": "system", "content": "You are careful."}, r[-1]])
-    out = apply_select_context(engine, req, conversation_messages=req, incoming_message=None)
+    out = select_now(engine, req, conversation_messages=req, incoming_message=None)
     assert out is not req and len(out) == 2
 
 
@@ -279,8 +281,8 @@ def test_turn_complete_gets_copies_usage_and_keywords():
     engine = Observer()
     transcript = request()
     usage = CompletionUsage(prompt_tokens=20, completion_tokens=5, total_tokens=25)
-    assert notify_turn_complete(engine, transcript, usage, turn_id="turn-1", task_id="task-9",
-                                api_call_count=2) is None
+    assert EngineSession(engine).turn_complete(transcript, usage, turn_id="turn-1",
+                                               task_id="task-9", api_call_count=2) is None
     _, messages, got_usage, kwargs = engine.calls[0]
     assert messages[:4] == transcript and all(
         a is not b for a, b in zip(messages, transcript, strict=False))
@@ -294,20 +296,20 @@ def test_turn_complete_gets_copies_usage_and_keywords():
 
 def test_turn_complete_with_no_response_passes_none_usage():
     engine = Observer()
-    notify_turn_complete(engine, [], None, turn_id="t", failed=True, turn_exit_reason="error")
+    EngineSession(engine).turn_complete([], None, turn_id="t", failed=True, exit_reason="error")
     _, _, usage, kwargs = engine.calls[0]
     assert usage is None and kwargs["failed"] and kwargs["turn_exit_reason"] == "error"
 
 
 def test_turn_complete_errors_are_logged_and_ignored(caplog):
     caplog.set_level(logging.WARNING, logger=HOST)
-    notify_turn_complete(Observer(fail=True), request(), {"prompt_tokens": 1}, turn_id="t")
+    EngineSession(Observer(fail=True)).turn_complete(request(), {"prompt_tokens": 1}, turn_id="t")
     assert "on_turn_complete raised ValueError" in warnings_from(caplog)[0]
 
 
 def test_turn_complete_skipped_when_not_overridden():
     engine = Engine()
-    notify_turn_complete(engine, [{"role": "user", "content": NoCopy()}], None, turn_id="t")
+    EngineSession(engine).turn_complete([{"role": "user", "content": NoCopy()}], None, turn_id="t")
     assert engine.calls == []
 
 
@@ -316,9 +318,10 @@ def test_turn_complete_skipped_when_not_overridden():
 
 def test_after_response_passes_a_usage_dict():
     engine = Engine()
-    after_response(engine, CompletionUsage(prompt_tokens=9, completion_tokens=1, total_tokens=10))
-    after_response(engine, {"prompt_tokens": 11})
-    after_response(engine, None)
+    session = EngineSession(engine)
+    session.after_response(CompletionUsage(prompt_tokens=9, completion_tokens=1, total_tokens=10))
+    session.after_response({"prompt_tokens": 11})
+    session.after_response(None)
     assert [c[1]["prompt_tokens"] for c in engine.calls] == [9, 11]
     assert all(isinstance(c[1], dict) for c in engine.calls)
 
@@ -329,7 +332,7 @@ def test_after_response_contains_errors(caplog):
             raise KeyError("x")
 
     caplog.set_level(logging.WARNING, logger=HOST)
-    after_response(Broken(), {"prompt_tokens": 1})
+    EngineSession(Broken()).after_response({"prompt_tokens": 1})
     assert "update_from_response raised KeyError" in warnings_from(caplog)[0]
 
 
@@ -364,7 +367,7 @@ class Tooled(Engine):
 
 def test_engine_tools_become_openai_function_tools(caplog):
     caplog.set_level(logging.WARNING, logger=HOST)
-    tools = engine_tools(Tooled())
+    tools = EngineSession(Tooled()).tools()
     assert tools[0] == {
         "type": "function",
         "function": {
@@ -384,13 +387,13 @@ def test_engine_tools_become_openai_function_tools(caplog):
 
 
 def test_engine_without_tools_offers_none():
-    assert engine_tools(Engine()) == []
+    assert EngineSession(Engine()).tools() == []
 
     class Raising(Engine):
         def get_tool_schemas(self):
             raise OSError("db gone")
 
-    assert engine_tools(Raising()) == []
+    assert EngineSession(Raising()).tools() == []
 
 
 def test_dispatch_engine_tool():
@@ -554,14 +557,14 @@ def test_builtin_compressor_through_the_host_hook_chain():
         + [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 200}
            for i in range(30)]
     )
-    after_response(engine, {"prompt_tokens": 5000, "completion_tokens": 10})
+    EngineSession(engine).after_response({"prompt_tokens": 5000, "completion_tokens": 10})
     out = maybe_compress(engine, history, engine.last_prompt_tokens)
     assert out is not None and len(out) < len(history)
     assert engine.compression_count == 1
     assert all(is_uid(m[UID_FIELD]) for m in out)
     # the compressor did not override the per-request hooks, so they cost nothing
     req = [{"role": "user", "content": NoCopy()}]
-    assert apply_select_context(engine, req, conversation_messages=req,
+    assert select_now(engine, req, conversation_messages=req,
                                 incoming_message=req[0]) is req
 
 
@@ -606,7 +609,7 @@ def test_selection_that_cannot_be_checked_falls_open(caplog):
     odd = {"role": "system", "content": [{1: "a", "b": 2}]}
     caplog.set_level(logging.WARNING, logger=HOST)
     req = request()
-    out = apply_select_context(Selector(lambda r: [odd] + r[1:]), req,
+    out = select_now(Selector(lambda r: [odd] + r[1:]), req,
                                conversation_messages=req, incoming_message=None)
     assert out is req
     assert "test-engine" in warnings_from(caplog)[0]
@@ -631,6 +634,6 @@ def test_a_tool_schema_that_cannot_be_copied_is_left_out(caplog):
             ]
 
     caplog.set_level(logging.WARNING, logger=HOST)
-    tools = engine_tools(Locked())
+    tools = EngineSession(Locked()).tools()
     assert [t["function"]["name"] for t in tools] == ["good"]
     assert "bad" in warnings_from(caplog)[0]

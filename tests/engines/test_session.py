@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx._messages import is_uid
 from lionctx.engines import ContextEngine
-from lionctx.engines._host import maybe_compress
-from lionctx.engines._session import EngineSession, SessionPool, open_session
+from lionctx.engines._session import EngineSession, SessionPool, maybe_compress, open_session
 
 from tests.engines.recording import Plain, Recorder
 

@@ -1,9 +1,11 @@
 """The example third-party engine in examples/plugins/context_engine/topic/."""
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 from lionctx.engines import (
     ContextEngine,
     engine_for_agent,
@@ -12,7 +14,7 @@ from lionctx.engines import (
     message_tokens,
 )
 from lionctx.engines._checks import tool_pairing_problems
-from lionctx.engines._host import apply_select_context, notify_turn_complete
+from lionctx.engines._session import EngineSession
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONFIG = {"context": {"engine": "topic"}}
@@ -41,9 +43,8 @@ def topic_engine():
 
 def select(engine, incoming, history=HISTORY):
     request = [*history, incoming]
-    return request, apply_select_context(
-        engine, request, conversation_messages=history, incoming_message=incoming
-    )
+    return request, anyio.run(functools.partial(
+        EngineSession(engine).select, request, conversation=history, incoming=incoming))
 
 
 def test_engine_satisfies_abc():
@@ -95,7 +96,7 @@ def test_follow_up_without_topic_words_inherits_the_last_topic():
     follow_up = {"role": "user", "content": "and then?"}
     request, unchanged = select(engine, follow_up)
     assert unchanged is request  # no topic known yet: the request goes out as is
-    notify_turn_complete(engine, HISTORY[:7], {"prompt_tokens": 10}, turn_id="t1")
+    EngineSession(engine).turn_complete(HISTORY[:7], {"prompt_tokens": 10}, turn_id="t1")
     _, selected = select(engine, follow_up)
     assert "Python" not in " ".join(m.get("content") or "" for m in selected)
     assert selected[-1] == follow_up
@@ -133,5 +134,5 @@ def test_example_script_runs_offline():
 
 def test_each_agent_gets_its_own_topic_memory():
     a, b = topic_engine(), topic_engine()
-    notify_turn_complete(a, HISTORY[:3], None, turn_id="t")
+    EngineSession(a).turn_complete(HISTORY[:3], None, turn_id="t")
     assert a.last_topic and not b.last_topic

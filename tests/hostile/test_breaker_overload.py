@@ -85,12 +85,11 @@ async def test_a_burst_that_saturates_the_loop_opens_no_healthy_breaker():
     timeouts = [o for o in rows if o.status is Status.TIMEOUT]
     # The burst did saturate the loop: healthy sources timed out waiting for it ...
     assert timeouts, "the burst must have caused timeouts for the test to mean anything"
-    # ... and the timeouts were put down to the overload. The lag is measured only
-    # while timed calls run, so the burst's very first calls (before the loop's
-    # heartbeat has seen it fall behind) can read as their sources' own timeouts: a
-    # few in thousands, never enough to open a circuit (below).
+    # ... and every one of them was put down to the overload, the burst's very first
+    # calls too (before the loop's heartbeat has seen it fall behind, a call's own look
+    # at its task, run late, reads the lag).
     counted = [o for o in timeouts if o.blame != "overload"]
-    assert len(counted) <= len(timeouts) // 100, [o.reason for o in counted[:3]]
+    assert counted == [], [o.reason for o in counted[:3]]
     assert not [o for o in rows if o.status is Status.SKIPPED], "no circuit opened"
     assert all(b.state == "closed" for b in board.breakers()), "no healthy breaker opened"
     assert all(p.answered for p in providers)

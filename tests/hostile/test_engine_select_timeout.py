@@ -23,7 +23,7 @@ from lionctx.engines import (
     register_context_engine,
     resolve_context_engine,
 )
-from lionctx.engines._host import apply_select_context_async
+from lionctx.engines._session import EngineSession
 
 SYSTEM = "You are helpful."
 HOST = "lionctx.engines.host"
@@ -205,8 +205,7 @@ async def test_a_sync_hook_in_time_is_used_and_runs_off_the_event_loop():
             return request_messages[-1:]
 
     req = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
-    out = await apply_select_context_async(Quick(), req, conversation_messages=req,
-                                           incoming_message=None)
+    out = await EngineSession(Quick()).select(req, conversation=req, incoming=None)
     assert out == req[-1:] and seen and seen[0] != loop_thread
 
 
@@ -259,6 +258,5 @@ async def test_a_subclass_shadowing_the_timeout_with_junk_gets_the_default(caplo
     engine = Junk()
     engine.release.set()  # returns at once: only the bound's value is under test
     req = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
-    out = await apply_select_context_async(engine, req, conversation_messages=req,
-                                           incoming_message=None)
+    out = await EngineSession(engine).select(req, conversation=req, incoming=None)
     assert out == [req[0], req[-1]]

@@ -25,7 +25,7 @@ from lionctx._safe_text import (
     safe_text,
 )
 from lionctx.engines import ContextEngine
-from lionctx.engines._host import dispatch_engine_tool, maybe_compress
+from lionctx.engines._session import dispatch_engine_tool, maybe_compress
 from lionctx.models._openai_chat import model_error
 from lionctx.providers import ContextSource
 

@@ -395,3 +395,27 @@ def test_scrubbed_text_holds_no_long_piece_of_the_key(before, after, start, size
     model = OpenAIChatModel("m", base_url="http://127.0.0.1:1/v1", api_key=KEY)
     out = model._scrub(before + KEY[start:start + size] + after)
     assert not any(KEY[i:i + 8] in out for i in range(len(KEY) - 7))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_one_async_client_per_loop_reused_and_closed(server, anyio_backend):
+    model = OpenAIChatModel("m", base_url=server.base_url, max_retries=0)
+    first = await model.complete([{"role": "user", "content": "one"}])
+    second = await model.complete([{"role": "user", "content": "two"}])
+    assert first.content.endswith("one") and second.content.endswith("two")
+    assert len(model._aclients) == 1  # the second call reused the first's client
+    await model.aclose()
+    assert len(model._aclients) == 0
+
+
+@pytest.mark.parametrize(("kwargs", "error", "named"), [
+    ({"timeout": 0}, ValueError, "timeout"), ({"timeout": "5"}, ValueError, "timeout"),
+    ({"timeout": True}, ValueError, "timeout"), ({"max_retries": -1}, ValueError, "max_retries"),
+    ({"max_retries": 1.5}, ValueError, "max_retries"), ({"params": [1]}, TypeError, "params"),
+    ({"api_key": 7}, TypeError, "api_key"), ({"base_url": b"x"}, TypeError, "base_url"),
+])
+def test_bad_settings_are_refused_naming_them(kwargs, error, named):
+    with pytest.raises(error, match=named) as info:
+        OpenAIChatModel("m", **kwargs)
+    assert isinstance(info.value, LionctxError)
