@@ -1,12 +1,10 @@
 """Face two: agentium's ``resolveContextProviders``, on the same engine.
 
-Every provider's ``fetch(query, ctx)`` runs concurrently with allSettled semantics:
-one that raises, times out or returns ``None``/``""`` is left out, the others are
-each wrapped in ``<context name="...">`` tags (see :mod:`lionctx._render` for the
-escaping) and joined with a blank line in the order of the ``providers`` list, never
-in completion order. Nothing returned gives ``""``. :func:`resolve_context` also
-returns the per-provider outcomes (a :class:`Resolution`: a view of the one
-:class:`~lionctx._report.Report`). The pass is a :class:`~lionctx._pass.ContextPass`.
+Every provider's ``fetch(query, ctx)`` runs concurrently (allSettled): one that
+raises, times out or returns ``None``/``""`` is left out, the others are wrapped in
+``<context name="...">`` tags and joined with a blank line in list order (``""`` when
+none returned text). :func:`resolve_context` also returns the per-provider outcomes
+(a :class:`Resolution`, a view of the one :class:`~lionctx._report.Report`).
 """
 
 from __future__ import annotations
