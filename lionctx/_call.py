@@ -13,11 +13,12 @@ __all__ = ["TAG_FRAME", "Observer", "ProviderCall"]
 #: Called with each outcome as soon as it is known (live progress, traces).
 Observer = Callable[[Outcome], None]
 
+
 @dataclass(slots=True)
 class ProviderCall:
     """One provider, ready to run: ``invoke(*args)`` performs the call. ``frame`` makes
     the text sent and counted (the outcome keeps it framed with ``keep_frame``);
-    ``timeout`` and ``max_chars`` override the pass's; ``digest``: digest it too."""
+    ``timeout`` and ``max_chars`` override the pass's."""
 
     name: str
     provider: Any
@@ -28,7 +29,6 @@ class ProviderCall:
     max_tokens: float | None = None
     max_chars: int | None = None
     keep_frame: bool = True
-    digest: bool = False
 
 
 class _TagFrame:
