@@ -6,13 +6,13 @@ source could not answer (the reason in ``lastError``); its row says ``failed``.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from lionctx import InvalidType, InvalidValue, SourceUnavailable, providers
+import lionctx._face as _face  # extension: the core's checks
+from lionctx import InvalidType, SourceUnavailable, providers
 from lionctx._suggest import did_you_mean  # extension: the core's "did you mean" hints
 
 from ._context import RunContext, snake
@@ -44,13 +44,7 @@ def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
 
 def _ms(value: Any, label: str, *, allow_zero: bool) -> float:
     """Milliseconds to seconds, refusing bad values by their agentium name."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidType(f"{label} must be a number of milliseconds, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        need = "zero or a positive" if allow_zero else "a positive"
-        raise InvalidValue(f"{label} must be {need}, finite number of milliseconds, "
-                           f"got {value!r}")
-    return value / 1000.0
+    return _face.check_duration(value, label, allow_zero=allow_zero, unit="milliseconds") / 1000
 
 
 class _Agentium(providers.ContextSource):
