@@ -85,21 +85,14 @@ class _Agentium(providers.ContextSource):
             super().__init__(*required, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        # Reached only for names not found: agentium's camelCase of a lionctx attribute.
-        spelled = snake(name)
+        # Reached only for names not found: agentium's camelCase of a lionctx attribute,
+        # ``...Ms`` in milliseconds (``timeoutMs``, ``cacheTtlMs``, ``ttlMs``).
+        in_ms = name.endswith("Ms")
+        spelled = snake(name[:-2] if in_ms else name)
         if spelled == name or name.startswith("_"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(self, spelled)
-
-    @property
-    def timeoutMs(self) -> float:  # noqa: N802
-        """The timeout in milliseconds."""
-        return float(getattr(self, "timeout")) * 1000.0  # noqa: B009  # not on every source
-
-    @property
-    def cacheTtlMs(self) -> float:  # noqa: N802
-        """How long an answer is cached, in milliseconds."""
-        return float(getattr(self, "cache_ttl")) * 1000.0  # noqa: B009
+        value = getattr(self, spelled)
+        return float(value) * 1000.0 if in_ms else value
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
         return await super().retrieve(query, RunContext.coerce(ctx))
@@ -191,8 +184,3 @@ class CachedContextProvider(_Agentium, providers.CachedContextProvider):
                 self, inner, ttl, key=key, maxsize=maxSize, stale_on_error=staleOnError,
                 name=name, cache=cache, source_identity=sourceIdentity,
                 context_fields=contextFields)
-
-    @property
-    def ttlMs(self) -> float:  # noqa: N802
-        """How long a value is cached, in milliseconds."""
-        return self.ttl * 1000.0

@@ -1,11 +1,8 @@
 """One concept: circuit breakers per source, fair between users, bounded (``docs/breakers.md``).
 
-A failure blamed on the deadline or on overload never counts (``Outcome.blame``).
-Others count against the whole source when its provider reads no run-context field
-(or raised ``SourceUnavailable(scope="source")``), else against the caller: the
-values of the fields it reads, plus ``user_id`` and ``tenant_id`` for a failure
-marked as the user's. Each failing caller counts once toward its source until it
-next succeeds, so ``threshold`` callers open it for everyone and one never does.
+A failure counts against the whole source, or against the caller (the values of the
+fields it reads); each failing caller counts once toward its source until it next
+succeeds, so ``threshold`` callers open it for everyone and one never does.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Dedupe: a text is injected once per pass (equal once stripped; admission picks the
-copy), and not at all when the system side already said it: an assistant, tool or
-function message, or a system message after the leading one, holds it as a whole
-block (its whole text, a paragraph or a ``<context>`` block; never a substring, never
-a user's message). ``docs/dedupe.md``.
+"""Dedupe (``docs/dedupe.md``): a text is injected once per pass (equal once stripped),
+and not at all when a system-side message (not the user's, not the leading system one)
+holds it as a whole block: its whole text, a paragraph or a ``<context>`` block.
 """
 
 from __future__ import annotations

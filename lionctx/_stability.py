@@ -26,12 +26,9 @@ __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 
-#: A key that determines a text exactly -> its digest: (length, string hash), or a
-#: tag block's (name, length, hash). Context is mostly the same from turn to turn
-#: (often the very str object, whose hash Python keeps), so a lookup replaces hashing
-#: the bytes again. No text is held; past _MEMO_MAX entries the oldest quarter goes.
-#: With PYTHONHASHSEED fixed the string hash is no secret: nothing is memoized (a
-#: crafted collision would fake a stable prefix).
+#: A key that determines a text exactly ((length, str hash), or a tag block's (name,
+#: length, hash)) -> its digest: context repeats from turn to turn. No text is held.
+#: With PYTHONHASHSEED fixed the hash is no secret, so nothing is memoized.
 _MEMO: dict[Hashable, str] = {}
 _MEMO_MAX = 65_536
 _SECRET = _HASH_IS_SECRET
@@ -167,16 +164,6 @@ class PrefixHistory:
         """``key``'s latest turn, or ``None`` (it stays the latest)."""
         with self._lock:
             return self._turns.get(key)
-
-    def previous(self, ctx: Any = None, owner: Any = None) -> Digests | None:
-        """The digests of the previous turn of ``ctx``'s session (see
-        :func:`session_key`), or ``None`` when it has none."""
-        return self.latest(session_key(ctx, owner))
-
-    def record(self, digests: Digests, ctx: Any = None, owner: Any = None) -> Digests | None:
-        """Keep ``digests`` as the latest turn of ``ctx``'s session; return the one it
-        replaces."""
-        return self.swap(session_key(ctx, owner), digests)
 
     def __len__(self) -> int:
         with self._lock:
