@@ -169,11 +169,8 @@ class RunResult(dict[str, Any]):
                 f"context={self.context!r}, system={self.system!r}, agent={self.agent!r}, "
                 f"run_id={self.run_id!r})")
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle: the fields, not the view
         return (type(self), tuple(getattr(self, name) for name in _FIELDS))
-
-    def __copy__(self) -> RunResult:
-        return type(self)(*(getattr(self, name) for name in _FIELDS))
 
     @property
     def text(self) -> str:

@@ -92,20 +92,14 @@ def safe_text(obj: object, limit: int = TEXT_LIMIT) -> str:
         return obj if len(obj) <= limit and obj.isascii() else cut(obj, limit)
     if issubclass(type(obj), str):  # a str subclass: its characters, not what it says
         return cut(cast(str, obj), limit)
-    return _first_text(obj, limit, (False, True))
+    text = _text_of(obj, False)
+    return safe_repr(obj, limit) if text is None else cut(text, limit)
 
 
 def safe_repr(obj: object, limit: int = TEXT_LIMIT) -> str:
     """``repr(obj)`` as :func:`safe_text` gives ``str(obj)``."""
-    return _first_text(obj, limit, (True,))
-
-
-def _first_text(obj: object, limit: int, modes: tuple[bool, ...]) -> str:
-    for use_repr in modes:
-        text = _text_of(obj, use_repr)
-        if text is not None:
-            return cut(text, limit)
-    return cut(f"<unprintable {type_name(obj)}>", limit)
+    text = _text_of(obj, True)
+    return cut(f"<unprintable {type_name(obj)}>" if text is None else text, limit)
 
 
 def error_text(exc: object, limit: int = TEXT_LIMIT) -> tuple[str, str]:
