@@ -27,21 +27,17 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """The decisions for one list of candidates. All values are candidate indexes."""
+    """The decisions for one list of candidates, as candidate indexes: ``kept`` and
+    ``skipped_cap`` in registration order, ``skipped_budget`` in the order considered
+    (descending priority) with ``room``, the budget left at each; ``used``, the tokens
+    kept; ``duplicates``, ``(duplicate, kept)`` pairs (``kept`` held the same key)."""
 
     kept: tuple[int, ...]
-    """Kept, in registration order."""
     skipped_cap: tuple[int, ...]
-    """Over their own cap, in registration order."""
     skipped_budget: tuple[int, ...]
-    """Over the budget, in the order they were considered (descending priority)."""
     room: tuple[Number, ...]
-    """For each budget skip, the budget left when it was considered."""
     used: int
-    """Total tokens kept."""
     duplicates: tuple[tuple[int, int], ...] = ()
-    """``(duplicate, kept)`` pairs: a candidate left out because ``kept``, a kept
-    candidate with the same key, was injected in its place (in the order considered)."""
 
     @property
     def skipped(self) -> tuple[int, ...]:

@@ -1,7 +1,6 @@
-"""The run context every provider receives, and binding one to a turn (a
-``ContextVar``: it follows ``await``, tasks and worker threads, never into a
-concurrent turn). A mapping or object given as a run context may spell a field in
-camelCase (``userId``): caches and breakers scope by user and tenant.
+"""The run context every provider receives, and binding one to a turn (a ``ContextVar``:
+it follows ``await``, tasks and worker threads, never into a concurrent turn). A mapping
+or object given as a run context may spell a field in camelCase (``userId``).
 """
 
 from __future__ import annotations
@@ -163,23 +162,20 @@ coerce_run_context = RunContext.coerce  # a RunContext from any run-context shap
 def context_value(ctx: Any, key: str, default: Any = None) -> Any:
     """Read ``key`` (snake_case, else camelCase; key or attribute) from a RunContext, a
     mapping or any object; where it is unset, from the bound run context."""
-    value = _read(ctx, key, None)
+    if ctx is None:
+        value = None
+    elif isinstance(ctx, RunContext):
+        value = ctx.get(key)
+    elif isinstance(ctx, Mapping):
+        value = ctx[key] if key in ctx else ctx.get(camel(key))
+    else:
+        value = getattr(ctx, key, _MISSING)
+        value = getattr(ctx, camel(key), None) if value is _MISSING else value
     if value is None:
         bound = _BOUND.get()
         if bound is not None and bound is not ctx:
             value = bound.get(key, None)
     return default if value is None else value
-
-
-def _read(ctx: Any, key: str, default: Any) -> Any:
-    if ctx is None:
-        return default
-    if isinstance(ctx, RunContext):
-        return ctx.get(key, default)
-    if isinstance(ctx, Mapping):
-        return ctx[key] if key in ctx else ctx.get(camel(key), default)
-    value = getattr(ctx, key, _MISSING)
-    return getattr(ctx, camel(key), default) if value is _MISSING else value
 
 
 _BOUND: ContextVar[RunContext | None] = ContextVar("lionctx_run_context", default=None)

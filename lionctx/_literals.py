@@ -1,8 +1,5 @@
-"""Object-literal providers: ``{"name": "notes", "fetch": fetch_notes}``, as a
-TypeScript user writes one, turned into a provider where the agentium face takes
-providers, or refused there naming what is wrong (an excess key, as TypeScript
-refuses one, with the closest known key suggested).
-"""
+"""Object-literal providers (``{"name": "notes", "fetch": fetch_notes}``, as TypeScript
+users write them) made providers, or refused naming what is wrong (an excess key too)."""
 
 from __future__ import annotations
 

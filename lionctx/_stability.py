@@ -1,9 +1,6 @@
-"""Prompt-cache stability: digests of injected blocks and where a prefix broke.
-
-A prompt cache hits only while the request's prefix is byte-identical, so the first
-injected block whose bytes changed decides how much of it survives. :func:`compare`
-names it; :class:`PrefixHistory` keeps each session's previous turn
-(:func:`session_key`), so a turn never compares with another user's.
+"""Prompt-cache stability: :func:`compare` names the first injected block whose bytes
+changed since the previous turn (a prompt cache hits only on a byte-identical prefix);
+:class:`PrefixHistory` keeps each session's previous turn (:func:`session_key`).
 """
 
 from __future__ import annotations
