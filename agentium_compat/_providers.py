@@ -75,11 +75,8 @@ class _Agentium(providers.ContextSource):
         for key in self._REQUIRED:
             if key not in merged:
                 raise InvalidType(f"{name} needs {key}")
-        kwargs = {table[k]: v for k, v in merged.items()}
-        for label, allow_zero in self._MS.items():
-            key = self._OPTIONS[label]
-            if key in kwargs:
-                kwargs[key] = _ms(kwargs[key], label, allow_zero=allow_zero)
+        kwargs = {table[k]: _ms(v, k, allow_zero=self._MS[k]) if k in self._MS else v
+                  for k, v in merged.items()}
         required = [kwargs.pop(self._OPTIONS[r]) for r in self._REQUIRED]
         with _agentium_names(self._OPTIONS):
             super().__init__(*required, **kwargs)

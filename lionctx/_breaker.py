@@ -212,8 +212,7 @@ def _declared(key: Any) -> tuple[str, ...]:
 
 
 def _evict(table: dict[Any, CircuitBreaker]) -> None:
-    """Make room in ``table``: the oldest healthy breaker (it holds nothing a new one
-    would not) among the first few, else the oldest (fail open: it is called again)."""
+    """Drop the oldest healthy breaker among the first few, else the oldest (fails open)."""
     oldest = next(iter(table), None)
     for n, (k, b) in enumerate(table.items()):
         if b.healthy:
@@ -244,14 +243,9 @@ def _read(context: Callable[[], Any] | None) -> Any:
 
 
 class Breakers:
-    """The breakers of a set of sources, and of the callers failing on them.
-
-    A source is keyed by the identity its provider states (``source_identity``), else
-    by the provider object, held weakly (its breaker goes with it), else (no weak
-    reference) by its class and name. Keys held by value are bounded by
-    ``max_sources``; each source keeps at most ``max_callers`` failing callers
-    (healthy ones dropped first; a dropped one fails open).
-    """
+    """The breakers of a set of sources (keyed by ``source_identity``, else the provider
+    held weakly, else its class and name; at most ``max_sources`` held by value), and of
+    at most ``max_callers`` failing callers per source (healthy ones dropped first)."""
 
     def __init__(self, settings: BreakerSettings | None = None, *,
                  clock: Clock = time.monotonic, max_sources: int = 4096,
@@ -317,9 +311,8 @@ class Breakers:
     def admit(self, keys: Sequence[Any], context: Callable[[], Any] | None = None,
               ) -> tuple[list[CircuitBreaker], list[int], dict[int, str],
                          list[str | None] | None]:
-        """Before a pass: ``(breaker per key, positions to call, {position: skip
-        reason}, circuit state per position or None when all are closed)``;
-        ``context()`` gives the pass's run context (asked only when needed)."""
+        """Before a pass: ``(breaker per key, positions to call, {position: skip reason},
+        circuit state per position or None when all are closed)``; ``context()``: lazily."""
         breakers = list(map(self.get, keys))
         allowed: list[int] = []
         refused: dict[int, str] = {}
