@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
-logger = _face.logger_for(__name__)
-
 # run() keywords in either spelling -> RunContext field
 _RUN_KEYS = spellings("user_id", "tenant_id", "session_id", "session_state", "run_id",
                       "metadata", "dependencies", "signal")

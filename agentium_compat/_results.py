@@ -102,8 +102,7 @@ def _scrubbed(report: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 _FIELDS = ("output", "usage", "context_report", "messages", "context", "system",
            "run_context", "response", "agent", "history")
 #: The fields its JSON view reads (a change to one refreshes the view).
-_SHOWN = frozenset({"output", "usage", "context_report", "messages", "context",
-                    "run_context", "agent"})
+_SHOWN = frozenset(_FIELDS) - {"system", "response", "history"}
 
 
 class RunResult(dict[str, Any]):

@@ -109,8 +109,7 @@ class CircuitBreaker:
         return self._state is CLOSED and self._failures == 0 and not self._callers
 
     def allow(self) -> tuple[bool, str | None]:
-        """May the source be called now? ``(True, None)`` closed, ``(True,
-        "half_open")`` for the one trial, ``(False, reason)`` while open."""
+        """``(True, None)`` closed, ``(True, "half_open")`` the trial, ``(False, reason)``."""
         if self._state is CLOSED:  # a plain read: no lock while all is well
             return True, None
         with self._lock:
@@ -149,8 +148,7 @@ class CircuitBreaker:
                 self._open(self._clock())
 
     def count_caller(self, scope: Scope) -> bool:
-        """Count one failure for a failing caller, once per caller until the source
-        next succeeds (one caller never opens it alone); True when counted."""
+        """Count a caller once until the next success (one alone never opens); True if so."""
         with self._lock:
             seen = self._seen
             if seen is None:
@@ -200,8 +198,7 @@ def _value_key(key: Any) -> Hashable | None:
 
 
 def _declared(key: Any) -> tuple[str, ...]:
-    """The fields ``key`` declares it reads; one that cannot be read counts as reading
-    who the caller is (the fair guess)."""
+    """The fields ``key`` reads; unreadable ones count as the caller's (the fair guess)."""
     try:
         return context_fields(key)
     except Exception as exc:
@@ -224,8 +221,7 @@ def _evict(table: dict[Any, CircuitBreaker]) -> None:
 
 
 def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
-    """``(declared, caller)``: the scope of the fields the source reads, and that
-    scope with the caller's user and tenant added (for failures marked as theirs)."""
+    """``(declared, caller)``: the fields the source reads, then with user and tenant."""
     declared = scope_of(breaker, ctx)
     names = breaker.context_fields
     extra = tuple((f, repr(context_value(ctx, f))) for f in CALLER_FIELDS if f not in names)
@@ -294,8 +290,7 @@ class Breakers:
             return found
 
     def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
-        """The breaker of one caller scope on ``breaker``'s source (made on its first
-        failure; at most ``max_callers`` per source, healthy ones dropped first)."""
+        """One caller scope's breaker on ``breaker``'s source, made on its first failure."""
         with breaker._lock:
             callers = breaker._callers
             if callers is None:
@@ -336,8 +331,7 @@ class Breakers:
 
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
-        """After a pass: each called source's outcome (refused sources' rows are
-        ignored), ``breakers`` as :meth:`admit` returned them."""
+        """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is not Status.FAILED and status is not Status.TIMEOUT:

@@ -1,8 +1,5 @@
-"""Every exception lionctx defines, under one root ``LionctxError`` (the tree:
-``docs/errors.md``). ``ConfigurationError`` is refused at the API boundary; second
-bases (``ValueError``, ``TypeError``, ``RuntimeError``) are the built-ins callers
-caught before the root existed. Imports nothing from lionctx at load time.
-"""
+"""Every exception lionctx defines, under one root ``LionctxError`` (the tree and the
+second bases: ``docs/errors.md``). Imports nothing from lionctx at load time."""
 
 from __future__ import annotations
 

@@ -37,8 +37,7 @@ def digest(text: str) -> str:
 
 
 def digest_under(key: Hashable, text: str) -> str:
-    """:func:`digest` of ``text``, memoized under ``key`` (one that determines ``text``
-    exactly), so a block made anew each pass is not hashed again."""
+    """:func:`digest` of ``text``, memoized under ``key`` (which determines ``text``)."""
     if not _SECRET:
         return _blake(text)
     found = _MEMO.get(key)
@@ -120,8 +119,7 @@ def _plain(value: Any) -> Any:
 
 
 def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
-    """``value`` when it is an ``int >= 1``; else :class:`~lionctx.InvalidType` /
-    :class:`~lionctx.InvalidValue` naming it."""
+    """``value`` when it is an ``int >= 1``; else an error naming it."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidType(f"{label} must be an int >= 1, got {value!r}")
     if value < 1:
@@ -130,10 +128,8 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
 
 
 def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
-    """Whose previous turn a turn compares with: the run context's ``tenant_id``,
-    ``user_id`` and ``session_id`` (the bound run context fills those ``ctx`` leaves
-    unset), and, without a session id, ``owner`` (the one conversation the turn
-    belongs to, such as a ``Branch``). Equal keys share a baseline."""
+    """Whose previous turn a turn compares with: the run context's tenant, user and
+    session ids, and without a session id ``owner`` (its conversation, e.g. a Branch)."""
     tenant, user, session = (context_value(ctx, name) for name in _FIELDS)
     return (_plain(tenant), _plain(user), _plain(session),
             _owner_number(owner) if session is None else None)
