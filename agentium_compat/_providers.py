@@ -32,8 +32,7 @@ _QUOTED_OR_WORD = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\w+\b")
 
 @contextmanager
 def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
-    """Re-raise a construction error with lionctx's option names in agentium's
-    spelling (quoted values left as given)."""
+    """Re-raise a construction error with its option names in agentium's spelling."""
     camel_of = {snake: camel for camel, snake in table.items() if snake != camel}
     try:
         yield

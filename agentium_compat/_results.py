@@ -85,9 +85,8 @@ def _secrets_of(value: Any, depth: int = 0) -> list[str]:
 
 
 def _scrubbed(report: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """``report`` (a Resolution's ``to_dict``) with the run context's held values and
-    URL passwords taken out of each row's own words: a provider that raised with a
-    token in its message must not hand it to whoever reads the result."""
+    """``report`` (a Resolution's ``to_dict``) with the run context's held values and URL
+    passwords taken out of each row's own words (a provider's error may quote a token)."""
     held = (ctx.dependencies, ctx.metadata, ctx.session_state, ctx.extra)
     secrets = sorted(set(_secrets_of(held)), key=len, reverse=True)
     for row in report.get("outcomes", ()):

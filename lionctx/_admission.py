@@ -54,8 +54,7 @@ def admit(candidates: Sequence[Candidate], budget: Number | None) -> Admission:
 def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
                   caps: Sequence[Number | None], budget: Number | None,
                   keys: Sequence[Hashable] | None = None) -> Admission:
-    """:func:`admit` over parallel columns; with ``keys`` (equal for duplicates),
-    each key is kept at most once."""
+    """:func:`admit` over parallel columns; with ``keys``, each key is kept at most once."""
     skipped_cap: list[int] = []
     eligible: list[int] = []
     for i, cap in enumerate(caps):

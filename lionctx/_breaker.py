@@ -63,8 +63,7 @@ class BreakerSettings:
 
 
 class CircuitBreaker:
-    """One source's (or one failing caller's) breaker: closed, open (until a time) or
-    half-open (one trial out)."""
+    """One source's (or failing caller's) breaker: closed, open or half-open (one trial)."""
 
     __slots__ = ("__weakref__", "_callers", "_clock", "_cooldown", "_failures",
                  "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",
@@ -89,8 +88,7 @@ class CircuitBreaker:
 
     @property
     def state(self) -> str:
-        """``"closed"``, ``"open"`` or ``"half_open"`` (as last decided: an open
-        circuit whose cool-down is over turns half-open at the next :meth:`allow`)."""
+        """``"closed"``, ``"open"`` or ``"half_open"`` (open turns half-open in :meth:`allow`)."""
         return self._state
 
     @property

@@ -139,8 +139,7 @@ _MISSING = object()
 
 
 def _items(ctx: Any) -> dict[Any, Any]:
-    """A mapping's items, or an object's public attributes and every field it has in
-    either spelling (slots and properties too)."""
+    """A mapping's items, or an object's public attributes and fields in either spelling."""
     if ctx is None:
         return {}
     if isinstance(ctx, Mapping):
@@ -162,20 +161,23 @@ coerce_run_context = RunContext.coerce  # a RunContext from any run-context shap
 def context_value(ctx: Any, key: str, default: Any = None) -> Any:
     """Read ``key`` (snake_case, else camelCase; key or attribute) from a RunContext, a
     mapping or any object; where it is unset, from the bound run context."""
-    if ctx is None:
-        value = None
-    elif isinstance(ctx, RunContext):
-        value = ctx.get(key)
-    elif isinstance(ctx, Mapping):
-        value = ctx[key] if key in ctx else ctx.get(camel(key))
-    else:
-        value = getattr(ctx, key, _MISSING)
-        value = getattr(ctx, camel(key), None) if value is _MISSING else value
+    value = _read(ctx, key, None)
     if value is None:
         bound = _BOUND.get()
         if bound is not None and bound is not ctx:
             value = bound.get(key, None)
     return default if value is None else value
+
+
+def _read(ctx: Any, key: str, default: Any) -> Any:
+    if ctx is None:
+        return default
+    if isinstance(ctx, RunContext):
+        return ctx.get(key, default)
+    if isinstance(ctx, Mapping):
+        return ctx[key] if key in ctx else ctx.get(camel(key), default)
+    value = getattr(ctx, key, _MISSING)
+    return getattr(ctx, camel(key), default) if value is _MISSING else value
 
 
 _BOUND: ContextVar[RunContext | None] = ContextVar("lionctx_run_context", default=None)

@@ -17,8 +17,7 @@ __all__ = ["build_request", "selected_blocks"]
 
 
 def selected_blocks(report: ProviderReport, render: RenderMode) -> tuple[ContextBlock, ...]:
-    """The blocks a provider pass selected, in the order a request carries them:
-    stable blocks first in tag mode, registration order in LionAGI's mode."""
+    """A pass's selected blocks in request order (tags: stable first; lionagi: as registered)."""
     if render == "tags":
         # A kept (fired) outcome always has text; the test only narrows.
         return tuple(ContextBlock(o.name, o.text) for o in kept_in_order(report.outcomes)

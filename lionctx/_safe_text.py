@@ -110,8 +110,7 @@ def error_text(exc: object, limit: int = TEXT_LIMIT) -> tuple[str, str]:
 
 
 def traceback_text(exc: BaseException) -> str:
-    """A traceback of ``exc`` in at most :data:`TRACEBACK_LIMIT` characters, every
-    exception's text taken through :func:`error_text`."""
+    """A traceback of ``exc`` in :data:`TRACEBACK_LIMIT` characters, via :func:`error_text`."""
     parts: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -137,8 +136,7 @@ def traceback_text(exc: BaseException) -> str:
 
 
 class BoundedTracebacks(logging.Filter):
-    """Sets ``record.exc_text`` (which formatters print instead of formatting the
-    exception again) to a bounded :func:`traceback_text`."""
+    """Sets ``record.exc_text`` (what formatters print) to a bounded traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         info = record.exc_info

@@ -37,6 +37,5 @@ def context_fields(provider: Any) -> tuple[str, ...]:
 
 
 def scope_of(provider: Any, ctx: Any) -> Scope:
-    """The values of the fields ``provider`` reads, for a call with run context ``ctx``
-    (the bound run context fills fields ``ctx`` leaves unset)."""
+    """The values of the fields ``provider`` reads, in ``ctx`` (else the bound one)."""
     return tuple((name, repr(context_value(ctx, name))) for name in context_fields(provider))

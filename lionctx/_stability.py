@@ -72,8 +72,7 @@ class CacheBreak:
 
 
 def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
-    """The first difference between two turns' ``(name, digest)`` sequences, or
-    ``None`` when they are identical (or there is no previous turn)."""
+    """The first difference between two turns' ``(name, digest)`` sequences, or ``None``."""
     if previous is None or previous == current:
         return None
     n = min(len(previous), len(current))
@@ -136,8 +135,7 @@ def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
 
 
 class PrefixHistory:
-    """Each session's previous-turn digests (at most ``max_sessions``, least recent
-    dropped first), by :func:`session_key` (or any hashable key). Thread-safe."""
+    """Each session's last-turn digests (``max_sessions``, oldest out first); thread-safe."""
 
     def __init__(self, max_sessions: int = 1024) -> None:
         self.max_sessions = check_max_sessions(max_sessions)
