@@ -1,8 +1,6 @@
-"""A drop-in Python port of agentium's context-provider API, on lionctx's core.
-
-Names and option spellings follow agentium (``resolveContextProviders``,
-``RunContext`` with ``userId`` and friends), each beside its snake_case name. Built on
-lionctx's public API; the one extension it uses is ``lionctx.RunContext.coerce``.
+"""A drop-in Python port of agentium's context-provider API, on lionctx's public API
+(and its documented extensions). Names and option spellings follow agentium
+(``resolveContextProviders``, ``userId``...), each beside its snake_case name.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""agentium's ``Agent``: context providers wired into the instructions resolver.
-
-Each run resolves the providers over the agent's one pass (the input is the query),
-hands the ``<context>`` string to the instructions, then runs the same turn a
-:class:`lionctx.Branch` does (``docs/agentium.md``; engines: ``docs/engines.md``).
+"""agentium's ``Agent``: each run resolves the providers over the agent's one pass (the
+input is the query), hands the ``<context>`` string to the instructions, then runs the
+same turn a :class:`lionctx.Branch` does (``docs/agentium.md``, ``docs/engines.md``).
 """
 
 from __future__ import annotations
@@ -26,8 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from lionctx.engines import ContextEngine
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
-
-logger = _face.logger_for(__name__)
 
 # run() keywords in either spelling -> RunContext field
 _RUN_KEYS = spellings("user_id", "tenant_id", "session_id", "session_state", "run_id",

@@ -10,32 +10,20 @@ from typing import Any
 
 import lionctx
 from lionctx import InvalidType
+from lionctx._face import camel, spellings  # extension: the core's spellings
 
 __all__ = ["CAMEL", "RunContext", "camel", "resolveContextProviders", "resolve_context",
            "resolve_context_providers", "snake", "spellings"]
 
 #: agentium's spelling -> the lionctx field.
-CAMEL = {"runId": "run_id", "sessionId": "session_id", "userId": "user_id",
-         "tenantId": "tenant_id", "sessionState": "session_state"}
-
-
+CAMEL = {camel(name): name for name in ("run_id", "session_id", "user_id", "tenant_id",
+                                        "session_state")}
 _UPPER = re.compile(r"(?<!^)(?=[A-Z])")
 
 
 def snake(name: str) -> str:
     """The snake_case spelling of a camelCase name (``userId``: ``user_id``)."""
     return _UPPER.sub("_", name).lower()
-
-
-def camel(name: str) -> str:
-    """The camelCase spelling of a snake_case name (``user_id``: ``userId``)."""
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
-
-
-def spellings(*names: str) -> dict[str, str]:
-    """``{spelling: field}`` for each of ``names`` in snake_case and agentium's camelCase."""
-    return {**{n: n for n in names}, **{c: n for c, n in CAMEL.items() if n in names}}
 
 
 class RunContext(lionctx.RunContext):

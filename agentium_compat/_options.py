@@ -20,9 +20,8 @@ _AS_IS = frozenset({"contextProviders"})
 
 
 def accepts_options_mapping(cls: T) -> T:
-    """Let ``cls(options_mapping)`` mean ``cls(**options)``, camelCase keys included
-    (as keywords too), beside keywords. A key given twice, not a ``str``, or unknown
-    (with the closest known option) raises ``TypeError`` naming it."""
+    """Let ``cls(options_mapping)`` mean ``cls(**options)`` (camelCase keys too); a key
+    given twice, not a ``str``, or unknown raises ``TypeError`` naming it."""
     init: Callable[..., None] = cls.__init__  # type: ignore[misc]
     accepted = frozenset(inspect.signature(init).parameters) - {"self"}
     # What an error may suggest: each option in both spellings.

@@ -6,13 +6,13 @@ source could not answer (the reason in ``lastError``); its row says ``failed``.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from lionctx import InvalidType, InvalidValue, SourceUnavailable, providers
+import lionctx._face as _face  # extension: the core's checks
+from lionctx import InvalidType, SourceUnavailable, providers
 from lionctx._suggest import did_you_mean  # extension: the core's "did you mean" hints
 
 from ._context import RunContext, snake
@@ -32,8 +32,7 @@ _QUOTED_OR_WORD = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\w+\b")
 
 @contextmanager
 def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
-    """Re-raise a construction error with lionctx's option names in agentium's
-    spelling (quoted values left as given)."""
+    """Re-raise a construction error with its option names in agentium's spelling."""
     camel_of = {snake: camel for camel, snake in table.items() if snake != camel}
     try:
         yield
@@ -44,13 +43,7 @@ def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
 
 def _ms(value: Any, label: str, *, allow_zero: bool) -> float:
     """Milliseconds to seconds, refusing bad values by their agentium name."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidType(f"{label} must be a number of milliseconds, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        need = "zero or a positive" if allow_zero else "a positive"
-        raise InvalidValue(f"{label} must be {need}, finite number of milliseconds, "
-                           f"got {value!r}")
-    return value / 1000.0
+    return _face.check_duration(value, label, allow_zero=allow_zero, unit="milliseconds") / 1000
 
 
 class _Agentium(providers.ContextSource):
@@ -81,31 +74,21 @@ class _Agentium(providers.ContextSource):
         for key in self._REQUIRED:
             if key not in merged:
                 raise InvalidType(f"{name} needs {key}")
-        kwargs = {table[k]: v for k, v in merged.items()}
-        for label, allow_zero in self._MS.items():
-            key = self._OPTIONS[label]
-            if key in kwargs:
-                kwargs[key] = _ms(kwargs[key], label, allow_zero=allow_zero)
+        kwargs = {table[k]: _ms(v, k, allow_zero=self._MS[k]) if k in self._MS else v
+                  for k, v in merged.items()}
         required = [kwargs.pop(self._OPTIONS[r]) for r in self._REQUIRED]
         with _agentium_names(self._OPTIONS):
             super().__init__(*required, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        # Reached only for names not found: agentium's camelCase of a lionctx attribute.
-        spelled = snake(name)
+        # Reached only for names not found: agentium's camelCase of a lionctx attribute,
+        # ``...Ms`` in milliseconds (``timeoutMs``, ``cacheTtlMs``, ``ttlMs``).
+        in_ms = name.endswith("Ms")
+        spelled = snake(name[:-2] if in_ms else name)
         if spelled == name or name.startswith("_"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(self, spelled)
-
-    @property
-    def timeoutMs(self) -> float:  # noqa: N802
-        """The timeout in milliseconds."""
-        return float(getattr(self, "timeout")) * 1000.0  # noqa: B009  # not on every source
-
-    @property
-    def cacheTtlMs(self) -> float:  # noqa: N802
-        """How long an answer is cached, in milliseconds."""
-        return float(getattr(self, "cache_ttl")) * 1000.0  # noqa: B009
+        value = getattr(self, spelled)
+        return float(value) * 1000.0 if in_ms else value
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
         return await super().retrieve(query, RunContext.coerce(ctx))
@@ -197,8 +180,3 @@ class CachedContextProvider(_Agentium, providers.CachedContextProvider):
                 self, inner, ttl, key=key, maxsize=maxSize, stale_on_error=staleOnError,
                 name=name, cache=cache, source_identity=sourceIdentity,
                 context_fields=contextFields)
-
-    @property
-    def ttlMs(self) -> float:  # noqa: N802
-        """How long a value is cached, in milliseconds."""
-        return self.ttl * 1000.0

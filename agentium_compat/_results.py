@@ -85,9 +85,8 @@ def _secrets_of(value: Any, depth: int = 0) -> list[str]:
 
 
 def _scrubbed(report: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    """``report`` (a Resolution's ``to_dict``) with the run context's held values and
-    URL passwords taken out of each row's own words: a provider that raised with a
-    token in its message must not hand it to whoever reads the result."""
+    """``report`` (a Resolution's ``to_dict``) with the run context's held values and URL
+    passwords taken out of each row's own words (a provider's error may quote a token)."""
     held = (ctx.dependencies, ctx.metadata, ctx.session_state, ctx.extra)
     secrets = sorted(set(_secrets_of(held)), key=len, reverse=True)
     for row in report.get("outcomes", ()):
@@ -102,8 +101,7 @@ def _scrubbed(report: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 _FIELDS = ("output", "usage", "context_report", "messages", "context", "system",
            "run_context", "response", "agent", "history")
 #: The fields its JSON view reads (a change to one refreshes the view).
-_SHOWN = frozenset({"output", "usage", "context_report", "messages", "context",
-                    "run_context", "agent"})
+_SHOWN = frozenset(_FIELDS) - {"system", "response", "history"}
 
 
 class RunResult(dict[str, Any]):
@@ -169,11 +167,8 @@ class RunResult(dict[str, Any]):
                 f"context={self.context!r}, system={self.system!r}, agent={self.agent!r}, "
                 f"run_id={self.run_id!r})")
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle: the fields, not the view
         return (type(self), tuple(getattr(self, name) for name in _FIELDS))
-
-    def __copy__(self) -> RunResult:
-        return type(self)(*(getattr(self, name) for name in _FIELDS))
 
     @property
     def text(self) -> str:

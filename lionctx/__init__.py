@@ -10,34 +10,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._exceptions import (  # dependency-free, so eager
-    BodyTooLarge,
-    ConfigurationError,
-    DecodeError,
-    HttpFetchError,
-    InvalidType,
-    InvalidValue,
-    LionctxError,
-    ModelAuthError,
-    ModelConfigError,
-    ModelConnectionError,
-    ModelError,
-    ModelResponseError,
-    PluginLoadError,
-    SharedCacheError,
-    SharedFetchError,
-    UsageError,
-    WorkersExhausted,
-)
+from . import _exceptions
+from ._exceptions import *  # noqa: F403  (every exception; dependency-free, so eager)
 from ._public import publish, publish_one
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._breaker import Breakers, BreakerSettings
     from ._context import RunContext, bind_run_context, bound_run_context
-    from ._outcome import Outcome, SourceUnavailable, Status
+    from ._outcome import Outcome, Status
     from ._report import Report
     from ._stability import CacheBreak
-    from ._tokens import TokenizerDataError, count_tokens
+    from ._tokens import count_tokens
     from .branch import Branch, OperateResult
     from .models import OpenAIChatModel
     from .providers import (
@@ -55,11 +38,11 @@ if TYPE_CHECKING:  # pragma: no cover
 # module -> the names it defines, each imported on first access
 _LAZY = {name: module for module, names in {
     "._context": ("RunContext", "bind_run_context", "bound_run_context"),
-    "._outcome": ("Outcome", "SourceUnavailable", "Status"),
+    "._outcome": ("Outcome", "Status"),
     ".registry": ("ContextProvider", "ContextProviderRegistry", "ProviderReport"),
     "._report": ("Report",),
     ".resolve": ("Resolution", "resolve_context", "resolve_context_providers"),
-    "._tokens": ("TokenizerDataError", "count_tokens"),
+    "._tokens": ("count_tokens",),
     ".branch": ("Branch", "OperateResult"),
     ".models": ("OpenAIChatModel",),
     ".providers": ("CachedContextProvider", "ContextSource", "DatabaseContextProvider",
@@ -97,11 +80,7 @@ __all__ = [
     "CachedContextProvider", "ContextSource", "DatabaseContextProvider",
     "FilesystemContextProvider", "HttpContextProvider", "McpResourceProvider",
     "SqliteContextProvider", "OpenAIChatModel",
-    # errors: every one a LionctxError
-    "BodyTooLarge", "ConfigurationError", "DecodeError", "HttpFetchError", "InvalidType",
-    "InvalidValue", "LionctxError", "ModelAuthError", "ModelConfigError", "ModelConnectionError",
-    "ModelError", "ModelResponseError", "PluginLoadError", "SharedCacheError", "SharedFetchError",
-    "SourceUnavailable", "TokenizerDataError", "UsageError", "WorkersExhausted",
 ]
+__all__ += _exceptions.__all__  # errors: every one a LionctxError, as asyncio's __init__
 
 publish(globals())  # the exceptions, imported eagerly above

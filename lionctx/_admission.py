@@ -27,21 +27,17 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """The decisions for one list of candidates. All values are candidate indexes."""
+    """The decisions for one list of candidates, as candidate indexes: ``kept`` and
+    ``skipped_cap`` in registration order, ``skipped_budget`` in the order considered
+    (descending priority) with ``room``, the budget left at each; ``used``, the tokens
+    kept; ``duplicates``, ``(duplicate, kept)`` pairs (``kept`` held the same key)."""
 
     kept: tuple[int, ...]
-    """Kept, in registration order."""
     skipped_cap: tuple[int, ...]
-    """Over their own cap, in registration order."""
     skipped_budget: tuple[int, ...]
-    """Over the budget, in the order they were considered (descending priority)."""
     room: tuple[Number, ...]
-    """For each budget skip, the budget left when it was considered."""
     used: int
-    """Total tokens kept."""
     duplicates: tuple[tuple[int, int], ...] = ()
-    """``(duplicate, kept)`` pairs: a candidate left out because ``kept``, a kept
-    candidate with the same key, was injected in its place (in the order considered)."""
 
     @property
     def skipped(self) -> tuple[int, ...]:
@@ -58,8 +54,7 @@ def admit(candidates: Sequence[Candidate], budget: Number | None) -> Admission:
 def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
                   caps: Sequence[Number | None], budget: Number | None,
                   keys: Sequence[Hashable] | None = None) -> Admission:
-    """:func:`admit` over parallel columns; with ``keys`` (equal for duplicates),
-    each key is kept at most once."""
+    """:func:`admit` over parallel columns; with ``keys``, each key is kept at most once."""
     skipped_cap: list[int] = []
     eligible: list[int] = []
     for i, cap in enumerate(caps):

@@ -1,11 +1,8 @@
 """One concept: circuit breakers per source, fair between users, bounded (``docs/breakers.md``).
 
-A failure blamed on the deadline or on overload never counts (``Outcome.blame``).
-Others count against the whole source when its provider reads no run-context field
-(or raised ``SourceUnavailable(scope="source")``), else against the caller: the
-values of the fields it reads, plus ``user_id`` and ``tenant_id`` for a failure
-marked as the user's. Each failing caller counts once toward its source until it
-next succeeds, so ``threshold`` callers open it for everyone and one never does.
+A failure counts against the whole source, or against the caller (the values of the
+fields it reads); each failing caller counts once toward its source until it next
+succeeds, so ``threshold`` callers open it for everyone and one never does.
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ class BreakerSettings:
 
 
 class CircuitBreaker:
-    """One source's (or one failing caller's) breaker: closed, open (until a time) or
-    half-open (one trial out)."""
+    """One source's (or failing caller's) breaker: closed, open or half-open (one trial)."""
 
     __slots__ = ("__weakref__", "_callers", "_clock", "_cooldown", "_failures",
                  "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",
@@ -92,8 +88,7 @@ class CircuitBreaker:
 
     @property
     def state(self) -> str:
-        """``"closed"``, ``"open"`` or ``"half_open"`` (as last decided: an open
-        circuit whose cool-down is over turns half-open at the next :meth:`allow`)."""
+        """``"closed"``, ``"open"`` or ``"half_open"`` (open turns half-open in :meth:`allow`)."""
         return self._state
 
     @property
@@ -112,8 +107,7 @@ class CircuitBreaker:
         return self._state is CLOSED and self._failures == 0 and not self._callers
 
     def allow(self) -> tuple[bool, str | None]:
-        """May the source be called now? ``(True, None)`` closed, ``(True,
-        "half_open")`` for the one trial, ``(False, reason)`` while open."""
+        """``(True, None)`` closed, ``(True, "half_open")`` the trial, ``(False, reason)``."""
         if self._state is CLOSED:  # a plain read: no lock while all is well
             return True, None
         with self._lock:
@@ -152,8 +146,7 @@ class CircuitBreaker:
                 self._open(self._clock())
 
     def count_caller(self, scope: Scope) -> bool:
-        """Count one failure for a failing caller, once per caller until the source
-        next succeeds (one caller never opens it alone); True when counted."""
+        """Count a caller once until the next success (one alone never opens); True if so."""
         with self._lock:
             seen = self._seen
             if seen is None:
@@ -203,8 +196,7 @@ def _value_key(key: Any) -> Hashable | None:
 
 
 def _declared(key: Any) -> tuple[str, ...]:
-    """The fields ``key`` declares it reads; one that cannot be read counts as reading
-    who the caller is (the fair guess)."""
+    """The fields ``key`` reads; unreadable ones count as the caller's (the fair guess)."""
     try:
         return context_fields(key)
     except Exception as exc:
@@ -215,8 +207,7 @@ def _declared(key: Any) -> tuple[str, ...]:
 
 
 def _evict(table: dict[Any, CircuitBreaker]) -> None:
-    """Make room in ``table``: the oldest healthy breaker (it holds nothing a new one
-    would not) among the first few, else the oldest (fail open: it is called again)."""
+    """Drop the oldest healthy breaker among the first few, else the oldest (fails open)."""
     oldest = next(iter(table), None)
     for n, (k, b) in enumerate(table.items()):
         if b.healthy:
@@ -228,8 +219,7 @@ def _evict(table: dict[Any, CircuitBreaker]) -> None:
 
 
 def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
-    """``(declared, caller)``: the scope of the fields the source reads, and that
-    scope with the caller's user and tenant added (for failures marked as theirs)."""
+    """``(declared, caller)``: the fields the source reads, then with user and tenant."""
     declared = scope_of(breaker, ctx)
     names = breaker.context_fields
     extra = tuple((f, repr(context_value(ctx, f))) for f in CALLER_FIELDS if f not in names)
@@ -247,14 +237,9 @@ def _read(context: Callable[[], Any] | None) -> Any:
 
 
 class Breakers:
-    """The breakers of a set of sources, and of the callers failing on them.
-
-    A source is keyed by the identity its provider states (``source_identity``), else
-    by the provider object, held weakly (its breaker goes with it), else (no weak
-    reference) by its class and name. Keys held by value are bounded by
-    ``max_sources``; each source keeps at most ``max_callers`` failing callers
-    (healthy ones dropped first; a dropped one fails open).
-    """
+    """The breakers of a set of sources (keyed by ``source_identity``, else the provider
+    held weakly, else its class and name; at most ``max_sources`` held by value), and of
+    at most ``max_callers`` failing callers per source (healthy ones dropped first)."""
 
     def __init__(self, settings: BreakerSettings | None = None, *,
                  clock: Clock = time.monotonic, max_sources: int = 4096,
@@ -303,8 +288,7 @@ class Breakers:
             return found
 
     def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
-        """The breaker of one caller scope on ``breaker``'s source (made on its first
-        failure; at most ``max_callers`` per source, healthy ones dropped first)."""
+        """One caller scope's breaker on ``breaker``'s source, made on its first failure."""
         with breaker._lock:
             callers = breaker._callers
             if callers is None:
@@ -320,9 +304,8 @@ class Breakers:
     def admit(self, keys: Sequence[Any], context: Callable[[], Any] | None = None,
               ) -> tuple[list[CircuitBreaker], list[int], dict[int, str],
                          list[str | None] | None]:
-        """Before a pass: ``(breaker per key, positions to call, {position: skip
-        reason}, circuit state per position or None when all are closed)``;
-        ``context()`` gives the pass's run context (asked only when needed)."""
+        """Before a pass: ``(breaker per key, positions to call, {position: skip reason},
+        circuit state per position or None when all are closed)``; ``context()``: lazily."""
         breakers = list(map(self.get, keys))
         allowed: list[int] = []
         refused: dict[int, str] = {}
@@ -346,8 +329,7 @@ class Breakers:
 
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
-        """After a pass: each called source's outcome (refused sources' rows are
-        ignored), ``breakers`` as :meth:`admit` returned them."""
+        """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is not Status.FAILED and status is not Status.TIMEOUT:

@@ -16,9 +16,8 @@ Observer = Callable[[Outcome], None]
 
 @dataclass(slots=True)
 class ProviderCall:
-    """One provider, ready to run: ``invoke(*args)`` performs the call. ``frame`` makes
-    the text sent and counted (the outcome keeps it framed with ``keep_frame``);
-    ``timeout`` and ``max_chars`` override the pass's."""
+    """One provider, ready to run (``invoke(*args)``); ``frame`` makes the text sent and
+    counted (kept framed with ``keep_frame``); ``timeout``/``max_chars`` override the pass's."""
 
     name: str
     provider: Any

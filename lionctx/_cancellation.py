@@ -1,8 +1,6 @@
-"""Cancellation in a pass: the caller's propagates, a provider's own is its failure.
-
-A ``CancelledError`` raised while nobody cancelled the running task (a provider
-awaited a shared task someone else cancelled) is that provider's failure; where that
-cannot be told apart (trio, Python 3.10) every cancellation propagates.
+"""Cancellation in a pass: the caller's propagates, a provider's own (it awaited a task
+someone else cancelled) is its failure; where that cannot be told apart (trio, Python
+3.10) every cancellation propagates.
 """
 
 from __future__ import annotations
@@ -47,9 +45,8 @@ def _cancel_propagates(exc: BaseException) -> bool | None:
 
 
 def _fatal(exc: BaseException) -> bool:
-    """Must ``exc``, raised while counting or sanitizing, leave the pass? The
-    interpreter's own exits and the caller's cancellation do; any other
-    ``BaseException`` (pyo3's ``PanicException`` from the tokenizer) is contained."""
+    """Must ``exc``, raised while counting or sanitizing, leave the pass? Exits and the
+    caller's cancellation do; any other (pyo3's ``PanicException``) is contained."""
     if isinstance(exc, Exception):  # an ExceptionGroup holds Exceptions only
         return False
     if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
@@ -63,8 +60,7 @@ def _fatal(exc: BaseException) -> bool:
 
 
 def _fatal_from_provider(exc: BaseException) -> bool:
-    """Must ``exc``, raised by a provider's call, leave the pass? Every
-    ``BaseException`` outside ``Exception`` does, but a provider's own cancellation."""
+    """Must a provider's ``exc`` leave the pass? A non-``Exception`` but its own cancel."""
     if isinstance(exc, Exception):
         return False
     cancel = _cancel_propagates(exc)

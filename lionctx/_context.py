@@ -1,7 +1,6 @@
-"""The run context every provider receives, and binding one to a turn (a
-``ContextVar``: it follows ``await``, tasks and worker threads, never into a
-concurrent turn). A mapping or object given as a run context may spell a field in
-camelCase (``userId``): caches and breakers scope by user and tenant.
+"""The run context every provider receives, and binding one to a turn (a ``ContextVar``:
+it follows ``await``, tasks and worker threads, never into a concurrent turn). A mapping
+or object given as a run context may spell a field in camelCase (``userId``).
 """
 
 from __future__ import annotations
@@ -140,8 +139,7 @@ _MISSING = object()
 
 
 def _items(ctx: Any) -> dict[Any, Any]:
-    """A mapping's items, or an object's public attributes and every field it has in
-    either spelling (slots and properties too)."""
+    """A mapping's items, or an object's public attributes and fields in either spelling."""
     if ctx is None:
         return {}
     if isinstance(ctx, Mapping):

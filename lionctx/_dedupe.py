@@ -1,8 +1,6 @@
-"""Dedupe: a text is injected once per pass (equal once stripped; admission picks the
-copy), and not at all when the system side already said it: an assistant, tool or
-function message, or a system message after the leading one, holds it as a whole
-block (its whole text, a paragraph or a ``<context>`` block; never a substring, never
-a user's message). ``docs/dedupe.md``.
+"""Dedupe (``docs/dedupe.md``): a text is injected once per pass (equal once stripped),
+and not at all when a system-side message (not the user's, not the leading system one)
+holds it as a whole block: its whole text, a paragraph or a ``<context>`` block.
 """
 
 from __future__ import annotations
@@ -98,8 +96,7 @@ class HistoryIndex:
         return len(self._blocks)
 
     def update(self, messages: Sequence[Mapping[str, Any] | str]) -> None:
-        """Read the messages appended since the last call (a rewritten history is
-        read again from its latest ``max_messages``); a ``str`` item is system-side."""
+        """Read the messages new since the last call (a rewritten history: all again)."""
         n = len(messages)
         start = self._count
         if start and (n < start or _fingerprint(*self._look(messages[start - 1])) != self._last):
@@ -145,8 +142,7 @@ class HistoryIndex:
 def skip_seen(outcomes: Sequence[Outcome], index: HistoryIndex,
               body: Callable[[Outcome], str] | None = None) -> list[Outcome]:
     """New rows: each ``fired`` one the system side already holds is ``skipped``
-    (``duplicate of message N``); ``body`` gives the text to compare (its tag
-    stripped, on the agentium face)."""
+    (``duplicate of message N``); ``body`` gives the text to compare (tag stripped)."""
     rows = list(outcomes)
     if not len(index):
         return rows

@@ -1,8 +1,5 @@
-"""Every exception lionctx defines, under one root ``LionctxError`` (the tree:
-``docs/errors.md``). ``ConfigurationError`` is refused at the API boundary; second
-bases (``ValueError``, ``TypeError``, ``RuntimeError``) are the built-ins callers
-caught before the root existed. Imports nothing from lionctx at load time.
-"""
+"""Every exception lionctx defines, under one root ``LionctxError`` (the tree and the
+second bases: ``docs/errors.md``). Imports nothing from lionctx at load time."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ class LionctxError(Exception):
 
 
 class ConfigurationError(LionctxError):
-    """A value lionctx refused when it was given, before any provider ran; the message
-    names the bad value."""
+    """A value refused where it was given, before any provider ran; the message names it."""
 
 
 class InvalidValue(ConfigurationError, ValueError):
@@ -35,13 +31,9 @@ class UsageError(ConfigurationError):
 
 
 class SourceUnavailable(LionctxError):
-    """The source could not answer; the message is the reason, free of secrets.
-
-    Reported as one ``failed`` row with this reason, logged without a traceback.
-    ``scope`` tells the circuit breakers whose failure it is (``docs/breakers.md``):
-    ``"user"`` (this call's user and tenant only), ``"source"`` (down for everyone)
-    or ``None`` (decided from the run-context fields the provider reads).
-    """
+    """The source could not answer: one ``failed`` row, this reason (free of secrets), no
+    traceback. ``scope``, whose failure it is for the breakers (``docs/breakers.md``):
+    ``"user"``, ``"source"`` or ``None`` (decided from the fields the provider reads)."""
 
     SCOPES = ("user", "source")
 
@@ -54,10 +46,7 @@ class SourceUnavailable(LionctxError):
 
 class WorkersExhausted(SourceUnavailable):
     """No lionctx worker thread can be had: earlier calls are stuck in them.
-
-    ``process_wide``: other sources hold the whole pool, so this one never ran; its
-    row's ``blame`` is ``"overload"`` and no breaker counts it.
-    """
+    ``process_wide``: other sources hold the whole pool (blame ``"overload"``)."""
 
     def __init__(self, *args: object, process_wide: bool = False) -> None:
         super().__init__(*args)
@@ -69,8 +58,7 @@ class _CountStopped(LionctxError):
 
 
 class _CountRefused(LionctxError):
-    """A text a turn may give up on has too long a stretch with no place to cut its
-    count: one tokenizer call that could not be stopped (a failed row, this reason)."""
+    """A text too long to count without a place to stop (a failed row, this reason)."""
 
 
 class HttpFetchError(SourceUnavailable):

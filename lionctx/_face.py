@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._adapters import fetch_method, provider_name
+from ._context import camel, spellings
 from ._literals import with_object_literals
 from ._log import logger_for
 from ._messages import ensure_uid, system_message
@@ -16,6 +17,7 @@ from ._policy import check_max_chars, check_number, check_seconds
 from ._stability import PrefixHistory, check_max_sessions, session_key
 from ._turn import Conversation, Turn, chat_model, copy_messages
 from ._values import Instruction
+from .providers._base import check_duration
 from .resolve import resolve_pass, resolve_with
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,10 +25,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "Conversation", "EngineSession", "Instruction", "PrefixHistory", "SessionPool", "Turn",
-    "chat_model", "check_max_chars", "check_max_sessions", "check_number", "check_seconds",
-    "copy_messages", "ensure_uid", "fetch_method", "logger_for", "open_session", "pass_knob",
-    "policy_knob", "provider_name", "resolve_pass", "resolve_with", "session_key",
-    "system_message", "with_object_literals",
+    "camel", "chat_model", "check_duration", "check_max_chars", "check_max_sessions",
+    "check_number", "check_seconds", "copy_messages", "ensure_uid", "fetch_method",
+    "logger_for", "open_session", "pass_knob", "policy_knob", "provider_name", "resolve_pass",
+    "resolve_with", "session_key", "spellings", "system_message", "with_object_literals",
 ]
 
 

@@ -1,8 +1,5 @@
-"""Object-literal providers: ``{"name": "notes", "fetch": fetch_notes}``, as a
-TypeScript user writes one, turned into a provider where the agentium face takes
-providers, or refused there naming what is wrong (an excess key, as TypeScript
-refuses one, with the closest known key suggested).
-"""
+"""Object-literal providers (``{"name": "notes", "fetch": fetch_notes}``, as TypeScript
+users write them) made providers, or refused naming what is wrong (an excess key too)."""
 
 from __future__ import annotations
 
@@ -25,9 +22,8 @@ def _is_literal(value: Any) -> bool:
 
 
 def object_literal(value: Mapping[Any, Any], where: str) -> Any:
-    """The provider the object literal ``value`` describes: ``name`` (or ``label``),
-    ``fetch`` (or ``fetchContext``) of ``(query, ctx)``, optionally ``volatile``;
-    ``where`` names it in errors (``providers[2]``)."""
+    """The provider ``value`` describes (``name``/``label``, ``fetch``/``fetchContext``,
+    optionally ``volatile``); ``where`` names it in errors (``providers[2]``)."""
     for key in value:
         if key not in LITERAL_KEYS:
             raise unknown_option(f"{where} (an object-literal provider)", key, LITERAL_KEYS)
@@ -54,8 +50,7 @@ def object_literal(value: Mapping[Any, Any], where: str) -> Any:
 
 
 def with_object_literals(providers: Sequence[Any], label: str) -> Sequence[Any]:
-    """``providers`` with every object literal turned into a provider (the same
-    sequence when there is none)."""
+    """``providers`` with each object literal made a provider (as is when none is)."""
     if not any(map(_is_literal, providers)):
         return providers
     return [object_literal(p, f"{label}[{i}]") if _is_literal(p) else p

@@ -12,11 +12,8 @@ __all__ = ["NoText", "Outcome", "SourceUnavailable", "Status"]
 
 
 class NoText(str):
-    """An empty answer that says why (``""``, falsy, with a ``reason``).
-
-    A provider returns ``NoText("...")`` where it would return ``None``; its row is
-    ``empty`` with that reason, and agentium's ``fetch`` still returns ``None``.
-    """
+    """An empty answer that says why: a provider returns ``NoText("...")`` where it would
+    return ``None``; its row is ``empty`` with that reason (agentium's ``fetch``: ``None``)."""
 
     reason: str
 
@@ -52,14 +49,10 @@ class Status(str, Enum):
 
 @dataclass(slots=True)
 class Outcome:
-    """One provider's result for one pass.
-
-    ``text`` is the (framed, where the face frames) text the provider returned,
-    ``tokens`` its count, ``duration_ms`` the wall time of the call. ``reason``
-    says why anything that is not ``fired`` or ``empty`` ended as it did. Never
-    changed once handed out: a later stage makes a new one with :meth:`replace` (not
-    frozen only because a frozen dataclass costs several times more to construct).
-    """
+    """One provider's result for one pass: ``text`` (framed where the face frames),
+    ``tokens``, ``duration_ms``; ``reason`` says why a row not ``fired`` or ``empty`` ended
+    so. Never changed once handed out (a later stage makes a new one with :meth:`replace`;
+    not frozen only because a frozen dataclass costs several times more to construct)."""
 
     name: str
     index: int
@@ -89,11 +82,9 @@ class Outcome:
     """Circuit breaker state that decided this call: ``"open"`` (not called) or
     ``"half_open"`` (this call was the trial)."""
     blame: str | None = None
-    """Whose failure a ``failed`` or ``timeout`` row is, when the pass knows it:
-    ``"user"`` (this call's user and tenant only), ``"source"`` (the whole source),
-    ``"deadline"`` (the pass's deadline: not called, or cut after starting late) or
-    ``"overload"`` (this process's event loop lagged past the timeout); no breaker
-    counts the last two. ``None``: decided from the fields the provider reads."""
+    """Whose failure a ``failed``/``timeout`` row is: ``"user"``, ``"source"``,
+    ``"deadline"`` or ``"overload"`` (the last two never counted by a breaker); ``None``:
+    decided from the fields the provider reads (``docs/breakers.md``)."""
 
     def replace(self, **changes: Any) -> Outcome:
         """A new outcome with ``changes`` applied; this one is left as it is."""

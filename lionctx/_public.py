@@ -1,7 +1,5 @@
 """Public names report public modules, as httpx's do: :func:`publish` rewrites the
-``__module__`` of a name a public package exports from a private module to
-``lionctx`` (a top-level name) or that package, so reprs and pickles name what users
-import."""
+``__module__`` of an exported name to ``lionctx`` or its public package."""
 
 from __future__ import annotations
 

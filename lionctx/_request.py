@@ -17,8 +17,7 @@ __all__ = ["build_request", "selected_blocks"]
 
 
 def selected_blocks(report: ProviderReport, render: RenderMode) -> tuple[ContextBlock, ...]:
-    """The blocks a provider pass selected, in the order a request carries them:
-    stable blocks first in tag mode, registration order in LionAGI's mode."""
+    """A pass's selected blocks in request order (tags: stable first; lionagi: as registered)."""
     if render == "tags":
         # A kept (fired) outcome always has text; the test only narrows.
         return tuple(ContextBlock(o.name, o.text) for o in kept_in_order(report.outcomes)
@@ -44,12 +43,10 @@ def build_request(
     rounds: Sequence[Mapping[str, Any]],
     render: RenderMode,
 ) -> list[dict[str, Any]]:
-    """The messages one call sends: ``history`` (system message first, if any), the
-    instruction, then ``rounds`` (this turn's tool calls and results); ``history`` is
-    left as it is. ``"tags"``: the blocks' tags follow the system text in the system
-    message. ``"lionagi"``: no system message; the first user message starts with
-    ``system + "\\n".join(blocks) + guidance`` (the guidance only when it is this
-    instruction) and a blank line."""
+    """The messages one call sends: ``history`` (left as it is), the instruction, then
+    ``rounds``. ``"tags"``: the blocks' tags follow the system text in the system message;
+    ``"lionagi"``: none; the first user message starts with ``system + "\\n".join(blocks)
+    + guidance`` (the guidance only when it is this instruction) and a blank line."""
     has_system = bool(history) and history[0].get("role") == "system"
     system = message_text(history[0]) if has_system else None
     past = history[1:] if has_system else history

@@ -92,20 +92,14 @@ def safe_text(obj: object, limit: int = TEXT_LIMIT) -> str:
         return obj if len(obj) <= limit and obj.isascii() else cut(obj, limit)
     if issubclass(type(obj), str):  # a str subclass: its characters, not what it says
         return cut(cast(str, obj), limit)
-    return _first_text(obj, limit, (False, True))
+    text = _text_of(obj, False)
+    return safe_repr(obj, limit) if text is None else cut(text, limit)
 
 
 def safe_repr(obj: object, limit: int = TEXT_LIMIT) -> str:
     """``repr(obj)`` as :func:`safe_text` gives ``str(obj)``."""
-    return _first_text(obj, limit, (True,))
-
-
-def _first_text(obj: object, limit: int, modes: tuple[bool, ...]) -> str:
-    for use_repr in modes:
-        text = _text_of(obj, use_repr)
-        if text is not None:
-            return cut(text, limit)
-    return cut(f"<unprintable {type_name(obj)}>", limit)
+    text = _text_of(obj, True)
+    return cut(f"<unprintable {type_name(obj)}>" if text is None else text, limit)
 
 
 def error_text(exc: object, limit: int = TEXT_LIMIT) -> tuple[str, str]:
@@ -116,8 +110,7 @@ def error_text(exc: object, limit: int = TEXT_LIMIT) -> tuple[str, str]:
 
 
 def traceback_text(exc: BaseException) -> str:
-    """A traceback of ``exc`` in at most :data:`TRACEBACK_LIMIT` characters, every
-    exception's text taken through :func:`error_text`."""
+    """A traceback of ``exc`` in :data:`TRACEBACK_LIMIT` characters, via :func:`error_text`."""
     parts: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -143,8 +136,7 @@ def traceback_text(exc: BaseException) -> str:
 
 
 class BoundedTracebacks(logging.Filter):
-    """Sets ``record.exc_text`` (which formatters print instead of formatting the
-    exception again) to a bounded :func:`traceback_text`."""
+    """Sets ``record.exc_text`` (what formatters print) to a bounded traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         info = record.exc_info

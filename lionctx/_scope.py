@@ -1,8 +1,6 @@
-"""Whose state is this: a provider's ``source_identity`` (a stable ``str`` naming what
-it reads, no secrets) and ``context_fields`` (the run-context fields its answer
-depends on). State that outlives a turn (cache entries, breakers, baselines) is
-shared only between calls with the same identity and equal :func:`scope_of`.
-"""
+"""Whose state is this: state that outlives a turn (cache entries, breakers, baselines)
+is shared only between calls with the same ``source_identity`` (a stable ``str``, no
+secrets) and equal :func:`scope_of` (the values of the ``context_fields`` it reads)."""
 
 from __future__ import annotations
 
@@ -39,6 +37,5 @@ def context_fields(provider: Any) -> tuple[str, ...]:
 
 
 def scope_of(provider: Any, ctx: Any) -> Scope:
-    """The values of the fields ``provider`` reads, for a call with run context ``ctx``
-    (the bound run context fills fields ``ctx`` leaves unset)."""
+    """The values of the fields ``provider`` reads, in ``ctx`` (else the bound one)."""
     return tuple((name, repr(context_value(ctx, name))) for name in context_fields(provider))

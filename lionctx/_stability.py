@@ -1,9 +1,6 @@
-"""Prompt-cache stability: digests of injected blocks and where a prefix broke.
-
-A prompt cache hits only while the request's prefix is byte-identical, so the first
-injected block whose bytes changed decides how much of it survives. :func:`compare`
-names it; :class:`PrefixHistory` keeps each session's previous turn
-(:func:`session_key`), so a turn never compares with another user's.
+"""Prompt-cache stability: :func:`compare` names the first injected block whose bytes
+changed since the previous turn (a prompt cache hits only on a byte-identical prefix);
+:class:`PrefixHistory` keeps each session's previous turn (:func:`session_key`).
 """
 
 from __future__ import annotations
@@ -26,12 +23,9 @@ __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 
-#: A key that determines a text exactly -> its digest: (length, string hash), or a
-#: tag block's (name, length, hash). Context is mostly the same from turn to turn
-#: (often the very str object, whose hash Python keeps), so a lookup replaces hashing
-#: the bytes again. No text is held; past _MEMO_MAX entries the oldest quarter goes.
-#: With PYTHONHASHSEED fixed the string hash is no secret: nothing is memoized (a
-#: crafted collision would fake a stable prefix).
+#: A key that determines a text exactly ((length, str hash), or a tag block's (name,
+#: length, hash)) -> its digest: context repeats from turn to turn. No text is held.
+#: With PYTHONHASHSEED fixed the hash is no secret, so nothing is memoized.
 _MEMO: dict[Hashable, str] = {}
 _MEMO_MAX = 65_536
 _SECRET = _HASH_IS_SECRET
@@ -43,8 +37,7 @@ def digest(text: str) -> str:
 
 
 def digest_under(key: Hashable, text: str) -> str:
-    """:func:`digest` of ``text``, memoized under ``key`` (one that determines ``text``
-    exactly), so a block made anew each pass is not hashed again."""
+    """:func:`digest` of ``text``, memoized under ``key`` (which determines ``text``)."""
     if not _SECRET:
         return _blake(text)
     found = _MEMO.get(key)
@@ -79,8 +72,7 @@ class CacheBreak:
 
 
 def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
-    """The first difference between two turns' ``(name, digest)`` sequences, or
-    ``None`` when they are identical (or there is no previous turn)."""
+    """The first difference between two turns' ``(name, digest)`` sequences, or ``None``."""
     if previous is None or previous == current:
         return None
     n = min(len(previous), len(current))
@@ -126,8 +118,7 @@ def _plain(value: Any) -> Any:
 
 
 def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
-    """``value`` when it is an ``int >= 1``; else :class:`~lionctx.InvalidType` /
-    :class:`~lionctx.InvalidValue` naming it."""
+    """``value`` when it is an ``int >= 1``; else an error naming it."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidType(f"{label} must be an int >= 1, got {value!r}")
     if value < 1:
@@ -136,18 +127,15 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
 
 
 def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
-    """Whose previous turn a turn compares with: the run context's ``tenant_id``,
-    ``user_id`` and ``session_id`` (the bound run context fills those ``ctx`` leaves
-    unset), and, without a session id, ``owner`` (the one conversation the turn
-    belongs to, such as a ``Branch``). Equal keys share a baseline."""
+    """Whose previous turn a turn compares with: the run context's tenant, user and
+    session ids, and without a session id ``owner`` (its conversation, e.g. a Branch)."""
     tenant, user, session = (context_value(ctx, name) for name in _FIELDS)
     return (_plain(tenant), _plain(user), _plain(session),
             _owner_number(owner) if session is None else None)
 
 
 class PrefixHistory:
-    """Each session's previous-turn digests (at most ``max_sessions``, least recent
-    dropped first), by :func:`session_key` (or any hashable key). Thread-safe."""
+    """Each session's last-turn digests (``max_sessions``, oldest out first); thread-safe."""
 
     def __init__(self, max_sessions: int = 1024) -> None:
         self.max_sessions = check_max_sessions(max_sessions)
@@ -167,16 +155,6 @@ class PrefixHistory:
         """``key``'s latest turn, or ``None`` (it stays the latest)."""
         with self._lock:
             return self._turns.get(key)
-
-    def previous(self, ctx: Any = None, owner: Any = None) -> Digests | None:
-        """The digests of the previous turn of ``ctx``'s session (see
-        :func:`session_key`), or ``None`` when it has none."""
-        return self.latest(session_key(ctx, owner))
-
-    def record(self, digests: Digests, ctx: Any = None, owner: Any = None) -> Digests | None:
-        """Keep ``digests`` as the latest turn of ``ctx``'s session; return the one it
-        replaces."""
-        return self.swap(session_key(ctx, owner), digests)
 
     def __len__(self) -> int:
         with self._lock:

@@ -16,8 +16,7 @@ PIECE = 1 << 14
 
 
 def make_encodable(text: str, stop: threading.Event | None = None) -> tuple[str, int]:
-    """``text`` with each lone surrogate (truncated emoji, file names that are not
-    UTF-8), which the model client cannot send, replaced by U+FFFD, and how many were.
+    """``text`` with each lone surrogate (unsendable) made U+FFFD, and how many were;
     ``stop`` is checked between pieces (``_CountStopped`` once set)."""
     if text.isascii():
         return text, 0

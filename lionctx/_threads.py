@@ -1,7 +1,6 @@
-"""Worker threads for a provider's blocking work, which a timeout abandons (the thread
-runs on, its result dropped). At most :func:`max_threads` process-wide; one source may
-leave at most ``per_key_abandoned`` stuck and hold a quarter of the pool; past that, or
-when abandoned threads hold every slot, a call fails fast with :class:`WorkersExhausted`.
+"""Worker threads for blocking work, which a timeout abandons (the thread runs on). At
+most :func:`max_threads`; one source may leave ``per_key_abandoned`` stuck and hold a
+quarter of the pool; past that a call fails fast with :class:`WorkersExhausted`.
 """
 
 from __future__ import annotations

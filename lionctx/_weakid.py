@@ -28,8 +28,7 @@ class WeakIdMap(Generic[V]):
         return item[1]
 
     def setdefault(self, obj: Any, factory: Callable[[], V]) -> V | None:
-        """The value tied to ``obj``, made by ``factory`` first if there is none;
-        ``None`` when ``obj`` cannot be referenced weakly."""
+        """The value tied to ``obj``, made first if none; ``None``: no weak reference."""
         with self._lock:
             found = self.get(obj)
             if found is not None:

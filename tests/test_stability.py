@@ -255,10 +255,10 @@ def test_session_key_separates_tenants_users_sessions_and_conversations():
 
 def test_prefix_history_previous_and_record_by_run_context():
     h = PrefixHistory()
-    assert h.record((("a", "1"),), {"user_id": "u1"}) is None
-    assert h.previous({"user_id": "u1"}) == (("a", "1"),)
-    assert h.previous({"user_id": "u2"}) is None
-    assert h.record((("a", "2"),), {"user_id": "u1"}) == (("a", "1"),)
+    assert h.swap(session_key({"user_id": "u1"}), (("a", "1"),)) is None
+    assert h.latest(session_key({"user_id": "u1"})) == (("a", "1"),)
+    assert h.latest(session_key({"user_id": "u2"})) is None
+    assert h.swap(session_key({"user_id": "u1"}), (("a", "2"),)) == (("a", "1"),)
     assert len(h) == 1
 
 

@@ -168,8 +168,8 @@ async def test_resolve_context_reads_and_records_the_sessions_baseline() -> None
                                         baselines=store, breaker=False)
             stable.append(res.prefix_stable)
     assert stable == [None, None, True, True]
-    assert store.previous({"user_id": "bob"}) == res.digests  # the last turn was bob's
-    assert store.previous({"user_id": "ann"}) != res.digests
+    assert store.latest(session_key({"user_id": "bob"})) == res.digests  # bob's was last
+    assert store.latest(session_key({"user_id": "ann"})) != res.digests
     with pytest.raises(InvalidType, match="previous or baselines"):
         await resolve_context([Rules()], "q", previous=res, baselines=store)
 
@@ -217,7 +217,7 @@ async def test_no_baseline_written_under_one_run_context_is_read_under_another(
         report = await reg.gather(None, None)
     assert report.prefix_stable is None and report.cache_break is None
     store = PrefixHistory()
-    store.record((("profile", "d1"),), one)
-    assert store.previous(two) is None
+    store.swap(session_key(one), (("profile", "d1"),))
+    assert store.latest(session_key(two)) is None
     res = await resolve_context([Profile()], "q", two, baselines=store, breaker=False)
     assert res.prefix_stable is None
