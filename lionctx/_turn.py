@@ -16,7 +16,6 @@ Without an engine session, entering and leaving cost nothing.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,7 +35,7 @@ from ._messages import (
 from ._request import build_request, selected_blocks
 from ._values import ContextBlock, Instruction, OperateResult, RenderMode, add_usage
 from .models import ChatResponse, ModelResponseError
-from .models._tools import ActionResponse, Tool, run_tool_call
+from .models._tools import ActionResponse, Tool, parse_arguments, run_tool_call
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engines._session import EngineSession
@@ -289,7 +288,7 @@ class Turn:
         content = await self.session.dispatch_tool(name, raw, turn_id=self.turn_id,
                                                    task_id=self._task_id, tool_call_id=call_id)
         try:
-            args = json_args(raw)
+            args = parse_arguments(raw)
         except (ValueError, RecursionError):  # the model's text: any shape, any depth
             args = None
         if not isinstance(args, dict):
@@ -385,9 +384,4 @@ class Turn:
                               turn_id=self.turn_id, task_id=self._task_id,
                               api_call_count=self.api_calls, interrupted=interrupted,
                               failed=failed, exit_reason=reason)
-
-
-def json_args(raw: Any) -> Any:
-    """A tool call's arguments: parsed JSON text, or the value itself ({} when empty)."""
-    return json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
 

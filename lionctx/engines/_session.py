@@ -30,13 +30,13 @@ from .._exceptions import InvalidType
 from .._log import logger_for
 from .._messages import new_uid
 from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
+from ..models._tools import parse_arguments
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides, usage_counts
 from ._checks import carry_identity, function_spec, schema_name, usage_dict, vetted
 from ._loader import clone_engine, resolve_context_engine
 
-__all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "compression_due",
-           "dispatch_engine_tool", "log_hook_error", "maybe_compress", "open_session",
-           "summary_model"]
+__all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "log_hook_error",
+           "open_session", "summary_model"]
 
 logger = logger_for("lionctx.engines._host")  # the name users know: the engine host's
 
@@ -80,76 +80,6 @@ def log_hook_error(engine: ContextEngine, hook: str, exc: BaseException,
     """Warn that ``hook`` raised (by the exception's type only) and what happens now."""
     logger.warning("context engine %r %s raised %s; %s", engine_label(engine), hook,
                    type_name(exc), then)
-
-
-def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
-    """``should_compress(prompt_tokens)``; an error (even in the truth test of what it
-    returned) means "not due", with a warning."""
-    try:
-        return bool(engine.should_compress(prompt_tokens))
-    except Exception as exc:
-        log_hook_error(engine, "should_compress", exc, "history kept")
-        return False
-
-
-def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
-                   prompt_tokens: int | None, *, focus_topic: str | None = None,
-                   force: bool = False) -> list[dict[str, Any]] | None:
-    """The compacted history to store, or None to keep ``messages`` (never modified):
-    ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot, checked
-    (``_checks.py``); rows keep their uids, new rows get fresh ones."""
-    label = engine_label(engine)
-    if not force and not compression_due(engine, prompt_tokens):
-        return None
-    try:
-        result = engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
-                                 focus_topic=focus_topic)
-    except Exception as exc:
-        log_hook_error(engine, "compress", exc, "history kept")
-        return None
-    plain, problem = vetted(messages, result, compaction=True)  # stored as what it holds
-    if plain is None:
-        if problem:  # "": nothing was compacted, the stored rows stay as they are
-            logger.warning("context engine %r compress %s; history kept", label,
-                           safe_text(problem))
-        return None
-    carry_identity(messages, plain)
-    return plain
-
-
-def dispatch_engine_tool(
-    engine: ContextEngine, name: str, args: Mapping[str, Any] | str | None, **kwargs: Any
-) -> str:
-    """Run one engine tool call (``args`` may be the model's raw JSON) and return the
-    result text; bad JSON or an engine error becomes a JSON error result."""
-    shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
-    unencodable = json.dumps({"error": f"tool {shown} returned a result that cannot be encoded"})
-    if args is None or args == "":
-        parsed: Any = {}
-    elif isinstance(args, str):
-        try:
-            parsed = json.loads(args)
-        except (ValueError, RecursionError):  # the model's text: any shape, any depth
-            return json.dumps({"error": f"arguments for tool {shown} are not valid JSON"})
-    else:
-        parsed = args
-    if not isinstance(parsed, Mapping):
-        return json.dumps({"error": f"arguments for tool {shown} must be a JSON object"})
-    try:
-        result = engine.handle_tool_call(name, dict(parsed), **kwargs)
-    except Exception as exc:
-        logger.warning("context engine %r tool %s raised %s", engine_label(engine), shown,
-                       type_name(exc))
-        return json.dumps({"error": f"tool {shown} failed: {type_name(exc)}"})
-    if isinstance(result, str):
-        return str.__str__(result)  # an exact str, whatever the subclass says
-    with contextlib.suppress(TypeError, ValueError, RecursionError):
-        return json.dumps(result, default=str)
-    try:
-        text = str(result)
-    except Exception:  # RecursionError included
-        return unencodable
-    return str.__str__(text) if isinstance(text, str) else unencodable
 
 
 def _unselected(label: str, why: str) -> None:
@@ -315,16 +245,48 @@ class EngineSession:
         except Exception as exc:
             log_hook_error(self.engine, "update_from_response", exc)
 
+    def compression_due(self, prompt_tokens: int | None) -> bool:
+        """``should_compress(prompt_tokens)``; an error (even in the truth test of what it
+        returned) means "not due", with a warning."""
+        try:
+            return bool(self.engine.should_compress(prompt_tokens))
+        except Exception as exc:
+            log_hook_error(self.engine, "should_compress", exc, "history kept")
+            return False
+
+    def compact(self, messages: list[dict[str, Any]], prompt_tokens: int | None, *,
+                focus_topic: str | None = None,
+                force: bool = False) -> list[dict[str, Any]] | None:
+        """The compacted history to store, or None to keep ``messages`` (never modified):
+        ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot, checked
+        (``_checks.py``); rows keep their uids, new rows get fresh ones."""
+        if not force and not self.compression_due(prompt_tokens):
+            return None
+        try:
+            result = self.engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
+                                          focus_topic=focus_topic)
+        except Exception as exc:
+            log_hook_error(self.engine, "compress", exc, "history kept")
+            return None
+        plain, problem = vetted(messages, result, compaction=True)  # stored as what it holds
+        if plain is None:
+            if problem:  # "": nothing was compacted, the stored rows stay as they are
+                logger.warning("context engine %r compress %s; history kept", self.label,
+                               safe_text(problem))
+            return None
+        carry_identity(messages, plain)
+        return plain
+
     async def compress(self, messages: list[dict[str, Any]],
                        usage: Any) -> list[dict[str, Any]] | None:
-        """After a turn: when ``should_compress`` (with the reply's prompt tokens) says
-        so, ``compress`` in a worker thread. The checked new history, or None."""
+        """After a turn: :meth:`compact` with the reply's prompt tokens, the engine's
+        ``compress`` in a worker thread."""
         counts = usage_counts(usage)
         prompt_tokens = counts[0] if counts is not None else None
-        if not compression_due(self.engine, prompt_tokens):
+        if not self.compression_due(prompt_tokens):
             return None
         return await anyio.to_thread.run_sync(
-            functools.partial(maybe_compress, self.engine, messages, prompt_tokens, force=True))
+            functools.partial(self.compact, messages, prompt_tokens, force=True))
 
     def turn_complete(self, transcript: Sequence[Mapping[str, Any]], usage: Any, *, turn_id: str,
                       task_id: str | None = None, api_call_count: int = 0,
@@ -371,13 +333,42 @@ class EngineSession:
             tools.append({"type": "function", "function": function})
         return tools
 
+    def tool_result(self, name: str, args: Mapping[str, Any] | str | None,
+                    **kwargs: Any) -> str:
+        """Run one engine tool call (``args`` may be the model's raw JSON) and return the
+        result text; bad JSON or an engine error becomes a JSON error result."""
+        shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
+        try:
+            parsed = parse_arguments(args)
+        except (ValueError, RecursionError):  # the model's text: any shape, any depth
+            return json.dumps({"error": f"arguments for tool {shown} are not valid JSON"})
+        if not isinstance(parsed, Mapping):
+            return json.dumps({"error": f"arguments for tool {shown} must be a JSON object"})
+        try:
+            result = self.engine.handle_tool_call(name, dict(parsed), **kwargs)
+        except Exception as exc:
+            logger.warning("context engine %r tool %s raised %s", self.label, shown,
+                           type_name(exc))
+            return json.dumps({"error": f"tool {shown} failed: {type_name(exc)}"})
+        if isinstance(result, str):
+            return str.__str__(result)  # an exact str, whatever the subclass says
+        with contextlib.suppress(TypeError, ValueError, RecursionError):
+            return json.dumps(result, default=str)
+        unencodable = json.dumps({"error": f"tool {shown} returned a result that cannot be "
+                                           "encoded"})
+        try:
+            text = str(result)
+        except Exception:  # RecursionError included
+            return unencodable
+        return str.__str__(text) if isinstance(text, str) else unencodable
+
     async def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None, *,
                             turn_id: str | None, task_id: str | None,
                             tool_call_id: str) -> str:
-        """Answer one call to an engine tool in a worker thread (``dispatch_engine_tool``)."""
+        """Answer one call to an engine tool in a worker thread (:meth:`tool_result`)."""
         return await anyio.to_thread.run_sync(functools.partial(
-            dispatch_engine_tool, self.engine, name, arguments, turn_id=turn_id,
-            task_id=task_id, tool_call_id=tool_call_id))
+            self.tool_result, name, arguments, turn_id=turn_id, task_id=task_id,
+            tool_call_id=tool_call_id))
 
 
 class SessionPool:
