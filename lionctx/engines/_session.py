@@ -1,12 +1,7 @@
-"""One concept, the host side of a context engine: :class:`EngineSession` binds an engine
-to a conversation and makes every call a turn makes to it, each contained (fail open);
-:class:`SessionPool` keeps one per session id; :class:`ThreadBridgeModel` lets a
-compressor in a worker thread summarize through an async model.
-
-Whatever an engine raises or returns, the request goes out as it would have without the
-engine, stored history is only replaced by a valid compaction (``_checks.py``), and the
-turn goes on. Hooks an engine did not override are never called.
-"""
+"""One concept, the host side of a context engine: :class:`EngineSession` makes every
+call a turn makes to its engine, each contained (fail open: the request goes out as it
+would have, stored history is only replaced by a valid compaction, the turn goes on);
+:class:`SessionPool` keeps one per session id."""
 
 from __future__ import annotations
 
@@ -42,8 +37,8 @@ logger = logger_for("lionctx.engines._host")  # the name users know: the engine 
 
 
 class ThreadBridgeModel:
-    """``complete_sync`` over an async-only chat model: from a worker thread started by
-    ``anyio.to_thread``, runs ``model.complete`` on the event loop (elsewhere RuntimeError)."""
+    """``complete_sync`` over an async chat model, for a compressor in an
+    ``anyio.to_thread`` worker thread: runs ``model.complete`` on the event loop."""
 
     def __init__(self, model: Any) -> None:
         if not callable(getattr(model, "complete", None)):
@@ -88,8 +83,7 @@ def _unselected(label: str, why: str) -> None:
 
 
 def _select_timeout(engine: ContextEngine) -> float:
-    """The engine's timeout when it is a positive finite number (a subclass may shadow
-    the checked property with anything), else :data:`DEFAULT_SELECT_TIMEOUT`."""
+    # A subclass may shadow the checked property with anything.
     try:
         value = engine.select_context_timeout
     except Exception:
@@ -102,7 +96,7 @@ def _select_timeout(engine: ContextEngine) -> float:
 def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
                     conversation: Sequence[Mapping[str, Any]] | None,
                     incoming: Mapping[str, Any] | None) -> functools.partial[Any]:
-    """The hook call, on deep copies (mutating them cannot leak into a fail-open request)."""
+    """The hook call, on deep copies (a mutation cannot leak into a fail-open request)."""
     budget = engine.context_length or 0
     if type(budget) is not int or budget < 0:
         budget = 0
@@ -116,9 +110,8 @@ def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
 
 
 class EngineSession:
-    """One engine bound to one conversation: its session lifecycle and turn hooks (hook
-    errors logged and ignored). ``session_id``: the id every session reports; when None,
-    the id :meth:`start` is given, else a fresh one."""
+    """One engine bound to one conversation (hook errors logged and ignored);
+    ``session_id``: fixed, else the one :meth:`start` is given, else a fresh one."""
 
     def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
         if not isinstance(engine, ContextEngine):
@@ -189,14 +182,8 @@ class EngineSession:
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """The messages to send for one request after the engine's ``select_context``.
-
-        The engine gets deep copies and ``budget_tokens`` = its ``context_length``; an
-        exception, ``None``, a refused result (``_checks.py``) or its
-        ``select_context_timeout`` passing leaves the request as is. A sync hook runs in a
-        worker thread abandoned at the timeout, an ``async`` one on the loop, cancelled; a
-        cancellation from outside is never swallowed.
-        """
+        """The request after ``select_context`` (sync: in a worker thread abandoned at
+        the timeout; async: on the loop, cancelled); any failure leaves it as is."""
         if not overrides(self.engine, "select_context"):
             return request
         from .._threads import run_in_worker
@@ -246,8 +233,7 @@ class EngineSession:
             log_hook_error(self.engine, "update_from_response", exc)
 
     def compression_due(self, prompt_tokens: int | None) -> bool:
-        """``should_compress(prompt_tokens)``; an error (even in the truth test of what it
-        returned) means "not due", with a warning."""
+        """``should_compress(prompt_tokens)``; any error means "not due"."""
         try:
             return bool(self.engine.should_compress(prompt_tokens))
         except Exception as exc:
@@ -257,9 +243,8 @@ class EngineSession:
     def compact(self, messages: list[dict[str, Any]], prompt_tokens: int | None, *,
                 focus_topic: str | None = None,
                 force: bool = False) -> list[dict[str, Any]] | None:
-        """The compacted history to store, or None to keep ``messages`` (never modified):
-        ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot, checked
-        (``_checks.py``); rows keep their uids, new rows get fresh ones."""
+        """The checked compacted history to store (rows keep their uids), or None to keep
+        ``messages`` (never modified); ``force`` skips ``should_compress``."""
         if not force and not self.compression_due(prompt_tokens):
             return None
         try:
@@ -304,8 +289,7 @@ class EngineSession:
             log_hook_error(self.engine, "on_turn_complete", exc)
 
     def tools(self) -> list[dict[str, Any]]:
-        """The engine's tools as OpenAI function tools; malformed entries left out with a
-        warning, none when ``get_tool_schemas`` raises."""
+        """The engine's tools as OpenAI function tools (malformed ones left out)."""
         label = self.label
         try:
             schemas = self.engine.get_tool_schemas()
@@ -335,8 +319,8 @@ class EngineSession:
 
     def tool_result(self, name: str, args: Mapping[str, Any] | str | None,
                     **kwargs: Any) -> str:
-        """Run one engine tool call (``args`` may be the model's raw JSON) and return the
-        result text; bad JSON or an engine error becomes a JSON error result."""
+        """One engine tool call's result text (``args`` may be raw JSON); a failure
+        becomes a JSON error result."""
         shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
         try:
             parsed = parse_arguments(args)
@@ -372,10 +356,8 @@ class EngineSession:
 
 
 class SessionPool:
-    """The engine sessions of a host serving many conversations: runs without a session id
-    use ``engine``, each id a session over its ``clone_for_agent()``. Beyond
-    ``max_sessions`` ids the least recently used idle ones are ended (shielded, in a
-    worker thread); ``owner`` names the host in log lines."""
+    """A host's engine sessions: runs without a session id use ``engine``, each id a
+    ``clone_for_agent()``; beyond ``max_sessions`` the least recently used idle ones end."""
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,
                  owner: str = "") -> None:
@@ -399,8 +381,7 @@ class SessionPool:
 
     @asynccontextmanager
     async def session(self, session_id: Any = None) -> AsyncIterator[EngineSession]:
-        """``session_id``'s session, in flight for the ``async with`` body (sessions
-        evicted to make room are ended first)."""
+        """``session_id``'s session, in flight for the ``async with`` body."""
         session, evicted = self._acquire(None if session_id is None else str(session_id))
         try:
             await self._end_evicted(evicted)
@@ -457,8 +438,8 @@ class SessionPool:
                                    self._owner, type(exc).__name__)
 
     def end(self, session_id: Any = None) -> None:
-        """End ``session_id``'s session and forget it; without one, end the session of
-        runs that gave none (kept for the next run)."""
+        """End ``session_id``'s session and forget it (without one: end, keep, the
+        session of runs that gave none)."""
         key = None if session_id is None else str(session_id)
         with self._lock:
             session = self._sessions.get(key) if key is None else self._sessions.pop(key, None)
