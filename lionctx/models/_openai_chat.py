@@ -312,9 +312,13 @@ class OpenAIChatModel:
         if client is not None:
             client.close()
 
+    def _scrub(self, text: str) -> str:
+        """``text`` with the key, and any run of 8+ of its characters, masked as ``***``."""
+        return mask_key(text, self._api_key)
+
     def _wrap(self, exc: BaseException) -> ModelError:
         return model_error(exc, where=_public_url(self.base_url), timeout=self.timeout,
-                           model=self.model, scrub=functools.partial(mask_key, key=self._api_key))
+                           model=self.model, scrub=self._scrub)
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *,
                        tools: Sequence[Mapping[str, Any]] | None = None,
