@@ -183,8 +183,6 @@ def tool_pairing_problems(messages: Sequence[Mapping[str, Any]]) -> set[tuple[st
 
 def usage_dict(usage: Any) -> dict[str, Any] | None:
     """A plain-dict copy of a usage dict or usage object, or None."""
-    if usage is None:
-        return None
     if isinstance(usage, Mapping):
         return copy.deepcopy(dict(usage))
     dump = getattr(usage, "model_dump", None)
