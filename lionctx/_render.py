@@ -284,8 +284,7 @@ def _compile_reader() -> _Reader:
     groups = iter(range(1_000_000))
 
     def stay(state: int) -> str:
-        """Characters that leave ``state`` as it is, taken atomically (a lookahead
-        and a back-reference: no backtracking into a long run)."""
+        """Characters that leave ``state`` as it is, taken atomically (no backtracking)."""
         cps = [cp for m, cps in moves.items() if m[state] == state for cp in cps]
         if not cps:
             return ""
@@ -298,9 +297,8 @@ def _compile_reader() -> _Reader:
         if state == _ACCEPT:
             return ""
         if state == _M7:
-            # Past "context": a word character (read after any characters that read
-            # as nothing) continues the word; anything else, or the end, is a tag.
-            # Listed characters that end the word where \w says otherwise, both ways.
+            # Past "context": a word character (after any that read as nothing) continues
+            # the word, anything else is a tag; listed characters override \w both ways.
             ends = {cp for m, cps in moves.items() if m[_M7] == _REJECT for cp in cps}
             word = {ord(c) for c in _WORD_CHAR.findall("".join(map(chr, invisible | listed)))}
             return (f"(?!{stay(_M7)}(?:{_char_class(ends - word)}"
@@ -335,8 +333,7 @@ def _compile_reader() -> _Reader:
                    _near(_ranges(run), _char_class(forward)))
 
 
-# Atomic groups are in the regex engine from Python 3.11; before, a lookahead and a
-# back-reference do the same (reading a run twice).
+# Atomic groups from Python 3.11; before, a lookahead and a back-reference do the same.
 _ATOMIC = sys.version_info >= (3, 11)
 _reader: _Reader | None = None
 _reader_lock = threading.Lock()
