@@ -173,9 +173,9 @@ class EngineSession:
         self.end(messages)
         self._hook("on_session_reset")
 
-    def _hook(self, hook: str, **kwargs: Any) -> None:
+    def _hook(self, hook: str, *args: Any, **kwargs: Any) -> None:
         try:
-            getattr(self.engine, hook)(**kwargs)
+            getattr(self.engine, hook)(*args, **kwargs)
         except Exception as exc:
             log_hook_error(self.engine, hook, exc)
 
@@ -225,12 +225,8 @@ class EngineSession:
     def after_response(self, usage: Any) -> None:
         """Give the engine one reply's usage as a dict copy (none: not reported)."""
         as_dict = usage_dict(usage)
-        if as_dict is None:
-            return
-        try:
-            self.engine.update_from_response(as_dict)
-        except Exception as exc:
-            log_hook_error(self.engine, "update_from_response", exc)
+        if as_dict is not None:
+            self._hook("update_from_response", as_dict)
 
     def compression_due(self, prompt_tokens: int | None) -> bool:
         """``should_compress(prompt_tokens)``; any error means "not due"."""
