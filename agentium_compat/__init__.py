@@ -62,21 +62,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "Agent",
-    "CachedContextProvider",
-    "ContextProvider",
-    "DatabaseContextProvider",
-    "FilesystemContextProvider",
-    "HttpContextProvider",
-    "InstructionContext",
-    "McpResourceProvider",
-    "OpenAIChatModel",
-    "Resolution",
-    "RunContext",
-    "RunResult",
-    "SourceUnavailable",
-    "openai",
-    "resolveContextProviders",
-    "resolve_context",
-    "resolve_context_providers",
+    "Agent", "InstructionContext", "RunResult", "OpenAIChatModel", "openai",
+    "RunContext", "Resolution", "resolveContextProviders", "resolve_context",
+    "resolve_context_providers", "ContextProvider", "SourceUnavailable",
+    "CachedContextProvider", "DatabaseContextProvider", "FilesystemContextProvider",
+    "HttpContextProvider", "McpResourceProvider",
 ]

@@ -1,67 +1,33 @@
 """agentium's ``Agent``: context providers wired into the instructions resolver.
 
-::
-
-    agent = Agent(
-        name="support-bot",
-        model=openai("gpt-4o"),
-        instructions=lambda c: f"You are a support assistant.\\n\\n{c['context']}",
-        context_providers=[notes, status, profile],
-    )
-    result = await agent.run("Is the API down?", user_id="u1", tenant_id="acme")
-
-Each run resolves the providers over the agent's one pass (the input is the query;
-``<context name="...">`` tags in list order) and hands the string to the
-instructions, then runs the same turn a :class:`lionctx.Branch` does. With a context
-engine, each ``session_id`` gets its own clone of it, at most ``max_sessions`` at
-once (the least recently run is ended and dropped; ``docs/engines.md``).
+Each run resolves the providers over the agent's one pass (the input is the query),
+hands the ``<context>`` string to the instructions, then runs the same turn a
+:class:`lionctx.Branch` does (``docs/agentium.md``; engines: ``docs/engines.md``).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
+import lionctx._face as _face  # extension: what a face outside the package builds on
 from lionctx import InvalidType, InvalidValue
-from lionctx._face import (  # extension: what a face outside the package builds on
-    Conversation,
-    Instruction,
-    PrefixHistory,
-    Turn,
-    chat_model,
-    check_max_chars,
-    check_max_sessions,
-    check_number,
-    check_seconds,
-    copy_messages,
-    ensure_uid,
-    fetch_method,
-    logger_for,
-    pass_knob,
-    policy_knob,
-    provider_name,
-    resolve_pass,
-    resolve_with,
-    session_key,
-    system_message,
-    with_object_literals,
-)
 from lionctx._suggest import did_you_mean  # extension: the core's "did you mean" hints
 from lionctx.models import ChatModel
 from lionctx.resolve import DEFAULT_TIMEOUT, Resolution
 
-from ._context import RunContext, coerce_run_context, spellings
+from ._context import RunContext, spellings
 from ._options import accepts_options_mapping
 from ._results import InstructionContext, Instructions, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lionctx._face import EngineSession, SessionPool  # extension: engine sessions
     from lionctx.engines import ContextEngine
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
-logger = logger_for(__name__)
+logger = _face.logger_for(__name__)
 
 # run() keywords in either spelling -> RunContext field
 _RUN_KEYS = spellings("user_id", "tenant_id", "session_id", "session_state", "run_id",
@@ -73,11 +39,11 @@ def _check_providers(providers: Any) -> list[Any]:
         return []
     if isinstance(providers, (str, bytes, Mapping)) or not isinstance(providers, Sequence):
         raise InvalidType(f"context_providers must be a list of providers, got {providers!r}")
-    providers = with_object_literals(providers, "context_providers")
+    providers = _face.with_object_literals(providers, "context_providers")
     for i, p in enumerate(providers):
-        if fetch_method(p) is None:
+        if _face.fetch_method(p) is None:
             raise InvalidType(
-                f"context_providers[{i}] ({provider_name(p)}) has no fetch(query, ctx) "
+                f"context_providers[{i}] ({_face.provider_name(p)}) has no fetch(query, ctx) "
                 "or fetchContext(query, ctx) method"
             )
     return list(providers)
@@ -89,17 +55,17 @@ class Agent:
 
     ``instructions``: a string, or a function (sync or async) of an
     :class:`InstructionContext` returning the system text. ``context_providers``
-    are resolved on every run (object literals ``{"name": ..., "fetch": ...}``
-    included); ``context_budget`` (tokens of the tagged blocks), ``context_timeout``
-    (seconds per provider, 10 by default, ``None``: none), ``context_deadline`` (seconds for
-    all) and ``context_max_chars`` (size limit of one provider's text) pass through to
-    :func:`lionctx.resolve_context`. ``model_settings``
-    (``temperature``...) go into every request. Without ``model`` an
-    :class:`~lionctx.OpenAIChatModel` is configured from the environment.
+    (object literals ``{"name": ..., "fetch": ...}`` included) are resolved on every
+    run; ``context_budget`` (tokens of the tagged blocks), ``context_timeout`` (seconds
+    per provider, 10 by default, ``None``: none), ``context_deadline`` (seconds for
+    all) and ``context_max_chars`` (size limit of one provider's text) are
+    :func:`lionctx.resolve_context`'s. ``model_settings`` (``temperature``...) go into
+    every request. Without ``model`` an :class:`~lionctx.OpenAIChatModel` is
+    configured from the environment.
 
     ``context_engine`` / ``engine_config``: as for :class:`lionctx.Branch` (default:
     none); each session id gets its own clone, at most ``max_sessions`` (default
-    1024) at once (see the module docs).
+    1024) at once, the least recently run ended and dropped first.
 
     Production: ``context_breaker`` (default ``True``: the process-wide circuit
     breakers, ``docs/breakers.md``; ``False``: off), ``context_dedupe`` (the same text
@@ -131,62 +97,60 @@ class Agent:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise InvalidValue(f"name must be a non-empty str, got {name!r}")
-        max_sessions = check_max_sessions(max_sessions)
+        max_sessions = _face.check_max_sessions(max_sessions)
         if not (isinstance(instructions, str) or callable(instructions)):
             raise InvalidType(f"instructions must be a str or a function, got "
-                            f"{type(instructions).__name__}")
+                              f"{type(instructions).__name__}")
         if context_providers is not None and contextProviders is not None:
             raise InvalidType("pass context_providers or contextProviders, not both")
         if model_settings is not None and not isinstance(model_settings, Mapping):
             raise InvalidType(f"model_settings must be a mapping, got {model_settings!r}")
-        model = chat_model(model)
+        model = _face.chat_model(model)
         self.name = name
         self.model = model
         self.instructions = instructions
         self.context_providers = _check_providers(
             context_providers if context_providers is not None else contextProviders)
         # The context knobs live on the agent's one pass (checked here under their names).
-        self._pass = resolve_pass(
-            budget=check_number(context_budget, "context_budget", allow_none=True),
-            timeout=check_seconds(context_timeout, "context_timeout"),
-            deadline=check_seconds(context_deadline, "context_deadline"),
-            max_chars=check_max_chars(context_max_chars, "context_max_chars"),
+        self._pass = _face.resolve_pass(
+            budget=_face.check_number(context_budget, "context_budget", allow_none=True),
+            timeout=_face.check_seconds(context_timeout, "context_timeout"),
+            deadline=_face.check_seconds(context_deadline, "context_deadline"),
+            max_chars=_face.check_max_chars(context_max_chars, "context_max_chars"),
             breaker=context_breaker, dedupe=context_dedupe,
-            baselines=PrefixHistory(max_sessions))  # previous digests, per session_key
+            baselines=_face.PrefixHistory(max_sessions))  # previous digests, per session_key
         self.dedupe_history = bool(dedupe_history)
         self.model_settings = dict(model_settings or {})
         self._engine: ContextEngine | None = None
-        self._pool: SessionPool | None = None
+        self._pool: _face.SessionPool | None = None
         if context_engine is not None or engine_config is not None:
-            # lionctx.engines loads only for agents that use an engine
-            from lionctx._face import SessionPool, open_session  # extension: engine sessions
-
-            session = open_session(context_engine, engine_config, model=model)
+            # lionctx.engines loads only for agents that use an engine (_face's __getattr__)
+            session = _face.open_session(context_engine, engine_config, model=model)
             if session is not None:
                 self._engine = session.engine
-                self._pool = SessionPool(session.engine, model=model,
-                                         max_sessions=max_sessions, owner=f"agent {name!r}")
+                self._pool = _face.SessionPool(session.engine, model=model,
+                                               max_sessions=max_sessions, owner=f"agent {name!r}")
         self._max_sessions = max_sessions
 
-    context_budget = pass_knob("budget", "Token budget of the tagged blocks, or None.")
-    context_timeout = policy_knob("timeout", "Seconds each provider gets, or None.")
-    context_deadline = policy_knob("deadline", "Seconds for all providers, or None.")
-    context_max_chars = policy_knob("max_chars", "Size limit of one provider's text.")
-    context_dedupe = pass_knob("dedupe", "Inject the same text from two providers once.")
+    context_budget = _face.pass_knob("budget", "Token budget of the tagged blocks, or None.")
+    context_timeout = _face.policy_knob("timeout", "Seconds each provider gets, or None.")
+    context_deadline = _face.policy_knob("deadline", "Seconds for all providers, or None.")
+    context_max_chars = _face.policy_knob("max_chars", "Size limit of one provider's text.")
+    context_dedupe = _face.pass_knob("dedupe", "Inject the same text from two providers once.")
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model!r}, "
-                f"context_providers={[provider_name(p) for p in self.context_providers]})")
+                f"context_providers={[_face.provider_name(p) for p in self.context_providers]})")
 
     # -- context engine --------------------------------------------------------------
     @property
     def max_sessions(self) -> int:
-        """How many session ids keep an engine at once (see the module docs)."""
+        """How many session ids keep an engine at once."""
         return self._max_sessions
 
     @max_sessions.setter
     def max_sessions(self, value: int) -> None:
-        self._max_sessions = check_max_sessions(value)
+        self._max_sessions = _face.check_max_sessions(value)
         self._pass.baselines.max_sessions = self._max_sessions  # type: ignore[union-attr]
         if self._pool is not None:
             self._pool.max_sessions = self._max_sessions
@@ -238,7 +202,7 @@ class Agent:
             result = await result
         if not isinstance(result, str):
             raise InvalidType(f"agent {self.name!r}: instructions function returned "
-                            f"{type(result).__name__}, expected str")
+                              f"{type(result).__name__}, expected str")
         return result
 
     async def run(
@@ -263,7 +227,7 @@ class Agent:
         """
         if not isinstance(input, str):
             raise InvalidType(f"input must be a str, got {type(input).__name__}")
-        given: dict[str, Any] = {}
+        opts: dict[str, Any] = {}
         if options is not None:
             if not isinstance(options, Mapping):
                 raise InvalidType(f"options must be a mapping, got {type(options).__name__}")
@@ -275,17 +239,21 @@ class Agent:
             for key in ("run_context", "runContext", "messages"):
                 if key in opts:
                     raise InvalidType(f"pass {key!r} as a keyword, not in options")
-            given.update(self._run_fields(opts))
-        for key, value in self._run_fields(keywords).items():
-            if key in given:
-                raise InvalidType(f"{key} given twice")
-            given[key] = value
-        ctx = coerce_run_context(run_context, **{k: v for k, v in given.items() if v is not None})
+        given: dict[str, Any] = {}
+        for key, value in [*opts.items(), *keywords.items()]:
+            name = _RUN_KEYS.get(key)
+            if name is None:
+                raise InvalidType(f"unknown run option {key!r}"
+                                  f"{did_you_mean(key, [*_RUN_KEYS, 'context'])}")
+            if name in given:
+                raise InvalidType(f"{name} given twice (as {key!r})")
+            given[name] = value
+        ctx = RunContext.coerce(run_context, **{k: v for k, v in given.items() if v is not None})
         if messages is not None:
             messages = list(messages)
             if any(isinstance(m, Mapping) and m.get("role") == "system" for m in messages[:1]):
                 raise InvalidValue("messages must not start with a system message: the agent's "
-                                 "instructions are its system message")
+                                   "instructions are its system message")
 
         report: Resolution | None = None
         if context is not None:
@@ -295,26 +263,28 @@ class Agent:
                 text = context
             else:
                 raise InvalidType(f"context must be a str or a Resolution, got "
-                                f"{type(context).__name__}")
+                                  f"{type(context).__name__}")
         elif self.context_providers:
-            seen = (self._pass.history(session_key(ctx), messages)
-                       if self.dedupe_history and messages else None)
-            report = await resolve_with(self._pass, self.context_providers, input, ctx,
-                                        session=session_key, history=seen)
+            seen = (self._pass.history(_face.session_key(ctx), messages)
+                    if self.dedupe_history and messages else None)
+            report = await _face.resolve_with(self._pass, self.context_providers, input, ctx,
+                                              session=_face.session_key, history=seen)
             text = report.text
         else:
             text = ""
 
         system = await self._resolve_instructions(InstructionContext(text, ctx, input, self.name))
-        stored = copy_messages(messages) if messages is not None else []
+        stored = _face.copy_messages(messages) if messages is not None else []
         if system:
-            stored.insert(0, ensure_uid(system_message(system)))
-        conversation = Conversation(stored, name=self.name)
-        if self._pool is None:
-            turn = await self._turn(conversation, Instruction(input), ctx, None)
-        else:
-            async with self._pool.session(ctx.session_id) as session:
-                turn = await self._turn(conversation, Instruction(input), ctx, session)
+            stored.insert(0, _face.ensure_uid(_face.system_message(system)))
+        conversation = _face.Conversation(stored, name=self.name)
+        # The same recorded turn a Branch's communicate runs, in this session's engine.
+        pool = self._pool
+        async with (pool.session(ctx.session_id) if pool else nullcontext()) as session, \
+                _face.Turn(conversation, self.model, _face.Instruction(input), session=session,
+                           run_context=ctx) as turn:
+            await turn.exchange(**self.model_settings)
+            turn.store()
         response = turn.response
         assert response is not None and turn.sent is not None  # the turn returned normally
         stored = conversation.messages
@@ -324,25 +294,3 @@ class Agent:
             messages=turn.sent, context=text, system=system or None, run_context=ctx,
             response=response, agent=self.name, history=list(history),
         )
-
-    async def _turn(self, conversation: Conversation, instruction: Instruction,
-                    ctx: RunContext, session: EngineSession | None) -> Turn:
-        """One recorded turn (the same turn a Branch's communicate runs)."""
-        async with Turn(conversation, self.model, instruction, session=session,
-                        run_context=ctx) as turn:
-            await turn.exchange(**self.model_settings)
-            turn.store()
-        return turn
-
-    @staticmethod
-    def _run_fields(values: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in values.items():
-            name = _RUN_KEYS.get(key)
-            if name is None:
-                raise InvalidType(f"unknown run option {key!r}"
-                                  f"{did_you_mean(key, [*_RUN_KEYS, 'context'])}")
-            if name in out:
-                raise InvalidType(f"{name} given twice (as {key!r})")
-            out[name] = value
-        return out

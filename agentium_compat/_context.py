@@ -3,6 +3,7 @@ resolve entry points that hand it to providers."""
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -10,8 +11,8 @@ from typing import Any
 import lionctx
 from lionctx import InvalidType
 
-__all__ = ["CAMEL", "RunContext", "camel", "coerce_run_context", "resolveContextProviders",
-           "resolve_context", "resolve_context_providers", "snake", "spellings"]
+__all__ = ["CAMEL", "RunContext", "camel", "resolveContextProviders", "resolve_context",
+           "resolve_context_providers", "snake", "spellings"]
 
 #: agentium's spelling -> the lionctx field.
 CAMEL = {"runId": "run_id", "sessionId": "session_id", "userId": "user_id",
@@ -55,31 +56,6 @@ class RunContext(lionctx.RunContext):
                 kwargs[name] = kwargs.pop(spelling)
         super().__init__(*args, **kwargs)
 
-    @property
-    def runId(self) -> str:  # noqa: N802
-        """Same as ``run_id``."""
-        return self.run_id
-
-    @property
-    def sessionId(self) -> Any:  # noqa: N802
-        """Same as ``session_id``."""
-        return self.session_id
-
-    @property
-    def userId(self) -> Any:  # noqa: N802
-        """Same as ``user_id``."""
-        return self.user_id
-
-    @property
-    def tenantId(self) -> Any:  # noqa: N802
-        """Same as ``tenant_id``."""
-        return self.tenant_id
-
-    @property
-    def sessionState(self) -> dict[str, Any]:  # noqa: N802
-        """Same as ``session_state``."""
-        return self.session_state
-
     getState = lionctx.RunContext.get_state  # noqa: N815
     setState = lionctx.RunContext.set_state  # noqa: N815
 
@@ -90,9 +66,9 @@ class RunContext(lionctx.RunContext):
         return super().__contains__(CAMEL.get(key, key) if isinstance(key, str) else key)
 
 
-def coerce_run_context(ctx: Any = None, **overrides: Any) -> RunContext:
-    """agentium's :class:`RunContext` from any run-context shape (``RunContext.coerce``)."""
-    return RunContext.coerce(ctx, **overrides)
+for _spelling, _field in CAMEL.items():  # ctx.userId and friends, read-only
+    setattr(RunContext, _spelling, property(operator.attrgetter(_field),
+                                            doc=f"Same as ``{_field}``."))
 
 
 async def resolve_context(providers: Sequence[Any], query: str, ctx: Any = None,

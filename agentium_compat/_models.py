@@ -8,17 +8,14 @@ from typing import Any
 from lionctx import InvalidType, OpenAIChatModel
 from lionctx._suggest import unknown_option  # extension: the core's "did you mean" errors
 
+from ._context import camel
+
 __all__ = ["OpenAIChatModel", "openai"]
 
 # Every option name openai() takes, in each spelling -> OpenAIChatModel's keyword.
-_OPTIONS = {
-    "base_url": "base_url", "baseURL": "base_url", "baseUrl": "base_url",
-    "api_key": "api_key", "apiKey": "api_key",
-    "timeout": "timeout", "timeoutMs": "timeout",
-    "max_retries": "max_retries", "maxRetries": "max_retries",
-    "params": "params",
-    "include_usage": "include_usage", "includeUsage": "include_usage",
-}
+_OPTIONS = {spelling: name for name in ("base_url", "api_key", "timeout", "max_retries",
+                                        "params", "include_usage")
+            for spelling in (name, camel(name))} | {"baseURL": "base_url", "timeoutMs": "timeout"}
 
 
 def openai(

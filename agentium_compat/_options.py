@@ -21,14 +21,8 @@ _AS_IS = frozenset({"contextProviders"})
 
 def accepts_options_mapping(cls: T) -> T:
     """Let ``cls(options_mapping)`` mean ``cls(**options)``, camelCase keys included
-    (as keywords too: ``Agent(name="a", contextTimeout=None)``).
-
-    Keywords may be given beside the mapping; a key set twice
-    (``{"contextBudget": 1}`` and ``context_budget=2``) or a mapping key that is not
-    a ``str`` raises ``TypeError`` naming it; an unknown option, in the mapping or as
-    a keyword, raises ``TypeError`` naming it with the
-    closest known option (``contextProvider``: did you mean ``contextProviders``?).
-    """
+    (as keywords too), beside keywords. A key given twice, not a ``str``, or unknown
+    (with the closest known option) raises ``TypeError`` naming it."""
     init: Callable[..., None] = cls.__init__  # type: ignore[misc]
     accepted = frozenset(inspect.signature(init).parameters) - {"self"}
     # What an error may suggest: each option in both spellings.

@@ -1,13 +1,7 @@
 """agentium's built-in providers: lionctx's (subclasses, so ``isinstance`` holds) with
-agentium's option names and units (milliseconds), options as keywords or one dict::
-
-    notes = FilesystemContextProvider({"basePath": "./agent-notes", "glob": "*.md"})
-    cached = CachedContextProvider(profile, 30_000)
-
-An unknown or invalid option is refused naming it in agentium's spelling. ``fetch()``
-returns ``None`` when the source could not answer (the reason is in ``lastError``);
-the reports say ``failed`` with that reason, and ``retrieve`` raises
-:class:`SourceUnavailable`.
+agentium's option names and units (milliseconds), as keywords or one dict; a bad
+option is refused in agentium's spelling. ``fetch()`` returns ``None`` when the
+source could not answer (the reason in ``lastError``); its row says ``failed``.
 """
 
 from __future__ import annotations
@@ -36,40 +30,10 @@ __all__ = [
 _QUOTED_OR_WORD = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\w+\b")
 
 
-def _options(cls_name: str, options: Mapping[str, Any] | None, given: dict[str, Any],
-             table: Mapping[str, str], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One dict of lionctx keyword arguments from a positional mapping and keywords.
-
-    ``table`` maps agentium spellings to lionctx ones; an unknown option, one given
-    twice, or a missing ``required`` one is refused by its agentium name.
-    """
-    merged: dict[str, Any] = {}
-    if options is not None:
-        if not isinstance(options, Mapping):
-            raise InvalidType(f"{cls_name} options must be a dict, got {options!r}")
-        merged.update(options)
-    for key, value in given.items():
-        if key in merged:
-            raise InvalidType(f"{cls_name} got option {key!r} twice")
-        merged[key] = value
-    camel_of = {snake: camel for camel, snake in table.items()}
-    for key in merged:
-        if key not in table:
-            hint = (f" (agentium spells it {camel_of[key]!r})" if key in camel_of
-                    else did_you_mean(key, table))
-            raise InvalidType(f"{cls_name} got an unknown option {key!r}{hint}")
-    for key in required:
-        if key not in merged:
-            raise InvalidType(f"{cls_name} needs {key}")
-    return {table[k]: v for k, v in merged.items()}
-
-
 @contextmanager
 def _agentium_names(table: Mapping[str, str]) -> Iterator[None]:
-    """Re-raise a construction error with lionctx's option names in agentium's spelling.
-
-    Quoted values are left alone: the message still shows the bad value as given.
-    """
+    """Re-raise a construction error with lionctx's option names in agentium's
+    spelling (quoted values left as given)."""
     camel_of = {snake: camel for camel, snake in table.items() if snake != camel}
     try:
         yield
@@ -91,20 +55,37 @@ def _ms(value: Any, label: str, *, allow_zero: bool) -> float:
 
 class _Agentium(providers.ContextSource):
     """A lionctx source built from agentium's options, read in agentium's spellings
-    (``lastError``, ``basePath``...), handing its source agentium's :class:`RunContext`."""
+    (``lastError``, ``basePath``...), calling its source with agentium's RunContext."""
 
     _OPTIONS: ClassVar[dict[str, str]] = {}  # agentium's option -> lionctx's keyword
     _REQUIRED: ClassVar[tuple[str, ...]] = ()  # given to lionctx positionally, in order
-    _MS: ClassVar[tuple[str, ...]] = ()  # options in milliseconds
-    _MS_OR_ZERO: ClassVar[tuple[str, ...]] = ()  # the same, where 0 is allowed
+    _MS: ClassVar[dict[str, bool]] = {}  # options in milliseconds -> whether 0 is allowed
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **given: Any) -> None:
-        name = type(self).__name__
-        kwargs = _options(name, options, given, self._OPTIONS, self._REQUIRED)
-        for label in (*self._MS, *self._MS_OR_ZERO):
+        name, table = type(self).__name__, self._OPTIONS
+        merged: dict[str, Any] = {}
+        if options is not None:
+            if not isinstance(options, Mapping):
+                raise InvalidType(f"{name} options must be a dict, got {options!r}")
+            merged.update(options)
+        for key, value in given.items():
+            if key in merged:
+                raise InvalidType(f"{name} got option {key!r} twice")
+            merged[key] = value
+        camel_of = {snake: camel for camel, snake in table.items()}
+        for key in merged:
+            if key not in table:
+                hint = (f" (agentium spells it {camel_of[key]!r})" if key in camel_of
+                        else did_you_mean(key, table))
+                raise InvalidType(f"{name} got an unknown option {key!r}{hint}")
+        for key in self._REQUIRED:
+            if key not in merged:
+                raise InvalidType(f"{name} needs {key}")
+        kwargs = {table[k]: v for k, v in merged.items()}
+        for label, allow_zero in self._MS.items():
             key = self._OPTIONS[label]
             if key in kwargs:
-                kwargs[key] = _ms(kwargs[key], label, allow_zero=label in self._MS_OR_ZERO)
+                kwargs[key] = _ms(kwargs[key], label, allow_zero=allow_zero)
         required = [kwargs.pop(self._OPTIONS[r]) for r in self._REQUIRED]
         with _agentium_names(self._OPTIONS):
             super().__init__(*required, **kwargs)
@@ -158,8 +139,7 @@ class HttpContextProvider(_Agentium, providers.HttpContextProvider):
                 "maxRedirects": "max_redirects", "transform": "transform",
                 "staleOnError": "stale_on_error", "client": "client", "cache": "cache"}
     _REQUIRED = ("url",)
-    _MS = ("timeoutMs",)
-    _MS_OR_ZERO = ("cacheTtlMs",)
+    _MS = {"timeoutMs": False, "cacheTtlMs": True}
 
 
 class DatabaseContextProvider(_Agentium, providers.DatabaseContextProvider):
@@ -189,8 +169,7 @@ class McpResourceProvider(_Agentium, providers.McpResourceProvider):
                 "allowedHosts": "allowed_hosts", "env": "env", "cwd": "cwd", "cache": "cache",
                 "cacheTtlMs": "cache_ttl"}
     _REQUIRED = ("server", "uri")
-    _MS = ("timeoutMs", "connectTimeoutMs")
-    _MS_OR_ZERO = ("cacheTtlMs",)
+    _MS = {"timeoutMs": False, "connectTimeoutMs": False, "cacheTtlMs": True}
 
 
 _CACHE_OPTIONS = {"maxSize": "maxsize", "staleOnError": "stale_on_error",

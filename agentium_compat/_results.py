@@ -40,11 +40,7 @@ class InstructionContext:
         if (name.startswith("__") and name.endswith("__")) or name in InstructionContext.__slots__:
             raise AttributeError(f"InstructionContext has no attribute {name!r}")
         try:
-            run_context = object.__getattribute__(self, "run_context")
-        except AttributeError:
-            raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
-        try:
-            return getattr(run_context, name)
+            return getattr(self.run_context, name)
         except AttributeError:
             raise AttributeError(f"InstructionContext has no attribute {name!r}") from None
 
@@ -189,10 +185,7 @@ class RunResult(dict[str, Any]):
         """The run context's run id (``runId``)."""
         return str(self.run_context.run_id)
 
-    @property
-    def runId(self) -> str:  # noqa: N802 - agentium spelling
-        """Same as ``run_id``."""
-        return self.run_id
+    runId = run_id  # noqa: N815 - agentium spelling
 
     @property
     def contextReport(self) -> Resolution | None:  # noqa: N802 - agentium spelling

@@ -24,7 +24,7 @@ import time
 
 import anyio
 from lionctx import resolve_context, telemetry
-from lionctx.providers._redact import _LibraryLogScrubber
+from lionctx.providers._redact import SecretIndex
 
 from .common import Row, best_of, format_table, machine_line, row
 
@@ -60,7 +60,7 @@ class Owner:
 
 
 def _line_cost(n: int) -> float:
-    scrubber = _LibraryLogScrubber()
+    scrubber = SecretIndex()
     owners = [Owner(i) for i in range(n)]
     for owner in owners:
         scrubber.add(owner)

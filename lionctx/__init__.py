@@ -2,11 +2,7 @@
 
 Gather context from many sources right before a model turn, keep it inside a token
 budget, inject it into that one request (never into stored history), and report what
-happened to every source.
-
-Every name loads on first use (only the exception classes import eagerly), so
-``import lionctx`` costs a few milliseconds and pulls in neither ``asyncio``,
-``openai``, ``httpx`` nor ``tiktoken``.
+happened to every source. Every name but the exceptions loads on first use.
 """
 
 from __future__ import annotations
@@ -91,51 +87,21 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "BodyTooLarge",
-    "Branch",
-    "BreakerSettings",
-    "Breakers",
-    "CacheBreak",
-    "CachedContextProvider",
-    "ConfigurationError",
-    "ContextProvider",
-    "ContextProviderRegistry",
-    "ContextSource",
-    "DatabaseContextProvider",
-    "DecodeError",
-    "FilesystemContextProvider",
-    "HttpContextProvider",
-    "HttpFetchError",
-    "InvalidType",
-    "InvalidValue",
-    "LionctxError",
-    "McpResourceProvider",
-    "ModelAuthError",
-    "ModelConfigError",
-    "ModelConnectionError",
-    "ModelError",
-    "ModelResponseError",
-    "OpenAIChatModel",
-    "OperateResult",
-    "Outcome",
-    "PluginLoadError",
-    "ProviderReport",
-    "Report",
-    "Resolution",
-    "RunContext",
-    "SharedCacheError",
-    "SharedFetchError",
-    "SourceUnavailable",
-    "SqliteContextProvider",
-    "Status",
-    "TokenizerDataError",
-    "UsageError",
-    "WorkersExhausted",
-    "bind_run_context",
-    "bound_run_context",
-    "count_tokens",
-    "resolve_context",
-    "resolve_context_providers",
+    # the LionAGI face, the agentium entry points and the one report behind both
+    "Branch", "ContextProvider", "ContextProviderRegistry", "OperateResult", "ProviderReport",
+    "Report", "Resolution", "resolve_context", "resolve_context_providers",
+    # one provider's fate, the run context, the production features
+    "Outcome", "Status", "RunContext", "bind_run_context", "bound_run_context",
+    "BreakerSettings", "Breakers", "CacheBreak", "count_tokens",
+    # built-in sources and the model
+    "CachedContextProvider", "ContextSource", "DatabaseContextProvider",
+    "FilesystemContextProvider", "HttpContextProvider", "McpResourceProvider",
+    "SqliteContextProvider", "OpenAIChatModel",
+    # errors: every one a LionctxError
+    "BodyTooLarge", "ConfigurationError", "DecodeError", "HttpFetchError", "InvalidType",
+    "InvalidValue", "LionctxError", "ModelAuthError", "ModelConfigError", "ModelConnectionError",
+    "ModelError", "ModelResponseError", "PluginLoadError", "SharedCacheError", "SharedFetchError",
+    "SourceUnavailable", "TokenizerDataError", "UsageError", "WorkersExhausted",
 ]
 
 publish(globals())  # the exceptions, imported eagerly above

@@ -1,10 +1,7 @@
-"""The one place where the two provider shapes meet.
-
-LionAGI's ``await provider.provide(branch, instruction)`` and agentium's
-``await provider.fetch(query, ctx)`` (or ``fetchContext``): each face calls
-providers through one function here, so a provider of either shape works on either
-face. A ``ContextSource`` is called through its ``retrieve(query, ctx)``, which
-raises ``SourceUnavailable`` (a ``failed`` row) where ``fetch`` returns ``None``.
+"""Where the two provider shapes meet: LionAGI's ``provide(branch, instruction)`` and
+agentium's ``fetch(query, ctx)`` (or ``fetchContext``), each callable from either face.
+A ``ContextSource`` is called through ``retrieve``, which raises ``SourceUnavailable``
+(a ``failed`` row) where ``fetch`` returns ``None``.
 """
 
 from __future__ import annotations
@@ -19,52 +16,32 @@ from ._messages import instruction_text
 from ._text import make_encodable
 from ._threads import run_in_worker
 
-__all__ = [
-    "call_fetch",
-    "call_provide",
-    "fetch_invoker",
-    "fetch_method",
-    "provide_invoker",
-    "provider_name",
-    "query_from_instruction",
-    "retrieve_method",
-    "run_context_from_branch",
-]
+__all__ = ["call_fetch", "call_provide", "fetch_invoker", "fetch_method", "provide_invoker",
+           "provider_name", "query_from_instruction", "retrieve_method",
+           "run_context_from_branch"]
 
 
 def provider_name(provider: Any, explicit: str | None = None, *,
                   agentium: bool = False) -> str:
-    """Explicit name, then a truthy ``name``, then the class name (ADR-0008 D1).
-
-    ``agentium=True`` also accepts the published agentium code's ``label`` after
-    ``name``. A name that cannot be encoded as UTF-8 (a lone surrogate, say from an
-    undecodable file name) has those characters replaced with U+FFFD: names are
-    sent to the model in the ``<context name="...">`` tag.
-    """
+    """Explicit name, then a truthy str ``name`` (then agentium's ``label`` with
+    ``agentium=True``), then the class name: a plain ``str`` in which what UTF-8 cannot
+    encode (a lone surrogate) is U+FFFD, since names go to the model in the tag."""
     if explicit:
-        return _encodable_name(explicit)
-    try:  # the common case first: a plain str ``name``
-        value = getattr(provider, "name", None)
-    except Exception:
-        value = None
-    if value.__class__ is str and value:
-        return value if value.isascii() else _encodable_name(value)
+        return make_encodable(str.__str__(explicit))[0]
     for attr in (("name", "label") if agentium else ("name",)):
         try:
             value = getattr(provider, attr, None)
         except Exception:
             value = None
         if value and isinstance(value, str):
-            return value if value.isascii() else _encodable_name(value)
+            # A plain copy: a str subclass's __format__ would write the tag's name itself.
+            value = str.__str__(value)
+            return value if value.isascii() else make_encodable(value)[0]
     return type(provider).__name__
 
 
-def _encodable_name(name: str) -> str:
-    return make_encodable(name)[0]
-
-
-# Whether a provide/fetch function is ``async def``, by function object: the check
-# costs more than the call it guards. Bounded, since closures come and go.
+# Whether a provide/fetch function is ``async def``, by function object (the check
+# costs more than the call); bounded, since closures come and go.
 _IS_ASYNC: dict[Any, bool] = {}
 
 
@@ -87,13 +64,8 @@ def _is_async(method: Any) -> bool:
 
 async def _call_blocking_or_async(provider: Any, method: Any, *args: Any,
                                   must_await: bool = False) -> Any:
-    """Await ``method(*args)``; a sync method runs in a lionctx worker thread.
-
-    A sync ``provide``/``fetch`` would otherwise block the event loop for its whole
-    run, past every timeout. In the thread it is abandoned when its timeout fires.
-    If it returns an awaitable (a plain function that builds a coroutine), that is
-    awaited on the loop.
-    """
+    """Await ``method(*args)``; a sync one runs in a worker thread (abandoned at its
+    timeout) so it cannot block the loop, and an awaitable it returns is awaited."""
     if _is_async(method):
         return await method(*args)
     result = await run_in_worker(partial(method, *args), key=id(provider))
@@ -115,14 +87,8 @@ def fetch_method(provider: Any) -> Any:
 
 
 def retrieve_method(provider: Any) -> Any:
-    """The failure-raising ``retrieve(query, ctx)`` of a ContextSource, or None.
-
-    Only a class that :class:`lionctx.providers._base.ContextSource` marks as
-    answering through ``retrieve`` qualifies (read from the class, so an instance
-    attribute cannot claim it): an unrelated object's ``retrieve`` method may mean
-    anything, and a subclass that overrides ``fetch`` is called through its
-    override.
-    """
+    """The failure-raising ``retrieve(query, ctx)`` of a ContextSource class that does not
+    override ``fetch`` (an instance cannot claim it), or None."""
     if getattr(type(provider), "_lionctx_retrieves", False) is not True:
         return None
     method = getattr(provider, "retrieve", None)
@@ -130,18 +96,14 @@ def retrieve_method(provider: Any) -> Any:
 
 
 def query_from_instruction(instruction: Any) -> str:
-    """The user's text inside a LionAGI-style instruction (or the string itself).
-
-    For a real LionAGI ``Instruction`` this is its guidance, instruction and context
-    the way LionAGI renders them (see :func:`lionctx._messages.instruction_text`).
-    """
+    """The user's text inside a LionAGI-style instruction (or the string itself); a
+    real LionAGI ``Instruction`` as LionAGI renders it (:func:`instruction_text`)."""
     if instruction is None:
         return ""
     if isinstance(instruction, str):
         return instruction
     content = getattr(instruction, "content", None)
-    if content is not None and hasattr(content, "prompt_context"):
-        # A real LionAGI Instruction: its content rendered as LionAGI renders it.
+    if content is not None and hasattr(content, "prompt_context"):  # a LionAGI Instruction
         return instruction_text(content)
     for attr in ("instruction", "content", "text"):
         value = getattr(instruction, attr, None)
@@ -151,75 +113,49 @@ def query_from_instruction(instruction: Any) -> str:
 
 
 def run_context_from_branch(branch: Any) -> RunContext:
-    """The run context a branch carries (``branch.run_context``); when it carries none
-    (a real LionAGI ``Branch``), the one bound by :func:`lionctx.bind_run_context`,
-    else an empty one."""
-    ctx = getattr(branch, "run_context", None) if branch is not None else None
-    return coerce_run_context(ctx)
+    """``branch.run_context``; without one (a LionAGI ``Branch``), the bound run
+    context, else an empty one."""
+    return coerce_run_context(getattr(branch, "run_context", None))
 
 
 def provide_invoker(provider: Any) -> Any:
     """What a pass awaits as ``invoke(branch, instruction)``: an ``async def provide``
-    itself (one coroutine per call, as in LionAGI), else :func:`call_provide`."""
-    try:
-        provide = getattr(provider, "provide", None)
-        if provide is not None and _is_async(provide):
-            return provide
-    except Exception:  # a property that raises fails inside the call's containment
-        pass
-    return partial(call_provide, provider)
-
-
-_MISSING = object()
+    itself, else :func:`call_provide`."""
+    method = _awaited(lambda: getattr(provider, "provide", None))
+    return method if method is not None else partial(call_provide, provider)
 
 
 def fetch_invoker(provider: Any) -> Any:
     """What a pass awaits as ``invoke(query, ctx)``: a ContextSource's ``retrieve`` or
     an ``async def fetch`` itself, else :func:`call_fetch`."""
+    method = _awaited(lambda: retrieve_method(provider) or fetch_method(provider))
+    return method if method is not None else partial(call_fetch, provider)
+
+
+def _awaited(find: Any) -> Any:
+    """The method ``find()`` gives when it is ``async def`` (awaited as it is), else None."""
     try:
-        if getattr(provider, "_lionctx_retrieves", _MISSING) is _MISSING:
-            # Not a ContextSource (the common case: the flag is nowhere, on the
-            # instance or its class; asking the instance is the cheap way to know,
-            # a missed look-up on a class costs an exception): its fetch, once.
-            method = getattr(provider, "fetch", None)
-            if method is None or not callable(method):
-                method = fetch_method(provider)
-        else:
-            method = retrieve_method(provider) or fetch_method(provider)
-        if method is not None and _is_async(method):
-            return method
+        method = find()
+        return method if method is not None and _is_async(method) else None
     except Exception:  # a property that raises fails inside the call's containment
-        pass
-    return partial(call_fetch, provider)
+        return None
 
 
 async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:
-    """LionAGI face: ``provide(branch, instruction)``, or ``fetch`` adapted to it.
-
-    A sync ``provide`` runs in a worker thread under the same timeout rules, so it
-    cannot block the event loop; unless it returned an awaitable it then fails
-    (contained), as a non-async ``provide`` does in LionAGI. A sync ``fetch``
-    (agentium's shape, adapted) runs in a worker thread and its result counts.
-    """
+    """LionAGI face: ``provide(branch, instruction)``, or :func:`call_fetch` on the
+    instruction's text and the branch's run context. A sync ``provide`` runs in a worker
+    thread and fails unless it returned an awaitable (as in LionAGI)."""
     provide = getattr(provider, "provide", None)
-    if provide is not None:
-        return await _call_blocking_or_async(provider, provide, branch, instruction,
-                                             must_await=True)
-    fetch = fetch_method(provider)
-    if fetch is None:
-        raise AttributeError(
-            f"context provider {type(provider).__name__} has no provide() or fetch()"
-        )
-    return await _call_blocking_or_async(
-        provider, fetch, query_from_instruction(instruction), run_context_from_branch(branch))
+    if provide is None:
+        return await call_fetch(provider, query_from_instruction(instruction),
+                                run_context_from_branch(branch))
+    return await _call_blocking_or_async(provider, provide, branch, instruction,
+                                         must_await=True)
 
 
 async def call_fetch(provider: Any, query: str, ctx: Any) -> Any:
-    """agentium face: ``fetch(query, ctx)`` (or ``fetchContext``); sync results accepted.
-
-    A ContextSource is called through ``retrieve`` instead (same text, but a source
-    that could not answer raises ``SourceUnavailable`` rather than returning None).
-    """
+    """agentium face: ``fetch(query, ctx)`` (or ``fetchContext``), sync or async; a
+    ContextSource through ``retrieve``."""
     retrieve = retrieve_method(provider)
     if retrieve is not None:
         return await retrieve(query, ctx)

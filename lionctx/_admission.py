@@ -1,12 +1,9 @@
 """Budget admission: a pure function from token counts, caps and a budget to decisions.
 
-LionAGI's rules, exactly: a truthy cap skips a block with ``tokens > cap`` (equality
-fits; a negative cap skips everything); the rest, stable-sorted by descending
-priority, are admitted greedily while ``used + tokens <= budget`` (the walk goes on
-past a skip; ``None``: no budget); kept blocks come back in registration order, cap
-skips before budget skips. With ``keys`` (dedupe) a key already kept makes a later
-candidate its duplicate at no cost; a copy refused by its cap or the budget holds
-nothing, so a text is dropped only in favour of a copy that is injected.
+LionAGI's rules: a truthy cap skips a block with ``tokens > cap``; the rest, stable-
+sorted by descending priority, are admitted greedily while ``used + tokens <= budget``
+(``None``: no budget), the walk going on past a skip. With ``keys`` (dedupe) a key
+already kept makes a later candidate its duplicate; a copy refused holds nothing.
 """
 
 from __future__ import annotations
@@ -61,9 +58,8 @@ def admit(candidates: Sequence[Candidate], budget: Number | None) -> Admission:
 def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
                   caps: Sequence[Number | None], budget: Number | None,
                   keys: Sequence[Hashable] | None = None) -> Admission:
-    """:func:`admit` over three parallel columns (what a pass has at hand: no
-    :class:`Candidate` object per provider). With ``keys`` (one per candidate, equal
-    for duplicates), each key is kept at most once (see the module docs)."""
+    """:func:`admit` over parallel columns; with ``keys`` (equal for duplicates),
+    each key is kept at most once."""
     skipped_cap: list[int] = []
     eligible: list[int] = []
     for i, cap in enumerate(caps):

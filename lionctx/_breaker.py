@@ -1,22 +1,16 @@
 """One concept: circuit breakers per source, fair between users, bounded (``docs/breakers.md``).
 
-A source whose last ``threshold`` counted calls each failed or timed out is *open*:
-not called for a cool-down (doubling while it keeps failing, up to
-``max_cooldown``), its row ``skipped`` with ``circuit open until HH:MM:SSZ``; then
-one trial call (*half-open*) closes or reopens it. Anything a source returns is a
-success. A failure counts against its domain only: never the pass's deadline or this
-process's overload (``Outcome.blame``); the whole source when the provider reads no
-run-context field (or raised ``SourceUnavailable(scope="source")``); else the
-caller (the values of the fields it reads, plus ``user_id`` and ``tenant_id`` for a
-failure marked as the user's). Each failing caller counts once toward its source
-until it next succeeds, so ``threshold`` different callers open it for everyone and
-one caller never does. Pure state, thread-safe; ``clock`` is injectable.
+A failure blamed on the deadline or on overload never counts (``Outcome.blame``).
+Others count against the whole source when its provider reads no run-context field
+(or raised ``SourceUnavailable(scope="source")``), else against the caller: the
+values of the fields it reads, plus ``user_id`` and ``tenant_id`` for a failure
+marked as the user's. Each failing caller counts once toward its source until it
+next succeeds, so ``threshold`` callers open it for everyone and one never does.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -25,13 +19,13 @@ from typing import Any
 
 from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
+from ._log import logger_for
 from ._outcome import Outcome, Status
+from ._policy import check_count
 from ._scope import Scope, context_fields, scope_of, source_identity
 from ._weakid import WeakIdMap
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
-
-from ._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -40,6 +34,13 @@ Clock = Callable[[], float]
 CLOSED = "closed"
 OPEN = "open"
 HALF_OPEN = "half_open"
+
+#: Blames that are not failures of the source: never counted (see ``Outcome.blame``).
+NOT_COUNTED = frozenset({"deadline", "overload"})
+#: Who a call is for: a failure marked as the user's counts under these fields too.
+CALLER_FIELDS = ("user_id", "tenant_id")
+#: Key types the board holds as they are (values, not objects with a lifetime).
+_VALUE_TYPES = (str, int, tuple)
 
 
 @dataclass(frozen=True)
@@ -52,39 +53,21 @@ class BreakerSettings:
     max_cooldown: float = 600.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) \
-                or self.threshold < 1:
-            raise InvalidValue(f"threshold must be an int >= 1, got {self.threshold!r}")
+        check_count(self.threshold, "threshold")
         for label in ("cooldown", "max_cooldown"):
             value = getattr(self, label)
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not value > 0 or math.isinf(value):
                 raise InvalidValue(f"{label} must be a positive, finite number of seconds, "
-                                 f"got {value!r}")
+                                   f"got {value!r}")
         if self.max_cooldown < self.cooldown:
             raise InvalidValue(f"max_cooldown ({self.max_cooldown!r}) must be >= cooldown "
-                             f"({self.cooldown!r})")
-
-
-_STATE = operator.attrgetter("_state")
-_FAILURES = operator.attrgetter("_failures")
-_CALLERS = operator.attrgetter("_callers")
-_STATUS = operator.attrgetter("status")
-_FAILED, _TIMEOUT = Status.FAILED, Status.TIMEOUT  # Status.X costs ~90 ns on 3.11
-
-#: Blames that are not failures of the source: never counted (see ``Outcome.blame``).
-NOT_COUNTED = frozenset({"deadline", "overload"})
-#: The fields that say who a call is for: a failure marked as the user's is counted
-#: under their values (and those of the fields the provider declares).
-CALLER_FIELDS = ("user_id", "tenant_id")
-#: Key types the board may hold as they are (values, not objects with a lifetime).
-_VALUE_TYPES = (str, int, tuple)
+                               f"({self.cooldown!r})")
 
 
 class CircuitBreaker:
-    """One source's breaker: closed, open (until a time) or half-open (one trial out).
-    A whole source's breaker also holds its failing callers' breakers and states the
-    fields its source reads (``context_fields``), for :func:`lionctx._scope.scope_of`."""
+    """One source's (or one failing caller's) breaker: closed, open (until a time) or
+    half-open (one trial out)."""
 
     __slots__ = ("__weakref__", "_callers", "_clock", "_cooldown", "_failures",
                  "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",
@@ -100,19 +83,16 @@ class CircuitBreaker:
         self._cooldown = settings.cooldown
         self._open_until = 0.0
         self._trial_since = 0.0
-        #: The fields the source reads (a whole source's breaker); () otherwise.
         self.context_fields: tuple[str, ...] = ()
-        # A whole source's breaker: its failing callers' breakers, by scope (only
-        # unhealthy ones are kept: one heals, it goes), and the caller scopes whose
-        # failures it counted since its last success (each counts once).
+        # A whole source's: its failing callers' breakers (a healed one goes), and the
+        # caller scopes counted toward it since its last success (each counts once).
         self._callers: dict[Scope, CircuitBreaker] | None = None
         self._seen: set[Scope] | None = None
-        # A caller's breaker: the names of the fields of its scope (for reasons).
-        self._label: str | None = None
+        self._label: str | None = None  # a caller's: the names of its scope's fields
 
     @property
     def state(self) -> str:
-        """``"closed"``, ``"open"`` or ``"half_open"`` (as last decided; an open
+        """``"closed"``, ``"open"`` or ``"half_open"`` (as last decided: an open
         circuit whose cool-down is over turns half-open at the next :meth:`allow`)."""
         return self._state
 
@@ -134,7 +114,7 @@ class CircuitBreaker:
     def allow(self) -> tuple[bool, str | None]:
         """May the source be called now? ``(True, None)`` closed, ``(True,
         "half_open")`` for the one trial, ``(False, reason)`` while open."""
-        if self._state is CLOSED:  # the hot path: a plain read, no lock
+        if self._state is CLOSED:  # a plain read: no lock while all is well
             return True, None
         with self._lock:
             state = self._state
@@ -157,8 +137,6 @@ class CircuitBreaker:
 
     def record(self, ok: bool) -> None:
         """The result of a call that :meth:`allow` let through."""
-        if ok and self._failures == 0 and self._state is CLOSED:
-            return  # the hot path: nothing to change, no lock
         with self._lock:
             if ok:
                 self._state = CLOSED
@@ -206,9 +184,27 @@ class CircuitBreaker:
         return f"CircuitBreaker(state={self._state!r}, failures={self._failures})"
 
 
+def _value_key(key: Any) -> Hashable | None:
+    """Where the board keeps ``key``'s breaker by value; ``None``: by the object, weakly."""
+    try:
+        identity = source_identity(key)
+    except Exception:  # a bad identity is none: the provider is keyed as an object
+        identity = None
+    if identity is not None:
+        return ("source", identity)
+    if isinstance(key, _VALUE_TYPES):
+        return key
+    if type(key).__weakrefoffset__:
+        return None
+    # No weak reference: never held (it would be kept alive); its class and name.
+    from ._adapters import provider_name
+
+    return ("class", type(key), provider_name(key, agentium=True))
+
+
 def _declared(key: Any) -> tuple[str, ...]:
-    """The fields ``key`` declares it reads; a declaration that cannot be read counts
-    as reading who the caller is (the fair guess)."""
+    """The fields ``key`` declares it reads; one that cannot be read counts as reading
+    who the caller is (the fair guess)."""
     try:
         return context_fields(key)
     except Exception as exc:
@@ -220,21 +216,15 @@ def _declared(key: Any) -> tuple[str, ...]:
 
 def _evict(table: dict[Any, CircuitBreaker]) -> None:
     """Make room in ``table``: the oldest healthy breaker (it holds nothing a new one
-    would not), else the oldest (fail open: its source is called again)."""
-    victim: Any = _NOTHING
+    would not) among the first few, else the oldest (fail open: it is called again)."""
+    oldest = next(iter(table), None)
     for n, (k, b) in enumerate(table.items()):
-        if victim is _NOTHING:
-            victim = k
         if b.healthy:
-            victim = k
+            oldest = k
             break
         if n >= 64:
             break
-    if victim is not _NOTHING:
-        table.pop(victim, None)
-
-
-_NOTHING = object()
+    table.pop(oldest, None)
 
 
 def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
@@ -247,8 +237,7 @@ def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
 
 
 def _failing_callers(breaker: CircuitBreaker, ctx: Any) -> list[tuple[Scope, CircuitBreaker]]:
-    """This call's caller's ``(scope, breaker)`` pairs on ``breaker``'s source (those
-    kept: failing ones)."""
+    """This call's caller's ``(scope, breaker)`` pairs kept on ``breaker``'s source."""
     callers = breaker._callers or {}
     return [(s, c) for s in _caller_scopes(breaker, ctx) if (c := callers.get(s)) is not None]
 
@@ -260,32 +249,25 @@ def _read(context: Callable[[], Any] | None) -> Any:
 class Breakers:
     """The breakers of a set of sources, and of the callers failing on them.
 
-    A source is keyed by the identity its provider states (``source_identity``:
-    every provider object reading that source shares one breaker), else by the
-    provider object itself, held weakly (its breaker goes when it goes, and a new
-    object that reuses its ``id`` never gets it), else (an object that takes no
-    weak reference) by its class and name. Plain values (``str``, ``int``,
-    ``tuple``) are keys as they are. Keys held by value are bounded by
-    ``max_sources``; each source keeps at most ``max_callers`` failing callers.
-
-    Which failures count, and for whom, is :mod:`lionctx._breaker`'s docstring.
+    A source is keyed by the identity its provider states (``source_identity``), else
+    by the provider object, held weakly (its breaker goes with it), else (no weak
+    reference) by its class and name. Keys held by value are bounded by
+    ``max_sources``; each source keeps at most ``max_callers`` failing callers
+    (healthy ones dropped first; a dropped one fails open).
     """
 
     def __init__(self, settings: BreakerSettings | None = None, *,
                  clock: Clock = time.monotonic, max_sources: int = 4096,
                  max_callers: int = 1024) -> None:
-        for label, value in (("max_sources", max_sources), ("max_callers", max_callers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidValue(f"{label} must be an int >= 1, got {value!r}")
+        check_count(max_sources, "max_sources")
+        check_count(max_callers, "max_callers")
         self.settings = settings if settings is not None else BreakerSettings()
         self.clock = clock
         self.max_sources = max_sources
         self.max_callers = max_callers
         self._lock = threading.Lock()
-        # provider object -> its breaker, by identity, weakly (it leaves with the object)
-        self._objects: WeakIdMap[CircuitBreaker] = WeakIdMap()
-        # value keys (a stated identity, a class and name, a str/int/tuple) -> breaker
-        self._keyed: dict[Hashable, CircuitBreaker] = {}
+        self._objects: WeakIdMap[CircuitBreaker] = WeakIdMap()  # unbounded: they go with
+        self._keyed: dict[Hashable, CircuitBreaker] = {}  # their objects; these do not
 
     def __len__(self) -> int:
         """How many sources this board holds a breaker for."""
@@ -300,29 +282,12 @@ class Breakers:
         breaker.context_fields = _declared(key)
         return breaker
 
-    def _value_key(self, key: Any) -> Hashable | None:
-        """Where ``key``'s breaker is kept by value; ``None``: by the object, weakly."""
-        try:
-            identity = source_identity(key)
-        except Exception:  # a bad identity is none: the provider is keyed as an object
-            identity = None
-        if identity is not None:
-            return ("source", identity)
-        if isinstance(key, _VALUE_TYPES):
-            return key
-        if type(key).__weakrefoffset__:
-            return None
-        # No weak reference: never held (it would be kept alive); its class and name.
-        from ._adapters import provider_name
-
-        return ("class", type(key), provider_name(key, agentium=True))
-
     def get(self, key: Any) -> CircuitBreaker:
         """The breaker of ``key``'s whole source, created closed on first use."""
         found = self._objects.get(key)
         if found is not None:
             return found
-        where = self._value_key(key)
+        where = _value_key(key)
         if where is None:
             held = self._objects.setdefault(key, lambda: self._new(key))
             return held if held is not None else self._new(key)
@@ -340,7 +305,7 @@ class Breakers:
     def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
         """The breaker of one caller scope on ``breaker``'s source (made on its first
         failure; at most ``max_callers`` per source, healthy ones dropped first)."""
-        with breaker._lock:  # on a failure only: no shortcut past the lock
+        with breaker._lock:
             callers = breaker._callers
             if callers is None:
                 callers = breaker._callers = {}
@@ -356,14 +321,9 @@ class Breakers:
               ) -> tuple[list[CircuitBreaker], list[int], dict[int, str],
                          list[str | None] | None]:
         """Before a pass: ``(breaker per key, positions to call, {position: skip
-        reason}, circuit state per position or None when all are closed)``.
-
-        ``context()`` gives the pass's run context (asked only when a caller's
-        breaker has to be looked at)."""
+        reason}, circuit state per position or None when all are closed)``;
+        ``context()`` gives the pass's run context (asked only when needed)."""
         breakers = list(map(self.get, keys))
-        n = len(breakers)
-        if list(map(_STATE, breakers)).count(CLOSED) == n and not any(map(_CALLERS, breakers)):
-            return breakers, list(range(n)), {}, None  # the hot path: all closed
         allowed: list[int] = []
         refused: dict[int, str] = {}
         states: list[str | None] = []
@@ -382,51 +342,40 @@ class Breakers:
             else:
                 refused[i] = note or "circuit open"
                 states.append(OPEN)
-        return breakers, allowed, refused, states
+        return breakers, allowed, refused, states if any(states) else None
 
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
-        """After a pass: each called source's outcome (rows of refused sources are
-        ignored); ``breakers`` as :meth:`admit` returned them; ``context()`` gives
-        the pass's run context (asked only when a caller scope is needed)."""
-        statuses = list(map(_STATUS, outcomes))
-        if (_FAILED not in statuses and _TIMEOUT not in statuses
-                and not any(map(_FAILURES, breakers))
-                and list(map(_STATE, breakers)).count(CLOSED) == len(breakers)
-                and not any(map(_CALLERS, breakers))):
-            return  # the hot path: all healthy, nothing changes
+        """After a pass: each called source's outcome (refused sources' rows are
+        ignored), ``breakers`` as :meth:`admit` returned them."""
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
-            if status is Status.SKIPPED and outcome.circuit == OPEN:
+            if status is not Status.FAILED and status is not Status.TIMEOUT:
+                if not breaker.healthy and outcome.circuit != OPEN:  # a success
+                    if breaker._failures or breaker._state is not CLOSED:
+                        self._count(breaker, outcome.name, True)
+                    callers = breaker._callers
+                    if callers:
+                        for scope, mine in _failing_callers(breaker, _read(context)):
+                            self._count(mine, outcome.name, True)
+                            with breaker._lock:  # healed: nothing left to remember
+                                if callers.get(scope) is mine and mine.healthy:
+                                    del callers[scope]
                 continue
-            failed = status is Status.FAILED or status is Status.TIMEOUT
-            if failed:
-                blame = outcome.blame
-                if blame in NOT_COUNTED:
-                    continue  # the deadline or this process's overload: not the source
-                if blame == "source" or (blame is None and not breaker.context_fields):
-                    self._count(breaker, outcome.name, False)
-                    continue
-                declared, caller = _caller_scopes(breaker, _read(context))
-                scope = caller if blame == "user" or not declared else declared
-                self._count(self._caller(breaker, scope), outcome.name, False)
-                was = breaker._state
-                # Toward the whole source, a caller is who the source answers for:
-                # its declared scope (a tenant, for a source that reads only that).
-                if breaker.count_caller(declared or caller):
-                    self._log(breaker, outcome.name, was)
+            blame = outcome.blame
+            if blame in NOT_COUNTED:
+                continue  # the deadline or this process's overload: not the source
+            if blame == "source" or (blame is None and not breaker.context_fields):
+                self._count(breaker, outcome.name, False)
                 continue
-            if breaker.healthy:
-                continue
-            if breaker._failures or breaker._state is not CLOSED:
-                self._count(breaker, outcome.name, True)
-            callers = breaker._callers
-            if callers:
-                for scope, mine in _failing_callers(breaker, _read(context)):
-                    self._count(mine, outcome.name, True)
-                    with breaker._lock:  # healed: nothing left to remember
-                        if callers.get(scope) is mine and mine.healthy:
-                            del callers[scope]
+            declared, caller = _caller_scopes(breaker, _read(context))
+            scope = caller if blame == "user" or not declared else declared
+            self._count(self._caller(breaker, scope), outcome.name, False)
+            was = breaker._state
+            # Toward the whole source, a caller is who the source answers for: its
+            # declared scope (a tenant, for a source that reads only that).
+            if breaker.count_caller(declared or caller):
+                self._log(breaker, outcome.name, was)
 
     def _count(self, breaker: CircuitBreaker, name: str, ok: bool) -> None:
         was = breaker._state
@@ -468,4 +417,4 @@ def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | N
                 board = _BY_SETTINGS[value] = Breakers(value)
             return board
     raise InvalidType(f"breaker must be True, False, a BreakerSettings or a Breakers, "
-                    f"got {value!r}")
+                      f"got {value!r}")

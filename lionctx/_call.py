@@ -1,8 +1,4 @@
-"""What a face hands the engine for each provider: a :class:`ProviderCall`.
-
-The registry builds its calls once per registration and reuses them every pass;
-``resolve_context`` keeps one per provider across calls, holding the provider weakly.
-"""
+"""What a face hands the engine for each provider: a :class:`ProviderCall`."""
 
 from __future__ import annotations
 
@@ -17,20 +13,12 @@ __all__ = ["TAG_FRAME", "Observer", "ProviderCall"]
 #: Called with each outcome as soon as it is known (live progress, traces).
 Observer = Callable[[Outcome], None]
 
+
 @dataclass(slots=True)
 class ProviderCall:
-    """One provider, ready to run: ``invoke(*args)`` performs the call, with the
-    pass's ``args`` (a registry's calls are built once and reused every pass).
-
-    ``frame`` turns the returned text into what is sent, and so what is counted
-    (a tag block); :data:`TAG_FRAME` frames it in the call's own ``<context>`` tag
-    (as ``partial(tag_block, name)`` does, with no object per call); ``keep_frame``
-    says whether the outcome holds the framed text (the agentium face) or the bare
-    text (a branch that renders tags itself).
-    ``timeout`` overrides the pass's per-provider timeout for this call and
-    ``max_chars`` its size limit. ``digest`` gives each text counted whole its
-    digest (:func:`lionctx._stability.digest`) as the outcome is made.
-    """
+    """One provider, ready to run: ``invoke(*args)`` performs the call. ``frame`` makes
+    the text sent and counted (the outcome keeps it framed with ``keep_frame``);
+    ``timeout`` and ``max_chars`` override the pass's."""
 
     name: str
     provider: Any
@@ -41,11 +29,11 @@ class ProviderCall:
     max_tokens: float | None = None
     max_chars: int | None = None
     keep_frame: bool = True
-    digest: bool = False
 
 
 class _TagFrame:
-    """The type of :data:`TAG_FRAME`."""
+    """A ``frame`` gather applies as ``partial(tag_block, name)`` would, with no object
+    per call (an instance: a function would bind as a method as a class default)."""
 
     __slots__ = ()
 
@@ -56,5 +44,4 @@ class _TagFrame:
         return "TAG_FRAME"
 
 
-#: A ``frame`` that wraps a call's text in its own ``<context name=...>`` tag.
 TAG_FRAME: Callable[[str], str] = _TagFrame()

@@ -1,7 +1,8 @@
 """Cancellation in a pass: the caller's propagates, a provider's own is its failure.
 
-Used by the gather engine (:mod:`lionctx._gather`) and its per-provider runner
-(:mod:`lionctx._run`).
+A ``CancelledError`` raised while nobody cancelled the running task (a provider
+awaited a shared task someone else cancelled) is that provider's failure; where that
+cannot be told apart (trio, Python 3.10) every cancellation propagates.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections.abc import Callable
 import anyio
 import anyio.lowlevel
 
-# -- cancellation: the caller's propagates, a provider's own is its failure ------
 _CAN_TELL = sys.version_info >= (3, 11)
 
 
@@ -24,12 +24,6 @@ def _cancelling_of_current_task() -> Callable[[], int] | None:
     except RuntimeError:  # not on asyncio
         return None
     return getattr(task, "cancelling", None)
-
-
-def _cancel_requested() -> bool:
-    """True when someone asked to cancel the running asyncio task (3.11+)."""
-    cancelling = _cancelling_of_current_task()
-    return cancelling is not None and cancelling() > 0
 
 
 def on_asyncio() -> bool:
@@ -44,38 +38,37 @@ def on_asyncio() -> bool:
     return True
 
 
-def _fatal(exc: BaseException) -> bool:
-    """Must ``exc``, raised while counting or sanitizing, leave the pass?
+def _cancel_propagates(exc: BaseException) -> bool | None:
+    """For a cancellation: does it leave the pass (see the module docs)? Else None."""
+    if not isinstance(exc, (asyncio.CancelledError, anyio.get_cancelled_exc_class())):
+        return None
+    cancelling = _cancelling_of_current_task()
+    return not on_asyncio() or (cancelling is not None and cancelling() > 0)
 
-    ``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit`` and a cancellation of
-    the running task propagate. A ``CancelledError`` raised while nobody cancelled
-    this task (a provider awaited a shared task someone else cancelled) is that
-    provider's failure; where that cannot be told apart (trio, Python 3.10) every
-    cancellation propagates. Any other ``BaseException`` (pyo3's
-    ``PanicException`` from the tokenizer) is contained.
-    """
+
+def _fatal(exc: BaseException) -> bool:
+    """Must ``exc``, raised while counting or sanitizing, leave the pass? The
+    interpreter's own exits and the caller's cancellation do; any other
+    ``BaseException`` (pyo3's ``PanicException`` from the tokenizer) is contained."""
     if isinstance(exc, Exception):  # an ExceptionGroup holds Exceptions only
         return False
     if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
         return True
-    if isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, asyncio.CancelledError):
-        return not on_asyncio() or _cancel_requested()
+    cancel = _cancel_propagates(exc)
+    if cancel is not None:
+        return cancel
     if sys.version_info >= (3, 11) and isinstance(exc, BaseExceptionGroup):
         return any(_fatal(e) for e in exc.exceptions)
     return False
 
 
 def _fatal_from_provider(exc: BaseException) -> bool:
-    """Must ``exc``, raised by a provider's call, leave the pass?
-
-    ADR-0008 D2: a ``BaseException`` outside ``Exception`` propagates, except a
-    ``CancelledError`` that is the provider's own (see :func:`_fatal`).
-    """
+    """Must ``exc``, raised by a provider's call, leave the pass? Every
+    ``BaseException`` outside ``Exception`` does, but a provider's own cancellation."""
     if isinstance(exc, Exception):
         return False
-    if isinstance(exc, anyio.get_cancelled_exc_class()) or isinstance(exc, asyncio.CancelledError):
-        return not on_asyncio() or _cancel_requested()
-    return True
+    cancel = _cancel_propagates(exc)
+    return True if cancel is None else cancel
 
 
 async def _reraise_cancellation() -> None:
@@ -85,4 +78,3 @@ async def _reraise_cancellation() -> None:
     # only its own is absorbed by it); a plain task.cancel() must be raised anew.
     await anyio.lowlevel.checkpoint()
     raise asyncio.CancelledError()
-

@@ -1,10 +1,7 @@
-"""The run context every provider receives, and binding one to a turn.
-
-Fields are snake_case; a mapping or object given as a run context may spell one in
-camelCase (``userId``), read so on the way in because caches and breakers scope by user
-and tenant (agentium's camelCase attributes are ``agentium_compat.RunContext``'s). A
-bound context (:func:`bind_run_context`) lives in a ``ContextVar``: it follows ``await``,
-tasks and lionctx's worker threads, and never leaks into a concurrent turn.
+"""The run context every provider receives, and binding one to a turn (a
+``ContextVar``: it follows ``await``, tasks and worker threads, never into a
+concurrent turn). A mapping or object given as a run context may spell a field in
+camelCase (``userId``): caches and breakers scope by user and tenant.
 """
 
 from __future__ import annotations
@@ -35,10 +32,6 @@ def spellings(*names: str) -> dict[str, str]:
     return {spelling: name for name in names for spelling in (name, camel(name))}
 
 
-def _new_run_id() -> str:
-    return uuid.uuid4().hex
-
-
 @dataclass
 class RunContext:
     """Who and what a run is for. Passed to every provider's ``fetch(query, ctx)``.
@@ -50,7 +43,7 @@ class RunContext:
     user_id: Any = None
     tenant_id: Any = None
     session_id: Any = None
-    run_id: str = field(default_factory=_new_run_id)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     metadata: dict[str, Any] = field(default_factory=dict)
     session_state: dict[str, Any] = field(default_factory=dict)
     dependencies: dict[str, Any] = field(default_factory=dict)
@@ -106,14 +99,9 @@ class RunContext:
 
     @classmethod
     def coerce(cls: type[C], ctx: Any = None, /, **overrides: Any) -> C:
-        """A run context of this class from ``None``, a RunContext, a mapping or an object.
-
-        An instance of this class is returned as is when there is nothing to
-        override; another RunContext is copied field by field (its dicts shared).
-        Unknown keys of a mapping (or public attributes of an object) land in
-        ``extra``; an unknown override raises :class:`~lionctx.InvalidType` naming it.
-        ``None`` means the context bound by :func:`bind_run_context`, if any.
-        """
+        """A run context of this class from ``None`` (the bound one, if any), a
+        RunContext (as is, or copied with its dicts shared), a mapping or an object;
+        their unknown keys land in ``extra``, an unknown override is refused."""
         if ctx is None and not overrides:
             ctx = _BOUND.get()
             if ctx is None:
@@ -153,7 +141,7 @@ _MISSING = object()
 
 def _items(ctx: Any) -> dict[Any, Any]:
     """A mapping's items, or an object's public attributes and every field it has in
-    either spelling (which also reaches slots and properties)."""
+    either spelling (slots and properties too)."""
     if ctx is None:
         return {}
     if isinstance(ctx, Mapping):
@@ -173,12 +161,8 @@ coerce_run_context = RunContext.coerce  # a RunContext from any run-context shap
 
 
 def context_value(ctx: Any, key: str, default: Any = None) -> Any:
-    """Read ``key`` (snake_case) from a RunContext, a mapping or any object.
-
-    Tries the snake_case and the camelCase spelling, as key or attribute. When
-    ``ctx`` is ``None``, or has the key unset (missing or ``None``), the value comes
-    from the run context bound by :func:`bind_run_context`, if any.
-    """
+    """Read ``key`` (snake_case, else camelCase; key or attribute) from a RunContext, a
+    mapping or any object; where it is unset, from the bound run context."""
     value = _read(ctx, key, None)
     if value is None:
         bound = _BOUND.get()
@@ -208,22 +192,16 @@ def bound_run_context() -> RunContext | None:
 
 @contextlib.contextmanager
 def bind_run_context(ctx: Any = None, /, **fields: Any) -> Iterator[RunContext]:
-    """Bind a run context for the turn inside the ``with`` block; yields it.
-
-    ::
+    """Bind a run context for the turn inside the ``with`` block; yields it::
 
         with lionctx.bind_run_context(user_id="u1", tenant_id="acme"):
             await branch.chat("...")     # providers see user u1 of tenant acme
 
     ``ctx`` is a RunContext, a mapping or an object shaped like one; ``fields``
-    override it. An unknown field raises ``TypeError`` naming it, before anything is
-    bound. Built-in providers read a field from here when the branch or the ``ctx``
-    they were called with leaves it unset; a provider called with no ``ctx`` at all
-    gets this whole context. Bindings nest (the inner one wins inside its block) and
-    follow ``await``, tasks started inside the block and lionctx's worker threads;
-    concurrent turns each see their own. Anything that takes a run context and is
-    given none while a binding is active adopts the bound one (a ``lionctx.Branch``
-    built inside the block keeps it as its own).
+    override it (an unknown one raises ``TypeError`` naming it). Providers read a
+    field from here when their own ``ctx`` leaves it unset; anything given no run
+    context adopts the bound one. Bindings nest and follow ``await``, tasks and
+    lionctx's worker threads; concurrent turns each see their own.
     """
     run_ctx = coerce_run_context(ctx, **fields)
     token = _BOUND.set(run_ctx)

@@ -1,13 +1,8 @@
-"""Dedupe: a text is injected once per pass, and not at all when the system side
-already said it (``docs/dedupe.md``).
-
-Within a pass two blocks are the same text when equal once stripped
-(:func:`text_key`); which copy stays is admission's decision. Against the
-conversation, a block is skipped when an assistant, tool or function message, or a
-system message after the leading one, holds it as a whole block (its whole text, a
-paragraph, or a ``<context>`` block; never a substring, never a user's message).
-:class:`HistoryIndex` keeps digests of those blocks per conversation, reads only new
-messages and is bounded.
+"""Dedupe: a text is injected once per pass (equal once stripped; admission picks the
+copy), and not at all when the system side already said it: an assistant, tool or
+function message, or a system message after the leading one, holds it as a whole
+block (its whole text, a paragraph or a ``<context>`` block; never a substring, never
+a user's message). ``docs/dedupe.md``.
 """
 
 from __future__ import annotations
@@ -45,8 +40,7 @@ _VOUCHED = object()
 
 
 def _system_side(role: object, position: int) -> bool:
-    """Whether a message the system side wrote (the leading system message is the
-    instructions, sent on every turn anyway: not history)."""
+    # The leading system message is the instructions, sent every turn: not history.
     if role is _VOUCHED:
         return True
     return (isinstance(role, str) and role in SYSTEM_SIDE_ROLES
@@ -72,8 +66,7 @@ def _blocks(text: str) -> Iterable[str]:
 
 
 def _context_blocks(text: str) -> Iterable[str]:
-    """The texts of the ``<context>`` blocks in ``text``. Linear: each search starts
-    past the previous block, and the first opening with no closing ends the walk."""
+    """The texts of the ``<context>`` blocks in ``text``, in one linear walk."""
     pos = 0
     while True:
         opening = _CONTEXT_OPEN.search(text, pos)
@@ -89,9 +82,8 @@ def _context_blocks(text: str) -> Iterable[str]:
 
 
 class HistoryIndex:
-    """Digests of the whole blocks the system side wrote in one conversation; each
-    :meth:`update` reads only the messages new since the last (``examined`` counts
-    them). Not thread-safe: one per conversation."""
+    """Digests of the whole blocks the system side wrote in one conversation, bounded;
+    :meth:`update` reads only new messages. Not thread-safe: one per conversation."""
 
     def __init__(self, max_messages: int = 256, max_blocks: int = 4096) -> None:
         self.max_messages = max_messages
@@ -152,10 +144,9 @@ class HistoryIndex:
 
 def skip_seen(outcomes: Sequence[Outcome], index: HistoryIndex,
               body: Callable[[Outcome], str] | None = None) -> list[Outcome]:
-    """The rows with each ``fired`` one the system side already holds replaced by a
-    ``skipped`` row (reason ``duplicate of message N``). ``body`` gives the text to
-    compare (default: the outcome's text; the agentium face strips its tag).
-    ``outcomes`` is left as it is."""
+    """New rows: each ``fired`` one the system side already holds is ``skipped``
+    (``duplicate of message N``); ``body`` gives the text to compare (its tag
+    stripped, on the agentium face)."""
     rows = list(outcomes)
     if not len(index):
         return rows
@@ -170,8 +161,7 @@ def skip_seen(outcomes: Sequence[Outcome], index: HistoryIndex,
 
 
 def untag(name: str, framed: str, tag: Callable[[str, str], str]) -> str:
-    """``framed`` without the frame ``tag(name, ...)`` puts around a text; unchanged
-    when it does not have that frame."""
+    """``framed`` without the frame ``tag(name, ...)`` puts around a text, if it has it."""
     empty = tag(name, "\0")
     head, _, tail = empty.partition("\0")
     if framed.startswith(head) and framed.endswith(tail) and len(framed) >= len(head) + len(tail):

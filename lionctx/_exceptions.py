@@ -1,11 +1,7 @@
-"""Every exception lionctx defines, under one root: ``except LionctxError`` catches
-"lionctx refused this" or "lionctx could not do this", and nothing else.
-
-``ConfigurationError`` and its subclasses are refused at the API boundary; source
-failures cost one report row, never the turn. Second bases (``ValueError``,
-``TypeError``, ``RuntimeError``) are the built-ins callers caught before the root
-existed (the tree: `docs/errors.md`). This module imports nothing from lionctx at
-load time.
+"""Every exception lionctx defines, under one root ``LionctxError`` (the tree:
+``docs/errors.md``). ``ConfigurationError`` is refused at the API boundary; second
+bases (``ValueError``, ``TypeError``, ``RuntimeError``) are the built-ins callers
+caught before the root existed. Imports nothing from lionctx at load time.
 """
 
 from __future__ import annotations

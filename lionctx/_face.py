@@ -1,12 +1,6 @@
-"""What a second face builds on: the one extension surface of lionctx's core.
-
-lionctx's own faces are ``ContextProviderRegistry``/``Branch`` and
-``resolve_context``; ``agentium_compat.Agent`` is a face built outside the package,
-and this module is everything it takes from the core beyond the public API: the pass
-(its options checked in one place, its knobs as properties), the turn a ``Branch``
-runs, the checks and helpers a face's constructor uses, and its logger (bounded
-tracebacks, under a public name). A name here is kept stable for faces like that
-one; everything else private may move.
+"""What a face built outside the package (``agentium_compat.Agent``) takes from the
+core beyond the public API: the pass, the turn a ``Branch`` runs, the checks a face's
+constructor uses, its logger. A name here is kept stable; other private ones may move.
 """
 
 from __future__ import annotations

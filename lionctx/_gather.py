@@ -1,28 +1,18 @@
-"""The one engine: run providers against one request, one :class:`Outcome` each.
+"""The one engine both faces sit on: :func:`gather` runs providers against one
+request, one :class:`Outcome` each, in registration order whatever order they end in.
 
-Both faces sit on :func:`gather`. It owns concurrency, time and containment:
-
-* ``concurrent=False`` runs providers one after another in registration order, so
-  their side effects happen in that order (LionAGI parity); ``True`` runs them in a
-  task group (asyncio's own on asyncio, eager where the loop's task factory is;
-  anyio's elsewhere), at most ``limit`` at a time (a capacity limiter).
-* ``timeout`` (per provider, overridable per call) and ``deadline`` (whole pass) are
-  contained outcomes: the late provider is cancelled (a worker thread it started is
-  abandoned, see :mod:`lionctx._threads`) and reported ``timeout``; the rest of the
-  pass goes on (per-provider) or ends (deadline). Counting a large text runs in a
-  worker thread inside the same limit.
-* Everything a provider causes costs that provider only: an ``Exception`` from the
-  call, output validation or token counting, a tokenizer panic (a ``BaseException``
-  from the Rust extension), a ``CancelledError`` the provider raised itself. Only the
-  caller's own cancellation, ``KeyboardInterrupt``, ``SystemExit`` and
-  ``GeneratorExit`` propagate, and the caller's cancellation always does, even when
-  a provider swallowed it and returned text.
-* Text is made safe before it is counted: longer than the size limit
-  (``max_chars``) is skipped uncounted; lone surrogates are replaced with U+FFFD
-  (the row says degraded); counting stops as soon as a text is certain not to fit
-  its cap or the budget.
-
-Outcomes come back in registration order whatever order providers finished in.
+* ``concurrent=False`` runs them in order (LionAGI parity: side effects in order);
+  ``True`` in a task group (asyncio's, eager where the loop's task factory is;
+  anyio's elsewhere), at most ``limit`` at a time.
+* ``timeout`` (per provider) and ``deadline`` (whole pass) cancel the late provider
+  (a worker thread it started is abandoned) and report it ``timeout``; counting a
+  large text runs in a worker thread inside the same limit.
+* Everything a provider causes (an ``Exception``, a tokenizer panic, a
+  ``CancelledError`` of its own) costs that provider only. The caller's cancellation,
+  ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit`` propagate, the
+  caller's cancellation even when a provider swallowed it and returned text.
+* Text over ``max_chars`` is skipped uncounted; lone surrogates become U+FFFD (the
+  row says degraded); counting stops once a text cannot fit its cap or the budget.
 """
 
 from __future__ import annotations
@@ -66,17 +56,13 @@ async def gather(
     max_chars: int | None = None,
     timing: dict[str, float] | None = None,
     args: tuple[Any, ...] = (),
+    digests: bool = False,
 ) -> list[Outcome]:
-    """Run ``calls`` and return one outcome per call, in the order given.
-
-    Outcomes of providers that returned text have status ``fired``; admission
-    (a later, separate step) may turn them into skips. ``budget`` only lets
-    counting stop early for a text that cannot fit. ``observe`` is called with
-    each outcome as soon as it is known (for live progress); its errors are logged
-    and ignored. ``args`` are passed to every ``invoke``. ``timing``, when given,
-    receives ``tokenizer_load_ms``: the time spent loading the encoding before any
-    provider started (once per process).
-    """
+    """One outcome per call, in the order given (``fired`` for text; admission comes
+    later). ``budget`` only lets counting stop early; ``observe`` gets each outcome
+    when known (its errors are logged); ``args`` go to every ``invoke``; ``timing``
+    receives ``tokenizer_load_ms`` (the encoding's load before any provider started);
+    ``digests``: each text counted whole gets its digest in its row."""
     n = len(calls)
     if n == 0:
         return []
@@ -93,11 +79,13 @@ async def gather(
     if timing is not None:
         timing["tokenizer_load_ms"] = load_ms
     ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars,
-               args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None))
-    for c in calls:
-        if c.frame is not None:
-            ps.join_cost = _join_cost(counter)
-            break
+               args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None),
+               encode=getattr(counter, "encode_len", None), digests=digests)
+    if ps.encode is None:  # o200k adds no token for the blank line (see _join_cost)
+        for c in calls:
+            if c.frame is not None:
+                ps.join_cost = _join_cost(counter)
+                break
     # The pass runs in this one task: its cancellation is asked of it, not the loop.
     cancelling = _cancelling_of_current_task()
     if concurrent and n > 1:
@@ -115,11 +103,8 @@ async def gather(
 
 
 def _join_cost(counter: TokenCounter) -> int:
-    """Tokens a blank line adds after a tag block (blocks are joined by one).
-
-    A block always ends with ``>``; the pattern never splits ``\\n\\n<``, so what
-    joining adds is exactly ``count(">\\n\\n") - count(">")`` (0 for o200k_base).
-    """
+    """Tokens the blank line joining tag blocks adds: ``count(">\\n\\n") - count(">")``
+    (a block ends with ``>``; 0 for o200k_base)."""
     try:
         extra = counter(">\n\n") - counter(">")
     except Exception:
@@ -245,8 +230,8 @@ async def _run_task(call: ProviderCall, index: int, ps: _Pass,
 
 def _extend(looked: Probe, scope: anyio.CancelScope, starts: list[float | None],
             limit: float, offset: float, now: float) -> None:
-    """At the shared timeout: a provider the loop started late (its first step ran
-    late, under overload) still gets its whole limit from its own start."""
+    """At the shared timeout: a provider the loop started late still gets its whole
+    limit from its own start."""
     clock = now - offset  # the loop's time on perf_counter's clock
     latest = max((clock if (s := starts[i]) is None else s
                   for i, t in looked.tasks.items() if not t.done()), default=clock)
@@ -258,9 +243,8 @@ def _extend(looked: Probe, scope: anyio.CancelScope, starts: list[float | None],
 def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
           start: float | None, limit: float, expired: bool, counting: bool,
           looked: Probe | None) -> Outcome:
-    """The ``timeout`` row of a provider that did not answer within the shared
-    timeout: cut by it, or past it because the event loop was blocked. Whatever
-    came back past the limit is dropped, never injected."""
+    """The ``timeout`` row of a provider cut by the shared timeout, or past it because
+    the event loop was blocked (what came back late is dropped)."""
     mark = None
     if outcome is not None:
         ran = outcome.duration_ms / 1000.0
@@ -292,13 +276,9 @@ def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
 
 def deadline_outcome(call: ProviderCall, index: int, start: float | None,
                      deadline: float) -> Outcome:
-    """The ``timeout`` row of ``call``, stopped (or never started) by ``deadline``.
-
-    It is blamed on the source (counted by the circuit breakers like a timeout) only
-    when it had the deadline to itself: it ran for at least :data:`OWN_SHARE` of it
-    while the event loop kept up. A provider never started, one that started late
-    and one cut while the loop lagged have ``blame`` ``"deadline"`` or ``"overload"``.
-    """
+    """The ``timeout`` row of ``call``, stopped (or never started) by ``deadline``:
+    blamed on the source only when it ran for :data:`OWN_SHARE` of it while the loop
+    kept up; else ``blame`` is ``"deadline"`` or ``"overload"``."""
     if start is None:
         return _timed_out(call, index, None,
                           f"not started: deadline of {deadline:g}s reached (not called; "

@@ -1,15 +1,7 @@
-"""Object-literal providers: ``{"name": "notes", "fetch": fetch_notes}``.
-
-A TypeScript user writes a provider as an object literal; its Python port is a
-mapping. Where the agentium face takes providers (``resolve_context`` and
-``resolveContextProviders``, ``Agent``'s ``contextProviders``), such a mapping is
-turned into a provider at the boundary, and one that is not a valid provider is
-refused there with an error naming it, instead of failing quietly at run time.
-
-Keys: ``name`` (or the published code's ``label``), ``fetch`` (or ``fetchContext``):
-a function of ``(query, ctx)``, async or sync, returning ``str | None``; optionally
-``volatile``. Any other key is refused (as TypeScript refuses an excess property
-in an object literal), with the closest known key suggested.
+"""Object-literal providers: ``{"name": "notes", "fetch": fetch_notes}``, as a
+TypeScript user writes one, turned into a provider where the agentium face takes
+providers, or refused there naming what is wrong (an excess key, as TypeScript
+refuses one, with the closest known key suggested).
 """
 
 from __future__ import annotations
@@ -33,8 +25,9 @@ def _is_literal(value: Any) -> bool:
 
 
 def object_literal(value: Mapping[Any, Any], where: str) -> Any:
-    """The provider the object literal ``value`` describes (``where`` names it in
-    errors, e.g. ``providers[2]``)."""
+    """The provider the object literal ``value`` describes: ``name`` (or ``label``),
+    ``fetch`` (or ``fetchContext``) of ``(query, ctx)``, optionally ``volatile``;
+    ``where`` names it in errors (``providers[2]``)."""
     for key in value:
         if key not in LITERAL_KEYS:
             raise unknown_option(f"{where} (an object-literal provider)", key, LITERAL_KEYS)

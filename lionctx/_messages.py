@@ -14,20 +14,9 @@ from typing import Any
 
 from ._exceptions import InvalidType, InvalidValue
 
-__all__ = [
-    "PERSISTENCE_ONLY_FIELDS",
-    "assistant_message",
-    "ensure_tool_call_uids",
-    "ensure_uid",
-    "instruction_text",
-    "is_uid",
-    "message_text",
-    "new_uid",
-    "strip_persistence_fields",
-    "system_message",
-    "tool_message",
-    "user_message",
-]
+__all__ = ["PERSISTENCE_ONLY_FIELDS", "ensure_tool_call_uids", "ensure_uid", "instruction_text",
+           "is_uid", "message_text", "new_uid", "strip_persistence_fields", "system_message",
+           "tool_message"]
 
 #: Keys that live on stored messages and never go on the wire.
 PERSISTENCE_ONLY_FIELDS: frozenset[str] = frozenset(
@@ -83,16 +72,11 @@ def ensure_tool_call_uids(msg: dict[str, Any]) -> dict[str, str]:
 
 
 def strip_persistence_fields(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Copies of ``messages`` without the persistence-only keys, ready to send.
-
-    The input is never modified; every returned dict is a new (shallow) copy.
-    """
+    """New (shallow) copies of ``messages`` without the persistence-only keys."""
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, Mapping):
-            raise InvalidType(
-                f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}"
-            )
+            raise InvalidType(f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}")
         out.append({k: v for k, v in msg.items() if k not in PERSISTENCE_ONLY_FIELDS})
     return out
 
@@ -120,34 +104,14 @@ def system_message(content: str) -> dict[str, Any]:
     return {"role": "system", "content": content}
 
 
-def user_message(content: str) -> dict[str, Any]:
-    """``{"role": "user", "content": content}``."""
-    return {"role": "user", "content": content}
-
-
-def assistant_message(
-    content: str | None, tool_calls: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """An assistant message; ``tool_calls`` only when there are some."""
-    msg: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        msg["tool_calls"] = [dict(c) for c in tool_calls]
-    return msg
-
-
 def tool_message(tool_call_id: str, content: str) -> dict[str, Any]:
     """The result of one tool call."""
     return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
 
 
 def instruction_text(content: Any) -> str:
-    """The text of a LionAGI ``InstructionContent``, rendered the way LionAGI renders it.
-
-    ``plain_content`` when set; else the content with its tool schemas and response
-    format removed (``with_updates``, LionAGI's own), rendered by LionAGI
-    (``Guidance: ...`` / ``Instruction: ...`` / ``Context: ...`` as YAML). Image parts
-    of a multimodal instruction are left out.
-    """
+    """The text of a LionAGI ``InstructionContent`` as LionAGI renders it, without its
+    tool schemas, response format and images (``plain_content`` when set)."""
     plain = getattr(content, "plain_content", None)
     if isinstance(plain, str) and plain:
         return plain

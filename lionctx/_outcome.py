@@ -56,13 +56,9 @@ class Outcome:
 
     ``text`` is the (framed, where the face frames) text the provider returned,
     ``tokens`` its count, ``duration_ms`` the wall time of the call. ``reason``
-    says why anything that is not ``fired`` or ``empty`` ended as it did.
-
-    An outcome is never changed once it has been handed out (to an ``on_outcome``
-    observer or in a report): a later step that decides something about the row
-    (admission, dedupe, the breakers, digests) makes a new one with
-    :meth:`replace`. The class is not frozen only because a frozen dataclass costs
-    several times more to construct, once per provider per pass.
+    says why anything that is not ``fired`` or ``empty`` ended as it did. Never
+    changed once handed out: a later stage makes a new one with :meth:`replace` (not
+    frozen only because a frozen dataclass costs several times more to construct).
     """
 
     name: str
@@ -96,10 +92,8 @@ class Outcome:
     """Whose failure a ``failed`` or ``timeout`` row is, when the pass knows it:
     ``"user"`` (this call's user and tenant only), ``"source"`` (the whole source),
     ``"deadline"`` (the pass's deadline: not called, or cut after starting late) or
-    ``"overload"`` (this process's event loop lagged past the timeout). The last two
-    are not failures of the source: no circuit breaker counts them (see
-    :mod:`lionctx._breaker`). ``None``: the breakers decide from the fields the
-    provider declares it reads."""
+    ``"overload"`` (this process's event loop lagged past the timeout); no breaker
+    counts the last two. ``None``: decided from the fields the provider reads."""
 
     def replace(self, **changes: Any) -> Outcome:
         """A new outcome with ``changes`` applied; this one is left as it is."""

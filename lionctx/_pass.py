@@ -1,13 +1,9 @@
-"""The pass: one object that runs a provider pass and owns what outlives it.
+"""The pass: a :class:`ContextPass` runs a provider pass and owns what outlives it
+(policy, budget, breakers, dedupe, baselines, history indexes). Every face holds one.
+:meth:`ContextPass.run` runs the stages::
 
-The registry, ``resolve_context``, ``Agent`` and the host integrations each hold a
-:class:`ContextPass` (the policy, budget, breakers, dedupe, baselines, history
-indexes, telemetry) and hand it their calls; :meth:`ContextPass.run` runs the stages::
-
-    providers:  call_sources (the breakers choose) -> call (the engine's gather)
-    outcomes:   place (source order; breakers told) -> skip_seen -> note_missing
-    admission:  build_report (caps, budget, dedupe, digests, cache break)
-    report:     record (the session's baseline, spans)
+    call_sources (breakers) -> call (gather) -> place -> skip_seen -> note_missing
+    -> build_report (caps, budget, dedupe, digests, cache break) -> record
 
 A stage that changes a row makes a new outcome; gathered rows are never changed.
 """
@@ -70,10 +66,9 @@ def pass_knob(attr: str, doc: str) -> Any:
 
 
 class Sources:
-    """What a face tells the pass about its sources, one per call, in order:
-    ``keys`` (each source's breaker key and declarations: the provider or its
-    entry), ``volatile`` flags (``None``: none is), and ``describe(i)``, source i's
-    ``(name, priority, cap)`` for the row of a source its breaker kept out."""
+    """A face's sources, one per call: ``keys`` (breaker keys: the provider or its
+    entry), ``volatile`` flags, ``describe(i)`` (``(name, priority, cap)`` of a source
+    its breaker kept out)."""
 
     __slots__ = ("describe", "keys", "volatile")
 
@@ -117,11 +112,8 @@ class _Context:
 
 class ContextPass:
     """The policy and production features of a face's passes; :meth:`run` is one pass.
-
-    ``face`` names the face in spans (``"lionagi"`` or ``"agentium"``).
-    ``note_missing``: an ``empty`` row of a provider that reads a run-context field
-    the run has no value for says so (what a host integration turns on).
-    """
+    ``face`` names it in spans; ``note_missing``: an ``empty`` row of a provider that
+    reads an unset run-context field says so."""
 
     __slots__ = ("_budget", "_counter", "_lock", "_owners", "_sessions", "baselines",
                  "breakers", "concurrent", "dedupe", "digests", "face", "note_missing",
@@ -143,8 +135,7 @@ class ContextPass:
         self.note_missing = note_missing
         self._counter: tuple[Any, TokenCounter] | None = None
         self._lock = threading.Lock()
-        # each conversation's HistoryIndex: held weakly by its owner object, or by a
-        # hashable key (a session), the latest baselines' max_sessions of them
+        # each conversation's HistoryIndex: by its owner (weakly), else by key
         self._owners: WeakIdMap[HistoryIndex] = WeakIdMap()
         self._sessions: OrderedDict[Hashable, HistoryIndex] = OrderedDict()
 
@@ -165,8 +156,8 @@ class ContextPass:
         return cached[1]
 
     def history(self, owner: Any, messages: Sequence[Any]) -> HistoryIndex:
-        """The history index of ``owner``'s conversation (an object, held weakly, or a
-        hashable session key), updated with ``messages`` (only the new ones are read)."""
+        """The history index of ``owner``'s conversation (held weakly, else by key),
+        updated with ``messages`` (only new ones are read)."""
         index = self._owners.setdefault(owner, HistoryIndex)
         if index is None:  # not weakly referenceable: kept by key, least recent out
             limit = self.baselines.max_sessions if self.baselines is not None else 1024
@@ -186,10 +177,9 @@ class ContextPass:
                   *, context: Callable[[], Any] | None = None, session: Any = _UNSET,
                   previous: Digests | None = None, history: HistoryIndex | None = None,
                   framed: bool = False) -> Report:
-        """One pass over ``calls`` (``invoke(*args)`` each), the stages in order.
-        ``context()``: the run context; ``session``: the key of the baseline in
-        :attr:`baselines` (else ``previous``); ``history``: what the system side said;
-        ``framed``: rows hold tag-framed text (the agentium face)."""
+        """One pass over ``calls`` (``invoke(*args)`` each). ``session``: the key of the
+        baseline in :attr:`baselines` (else ``previous``); ``framed``: rows hold tag
+        blocks (the agentium face)."""
         started, started_ns = perf_counter(), time.time_ns()
         ctx = _Context(context)
         keyed = session is not _UNSET and self.baselines is not None and self.digests
@@ -199,7 +189,9 @@ class ContextPass:
         arrived: dict[int, int] | None = {} if traced else None
         # providers -> outcomes
         gate = self.call_sources(sources, ctx)
-        outcomes, load_ms = await self.call(calls, args, gate, arrived)
+        # digests while counting only when a stage compares them now (else on demand)
+        outcomes, load_ms = await self.call(calls, args, gate, arrived,
+                                            self.digests and (keyed or previous is not None))
         outcomes = self.place(outcomes, gate, sources, arrived)
         if self.breakers is not None:
             self.breakers.record(gate.breakers, outcomes, ctx)
@@ -227,16 +219,18 @@ class ContextPass:
         return gate
 
     async def call(self, calls: Sequence[ProviderCall], args: tuple[Any, ...], gate: _Gate,
-                   arrived: dict[int, int] | None) -> tuple[list[Outcome], float]:
-        """Stage two: the engine runs the admitted calls under the policy; the
-        outcomes in call order and the tokenizer's load time (ms)."""
+                   arrived: dict[int, int] | None, digests: bool = False
+                   ) -> tuple[list[Outcome], float]:
+        """Stage two: the engine runs the admitted calls; the outcomes and the
+        tokenizer's load time (ms)."""
         policy, timing = self.policy, {"tokenizer_load_ms": 0.0}
         outcomes = await gather(
             calls if gate.allowed is None else [calls[i] for i in gate.allowed],
             counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
             deadline=policy.deadline, limit=policy.limit,
             observe=policy.observer if arrived is None else _noting(arrived, policy.observer),
-            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args)
+            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args,
+            digests=digests)
         return outcomes, timing["tokenizer_load_ms"]
 
     def record(self, report: Report, session: Any, started_ns: int | None) -> None:
@@ -250,9 +244,8 @@ class ContextPass:
     @staticmethod
     def place(called: list[Outcome], gate: _Gate, sources: Sources,
               arrived: dict[int, int] | None) -> list[Outcome]:
-        """Every source's row in source order: the refused ones' ``skipped`` rows
-        join the called ones, each with its position, circuit state, volatile flag
-        and (traced) start time."""
+        """Every source's row in source order (refused ones ``skipped``), with its
+        position, circuit state, volatile flag and (traced) start time."""
         allowed, states, volatile = gate.allowed, gate.states, sources.volatile
         if allowed is None and states is None and volatile is None and not arrived:
             return called
@@ -281,8 +274,7 @@ class ContextPass:
 
 
 def note_missing(outcomes: list[Outcome], providers: Sequence[Any], ctx: Any) -> list[Outcome]:
-    """Each ``empty`` row of a provider that reads a run-context field the run has no
-    value for says so (``"no user_id in the run context"``)."""
+    """Each ``empty`` row of a provider reading an unset run-context field says so."""
     rows = outcomes
     for i, (outcome, provider) in enumerate(zip(outcomes, providers, strict=False)):
         if outcome.status is not Status.EMPTY:

@@ -1,9 +1,5 @@
-"""The knobs every pass shares, validated in one place.
-
-:class:`Policy` holds a pass's ``timeout``, ``deadline``, ``limit``, ``counter``,
-``observer`` and ``max_chars``, frozen and checked when built: a bad value is refused
-where it is set, naming it. The ``check_*`` functions are the one validator per knob.
-"""
+"""The knobs every pass shares (:class:`Policy`), and one validator per knob: a bad
+value is refused where it is set, naming it."""
 
 from __future__ import annotations
 
@@ -16,8 +12,8 @@ from typing import Any, Literal, overload
 from ._exceptions import InvalidType, InvalidValue
 from ._types import Number
 
-__all__ = ["Policy", "check_counter", "check_limit", "check_max_chars", "check_number",
-           "check_observer", "check_seconds"]
+__all__ = ["Policy", "check_count", "check_counter", "check_limit", "check_max_chars",
+           "check_number", "check_observer", "check_seconds"]
 
 
 def check_seconds(value: Any, label: str) -> float | None:
@@ -29,6 +25,13 @@ def check_seconds(value: Any, label: str) -> float | None:
     if not value > 0 or math.isinf(value):
         raise InvalidValue(f"{label} must be a positive, finite number of seconds, got {value!r}")
     return float(value)
+
+
+def check_count(value: Any, label: str) -> int:
+    """An ``int >= 1`` (a threshold, a bound); anything else is an :class:`InvalidValue`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidValue(f"{label} must be an int >= 1, got {value!r}")
+    return value
 
 
 def check_limit(value: Any, label: str = "limit", what: str = "a positive int") -> int | None:

@@ -55,17 +55,9 @@ from typing import NamedTuple
 
 from ._outcome import Outcome, Status
 
-__all__ = [
-    "OPENERS",
-    "kept_in_order",
-    "render_context",
-    "render_tagged",
-    "escape_name",
-    "join_tagged",
-    "neutralize",
-    "render_lionagi",
-    "tag_block",
-]
+__all__ = ["OPENERS", "TAG_TAIL", "escape_name", "join_tagged", "kept_in_order", "neutralize",
+           "render_context", "render_lionagi", "render_tagged", "splits_at_frame", "tag_block",
+           "tag_head"]
 
 #: The characters :func:`neutralize` treats as a tag's ``<``.
 OPENERS = frozenset(
@@ -362,6 +354,7 @@ def escape_name(name: str) -> str:
     ``&#10;``/``&#13;``; every other line break, every :data:`OPENERS` character and
     every character whose NFKC form holds one of these becomes ``&#xHEX;``.
     """
+    name = str.__str__(name)  # a str subclass could rewrite itself when formatted
     if name.isascii():
         # Most names need no escape; translate() with a table costs ~0.4 us even then.
         if name.isidentifier() or _ASCII_NAME_SPECIAL.search(name) is None:
@@ -466,6 +459,32 @@ def _stand_in(kinds: Sequence[re.Pattern[str]], text: str, start: int, end: int)
 def tag_block(name: str, text: str) -> str:
     """Wrap one provider's text in its ``<context name="...">`` tag."""
     return f'<context name="{escape_name(name)}">\n{neutralize(text)}\n</context>'
+
+
+#: The end of every tag block, after the (neutralized) text.
+TAG_TAIL = "\n</context>"
+
+
+def tag_head(name: str) -> str:
+    """The start of ``name``'s tag block: ``tag_head(n) + neutralize(t) + TAG_TAIL``
+    is ``tag_block(n, t)``."""
+    return f'<context name="{escape_name(name)}">\n'
+
+
+def splits_at_frame(body: str) -> bool:
+    """True when o200k splits ``tag_head(n) + body + TAG_TAIL`` at both edges of
+    ``body``, so its count is the frame's plus the body's (a property test checks it).
+
+    The head ends in a punctuation piece (``">\n``) that takes any ``\r``, ``\n`` or
+    ``/`` after it; no piece takes a letter or digit and then a line break, while a
+    body ending in white space or punctuation would take the tail's line break.
+    """
+    if not body or body[0] in "\r\n/":
+        return False
+    last = body[-1]
+    if last.isascii():
+        return last.isalnum()
+    return unicodedata.category(last)[0] in "LN"
 
 
 def join_tagged(blocks: Iterable[str]) -> str:

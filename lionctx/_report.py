@@ -1,10 +1,6 @@
-"""The one report of a pass: :class:`Report`, and :func:`build_report` that makes it.
-
-A report holds every provider's final outcome in source order, the budget, tokens
-kept and offered, the timing, the injected blocks' digests and the cache break.
-:func:`build_report` runs admission over the gathered rows (a row whose decision
-changes is a new outcome; the gathered ones are never changed). The faces read it
-through their views (:mod:`lionctx._views`).
+"""The one report of a pass (:class:`Report`: every row in source order, budget,
+tokens, timing, digests, cache break) and :func:`build_report`, which runs admission
+over the gathered rows to make it. The faces read it through :mod:`lionctx._views`.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ from operator import attrgetter, itemgetter
 from time import perf_counter
 from typing import Any, Literal
 
-from ._admission import admit_columns
+from ._admission import Admission, admit_columns
 from ._exceptions import InvalidValue
 from ._outcome import Outcome, Status
 from ._render import kept_in_order, render_context, render_lionagi
@@ -39,31 +35,27 @@ class Report:
     used_tokens: int = 0
     """Tokens of the kept blocks."""
     offered_tokens: int = 0
-    """Tokens of every block providers returned, kept or not (with dedupe, a
-    duplicate of an injected block is not offered again)."""
+    """Tokens of every block returned, kept or not (a dedupe duplicate not again)."""
     duration_ms: float = 0.0
     """Wall time of the pass, not counting the one-time tokenizer load."""
     tokenizer_load_ms: float = 0.0
-    """Time spent loading the token encoding before any provider started (the
-    first pass in a process only; 0 afterwards)."""
+    """Time spent loading the token encoding (the first pass in a process only)."""
     _digests: Digests | None = field(default=(), repr=False)
     # the digests; None: made when first read (no stage of the pass compared them)
     prefix_stable: bool | None = None
-    """The injected blocks are byte-identical to the previous pass's (``None``
-    without a previous pass)."""
+    """The injected blocks equal the previous pass's byte for byte (``None``: no
+    previous pass)."""
     cache_break: CacheBreak | None = None
     """The first block that differs from the previous pass's, ``None`` when none does."""
     skip_order: tuple[int, ...] = ()
-    """Positions of the rows LionAGI lists as ``skipped``, in its order: size
-    skips, cap skips, then budget skips in the order admission considered them."""
+    """Positions of the rows LionAGI lists as ``skipped``, in its order (size, cap,
+    then budget skips as admission met them)."""
     framed: bool = False
-    """The outcomes hold their blocks already framed in ``<context>`` tags (the
-    agentium face counts and keeps the framed text)."""
+    """The outcomes hold their blocks framed in ``<context>`` tags (agentium face)."""
 
     @property
     def digests(self) -> Digests:
-        """``(name, digest)`` of each injected block, in rendering order (empty when
-        digests are off)."""
+        """``(name, digest)`` of each injected block, in rendering order."""
         found = self._digests
         if found is None:
             found = tuple((o.name, o.digest or digest(o.text or ""))
@@ -78,12 +70,9 @@ class Report:
 
     def render(self, style: Literal["tags", "lionagi"] = "tags", *, system: str = "",
                guidance: str = "") -> str:
-        """The text this pass injects.
-
-        ``"tags"``: the kept blocks in ``<context>`` tags, stable sources first,
-        joined by a blank line. ``"lionagi"``: LionAGI's fold, ``system +
-        "\\n".join(blocks) + guidance``, blocks in registration order.
-        """
+        """The text this pass injects: ``"tags"``, the kept blocks in ``<context>``
+        tags, stable sources first, joined by a blank line; ``"lionagi"``, LionAGI's
+        fold ``system + "\\n".join(blocks) + guidance`` in registration order."""
         if style == "tags":
             return render_context(self.outcomes, framed=self.framed)
         if style == "lionagi":
@@ -118,17 +107,13 @@ _SECOND = itemgetter(1)
 
 
 def _pairs(kept: list[Outcome], previous: Digests | None) -> Digests:
-    """``(name, digest)`` of each of ``kept``; ``previous`` itself when equal (the
-    steady state: no new long-lived pair per block for the collector to walk)."""
+    """``(name, digest)`` of each of ``kept``; ``previous`` itself when equal (no new
+    long-lived pairs for the collector to walk)."""
     if (previous is not None and len(previous) == len(kept)
             and list(map(_SECOND, previous)) == list(map(_DIGEST, kept))
             and list(map(_FIRST, previous)) == list(map(_NAME, kept))):
         return previous
     return tuple(map(_NAME_DIGEST, kept))
-
-
-def _has_duplicates(keys: list[Hashable]) -> bool:
-    return len(set(keys)) != len(keys)
 
 
 def _counted(o: Outcome) -> str:
@@ -140,18 +125,12 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
                  framed: bool = False, started: float | None = None,
                  tokenizer_load_ms: float = 0.0,
                  dedupe: Callable[[Outcome], Hashable] | None = None) -> Report:
-    """Admission over one pass's gathered ``outcomes``, then the report.
+    """Admission (caps, ``budget``, ``dedupe``) over one pass's ``outcomes`` (left as
+    they are: a skipped row is a new outcome with its reason), then the report.
 
-    Every ``fired`` row goes through :func:`~lionctx._admission.admit_columns`
-    (caps, then ``budget``); a row it skips is a new outcome
-    (``skipped_cap``/``skipped_budget`` with the reason). ``digests``: ``True``, each
-    kept block has its digest and the report compares them with ``previous`` (the
-    previous pass's digests); ``None``, the report's digests are made when read;
-    ``False``, none. ``started`` (a ``perf_counter`` reading) gives
-    ``duration_ms``, less ``tokenizer_load_ms``. ``dedupe`` (the key of a row's
-    text, equal for duplicates) makes admission keep each text once: a duplicate is
-    ``skipped`` with the reason ``duplicate of NAME``, NAME the copy injected in its
-    place (see :mod:`lionctx._admission`). ``outcomes`` is left as it is.
+    ``digests``: ``True``, kept blocks are digested and compared with ``previous``;
+    ``None``, digests are made when read; ``False``, none. ``dedupe`` (a row's text
+    key) keeps each text once: a duplicate is ``skipped``, ``duplicate of NAME``.
     """
     rows = list(outcomes)
     texted: list[int] = []
@@ -171,10 +150,14 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
     keys = None
     if dedupe is not None:
         keys = [dedupe(rows[i]) for i in texted]
-        if not _has_duplicates(keys):
+        if len(set(keys)) == len(keys):
             keys = None  # the common pass: every text distinct
-    decision = admit_columns(tokens, priorities, caps, budget, keys)
     offered = sum(tokens)
+    if keys is None and (budget is None or offered <= budget) and not any(caps):
+        # All fit, none capped: admission keeps every one (the realistic registry rows)
+        decision = Admission(tuple(range(len(tokens))), (), (), (), offered)
+    else:
+        decision = admit_columns(tokens, priorities, caps, budget, keys)
     for k, first in decision.duplicates:
         i = texted[k]
         o = rows[i]

@@ -1,8 +1,5 @@
-"""The messages one model call sends, built from a conversation. Pure functions.
-
-:func:`build_request` is the one request builder behind ``Branch`` and ``Agent``;
-:func:`selected_blocks` turns a provider report into the blocks a request carries.
-"""
+"""The messages one model call sends, built from a conversation (``Branch`` and
+``Agent`` alike). Pure functions."""
 
 from __future__ import annotations
 
@@ -48,14 +45,11 @@ def build_request(
     render: RenderMode,
 ) -> list[dict[str, Any]]:
     """The messages one call sends: ``history`` (system message first, if any), the
-    instruction, then ``rounds`` (this turn's tool calls and results).
-
-    ``render="tags"``: the system message becomes the system text, a blank line and
-    the blocks in their ``<context name="...">`` tags. ``render="lionagi"``: no system
-    message; the first user message starts with ``system + "\\n".join(blocks) +
-    guidance`` (the guidance only when that message is this instruction), a blank
-    line, then its text. Nothing in ``history`` is modified.
-    """
+    instruction, then ``rounds`` (this turn's tool calls and results); ``history`` is
+    left as it is. ``"tags"``: the blocks' tags follow the system text in the system
+    message. ``"lionagi"``: no system message; the first user message starts with
+    ``system + "\\n".join(blocks) + guidance`` (the guidance only when it is this
+    instruction) and a blank line."""
     has_system = bool(history) and history[0].get("role") == "system"
     system = message_text(history[0]) if has_system else None
     past = history[1:] if has_system else history

@@ -1,10 +1,6 @@
-"""One concept: one provider run into one Outcome (its call, time limit, containment,
-sanitizing, framing and count).
-
-:func:`_run_one` turns a :class:`ProviderCall` into an :class:`~lionctx._outcome.Outcome`
-(see :mod:`lionctx._gather` for the guarantees). A text over 64K characters is made
-encodable, framed and counted in a worker thread.
-"""
+"""One provider run into one Outcome: its call, time limit, containment, sanitizing,
+framing and count (see :mod:`lionctx._gather` for the guarantees). A text over 64K
+characters is made encodable, framed and counted in a worker thread."""
 
 from __future__ import annotations
 
@@ -26,17 +22,13 @@ from ._cancellation import _fatal, _fatal_from_provider
 from ._exceptions import WorkersExhausted, _CountStopped
 from ._lag import Probe, probe
 from ._outcome import Outcome, SourceUnavailable, Status
-from ._render import tag_block
+from ._render import TAG_TAIL, neutralize, splits_at_frame, tag_block, tag_head
 from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
+from ._stability import _blake as blake
 from ._stability import digest, digest_under
 from ._text import make_encodable
 from ._threads import run_in_worker
-from ._tokens import (
-    _HASH_IS_SECRET,
-    TokenCounter,
-    count_bounded,
-    memo_key,
-)
+from ._tokens import _HASH_IS_SECRET, TokenCounter, count_bounded, memo_key
 
 logger = bound_tracebacks(logging.getLogger("lionctx.gather"))  # the engine's one name
 
@@ -46,22 +38,17 @@ _FAILED = Status.FAILED
 _TIMEOUT = Status.TIMEOUT
 
 #: Default size limit of one provider's text, in characters: above what the built-in
-#: providers return at their own defaults (20 files of 100 KB), far beyond what any
-#: budget admits (about a million tokens). Checking it costs nothing.
+#: providers return by default (20 files of 100 KB), far beyond any budget.
 DEFAULT_MAX_CHARS = 4_000_000
 # Texts longer than this are counted in a worker thread, off the event loop.
 _THREAD_CHARS = 65_536
 _COUNT_KEY = "lionctx._tokens"
 
 
-def _message(exc: BaseException) -> str:
-    # Bounded, and never through the exception's own formatting (see _safe_text).
-    return error_text(exc)[1]
-
-
 def _log_failure(call: ProviderCall, exc: BaseException) -> None:
     if isinstance(exc, SourceUnavailable):  # expected: the reason says it all
-        logger.warning("context provider %r unavailable: %s", call.name, _message(exc))
+        # bounded, never through the exception's own formatting (see _safe_text)
+        logger.warning("context provider %r unavailable: %s", call.name, error_text(exc)[1])
     else:
         logger.warning("context provider %r raised; skipping", call.name, exc_info=exc)
 
@@ -130,10 +117,6 @@ def _empty_reason(result: Any) -> str:
     return why if isinstance(why, str) and why else _NO_STR
 
 
-def _add_reason(current: str | None, more: str) -> str:
-    return more if current is None else f"{current}; {more}"
-
-
 @dataclass(slots=True)
 class _Pass:
     """What every provider of one pass shares."""
@@ -146,14 +129,14 @@ class _Pass:
     join_cost: int = 0
     memo: dict[Any, int] | None = None
     remember: Callable[[Any, int], None] | None = None
-    #: Each provider's start time, when a deadline may have to report it.
-    starts: list[float | None] | None = None
-    #: Providers counting a large text, when a shared timeout must say so.
-    counting: set[int] | None = None
-    #: The timeout that every provider of a concurrent pass shares (one timer), and
-    #: its probe (which notes the loop iteration each provider starts in).
+    starts: list[float | None] | None = None  # when a deadline may have to report them
+    counting: set[int] | None = None  # counting a large text, for a shared timeout
+    # the timeout every provider of a concurrent pass shares (one timer), and its
+    # probe (which notes the loop iteration each provider starts in)
     shared: float | None = None
     probe: Probe | None = None
+    encode: Callable[[str], int] | None = None  # the bundled encoding's bare count
+    digests: bool = False  # each text counted whole gets its digest as its row is made
 
 
 @dataclass(slots=True)
@@ -168,12 +151,10 @@ class _Big:
     cached: bool
     stale: bool
     key: Any = None
-    #: Still to frame (a large text is framed in the worker too: framing reads every
-    #: character), and its count when the memo already knows it.
-    frame: Callable[[str], str] | None = None
-    known: int | None = None
-    #: What the provider returned, while its text is still to be made encodable.
-    raw: Any = None
+    frame: Callable[[str], str] | None = None  # still to frame (framing reads it all)
+    known: int | None = None  # its count, when the memo knew it
+    raw: Any = None  # what the provider returned, still to be made encodable
+    extra: int = 0  # tokens of a frame counted apart from the text
 
 
 def _bound(call: ProviderCall, ps: _Pass) -> float:
@@ -189,24 +170,25 @@ def _bound(call: ProviderCall, ps: _Pass) -> float:
 
 def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int,
              exact: bool, elapsed: float, degraded: str | None, cached: bool,
-             stale: bool) -> Outcome:
+             stale: bool, key: Any = None, fresh: bool = False) -> Outcome:
     if type(tokens) is not int or tokens < 0:
         raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
     if call.frame is not None:
         tokens += ps.join_cost
     # A text counted whole may be kept: its digest now, so the kept row is final. (One
     # whose counting stopped is over its cap or the budget: never kept, never hashed.)
-    d = digest(stored) if call.digest and exact else None
+    # A tag block's digest is found by the key it is a pure function of (not hashed
+    # again each pass: the resolve rows of the realistic benchmark). A text the token
+    # memo did not know is hashed without the digest memo (most such texts are never
+    # seen again: the features row of the realistic benchmark).
+    d = None
+    if ps.digests and exact:
+        if fresh:
+            d = blake(stored)
+        else:
+            d = digest(stored) if key is None else digest_under(key, stored)
     return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
                    degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
-
-
-def _carried_count(result: Any, counter: TokenCounter) -> int | None:
-    if not hasattr(result, "token_count"):
-        return None
-    from .providers._base import known_token_count  # only texts from a shared cache get here
-
-    return known_token_count(result, counter)
 
 
 def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseException,
@@ -218,11 +200,8 @@ def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseExcepti
 
 def _finish(call: ProviderCall, index: int, result: Any, start: float,
             ps: _Pass) -> Outcome | _Big:
-    """Validate, size-check, sanitize and count what a provider returned.
-
-    ``duration_ms`` is the provider's own time: counting is not charged to it. A
-    large text comes back as :class:`_Big`, to be counted off the loop.
-    """
+    """Validate, size-check, sanitize and count what a provider returned (a large
+    text as a :class:`_Big`). ``duration_ms`` is the provider's own time, not counting."""
     elapsed = (perf_counter() - start) * 1000.0
     try:
         degraded = getattr(call.provider, "degradation_reason", None)
@@ -231,10 +210,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     if degraded is not None:
         degraded = _degradation(call, degraded)
     # The hot path first: a plain, non-empty str (the others are checked in turn).
-    if result.__class__ is str:
-        if not result:
-            return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None, _NO_STR,
-                           degraded, False, False, call.priority, call.max_tokens)
+    if result.__class__ is str and result:
         plain = True
         cached = stale = False
     elif result is None or (isinstance(result, str) and not str.__len__(result)):
@@ -289,62 +265,66 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
         why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
                "as UTF-8, with U+FFFD")
         logger.warning("context provider %r: %s", call.name, why)
-        degraded = _add_reason(degraded, why)
+        degraded = why if degraded is None else f"{degraded}; {why}"
     frame = call.frame
+    tag = None if frame is None else _tag_name(call, frame)
     memo = ps.memo
     key: Any = None
-    if memo is not None:
-        key = memo_key(text) if frame is None else _memo_key(call, frame, text)
-        if key is not None:
-            # A text seen before is found by its cached hash, without framing or
-            # reading it again (a warm source returns the same string object).
-            known = memo.get(key)
-            if known.__class__ is int and known >= 0:
-                if frame is not None and call.keep_frame and len(text) > _THREAD_CHARS:
-                    return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key,
-                                frame, known)
-                if frame is None:
-                    stored = text
-                else:
-                    known += ps.join_cost
-                    if not call.keep_frame:
-                        stored = text
-                    elif frame is TAG_FRAME:
-                        stored = tag_block(call.name, text)
-                        # The block is new each pass; its digest is found by the
-                        # key that determines it (no hashing of the block).
-                        return Outcome(call.name, index, _FIRED, stored, known,
-                                       elapsed, None, None, None, degraded, cached,
-                                       stale, call.priority, call.max_tokens, True,
-                                       None,
-                                       digest_under(key, stored) if call.digest else None)
-                    else:
-                        stored = frame(text)
-                return Outcome(call.name, index, _FIRED, stored, known, elapsed, None,
-                               None, None, degraded, cached, stale, call.priority,
-                               call.max_tokens, True, None,
-                               digest(stored) if call.digest else None)
+    if memo is not None and (frame is None or tag is not None):
+        # One look-up per text, under a key that is never the text: a framed text's
+        # is its name and text (what the block is a pure function of).
+        if _HASH_IS_SECRET:
+            key = (len(text), hash(text)) if tag is None else (tag, len(text), hash(text))
+        else:
+            key = memo_key(text) if tag is None else (tag, *memo_key(text))
+        # A text seen before is found by its cached hash, without framing or
+        # reading it again (a warm source returns the same string object).
+        known = memo.get(key)
+        if known.__class__ is int and known >= 0:
+            if frame is None or not call.keep_frame:
+                stored = text
+            elif len(text) > _THREAD_CHARS:
+                return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key, frame,
+                            known)
+            else:
+                stored = _framed(call, frame, text)
+            return _counted(call, index, ps, stored, known, True, elapsed, degraded, cached,
+                            stale, key if tag is not None and call.keep_frame else None)
     bound = _bound(call, ps)
     if frame is not None:
         bound -= ps.join_cost
         if len(text) > _THREAD_CHARS:
             return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
-    counted = text if frame is None else _framed(call, frame, text)
-    stored = counted if call.keep_frame else text
-    if result.__class__ is not str and frame is None and not replaced:
-        # A shared-cache hit carries the count its fetcher made (RedisCache).
-        carried = _carried_count(result, ps.counter)
-        if carried is not None:
-            return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
-                            cached, stale)
-    if len(counted) > _THREAD_CHARS:
-        return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key)
-    # One memo look-up per text (above): kept under that key, not the counted text's.
-    tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
+        big = _frame(call, _Big(text, text, bound, elapsed, degraded, cached, stale, key,
+                                frame), ps)
+        counted, stored, bound, extra = big.counted, big.stored, big.bound, big.extra
+    else:
+        counted = stored = text
+        extra = 0
+        if result.__class__ is not str and not replaced and hasattr(result, "token_count"):
+            # A shared-cache hit carries the count its fetcher made (RedisCache).
+            from .providers._base import known_token_count
+
+            carried = known_token_count(result, ps.counter)
+            if carried is not None:
+                return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
+                                cached, stale)
+    size = len(counted)
+    if size > _THREAD_CHARS:
+        return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key, None,
+                    None, None, extra)
+    if ps.encode is not None and key is not None and 4 * size <= bound:
+        # A text of n characters is at most 4n tokens: one call to the encoder, no
+        # bound to watch (the registry rows of the realistic benchmark).
+        tokens, exact = ps.encode(counted), True
+    else:
+        tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
+    if extra:
+        tokens += extra
     if exact and key is not None:
         ps.remember(key, tokens)  # type: ignore[misc]
-    return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded,
-                    cached, stale)
+    return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded, cached, stale,
+                    None, True)
 
 
 def _plain_of(result: str, size: int) -> str:
@@ -359,24 +339,51 @@ def _plain_of(result: str, size: int) -> str:
     return str.__add__("", result)
 
 
+def _tag_name(call: ProviderCall, frame: Callable[[str], str]) -> str | None:
+    """The name whose ``<context>`` tag ``frame`` wraps text in; None for any other frame."""
+    if frame is TAG_FRAME:
+        return call.name
+    if type(frame) is partial and frame.func is tag_block and len(frame.args) == 1:
+        return frame.args[0]  # type: ignore[no-any-return]
+    return None
+
+
 def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
-    if frame is TAG_FRAME:
-        return tag_block(call.name, text)
-    return frame(text)
+    return tag_block(call.name, text) if frame is TAG_FRAME else frame(text)
 
 
-def _memo_key(call: ProviderCall, frame: Callable[[str], str], text: str) -> Any:
-    """The memo key of a framed text: for a tag block the (name, text) pair it is a
-    pure function of; None for any other frame."""
-    if frame is TAG_FRAME:
-        name = call.name
-    elif type(frame) is partial and frame.func is tag_block and len(frame.args) == 1:
-        name = frame.args[0]
-    else:
-        return None
-    if _HASH_IS_SECRET:
-        return (name, len(text), hash(text))
-    return (name, *memo_key(text))
+#: Each tag name's head and the o200k tokens of its head and tail, counted once.
+_FRAMES: dict[str, tuple[str, int]] = {}
+
+
+def _frame(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event | None = None
+           ) -> _Big:
+    """``big``'s text framed (in a worker for a large one, until ``stop``): what to count
+    and to keep. A tag block whose split falls at its text's edges
+    (:func:`~lionctx._render.splits_at_frame`) counts its text alone plus its frame's
+    tokens (counted once per name), never the framed text."""
+    if stop is not None and stop.is_set():
+        raise _CountStopped
+    tag = _tag_name(call, big.frame)  # type: ignore[arg-type]
+    if tag is None or ps.encode is None:
+        framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
+        return _Big(framed, framed if call.keep_frame else big.counted, big.bound, big.elapsed,
+                    big.degraded, big.cached, big.stale, big.key, None, big.known)
+    found = _FRAMES.get(tag)
+    if found is None:
+        if len(_FRAMES) >= 65_536:  # names are few; a flood of them is forgotten
+            _FRAMES.clear()
+        head = tag_head(tag)
+        found = _FRAMES[tag] = (head, ps.encode(head) + ps.encode(TAG_TAIL))
+    head, frame_tokens = found
+    body = neutralize(big.counted)
+    framed = head + body + TAG_TAIL
+    stored = framed if call.keep_frame else big.counted
+    if not splits_at_frame(body):
+        return _Big(framed, stored, big.bound, big.elapsed, big.degraded, big.cached, big.stale,
+                    big.key, None, big.known)
+    return _Big(body, stored, big.bound - frame_tokens, big.elapsed, big.degraded, big.cached,
+                big.stale, big.key, None, big.known, None, frame_tokens)
 
 
 async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
@@ -393,47 +400,27 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
             if not isinstance(out, _Big):
                 return out
             big = out
+        dkey = big.key if big.frame is not None and call.keep_frame else None
         if big.frame is not None:
-            big = await run_in_worker(partial(_frame_big, call, big, ps, stop), key=_COUNT_KEY)
-            if big.known is not None:
-                return _known(call, index, ps, big)
+            big = await run_in_worker(partial(_frame, call, big, ps, stop), key=_COUNT_KEY)
+            if big.known is not None:  # the memo knew its count: framed for the row only
+                return _counted(call, index, ps, big.stored, big.known, True, big.elapsed,
+                                big.degraded, big.cached, big.stale, dkey)
         tokens, exact = await run_in_worker(
             partial(count_bounded, ps.counter, big.counted, big.bound, stop, big.key is None),
             key=_COUNT_KEY)
+        if big.extra:
+            tokens += big.extra
         if exact and big.key is not None:
             ps.remember(big.key, tokens)  # type: ignore[misc]
         return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
-                        big.degraded, big.cached, big.stale)
+                        big.degraded, big.cached, big.stale, None, True)
     except BaseException as exc:
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb
         return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
     finally:
         stop.set()
-
-
-def _frame_big(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event) -> _Big:
-    """In the worker: the framed text of ``big``, to count (or with its known count)."""
-    if stop.is_set():
-        raise _CountStopped
-    framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
-    stored = framed if call.keep_frame else big.counted
-    return _Big(framed, stored, big.bound, big.elapsed, big.degraded, big.cached, big.stale,
-                big.key, None, big.known)
-
-
-def _known(call: ProviderCall, index: int, ps: _Pass, big: _Big) -> Outcome:
-    """The row of a large framed text whose count the memo knew."""
-    stored = big.stored
-    if not call.digest:
-        d = None
-    elif call.frame is TAG_FRAME:
-        d = digest_under(big.key, stored)
-    else:
-        d = digest(stored)
-    return Outcome(call.name, index, _FIRED, stored, big.known + ps.join_cost,  # type: ignore[operator]
-                   big.elapsed, None, None, None, big.degraded, big.cached, big.stale,
-                   call.priority, call.max_tokens, True, None, d)
 
 
 def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:
@@ -496,28 +483,22 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
         finally:
             if looked is not None:
                 looked.disarm()  # the call is over: the timer must never fire
+    ran = perf_counter() - start
+    # Late (even if the provider swallowed the cancellation and answered), or past the
+    # limit because its timer could not fire (the event loop was blocked by sync code,
+    # which nothing can preempt): what came back past the limit is dropped.
     if scope.cancel_called:
-        # Late, even if the provider swallowed the cancellation and answered: what
-        # comes after the limit is dropped, never injected.
         why = (f"timed out after {limit:g}s while counting its text" if answered
                else f"timed out after {limit:g}s")
-        lagged = None if looked is None else looked.verdict(perf_counter() - start, limit)
-        if lagged is not None:  # the loop could not run it: not the source's failure
-            why = f"{why}; {lagged}"
-        logger.warning("context provider %r %s", call.name, why)
-        return _timed_out(call, index, start, why, None if lagged is None else "overload")
-    assert outcome is not None
-    ran = perf_counter() - start
-    if ran > limit + max(0.1, limit * 0.25):
-        # The limit's timer could not fire: the event loop was blocked (sync code
-        # such as time.sleep in an async provider, this one or another). Nothing can
-        # preempt that; what came back past the limit is still dropped.
+    elif ran > limit + max(0.1, limit * 0.25):
         why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
                "(sync work in an async provider cannot be cut off; run it in a thread)")
-        lagged = None if looked is None else looked.verdict(ran, limit)
-        if lagged is not None:  # another's blocking, not this provider's own
-            why = f"{why}; {lagged}"
-        logger.warning("context provider %r %s", call.name, why)
-        return _timed_out(call, index, start, why, None if lagged is None else "overload")
-    return outcome
+    else:
+        assert outcome is not None
+        return outcome
+    lagged = None if looked is None else looked.verdict(ran, limit)
+    if lagged is not None:  # the loop could not run it: not the source's failure
+        why = f"{why}; {lagged}"
+    logger.warning("context provider %r %s", call.name, why)
+    return _timed_out(call, index, start, why, None if lagged is None else "overload")
 

@@ -1,7 +1,6 @@
-"""Text of an outside object, bounded: the one way an exception, a reason or any value
-from a provider, an engine or a model becomes part of a message. Whatever
-``__str__``/``__repr__`` do, the result is a plain ``str`` of at most ``limit``
-characters; a cut text keeps its head and notes its length (``"... [10,000,000 chars]"``).
+"""Text of an outside object (an exception, a reason, any value from a provider, an
+engine or a model), bounded: whatever ``__str__``/``__repr__`` do, a plain ``str`` of
+at most ``limit`` characters; a cut text notes its length (``"... [10,000 chars]"``).
 """
 
 from __future__ import annotations

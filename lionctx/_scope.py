@@ -1,9 +1,6 @@
-"""Whose state is this: a source's identity and the run-context fields it reads.
-
-A provider states ``source_identity`` (a stable ``str`` naming what it reads, no
-secrets; ``None``: nothing about it is shared across processes) and
-``context_fields`` (the run-context fields its answer depends on; ``()``: the same
-for every user). State that outlives a turn (cache entries, breakers, baselines) is
+"""Whose state is this: a provider's ``source_identity`` (a stable ``str`` naming what
+it reads, no secrets) and ``context_fields`` (the run-context fields its answer
+depends on). State that outlives a turn (cache entries, breakers, baselines) is
 shared only between calls with the same identity and equal :func:`scope_of`.
 """
 

@@ -1,11 +1,9 @@
 """Prompt-cache stability: digests of injected blocks and where a prefix broke.
 
 A prompt cache hits only while the request's prefix is byte-identical, so the first
-injected block whose bytes changed decides how much of it survives. Every kept block
-gets a short digest (:func:`digest`); :func:`compare` names the first difference
-between two turns (``changed``, ``appeared``, ``vanished`` or ``moved``);
-:class:`PrefixHistory` keeps each session's previous turn (:func:`session_key`), so a
-turn never compares with another user's.
+injected block whose bytes changed decides how much of it survives. :func:`compare`
+names it; :class:`PrefixHistory` keeps each session's previous turn
+(:func:`session_key`), so a turn never compares with another user's.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._context import RunContext, bound_run_context, context_value
+from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._tokens import _HASH_IS_SECRET
 from ._weakid import WeakIdMap
@@ -28,15 +26,12 @@ __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 
-
-#: (length, string hash) -> digest; from :func:`digest_under`, also a tag block's
-#: (name, length, hash of its text) -> the block's digest. Context is mostly the
-#: same from turn to turn (often the very same str object, whose hash Python
-#: keeps), so a dict lookup replaces hashing the bytes again. Keyed like the
-#: token-count memo: no text is held, and past _MEMO_MAX entries the oldest quarter
-#: goes (no cliff at a fixed number of distinct blocks). With PYTHONHASHSEED fixed
-#: the string hash is no secret, so nothing is memoized (a crafted collision would
-#: fake a stable prefix).
+#: A key that determines a text exactly -> its digest: (length, string hash), or a
+#: tag block's (name, length, hash). Context is mostly the same from turn to turn
+#: (often the very str object, whose hash Python keeps), so a lookup replaces hashing
+#: the bytes again. No text is held; past _MEMO_MAX entries the oldest quarter goes.
+#: With PYTHONHASHSEED fixed the string hash is no secret: nothing is memoized (a
+#: crafted collision would fake a stable prefix).
 _MEMO: dict[Hashable, str] = {}
 _MEMO_MAX = 65_536
 _SECRET = _HASH_IS_SECRET
@@ -44,30 +39,22 @@ _SECRET = _HASH_IS_SECRET
 
 def digest(text: str) -> str:
     """A 16-hex-digit BLAKE2b digest of ``text``'s UTF-8 bytes (lone surrogates kept)."""
-    if not _SECRET:
-        return _blake(text)
-    key = (len(text), hash(text))
-    found = _MEMO.get(key)
-    return found if found is not None else _remember(key, text)
+    return digest_under((len(text), hash(text)), text) if _SECRET else _blake(text)
 
 
 def digest_under(key: Hashable, text: str) -> str:
-    """:func:`digest` of ``text``, memoized under ``key``: a key that determines
-    ``text`` exactly (the token memo's key of a tag block: its name and the text's
-    length and hash), so a block made anew each pass is not hashed again."""
+    """:func:`digest` of ``text``, memoized under ``key`` (one that determines ``text``
+    exactly), so a block made anew each pass is not hashed again."""
     if not _SECRET:
         return _blake(text)
     found = _MEMO.get(key)
-    return found if found is not None else _remember(key, text)
-
-
-def _remember(key: Hashable, text: str) -> str:
-    value = _blake(text)
-    if len(_MEMO) >= _MEMO_MAX:
-        for old in list(itertools.islice(_MEMO, _MEMO_MAX // 4)):
-            _MEMO.pop(old, None)
-    _MEMO[key] = value
-    return value
+    if found is None:
+        found = _blake(text)
+        if len(_MEMO) >= _MEMO_MAX:
+            for old in list(itertools.islice(_MEMO, _MEMO_MAX // 4)):
+                _MEMO.pop(old, None)
+        _MEMO[key] = found
+    return found
 
 
 def _blake(text: str) -> str:
@@ -149,33 +136,18 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
 
 
 def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
-    """Whose previous turn a turn compares with.
-
-    The run context's ``tenant_id``, ``user_id`` and ``session_id`` (the context
-    bound by :func:`~lionctx.bind_run_context` fills those ``ctx`` leaves unset).
-    When no session id is given, ``owner`` (the one conversation the turn belongs
-    to, such as a ``Branch``) stands for the session. Two turns share a baseline only
-    when their keys are equal: the same tenant and user, and the same session or
-    conversation.
-    """
-    bound = bound_run_context()
-    if bound is None and type(ctx) is RunContext:
-        tenant, user, session = ctx.tenant_id, ctx.user_id, ctx.session_id
-    elif bound is None and ctx is None:
-        tenant = user = session = None
-    else:
-        tenant, user, session = (context_value(ctx, name) for name in _FIELDS)
+    """Whose previous turn a turn compares with: the run context's ``tenant_id``,
+    ``user_id`` and ``session_id`` (the bound run context fills those ``ctx`` leaves
+    unset), and, without a session id, ``owner`` (the one conversation the turn
+    belongs to, such as a ``Branch``). Equal keys share a baseline."""
+    tenant, user, session = (context_value(ctx, name) for name in _FIELDS)
     return (_plain(tenant), _plain(user), _plain(session),
             _owner_number(owner) if session is None else None)
 
 
 class PrefixHistory:
     """Each session's previous-turn digests (at most ``max_sessions``, least recent
-    dropped first). Thread-safe.
-
-    Keys are :func:`session_key` values (or any hashable a caller chooses):
-    :meth:`previous` / :meth:`record` take a run context and derive it.
-    """
+    dropped first), by :func:`session_key` (or any hashable key). Thread-safe."""
 
     def __init__(self, max_sessions: int = 1024) -> None:
         self.max_sessions = check_max_sessions(max_sessions)

@@ -21,11 +21,7 @@ def _task_key() -> Any:
 
 class TaskLocal(Generic[T]):
     """One value per task: :meth:`get` gives this task's last :meth:`set`, else the
-    last one from any task (None before any).
-
-    Entries are keyed weakly by the task, so one goes when its task ends or when
-    this object goes: O(1) per write, whatever the number of holders a task serves.
-    """
+    last one from any task (None before any). Keyed weakly: an entry goes with its task."""
 
     __slots__ = ("_by_task", "last")
 

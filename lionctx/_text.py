@@ -16,13 +16,9 @@ PIECE = 1 << 14
 
 
 def make_encodable(text: str, stop: threading.Event | None = None) -> tuple[str, int]:
-    """``text`` with each lone surrogate replaced by U+FFFD, and how many were.
-
-    Lone surrogates come from truncated emoji in API answers and from file names
-    that are not valid UTF-8 (``os.fsdecode``); the JSON encoder of the model client
-    cannot send them. Cheap for ASCII and for text that encodes as it is. ``stop``:
-    checked between pieces (:class:`~lionctx._exceptions._CountStopped` once set).
-    """
+    """``text`` with each lone surrogate (truncated emoji, file names that are not
+    UTF-8), which the model client cannot send, replaced by U+FFFD, and how many were.
+    ``stop`` is checked between pieces (``_CountStopped`` once set)."""
     if text.isascii():
         return text, 0
     parts: list[str] = []

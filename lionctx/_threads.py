@@ -1,24 +1,22 @@
-"""Worker threads that a timeout can walk away from.
-
-Blocking work of a provider (a SQLite query, a directory walk, a sync ``fetch``) runs
-in a worker thread. A timeout *abandons* it (anyio's ``abandon_on_cancel``): the
-thread runs on and its result is dropped. lionctx keeps its own bounded pool, apart
-from anyio's default limiter: at most :func:`max_threads` threads process-wide; one
-source (``key``) may leave at most ``per_key_abandoned`` threads stuck and hold at
-most a quarter of the pool; past that, or when abandoned threads hold every slot,
-a call fails fast with :class:`WorkersExhausted` instead of waiting.
+"""Worker threads for a provider's blocking work, which a timeout abandons (the thread
+runs on, its result dropped). At most :func:`max_threads` process-wide; one source may
+leave at most ``per_key_abandoned`` stuck and hold a quarter of the pool; past that, or
+when abandoned threads hold every slot, a call fails fast with :class:`WorkersExhausted`.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 import anyio
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 
-from ._exceptions import InvalidValue, WorkersExhausted
+from ._exceptions import WorkersExhausted
+from ._policy import check_count
 
 __all__ = ["WorkersExhausted", "max_threads", "run_in_worker", "set_max_threads", "stats"]
 
@@ -32,10 +30,8 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _max = 32
 _per_key = 4
-_running = 0
-_abandoned = 0
-_abandoned_by_key: dict[Hashable, int] = {}
-_held_by_key: dict[Hashable, int] = {}  # threads a key holds now, live or abandoned
+_held: Counter[Hashable] = Counter()  # threads each source holds now, live or abandoned
+_abandoned: Counter[Hashable] = Counter()  # of those, abandoned after a timeout
 
 
 def max_threads() -> int:
@@ -47,21 +43,15 @@ def set_max_threads(n: int, *, per_key_abandoned: int | None = None) -> None:
     """Set the process-wide worker-thread bound (and, optionally, the per-source cap
     on abandoned threads, default 4)."""
     global _max, _per_key
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidValue(f"max threads must be an int >= 1, got {n!r}")
+    _max = check_count(n, "max threads")
     if per_key_abandoned is not None:
-        if (isinstance(per_key_abandoned, bool) or not isinstance(per_key_abandoned, int)
-                or per_key_abandoned < 1):
-            raise InvalidValue(
-                f"per_key_abandoned must be an int >= 1, got {per_key_abandoned!r}")
-        _per_key = per_key_abandoned
-    _max = n
+        _per_key = check_count(per_key_abandoned, "per_key_abandoned")
 
 
 def stats() -> dict[str, int]:
     """Threads running now and how many of them were abandoned by a timeout."""
     with _lock:
-        return {"running": _running, "abandoned": _abandoned, "max": _max}
+        return {"running": _held.total(), "abandoned": _abandoned.total(), "max": _max}
 
 
 #: How the reason of a process-wide exhaustion starts (the pool, not the source).
@@ -70,32 +60,33 @@ _ALL_HELD = "all"
 
 def _try_take(key: Hashable) -> str | None:
     """Take a slot; ``None`` when taken, else why waiting is pointless ("" = wait)."""
-    global _running
     with _lock:
-        stuck = _abandoned_by_key.get(key, 0)
+        stuck = _abandoned[key]
         if stuck >= _per_key:
             return (f"{stuck} earlier calls of this source are still stuck in worker "
                     "threads after their timeout")
-        if key is not None and _held_by_key.get(key, 0) >= max(_per_key, _max // 4):
+        if key is not None and _held[key] >= max(_per_key, _max // 4):
             return ""  # wait for one of this source's own threads
-        if _running < _max:
-            _running += 1
-            if key is not None:
-                _held_by_key[key] = _held_by_key.get(key, 0) + 1
+        if _held.total() < _max:
+            _held[key] += 1
             return None
-        if _abandoned >= _max:
+        if _abandoned.total() >= _max:
             return (f"{_ALL_HELD} {_max} lionctx worker threads are held by calls "
                     "abandoned after their timeout (this process's overload: not counted "
                     "against the source)")
         return ""
 
 
-async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
-    """Run ``fn()`` in a lionctx worker thread; a cancel (timeout) abandons it.
+def _less(counts: Counter[Hashable], key: Hashable) -> None:
+    # Called with _lock held; a count that reaches 0 goes (keys are not kept).
+    counts[key] -= 1
+    if counts[key] <= 0:
+        del counts[key]
 
-    ``key`` names the source for the per-source cap on stuck threads. Raises
-    :class:`WorkersExhausted` at once when waiting could not help.
-    """
+
+async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
+    """Run ``fn()`` in a lionctx worker thread; a cancel (timeout) abandons it. ``key``
+    names the source; :class:`WorkersExhausted` at once when waiting could not help."""
     delay = 0.001
     while True:
         why = _try_take(key)
@@ -112,7 +103,6 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
     state = {"abandoned": False, "done": False, "started": False, "gave_up": False}
 
     def work() -> T:
-        global _running, _abandoned
         with _lock:
             if state["gave_up"]:
                 # Cancelled before this thread picked the call up: nobody waits for
@@ -123,71 +113,38 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
             return fn()
         finally:
             with _lock:
-                _running -= 1
-                _release_key(key)
+                _less(_held, key)
                 state["done"] = True
                 if state["abandoned"]:
-                    _abandoned -= 1
-                    left = _abandoned_by_key.get(key, 1) - 1
-                    if left:
-                        _abandoned_by_key[key] = left
-                    else:
-                        _abandoned_by_key.pop(key, None)
+                    _less(_abandoned, key)
 
     try:
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True,
                                               limiter=_unbounded())
     except BaseException:
-        global _abandoned, _running
         with _lock:
             if not state["started"]:
                 # Cancelled before any thread ran it (at anyio's checkpoint, or while
                 # queued: anyio then skips it). Free the slot now; nothing is stuck.
                 state["gave_up"] = True
-                _running -= 1
-                _release_key(key)
+                _less(_held, key)
             elif not state["done"]:
                 # The thread runs on; its result will be dropped with this frame.
                 state["abandoned"] = True
-                _abandoned += 1
-                _abandoned_by_key[key] = _abandoned_by_key.get(key, 0) + 1
+                _abandoned[key] += 1
         raise
-
-
-def _release_key(key: Hashable) -> None:
-    # Called with _lock held, once per slot taken.
-    if key is None:
-        return
-    left = _held_by_key.get(key, 1) - 1
-    if left:
-        _held_by_key[key] = left
-    else:
-        _held_by_key.pop(key, None)
 
 
 def _unbounded() -> anyio.CapacityLimiter:
     # Our own accounting above is the bound; anyio's default limiter (40 tokens,
     # shared with the host application) must not be consumed by lionctx's threads.
-    limiter = _limiters.get(None)
-    if limiter is None:
-        limiter = _limiters.set(anyio.CapacityLimiter(1_000_000))
-    return limiter
+    # One per event loop: anyio's primitives belong to a loop.
+    try:
+        return _LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(1_000_000)
+        _LIMITER.set(limiter)
+        return limiter
 
 
-class _LimiterVar:
-    """One CapacityLimiter per event loop (anyio's primitives belong to a loop)."""
-
-    def __init__(self) -> None:
-        from anyio.lowlevel import RunVar
-
-        self._var: RunVar[anyio.CapacityLimiter] = RunVar("lionctx_limiter")
-
-    def get(self, default: None) -> anyio.CapacityLimiter | None:
-        return self._var.get(default)
-
-    def set(self, value: anyio.CapacityLimiter) -> anyio.CapacityLimiter:
-        self._var.set(value)
-        return value
-
-
-_limiters = _LimiterVar()
+_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("lionctx_limiter")

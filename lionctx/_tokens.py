@@ -1,12 +1,7 @@
-"""Token counting, offline and exact.
-
-The default encoding is ``o200k_base``. Its ranks ship inside the package
-(``lionctx/data/o200k_base.tiktoken.gz``) and are checked against the official
-sha256 every time they are loaded, so counting never needs the network and never
-silently returns 0.
-
-Special-token text such as ``<|endoftext|>`` is counted as ordinary text: a
-counter that refuses or zeroes it would let such text slip past every cap.
+"""Token counting, offline and exact: ``o200k_base`` ships in the package, checked
+against the official sha256 on every load (no network, never a silent 0).
+Special-token text such as ``<|endoftext|>`` counts as ordinary text (a counter
+that refused or zeroed it would let such text slip past every cap).
 """
 
 from __future__ import annotations
@@ -24,25 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import InvalidType, TokenizerDataError, _CountRefused, _CountStopped
+from ._render import prepare_reader, reader_ready
 
 if TYPE_CHECKING:  # pragma: no cover
     import tiktoken
 
-__all__ = [
-    "DEFAULT_ENCODING",
-    "O200K_SHA256",
-    "TokenCounter",
-    "TokenizerDataError",
-    "MAX_PIECE",
-    "MAX_UNCUT",
-    "clear_token_cache",
-    "count_bounded",
-    "count_tokens",
-    "counter_ready",
-    "get_counter",
-    "prepare_counter",
-    "resolve_counter",
-]
+__all__ = ["DEFAULT_ENCODING", "MAX_PIECE", "MAX_UNCUT", "O200K_SHA256", "TokenCounter",
+           "TokenizerDataError", "clear_token_cache", "count_bounded", "count_tokens",
+           "counter_ready", "get_counter", "prepare_counter", "resolve_counter"]
 
 from ._log import logger_for
 
@@ -117,11 +101,9 @@ def _load_o200k(path: Path = O200K_FILE) -> tiktoken.Encoding:
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
-    """Return the tiktoken encoding ``name``, loaded once and shared.
-
-    ``o200k_base`` comes from the bundled, hash-checked file. Any other name goes
-    through :func:`tiktoken.get_encoding`, which may need the network the first time.
-    """
+    """The tiktoken encoding ``name``, loaded once: ``o200k_base`` from the bundled,
+    hash-checked file; any other through :func:`tiktoken.get_encoding` (which may need
+    the network the first time)."""
     enc = _encodings.get(name)
     if enc is not None:
         return enc
@@ -139,9 +121,9 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return enc
 
 
-# Counts are memoized (context is mostly the same from turn to turn) under keys of
-# (length, Python's string hash): secret per process, cached on the string object,
-# never holding the text. Past MEMO_SIZE counts the oldest quarter goes.
+# Counts are memoized (context is mostly the same from turn to turn) under (length,
+# string hash): secret per process, cached on the string, never holding the text.
+# Past MEMO_SIZE counts the oldest quarter goes.
 MEMO_SIZE = 65_536
 
 # With PYTHONHASHSEED fixed the hash is no longer secret (colliding texts could be
@@ -150,8 +132,8 @@ _HASH_IS_SECRET = bool(sys.flags.hash_randomization)
 
 
 def memo_key(text: str) -> tuple[int, int | bytes]:
-    """The memo key of ``text``: its length and its (secret-keyed) hash, or its
-    BLAKE2b digest where the hash seed is fixed. Never the text itself."""
+    """``text``'s memo key (never the text): its length and secret-keyed hash, or its
+    BLAKE2b digest where the hash seed is fixed."""
     if _HASH_IS_SECRET:
         return (len(text), hash(text))
     data = text.encode("utf-8", "surrogatepass")
@@ -159,12 +141,8 @@ def memo_key(text: str) -> tuple[int, int | bytes]:
 
 
 def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
-    """Return a counter for ``encoding``; the encoding loads on its first call.
-
-    Counts are memoized (up to :data:`MEMO_SIZE` texts, kept only as a hash);
-    :func:`clear_token_cache` empties them. The counter also has
-    ``count_bounded(text, bound)`` (see :func:`count_bounded`).
-    """
+    """A counter for ``encoding`` (loaded on its first call), memoized up to
+    :data:`MEMO_SIZE` texts kept only as a hash (:func:`clear_token_cache` empties it)."""
     counter = _counters.get(encoding)
     if counter is not None:
         return counter
@@ -213,6 +191,9 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
     count.remember = remember  # type: ignore[attr-defined]
     # Only the bundled encoding's split pattern is known to allow the cut rule below.
     count.count_bounded = bounded if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
+    # The bare count, read by gather for a text that cannot pass its bound, and for
+    # tag frames counted apart from their text (a rule of this split pattern).
+    count.encode_len = encode_len if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
     with _lock:
         return _counters.setdefault(encoding, count)
 
@@ -318,25 +299,15 @@ def count_bounded(counter: TokenCounter, text: str, bound: float,
 
 
 def counter_ready(counter: TokenCounter) -> bool:
-    """True when counting with ``counter`` and framing text need nothing loaded first
-    (the encoding loaded, or not a lionctx encoding counter; the tag reader built): a
-    pass then awaits nothing."""
-    from ._render import reader_ready
-
+    """True when counting with ``counter`` and framing need nothing loaded first."""
     name = getattr(counter, "encoding_name", None)
     return (name is None or name in _encodings) and reader_ready()
 
 
 async def prepare_counter(counter: TokenCounter) -> None:
-    """Load a counter's encoding, and build the tag reader, in a worker thread if
-    they are not ready yet.
-
-    Gather calls this before any provider's timer starts: the first load takes most
-    of a second, and on the event loop it would stall every provider running beside
-    it (and could time them out).
-    """
-    from ._render import prepare_reader, reader_ready
-
+    """Load a counter's encoding and build the tag reader in a worker thread, if not
+    ready: gather calls it before any provider's timer starts (the first load takes
+    most of a second, which on the loop would stall every provider beside it)."""
     name = getattr(counter, "encoding_name", None)
     load = name is not None and name not in _encodings
     if load or not reader_ready():
@@ -371,11 +342,10 @@ def resolve_counter(counter: str | TokenCounter | None) -> TokenCounter:
 
 
 def count_tokens(text: str, encoding: str | TokenCounter | None = None) -> int:
-    """Count the tokens of ``text``.
+    """Count the tokens of ``text``: ``len(encoding.encode(text, disallowed_special=()))``.
 
     ``encoding`` is a tiktoken encoding name (default ``o200k_base``, bundled and
-    offline) or any callable ``str -> int``. The count equals
-    ``len(encoding.encode(text, disallowed_special=()))``.
+    offline) or any callable ``str -> int``.
     """
     if not isinstance(text, str):
         raise InvalidType(f"count_tokens() needs a str, got {type(text).__name__}")

@@ -1,22 +1,12 @@
-"""One turn: the piece :class:`~lionctx.Branch` and the agentium ``Agent`` both compose.
-
-A :class:`Conversation` is what turns read and write (the stored history and the
-last reply); a :class:`Turn` is one model turn on it, in steps called in order::
-
-    async with Turn(conversation, model, instruction, session=s, run_context=ctx) as turn:
-        await turn.gather(registry, owner)      # provider pass -> turn.blocks
-        response = await turn.exchange()        # prepare (build + select) + send + add
-        turn.store()                            # into the conversation
-    # leaving: compaction (record=True), then on_turn_complete (failed/interrupted
-    # on an error, which propagates unchanged)
-
-Without an engine session, entering and leaving cost nothing.
+"""One model turn on a :class:`Conversation`, the piece :class:`~lionctx.Branch` (a
+conversation itself) and the agentium ``Agent`` both compose: ``async with Turn(...)``,
+then ``gather`` (the provider pass), ``exchange`` (request, model, reply) and ``store``;
+leaving it runs compaction (``record=True``) and the engine's ``on_turn_complete``.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,12 +14,14 @@ import anyio
 
 from ._context import RunContext
 from ._exceptions import InvalidType
+from ._log import logger_for
 from ._messages import (
     ensure_tool_call_uids,
     ensure_uid,
     message_text,
     new_uid,
     strip_persistence_fields,
+    system_message,
     tool_message,
 )
 from ._request import build_request, selected_blocks
@@ -43,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Conversation", "Turn", "chat_model", "copy_messages"]
 
-logger = logging.getLogger("lionctx.branch")  # the turn is the branch's, as before
+logger = logger_for("lionctx.branch")  # the turn logs as the branch it serves
 
 
 def chat_model(model: Any) -> Any:
@@ -75,59 +67,64 @@ class Conversation:
     """The stored history (system message first, each row with its ``message_uid``)
     and the last reply. A compaction replaces the list: hold the conversation."""
 
-    __slots__ = ("last_response", "messages", "name")
-
     def __init__(self, messages: list[dict[str, Any]] | None = None, *,
                  name: str | None = None) -> None:
-        self.messages: list[dict[str, Any]] = messages if messages is not None else []
+        self._messages: list[dict[str, Any]] = messages if messages is not None else []
         self.name = name
         #: The most recent reply of any turn on this conversation (last writer wins).
         self.last_response: ChatResponse | None = None
 
-    def __repr__(self) -> str:
-        return f"Conversation(name={self.name!r}, messages={len(self.messages)})"
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The stored history (system message first, if any). Never holds a context block."""
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: Iterable[Mapping[str, Any]]) -> None:
+        self._messages = copy_messages(value)
 
     @property
     def system(self) -> str | None:
-        """The system text, or None without a system message."""
-        msgs = self.messages
+        """The system text, or ``None`` when there is no system message."""
+        msgs = self._messages
         return message_text(msgs[0]) if msgs and msgs[0].get("role") == "system" else None
 
-    def store(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Append ``message`` (given a uid) to the history; return it."""
-        ensure_uid(message)
-        self.messages.append(message)
-        return message
+    @system.setter
+    def system(self, value: str | None) -> None:
+        msgs = self._messages
+        has = bool(msgs) and msgs[0].get("role") == "system"
+        if value is None:
+            if has:
+                del msgs[0]
+            return
+        if not isinstance(value, str):
+            raise InvalidType(f"system must be a str or None, got {type(value).__name__}")
+        if has:
+            msgs[0]["content"] = value  # same message, new text: uid kept
+        else:
+            msgs.insert(0, ensure_uid(system_message(value)))
 
     def splice(self, snapshot: Sequence[dict[str, Any]],
                compacted: list[dict[str, Any]]) -> bool:
-        """Replace the ``snapshot`` prefix of the history with ``compacted``, keeping
-        what was stored after it; False (nothing changed) when the prefix itself
-        changed meanwhile, which makes the compaction stale."""
-        current = self.messages
+        """Replace the ``snapshot`` prefix of the history with ``compacted``; False (and
+        nothing changed) when that prefix changed meanwhile: the compaction is stale."""
+        current = self._messages
         if len(current) < len(snapshot) or any(
                 a is not b for a, b in zip(snapshot, current, strict=False)):
             return False
-        self.messages = [*compacted, *current[len(snapshot):]]
+        self._messages = [*compacted, *current[len(snapshot):]]
         return True
 
 
 class Turn:
-    """One model turn of ``instruction`` on ``conversation`` (see the module docs).
-
-    ``session``: the engine session, or None; ``run_context``: its ``session_id``
-    starts the session, its ``run_id`` is the ``task_id``; ``record=False``: the
-    turn stores nothing and never compacts.
-    """
+    """One model turn of ``instruction`` on ``conversation`` (see the module docs);
+    ``record=False``: it stores nothing and never compacts."""
 
     def __init__(self, conversation: Conversation, model: Any, instruction: Instruction, *,
                  session: EngineSession | None = None, run_context: RunContext | None = None,
                  render: RenderMode = "tags", record: bool = True) -> None:
-        if not callable(getattr(model, "complete", None)):
-            raise InvalidType(f"model must have complete() (a ChatModel), got "
-                              f"{type(model).__name__}")
         self.conversation = conversation
-        self.model = model
+        self.model = chat_model(model)
         self.instruction = instruction
         self.session = session
         self.run_context = run_context
@@ -146,10 +143,6 @@ class Turn:
         self.turn_id: str | None = None
         self._user_tools: Mapping[str, Tool] = {}
         self._engine_tools: frozenset[str] = frozenset()
-
-    def __repr__(self) -> str:
-        return (f"Turn(conversation={self.conversation.name!r}, messages={len(self.messages)}, "
-                f"api_calls={self.api_calls}, engine={self.session is not None})")
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -212,7 +205,7 @@ class Turn:
     async def stream(self, request: list[dict[str, Any]], *,
                      tools: Sequence[Mapping[str, Any]] | None = None,
                      **kwargs: Any) -> AsyncGenerator[str, None]:
-        """One streamed model call: text deltas; then the whole reply is :attr:`response`."""
+        """One streamed model call: text deltas; then the reply is :attr:`response`, added."""
         open_stream = getattr(self.model, "stream", None)
         if not callable(open_stream):
             raise InvalidType(f"model must have stream() to stream a reply, got "
@@ -229,6 +222,7 @@ class Turn:
         if response is None:
             raise ModelResponseError("the model stream ended without a response")
         self._received(response)
+        self.add(response.to_message())
 
     def _received(self, response: ChatResponse) -> None:
         self.response = response
@@ -251,8 +245,7 @@ class Turn:
     def store(self) -> list[dict[str, Any]]:
         """Store this turn's pending messages in the conversation; return them."""
         pending = self.pending
-        for message in pending:
-            self.conversation.store(message)
+        self.conversation.messages.extend(ensure_uid(message) for message in pending)
         self._stored = len(self.messages)
         return pending
 
@@ -300,14 +293,13 @@ class Turn:
         """The tool loop until a reply without calls or ``max_rounds``; then store."""
         actions: list[ActionResponse | None] = []
         usage: dict[str, Any] | None = None
-        rounds = 0
-        stopped: Literal["done", "max_rounds"] = "done"
-        while True:
+        stopped: Literal["done", "max_rounds"] = "max_rounds"
+        for rounds in range(1, max_rounds + 1):  # noqa: B007  (the count is reported)
             response = await self.send(await self.prepare(), tools=specs or None, **kwargs)
-            rounds += 1
             usage = add_usage(usage, response.usage)
             assistant = self.add(ensure_uid(response.to_message()))
             if not response.tool_calls:
+                stopped = "done"
                 break
             uids = ensure_tool_call_uids(assistant)
             for call in response.tool_calls:
@@ -317,9 +309,6 @@ class Turn:
                 if call.get("id") in uids:
                     result["_tool_call_uid"] = uids[call["id"]]
                 self.add(result)
-            if rounds >= max_rounds:
-                stopped = "max_rounds"
-                break
         recorded = self.store()
         self.exit_reason = "completed" if stopped == "done" else "max_rounds"
         output = response.content if stopped == "done" else None
@@ -330,15 +319,15 @@ class Turn:
     def _task_id(self) -> str | None:
         return self.run_context.run_id if self.run_context is not None else None
 
-    def start(self) -> None:
-        """Begin the turn: the engine session starts (``on_session_start``) if needed."""
-        if self.session is not None:
+    async def __aenter__(self) -> Turn:
+        if self.session is not None:  # the engine session starts (on_session_start) if needed
             self.session.start(self.run_context.session_id if self.run_context else None)
             self.turn_id = new_uid()
+        return self
 
-    async def finish(self, error: BaseException | None = None) -> None:
-        """End the turn: compaction (when ``record``) and ``on_turn_complete``; with
-        ``error``, a failure (an Exception) or an interruption is reported."""
+    async def __aexit__(self, exc_type: Any, error: BaseException | None, tb: Any) -> None:
+        # Compaction (when record), then on_turn_complete; an error is reported as a
+        # failure (an Exception) or an interruption.
         session = self.session
         if session is None:
             return
@@ -350,13 +339,6 @@ class Turn:
                 self._complete(session, exc)
                 raise
         self._complete(session, error)
-
-    async def __aenter__(self) -> Turn:
-        self.start()
-        return self
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        await self.finish(exc)
 
     async def _compact(self, session: EngineSession) -> None:
         conversation = self.conversation

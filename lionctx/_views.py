@@ -1,9 +1,6 @@
-"""The two faces' views of one :class:`~lionctx._report.Report`.
-
-:class:`ProviderReport` (LionAGI's lists and stats) and :class:`Resolution` (agentium's
-``<context>`` string) are frozen wrappers of a report: every field is computed from
-``.report`` when read, so a list a caller changes is the caller's copy, never the view's.
-"""
+"""The two faces' frozen views of one :class:`~lionctx._report.Report`:
+:class:`ProviderReport` (LionAGI's lists) and :class:`Resolution` (agentium's string).
+Every field is computed when read: a list a caller changes is the caller's copy."""
 
 from __future__ import annotations
 
@@ -105,14 +102,10 @@ class _View:
 
 
 class ProviderReport(_View):
-    """What one provider pass did: LionAGI's report, a view of one :class:`Report`.
-
-    ``ProviderReport(report)`` (an empty report by default). The first five fields
-    are LionAGI's: ``blocks[i]`` and ``fired[i]`` describe the same kept block, in
-    registration order; ``fired`` rows are ``{"provider_name", "tokens"}``;
-    ``skipped`` lists cap skips then budget skips; ``failed`` lists providers that
-    raised, returned a non-string or timed out; ``degraded`` rows are
-    ``{"provider_name", "reason"}``. Each read returns a new list.
+    """What one provider pass did: LionAGI's report, a view of one :class:`Report`
+    (``ProviderReport(report)``; empty by default). Its first five fields are
+    LionAGI's (``blocks[i]`` and ``fired[i]`` are the same kept block); each read
+    returns a new list.
     """
 
     __slots__ = ()

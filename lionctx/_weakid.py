@@ -1,8 +1,5 @@
-"""Values tied to objects by identity, each dropped when its object is collected.
-
-Keyed by ``id`` with a weak reference (objects may be unhashable, or compare equal
-while distinct), so a reused id never finds an old value.
-"""
+"""Values tied to objects by identity (``id`` and a weak reference: objects may be
+unhashable), each dropped when its object is collected; a reused id finds nothing."""
 
 from __future__ import annotations
 

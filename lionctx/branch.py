@@ -1,19 +1,13 @@
 """LionAGI-style ``Branch``: a conversation with lazily owned context providers.
 
-Every operation (chat, communicate, run, operate, prepare) is one turn
-(:class:`lionctx._turn.Turn`, which ``Agent`` composes too): the provider pass for
-the turn's instruction, the request built once with the selected blocks rendered
-into a copy (the blocks never enter the stored history), then the model. A branch
-without a system message calls no provider (``inject_systemless=True`` to call
-them); a branch that never touches ``providers`` builds no registry and imports no
-tokenizer. An optional context engine joins each turn (``docs/engines.md``).
+Every operation is one :class:`lionctx._turn.Turn`: the provider pass, the request
+with the blocks rendered into a copy (never into the stored history), the model.
 ``render="tags"`` puts ``<context name="...">`` blocks after the system text;
 ``render="lionagi"`` sends LionAGI 0.36's fold byte for byte (``docs/faces.md``).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
@@ -23,10 +17,9 @@ import anyio
 
 from ._context import RunContext, coerce_run_context
 from ._exceptions import InvalidType, InvalidValue
-from ._messages import ensure_uid, system_message
 from ._request import build_request
 from ._task_local import TaskLocal
-from ._turn import Conversation, Turn, chat_model, copy_messages
+from ._turn import Conversation, Turn, chat_model
 from ._values import (
     RENDER_MODES,
     ContextBlock,
@@ -46,36 +39,26 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Branch", "ContextBlock", "Instruction", "OperateResult", "RenderMode"]
 
-from ._log import logger_for
 
-logger = logger_for(__name__)
-
-
-class Branch:
+class Branch(Conversation):
     """One conversation: system message, history, model, providers.
 
     ``system``: the system text (``None``: no system message). ``model``: any
-    :class:`~lionctx.models.ChatModel` (``complete``; ``stream`` too for
-    :meth:`run`); by default an :class:`~lionctx.OpenAIChatModel` configured from
-    the environment.
-    ``messages``: initial history (copied; a leading system message is taken as the
-    system). ``run_context``: a :class:`RunContext` or anything shaped like one;
-    providers read it. ``inject_systemless``: call providers and inject their blocks
-    even without a system message (the blocks then form a system message of their
-    own; in lionagi mode they fold into the first user message). ``render``:
-    ``"tags"`` or ``"lionagi"`` (see the module docs).
+    :class:`~lionctx.models.ChatModel` (``stream`` too for :meth:`run`); by default an
+    :class:`~lionctx.OpenAIChatModel` from the environment. ``messages``: initial
+    history (copied; a leading system message is the system). ``run_context``: a
+    :class:`RunContext` or anything shaped like one; providers read it.
+    ``inject_systemless``: without a system message, call providers anyway (their
+    blocks form a system message of their own, or fold into the first user message
+    in lionagi mode); otherwise a systemless branch calls none. ``render``: ``"tags"``
+    or ``"lionagi"``.
 
-    ``context_engine``: ``None`` (default: no engine), a
-    :class:`~lionctx.engines.ContextEngine` (a registered shared instance is cloned
-    for the branch) or an engine name (``"compressor"``, a plugin's); ``engine_config``:
-    a ``context`` configuration (mapping, section, or YAML/TOML path); see
-    ``docs/engines.md``. The built-in compressor summarizes with this branch's model.
-
-    ``dedupe_history``: skip a provider's block (row ``skipped``, reason
-    ``duplicate of message N``, N its position in :attr:`messages`) when the system
-    side of this branch already said it as a whole block: an assistant, tool or
-    later system message, never a user's (see ``docs/dedupe.md``; each turn reads
-    only the messages new since the previous one).
+    ``context_engine``: ``None`` (default), a :class:`~lionctx.engines.ContextEngine`
+    (a registered shared instance is cloned for the branch) or an engine name;
+    ``engine_config``: a ``context`` configuration (mapping, section, or YAML/TOML
+    path); see ``docs/engines.md``. ``dedupe_history``: skip a provider's block (row
+    ``skipped``, reason ``duplicate of message N``) that an assistant, tool or later
+    system message of this branch already said whole (``docs/dedupe.md``).
     """
 
     def __init__(
@@ -92,28 +75,24 @@ class Branch:
         engine_config: Any = None,
         dedupe_history: bool = False,
     ) -> None:
-        if system is not None and not isinstance(system, str):
-            raise InvalidType(f"system must be a str or None, got {type(system).__name__}")
         if render not in RENDER_MODES:
             raise InvalidValue(f"render must be one of {RENDER_MODES}, got {render!r}")
         if not isinstance(inject_systemless, bool):
             raise InvalidType(f"inject_systemless must be a bool, got {inject_systemless!r}")
         model = chat_model(model)
-        self.name = name
+        super().__init__(name=name)
         self.model: ChatModel = model
         self.render: RenderMode = render
         self.inject_systemless = inject_systemless
-        #: skip a block the system side of this conversation already said (whole blocks).
         self.dedupe_history = bool(dedupe_history)
         self.run_context: RunContext = coerce_run_context(run_context)
-        self._conversation = Conversation(name=name)
-        self.messages = messages if messages is not None else []
+        if messages is not None:
+            self.messages = messages
         if system is not None:
             if self.system is not None:
                 raise InvalidValue("system given twice: as system= and as the first of messages=")
             self.system = system
-        # LionAGI's private attributes (_last_context_report below): no registry
-        # until someone asks for one.
+        # LionAGI's private attribute names; no registry until someone asks for one.
         self._context_providers: ContextProviderRegistry | None = None
         # Each task's own last report (the last from any task as the fallback).
         self._reports: TaskLocal[ProviderReport] = TaskLocal()
@@ -132,44 +111,6 @@ class Branch:
 
     # -- state -------------------------------------------------------------------
     @property
-    def messages(self) -> list[dict[str, Any]]:
-        """The stored history (system message first, if any). Never holds a context block."""
-        return self._conversation.messages
-
-    @messages.setter
-    def messages(self, value: Iterable[Mapping[str, Any]]) -> None:
-        self._conversation.messages = copy_messages(value)
-
-    @property
-    def system(self) -> str | None:
-        """The system text, or ``None`` when the branch has no system message."""
-        return self._conversation.system
-
-    @system.setter
-    def system(self, value: str | None) -> None:
-        msgs = self._conversation.messages
-        has = bool(msgs) and msgs[0].get("role") == "system"
-        if value is None:
-            if has:
-                del msgs[0]
-            return
-        if not isinstance(value, str):
-            raise InvalidType(f"system must be a str or None, got {type(value).__name__}")
-        if has:
-            msgs[0]["content"] = value  # same message, new text: uid kept
-        else:
-            msgs.insert(0, ensure_uid(system_message(value)))
-
-    @property
-    def last_response(self) -> ChatResponse | None:
-        """The most recent model reply on this branch (any task; last writer wins)."""
-        return self._conversation.last_response
-
-    @last_response.setter
-    def last_response(self, value: ChatResponse | None) -> None:
-        self._conversation.last_response = value
-
-    @property
     def providers(self) -> ContextProviderRegistry:
         """This branch's provider registry, created (budget 2000) on first access."""
         if self._context_providers is None:
@@ -184,12 +125,8 @@ class Branch:
 
     @property
     def last_context_report(self) -> ProviderReport | None:
-        """The report of this task's last provider pass on this branch.
-
-        A task that ran no pass here sees the branch's most recent pass from any
-        task (last writer wins); ``None`` before any pass. Turns on a branch with
-        no registered provider leave it unchanged.
-        """
+        """The report of this task's last provider pass on this branch, else the last
+        from any task; ``None`` before any. Turns without providers leave it as it is."""
         return self._reports.get()
 
     @property
@@ -198,49 +135,39 @@ class Branch:
         return self._reports.last
 
     def clone(self, *, with_providers: bool = False) -> Branch:
-        """A new branch with copies of the history (uids kept), same model and settings.
-
-        The run context is a shallow copy (same ids; ``session_state`` shared).
-        Providers are not copied (as in LionAGI) unless ``with_providers=True``, which
-        gives the clone its own registry with the same entries and fresh stats.
-        """
-        new = Branch(model=self.model, messages=copy.deepcopy(self.messages),
+        """A new branch with copies of the history (uids kept), same model and settings,
+        a shallow copy of the run context. Providers are not copied (as in LionAGI)
+        unless ``with_providers=True`` (the same entries, fresh stats)."""
+        new = Branch(model=self.model, messages=self.messages,  # copied, uids kept
                      run_context=dataclasses.replace(self.run_context),
                      inject_systemless=self.inject_systemless, render=self.render,
                      name=self.name, dedupe_history=self.dedupe_history)
         if with_providers and self._context_providers is not None:
             new._context_providers = self._context_providers.copy()
         if self._engine_session is not None:
-            # Its own engine (clone_for_agent) and its own session.
             new._engine_session = self._engine_session.clone(self.model)
         return new
 
     # -- engine session ------------------------------------------------------------
     def reset(self) -> None:
-        """Clear the history, keeping the system message.
-
-        With a context engine: the current session ends (``on_session_end`` with the
-        history being cleared), then ``on_session_reset``; the next turn starts a new
-        session. ``last_response`` is cleared; providers and their report are kept.
-        """
+        """Clear the history and ``last_response``, keeping the system message and the
+        providers. A context engine's session ends (``on_session_end``, then
+        ``on_session_reset``); the next turn starts a new one."""
         session = self._engine_session
         if session is not None:
             session.reset(self.messages)
-        msgs = self.messages
-        self._conversation.messages = [msgs[0]] if msgs and msgs[0].get("role") == "system" else []
+        self._messages = self._messages[:1] if self.system is not None else []
         self.last_response = None
 
     def end_session(self) -> None:
-        """End the context engine's session (``on_session_end`` with copies of the
-        history). A later turn starts a new session. Does nothing without an engine
-        or before the first turn; the branch and its history stay usable."""
+        """End the context engine's session (``on_session_end``); a later turn starts a
+        new one. Does nothing without an engine or before the first turn."""
         session = self._engine_session
         if session is not None:
             session.end(self.messages)
 
     async def aclose(self) -> None:
-        """:meth:`end_session` in a worker thread (an engine may flush to disk or a
-        database there). The model is shared, so it is not closed."""
+        """:meth:`end_session` in a worker thread; the (shared) model is not closed."""
         if self._engine_session is not None and self._engine_session.active:
             await anyio.to_thread.run_sync(self.end_session)
 
@@ -252,11 +179,11 @@ class Branch:
 
     # -- the turn ----------------------------------------------------------------
     def _turn(self, instruction: Instruction, *, record: bool = True) -> Turn:
-        return Turn(self._conversation, self.model, instruction, session=self._engine_session,
+        return Turn(self, self.model, instruction, session=self._engine_session,
                     run_context=self.run_context, render=self.render, record=record)
 
     async def _gather(self, turn: Turn) -> None:
-        """The provider pass for ``turn`` (no registry is made); its report is this task's."""
+        """The provider pass for ``turn``; its report is this task's."""
         report = await turn.gather(self._context_providers, self,
                                    inject=self.system is not None or self.inject_systemless)
         if report is not None:
@@ -270,23 +197,17 @@ class Branch:
         blocks: Iterable[ContextBlock | str | tuple[str, str]] = (),
         guidance: str | None = None,
     ) -> list[dict[str, Any]]:
-        """The messages one call would send with these explicit ``blocks``.
-
-        Calls no provider, runs no context engine (no ``select_context``) and
-        records nothing: a way to see the rendering.
-        """
+        """The messages one call would send with these explicit ``blocks``; calls no
+        provider or engine and records nothing."""
         return build_request(self.messages, as_instruction(instruction, guidance),
                              tuple(as_block(b) for b in blocks), (), self.render)
 
     async def prepare(
         self, instruction: str | Instruction, *, guidance: str | None = None,
     ) -> list[dict[str, Any]]:
-        """The messages a call would send now, without sending or recording anything.
-
-        Runs the provider pass (its report becomes ``last_context_report``) and the
-        context engine's ``select_context`` as a turn would; starts no engine session
-        and reports no turn to the engine.
-        """
+        """The messages a call would send now: the provider pass (its report becomes
+        ``last_context_report``) and the engine's ``select_context``; nothing is sent,
+        recorded or reported to the engine."""
         turn = self._turn(as_instruction(instruction, guidance), record=False)
         await self._gather(turn)
         return await turn.prepare()
@@ -295,13 +216,8 @@ class Branch:
         self, instruction: str | Instruction, *, guidance: str | None = None,
         **kwargs: Any,
     ) -> ChatResponse:
-        """Send one instruction with this turn's context; record nothing.
-
-        Extra keywords (``temperature``...) go to the model. With a context engine
-        this is still a turn (selection, usage, ``on_turn_complete`` with the stored
-        history plus this instruction and reply), but it never compacts: chat does
-        not touch the stored history.
-        """
+        """Send one instruction with this turn's context; record nothing. Extra keywords
+        go to the model. With a context engine it is a turn that never compacts."""
         async with self._turn(as_instruction(instruction, guidance), record=False) as turn:
             await self._gather(turn)
             return await turn.exchange(**kwargs)
@@ -323,11 +239,9 @@ class Branch:
     ) -> AsyncIterator[str]:
         """Stream the reply as text deltas (the model must have ``stream``).
 
-        The instruction is recorded before streaming starts (as in LionAGI); the
-        reply is recorded when the stream ends normally. ``branch.last_response``
-        then holds the whole reply with its usage. With a context engine, the
-        turn's end (compaction, ``on_turn_complete``) runs before the iteration
-        finishes; closing the stream early reports the turn as interrupted.
+        The instruction is recorded before streaming (as in LionAGI), the reply when the
+        stream ends normally (``last_response`` then holds it with its usage). Closing
+        the stream early reports the engine's turn as interrupted.
         """
         ins = as_instruction(instruction, guidance)
         if not callable(getattr(self.model, "stream", None)):
@@ -340,9 +254,7 @@ class Branch:
             async with aclosing(turn.stream(request, **kwargs)) as deltas:
                 async for delta in deltas:
                     yield delta
-            if turn.response is not None:
-                turn.add(turn.response.to_message())
-                turn.store()
+            turn.store()
 
     async def operate(
         self,
@@ -355,20 +267,13 @@ class Branch:
     ) -> OperateResult:
         """Send an instruction with tools and run the tool-call loop.
 
-        ``tools``: Python callables (sync or async), :class:`Tool` objects, or
-        OpenAI function-tool specs (a spec without a function is described to the
-        model; a call to it is answered with an error and has no action response).
-        Context is gathered once and injected into every round's request. The
-        instruction, tool calls, tool results and final reply are recorded when the
-        loop ends. When at least one action response is not ``None`` and the branch
-        has registered providers, ``providers.gather_writeback(branch, responses)``
-        runs exactly once, before this returns.
-
-        With a context engine, its tools (``get_tool_schemas``) are offered after
-        the user's, and a call to one is answered by its ``handle_tool_call`` (in a
-        worker thread; its action response's ``output`` is the result text). A user
-        tool with the same name wins; the engine's is left out with a warning.
-        ``select_context`` runs again for every round's request.
+        ``tools``: Python callables (sync or async), :class:`Tool` objects, or OpenAI
+        function-tool specs (a call to a spec without a function is answered with an
+        error and has no action response). Context is gathered once for every round;
+        the whole exchange is recorded when the loop ends. With action responses and
+        registered providers, ``providers.gather_writeback(branch, responses)`` runs
+        once before this returns. A context engine's tools are offered after the
+        user's (a user tool with the same name wins).
         """
         by_name = tools_by_name(tools)
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:

@@ -1,13 +1,10 @@
-"""Face one: LionAGI's ``ContextProviderRegistry`` and ``ProviderReport``.
+"""Face one: LionAGI 0.36's ``ContextProviderRegistry`` and ``ProviderReport``.
 
-LionAGI 0.36's semantics: sequential retrieval in registration order by default,
-exceptions contained per provider, per-provider caps then a greedy priority budget,
-blocks in registration order, six accumulating ``stats`` counters, writeback after
-``operate``. Beyond LionAGI, without changing its five report lists: every
-:class:`ProviderReport` is a view of the one :class:`~lionctx._report.Report`
-(``report``); concurrency, timeouts, a deadline and the production features are
-options; values that could only fail mid-turn are refused when they are set. The
-pass itself is the registry's :class:`~lionctx._pass.ContextPass`.
+Sequential retrieval in registration order by default, exceptions contained per
+provider, caps then a greedy priority budget, six ``stats`` counters, writeback.
+Beyond LionAGI: reports are views of one :class:`~lionctx._report.Report`;
+concurrency, timeouts, a deadline and the production features are options; bad
+values are refused when set.
 """
 
 from __future__ import annotations
@@ -67,6 +64,7 @@ class _Entry:
         return getattr(self.provider, "context_fields", ())
 
 
+_FIRED, _FAILED, _TIMEOUT = Status.FIRED, Status.FAILED, Status.TIMEOUT
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
               "writeback_records", "writeback_failed")
 
@@ -74,25 +72,21 @@ _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
 class ContextProviderRegistry:
     """An ordered list of context providers with priorities, caps and a total budget.
 
-    ``budget`` (default 2000 tokens) bounds the text kept per pass. By default
-    providers run one after another (LionAGI); ``concurrent=True`` runs them
-    together, ``timeout`` bounds each provider (seconds; ``register`` can override
-    it per provider), ``deadline`` bounds the whole pass, ``limit`` caps how many run
-    at once. ``counter`` is a tiktoken encoding name or a ``str -> int`` callable.
-    ``max_chars`` is the size limit of one provider's text (default 4,000,000
-    characters; ``register`` can override it): longer text is skipped uncounted.
+    ``budget`` (default 2000 tokens) bounds the text kept per pass. Providers run one
+    after another (LionAGI) unless ``concurrent=True``; ``timeout`` bounds each
+    (seconds; per provider in ``register``), ``deadline`` the whole pass, ``limit``
+    how many run at once. ``counter``: a tiktoken encoding name or a ``str -> int``
+    callable. ``max_chars``: the size limit of one provider's text (default
+    4,000,000 characters): longer text is skipped uncounted.
 
-    Production: ``breaker`` (default ``True``) gives each provider a
-    circuit breaker, counting a failure for the caller it belongs to (the bound run
-    context's user and tenant, where the provider reads them) or for the source
-    (see :mod:`lionctx._breaker`; ``False`` turns them off, a
-    :class:`~lionctx._breaker.BreakerSettings` or :class:`~lionctx._breaker.Breakers`
-    configures them); ``dedupe=True`` skips a block whose text an earlier provider
-    of the same pass returned (the copy admission keeps: see ``docs/dedupe.md``).
-    Every report carries ``prefix_stable`` and ``cache_break`` against the previous
-    pass of the same session (:func:`~lionctx._stability.session_key` of the
-    branch's run context, else the branch itself; the latest ``max_sessions``
-    sessions are kept) (``digests=False``: no block digests and no cache-break report).
+    Production: ``breaker`` (default ``True``: a circuit breaker per provider,
+    failures counted per caller where the provider reads the run context's user and
+    tenant; ``False``: off; or a :class:`~lionctx._breaker.BreakerSettings` /
+    :class:`~lionctx._breaker.Breakers`); ``dedupe=True`` skips a block whose text an
+    earlier provider of the pass returned (``docs/dedupe.md``). Reports carry
+    ``prefix_stable`` and ``cache_break`` against the session's previous pass (the
+    branch's run context's :func:`~lionctx._stability.session_key`, else the branch;
+    the latest ``max_sessions`` kept); ``digests=False`` turns that off.
     """
 
     def __init__(
@@ -112,8 +106,8 @@ class ContextProviderRegistry:
         max_sessions: int = 1024,
     ) -> None:
         self._entries: list[_Entry] = []
-        # The calls and sources of a pass, built once per (tagged, digests) and reused.
-        self._calls: dict[tuple[bool, bool], tuple[list[ProviderCall], Sources]] = {}
+        # The calls and sources of a pass, built once per ``tagged`` and reused.
+        self._calls: dict[bool, tuple[list[ProviderCall], Sources]] = {}
         self._pass = ContextPass(
             Policy(timeout, deadline, limit, counter, on_outcome, max_chars),
             concurrent=concurrent, dedupe=dedupe, digests=digests, face="lionagi",
@@ -160,17 +154,11 @@ class ContextProviderRegistry:
         max_chars: int | None = None,
         volatile: bool | None = None,
     ) -> None:
-        """Append ``provider``. No replacement by name.
-
-        The name is ``name``, else a truthy ``provider.name``, else the class name.
-        ``max_tokens`` caps this provider's block (falsy: no cap; strict ``>``).
-        ``priority`` decides who survives a budget conflict (higher first).
-        ``timeout`` overrides the registry's per-provider timeout and ``max_chars``
-        its size limit.
-        ``volatile=True`` marks a source whose text changes from turn to turn: a
-        tag-rendering branch puts its block after every stable one (prompt caches).
-        ``None`` (default) takes the provider's own ``volatile`` attribute when it is
-        ``True``.
+        """Append ``provider`` (no replacement by name), named ``name``, else a truthy
+        ``provider.name``, else its class name. ``max_tokens`` caps its block (falsy: no
+        cap; strict ``>``); higher ``priority`` survives a budget conflict; ``timeout``
+        and ``max_chars`` override the registry's. ``volatile=True`` (``None``: the
+        provider's own ``volatile`` attribute) renders its block after the stable ones.
         """
         priority = check_number(priority, "priority", allow_none=False)
         max_tokens = check_number(max_tokens, "max_tokens", allow_none=True)
@@ -235,21 +223,20 @@ class ContextProviderRegistry:
                      ) -> ProviderReport:
         """Run every provider's ``provide(branch, instruction)`` and select within budget.
 
-        LionAGI counts each block's bare text. ``tagged=True`` (what a branch that
-        renders ``<context>`` tags passes) counts each block as it is sent, tag and
-        joining blank line included, so the budget bounds the bytes the model gets;
-        ``blocks`` still hold the bare text.
+        LionAGI counts each block's bare text; ``tagged=True`` (a branch that renders
+        ``<context>`` tags) counts it as sent, tag and blank line included (``blocks``
+        still hold the bare text).
         """
         entries = self._entries
         if not entries:
             return ProviderReport(Report())
         tagged, digests = bool(tagged), self.digests
-        built = self._calls.get((tagged, digests))
+        built = self._calls.get(tagged)
         if built is None:
-            built = self._calls[tagged, digests] = ([
+            built = self._calls[tagged] = ([
                 ProviderCall(e.name, e.provider, provide_invoker(e.provider),
                              partial(tag_block, e.name) if tagged else None, e.timeout,
-                             e.priority, e.max_tokens, e.max_chars, False, digests)
+                             e.priority, e.max_tokens, e.max_chars, False)
                 for e in entries
             ], Sources(entries, lambda i: (entries[i].name, entries[i].priority,
                                            entries[i].max_tokens),
@@ -267,23 +254,28 @@ class ContextProviderRegistry:
         return view
 
     def _count(self, report: ProviderReport) -> None:
+        # One walk over the rows, no view lists or ``fired`` dicts: the concurrent
+        # registry rows of the curves benchmark, the sequential realistic row.
+        kept = failed = degraded = 0
+        for o in report.report.outcomes:
+            status = o.status
+            if status is _FIRED:
+                kept += 1
+            elif status is _FAILED or status is _TIMEOUT:
+                failed += 1
+            if o.degradation_reason is not None:
+                degraded = 1
         stats = self.stats
-        # The kept rows, not ``fired`` (a dict per block, twice): the concurrent
-        # registry rows of the curves benchmark.
-        kept = len(report.report.kept)
         if kept:
             stats["recall_turns"] += 1
             stats["blocks_injected"] += kept
-        stats["failed"] += len(report.failed)
-        if report.degraded:
-            stats["degraded_turns"] += 1
+        stats["failed"] += failed
+        stats["degraded_turns"] += degraded
 
     async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
-        """Call each provider's optional ``writeback(branch, action_responses)`` in order.
-
-        An ``int`` return adds to ``stats["writeback_records"]``; an ``Exception``
-        adds to ``stats["writeback_failed"]``, is logged, and the next hook still runs.
-        """
+        """Call each provider's optional ``writeback(branch, action_responses)`` in order:
+        an ``int`` return adds to ``stats["writeback_records"]``, an ``Exception`` to
+        ``stats["writeback_failed"]`` (logged; the next hook still runs)."""
         for entry in list(self._entries):
             try:
                 hook = getattr(entry.provider, "writeback", None)

@@ -1,18 +1,17 @@
 """Face two: agentium's ``resolveContextProviders``, on the same engine.
 
-Every provider's ``fetch(query, ctx)`` runs concurrently with allSettled semantics:
-one that raises, times out or returns ``None``/``""`` is left out, the others are
-each wrapped in ``<context name="...">`` tags (see :mod:`lionctx._render` for the
-escaping) and joined with a blank line in the order of the ``providers`` list, never
-in completion order. Nothing returned gives ``""``. :func:`resolve_context` also
-returns the per-provider outcomes (a :class:`Resolution`: a view of the one
-:class:`~lionctx._report.Report`). The pass is a :class:`~lionctx._pass.ContextPass`.
+Every provider's ``fetch(query, ctx)`` runs concurrently (allSettled): one that
+raises, times out or returns ``None``/``""`` is left out, the others are wrapped in
+``<context name="...">`` tags and joined with a blank line in list order (``""`` when
+none returned text). :func:`resolve_context` also returns the per-provider outcomes
+(a :class:`Resolution`, a view of the one :class:`~lionctx._report.Report`).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from types import MethodType
 from typing import Any
 
@@ -41,9 +40,8 @@ DEFAULT_TIMEOUT = 10.0
 
 
 class _Call(ProviderCall):
-    """A provider's call in a resolve: tag-framed, counted framed, digested, no
-    limits of its own. Only the three fields that differ are set (the rest are class
-    constants; no call is ever changed)."""
+    """A provider's call in a resolve: tag-framed, kept framed, no limits of its own.
+    Only the three fields that differ are set (the rest are class constants)."""
 
     __slots__ = ()
     frame: Callable[[str], str] | None = TAG_FRAME
@@ -52,7 +50,6 @@ class _Call(ProviderCall):
     max_tokens = None
     max_chars = None
     keep_frame = True
-    digest = True
 
     def __init__(self, name: str, provider: Any, invoke: Any) -> None:
         self.name = name
@@ -60,25 +57,16 @@ class _Call(ProviderCall):
         self.invoke = invoke
 
 
-class _UndigestedCall(_Call):
-    """A :class:`_Call` of a pass that compares with no previous turn: no digest is
-    made while counting (the report makes its digests when they are read)."""
-
-    __slots__ = ()
-    digest = False
-
-
 class _HeldCall(_Call):
-    """A :class:`_Call` kept across resolves for its provider, holding it weakly (a
-    provider built per request is not kept alive by the cache): ``provider`` and its
-    ``async def fetch`` are read through the weak reference."""
+    """A :class:`_Call` kept across resolves, holding its provider weakly (one built
+    per request is not kept alive): ``provider`` and its ``fetch`` are read through
+    the weak reference."""
 
-    __slots__ = ("_func", "_ref")
+    __slots__ = ("_func", "_ref", "cls", "raw")
 
-    def __init__(self, name: str, ref: weakref.ref[Any], func: Any) -> None:
-        self.name = name
-        self._ref = ref
-        self._func = func
+    def __init__(self, name: str, p: Any, raw: str, func: Any) -> None:
+        self.name, self._ref, self._func = name, weakref.ref(p), func
+        self.cls, self.raw = type(p), raw  # what tells the call is still p's own
 
     @property
     def provider(self) -> Any:
@@ -89,34 +77,19 @@ class _HeldCall(_Call):
         return MethodType(self._func, self._ref())
 
 
-class _HeldUndigestedCall(_HeldCall):
-    __slots__ = ()
-    digest = False
-
-
-class _Held:
-    """What a provider's calls depend on, to tell a cached call is still its own: its
-    class, the ``name`` it had and the function its ``fetch`` was."""
-
-    __slots__ = ("calls", "cls", "func", "raw")
-
-    def __init__(self, cls: type, raw: str, func: Any, calls: tuple[_Call, _Call]) -> None:
-        self.cls, self.raw, self.func, self.calls = cls, raw, func, calls
-
-
-# A provider's two calls (digested or not), kept while it lives, so a resolve over
-# the same providers builds no call, invoker or name per provider: the realistic
-# table's "resolve N=30,000 vs N=1,000" row and the concurrent resolve rows of the
-# curves benchmark (per-pass objects that outlived a young collection made the
-# collector walk the whole heap once a pass at N=10,000).
-_HELD: WeakIdMap[_Held] = WeakIdMap()
+# Each provider's call, kept while it lives, so a resolve over the same providers
+# builds no call, invoker or name per provider: the realistic table's "resolve
+# N=30,000 vs N=1,000" row and the concurrent resolve rows of the curves benchmark
+# (per-pass objects that outlived a young collection made the collector walk the
+# whole heap once a pass at N=10,000).
+_HELD: WeakIdMap[_HeldCall] = WeakIdMap()
 #: Providers held at most (live ones only: each entry goes with its provider).
 _HELD_MAX = 65_536
 
 
-def _calls_of(providers: Sequence[Any], digested: bool) -> list[ProviderCall]:
+def _calls_of(providers: Sequence[Any]) -> list[ProviderCall]:
     """Each provider's call: the held one while it still stands for the provider."""
-    held_get, pick = _HELD.get, 0 if digested else 1
+    held_get = _HELD.get
     out: list[ProviderCall] = []
     for p in providers:
         held = held_get(p)
@@ -124,17 +97,17 @@ def _calls_of(providers: Sequence[Any], digested: bool) -> list[ProviderCall]:
             try:  # the same class, name and fetch function as when it was built
                 fetch = getattr(p, "fetch", None)
                 if (type(p) is held.cls and getattr(p, "name", None) is held.raw
-                        and getattr(fetch, "__func__", None) is held.func
+                        and getattr(fetch, "__func__", None) is held._func
                         and getattr(fetch, "__self__", None) is p):
-                    out.append(held.calls[pick])
+                    out.append(held)
                     continue
             except Exception:  # a property that raises: built the long way below
                 pass
-        out.append(_call_of(p, digested))
+        out.append(_call_of(p))
     return out
 
 
-def _call_of(p: Any, digested: bool) -> ProviderCall:
+def _call_of(p: Any) -> ProviderCall:
     name, invoke = provider_name(p, agentium=True), fetch_invoker(p)
     try:
         raw: Any = getattr(p, "name", None)
@@ -143,14 +116,10 @@ def _call_of(p: Any, digested: bool) -> ProviderCall:
     except Exception:
         plain = False
     if plain and _HELD.held() < _HELD_MAX:
-        def build() -> _Held:
-            ref, func = weakref.ref(p), invoke.__func__
-            return _Held(type(p), raw, func, (_HeldCall(name, ref, func),
-                                              _HeldUndigestedCall(name, ref, func)))
-        held = _HELD.setdefault(p, build)
-        if held is not None and held.func is invoke.__func__ and held.raw is raw:
-            return held.calls[0 if digested else 1]
-    return (_Call if digested else _UndigestedCall)(name, p, invoke)
+        held = _HELD.setdefault(p, partial(_HeldCall, name, p, raw, invoke.__func__))
+        if held is not None and held._func is invoke.__func__ and held.raw is raw:
+            return held
+    return _Call(name, p, invoke)
 
 
 def resolve_pass(*, timeout: float | None = DEFAULT_TIMEOUT, deadline: float | None = None,
@@ -180,8 +149,7 @@ async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], quer
     if callable(session):
         session = session(run_ctx)
     keyed = session is not None and context_pass.baselines is not None
-    # A digest per block only when something compares with it now; else on demand.
-    calls = _calls_of(providers, keyed or previous is not None)
+    calls = _calls_of(providers)
     try:  # in one comprehension; a property that raises sends every flag the long way
         flags = [getattr(p, "volatile", False) is True for p in providers]
     except Exception:

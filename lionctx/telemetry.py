@@ -1,12 +1,8 @@
-"""OpenTelemetry traces and metrics for provider passes (optional: ``lionctx[otel]``).
-
-Each pass becomes a ``lionctx.gather`` span with one ``lionctx.provider`` child per
-provider, and three metrics (outcomes, injected tokens, duration). Every text from
-outside is cut and then scrubbed (:func:`scrub`); a metric's provider label is one of at most
-:data:`MAX_LABEL_VALUES` values. Without the API installed nothing imports it; while
-the global providers are the API's no-op defaults nothing is built; ``LIONCTX_OTEL=0``
-or :func:`set_enabled` turns recording off. See ``docs/telemetry.md``.
-"""
+"""OpenTelemetry traces and metrics for provider passes (optional: ``lionctx[otel]``):
+a ``lionctx.gather`` span per pass with a ``lionctx.provider`` child per provider, and
+three metrics. Outside text is cut and scrubbed (:func:`scrub`); metric labels are a
+bounded set. ``LIONCTX_OTEL=0`` or :func:`set_enabled` turns it off. See
+``docs/telemetry.md``."""
 
 from __future__ import annotations
 
@@ -32,7 +28,7 @@ logger = logger_for(__name__)
 
 _state: dict[str, Any] = {"enabled": None, "tracer": None, "instruments": None,
                           "tracer_provider": None, "meter_provider": None,
-                          "max_labels": None, "live_until": None, "api": None}
+                          "max_labels": None, "live_until": None}
 
 #: Default most distinct provider label values a process gives its metrics.
 MAX_LABEL_VALUES = 100
@@ -44,8 +40,7 @@ LABEL_CHARS = 64
 MESSAGE_CHARS = 500
 #: Most characters of a provider name or an exception type in a span.
 NAME_CHARS = 200
-#: While nothing listens, how long a "no" of :func:`live` stands (asking reads the
-#: environment: too dear for every pass).
+#: While nothing listens, how long a "no" of :func:`live` stands (too dear to ask per pass).
 LIVE_RECHECK_S = 1.0
 
 # The label values handed out so far (at most the cap), and a memo name -> label.
@@ -80,11 +75,8 @@ def live() -> bool:
 
 
 def _global_live() -> bool:
-    if _state["api"] is None:
-        from opentelemetry import metrics, trace
+    from opentelemetry import metrics, trace
 
-        _state["api"] = (trace, metrics)
-    trace, metrics = _state["api"]
     if not isinstance(trace.get_tracer_provider(),
                       (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return True
@@ -95,10 +87,9 @@ _IDLE_METERS = frozenset(("_ProxyMeterProvider", "NoOpMeterProvider"))
 
 
 def _installed() -> bool:
-    try:
-        return (importlib.util.find_spec("opentelemetry") is not None
-                and importlib.util.find_spec("opentelemetry.trace") is not None)
-    except (ImportError, ValueError, AttributeError):  # blocked or half-installed
+    try:  # imports the opentelemetry package only when it is there
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except (ImportError, ValueError, AttributeError):  # absent, blocked or half-installed
         return False
 
 
@@ -126,19 +117,12 @@ def configure(*, tracer_provider: Any = None, meter_provider: Any = None,
         _label_of.clear()
 
 
-def _tracer() -> Any:
+def _otel() -> tuple[Any, Any]:
+    """The tracer and the three instruments, built on the first recorded pass."""
     if _state["tracer"] is None:
-        from opentelemetry import trace
+        from opentelemetry import metrics, trace
 
         provider = _state["tracer_provider"] or trace.get_tracer_provider()
-        _state["tracer"] = provider.get_tracer("lionctx")
-    return _state["tracer"]
-
-
-def _instruments() -> Any:
-    if _state["instruments"] is None:
-        from opentelemetry import metrics
-
         meter = (_state["meter_provider"] or metrics.get_meter_provider()).get_meter("lionctx")
         _state["instruments"] = (
             meter.create_counter("lionctx.provider.outcomes", unit="{outcome}",
@@ -148,7 +132,8 @@ def _instruments() -> Any:
             meter.create_histogram("lionctx.provider.duration", unit="ms",
                                    description="Provider call duration"),
         )
-    return _state["instruments"]
+        _state["tracer"] = provider.get_tracer("lionctx")
+    return _state["tracer"], _state["instruments"]
 
 
 def scrub(text: object, limit: int = MESSAGE_CHARS) -> str:
@@ -205,13 +190,10 @@ def metric_label(name: object) -> str:
 def _place(outcomes: Sequence[Outcome], pass_start: int, concurrent: bool) -> list[int]:
     """Start time (ns) of each provider's span: its own stamp, else where it ran
     (all at the pass start when concurrent; one after another when sequential)."""
-    starts: list[int] = []
-    cursor = pass_start
+    starts, cursor = [], pass_start
     for o in outcomes:
-        if o.started_ns is not None:
-            starts.append(o.started_ns)
-        else:
-            starts.append(pass_start if concurrent else cursor)
+        starts.append(o.started_ns if o.started_ns is not None
+                      else pass_start if concurrent else cursor)
         cursor = starts[-1] + int(o.duration_ms * 1e6)
     return starts
 
@@ -234,7 +216,7 @@ def _record(face: str, report: Report, started_ns: int, concurrent: bool) -> Non
     from opentelemetry.trace import Status as OtelStatus
 
     outcomes = report.outcomes
-    tracer = _tracer()
+    tracer, inst = _otel()
     ended = time.time_ns()
     attrs: dict[str, Any] = {"lionctx.face": face, "lionctx.providers": len(outcomes),
                              "lionctx.tokens.used": report.used_tokens,
@@ -249,7 +231,6 @@ def _record(face: str, report: Report, started_ns: int, concurrent: bool) -> Non
     parent = tracer.start_span("lionctx.gather", kind=SpanKind.INTERNAL, attributes=attrs,
                                start_time=started_ns)
     parent_ctx = trace.set_span_in_context(parent)
-    inst = _instruments()
     for o, start in zip(outcomes, _place(outcomes, started_ns, concurrent), strict=True):
         status = o.status.value
         a: dict[str, Any] = {"lionctx.provider.name": _printable(scrub(o.name, NAME_CHARS)),

@@ -7,14 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lionctx._messages import (
     PERSISTENCE_ONLY_FIELDS,
-    assistant_message,
     ensure_tool_call_uids,
     ensure_uid,
     is_uid,
     new_uid,
     strip_persistence_fields,
     tool_message,
-    user_message,
 )
 from lionctx.engines import message_text
 
@@ -32,7 +30,7 @@ def test_new_uid_is_32_lowercase_hex_and_fresh():
 
 
 def test_ensure_uid_mints_once_and_keeps_an_existing_uid():
-    msg = user_message("hi")
+    msg = {"role": "user", "content": "hi"}
     same = ensure_uid(msg)
     assert same is msg and is_uid(msg["message_uid"])
     first = msg["message_uid"]
@@ -53,11 +51,11 @@ def test_ensure_uid_rejects_what_is_not_a_message(bad):
 
 
 def test_tool_call_uids_share_one_uid_per_repeated_provider_id():
-    msg = assistant_message(None, [
+    msg = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
         {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
         {"id": "call_b", "type": "function", "function": {"name": "g", "arguments": "{}"}},
-    ])
+    ]}
     uids = ensure_tool_call_uids(msg)
     assert set(uids) == {"call_a", "call_b"}
     assert uids["call_a"] != uids["call_b"] and all(is_uid(u) for u in uids.values())
@@ -68,13 +66,13 @@ def test_tool_call_uids_share_one_uid_per_repeated_provider_id():
 
 
 def test_tool_call_uids_empty_without_tool_calls():
-    msg = assistant_message("plain")
+    msg = {"role": "assistant", "content": "plain"}
     assert ensure_tool_call_uids(msg) == {}
-    assert "_tool_call_uids" not in msg and "tool_calls" not in msg
+    assert "_tool_call_uids" not in msg
 
 
 def test_strip_makes_new_dicts_and_leaves_the_stored_ones_alone():
-    stored = [ensure_uid(user_message("a")),
+    stored = [ensure_uid({"role": "user", "content": "a"}),
               {**tool_message("call_1", "out"), "_tool_call_uid": new_uid()}]
     before = copy.deepcopy(stored)
     sent = strip_persistence_fields(stored)
@@ -86,7 +84,7 @@ def test_strip_makes_new_dicts_and_leaves_the_stored_ones_alone():
 
 def test_strip_names_a_non_dict_message():
     with pytest.raises(TypeError, match="message 1"):
-        strip_persistence_fields([user_message("ok"), "not a message"])
+        strip_persistence_fields([{"role": "user", "content": "ok"}, "not a message"])
 
 
 _keys = st.one_of(st.sampled_from(sorted(PERSISTENCE_ONLY_FIELDS)),

@@ -396,7 +396,7 @@ def test_a_resolve_call_reads_as_the_full_provider_call_it_stands_for() -> None:
     provider = Fetch("n", "t")
     invoke = provider.fetch
     light = ResolveCall("n", provider, invoke)
-    full = ProviderCall("n", provider, invoke, TAG_FRAME, None, 0, None, None, True, True)
+    full = ProviderCall("n", provider, invoke, TAG_FRAME, None, 0, None, None, True)
     assert isinstance(light, ProviderCall)
     for f in dataclasses.fields(ProviderCall):
         assert getattr(light, f.name) == getattr(full, f.name), f.name
@@ -413,14 +413,12 @@ def test_a_call_held_across_resolves_reads_as_the_full_provider_call() -> None:
     from lionctx.resolve import _calls_of
 
     provider = Fetch("n", "t")
-    for digested in (True, False):
-        first = _calls_of([provider], digested)[0]
-        held = _calls_of([provider], digested)[0]
-        assert held is first  # built once, then found
-        full = ProviderCall("n", provider, provider.fetch, TAG_FRAME, None, 0, None, None,
-                            True, digested)
-        for f in dataclasses.fields(ProviderCall):
-            assert getattr(held, f.name) == getattr(full, f.name), f.name
+    first = _calls_of([provider])[0]
+    held = _calls_of([provider])[0]
+    assert held is first  # built once, then found
+    full = ProviderCall("n", provider, provider.fetch, TAG_FRAME, None, 0, None, None, True)
+    for f in dataclasses.fields(ProviderCall):
+        assert getattr(held, f.name) == getattr(full, f.name), f.name
 
 
 def test_a_provider_built_per_request_is_not_kept_alive_by_resolve() -> None:

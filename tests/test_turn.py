@@ -283,7 +283,7 @@ def test_splice_keeps_later_rows_and_refuses_a_changed_prefix(n, later, k, chang
     conv = Conversation(list(rows))
     snapshot = list(conv.messages)
     for i in range(later):
-        conv.store({"role": "assistant", "content": f"later {i}"})
+        conv.messages.append({"role": "assistant", "content": f"later {i}"})
     tail = conv.messages[n:]
     if change and n:
         conv.messages[0] = {"role": "user", "content": "edited"}

@@ -1,9 +1,5 @@
-"""The cache backend interface: what ``cache=`` accepts, and what a provider binds.
-
-A backend's ``bind`` gives one provider a :class:`BoundCache` (``get(key, load)``,
-``clear``, ``invalidate``) with its TTL, limits and key scope: :class:`InProcessCache`
-(the default) a :class:`~lionctx.providers._flight.FlightCache`,
-:class:`~lionctx.cache.RedisCache` entries shared by every worker process.
+"""The cache backend interface: what ``cache=`` accepts, and the :class:`BoundCache` a
+backend's ``bind`` gives one provider.
 """
 
 from __future__ import annotations
@@ -28,10 +24,8 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class Codec(Generic[V]):
-    """How a provider's cached value maps to shareable text plus JSON metadata.
-
-    ``text(value)`` is the text; ``meta(value)`` small JSON-safe facts (never a secret);
-    ``build(text, meta)`` makes the value back.
+    """A cached value as shareable ``text(value)`` plus ``meta(value)`` (small JSON-safe
+    facts, never a secret); ``build(text, meta)`` makes it back.
     """
 
     text: Callable[[Any], str]
@@ -60,9 +54,8 @@ class BoundCache(Protocol[V]):
 class CacheBackend(Protocol):
     """What ``cache=`` accepts: something that binds one provider's cache.
 
-    ``scope`` is the provider's source identity (``lionctx._scope``), or ``None`` when it
-    states none: a backend shared across processes must then keep its values in this
-    process. The key passed to ``get`` already holds the run-context values the source reads.
+    ``scope`` is the source identity; ``None``: a backend shared across processes keeps the
+    values in this process. A ``get`` key already holds the run-context values read.
     """
 
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
@@ -77,7 +70,7 @@ class InProcessCache:
              stale_on_error: bool, wait: float | None = None,
              codec: Codec[Any] | None = None,
              remote_error: Callable[[str], Exception] | None = None) -> FlightCache[Any]:
-        """A new :class:`FlightCache` (``kind``, ``scope`` and the rest are unused)."""
+        """A new :class:`FlightCache`."""
         from ..providers._flight import FlightCache  # deferred: providers import this module
 
         return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error)
@@ -102,10 +95,8 @@ _SAID_LOCAL_MAX = 256
 
 
 def bind_cache(cache: Any, source: Any, name: str, *, scope: Any, **options: Any) -> Any:
-    """``cache`` (``None``: this process) bound for one provider reading ``source``.
-
-    A source without an identity on a backend shared across processes is cached in
-    this process only; that is logged once per source type.
+    """``cache`` (``None``: this process) bound for one provider reading ``source``; a source
+    without an identity on a shared backend is logged once per type.
     """
     backend = resolve_cache(cache)
     if scope is None and getattr(backend, "shares_across_processes", False):

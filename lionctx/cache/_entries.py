@@ -1,10 +1,8 @@
-"""What :class:`~lionctx.cache.RedisCache` writes to Redis, pure: keys, entries, markers.
+"""What :class:`~lionctx.cache.RedisCache` writes to Redis, pure: keys, entries, markers,
+the lease scripts and the :class:`Circuit`.
 
-Keys are ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST`` (a BLAKE2b digest of scope and key:
-no user id, query, URL or header in a key name). Entries are JSON with the text and
-small metadata; anything else decodes as :class:`_Garbage`, and a stored ``tokens``
-field is checked for form, never used. Failure markers carry the lease owner's token.
-Also the lease scripts and the :class:`Circuit`. Nothing here talks to Redis.
+Keys are ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST`` (no user id, query or URL in a name);
+anything an entry's encoder did not make decodes as :class:`_Garbage`.
 """
 
 from __future__ import annotations
@@ -41,8 +39,7 @@ if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[
 return 0
 """
 
-# A lease lasts at most the lease time: one found without an expiry (written by
-# someone else), or with a longer one, is given the lease time from now.
+# A lease found without an expiry, or a longer one, gets the lease time from now.
 BOUND_LEASE = """
 local left = redis.call('pttl', KEYS[1])
 if left == -1 or left > tonumber(ARGV[1]) then return redis.call('pexpire', KEYS[1], ARGV[1]) end
@@ -57,8 +54,6 @@ class _Garbage(SharedCacheError):
         super().__init__(message)
         self.wrong_type = wrong_type
 
-
-# -- keys -------------------------------------------------------------------------------
 
 def digest(*parts: Any) -> str:
     """40 hex characters naming ``parts`` (by their repr) without revealing them."""
@@ -87,8 +82,6 @@ def milliseconds(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
-# -- entries ----------------------------------------------------------------------------
-
 def encode_entry(text: str, meta: dict[str, Any]) -> bytes:
     """The stored form of a value: UTF-8 JSON (``tokens``/``encoding`` null, for old readers)."""
     return json.dumps({"format": FORMAT, "text": text, "tokens": None,
@@ -97,9 +90,7 @@ def encode_entry(text: str, meta: dict[str, Any]) -> bytes:
 
 
 def decode_entry(raw: object, max_bytes: int) -> tuple[str, dict[str, Any]]:
-    """The text and metadata of a stored value; :class:`_Garbage` for anything
-    :func:`encode_entry` did not make, or over ``max_bytes``.
-    """
+    """The text and metadata of a stored value; else :class:`_Garbage`."""
     if not isinstance(raw, (bytes, str)) or len(raw) > max_bytes:
         raise _Garbage("a stored value that is too large or not bytes")
     try:
@@ -124,8 +115,6 @@ def _fields(data: object) -> tuple[str, dict[str, Any]]:
     return str.__str__(text), meta
 
 
-# -- failure markers ----------------------------------------------------------------------
-
 #: Characters of a failure reason a marker keeps, and the largest marker read back.
 MAX_REASON = 1000
 MAX_MARKER_BYTES = 16 * 1024
@@ -141,9 +130,7 @@ def failure_marker(token: str, reason: str) -> str:
 
 
 def marker_reason(raw: str | bytes, holder: bytes) -> str | None:
-    """The reason in a failure marker if the lease ``holder`` a waiter saw wrote it, else None;
-    :class:`_Garbage` for a malformed marker.
-    """
+    """The reason in a failure marker if lease ``holder`` wrote it, else None (or Garbage)."""
     try:
         data = json.loads(raw)
         token, reason = data["token"], data["reason"]
@@ -153,8 +140,6 @@ def marker_reason(raw: str | bytes, holder: bytes) -> str | None:
         raise _Garbage("a failure marker that does not decode")
     return reason if token.encode() == holder else None
 
-
-# -- the circuit ----------------------------------------------------------------------------
 
 class Circuit:
     """Open after a connection failure; lets calls try Redis again after ``retry_after``."""

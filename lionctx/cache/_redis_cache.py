@@ -1,6 +1,5 @@
-"""``RedisCache``: one cache and one single flight for every worker process.
+"""``RedisCache``: the backend (a client per event loop, command timeouts, circuit).
 
-This module is the backend (connection per event loop, per-command timeout, circuit);
 :mod:`._shared` is the per-provider lease protocol; :mod:`._entries` what is written.
 """
 
@@ -11,10 +10,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.lowlevel
 
 from .._exceptions import InvalidType, InvalidValue, SharedCacheError
-from ..providers._base import check_count, check_duration, check_name
+from ..providers._base import PerLoop, check_count, check_duration, check_name
 from ..providers._redact import redact_url_passwords
 from ._base import Codec
 from ._entries import KEY_VERSION, NAMESPACE, Circuit, _Garbage
@@ -106,32 +104,32 @@ class RedisCache:
         self.stale_ttl = check_duration(stale_ttl, "stale_ttl", allow_zero=False)
         self.max_value_bytes = check_count(max_value_bytes, "max_value_bytes", 1)
         self.max_connections = check_count(max_connections, "max_connections", 1)
-        self._slots: anyio.Semaphore | None = None
-        self._slots_token: Any = None
+        # Commands in flight from this process: a queue, bounded by each call's own scope.
+        self._slots: PerLoop[anyio.Semaphore] = PerLoop()
         if not callable(clock):
             raise InvalidType(f"clock must be a function returning seconds, got {clock!r}")
         self._url = url
         self._given = client
-        self._client: Any = None
-        self._client_token: Any = None
+        self._client: PerLoop[Any] = PerLoop()
         self.circuit = Circuit(self.retry_after, clock)
         if url is not None:
-            _require_redis()
+            try:
+                import redis.asyncio  # noqa: F401
+            except ImportError:
+                raise ImportError("RedisCache needs the redis package: "
+                                  "pip install 'lionctx[redis]'") from None
 
     def __repr__(self) -> str:
         where = redact_url_passwords(self._url) if self._url else "client"
         return f"RedisCache({where!r}, namespace={self.namespace!r})"
 
-    # -- what the providers call --------------------------------------------------------
     #: What a provider reads to tell whether a missing source identity matters here.
     shares_across_processes = True
 
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
              stale_on_error: bool, wait: float | None, codec: Codec[Any],
              remote_error: Callable[[str], Exception]) -> SharedCache | FlightCache[Any]:
-        """One provider's view: its entries in Redis plus its in-process fallback; a ``scope``
-        of ``None`` (no stated identity) gets this process's cache only.
-        """
+        """One provider's entries in Redis (``scope`` ``None``: this process's cache only)."""
         check_duration(ttl, "ttl", allow_zero=False)
         if scope is None:
             from ..providers._flight import FlightCache
@@ -150,36 +148,26 @@ class RedisCache:
 
     async def aclose(self) -> None:
         """Close the client this cache made (a client passed in stays open)."""
-        client, self._client = self._client, None
-        if client is not None and self._client_token == anyio.lowlevel.current_token():
+        client = self._client.take()
+        if client is not None:
             await client.aclose()
 
-    # -- internals ---------------------------------------------------------------------
     def _redis(self) -> Any:
         if self._given is not None:
             return self._given
-        token = anyio.lowlevel.current_token()
-        if self._client is None or self._client_token != token:
-            import redis.asyncio
+        import redis.asyncio
 
-            # A client belongs to the event loop that made it; a new loop gets its own.
-            # No retries here: a failure falls back at once and opens the circuit.
-            assert self._url is not None  # a RedisCache has a url or a client
-            self._client = redis.asyncio.Redis.from_url(
-                self._url, socket_timeout=self.op_timeout,
-                socket_connect_timeout=self.op_timeout, retry_on_timeout=False,
-                health_check_interval=0, max_connections=self.max_connections)
-            self._client_token = token
-        return self._client
+        url = self._url
+        assert url is not None  # a RedisCache has a url or a client
+        # No retries: a failure falls back at once and opens the circuit.
+        return self._client.get(lambda: redis.asyncio.Redis.from_url(
+            url, socket_timeout=self.op_timeout,
+            socket_connect_timeout=self.op_timeout, retry_on_timeout=False,
+            health_check_interval=0, max_connections=self.max_connections))
 
     async def _op(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
         """One Redis step under ``op_timeout`` once a slot is free; failing: SharedCacheError."""
-        token = anyio.lowlevel.current_token()
-        if self._slots is None or self._slots_token != token:
-            self._slots, self._slots_token = anyio.Semaphore(self.max_connections), token
-        slots = self._slots
-        # The wait for a slot is this process's queue, bounded by the call's own scope
-        # (its turn's timeout or deadline); once Redis fails the queue drains at once.
+        slots = self._slots.get(lambda: anyio.Semaphore(self.max_connections))
         await slots.acquire()
         try:
             if not self.circuit.allows():  # opened while this call waited for a slot
@@ -198,11 +186,3 @@ class RedisCache:
             raise SharedCacheError(redact_url_passwords(message[:1000])) from None
         finally:
             slots.release()
-
-
-def _require_redis() -> None:
-    try:
-        import redis.asyncio  # noqa: F401
-    except ImportError:
-        raise ImportError("RedisCache needs the redis package: "
-                          "pip install 'lionctx[redis]'") from None

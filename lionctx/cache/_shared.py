@@ -1,9 +1,7 @@
 """One provider's cache on a :class:`~lionctx.cache.RedisCache`: the lease protocol.
 
-Per key: read the shared value; on a miss one caller per process takes the key's lease
-(``SET NX PX``), loads while renewing it, stores the value or a failure marker and
-releases it; the others poll with backoff. Redis is untrusted (``STRLEN`` before a
-bounded read, wrong-type keys deleted, leases given an expiry); any Redis failure
+On a miss one caller takes the key's lease (``SET NX PX``), loads while renewing it, and
+stores the value or a failure marker; the others poll with backoff. Any Redis failure
 falls back to this process's :class:`~lionctx.providers._flight.FlightCache`.
 """
 
@@ -18,25 +16,10 @@ import anyio
 
 from .._exceptions import SharedCacheError, SharedFetchError
 from ..providers._base import SourceUnavailable
-from ..providers._flight import FlightCache, Hit, Source, _Flight, lead_flight
+from ..providers._flight import FlightCache, Hit, Source, _Flight, join_flight, lead_flight
+from . import _entries
 from ._base import Codec
-from ._entries import (
-    BOUND_LEASE,
-    MAX_LEASE_BYTES,
-    MAX_MARKER_BYTES,
-    RELEASE,
-    RENEW,
-    _Garbage,
-    decode_entry,
-    digest,
-    encode_entry,
-    failure_marker,
-    key_names,
-    key_prefix,
-    marker_reason,
-    milliseconds,
-    process_local,
-)
+from ._entries import _Garbage, digest, milliseconds
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._redis_cache import RedisCache
@@ -45,8 +28,7 @@ __all__ = ["SharedCache"]
 
 logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
 
-#: Seconds at most a cancelled lease owner spends handing its lease back (shielded
-#: from its cancellation, so bounded here): past it the lease expires by itself.
+#: Seconds at most a cancelled lease owner spends handing its lease back (shielded).
 RELEASE_GRACE = 0.05
 
 
@@ -63,15 +45,13 @@ class SharedCache:
         self.codec = codec
         self.remote_error = remote_error
         self._scope = digest(kind, scope)  # the identity itself is not kept
-        self._prefix = key_prefix(owner.namespace, kind)
+        self._prefix = _entries.key_prefix(owner.namespace, kind)
+        self._lease_ms = milliseconds(owner.lease)
         # This process's cache: the fallback when Redis fails, and the last good values.
         self.local: FlightCache[Any] = FlightCache(ttl, maxsize=maxsize,
                                                    stale_on_error=stale_on_error)
         # One entry per key being read now; each leaves when its call ends.
         self._flights: dict[str, _Flight] = {}
-
-    def __len__(self) -> int:
-        return len(self.local)
 
     def clear(self) -> None:
         """Forget this process's values (shared entries expire by their TTL)."""
@@ -83,39 +63,31 @@ class SharedCache:
 
     def redis_key(self, key: Hashable, part: str = "val") -> str:
         """The Redis key name holding ``part`` (val, lease, err, last) for ``key``."""
-        return f"{self._prefix}:{part}:{digest(self._scope, key)}"
+        return _entries.key_names(self._prefix, digest(self._scope, key))[part]
 
     async def get(self, key: Hashable, load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """The value for ``key``: shared, loaded by this caller, or (fail open) local."""
         hash(key)
-        if process_local(key):
+        if _entries.process_local(key):
             return await self.local.get(key, load)
-        circuit = self.owner.circuit
-        if not circuit.allows():
-            hit = await self.local.get(key, load)
-            return _with_note(hit, f"shared cache unavailable ({circuit.reason}); "
-                                   f"using this process's cache")
+        if not self.owner.circuit.allows():
+            return await self._local(key, load, self.owner.circuit.reason)
         key_digest = digest(self._scope, key)
         # One caller per process talks to Redis for a key; the others share its result.
-        while True:
-            flight = self._flights.get(key_digest)
-            if flight is None:
-                break
-            await flight.done.wait()
-            if flight.abandoned:
-                continue
-            if flight.error is not None:
-                original = flight.error
-                if isinstance(original, SharedFetchError):
-                    original = original.original  # already another worker's failure
-                raise SharedFetchError(original) from flight.error
-            hit = cast(Hit[Any], flight.hit)  # neither failed nor abandoned: it has one
-            if hit.source is Source.FRESH:
-                hit = Hit(hit.value, Source.SHARED, hit.error, hit.note)
-            return hit
-        names = key_names(self._prefix, key_digest)
-        return await lead_flight(self._flights, key_digest,
-                                 lambda: self._shared_get(key, names, load))
+        flight = await join_flight(self._flights, key_digest)
+        if flight is None:
+            names = _entries.key_names(self._prefix, key_digest)
+            return await lead_flight(self._flights, key_digest,
+                                     lambda: self._shared_get(key, names, load))
+        if flight.error is not None:
+            original = flight.error
+            if isinstance(original, SharedFetchError):
+                original = original.original  # already another worker's failure
+            raise SharedFetchError(original) from flight.error
+        hit = cast(Hit[Any], flight.hit)  # neither failed nor abandoned: it has one
+        if hit.source is Source.FRESH:
+            hit = Hit(hit.value, Source.SHARED, hit.error, hit.note)
+        return hit
 
     async def _fallback(self, key: Hashable, load: Callable[[], Awaitable[Any]],
                         why: SharedCacheError, names: dict[str, str]) -> Hit[Any]:
@@ -124,24 +96,28 @@ class SharedCache:
             await self._quietly(lambda r: _drop(r, names, wrong_type=why.wrong_type))
         elif self.owner.circuit.allows():  # not open already (by another call)
             self.owner.circuit.failed(str(why))
+        return await self._local(key, load, why)
+
+    async def _local(self, key: Hashable, load: Callable[[], Awaitable[Any]],
+                     why: object) -> Hit[Any]:
+        """This process's cache, noting why the shared one was not used."""
         hit = await self.local.get(key, load)
-        return _with_note(hit, f"shared cache unavailable ({why}); using this process's cache")
+        return Hit(hit.value, hit.source, hit.error,
+                   f"shared cache unavailable ({why}); using this process's cache")
 
     async def _shared_get(self, key: Hashable, names: dict[str, str],
                           load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """Read the shared value; else lead the load on the lease, or wait for its owner."""
-        op = self.owner._op
-        cap = self.owner.max_value_bytes
         token = secrets.token_hex(16)
-        lease_ms = milliseconds(self.owner.lease)
         try:
-            raw = await op(lambda r: _bounded_get(r, names["val"], cap))
+            raw = await self._read(names["val"])
             self.owner.circuit.succeeded()
             if raw is not None:
                 return self._hit(key, raw, Source.CACHED)
             deadline = anyio.current_time() + self.wait
             while True:
-                if await op(lambda r: r.set(names["lease"], token, nx=True, px=lease_ms)):
+                if await self.owner._op(lambda r: r.set(names["lease"], token, nx=True,
+                                                        px=self._lease_ms)):
                     return await self._lead(key, names, token, load)
                 hit = await self._wait_for_owner(key, names, deadline)
                 if hit is not None:
@@ -149,6 +125,12 @@ class SharedCache:
                 # The owner is gone (done, failed or dead): try to lead.
         except SharedCacheError as exc:
             return await self._fallback(key, load, exc, names)
+
+    async def _read(self, name: str) -> bytes | None:
+        """The stored value at ``name`` (None: none); too large: :class:`_Garbage`."""
+        raw: bytes | None = await self.owner._op(
+            lambda r: _bounded_get(r, name, self.owner.max_value_bytes))
+        return raw
 
     def _hit(self, key: Hashable, raw: Any, source: Source) -> Hit[Any]:
         value = self._decode(raw)
@@ -158,20 +140,17 @@ class SharedCache:
     async def _lead(self, key: Hashable, names: dict[str, str], token: str,
                     load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """With the lease: load, unless the value was stored since it was read."""
-        op = self.owner._op
-        raw = await op(lambda r: _bounded_get(r, names["val"], self.owner.max_value_bytes))
+        raw = await self._read(names["val"])
         if raw is None:
             return await self._own(key, names, token, load)
-        await op(lambda r: _release(r, names, token))
+        await self.owner._op(lambda r: _release(r, names, token))
         return self._hit(key, raw, Source.SHARED)
 
     async def _wait_for_owner(self, key: Hashable, names: dict[str, str],
                               deadline: float) -> Hit[Any] | None:
         """Poll with backoff for the lease owner's value or failure; None once it is gone."""
         op = self.owner._op
-        cap = self.owner.max_value_bytes
-        lease_ms = milliseconds(self.owner.lease)
-        holder = await op(lambda r: r.getrange(names["lease"], 0, MAX_LEASE_BYTES - 1))
+        holder = await op(lambda r: r.getrange(names["lease"], 0, _entries.MAX_LEASE_BYTES - 1))
         pause = 0.002
         while True:
             if anyio.current_time() >= deadline:
@@ -182,7 +161,7 @@ class SharedCache:
             pause = min(pause * 2, 0.05)
             size, err_size, left = await op(lambda r: _poll(r, names))
             if size:
-                raw = await op(lambda r: _bounded_get(r, names["val"], cap))
+                raw = await self._read(names["val"])
                 if raw is not None:
                     return self._hit(key, raw, Source.SHARED)
             if err_size and holder:
@@ -192,21 +171,21 @@ class SharedCache:
                         key, names, self.remote_error(reason), shared=True)
             if left == -2:  # no lease any more
                 return None
-            if left == -1 or left > lease_ms:
+            if left == -1 or left > self._lease_ms:
                 # Not a lease lionctx wrote: it lasts the lease time from now, at most.
-                await op(lambda r: r.eval(BOUND_LEASE, 1, names["lease"], lease_ms))
+                await op(lambda r: r.eval(_entries.BOUND_LEASE, 1, names["lease"],
+                                          self._lease_ms))
 
     async def _owner_failure(self, names: dict[str, str], holder: bytes) -> str | None:
         """The failure reason the lease holder this waiter saw left, if any."""
-        raw = await self.owner._op(lambda r: _bounded_get(r, names["err"], MAX_MARKER_BYTES,
-                                                          refuse=False))
-        return None if raw is None else marker_reason(raw, holder)
+        raw = await self.owner._op(lambda r: _bounded_get(
+            r, names["err"], _entries.MAX_MARKER_BYTES, refuse=False))
+        return None if raw is None else _entries.marker_reason(raw, holder)
 
     async def _own(self, key: Hashable, names: dict[str, str], token: str,
                    load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """Load as the lease owner, renewing the lease; store or report the outcome."""
         owner = self.owner
-        lease_ms = milliseconds(owner.lease)
         value: Any = None
         error: Exception | None = None
 
@@ -214,8 +193,8 @@ class SharedCache:
             while True:
                 await anyio.sleep(owner.lease / 3)
                 try:
-                    await owner._op(lambda r: r.eval(RENEW, 1, names["lease"], token,
-                                                     lease_ms))
+                    await owner._op(lambda r: r.eval(_entries.RENEW, 1, names["lease"], token,
+                                                     self._lease_ms))
                 except SharedCacheError:
                     return  # the lease lapses; another process may take over
 
@@ -232,9 +211,8 @@ class SharedCache:
                 finally:
                     tg.cancel_scope.cancel()
         except BaseException:
-            # Cancelled mid-load: hand the lease back so a waiter can lead, within a
-            # short grace (shielded from this cancellation, so bounded here): a slow
-            # Redis never holds a cancelled turn. Past it the lease expires by itself.
+            # Cancelled mid-load: hand the lease back so a waiter can lead, within a short
+            # shielded grace (a slow Redis never holds a cancelled turn).
             with anyio.CancelScope(shield=True) as grace:
                 grace.deadline = anyio.current_time() + min(owner.op_timeout, RELEASE_GRACE)
                 await self._quietly(lambda r: _release(r, names, token))
@@ -242,7 +220,7 @@ class SharedCache:
         if error is not None:
             reason = (str(error) if isinstance(error, SourceUnavailable)
                       else type(error).__name__)
-            marker = failure_marker(token, reason)
+            marker = _entries.failure_marker(token, reason)
             ttl_ms = milliseconds(min(owner.lease, self.ttl))
             note = await self._quietly(lambda r: _fail(r, names, marker, ttl_ms, token))
             return await self._stale_or_raise(key, names, error, note)
@@ -277,8 +255,7 @@ class SharedCache:
         """
         if self.stale_on_error:
             try:
-                raw = await self.owner._op(lambda r: _bounded_get(
-                    r, names["last"], self.owner.max_value_bytes))
+                raw = await self._read(names["last"])
                 if raw is not None:
                     return Hit(self._decode(raw), Source.STALE, error, note)
             except _Garbage:
@@ -300,7 +277,7 @@ class SharedCache:
         if len(text) > limit:  # each char is at least one byte: not encoded at all
             logger.info("value of %d chars is over max_value_bytes: not shared", len(text))
             return None
-        payload = encode_entry(text, self.codec.meta(value))
+        payload = _entries.encode_entry(text, self.codec.meta(value))
         if len(payload) > limit:
             logger.info("value of %d bytes is over max_value_bytes: not shared", len(payload))
             return None
@@ -308,15 +285,11 @@ class SharedCache:
 
     def _decode(self, raw: Any) -> Any:
         """The value a stored entry holds; :class:`_Garbage` when it is not one."""
-        text, meta = decode_entry(raw, self.owner.max_value_bytes)
+        text, meta = _entries.decode_entry(raw, self.owner.max_value_bytes)
         try:
             return self.codec.build(text, meta)
         except Exception:
             raise _Garbage("a stored value that does not decode") from None
-
-
-def _with_note(hit: Hit[Any], note: str) -> Hit[Any]:
-    return Hit(hit.value, hit.source, hit.error, note)
 
 
 async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> bytes | None:
@@ -363,7 +336,7 @@ async def _drop(r: Any, names: dict[str, str], wrong_type: bool) -> None:
 
 async def _release(r: Any, names: dict[str, str], token: str) -> None:
     """Delete the lease if it is still ``token``'s."""
-    await r.eval(RELEASE, 1, names["lease"], token)
+    await r.eval(_entries.RELEASE, 1, names["lease"], token)
 
 
 async def _store(r: Any, names: dict[str, str], payload: bytes, ttl_ms: int, stale_ms: int,

@@ -1,10 +1,7 @@
 """The ``lionctx`` command: ``lionctx demo``, ``lionctx resolve`` and ``lionctx mcp serve``.
 
-Exit status: 0 when the command ran (a resolve whose sources failed still ran: the
-report says so), 1 when the demo's model call failed, 2 with a one-line message for
-bad arguments or an unreadable or invalid config, 130 when interrupted. Only the
-entry point imports this package, so ``import lionctx`` stays light.
-"""
+Exit status: 0 when the command ran (a resolve whose sources failed still ran), 1 when
+the demo's model call failed, 2 for bad arguments or config, 130 when interrupted."""
 
 from __future__ import annotations
 
@@ -18,8 +15,9 @@ from typing import Any, NoReturn
 
 from .._exceptions import UsageError
 from . import _sources
+from ._mcp_serve import add_mcp_parser  # the MCP SDK itself is imported when serving
 from ._resolve import DEFAULT_TIMEOUT, cmd_resolve
-from ._sources import arg_type, parse_float, parse_int
+from ._sources import arg_type
 from ._terminal import visible
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError",
@@ -30,13 +28,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-_POSITIVE = arg_type(parse_float, positive=True)
-
-
-def _cmd_mcp_serve(args: argparse.Namespace) -> int:
-    from ._mcp_serve import cmd_mcp_serve
-
-    return cmd_mcp_serve(args)
+_POSITIVE = arg_type(positive=True)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -80,20 +72,20 @@ _MODIFIERS: list[tuple[str, tuple[str, tuple[str, ...]], dict[str, Any]]] = [
     ("--glob", ("glob", ("fs",)),
      {"metavar": "PATTERN", "help": "which files of the --fs before it"}),
     ("--max-files", ("options.max_files", ("fs",)),
-     {"type": arg_type(parse_int, minimum=1), "metavar": "N",
+     {"type": arg_type(whole=True, minimum=1), "metavar": "N",
       "help": "files the --fs before it includes at most (default 20; the rest are reported)"}),
     ("--max-file-size", ("options.max_file_size", ("fs",)),
-     {"type": arg_type(parse_int, minimum=0), "metavar": "BYTES",
+     {"type": arg_type(whole=True, minimum=0), "metavar": "BYTES",
       "help": "largest file the --fs before it includes (default 102400)"}),
     ("--sql", ("sql", ("sqlite",)),
      {"metavar": "QUERY", "help": "the query for the --sqlite before it (required)"}),
     ("--name", ("name", _sources.KINDS),
      {"metavar": "NAME", "help": "name of the source before it"}),
     ("--priority", ("priority", _sources.KINDS),
-     {"type": arg_type(parse_float), "metavar": "N",
+     {"type": arg_type(), "metavar": "N",
       "help": "priority of the source before it (default 0)"}),
     ("--cap", ("cap", _sources.KINDS),
-     {"type": arg_type(parse_int, minimum=1), "metavar": "TOKENS",
+     {"type": arg_type(whole=True, minimum=1), "metavar": "TOKENS",
       "help": "token cap of the source before it"}),
     ("--volatile", ("volatile", _sources.KINDS),
      {"nargs": 0, "help": "the source before it changes every turn: render it after the "
@@ -159,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_argument("--query", "-q", help="the user's question (default: empty)")
     opts.add_argument("--user", help="the user id providers see (RunContext.user_id)")
     opts.add_argument("--tenant", help="the tenant id providers see")
-    opts.add_argument("--budget", type=arg_type(parse_float, minimum=0), metavar="TOKENS",
+    opts.add_argument("--budget", type=arg_type(minimum=0), metavar="TOKENS",
                       help="total tokens kept (default 2000 for lionagi, none for agentium)")
     opts.add_argument("--timeout", type=_POSITIVE, metavar="SECONDS",
                       help=f"per-source timeout (default {DEFAULT_TIMEOUT:g})")
@@ -171,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_argument("--concurrent", action="store_true", default=None,
                       help="lionagi face: run sources together (default: one by one, as "
                            "LionAGI does)")
-    opts.add_argument("--turns", type=arg_type(parse_int, minimum=1), metavar="N", default=1,
+    opts.add_argument("--turns", type=arg_type(whole=True, minimum=1), metavar="N", default=1,
                       help="resolve N times in a row and report, for each turn after the "
                            "first, whether the injected prefix stayed byte-identical (prompt "
                            "caches) or which block broke it (default 1)")
@@ -181,22 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     _verbose(out, "colour in text output (default: auto)")
     res.set_defaults(handler=cmd_resolve)
 
-    mcp = sub.add_parser("mcp", help="serve the configured sources to MCP hosts")
-    mcp_sub = mcp.add_subparsers(dest="mcp_command", metavar="COMMAND", parser_class=_Parser,
-                                 required=True)
-    serve = mcp_sub.add_parser(
-        "serve", help="serve a config's sources as MCP resources and a 'context' prompt",
-        description="Serve each source of --config as the MCP resource "
-                    "lionctx://sources/<name>, and one MCP prompt 'context' (argument "
-                    "'query') returning the resolved, budgeted, tagged context with its "
-                    "report. stdio by default; --http HOST:PORT for streamable HTTP on a "
-                    "local address.")
-    serve.add_argument("--config", metavar="FILE", required=True,
-                       help="a TOML file declaring sources (as for resolve)")
-    serve.add_argument("--http", metavar="HOST:PORT", default=None,
-                       help="streamable HTTP on a local address (127.0.0.1, localhost, ::1)")
-    _verbose(serve)
-    serve.set_defaults(handler=_cmd_mcp_serve)
+    add_mcp_parser(sub, _verbose)
     return parser
 
 
@@ -234,8 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lionctx {args.command}: error: {shown}", file=sys.stderr)
         return EXIT_USAGE
     except (KeyboardInterrupt, asyncio.CancelledError):
-        # On Python 3.10 anyio lets Ctrl-C out of anyio.run() as CancelledError;
-        # outside any event loop, both mean the user interrupted the command.
+        # Outside a loop both are Ctrl-C (on 3.10 anyio.run() lets it out as the latter).
         print(f"lionctx {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from ._sources import UsageError
 
-__all__ = ["SOURCE_PREFIX", "cmd_mcp_serve", "parse_listen"]
+__all__ = ["SOURCE_PREFIX", "add_mcp_parser", "cmd_mcp_serve", "parse_listen"]
 
 SOURCE_PREFIX = "lionctx://sources/"
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -69,7 +70,7 @@ def build_server(plan: Any, providers: list[Any]) -> Any:
     from mcp.server import Server
     from mcp.shared.exceptions import MCPError
 
-    from ._resolve import report_text, run_plan
+    from ._resolve import run_plan
     from ._terminal import Style
 
     by_uri = {f"{SOURCE_PREFIX}{spec.name}": (spec, provider)
@@ -89,13 +90,13 @@ def build_server(plan: Any, providers: list[Any]) -> Any:
         spec, provider = found
         one = dataclasses.replace(_with_meta(plan, ctx.meta), specs=[spec], query="")
         result = await run_plan(one, [provider])
-        outcome = result["outcomes"][0]
-        if not result["context"]:
+        outcome = result.report.outcomes[0]
+        if not result.context:
             reason = outcome.reason or outcome.error or outcome.status.value
             raise MCPError(code=types.INTERNAL_ERROR,
                            message=f"source {spec.name!r} {outcome.status.value}: {reason}")
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=str(params.uri), mime_type="text/plain", text=result["context"])])
+            uri=str(params.uri), mime_type="text/plain", text=result.context)])
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[types.Prompt(
@@ -111,8 +112,8 @@ def build_server(plan: Any, providers: list[Any]) -> Any:
         query = (params.arguments or {}).get("query") or ""
         run = dataclasses.replace(_with_meta(plan, ctx.meta), query=str(query))
         result = await run_plan(run, providers)
-        context = result["context"] or "(no context: nothing was kept)"
-        text = f"{context}\n\n-- report --\n{report_text(run, result, Style(False))}"
+        context = result.context or "(no context: nothing was kept)"
+        text = f"{context}\n\n-- report --\n{result.report_text(Style(False))}"
         return types.GetPromptResult(
             description="lionctx context",
             messages=[types.PromptMessage(role="user",
@@ -154,3 +155,23 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     plan = _plan(args.config)
     anyio.run(serve, plan, listen)
     return 0
+
+
+def add_mcp_parser(sub: Any, verbose: Callable[[Any], None]) -> None:
+    """``lionctx mcp serve``'s arguments, on the ``lionctx`` command's subparsers ``sub``."""
+    mcp = sub.add_parser("mcp", help="serve the configured sources to MCP hosts")
+    mcp_sub = mcp.add_subparsers(dest="mcp_command", metavar="COMMAND", parser_class=type(mcp),
+                                 required=True)
+    serve = mcp_sub.add_parser(
+        "serve", help="serve a config's sources as MCP resources and a 'context' prompt",
+        description="Serve each source of --config as the MCP resource "
+                    "lionctx://sources/<name>, and one MCP prompt 'context' (argument "
+                    "'query') returning the resolved, budgeted, tagged context with its "
+                    "report. stdio by default; --http HOST:PORT for streamable HTTP on a "
+                    "local address.")
+    serve.add_argument("--config", metavar="FILE", required=True,
+                       help="a TOML file declaring sources (as for resolve)")
+    serve.add_argument("--http", metavar="HOST:PORT", default=None,
+                       help="streamable HTTP on a local address (127.0.0.1, localhost, ::1)")
+    verbose(serve)
+    serve.set_defaults(handler=cmd_mcp_serve)

@@ -1,7 +1,6 @@
-"""Sources of ``lionctx resolve``: the flags, the TOML config, and the providers they
-build. ``--fs``, ``--http`` and ``--sqlite`` each add a source; ``--name``,
-``--priority``, ``--cap``... modify the source just before them. Every mistake is a
-:class:`UsageError` naming the bad value and where it was written."""
+"""Sources of ``lionctx resolve`` from its flags (``--fs``/``--http``/``--sqlite`` add one;
+``--name``, ``--cap``... modify the one before) or a TOML config, and their providers.
+Every mistake is a :class:`UsageError` naming the bad value and where it was written."""
 
 from __future__ import annotations
 
@@ -18,12 +17,10 @@ from typing import Any
 from .._exceptions import InvalidValue, UsageError
 
 __all__ = ["CONFIG_KEYS", "KINDS", "SourceSpec", "UsageError", "arg_type", "assign_names",
-           "build_provider", "check_glob", "check_number", "one_line", "parse_float",
-           "parse_int", "read_config"]
+           "build_provider", "check_number", "one_line", "read_config"]
 
 KINDS = ("fs", "http", "sqlite")
-# "NAME=" in front of a source's target. A path that contains "=" is written "./a=b",
-# which this does not match; neither does a URL ("http://...").
+# "NAME=" before a target; not matched by "./a=b" (a path with "=") nor by a URL.
 _NAMED = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.-]*)=(.+)$", re.DOTALL)
 
 
@@ -63,33 +60,15 @@ def check_number(value: float, label: str, *, positive: bool = False,
     return value
 
 
-def parse_float(text: str, label: str, *, positive: bool = False,
-                minimum: float | None = None) -> float:
-    """``text`` as a finite number; ``label`` names it in the error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{label} must be a number, got {text!r}") from None
-    return check_number(value, label, positive=positive, minimum=minimum, shown=repr(text))
-
-
-def parse_int(text: str, label: str, *, minimum: int) -> int:
-    """``text`` as an int >= ``minimum``; ``label`` names it in the error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise UsageError(f"{label} must be a whole number, got {text!r}") from None
-    if value < minimum:
-        raise UsageError(f"{label} must be >= {minimum}, got {text!r}")
-    return value
-
-
-def arg_type(parse: Callable[..., Any], **checks: Any) -> Callable[[str], Any]:
-    """An argparse ``type``: ``parse(text, "value", **checks)``, its UsageError made
-    argparse's own."""
+def arg_type(*, whole: bool = False, **checks: Any) -> Callable[[str], Any]:
+    """An argparse ``type``: a number (an int when ``whole``) passing :func:`check_number`."""
     def convert(text: str) -> Any:
         try:
-            return parse(text, "value", **checks)
+            value = int(text) if whole else float(text)
+            return check_number(value, "value", shown=repr(text), **checks)
+        except ValueError:
+            what = "a whole number" if whole else "a number"
+            raise argparse.ArgumentTypeError(f"value must be {what}, got {text!r}") from None
         except UsageError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return convert
@@ -146,13 +125,10 @@ class ModifierAction(argparse.Action):
             setattr(spec, field_name, value)
 
 
-# -- config ------------------------------------------------------------------------
-
 _TOP_KEYS = {"query", "user", "tenant", "budget", "timeout", "deadline", "face",
              "concurrent", "providers"}
 _COMMON_KEYS = {"kind", "name", "priority", "cap", "volatile"}
-# The keys of each kind a config may declare: the target first, then the provider's
-# keywords ("glob" and "sql" go to the spec).
+# Each kind's config keys: the target, then provider keywords ("glob", "sql": the spec's).
 CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "fs": ("path", "glob", "encoding", "max_file_size", "max_files"),
     "http": ("url", "method", "headers", "allowed_hosts", "max_response_bytes",
@@ -168,10 +144,9 @@ def _load_toml(path: Path) -> dict[str, Any]:
 
     try:
         return load_toml(read_config_bytes(path))
-    except OSError as exc:
-        raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
-    except ImportError as exc:
-        raise UsageError(f"cannot read --config {path}: {exc}") from None
+    except (OSError, ImportError) as exc:  # unreadable, or no TOML reader installed
+        reason = getattr(exc, "strerror", None) or exc
+        raise UsageError(f"cannot read --config {path}: {reason}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--config {path} is not UTF-8 text") from None
     except InvalidValue as exc:  # too large or nested too deep
@@ -251,9 +226,7 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
         spec.priority = _config_number(table["priority"], f"{at}.priority")
     if "cap" in table:
         cap = _check_type(table["cap"], (int,), f"{at}.cap", "a whole number of tokens")
-        if cap < 1:
-            raise UsageError(f"{at}.cap must be >= 1, got {cap!r}")
-        spec.cap = cap
+        spec.cap = int(check_number(cap, f"{at}.cap", minimum=1))
     if "volatile" in table:
         spec.volatile = _check_type(table["volatile"], (bool,), f"{at}.volatile", "true or false")
     for key in keys:
@@ -264,18 +237,6 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
         elif key in table:
             spec.options[key] = table[key]
     return spec
-
-
-# -- building providers -------------------------------------------------------------
-
-def check_glob(pattern: str, where: str) -> None:
-    """A UsageError naming ``pattern`` unless the fs provider's matcher accepts it."""
-    from ..providers._filesystem import GlobMatcher
-
-    try:
-        GlobMatcher(pattern)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{where}: {one_line(str(exc))}") from None
 
 
 def _default_name(spec: SourceSpec) -> str:
@@ -292,7 +253,7 @@ def _default_name(spec: SourceSpec) -> str:
             return default_name(spec.target)
         except Exception:
             return "http"  # not a URL: building the provider will say so
-    from ..providers._names import name_from_path
+    from ..providers._identity import name_from_path
 
     return name_from_path(spec.target, fallback=spec.kind, strip_suffix=spec.kind == "sqlite")
 
@@ -328,16 +289,14 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
 
     kwargs = dict(spec.options)
     if timeout is not None and spec.kind in ("http", "mcp"):
-        # The pass's timeout decides (status "timeout"); the provider's own is a
-        # backstop just behind it.
+        # The pass's timeout decides (status "timeout"); the provider's is a backstop.
         kwargs.setdefault("timeout", timeout + 1.0)
     try:
         if spec.kind == "fs":
             if not os.path.isdir(spec.target):
                 raise UsageError(f"{spec.origin}: {spec.target} is not a directory")
             if spec.glob is not None:
-                check_glob(spec.glob, spec.origin)
-                kwargs["glob"] = spec.glob
+                kwargs["glob"] = spec.glob  # the provider refuses a bad glob, naming it
             return FilesystemContextProvider(spec.target, name=spec.name, **kwargs)
         if spec.kind == "http":
             return HttpContextProvider(spec.target, name=spec.name, **kwargs)

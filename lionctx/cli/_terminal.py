@@ -18,10 +18,8 @@ __all__ = ["LiveStatus", "Style", "format_table", "json_safe", "outcome_reason",
            "summary_line", "visible", "want_color"]
 
 _T = TypeVar("_T")
-# Characters a terminal acts on instead of showing: C0 and C1 controls, DEL (ESC and
-# CSI start sequences that retitle the window, clear the screen...) and the bidi
-# overrides and isolates, which reorder what is shown. A lone "\r" could overwrite
-# the line; the "\r" of a "\r\n" only returns to a column the "\n" leaves anyway.
+# What a terminal acts on instead of showing: C0/C1 controls, DEL, bidi overrides and
+# isolates; a lone "\r" (one of "\r\n" is harmless: the "\n" leaves that column anyway).
 _BIDI = "\u202a-\u202e\u2066-\u2069"
 _UNSAFE_LINES = re.compile(f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}]")
 _UNSAFE_CELL = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
@@ -36,9 +34,7 @@ def _spelled(match: re.Match[str]) -> str:
 
 def visible(text: str, *, multiline: bool = True) -> str:
     """``text`` safe to print: control and bidi characters become ``\\x1b``, ``\\u202e``...
-
-    ``multiline`` keeps line breaks and tabs; without it they are spelled out too.
-    """
+    (line breaks and tabs too, unless ``multiline``)."""
     return (_UNSAFE_LINES if multiline else _UNSAFE_CELL).sub(_spelled, text)
 
 
@@ -70,14 +66,16 @@ class Style:
         return self(status.value, *self._STATUS.get(status, ("dim",)))
 
 
+def _terminal(stream: IO[str]) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+
+
 def want_color(choice: str, stream: IO[str]) -> bool:
     """``always``/``never``, or ``auto``: a terminal, ``NO_COLOR`` unset, TERM not dumb."""
     if choice != "auto":
         return choice == "always"
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    return not os.environ.get("NO_COLOR") and _terminal(stream)
 
 
 def outcome_reason(o: Outcome) -> str:
@@ -150,20 +148,14 @@ def summary_line(outcomes: Sequence[Outcome], budget: float | None, used: int,
 
 
 class LiveStatus:
-    """One status line on stderr, redrawn while providers run, erased at the end.
-
-    Drawn only when stderr is a terminal, and only once a pass has run for
-    ``delay`` seconds, so fast passes (and pipes, logs, CI) see nothing.
-    """
+    """One status line on stderr, redrawn while providers run, erased at the end; drawn
+    only on a terminal, once a pass has run ``delay`` seconds (fast passes show nothing)."""
 
     def __init__(self, names: Sequence[str], stream: IO[str] | None = None, *,
                  enabled: bool | None = None, delay: float = 0.15) -> None:
         self.names = list(names)
         self.stream = stream if stream is not None else sys.stderr
-        if enabled is None:
-            isatty = getattr(self.stream, "isatty", None)
-            enabled = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
-        self.enabled = enabled
+        self.enabled = _terminal(self.stream) if enabled is None else enabled
         self.delay = delay
         self.done: dict[int, Outcome] = {}
         self.started = time.monotonic()
@@ -180,8 +172,7 @@ class LiveStatus:
         self.draw()
 
     def text(self) -> str:
-        """The status line as it would be drawn now (waiting sources first: they are
-        what a long line must not lose)."""
+        """The status line as drawn now (waiting sources first: a long line must keep them)."""
         # "ok" rather than "fired": admission has not run yet, a block may still be cut.
         finished = ", ".join(
             f"{visible(o.name, multiline=False)} "
@@ -211,8 +202,7 @@ class LiveStatus:
         self._drawn = True
 
     async def watch(self, awaitable: Awaitable[_T]) -> _T:
-        """Await ``awaitable`` while the line (when enabled) is redrawn every 0.1 s;
-        erase it after."""
+        """Await ``awaitable`` while the line is redrawn every 0.1 s; erase it after."""
         import anyio
 
         if not self.enabled:

@@ -1,42 +1,35 @@
-"""``lionctx demo``: the whole job on this machine in a couple of seconds. Build the
-sample sources (:mod:`._world`), resolve one question through the LionAGI face and the
-agentium face, run one agent turn (a configured model, else the offline echo model),
-three later turns (cache-break lines, a circuit opening), then stop and remove it all.
-"""
+"""``lionctx demo``: the sample sources (:mod:`._world`) resolved through both faces, one
+agent turn (a configured model, else the offline echo model), three later turns (cache
+breaks, a circuit opening), then everything stopped and removed."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..cli._closing import aclose_all, opened
-from ..cli._terminal import LiveStatus, Style, format_table, summary_line, visible, want_color
+from ..cli._resolve import FaceRun, Plan, aclose_all, cache_line, open_providers
+from ..cli._sources import SourceSpec
+from ..cli._terminal import LiveStatus, Style, visible, want_color
 from ..providers._redact import public_url
 from . import _samples as samples
 from ._world import DemoWorld, demo_world
 
 __all__ = ["run_demo"]
 
-#: Tokens kept per pass, on both faces: the notes, profile and status fit (about 230
-#: tokens, 250 tagged); the archive (about 180 more) does not.
+#: Tokens kept per pass: notes, profile and status fit (~250); the archive (~180) does not.
 BUDGET = 300
 #: How long any source may take (``--timeout``); the incidents endpoint takes 30 s.
 SOURCE_TIMEOUT = 0.5
 #: The MCP source's resource: the run context's user id fills it.
 TICKETS_URI = "tickets://{user_id}/open"
-#: (name, kind, priority, token cap) of each source, in order; tickets needs ``mcp``.
-SOURCES = [("notes", "fs", 2, 300), ("profile", "sqlite", 3, None),
-           ("status", "http", 3, None), ("incidents", "http", 1, None),
-           ("archive", "fs", 0, None), ("tickets", "mcp", 2, None)]
-_KINDS = [kind for _, kind, _, _ in SOURCES]
 _HAS_MCP = importlib.util.find_spec("mcp") is not None
-_NAMES = [name for name, kind, _, _ in SOURCES if kind != "mcp" or _HAS_MCP]
 
 
 @dataclass
@@ -49,6 +42,9 @@ class _Run:
     model_label: str
     echo: bool
     timeout: float = SOURCE_TIMEOUT
+
+    def __post_init__(self) -> None:
+        self.plan = _plan(self.world, self.timeout)
 
     def say(self, text: str = "") -> None:
         self.out.write(text + "\n")
@@ -64,100 +60,72 @@ class _Run:
         self.say(self.style("----- end -----", "dim"))
 
 
-Factory = Callable[[], Any]
-
-
-def _sources(world: DemoWorld, timeout: float) -> list[Factory]:
-    """How to build the providers of :data:`SOURCES`, in order."""
-    from ..providers import (
-        FilesystemContextProvider,
-        HttpContextProvider,
-        McpResourceProvider,
-        SqliteContextProvider,
-    )
-
-    # The pass's timeout decides; the HTTP client's own is a backstop behind it.
-    http_timeout = max(5.0, timeout + 1.0)
-    script = str(Path(__file__).with_name("_mcp_server.py"))
-    factories: list[Factory] = [
-        lambda: FilesystemContextProvider(world.notes, glob="*.md", name="notes"),
-        lambda: SqliteContextProvider(world.database, samples.PROFILE_SQL, name="profile"),
-        lambda: HttpContextProvider(f"{world.status.url}/status", name="status",
-                                    timeout=http_timeout),
-        lambda: HttpContextProvider(f"{world.status.url}/incidents", name="incidents",
-                                    timeout=http_timeout),
-        lambda: FilesystemContextProvider(world.archive, glob="*.md", name="archive"),
-        lambda: McpResourceProvider([sys.executable, script], TICKETS_URI, name="tickets",
-                                    timeout=http_timeout),
+def _plan(world: DemoWorld, timeout: float) -> Plan:
+    """The demo's sources and settings as a ``lionctx resolve`` run would take them."""
+    url = world.status.url
+    # The pass's timeout decides; the client's own (HTTP, MCP) is a backstop behind it.
+    backstop = {"timeout": max(5.0, timeout + 1.0)}
+    server = shlex.join([sys.executable, str(Path(__file__).with_name("_mcp_server.py"))])
+    specs = [
+        SourceSpec("fs", str(world.notes), "notes", name="notes", priority=2, cap=300,
+                   glob="*.md"),
+        SourceSpec("sqlite", str(world.database), "profile", name="profile", priority=3,
+                   sql=samples.PROFILE_SQL),
+        SourceSpec("http", f"{url}/status", "status", name="status", priority=3,
+                   options={**backstop}),
+        SourceSpec("http", f"{url}/incidents", "incidents", name="incidents", priority=1,
+                   options={**backstop}),
+        SourceSpec("fs", str(world.archive), "archive", name="archive", glob="*.md"),
+        SourceSpec("mcp", server, "tickets", name="tickets", priority=2,
+                   options={"uri": TICKETS_URI, **backstop}),
     ]
-    return factories[:len(_NAMES)]
+    return Plan(specs if _HAS_MCP else specs[:-1], samples.QUESTION, samples.USER_ID,
+                budget=BUDGET, timeout=timeout, concurrent=True)
 
 
 def _describe_sources(run: _Run) -> None:
-    w = run.world
-    where = [f"{w.notes} ({len(samples.NOTES)} files)",
-             f"{w.database} (query: {samples.PROFILE_SQL})",
-             f"{w.status.url}/status",
-             f"{w.status.url}/incidents (answers after {w.status.slow_seconds:g}s: will time "
-             "out on purpose)",
-             f"{w.archive} ({len(samples.ARCHIVE)} long file)",
-             f"{TICKETS_URI} from an MCP server over stdio (lionctx/demo/_mcp_server.py)"]
-    width = max(map(len, _NAMES))
-    for name, kind, text in zip(_NAMES, _KINDS, where, strict=False):
-        run.say(f"  {name.ljust(width)}  {kind.ljust(6)}  {visible(text, multiline=False)}")
+    w, plan = run.world, run.plan
+    where = {"notes": f" ({len(list(w.notes.iterdir()))} files)",
+             "profile": f" (query: {samples.PROFILE_SQL})",
+             "incidents": f" (answers after {w.status.slow_seconds:g}s: will time out on "
+                          "purpose)",
+             "archive": f" ({len(list(w.archive.iterdir()))} long file)"}
+    width = max(len(str(s.name)) for s in plan.specs)
+    for s in plan.specs:
+        text = (f"{TICKETS_URI} from an MCP server over stdio (lionctx/demo/_mcp_server.py)"
+                if s.kind == "mcp" else s.target + where.get(str(s.name), ""))
+        run.say(f"  {str(s.name).ljust(width)}  {s.kind.ljust(6)}  "
+                f"{visible(text, multiline=False)}")
 
 
-def _show(run: _Run, report: Any, offered: int | None) -> None:
-    run.say()
-    run.say(format_table(report.outcomes, run.style, kinds=_KINDS,
-                         show_priority=offered is not None))
-    run.say(summary_line(report.outcomes, report.budget, report.used_tokens,
-                         report.duration_ms, offered=offered))
-
-
-def _observer(run: _Run) -> Any:
-    return run.live.on_outcome if run.live.enabled else None
-
-
-async def _lionagi_face(run: _Run, providers: list[Any]) -> Any:
-    from .._context import RunContext
-    from ..branch import Branch, ContextBlock, Instruction
+async def _lionagi_face(run: _Run, providers: list[Any]) -> FaceRun:
+    from ..branch import ContextBlock
 
     run.heading("1. LionAGI face: a ContextProviderRegistry on a Branch")
     run.say(f"   budget {BUDGET} tokens, concurrent, timeout {run.timeout:g}s per "
             "source; higher priority wins a budget conflict")
-    branch = Branch(samples.SYSTEM_PROMPT, run.model,
-                    run_context=RunContext(user_id=samples.USER_ID), name="support")
-    registry = branch.providers
-    registry.budget = BUDGET
-    registry.concurrent = True
-    registry.timeout = run.timeout
-    registry.on_outcome = _observer(run)
-    for (_, _, priority, cap), provider in zip(SOURCES, providers, strict=False):
-        registry.register(provider, priority=priority, max_tokens=cap)
-    report = await run.live.watch(registry.gather(branch, Instruction(samples.QUESTION)))
-    _show(run, report, report.offered_tokens)
+    lionagi = FaceRun(run.plan, providers, run.live, samples.SYSTEM_PROMPT, run.model)
+    report = await lionagi.once()
     run.say()
-    request = branch.build_request(
+    run.say(lionagi.report_text(run.style))
+    run.say()
+    request = lionagi.branch.build_request(
         samples.QUESTION,
         blocks=[ContextBlock(row["provider_name"], text)
                 for row, text in zip(report.fired, report.blocks, strict=False)])
     run.framed("system prompt the model would receive (Branch, render='tags')",
                request[0]["content"])
-    return branch
+    return lionagi
 
 
 async def _agentium_face(run: _Run, providers: list[Any]) -> Any:
-    from .._context import RunContext
-    from ..resolve import resolve_context
-
     run.heading("2. agentium face: resolve_context over the same provider objects")
     run.say(f"   concurrent, allSettled, blocks in list order, timeout {run.timeout:g}s, "
             f"budget {BUDGET} tokens (counted on the tagged blocks)")
-    resolution = await run.live.watch(resolve_context(
-        providers, samples.QUESTION, RunContext(user_id=samples.USER_ID),
-        timeout=run.timeout, budget=BUDGET, on_outcome=_observer(run)))
-    _show(run, resolution, None)  # agentium's report has no priorities, no "offered"
+    agentium = FaceRun(replace(run.plan, face="agentium"), providers, run.live)
+    resolution = await agentium.once()
+    run.say()
+    run.say(agentium.report_text(run.style))
     return resolution
 
 
@@ -192,23 +160,17 @@ async def _agent_turn(run: _Run, providers: list[Any], resolution: Any) -> int:
     return 0
 
 
-async def _later_turns(run: _Run, branch: Any) -> None:
-    from ..branch import Instruction
-
+async def _later_turns(run: _Run, lionagi: FaceRun) -> None:
     run.heading("4. Later turns on the same branch: prompt-cache stability and circuit breakers")
     run.say("   each turn compares its blocks with the previous turn's; a source that failed "
             "or timed out 3 turns running is not called for 30 s")
     for turn in range(2, 5):
-        report = await branch.providers.gather(branch, Instruction(samples.QUESTION))
-        if (brk := report.cache_break) is None:
-            cache = "prefix byte-identical to the previous turn (prompt cache can hit)"
-        else:
-            cache = f"cache break at block {brk.index}: {brk.name!r} {brk.kind}"
+        report = await lionagi.once()
         incidents = next(o for o in report.outcomes if o.name == "incidents")
-        what = incidents.status.value
-        if incidents.circuit == "open":
-            what = f"not called: {incidents.reason}"
-        run.say(f"   turn {turn}: {report.duration_ms:5.0f} ms | {cache} | incidents {what}")
+        what = (f"not called: {incidents.reason}" if incidents.circuit == "open"
+                else incidents.status.value)
+        run.say(f"   turn {turn}: {report.duration_ms:5.0f} ms | "
+                f"{cache_line(report.cache_break, turn)} | incidents {what}")
 
 
 async def _start_mcp_sources(run: _Run, providers: list[Any]) -> None:
@@ -228,39 +190,36 @@ async def _start_mcp_sources(run: _Run, providers: list[Any]) -> None:
                     f"{visible(state, multiline=False)})")
 
 
-async def _main(run: _Run, sources: Sequence[Factory] | None = None) -> int:
-    """Build the providers one by one, run the steps; close every provider built and
-    the model on any way out (a failed close is logged, never hides the result)."""
-    factories = sources if sources is not None else _sources(run.world, run.timeout)
+async def _main(run: _Run, build: Callable[[SourceSpec], Any] | None = None) -> int:
+    """Build the providers (``build``, default the CLI's), run the steps; close every
+    provider built and the model on any way out (a failed close never hides the result)."""
     try:
-        async with opened(factories, lambda make: make()) as providers:
+        async with open_providers(run.plan, build) as providers:
             await _start_mcp_sources(run, providers)
-            branch = await _lionagi_face(run, providers)
+            lionagi = await _lionagi_face(run, providers)
             resolution = await _agentium_face(run, providers)
             status = await _agent_turn(run, providers, resolution)
-            await _later_turns(run, branch)
+            await _later_turns(run, lionagi)
             return status
     finally:
         await aclose_all([run.model])
 
 
-def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, bool, int | None]:
-    """The model for the turn: (model, label, is_echo, local server port or None)."""
+def _pick_model(stack: ExitStack, offline: bool) -> tuple[Any, str, int | None]:
+    """The model for the turn: (model, label, the offline echo server's port or None)."""
     from agentium_compat import openai
 
     if not offline and (os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
         model = openai()
         where = public_url(model.base_url or "https://api.openai.com/v1")
-        label = f"{model.model} at {where} (from OPENAI_BASE_URL / OPENAI_API_KEY)"
-        return model, label, False, None
+        return model, f"{model.model} at {where} (from OPENAI_BASE_URL / OPENAI_API_KEY)", None
     from ..testing import LocalOpenAIServer
 
     server = stack.enter_context(LocalOpenAIServer())
-    model = openai("lionctx-echo", base_url=server.base_url)
     label = (f"offline echo model at {server.base_url}: no language model, no network; it "
              "repeats the question and names the context blocks it received "
              "(set OPENAI_BASE_URL / OPENAI_API_KEY for a real model)")
-    return model, label, True, server.port
+    return openai("lionctx-echo", base_url=server.base_url), label, server.port
 
 
 def run_demo(*, color: str = "auto", offline: bool = False,
@@ -275,7 +234,7 @@ def run_demo(*, color: str = "auto", offline: bool = False,
 
     out = out if out is not None else sys.stdout
     style = Style(want_color(color, out))
-    live = LiveStatus(_NAMES)
+    live = LiveStatus([])
     ports: list[int] = []
     root = None
     count = "six" if _HAS_MCP else "five"
@@ -285,19 +244,16 @@ def run_demo(*, color: str = "auto", offline: bool = False,
         with ExitStack() as stack:
             world = stack.enter_context(demo_world())
             root = world.root
-            ports.append(world.status.port)
-            model, label, echo, model_port = _pick_model(stack, offline)
-            if model_port is not None:
-                ports.append(model_port)
-            run = _Run(out, style, live, world, model, label, echo, timeout)
+            model, label, echo_port = _pick_model(stack, offline)
+            ports = [world.status.port, *([echo_port] if echo_port is not None else [])]
+            run = _Run(out, style, live, world, model, label, echo_port is not None, timeout)
             run.say(f"question: {samples.QUESTION}")
             run.say(f"user:     {samples.USER_ID}")
             run.say("sources:")
             _describe_sources(run)
             return int(anyio.run(_main, run))
     finally:
-        # The ``with`` has stopped the servers and removed the folder by now, on
-        # every way out (a finished run, an error, Ctrl-C).
+        # On every way out the ``with`` has stopped the servers and removed the folder.
         live.clear()
         if root is not None:
             out.write("\n" + style(f"cleaned up: servers on 127.0.0.1 ports "

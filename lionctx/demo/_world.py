@@ -3,56 +3,35 @@ the sample notes and a SQLite profile database, and a status endpoint on 127.0.0
 
 from __future__ import annotations
 
-import json
+import shutil
 import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
 
-from ..testing._openai_server import ThreadedServer
+from ..testing._openai_server import JsonHandler, ThreadedServer
 from . import _samples as samples
 
 __all__ = ["DemoWorld", "StatusServer", "demo_world"]
 
-from .._log import logger_for
 
-logger = logger_for(__name__)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        logger.debug("status server: " + format, *args)
-
+class _Handler(JsonHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        owner: StatusServer = self.server.owner  # type: ignore[attr-defined]
+        owner: StatusServer = self.server.owner
         if self.path == "/status":
-            self._send(200, samples.STATUS)
+            self.send_json(200, samples.STATUS, indent=2)
         elif self.path == "/incidents":
-            # The deliberately slow source: answers only after slow_seconds, or not at
-            # all when the server stops first (the demo gives up long before).
+            # The deliberately slow source: answers after slow_seconds, 503 once stopping.
             owner.slow_started.set()
             if owner.stopping.wait(owner.slow_seconds):
-                self._send(503, {"error": "shutting down"})
+                self.send_json(503, {"error": "shutting down"}, indent=2)
             else:
-                self._send(200, samples.INCIDENTS)
+                self.send_json(200, samples.INCIDENTS, indent=2)
         else:
-            self._send(404, {"error": "not found"})
-
-    def _send(self, code: int, payload: Any) -> None:
-        body = json.dumps(payload, indent=2).encode("utf-8")
-        try:
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except OSError:  # the client gave up (the slow endpoint): nothing to tell it
-            pass
+            self.send_json(404, {"error": "not found"}, indent=2)
 
 
 class StatusServer(ThreadedServer):
@@ -65,12 +44,6 @@ class StatusServer(ThreadedServer):
         self.slow_seconds = slow_seconds
         self.stopping = threading.Event()
         self.slow_started = threading.Event()  # set once a request to /incidents waits
-        self._bound: int | None = None
-
-    def start(self) -> StatusServer:
-        super().start()
-        self._bound = super().port
-        return self
 
     def stop(self) -> None:
         self.stopping.set()  # releases the slow handlers first
@@ -79,7 +52,7 @@ class StatusServer(ThreadedServer):
     @property
     def port(self) -> int:
         """The bound port, still known after :meth:`stop` (the demo reports it)."""
-        if self._bound is None:
+        if not self._bound:
             raise RuntimeError("the status server is not started")
         return self._bound
 
@@ -95,12 +68,6 @@ class DemoWorld:
     status: StatusServer
 
 
-def _write_files(folder: Path, files: dict[str, str]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for rel, text in files.items():
-        (folder / rel).write_text(text, encoding="utf-8")
-
-
 @contextmanager
 def demo_world(*, slow_seconds: float = 30.0) -> Iterator[DemoWorld]:
     """Build the demo's sources; remove and stop everything on the way out."""
@@ -109,8 +76,8 @@ def demo_world(*, slow_seconds: float = 30.0) -> Iterator[DemoWorld]:
         root = Path(tmp)
         world = DemoWorld(root=root, notes=root / "notes", archive=root / "archive",
                           database=root / "profile.sqlite", status=status)
-        _write_files(world.notes, samples.NOTES)
-        _write_files(world.archive, samples.ARCHIVE)
+        shutil.copytree(samples.FOLDER / "notes", world.notes)
+        shutil.copytree(samples.FOLDER / "archive", world.archive)
         with closing(sqlite3.connect(world.database)) as conn:
             conn.execute("CREATE TABLE users (id TEXT PRIMARY KEY, name TEXT NOT NULL, "
                          "plan TEXT NOT NULL, region TEXT NOT NULL, seats INTEGER NOT NULL)")

@@ -1,12 +1,6 @@
-"""What every host integration shares: checked options, the run context, one resolve
-per run over one pass, and the run's own report.
-
-A host asks for its instructions before every model call of a run; the providers
-run once per run (keyed by an object the host keeps for it) and every call gets the
-same string, so the request prefix stays byte-identical. A run's report is tied to
-the run's own objects, weakly (no table of the latest runs); the cache-break
-baseline is the previous run of the same session, user and tenant.
-"""
+"""The one host adapter every integration declares itself over (:class:`HostHook`):
+checked options, the run context, one resolve per run, the run's report tied weakly to
+the run's own objects, the baseline kept per session, user and tenant."""
 
 from __future__ import annotations
 
@@ -20,23 +14,15 @@ import anyio
 from .._adapters import fetch_method, retrieve_method
 from .._context import RunContext, _read, bind_run_context, bound_run_context, coerce_run_context
 from .._exceptions import InvalidType
+from .._log import logger_for
 from .._report import Report
 from .._stability import PrefixHistory
 from .._weakid import WeakIdMap
-from ..resolve import DEFAULT_TIMEOUT as RESOLVE_DEFAULT_TIMEOUT
-from ..resolve import Resolution, resolve_pass, resolve_with
+from ..resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
 
-__all__ = ["DEFAULT_TIMEOUT", "HostHook", "TurnResolver", "compose", "merge_run_context",
-           "text_of"]
-
-from .._log import logger_for
+__all__ = ["DEFAULT_TIMEOUT", "HostHook", "merge_run_context", "text_of"]
 
 logger = logger_for(__name__)
-
-#: The per-provider timeout (seconds) every integration applies unless given another
-#: (``timeout=None``: none): a hung source costs its row, never the run. One value
-#: with the agentium face's (``lionctx.resolve.DEFAULT_TIMEOUT``).
-DEFAULT_TIMEOUT = RESOLVE_DEFAULT_TIMEOUT
 
 #: The keyword options of :func:`lionctx.resolve_context` an integration accepts.
 RESOLVE_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome",
@@ -60,16 +46,11 @@ def _check_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     if unknown:
         raise InvalidType(f"{where}: unknown option {unknown[0]!r} "
                         f"(accepted: {', '.join(RESOLVE_OPTIONS)})")
-    checked = dict(options)
-    checked.setdefault("timeout", DEFAULT_TIMEOUT)
-    return checked
+    return {"timeout": DEFAULT_TIMEOUT, **options}
 
 
 def check_run_context(run_context: Any, where: str) -> Any:
-    """``run_context=`` as given: ``None``, a callable, or a context value (a
-    :class:`~lionctx.RunContext`, a mapping or an object with the fields)."""
-    if run_context is None or callable(run_context):
-        return run_context
+    """``run_context=`` as given: ``None``, a callable or a context value."""
     if isinstance(run_context, (str, bytes, int, float)):
         raise InvalidType(f"{where}: run_context must be a RunContext, a mapping, an object "
                           f"with its fields or a callable, got {run_context!r}")
@@ -77,60 +58,42 @@ def check_run_context(run_context: Any, where: str) -> Any:
 
 
 def text_of(value: Any) -> str:
-    """The text of a prompt that may be multimodal: a ``str`` itself, else its text
-    parts (``str`` items, ``text``/``content`` keys or attributes) joined with a
-    newline; images, audio and files are left out."""
+    """The text of a maybe multimodal prompt: a ``str``, else its text parts (``str``
+    items, ``text``/``content`` keys or attributes) joined by newlines."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping):
-        for key in ("text", "content"):
-            inner = value.get(key)
-            if isinstance(inner, str):
-                return inner
-            if isinstance(inner, (list, tuple)):
-                return text_of(inner)
-        return ""
     if isinstance(value, (list, tuple)):
         return "\n".join(t for t in (text_of(part) for part in value) if t)
-    for attr in ("text", "content"):
-        inner = getattr(value, attr, None)
+    keyed = isinstance(value, Mapping)
+    for key in ("text", "content"):
+        inner = value.get(key) if keyed else getattr(value, key, None)
         if isinstance(inner, str):
             return inner
+        if keyed and isinstance(inner, (list, tuple)):  # a message's parts
+            return text_of(inner)
     return ""
 
-
-def compose(base: str | None, context: str) -> str:
-    """The host's own instructions, then the context blocks, a blank line between."""
-    if base and context:
-        return f"{base}\n\n{context}"
-    return base or context
-
-
-# -- identity: the host's context, the bound one filling what it leaves unset ---------
 
 _FILLED = ("user_id", "tenant_id", "session_id", "signal")
 _FILLED_DICTS = ("metadata", "session_state", "dependencies")
 
 
 def merge_run_context(own: Any) -> RunContext:
-    """``own`` (the host's run context, any shape), the bound run context filling
-    every field it leaves unset (``None``, an empty dict, a missing extra key, the
-    ``run_id`` when it states none): the host's values win field by field."""
+    """``own`` (the host's run context, any shape), the bound run context filling every
+    field it leaves unset; the host's values win field by field."""
     bound = bound_run_context()
     if own is None:
         return bound if bound is not None else RunContext()
     ctx = coerce_run_context(own)
     if bound is None or bound is ctx:
         return ctx
-    fills: dict[str, Any] = {}
-    for name in _FILLED:
-        if getattr(ctx, name) is None and getattr(bound, name) is not None:
-            fills[name] = getattr(bound, name)
-    for name in _FILLED_DICTS:
-        if not getattr(ctx, name) and getattr(bound, name):
-            fills[name] = getattr(bound, name)
+    # The bound values of the fields the host left unset (a None scalar, an empty dict).
+    fills = {name: getattr(bound, name) for name in _FILLED
+             if getattr(ctx, name) is None and getattr(bound, name) is not None}
+    fills.update({name: getattr(bound, name) for name in _FILLED_DICTS
+                  if not getattr(ctx, name) and getattr(bound, name)})
     if not isinstance(own, RunContext) and _read(own, "run_id", None) is None:
         fills["run_id"] = bound.run_id
     missing = {k: v for k, v in bound.extra.items() if k not in ctx.extra}
@@ -139,24 +102,27 @@ def merge_run_context(own: Any) -> RunContext:
     return dataclasses.replace(ctx, **fills) if fills else ctx
 
 
-async def call_mapper(mapper: Any, *host: Any) -> Any:
-    """``mapper(*host)`` (or ``mapper(host[0])`` when it takes one argument), awaited
-    when it returns an awaitable."""
-    args = host
-    if len(host) > 1:
-        try:
-            inspect.signature(mapper).bind(*host)
-        except TypeError:
-            args = host[:1]
-        except ValueError:  # no signature to read (some builtins): give everything
-            pass
-    value = mapper(*args)
-    if inspect.isawaitable(value):
-        value = await value
-    return value
+async def host_context(mapper: Any, native: Any, *host: Any) -> RunContext:
+    """A run's context: ``mapper(*host)`` (or ``mapper(host[0])`` when it takes one
+    argument, awaited if need be) when callable, ``mapper`` when a value, else
+    ``native``; the bound run context fills what it leaves unset."""
+    own = native
+    if callable(mapper):
+        args = host
+        if len(host) > 1:
+            try:
+                inspect.signature(mapper).bind(*host)
+            except TypeError:
+                args = host[:1]
+            except ValueError:  # no signature to read (some builtins): give everything
+                pass
+        own = mapper(*args)
+        if inspect.isawaitable(own):
+            own = await own
+    elif mapper is not None:
+        own = mapper
+    return merge_run_context(own)
 
-
-# -- per-run state, tied to the run's own objects -------------------------------------
 
 #: holder -> {key: Report}: the reports of the runs a host object carries.
 _REPORTS: WeakIdMap[dict[Any, Report]] = WeakIdMap()
@@ -166,15 +132,12 @@ def tie_report(holder: Any, report: Report, key: Any = None) -> None:
     """Tie ``report`` to ``holder`` (and ``key``, for a holder shared by several runs)."""
     reports = _REPORTS.setdefault(holder, dict)
     if reports is not None:
-        reports.pop(key, None)  # the latest tied is the last one read by tied_report
         reports[key] = report
 
 
 def tied_report(holder: Any, key: Any = None) -> Report | None:
     """The report tied to ``holder`` (and ``key``), or ``None``."""
-    if holder is None:
-        return None
-    reports = _REPORTS.get(holder)
+    reports = _REPORTS.get(holder) if holder is not None else None
     return reports.get(key) if reports else None
 
 
@@ -199,50 +162,39 @@ class Once(Generic[V]):
         return self.value
 
 
-async def host_context(mapper: Any, native: Any, *host: Any) -> RunContext:
-    """The run context of a run: ``mapper`` (``run_context=``) applied to ``host`` when
-    it is a callable, ``mapper`` itself when it is a value, else ``native`` (the
-    context the host carries); the bound run context fills what it leaves unset."""
-    own = native
-    if callable(mapper):
-        own = await call_mapper(mapper, *host)
-    elif mapper is not None:
-        own = mapper
-    return merge_run_context(own)
-
-
 _AUTO: Any = object()
 
 
-class TurnResolver:
-    """Resolve ``providers`` at most once per run (named by a host object, ``holder``,
-    and a ``key`` for a holder runs share), over one pass keeping each session's baseline."""
+class HostHook:
+    """The hook a host calls before its model calls: it resolves ``providers`` once per
+    run (named by a host object, ``holder``, and a ``key`` for a holder runs share).
+    A host declares ``where`` (the name its errors use) and reads the rest itself."""
 
-    #: Sessions whose previous digests are kept (the least recently used go first;
-    #: a session past it only loses its next turn's cache-break comparison).
+    where = "context_instructions"
+    #: Sessions whose previous digests are kept (least recently used dropped first).
     BASELINES = 4096
 
-    def __init__(self, providers: Any, options: Mapping[str, Any], where: str, *,
-                 run_context: Any = None) -> None:
-        self.providers = _check_providers(providers, where)
-        self._pass = resolve_pass(**_check_options(options, where),
+    def __init__(self, providers: Any, *, run_context: Any = None, **options: Any) -> None:
+        self.providers = _check_providers(providers, self.where)
+        self._pass = resolve_pass(**_check_options(options, self.where),
                                   baselines=PrefixHistory(self.BASELINES), note_missing=True)
-        self.run_context = check_run_context(run_context, where)
+        self.run_context = check_run_context(run_context, self.where)
+        #: How many times the providers were resolved (one per run).
         self.resolves = 0
         self._turns: WeakIdMap[dict[Any, Once[Resolution]]] = WeakIdMap()
 
-    async def context_for(self, native: Any, *host: Any) -> RunContext:
-        """:func:`host_context` of this integration's ``run_context=``."""
-        return await host_context(self.run_context, native, *host)
-
-    @staticmethod
-    def _session(ctx: RunContext, session: Any) -> tuple[str, str, str] | None:
-        """The baseline's key: the session (``session_id``, else the host's), its
-        user and tenant; ``None`` without a session."""
-        named = ctx.session_id if ctx.session_id is not None else session
-        if named is None:
-            return None
-        return (repr(ctx.tenant_id), repr(ctx.user_id), repr(named))
+    async def run_once(self, holder: Any, query: Any, native: Any, *host: Any, key: Any = None,
+                       session: Any = None, previous: Any = _AUTO,
+                       also: Any = None) -> Resolution:
+        """The run's resolution: ``native`` is the host's own context, ``host`` what
+        ``run_context=`` is called with; the report is tied to ``holder`` and ``also``."""
+        ctx = await host_context(self.run_context, native, *host)
+        resolution = await self.resolve(holder, query, ctx, key=key, session=session,
+                                        previous=previous)
+        for target in (holder, also):
+            if target is not None:
+                tie_report(target, resolution.report, key)
+        return resolution
 
     async def resolve(self, holder: Any, query: Any, ctx: RunContext, *, key: Any = None,
                       session: Any = None, previous: Any = _AUTO) -> Resolution:
@@ -251,31 +203,20 @@ class TurnResolver:
         turns = self._turns.setdefault(holder, dict)
         if turns is None:  # a holder that cannot be tied: one resolve per call
             return await self._resolve(query, ctx, session, previous)
-        turn = turns.get(key)
-        if turn is None:
-            turn = turns.setdefault(key, Once())
-        return await turn.get(lambda: self._resolve(query, ctx, session, previous))
+        return await turns.setdefault(key, Once()).get(
+            lambda: self._resolve(query, ctx, session, previous))
 
     async def _resolve(self, query: Any, ctx: RunContext, session: Any,
                        previous: Any) -> Resolution:
         keyed = previous is _AUTO
+        named = ctx.session_id if ctx.session_id is not None else session
+        # The baseline's key: the session (the context's, else the host's), user, tenant.
+        scope = (None if not keyed or named is None
+                 else (repr(ctx.tenant_id), repr(ctx.user_id), repr(named)))
         # Bound for the providers too, so nested lionctx code sees the same user.
         with bind_run_context(ctx):
-            resolution = await resolve_with(
-                self._pass, self.providers, text_of(query), ctx,
-                previous=None if keyed else previous,
-                session=self._session(ctx, session) if keyed else None)
+            resolution = await resolve_with(self._pass, self.providers, text_of(query), ctx,
+                                            previous=None if keyed else previous, session=scope)
         self.resolves += 1
         logger.debug("resolved context for a run: fired=%s", resolution.fired)
         return resolution
-
-
-class HostHook:
-    """What a host's hook holds: its :class:`TurnResolver` (``_resolver``)."""
-
-    _resolver: TurnResolver
-
-    @property
-    def resolves(self) -> int:
-        """How many times the providers were resolved (one per run)."""
-        return self._resolver.resolves

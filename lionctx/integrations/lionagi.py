@@ -1,22 +1,14 @@
 """lionctx inside a real LionAGI ``Branch`` (``pip install 'lionctx[lionagi]'``).
 
-lionctx's built-in providers implement LionAGI's ``provide(branch, instruction)``, so
-they register in a real ``lionagi.Branch`` as they are (LionAGI's rules: its registry
-runs before every model call, no timeout). :func:`install` puts a lionctx registry
-in its place, run once per user call::
+lionctx's built-in providers register in a ``lionagi.Branch`` as they are
+(:func:`provider` wraps a ``fetch(query, ctx)`` one); :func:`install` puts a lionctx
+registry in LionAGI's place, run once per user call::
 
-    registry = lionctx.ContextProviderRegistry(budget=800, timeout=2)
-    registry.register(SqliteContextProvider(...), priority=10)
     install(branch, registry, run_context=lambda branch: {"user_id": current_user()})
     await branch.ReAct(instruct={"instruction": "Where is my order?"}, tools=[...])
     report(branch).outcomes       # lionctx's report of that call, one row per provider
 
-The query is the instruction's text as LionAGI renders it (never ``str(instruction)``,
-which holds a fresh UUID every turn); the run context is the one bound with
-:func:`lionctx.bind_run_context` (with :func:`install`, also ``run_context=``).
-:func:`provider` gives a ``fetch(query, ctx)`` provider a ``provide``;
-:func:`use_bundled_tokenizer` seeds tiktoken's cache offline. Nothing here imports
-``lionagi`` (``docs/integrations.md``).
+Nothing here imports ``lionagi``; see ``docs/integrations.md``.
 """
 
 from __future__ import annotations
@@ -58,9 +50,7 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
     The directory is ``cache_dir``, else ``$TIKTOKEN_CACHE_DIR``, else a
     ``lionctx-tiktoken`` folder in the temp directory; ``TIKTOKEN_CACHE_DIR`` is set
     to it, so tiktoken (and LionAGI's tokenizer) reads it instead of downloading.
-    The file is written only when missing or not byte-identical (sha256-checked).
-    Call it before the first token count of the process: tiktoken keeps an encoding
-    once loaded.
+    Call it before the first token count of the process (tiktoken keeps an encoding).
     """
     from .._tokens import O200K_FILE, O200K_SHA256
 
@@ -83,7 +73,8 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
 
 
 class LionagiProvider:
-    """LionAGI's ``provide(branch, instruction)`` over an agentium-style provider."""
+    """``inner`` (a ``fetch(query, ctx)`` provider) with LionAGI's ``provide(branch,
+    instruction)``, for ``lionagi.Branch.providers.register``."""
 
     def __init__(self, inner: Any, name: str | None = None) -> None:
         if not callable(getattr(inner, "fetch", None)) and not callable(
@@ -93,33 +84,23 @@ class LionagiProvider:
         self.inner = inner
         self.name = provider_name(inner, name, agentium=True)
 
-    @property
-    def degradation_reason(self) -> Any:
-        return getattr(self.inner, "degradation_reason", None)
-
-    @property
-    def source_identity(self) -> Any:
-        """The wrapped provider's (see :mod:`lionctx._scope`)."""
-        return getattr(self.inner, "source_identity", None)
-
-    @property
-    def context_fields(self) -> Any:
-        """The run-context fields the wrapped provider reads."""
-        return getattr(self.inner, "context_fields", ())
+    def __getattr__(self, name: str) -> Any:
+        # What the pass reads of a provider is the wrapped one's.
+        if name in ("degradation_reason", "source_identity"):
+            return getattr(self.inner, name, None)
+        if name == "context_fields":
+            return getattr(self.inner, name, ())
+        raise AttributeError(name)
 
     async def provide(self, branch: Any, instruction: Any) -> Any:
-        """Call the wrapped provider with the instruction's text and the run context.
-
-        Returns what the wrapped provider answers, as it is: text or ``None`` from
-        a well-behaved one; the pass checks it (anything else fails that row).
-        """
+        """The wrapped provider's answer (checked by the pass) to the instruction's
+        text and the run context."""
         return await call_fetch(self.inner, query_from_instruction(instruction),
                                 run_context_from_branch(branch))
 
 
-def provider(inner: Any, name: str | None = None) -> LionagiProvider:
-    """Wrap a ``fetch(query, ctx)`` provider for ``lionagi.Branch.providers.register``."""
-    return LionagiProvider(inner, name)
+#: :class:`LionagiProvider` under the name the docs use.
+provider = LionagiProvider
 
 
 # -- install: a lionctx registry inside a real LionAGI Branch ------------------------
@@ -133,8 +114,7 @@ _UNSET: Any = object()
 
 class _Installed:
     """LionAGI's Branch registry after :func:`install`: ``gather`` runs the lionctx
-    registry once per user call (the first model call's instruction is the query);
-    everything else LionAGI reads is the registry's."""
+    registry once per user call; everything else LionAGI reads is the registry's."""
 
     def __init__(self, registry: ContextProviderRegistry, run_context: Any) -> None:
         self.registry = registry
@@ -227,20 +207,15 @@ def install(branch: Any, registry: ContextProviderRegistry | None = None, *,
             run_context: Any = None, timeout: float | None = _UNSET) -> ContextProviderRegistry:
     """Make a real LionAGI ``Branch`` gather through a lionctx registry; return it.
 
-    LionAGI calls its registry before every model call. After ``install``, the lionctx
-    ``registry`` (a new one when ``None``) runs once per user call (``chat``,
-    ``communicate``, ``operate``, ``parse``, ``interpret``, ``ReAct``, ``ReActStream``,
-    ``run``; parse retries and ReAct rounds included) under its own priorities, caps,
-    budget, timeout, deadline, concurrency and breakers, and every model call of that
-    user call carries the same context. :func:`report` gives lionctx's report of the
-    last user call.
+    LionAGI calls its registry before every model call; the lionctx ``registry`` (a
+    new one when ``None``) runs once per user call (``chat``, ``communicate``,
+    ``operate``, ``parse``, ``interpret``, ``ReAct``, ``ReActStream``, ``run``; retries
+    and rounds included) and every model call of it carries the same context.
 
-    ``run_context``: a callable ``(branch)`` (sync or async) or a value giving the run
-    context; the one bound with :func:`lionctx.bind_run_context` fills every field it
-    leaves unset. ``timeout`` (seconds) becomes the registry's per-provider timeout;
-    left out, a registry without a timeout of its own gets :data:`DEFAULT_TIMEOUT`
-    (10 s) and one with a timeout keeps it; ``timeout=None`` leaves the registry as it
-    is. Installing again replaces the registry.
+    ``run_context``: a callable ``(branch)`` (sync or async) or a value; the bound run
+    context fills what it leaves unset. ``timeout`` becomes the registry's per-provider
+    timeout; left out, a registry without one gets :data:`DEFAULT_TIMEOUT` (10 s);
+    ``None`` leaves the registry as it is. Installing again replaces the registry.
     """
     from ..registry import ContextProviderRegistry
 

@@ -1,38 +1,22 @@
-"""lionctx inside the OpenAI Agents SDK (``pip install 'lionctx[openai-agents]'``).
+"""lionctx inside the OpenAI Agents SDK (``pip install 'lionctx[openai-agents]'``)::
 
-::
-
-    agent = Agent(name="support", model=model,
-                  instructions=context_instructions(providers, instructions="Be brief.",
-                                                    budget=800))
+    agent = Agent(name="support", model=model, instructions=context_instructions(
+        providers, instructions="Be brief.", budget=800))
     result = await Runner.run(agent, "Where is my order?", context={"user_id": "u1"})
     report(result).outcomes       # what each source did in this run
 
-The providers run on the run's first model call; every call of the run gets the same
-bytes. The query is the run's latest user input; the run context is
-``run_context(context)`` or the ``context`` given to ``Runner.run`` (the bound one
-fills what it leaves unset). The baseline is the previous run of the same
-``session_id``, user and tenant. This module does not import the SDK
-(``docs/integrations.md``).
+Does not import the SDK; see ``docs/integrations.md``.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
 from typing import Any
 
+from .._context import _read
 from .._exceptions import InvalidType
 from .._report import Report
-from ._turns import (
-    DEFAULT_TIMEOUT,
-    HostHook,
-    TurnResolver,
-    compose,
-    text_of,
-    tie_report,
-    tied_report,
-)
+from ._turns import DEFAULT_TIMEOUT, HostHook, text_of, tied_report
 
 __all__ = ["DEFAULT_TIMEOUT", "ContextInstructions", "context_instructions",
            "latest_user_text", "report"]
@@ -44,25 +28,19 @@ def latest_user_text(items: Any) -> str:
         return items
     if not isinstance(items, (list, tuple)):
         return text_of(items)
-    for item in reversed(items):
-        role = item.get("role") if isinstance(item, Mapping) else getattr(item, "role", None)
-        if role == "user":
-            content = (item.get("content") if isinstance(item, Mapping)
-                       else getattr(item, "content", None))
-            return text_of(content)
+    for item in reversed(items):  # each a mapping or an object
+        if _read(item, "role", None) == "user":
+            return text_of(_read(item, "content", None))
     return ""
 
 
 class ContextInstructions(HostHook):
-    """An ``instructions`` callable for ``agents.Agent(instructions=...)``.
-
-    ``providers``: lionctx providers (anything with ``fetch(query, ctx)``).
-    ``instructions``: the agent's own instructions (a str or a callable
-    ``(context, agent)``), put before the context blocks. ``run_context``: a callable
-    mapping the ``context`` given to ``Runner.run`` to a run context (sync or async),
-    or a run context value. ``options``: those of :func:`lionctx.resolve_context`
-    (``timeout`` (default 10 s), ``deadline``, ``budget``, ``limit``, ``counter``,
-    ``on_outcome``, ``breaker``, ``dedupe``). A wrong argument raises here, naming it.
+    """An ``instructions`` callable for ``agents.Agent(instructions=...)`` resolving
+    ``providers`` once per run. ``instructions``: the agent's own (a str or a callable
+    ``(context, agent)``), put before the blocks. ``run_context``: a callable of the
+    ``context`` given to ``Runner.run`` (sync or async) or a value. ``options``: those
+    of :func:`lionctx.resolve_context` (``timeout`` defaults to 10 s). A wrong argument
+    raises here, naming it.
     """
 
     def __init__(self, providers: Any, *, instructions: Any = None, run_context: Any = None,
@@ -71,8 +49,7 @@ class ContextInstructions(HostHook):
                 and not callable(instructions)):
             raise InvalidType("context_instructions: instructions must be a str, a callable "
                             f"(context, agent) or None, got {instructions!r}")
-        self._resolver = TurnResolver(providers, options, "context_instructions",
-                                      run_context=run_context)
+        super().__init__(providers, run_context=run_context, **options)
         self._base = instructions
 
     async def __call__(self, wrapper: Any, agent: Any) -> str:
@@ -82,12 +59,12 @@ class ContextInstructions(HostHook):
             if inspect.isawaitable(base):
                 base = await base
         native = getattr(wrapper, "context", None)
-        ctx = await self._resolver.context_for(native, native)
         # The wrapper lives for one Runner.run: it keys the run and carries its report.
-        resolution = await self._resolver.resolve(
-            wrapper, latest_user_text(getattr(wrapper, "turn_input", None)), ctx)
-        tie_report(wrapper, resolution.report)
-        return compose(base, resolution.text)
+        resolution = await self.run_once(
+            wrapper, latest_user_text(getattr(wrapper, "turn_input", None)), native, native)
+        if base and resolution.text:
+            return f"{base}\n\n{resolution.text}"
+        return base or resolution.text
 
 
 #: :class:`ContextInstructions` under the name the docs use.

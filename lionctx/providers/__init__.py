@@ -1,15 +1,8 @@
-"""Built-in context providers: each serves both faces.
+"""Built-in context providers, each serving both faces: ``await p.fetch(query, ctx)``
+(agentium) and ``await p.provide(branch, instruction)`` (LionAGI).
 
-Every provider here answers ``await p.fetch(query, ctx)`` (agentium) and
-``await p.provide(branch, instruction)`` (LionAGI), so one object can be registered
-in a :class:`~lionctx.ContextProviderRegistry` and passed to
-:func:`~lionctx.resolve_context_providers` unchanged.
-
-A source that could not answer (an HTTP error, a missing database...) is reported
-``failed`` with its reason on both faces; called directly, ``fetch`` returns
-``None`` for it, as agentium documents, and keeps the reason in ``last_error``.
-Each provider implements ``retrieve(query, ctx)``, which raises
-:class:`SourceUnavailable` for such a failure.
+A source that could not answer is reported ``failed`` with its reason; called directly,
+``fetch`` returns ``None`` for it and keeps the reason in ``last_error``.
 """
 
 from ._base import ContextSource, ProvidedText, SourceUnavailable

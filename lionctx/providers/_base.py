@@ -1,17 +1,17 @@
-"""The base every built-in provider shares: one provider, two faces, honest failures.
+"""The base of every built-in provider: ``retrieve`` behind both faces, and option checks.
 
-A subclass implements ``async retrieve(query, ctx) -> str | None`` and raises
-:class:`SourceUnavailable` when the source could not answer; the base gives the
-agentium face ``fetch`` (a failure becomes ``None``, the reason in ``last_error``) and
-the LionAGI face ``provide``. The engines call ``retrieve``, so a failure is reported
-``failed``, not ``empty``. A subclass that overrides ``fetch`` only keeps working.
+A subclass implements ``retrieve`` and raises :class:`SourceUnavailable` when the source
+could not answer; ``fetch`` turns that into ``None`` and ``last_error``.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from typing import Any, ClassVar, cast
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypeVar, cast
+
+import anyio.lowlevel
 
 from .._adapters import query_from_instruction, run_context_from_branch
 from .._context import RunContext, coerce_run_context
@@ -19,19 +19,20 @@ from .._exceptions import InvalidType, InvalidValue
 from .._outcome import NoText, SourceUnavailable
 from .._safe_text import safe_text
 
-__all__ = ["ContextSource", "CountedText", "ProvidedText", "SourceUnavailable", "check_count",
-           "check_duration", "check_name", "check_path", "known_token_count", "provided"]
+__all__ = ["ContextSource", "CountedText", "PerLoop", "ProvidedText", "SourceUnavailable",
+           "check_count", "check_duration", "check_name", "check_path", "known_token_count",
+           "provided"]
 
 from .._log import logger_for
 
 logger = logger_for(__name__)
 
+T = TypeVar("T")
+
 
 class ProvidedText(str):
-    """Text a provider returns, with facts about where it came from (a ``str``).
-
-    Gather copies ``cached`` and ``stale`` into the provider's outcome. ``plain`` is the
-    plain ``str`` it was made from, whose hash (and so memoized token count) Python keeps.
+    """A provider's text (a ``str``) marked ``cached`` / ``stale``; ``plain`` is the plain
+    ``str`` it was made from, whose hash (and memoized token count) Python keeps.
     """
 
     cached: bool
@@ -47,10 +48,8 @@ class ProvidedText(str):
 
 
 class CountedText(ProvidedText):
-    """A :class:`ProvidedText` with the token count of exactly this text.
-
-    Only code in this process that counted this text makes one; nothing read from a
-    shared cache is one (Redis is untrusted: its text is counted again).
+    """A :class:`ProvidedText` with its own token count, made only by code in this process
+    that counted it (text from a shared cache is counted again).
     """
 
     token_count: int | None
@@ -75,9 +74,7 @@ def provided(value: str, *, cached: bool = False, stale: bool = False) -> Provid
 
 
 def known_token_count(text: Any, counter: Any) -> int | None:
-    """The count ``text`` carries if it was counted with ``counter``'s encoding, else ``None``
-    (the count is of ``text`` itself, not of it framed in a tag).
-    """
+    """The count ``text`` carries if made with ``counter``'s encoding (of the bare text)."""
     if not isinstance(text, CountedText):
         return None
     count, encoding = text.token_count, text.token_encoding
@@ -109,9 +106,7 @@ class ContextSource:
     #: The run-context fields (snake_case) this provider's answer depends on.
     context_fields: tuple[str, ...] = ()
 
-    #: True when the faces call ``retrieve``; False for a subclass that overrides
-    #: ``fetch`` (its override is what it means to be called). Set per class below;
-    #: :func:`lionctx._adapters.retrieve_method` reads it.
+    #: False for a subclass that overrides ``fetch``: the faces then call its ``fetch``.
     _lionctx_retrieves: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -139,13 +134,9 @@ class ContextSource:
         The reason for a failure is kept in ``last_error``. Any other exception
         (a bug, a wrapped function's own error) propagates.
         """
-        if type(self).retrieve is ContextSource.retrieve:
-            # Neither method implemented (or a fetch override calling up to here):
-            # say so rather than bounce between the two.
+        if type(self).retrieve is ContextSource.retrieve:  # neither implemented: no ping-pong
             raise NotImplementedError(f"{type(self).__name__} must implement "
                                       f"retrieve(query, ctx)")
-        # A plain mapping ({"userId": ...}) or None (the bound run context) becomes a
-        # RunContext, so every built-in and wrapped function reads ctx.userId alike.
         ctx = coerce_run_context(ctx)
         try:
             text = await self.retrieve(query, ctx)
@@ -179,8 +170,29 @@ class ContextSource:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-# -- option checks shared by the built-in providers -------------------------------------
-# Each names the option and the bad value, so a wrong setting fails at construction.
+class PerLoop(Generic[T]):
+    """One object per event loop (a client belongs to the loop that made it)."""
+
+    def __init__(self) -> None:
+        self.value: T | None = None
+        self._token: object = None
+
+    def get(self, make: Callable[[], T]) -> T:
+        """This loop's object, made on first use in a loop."""
+        token = anyio.lowlevel.current_token()
+        if self.value is None or self._token != token:
+            self.value, self._token = make(), token
+        return self.value
+
+    def take(self) -> T | None:
+        """Forget the object; return it if this loop made it (to close; another loop's
+        sockets went with that loop).
+        """
+        value, token, self.value, self._token = self.value, self._token, None, None
+        return value if token == anyio.lowlevel.current_token() else None
+
+
+# Option checks: each names the option and the bad value.
 
 def check_name(value: Any, label: str = "name") -> str:
     """A provider name: a non-empty ``str``."""

@@ -1,11 +1,7 @@
 """``CachedContextProvider``: any provider's text, cached per key, one call per key at once.
 
-Values live in a :class:`~lionctx.providers._flight.FlightCache` (this process) or a
-shared backend such as :class:`lionctx.cache.RedisCache`. A key is the values of the
-run-context fields the source reads (``lionctx._scope``) plus the caller's key; a shared
-backend adds the source's identity, so two sources, or two users of a per-user source,
-never share an entry. A cached value carries the inner provider's degradation reason
-and stale flag.
+A key holds the values of the run-context fields the source reads (``lionctx._scope``);
+a shared backend adds the source's identity.
 """
 
 from __future__ import annotations
@@ -57,8 +53,8 @@ def _identity(value: Any) -> Hashable:
 
 
 def default_key(query: str, ctx: Any) -> Hashable:
-    """``(tenant_id, user_id, session_id, query)``: one user's (or, without a user id, one
-    session's) context is never served to another.
+    """``(tenant_id, user_id, session_id, query)``: one user's (or session's) context is
+    never served to another.
     """
     return (*(_identity(context_value(ctx, field))
               for field in ("tenant_id", "user_id", "session_id")), query)
@@ -70,9 +66,7 @@ def query_key(query: str, ctx: Any) -> Hashable:
 
 
 class _Same:
-    """A key part equal only to one object (the branch a provide-only value came from); it
-    holds the branch, so no new branch can take its ``id`` while the value is cached.
-    """
+    """A key part equal only to one object (a branch); holding it, no new branch takes its id."""
 
     __slots__ = ("obj",)
 
@@ -118,7 +112,6 @@ def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
     return _Stored(text, reason, stale)
 
 
-#: How a cached ``_Stored`` goes to a shared cache: its text, reason and stale flag.
 _STORED_CODEC: Codec[_Stored] = Codec(
     text=lambda stored: stored.text,
     meta=lambda stored: {"reason": stored.reason, "stale": stored.stale},
@@ -138,11 +131,13 @@ class CachedContextProvider(ContextSource):
             ``provide(branch, instruction)``. A built-in provider is called through
             its ``retrieve``, so its failures reach this wrapper as failures.
         ttl: Seconds a value is kept (positive).
-        key: ``(query, ctx) -> hashable``. The default, :func:`default_key`, is
-            ``(tenant_id, user_id, session_id, query)``, plus the branch itself when
-            ``inner`` only has ``provide`` (it may read the branch); pass a coarser
-            key (say ``lambda q, ctx: "all"``) only when the text is the same for
-            everyone.
+        key: ``(query, ctx) -> hashable``, after the values of the source's
+            ``context_fields`` in every key. Default: the query alone when the
+            source's fields are stated (``inner`` states a ``source_identity``, or
+            ``context_fields`` is given here), else :func:`default_key`
+            (``(tenant_id, user_id, session_id, query)``); plus the branch itself
+            when ``inner`` only has ``provide``. Pass a coarser key (say
+            ``lambda q, ctx: "all"``) only when the text is the same for everyone.
         maxsize: Keys kept at most (least recently used go first).
         stale_on_error: When a refresh raises, serve the last good value for the
             key, marked stale.
@@ -161,12 +156,6 @@ class CachedContextProvider(ContextSource):
             ``cache``; it replaces the inner provider's own.
         context_fields: The run-context fields ``inner``'s answer depends on
             (``("tenant_id", "user_id")``), replacing the inner provider's own.
-            Their values are always part of the key.
-
-    The key of a value is always the values of the source's ``context_fields`` plus
-    ``key(query, ctx)``. The default ``key`` is the query alone when the source's
-    fields are stated (``inner`` states a ``source_identity``, or
-    ``context_fields`` is given here), else :func:`default_key`.
 
     ``None`` and exceptions are never cached; concurrent calls for one key share
     one call to ``inner``. A failure propagates (``failed`` in reports, with the
@@ -216,12 +205,12 @@ class CachedContextProvider(ContextSource):
         return provider_name(self.inner, self._name)
 
     @property
-    def source_identity(self) -> str | None:  # type: ignore[override]  # the source's
-        """The identity given here, else the inner provider's (see ``lionctx._scope``)."""
+    def source_identity(self) -> str | None:  # type: ignore[override]
+        """The identity given here, else the inner provider's."""
         return self._source_identity
 
     @property
-    def context_fields(self) -> tuple[str, ...]:  # type: ignore[override]  # the source's
+    def context_fields(self) -> tuple[str, ...]:  # type: ignore[override]
         """The fields given here, else the inner provider's."""
         return self._context_fields
 
@@ -230,9 +219,7 @@ class CachedContextProvider(ContextSource):
         return self._cache.ttl
 
     def cache_key(self, query: str, ctx: Any) -> Hashable:
-        """The key a value for ``(query, ctx)`` is kept under: the values of the source's context
-        fields, then ``key(query, ctx)``.
-        """
+        """The key of ``(query, ctx)``: the source's context-field values, ``key(query, ctx)``."""
         return (scope_of(self, ctx), self.key(query, ctx))
 
     def __repr__(self) -> str:
@@ -267,24 +254,20 @@ class CachedContextProvider(ContextSource):
     async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> str | None:
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))
-        except SharedFetchError as exc:
-            self.degradation_reason = _reason_of(self.inner)
-            self.last_error = _why(exc.original)
-            if isinstance(exc.original, SourceUnavailable):
-                # Waiters share the leader's failure: the same reason, the same kind.
-                raise SourceUnavailable(str(exc.original)) from exc
-            raise
         except Exception as exc:
+            original = exc.original if isinstance(exc, SharedFetchError) else exc
             self.degradation_reason = _reason_of(self.inner)
-            self.last_error = _why(exc)
+            self.last_error = _why(original)
+            if original is not exc and isinstance(original, SourceUnavailable):
+                # Waiters share the leader's failure: the same reason, the same kind.
+                raise SourceUnavailable(str(original)) from exc
             raise
         stored = hit.value
         if hit.source is Source.STALE:
             why = _why(hit.error)
             self.last_error = why
             self.degradation_reason = _note(f"served a stale value: {why}", hit.note)
-            # Only a good value is kept to serve stale (a None answer clears it).
-            assert stored is not None
+            assert stored is not None  # only a good value is served stale
             return provided(stored.text, cached=True, stale=True)
         self.last_error = None
         if stored is None:

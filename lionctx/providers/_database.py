@@ -1,8 +1,5 @@
-"""``DatabaseContextProvider``: any function of the run context, as a provider.
-
-Accepts the agentium page's ``name`` + async ``fetch(ctx)`` and the published code's
-``label`` + ``fetch(query, ctx)``; a sync function runs in a worker thread, abandoned
-on a timeout. What the function raises propagates as is (``failed``).
+"""``DatabaseContextProvider``: any function of the run context, as a provider
+(agentium's ``name`` + ``fetch(ctx)`` and ``label`` + ``fetch(query, ctx)``).
 """
 
 from __future__ import annotations
@@ -44,18 +41,13 @@ def _wants_query(fn: Any) -> bool:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return False  # a builtin we cannot inspect: assume the page's fetch(ctx)
-    positional = required = 0
-    var = False
-    for p in sig.parameters.values():
-        if p.kind is p.VAR_POSITIONAL:
-            var = True
-        elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            positional += 1
-            required += p.default is p.empty
+    params = sig.parameters.values()
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = sum(p.default is p.empty for p in positional)
     # Required parameters decide: fetch(ctx, limit=5) is the page's form.
     if required:
         return required >= 2
-    return positional >= 2 or var
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
 class DatabaseContextProvider(ContextSource):
@@ -100,8 +92,7 @@ class DatabaseContextProvider(ContextSource):
         self._async = _is_async(fetch)
         self.takes_query = _wants_query(fetch) if takes_query is None else takes_query
         self.degradation_reason = None
-        # Threads stuck in this function are capped per function, so providers
-        # built per request around one function share one cap.
+        # Stuck threads are capped per function (providers built per request share it).
         self._worker_key: Any = ("database", fetch) if _hashable(fetch) else ("database", self)
 
     @property

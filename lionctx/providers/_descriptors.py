@@ -1,10 +1,8 @@
 """Descriptor-safe opening and capped reading for the filesystem walk.
 
-Directories open relative to their parent's descriptor without following symlinks; a
-symlink is followed only into the base path (checked again through ``/proc`` on Linux);
-a file is read only if its descriptor is the inode the listing saw and a regular file,
-and never past its cap. Every surprise is a reason string. Windows (no ``dir_fd``)
-falls back to paths checked with ``realpath``.
+Directories open relative to their parent without following symlinks; a file is read
+only if it is the inode the listing saw, never past its cap. Every surprise is a reason
+string. Windows (no ``dir_fd``) falls back to paths checked with ``realpath``.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 FILE_FLAGS = os.O_RDONLY | _O_CLOEXEC | _O_NOFOLLOW | _O_NONBLOCK | getattr(os, "O_BINARY", 0)
 DIR_FLAGS = os.O_RDONLY | _O_CLOEXEC | _O_NOFOLLOW | _O_DIRECTORY
-# Descriptor-relative walking (openat) is what makes the walk race-free; Windows
-# has no dir_fd support and falls back to checked paths.
+# Descriptor-relative walking (openat) makes the walk race-free (not on Windows).
 FD_WALK = os.open in os.supports_dir_fd and os.scandir in os.supports_fd and bool(_O_DIRECTORY)
 PROC_FD = os.path.isdir("/proc/self/fd")
 
@@ -40,8 +37,6 @@ class Seen(NamedTuple):
     text: str | None
     reason: str | None
 
-
-# -- pure ---------------------------------------------------------------------------------
 
 def file_key(st: os.stat_result) -> Key:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -84,8 +79,6 @@ def os_reason(exc: OSError) -> str:
     return f"unreadable: {exc.strerror or type(exc).__name__}"
 
 
-# -- opening ----------------------------------------------------------------------------------
-
 def open_root(base_path: str) -> tuple[Any, str, os.stat_result]:
     """The base directory: its handle, real path and stat (symlinks followed)."""
     missing = f"base_path {base_path!r} is not a directory"
@@ -110,8 +103,8 @@ def open_root(base_path: str) -> tuple[Any, str, os.stat_result]:
 
 def open_dir(parent: Any, parent_real: str, name: str, target: str | None,
              base_real: str) -> tuple[Any, str, os.stat_result] | str:
-    """Open subdirectory ``name`` of ``parent`` (``target``: where its symlink points):
-    handle, real path and stat, or the reason it must not be walked.
+    """Subdirectory ``name`` (``target``: its symlink's target): handle, real path and
+    stat, or the reason it must not be walked.
     """
     real = target if target is not None else parent_real + os.sep + name
     try:
@@ -153,8 +146,6 @@ def fd_inside(fd: int, base_real: str) -> bool:
         return False
     return inside(where, base_real)
 
-
-# -- reading ----------------------------------------------------------------------------------
 
 def _open_file(dir_fd: Any, name: str, target: str | None, base_real: str) -> int | str:
     """A descriptor for the file the listing saw, or the reason there is none."""
@@ -218,6 +209,4 @@ def read_capped(fd: int, size_hint: int, limit: int) -> bytes | None:
         if len(chunk) < want:
             break  # a short read of a regular file is its end: no need to ask again
         want = min(max(want, 65536), cap - total)
-    if len(parts) == 1:
-        return parts[0]
-    return b"".join(parts)
+    return b"".join(parts)  # one part: that very bytes object

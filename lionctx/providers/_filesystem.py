@@ -1,12 +1,7 @@
 """``FilesystemContextProvider``: files under a base path, as context.
 
-Each included file is ``# relative/posix/path``, a newline and its content, joined by a
-blank line in path order. Nothing outside the base path is ever read (see
-:mod:`._walk` and :mod:`._descriptors`); every matching file left out is in
-``last_skipped`` with its reason and summarised in ``degradation_reason``; a missing
-or unlistable base path is a failure. The walk runs in one worker-thread hop (a
-timeout stops it at its next entry); unchanged files are not read again, and a warm
-turn over an unchanged tree is a few stat calls (on the event loop for small trees).
+The walk (:mod:`._walk`) runs in one worker-thread hop; unchanged files are not read
+again, and a warm turn over an unchanged small tree is a few stat calls on the loop.
 """
 
 from __future__ import annotations
@@ -14,7 +9,6 @@ from __future__ import annotations
 import codecs
 import functools
 import itertools
-import operator
 import os
 import threading
 from collections.abc import Iterable
@@ -26,9 +20,8 @@ from .._exceptions import InvalidType, InvalidValue
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import ContextSource, ProvidedText, check_count, check_name, check_path
 from ._glob import GlobMatcher, compiled_glob
-from ._identity import identity_of
-from ._names import name_from_path
-from ._walk import DirectoryWalk, Plan, Scan, Seen, os_reason
+from ._identity import identity_of, name_from_path
+from ._walk import DirectoryWalk, Plan, Scan, Seen, _first, os_reason
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]
@@ -41,14 +34,10 @@ DEFAULT_GLOB = "**/*.md"
 DEFAULT_MAX_FILE_SIZE = 100 * 1024
 DEFAULT_MAX_FILES = 20
 
-# Up to this many stat calls, checking for changes on the event loop (about 4 us
-# each) costs less than the round trip to a worker thread (about 0.2 ms).
+# Up to this many stat calls (about 4 us each) cost less than a worker thread's round trip.
 _INLINE_STATS = 48
 # How many skipped files the degradation reason names before "and N more".
 _REASON_NAMES = 5
-
-
-_FIRST = operator.itemgetter(0)
 
 
 def _shown(rel: str) -> str:
@@ -111,12 +100,10 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.max_files = check_count(max_files, "max_files", 1)
         self.name = check_name(name) if name is not None else name_from_path(
             self.base_path, fallback="filesystem")
-        # The folder as written and as resolved now: a link moved later to another
-        # folder is then another identity. Every option that changes the text is in.
+        # The folder as written and as resolved now (a link moved later is another one).
         self.source_identity: str | None = identity_of(
-            "filesystem", self.base_path, os.path.realpath(self.base_path),
-            glob if isinstance(glob, str) else repr(glob), self.encoding,
-            self.max_file_size, self.max_files)
+            "filesystem", self.base_path, os.path.realpath(self.base_path), glob,
+            self.encoding, self.max_file_size, self.max_files)
         self.degradation_reason = None
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []
@@ -149,12 +136,9 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
             stop.set()  # the abandoned walk stops at its next entry
             raise
         except WorkersExhausted as exc:
-            self.last_error = str(exc)
-            self.degradation_reason = None
+            self._unavailable(str(exc))
             raise
-        except OSError as exc:
-            # Files and subdirectories become skips inside the walk; what reaches
-            # here is the base path itself.
+        except OSError as exc:  # only the base path's: the walk makes the rest skips
             raise self._unavailable(self._root_reason(exc)) from None
         except Exception:
             self.degradation_reason = None
@@ -185,7 +169,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
     def _publish(self, scan: Scan) -> str | None:
         self._files = scan.files
         # Names go out (headers, reports, logs) only in a form UTF-8 can carry.
-        names = list(map(_FIRST, itertools.chain(scan.included, scan.skipped)))
+        names = list(map(_first, itertools.chain(scan.included, scan.skipped)))
         renamed = [rel for rel in names if _shown(rel) != rel]
         included = [(_shown(rel), text) for rel, text in scan.included] if renamed \
             else scan.included
@@ -210,9 +194,8 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         if self.degradation_reason is not None:
             logger.debug("%s: %s", self.name, self.degradation_reason)
         if scan.reads == 0 and included == self._rendered_from and self._output is not None:
-            # Nothing read and the same files: hand back the same string object, whose
-            # hash Python keeps, so its memoized token count is found without reading
-            # a megabyte again.
+            # Nothing read, same files: the same string object, whose hash (and so
+            # memoized token count) Python keeps.
             output: str | None = self._output
         else:
             output = _render(included) if included else None
@@ -236,8 +219,4 @@ def _some(items: Iterable[str]) -> str:
 
 def _render(included: list[tuple[str, str]]) -> str:
     """``# path``, newline, content; files joined by a blank line."""
-    parts: list[str] = []
-    for rel, text in included:
-        parts += ("# ", rel, "\n", text, "\n\n")
-    parts.pop()
-    return "".join(parts)
+    return "\n\n".join(f"# {rel}\n{text}" for rel, text in included)

@@ -1,10 +1,6 @@
-"""A TTL cache with single flight: :class:`FlightCache`, and :func:`lead_flight`, the one
-leader the shared Redis cache runs too.
-
-Values are kept ``ttl`` seconds (``cachetools.TTLCache``); ``None`` and failures never.
-Concurrent callers for a key share one load; a cancelled leader's load is abandoned and
-a waiter leads anew. With ``stale_on_error`` a failed refresh serves the last good
-value, marked stale; a ``None`` load forgets it. One event loop; not thread-safe.
+"""A TTL cache with single flight (:class:`FlightCache`), and :func:`lead_flight`, which the
+shared Redis cache runs too. ``None`` and failures are never kept; a cancelled leader's
+waiters lead anew. One event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ from cachetools import LRUCache, TTLCache
 from .._exceptions import SharedFetchError
 from ._base import check_count, check_duration
 
-__all__ = ["FlightCache", "Hit", "SharedFetchError", "Source", "lead_flight"]
+__all__ = ["FlightCache", "Hit", "SharedFetchError", "Source", "join_flight", "lead_flight"]
 
 V = TypeVar("V")
 
@@ -31,21 +27,16 @@ _MISSING: Any = object()
 class Source(str, Enum):
     """Where a value handed out by :class:`FlightCache` came from."""
 
-    FRESH = "fresh"
-    """This caller ran the load."""
-    SHARED = "shared"
-    """Another caller's in-flight load, awaited."""
-    CACHED = "cached"
-    """A stored value inside its TTL."""
-    STALE = "stale"
-    """The last good value, served because a refresh failed."""
+    FRESH = "fresh"  # this caller ran the load
+    SHARED = "shared"  # another caller's in-flight load, awaited
+    CACHED = "cached"  # a stored value inside its TTL
+    STALE = "stale"  # the last good value, served because a refresh failed
 
 
 @dataclass(frozen=True, slots=True)
 class Hit(Generic[V]):
-    """A value (or ``None``), where it came from, and for stale values the failure.
-
-    ``note``: the cache itself worked only in part (a shared cache was unreachable).
+    """A value (or ``None``), its source, the failure behind a stale one, and a ``note``
+    when the cache itself worked only in part (a shared cache was unreachable).
     """
 
     value: V | None
@@ -71,10 +62,8 @@ class _Flight:
 
 async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
                       work: Callable[[], Awaitable[Hit[Any]]]) -> Hit[Any]:
-    """Run ``work`` as the one leader for ``key``; its waiters share the outcome.
-
-    The hit or failure is left on the flight; a cancellation marks it abandoned, so a
-    waiter leads.
+    """Run ``work`` as the one leader for ``key``, leaving its outcome on the flight for the
+    waiters (a cancellation marks it abandoned: a waiter leads).
     """
     flight = _Flight()
     flights[key] = flight
@@ -93,10 +82,19 @@ async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
         flight.done.set()
 
 
-class FlightCache(Generic[V]):
-    """TTL cache plus single flight for async loads, keyed by any hashable.
+async def join_flight(flights: dict[Any, _Flight], key: Hashable) -> _Flight | None:
+    """The finished flight for ``key`` once the one running ends (a cancelled leader's waiters
+    look again); ``None`` when none runs: the caller leads.
+    """
+    while (flight := flights.get(key)) is not None:
+        await flight.done.wait()
+        if not flight.abandoned:
+            return flight
+    return None
 
-    ``ttl=0`` stores nothing and coalesces nothing: every call runs its own load
+
+class FlightCache(Generic[V]):
+    """TTL cache plus single flight for async loads; ``ttl=0`` stores and shares nothing
     (``stale_on_error`` still remembers the last good value).
     """
 
@@ -130,52 +128,39 @@ class FlightCache(Generic[V]):
 
     def clear(self) -> None:
         """Forget every stored and last-good value (in-flight loads are unaffected)."""
-        if self._fresh is not None:
-            self._fresh.clear()
-        if self._last_good is not None:
-            self._last_good.clear()
+        for kept in (self._fresh, self._last_good):
+            if kept is not None:
+                kept.clear()
 
     def invalidate(self, key: Hashable) -> None:
         """Forget the stored and last-good value for ``key``."""
-        if self._fresh is not None:
-            self._fresh.pop(key, None)
-        if self._last_good is not None:
-            self._last_good.pop(key, None)
-
-    def put(self, key: Hashable, value: V | None) -> None:
-        """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
-        self._store(key, value)
+        for kept in (self._fresh, self._last_good):
+            if kept is not None:
+                kept.pop(key, None)
 
     async def get(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """The value for ``key``: stored, shared from an in-flight load, or loaded now.
 
-        A failing load raises its exception in the caller that ran it and
-        :class:`SharedFetchError` in callers that waited for it, unless a stale value
-        can be served instead.
+        A failed load raises in its caller and :class:`SharedFetchError` in its waiters,
+        unless a stale value can be served.
         """
         hash(key)  # an unhashable key fails here, before any load starts
         if self._fresh is None:
             return await self._load(key, load)  # nothing stored: nothing to share
-        while True:
-            value = self._fresh.get(key, _MISSING)
-            if value is not _MISSING:
-                return Hit(value, Source.CACHED)
-            flight = self._flights.get(key)
-            if flight is None:
-                break
-            await flight.done.wait()
-            if flight.abandoned:
-                continue  # its leader was cancelled: look again, maybe lead
-            # Waiters get what the leader got: its value, or its failure (then stale).
-            error = flight.error if flight.hit is None else flight.hit.error
-            if error is None:
-                return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)
-            stale = self._stale(key, error)
-            if stale is None:
-                raise SharedFetchError(error) from error
-            return stale
-        hit: Hit[V] = await lead_flight(self._flights, key, lambda: self._load(key, load))
-        return hit
+        value = self._fresh.get(key, _MISSING)
+        if value is not _MISSING:
+            return Hit(value, Source.CACHED)
+        flight = await join_flight(self._flights, key)
+        if flight is None:
+            hit: Hit[V] = await lead_flight(self._flights, key, lambda: self._load(key, load))
+            return hit
+        error = flight.error if flight.hit is None else flight.hit.error
+        if error is None:
+            return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)
+        stale = self._stale(key, error)
+        if stale is None:
+            raise SharedFetchError(error) from error
+        return stale
 
     async def _load(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """Run ``load``: store a good value; on failure serve the stale one or raise."""
@@ -186,10 +171,11 @@ class FlightCache(Generic[V]):
             if stale is None:
                 raise
             return stale
-        self._store(key, value)
+        self.put(key, value)
         return Hit(value, Source.FRESH)
 
-    def _store(self, key: Hashable, value: V | None) -> None:
+    def put(self, key: Hashable, value: V | None) -> None:
+        """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
         if value is None:
             if self._last_good is not None:
                 self._last_good.pop(key, None)

@@ -1,9 +1,7 @@
 """The filesystem provider's glob matcher: pure, one path segment at a time.
 
-``*``, ``?`` and ``[...]`` work inside a segment; ``**`` is a whole segment matching zero
-or more directories, never a hidden one; ``{a,b}`` gives alternatives (at most 256). A
-wildcard does not match a leading ``.`` unless the segment starts with one. Absolute
-patterns, ``..`` and an unclosed ``[`` are refused.
+``*``, ``?``, ``[...]`` within a segment; ``**`` for zero or more non-hidden directories;
+``{a,b}`` alternatives (at most 256); no wildcard matches a leading ``.``.
 """
 
 from __future__ import annotations
@@ -22,16 +20,6 @@ States = frozenset[tuple[int, int]]  # (alternative index, segment index)
 _MAX_ALTERNATIVES = 256
 
 
-class _Double:
-    """The ``**`` segment."""
-
-    def __repr__(self) -> str:
-        return "**"
-
-
-_DOUBLE = _Double()
-
-
 class _Segment:
     __slots__ = ("text", "match", "dot_ok")
 
@@ -45,7 +33,7 @@ class _Segment:
         return (self.dot_ok or not name.startswith(".")) and self.match(name) is not None
 
 
-Seg = _Double | _Segment
+Seg = _Segment | None  # None: the ``**`` segment
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -114,14 +102,13 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
             raise InvalidValue(f"glob must not climb out of the base path with '..', "
                              f"got {original!r}")
         if _unclosed_bracket(part):
-            # fnmatch would match such a '[' literally, so the glob would quietly find
-            # nothing; it is almost always a typo.
+            # fnmatch would match it literally and quietly find nothing: a typo.
             raise InvalidValue(f"glob {original!r} has a '[' with no closing ']' "
                              "(write '[[]' to match a literal '[')")
         if part == "**":
-            if segs and segs[-1] is _DOUBLE:
+            if segs and segs[-1] is None:
                 continue  # a/**/**/b is a/**/b
-            segs.append(_DOUBLE)
+            segs.append(None)
         else:
             segs.append(_Segment(part))
     if not segs:
@@ -161,7 +148,7 @@ class GlobMatcher:
                 continue
             out.add(st)
             p, i = st
-            if i < len(pats[p]) and pats[p][i] is _DOUBLE:
+            if i < len(pats[p]) and pats[p][i] is None:
                 todo.append((p, i + 1))
         return frozenset(out)
 
@@ -187,10 +174,10 @@ class GlobMatcher:
             if i >= len(segs):
                 continue
             seg = segs[i]
-            if seg is _DOUBLE:
+            if seg is None:
                 if not name.startswith("."):
                     nxt.append((p, i))
-            elif i < len(segs) - 1 and seg.matches(name):  # type: ignore[union-attr]  # last: files
+            elif i < len(segs) - 1 and seg.matches(name):  # the last segment names files
                 nxt.append((p, i + 1))
         return self._closure(nxt) if nxt else frozenset()
 
@@ -207,9 +194,9 @@ class GlobMatcher:
             segs = self._pats[p]
             if i == len(segs) - 1:
                 seg = segs[i]
-                if seg is _DOUBLE:
+                if seg is None:
                     return _not_hidden
-                lasts.append(seg)  # type: ignore[arg-type]
+                lasts.append(seg)
         if not lasts:
             return _never
         if len(lasts) == 1:

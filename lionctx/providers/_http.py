@@ -1,12 +1,7 @@
 """``HttpContextProvider``: the text of one HTTP endpoint, as context.
 
-A network error, timeout, non-2xx status, refused host or oversized body raises
-:class:`~lionctx.providers._base.SourceUnavailable` (``failed``; ``fetch`` gives
-``None``). No retries. Safety: every hop's host is checked against ``allowed_hosts``
-(:mod:`._http_request`; redirects are followed here, not by httpx); no proxy from the
-environment; the body is capped as it is decoded (:mod:`._decode`); header values,
-the URL's password and query never reach a log line, reason or error, httpx's own
-log lines included (:func:`._redact.scrub_library_logs`).
+Redirects are followed here, each hop's host checked (:mod:`._http_request`); the body
+is capped as it decodes (:mod:`._decode`); secrets never reach a log line or reason.
 """
 
 from __future__ import annotations
@@ -17,30 +12,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.lowlevel
 
 from .._exceptions import HttpFetchError, InvalidType, InvalidValue
 from .._safe_text import TEXT_LIMIT, error_text, type_name
 from ..cache._base import TEXT_CODEC, bind_cache
 from . import _decode
-from ._base import ContextSource, check_count, check_duration, check_name, provided
+from . import _http_request as rq
+from ._base import ContextSource, PerLoop, check_count, check_duration, check_name, provided
 from ._flight import FlightCache, SharedFetchError, Source
-from ._http_request import (
-    Host,
-    after_redirect,
-    check_headers,
-    check_method,
-    check_url,
-    default_name,
-    encode_body,
-    origin,
-    parse_hosts,
-    redirect_target,
-    url_host,
-    url_port,
-    url_secrets,
-    wire_headers,
-)
+from ._http_request import default_name
 from ._identity import callable_identity, identity_of, secret_digest
 from ._redact import public_httpx_url as _safe_url
 from ._redact import redact as _redact
@@ -56,8 +36,7 @@ from .._log import logger_for
 
 logger = logger_for(__name__)
 
-# An error's text is cut to this before secrets are taken out, and to the reason's
-# bound after: a secret across the first cut is still far past the second.
+# Errors are cut to this before secrets are scrubbed (a cut secret is past the final bound).
 _SCRUB_WINDOW = 4 * TEXT_LIMIT
 
 DEFAULT_TIMEOUT = 5.0
@@ -68,15 +47,13 @@ Body = str | bytes | Mapping[str, Any] | list[Any] | None
 Transform = Callable[[str], str | None | Awaitable[str | None]]
 
 _CACHE_KEY = "response"
-# Text codecs written in Python whose decoding is not linear (punycode: a 1 MiB body
-# would take hours, on the event loop): a body that names one is read as UTF-8, like
-# a body that names no known charset.
+# Codecs whose decoding is not linear (punycode: hours for 1 MiB): read as UTF-8 instead.
 _SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
 def _identity(provider: HttpContextProvider) -> str | None:
-    """Method, public URL, hosts, limits and transform in the clear; the rest of the request
-    only as a salted digest. None for a stateful transform or a caller's own client.
+    """The request (secrets as a digest), hosts, limits and transform; None for a stateful
+    transform or a caller's own client.
     """
     transform = callable_identity(provider.transform)
     if transform is None or provider._given_client is not None:
@@ -145,27 +122,26 @@ class HttpContextProvider(ContextSource):
     ) -> None:
         import httpx  # deferred: importing lionctx should not import httpx
 
-        self.url = check_url(url)
-        self._secrets: list[str] = url_secrets(self.url)
-        self.method = check_method(method)
-        headers, header_secrets = check_headers(headers)
+        self.url = rq.check_url(url)
+        self._secrets: list[str] = rq.url_secrets(self.url)
+        self.method = rq.check_method(method)
+        headers, header_secrets = rq.check_headers(headers)
         self._secrets.extend(header_secrets)
         self._secrets.sort(key=len, reverse=True)  # longest first: see _redact
-        self._content, self._headers = encode_body(body, headers)
+        self._content, self._headers = rq.encode_body(body, headers)
         self.timeout = check_duration(timeout, "timeout", allow_zero=False)
         self.cache_ttl = check_duration(cache_ttl, "cache_ttl", allow_zero=True)
         self.name = default_name(self.url) if name is None else check_name(name)
-        self._home = (url_host(self.url), url_port(self.url))
+        self._home = (rq.url_host(self.url), rq.url_port(self.url))
         if allowed_hosts is None:
-            # The URL's host as if written without a port: its own port and the
-            # scheme's default one (an http -> https upgrade), no other.
-            self.allowed_hosts = [Host(url_host(self.url), None, False)]
+            # The URL's host without a port: its own port and the scheme's default.
+            self.allowed_hosts = [rq.Host(self._home[0], None, False)]
         else:
-            self.allowed_hosts = parse_hosts(allowed_hosts)
+            self.allowed_hosts = rq.parse_hosts(allowed_hosts)
             if not self._allowed(self.url):
                 raise InvalidValue(
                     f"allowed_hosts {self.allowed_hosts!r} does not include the host of url "
-                    f"({url_host(self.url)}:{url_port(self.url)})")
+                    f"({self._home[0]}:{self._home[1]})")
         self.max_response_bytes = check_count(max_response_bytes, "max_response_bytes", 1)
         self.max_redirects = check_count(max_redirects, "max_redirects", 0)
         if transform is not None and not callable(transform):
@@ -175,16 +151,13 @@ class HttpContextProvider(ContextSource):
         if client is not None and not isinstance(client, httpx.AsyncClient):
             raise InvalidType(f"client must be an httpx.AsyncClient, got {type(client).__name__}")
         self._given_client = client
-        self._client: httpx.AsyncClient | None = None
-        self._client_token: Any = None
-        # A subclass that states its identity as a class attribute keeps it (one
-        # endpoint whose per-request providers differ only in a caller's token).
+        self._client: PerLoop[httpx.AsyncClient] = PerLoop()
+        # A subclass's class-level identity wins (per-request providers of one endpoint).
         stated, request = type(self).source_identity, _identity(self)
         self.source_identity: str | None = stated if stated is not None else request
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
-        # Keyed by the request as sent, even under a coarser stated identity: two
-        # callers' tokens are two answers. With ttl 0 it loads on every call.
+        # Keyed by the request as sent: two callers' tokens are two answers.
         self._cache: FlightCache[str] = bind_cache(
             cache, self, self.name, kind="http", scope=request or stated, ttl=self.cache_ttl,
             maxsize=1, stale_on_error=self.stale_on_error, wait=self.timeout,
@@ -194,7 +167,6 @@ class HttpContextProvider(ContextSource):
         if self._secrets:
             _scrub_httpx_log_for(self)
 
-    # -- public -----------------------------------------------------------------------
     def __repr__(self) -> str:
         return (f"HttpContextProvider({_safe_url(self.url)!r}, method={self.method!r}, "
                 f"name={self.name!r})")
@@ -234,12 +206,9 @@ class HttpContextProvider(ContextSource):
 
     async def aclose(self) -> None:
         """Close the client this provider made (a client passed in stays open)."""
-        client, self._client = self._client, None
-        token, self._client_token = self._client_token, None
+        client = self._client.take()
         if client is not None:
-            if token == anyio.lowlevel.current_token():
-                await client.aclose()
-            # else: made on an event loop that is gone; its sockets went with it
+            await client.aclose()
 
     async def __aenter__(self) -> HttpContextProvider:
         return self
@@ -247,11 +216,8 @@ class HttpContextProvider(ContextSource):
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
 
-    # -- internals --------------------------------------------------------------------
     def _refused_scope(self, status: int) -> str | None:
-        """``"user"`` for a 401/403/404 on a per-user request: the caller's token failed,
-        not the source (for the breakers).
-        """
+        """``"user"``: a 401/403/404 on a per-user request is the caller's, not the source's."""
         per_user = bool(self._secrets) or bool(self.context_fields)
         return "user" if status in (401, 403, 404) and per_user else None
 
@@ -259,23 +225,17 @@ class HttpContextProvider(ContextSource):
         return _redact(text, self._secrets)
 
     def _allowed(self, url: httpx.URL) -> bool:
-        host, port = url_host(url), url_port(url)
+        host, port = rq.url_host(url), rq.url_port(url)
         return any(h.allows(host, port, url.scheme, self._home) for h in self.allowed_hosts)
 
     def _get_client(self) -> httpx.AsyncClient:
         if self._given_client is not None:
             return self._given_client
-        token = anyio.lowlevel.current_token()
-        if self._client is None or self._client_token != token:
-            import httpx
+        import httpx
 
-            # A client belongs to the event loop that made it; a new loop (a second
-            # anyio.run / asyncio.run) gets a new client.
-            # trust_env=False: no proxy (or CA settings) from the environment.
-            self._client = httpx.AsyncClient(follow_redirects=False, trust_env=False,
-                                             timeout=httpx.Timeout(self.timeout))
-            self._client_token = token
-        return self._client
+        # trust_env=False: no proxy (or CA settings) from the environment.
+        return self._client.get(lambda: httpx.AsyncClient(
+            follow_redirects=False, trust_env=False, timeout=httpx.Timeout(self.timeout)))
 
     async def _load(self) -> str | None:
         import httpx
@@ -289,8 +249,7 @@ class HttpContextProvider(ContextSource):
         except HttpFetchError:
             raise
         except Exception as exc:
-            # Network errors, and what a hostile answer can make httpx raise (an
-            # unparsable Location is an IDNAError): a reason, scrubbed of secrets.
+            # Network errors, and what a hostile answer makes httpx raise (IDNAError).
             raise HttpFetchError(self._scrub(": ".join(error_text(exc, _SCRUB_WINDOW)))) from None
         if text is None or self.transform is None:
             return text
@@ -310,18 +269,19 @@ class HttpContextProvider(ContextSource):
         method = self.method
         content = self._content
         headers = self._headers
-        first = origin(url)
+        first = rq.origin(url)
         for _hop in range(self.max_redirects + 1):
             if not self._allowed(url):
                 raise HttpFetchError(
-                    f"refused: host {url_host(url)}:{url_port(url)} is not in allowed_hosts")
-            async with client.stream(method, url, headers=wire_headers(headers),
+                    f"refused: host {rq.url_host(url)}:{rq.url_port(url)} is not in "
+                    "allowed_hosts")
+            async with client.stream(method, url, headers=rq.wire_headers(headers),
                                      content=content,
                                      follow_redirects=False, timeout=self.timeout) as resp:
                 if resp.is_redirect:
-                    nxt = redirect_target(url, resp.headers["location"])
-                    method, content, headers = after_redirect(
-                        resp.status_code, method, content, headers, first, origin(nxt))
+                    nxt = rq.redirect_target(url, resp.headers["location"])
+                    method, content, headers = rq.after_redirect(
+                        resp.status_code, method, content, headers, first, rq.origin(nxt))
                     url = nxt
                     continue
                 if not 200 <= resp.status_code < 300:
@@ -338,8 +298,7 @@ class HttpContextProvider(ContextSource):
                                  f"({cap})")
         over = f"response body is over max_response_bytes ({cap})"
         try:
-            # The raw bytes, decoded here: httpx would decode a whole network chunk
-            # before the cap could look at it (a gzip bomb).
+            # Raw bytes decoded here: httpx decodes a whole chunk before a cap (gzip bomb).
             stack = _decode.codings(resp.headers.get_list("content-encoding",
                                                           split_commas=True))
             decoder = _decode.BodyDecoder(stack, cap)

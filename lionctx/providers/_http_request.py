@@ -1,12 +1,7 @@
-"""The HTTP provider's request, pure: what may be requested, the request, redirects.
+"""The HTTP provider's request, pure: allowed hosts, the request, each redirect hop.
 
-Hosts (``allowed_hosts``) compare as on the wire (IDNA, lower case, no trailing dot,
-IPv6 compressed in brackets): another spelling of an address (``127.1``) is another
-host. An entry with a port allows that port only; without one, the scheme's default
-port and, for the host of the provider's ``url``, that URL's port. A wildcard
-(``*.example.com``) matches names below the domain, never an IP address. Also: the
-method, headers (RFC 9110 names, values httpx can send; errors never show a value),
-body, the secrets to scrub, and what each redirect hop sends.
+Hosts compare as on the wire (IDNA, lower case, no trailing dot, IPv6 compressed in
+brackets): ``127.1`` is another host than ``127.0.0.1``. A wildcard never matches an IP.
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ __all__ = ["Host", "Origin", "after_redirect", "check_headers", "check_method", 
 
 # Matched whole (fullmatch): a "$" would also accept a trailing line break.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
-# What httpx can send as a header value: visible ASCII, spaces and tabs. Anything else
-# fails mid-request with the value in the error message, so it is refused up front.
+# What httpx can send as a header value (else it fails mid-request, quoting the value).
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 #: Headers that describe a body; they go when a redirect drops the body.
 _BODY_HEADERS = frozenset({"content-type", "content-length"})
@@ -41,8 +35,6 @@ _BODY_HEADERS = frozenset({"content-type", "content-length"})
 #: ``(scheme, host, port)`` as the host check sees them.
 Origin = tuple[str, str, int]
 
-
-# -- hosts ---------------------------------------------------------------------------------
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -156,12 +148,8 @@ def parse_hosts(value: Any) -> list[Host]:
 
 
 def default_name(url: str | httpx.URL) -> str:
-    """The name of an ``HttpContextProvider`` built without one: ``host[:port]/path``.
-
-    The host as on the wire, the port only when not the default, the path without a
-    trailing slash; never the scheme, user info, query or fragment
-    (``https://status.example.com/api/current?key=...`` -> ``status.example.com/api/current``).
-    The CLI names ``--http`` sources with it.
+    """An ``HttpContextProvider``'s default name: ``host[:port]/path`` (a default port left
+    out, no trailing slash); never the scheme, user info, query or fragment.
     """
     import httpx
 
@@ -172,8 +160,6 @@ def default_name(url: str | httpx.URL) -> str:
     path = parsed.raw_path.split(b"?", 1)[0].decode("ascii", "replace").rstrip("/")
     return f"{url_host(parsed)}{port}{path}" or "http"
 
-
-# -- checking what a provider is built with -------------------------------------------------
 
 def target_problem(url: httpx.URL) -> str | None:
     """Why ``url`` cannot be requested at all, or ``None``."""
@@ -204,8 +190,7 @@ def url_secrets(url: httpx.URL) -> list[str]:
     """The URL's password (or a user name alone: a token) and its query values."""
     found: list[str] = []
     if url.userinfo:
-        # As written (percent-encoded, as httpx logs it) and decoded; a user name
-        # alone ("https://TOKEN@host") is a token.
+        # As written (as httpx logs it) and decoded; a user name alone is a token.
         raw = url.userinfo.decode("ascii", "replace")
         user, _, password = raw.partition(":")
         for secret in (password, url.password) if password else (user, url.username):
@@ -268,12 +253,8 @@ def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None,
                     f"{type(body).__name__}")
 
 
-# -- each hop ---------------------------------------------------------------------------------
-
 def wire_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """``headers`` asking for only the encodings the provider decodes (httpx would add ``br``
-    or ``zstd``); a caller's own ``Accept-Encoding`` is kept.
-    """
+    """``headers`` asking for only the encodings decoded here (unless the caller set one)."""
     if any(k.lower() == "accept-encoding" for k in headers):
         return dict(headers)
     return {**headers, "Accept-Encoding": _decode.ACCEPT_ENCODING}
@@ -304,11 +285,8 @@ def after_redirect(
     first: Origin,
     nxt: Origin,
 ) -> tuple[str, bytes | None, dict[str, str]]:
-    """The next hop's method, body and headers after a ``status`` redirect.
-
-    303, and 301/302 after a POST, become GET (HEAD stays HEAD) without the body and its
-    headers; 307/308 keep all three. A hop to another origin than ``first`` drops the
-    caller's headers.
+    """The next hop's method, body and headers: 303, and 301/302 after a POST, become GET
+    (HEAD stays) without the body; another origin than ``first`` gets no caller's headers.
     """
     out = dict(headers)
     if status == 303 or (status in (301, 302) and method == "POST"):

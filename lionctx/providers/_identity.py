@@ -1,9 +1,7 @@
-"""How the built-in providers state their ``source_identity``, pure.
+"""How the built-in providers name themselves, pure: ``source_identity`` and default names.
 
-An identity is ``KIND:`` and a JSON array of the parts that decide the text (JSON
-escaping keeps parts apart); secrets go in only as a salted digest. A function is
-named by its module, qualified name and a digest of its code, defaults and captured
-values; one whose captured values only this process can name has no identity.
+An identity is ``KIND:`` and a JSON array of the parts that decide the text; secrets only
+as a salted digest; a function by its name and a digest of its code and captured values.
 """
 
 from __future__ import annotations
@@ -11,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import types
 import weakref
@@ -20,7 +19,7 @@ from typing import Any
 from .._exceptions import InvalidType, InvalidValue
 
 __all__ = ["MAX_IDENTITY", "callable_identity", "check_fields", "check_identity",
-           "identity_of", "secret_digest"]
+           "identity_of", "name_from_path", "secret_digest"]
 
 #: Longest identity a caller may state (an identity names a source, it is not data).
 MAX_IDENTITY = 1024
@@ -52,8 +51,7 @@ def _shown(value: Any) -> str | None:
 
 def callable_identity(fn: Any) -> str | None:
     """A name for what ``fn`` computes, the same in every process running the same code;
-    ``None`` when ``fn`` carries state only this process can name (captured values are
-    taken when ``fn`` is first named).
+    ``None`` when it carries state only this process can name (read when first named).
     """
     if fn is None:
         return "none"
@@ -143,3 +141,25 @@ def check_fields(value: Any, label: str = "context_fields") -> tuple[str, ...]:
             raise InvalidValue(f"{label}: {field!r} is not a snake_case run-context "
                                f"field name such as 'user_id'")
     return fields
+
+
+# Anything but letters, digits, "_", "." and "-" becomes one "-": a name lands in
+# ``<context name="...">``, log lines and report tables.
+_UNSAFE = re.compile(r"[^\w.-]+")
+_MAX_LEN = 64
+
+
+def name_from_path(path: str | os.PathLike[str], *, fallback: str,
+                   strip_suffix: bool = False) -> str:
+    """A short, readable name for ``path``: its last component (``strip_suffix``: without
+    its extension), never credentials (up to an ``@``) or a query; characters other than
+    letters, digits, ``_.-`` become ``-``; ``fallback`` when nothing is left.
+    """
+    text = os.fspath(path).split("?", 1)[0].split("#", 1)[0]
+    last = re.split(r"[/\\]", text.rstrip("/\\"))[-1]
+    last = last.rsplit("@", 1)[-1]  # "user:password@host": never the secret
+    if strip_suffix and "." in last.strip("."):
+        last = last.rsplit(".", 1)[0]
+    name = _UNSAFE.sub("-", last).strip("-.")[:_MAX_LEN].strip("-.")
+    # \w excludes lone surrogates (undecodable bytes), so the name encodes as UTF-8.
+    return name or fallback

@@ -1,10 +1,7 @@
-"""Redaction in one place: what lionctx takes out of log lines, reasons and errors.
+"""Redaction, one concept: what lionctx takes out of log lines, reasons and errors.
 
-Known secrets (:func:`redact`, :func:`mask_key`, :func:`query_secrets`), URL shapes
-(:func:`public_url`, :func:`redact_url_passwords`, :func:`redact_query_strings`),
-personal data in unvetted text in linear time (:func:`scrub_personal`,
-:func:`scrub_bounded`), and the filter on httpx/httpcore loggers
-(:func:`scrub_library_logs`).
+Known secrets, URL shapes, personal data in unvetted text (linear time), and the
+filter on httpx/httpcore loggers (:func:`scrub_library_logs`).
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ __all__ = ["MIN_SECRET", "mask_key", "public_httpx_url", "public_url", "query_se
            "redact_query_strings", "redact_url_passwords", "scrub_bounded",
            "scrub_library_logs", "scrub_personal"]
 
-# Values shorter than this are not treated as secrets to scrub from text; scrubbing
-# "1" or "on" would garble every message.
+# Shorter values are not scrubbed as secrets: scrubbing "1" or "on" garbles every message.
 MIN_SECRET = 4
 # Servers echo keys partly (``sk-proj-abc...****``): a run this long is the key.
 KEY_FRAGMENT = 8
@@ -38,11 +34,7 @@ _QUERY = re.compile(r"\?[^\s\"]*")
 
 def public_url(url: str, *, mark_query: bool = False,
                unparsable: str = "<unparsable URL>") -> str:
-    """``url`` without user info, query or fragment: safe to show in a message.
-
-    IPv6 hosts keep their brackets; with ``mark_query`` a URL that had a query ends in
-    ``?...``; one that cannot be parsed becomes ``unparsable``.
-    """
+    """``url`` without user info, query or fragment (``mark_query``: ``?...`` for a query)."""
     try:
         parts = urlsplit(url)
         netloc = parts.hostname or ""
@@ -65,8 +57,8 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 def query_secrets(query: str) -> list[str]:
-    """What of a query string is secret: all of it, and each value as written, decoded and
-    re-encoded (a redirect may keep or respell one); shorter than :data:`MIN_SECRET` left out.
+    """A query string whole, and each value as written, decoded and re-encoded (a redirect
+    may respell one), each at least :data:`MIN_SECRET` long.
     """
     found = [query]
     for part in query.split("&"):
@@ -113,10 +105,9 @@ def redact_query_strings(text: str) -> str:
     return _QUERY.sub("?...", text)
 
 
-# -- personal data in text whose secrets are not known: spans and events -------------
-# Each pattern starts only where a run of its characters starts (a look-behind),
-# and its parts are told apart by a character the part before cannot hold, so the
-# engine never tries a run twice: linear in the text. They run on a bounded head.
+# Personal data in text whose secrets are not known. Each pattern starts only where a
+# run of its characters starts (a look-behind), and its parts are told apart by a
+# character the part before cannot hold, so no run is tried twice: linear in the text.
 
 # scheme://user:password@host/path?query#fragment -> scheme://host/path
 _URL_PARTS = re.compile(
@@ -132,9 +123,7 @@ _KEY_VALUE = re.compile(
     r"|client[_-]?secret|password|passwd|pwd|pass|token|access[_-]?token"
     r"|refresh[_-]?token|auth(?:orization)?|credentials?|session(?:[_-]?id)?)"
     r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]+")
-# The local part: RFC 5322's atext and dots, "/" included (``0/@a.ag`` is an
-# address): a path just before an address is masked with it, which costs only
-# readability.
+# The local part: RFC 5322's atext and dots, "/" included (``0/@a.ag`` is an address).
 _EMAIL = re.compile(r"(?<![\w.!#$%&'*+/=?^`{|}~\-])[\w.!#$%&'*+/=?^`{|}~\-]*"
                     r"@[\w\-]+(?:\.[\w\-]+)+")
 # A run of key characters long enough to be a key: judged by _key_like.
@@ -161,8 +150,7 @@ def scrub_personal(text: str) -> str:
     """``text`` without URL user info, queries and fragments, authorization values,
     ``key=value`` secrets, e-mail addresses and key-like strings. Linear in ``len(text)``.
     """
-    # Each pattern runs only where a look in C says it may match: most messages
-    # hold none of these, and a look-behind makes a pattern try every position.
+    # Each pattern runs only where a look in C says it may match (most messages hold none).
     if "://" in text:
         text = _URL_PARTS.sub(r"\1\2", text)
     low = text.lower()
@@ -188,8 +176,8 @@ def _whole_words(head: str) -> str:
 
 
 def scrub_bounded(text: object, limit: int) -> str:
-    """:func:`scrub_personal` over the head of ``text`` (any object), in at most ``limit``
-    characters; only about ``limit`` are read, and the word across any cut is dropped.
+    """:func:`scrub_personal` over the head of ``text`` (any object), at most ``limit``
+    characters out; the word across any cut is dropped.
     """
     from .._safe_text import plain, safe_text, split_cut
 
@@ -213,33 +201,33 @@ _MARGIN = 256
 
 
 class HasSecrets(Protocol):
-    """An object whose secrets (longest first) must not appear in library logs."""
+    """An object whose secrets must not appear in library logs."""
 
     @property
-    def _secrets(self) -> Sequence[str]: ...  # read only: a list attribute satisfies it
+    def _secrets(self) -> Sequence[str]: ...
 
 
-# Loggers of httpx and httpcore that may print a URL or a header: httpx's request line
-# (INFO), httpcore's DEBUG trace of response headers (a redirect's Location included).
-# A filter on a parent logger does not see a child's records, so each gets it.
+# httpx's request line and httpcore's header traces may print a URL or a header. A
+# parent logger's filter does not see a child's records, so each gets it.
 _LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11",
                     "httpcore.http2", "httpcore.proxy", "httpcore.socks")
 
 
-class SecretIndex:
-    """Every live owner's secrets, found in a text in time that does not grow with their number.
+class SecretIndex(logging.Filter):
+    """Live owners' secrets, found in a text in time that does not grow with their number,
+    and the log filter that takes them out of records.
 
-    A trie on chunks of :data:`MIN_SECRET` characters: each position of a text costs one
-    look-up per chunk of the longest prefix it shares with a secret. An owner's secrets
-    leave when it is collected.
+    A trie on chunks of :data:`MIN_SECRET` characters: a position costs one look-up per
+    chunk it shares with a secret. An owner's secrets leave when it is collected.
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.root: _Node = _Node()
         self.counts: dict[str, int] = {}
         self.lock = threading.Lock()  # httpx may log from worker threads
-        # Secrets of collected owners, taken out under the lock by the next caller:
-        # a collection can run inside a locked scan, whose thread must not wait.
+        # Collected owners' secrets, removed by the next caller under the lock (a
+        # collection may run inside a locked scan, whose thread must not wait).
         self.dead: collections.deque[tuple[str, ...]] = collections.deque()
 
     def add(self, owner: HasSecrets) -> None:
@@ -298,15 +286,21 @@ class SecretIndex:
         out.append(text[last:])
         return "".join(out)
 
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.counts:
+            message = record.getMessage()
+            clean = self.redact(message)
+            if clean != message:
+                record.msg, record.args = clean, None
+        return True
+
 
 #: Up to this many secrets, a text is first searched for each of them whole.
 _FEW = 8
 
 
 class _Node:
-    """A trie node: children by the next chunk, and the ends (shorter than a chunk) of the
-    secrets that stop here.
-    """
+    """A trie node: children by the next chunk; ends (shorter than a chunk) of secrets here."""
 
     __slots__ = ("children", "ends")
 
@@ -334,9 +328,7 @@ class _Node:
             del path[-1].children[secret[at:at + MIN_SECRET]]
 
     def longest(self, text: str, at: int) -> int:
-        """The end of the longest secret through this node whose rest starts at ``text[at]``
-        (0: none).
-        """
+        """The end of the longest secret through here whose rest starts at ``at`` (0: none)."""
         best = 0
         node: _Node | None = self
         while node is not None:
@@ -349,26 +341,7 @@ class _Node:
         return best
 
 
-class _LibraryLogScrubber(logging.Filter):
-    """Takes live owners' secrets out of httpx's and httpcore's own log lines."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.index = SecretIndex()
-
-    def add(self, owner: HasSecrets) -> None:
-        self.index.add(owner)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.index.counts:
-            message = record.getMessage()
-            clean = self.index.redact(message)
-            if clean != message:
-                record.msg, record.args = clean, None
-        return True
-
-
-_LIBRARY_LOG = _LibraryLogScrubber()
+_LIBRARY_LOG = SecretIndex()
 
 
 def scrub_library_logs(owner: HasSecrets) -> None:

@@ -1,10 +1,8 @@
 """``SqliteContextProvider``: rows of one read-only query on a SQLite file, as context.
 
-Parameters are always bound, never formatted into the SQL. The connection is read-only
-twice over (``mode=ro`` and an authorizer that allows reading only: no writes,
-``ATTACH`` or ``PRAGMA``). The query runs in a worker thread, interrupted when the turn
-gives up on it. A database error is a failure with SQLite's message, which never holds
-a bound value.
+Parameters are bound, never formatted in; the connection is read-only twice over
+(``mode=ro`` and an authorizer); the query runs in a worker thread, interrupted when
+the turn gives up on it.
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ from ._base import (
     check_name,
     check_path,
 )
-from ._identity import callable_identity, identity_of, secret_digest
-from ._names import name_from_path
+from ._identity import callable_identity, identity_of, name_from_path, secret_digest
 
 __all__ = ["SqliteContextProvider", "format_rows"]
 
@@ -46,7 +43,9 @@ _BUILTIN: dict[str, str | None] = {
     "query": None, **spellings("user_id", "tenant_id", "session_id", "run_id")}
 # sqlite3's own default wait for a lock, kept when no timeout bounds the call.
 _DEFAULT_BUSY = 5.0
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A parameter name, and a named parameter as SQLite reads one: :name, @name or $name.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PARAMETER = re.compile(r"[:@$](" + _NAME.pattern + ")")
 _READ_ONLY_START = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(select|with|values)\b",
                               re.IGNORECASE | re.DOTALL)
 _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ,
@@ -85,18 +84,11 @@ def _bindable(value: Any) -> Any:
     return str(value)  # a UUID, say: bind its text rather than fail the turn
 
 
-# A named parameter as SQLite reads one: ``:name``, ``@name`` or ``$name``.
-_PARAMETER = re.compile(r"[:@$]([A-Za-z_][A-Za-z0-9_]*)")
-
-
 def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, ...]]:
-    """The database, SQL, row limit, formatter and fixed parameters (as a digest), and the
-    run-context fields the SQL binds. No identity for a ``params`` function or a stateful
-    formatter.
+    """The identity (fixed parameters as a digest; none for a ``params`` function or a
+    stateful formatter), and the run-context fields the SQL binds.
     """
-    named = set(_PARAMETER.findall(provider.sql))
-    fields = tuple(sorted({field for key, field in _BUILTIN.items()
-                           if field is not None and key in named}))
+    fields = tuple(sorted({str(_BUILTIN[key]) for key in provider._from_turn}))
     formatter = callable_identity(provider.formatter)
     if callable(provider.params) or formatter is None:
         return None, fields
@@ -185,6 +177,9 @@ class SqliteContextProvider(ContextSource):
             self.database, fallback="sqlite", strip_suffix=True)
         self._uri = Path(self.database).as_uri() + "?mode=ro"
         self.sql = sql
+        # The run-context parameters the SQL names, in the order they are bound.
+        named = set(_PARAMETER.findall(sql))
+        self._from_turn = [k for k, f in _BUILTIN.items() if f is not None and k in named]
         self.params = params
         self.formatter: Formatter = formatter or format_rows
         self.degradation_reason = None
@@ -196,7 +191,7 @@ class SqliteContextProvider(ContextSource):
     @staticmethod
     def _check_params(params: Mapping[Any, Any]) -> None:
         for key in params:
-            if not isinstance(key, str) or not _NAME.match(key):
+            if not isinstance(key, str) or not _NAME.fullmatch(key):
                 raise InvalidValue(f"params: {key!r} is not a valid parameter name")
             if key in _BUILTIN:
                 raise InvalidValue(f"params: {key!r} is bound from the turn and cannot be "
@@ -217,11 +212,7 @@ class SqliteContextProvider(ContextSource):
         return bind
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
-        """Run the query for this turn and format the rows (``None`` when none).
-
-        Raises :class:`~lionctx.providers._base.SourceUnavailable` on a database
-        error; a ``params`` function or ``formatter`` that raises propagates as is.
-        """
+        """The formatted rows (``None``: none); a database error is ``SourceUnavailable``."""
         bind = self.bindings(query, ctx)
         running = _Running()
         busy = self._busy_seconds()
@@ -242,8 +233,7 @@ class SqliteContextProvider(ContextSource):
 
     def _no_rows(self, bind: Mapping[str, Any]) -> NoText | None:
         """No rows: say which run-context parameter the query uses had no value."""
-        unset = [key for key in _BUILTIN if _BUILTIN[key] is not None
-                 and bind.get(key) is None and re.search(rf"[:@$]{key}\b", self.sql)]
+        unset = [key for key in self._from_turn if bind.get(key) is None]
         if not unset:
             return None
         fields = sorted({str(_BUILTIN[key]) for key in unset})
@@ -261,8 +251,7 @@ class SqliteContextProvider(ContextSource):
         return max(0.0, left * 0.9)
 
     def _run(self, bind: dict[str, Any], running: _Running, busy: float) -> list[Row]:
-        # sqlite3's messages name the file, the SQL's own words or the failure,
-        # never a bound value, so they can be the reason as they are.
+        # sqlite3's messages never hold a bound value: they can be the reason as they are.
         try:
             conn = sqlite3.connect(self._uri, uri=True, isolation_level=None,
                                    check_same_thread=False, timeout=busy)

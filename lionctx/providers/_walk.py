@@ -1,10 +1,8 @@
-"""The filesystem provider's walk: descriptor-safe listing, capped reads, change detection.
+"""The filesystem provider's walk (one concept): what to open, in relative-path order.
 
-:class:`DirectoryWalk` is mixed into the filesystem provider (a subclass may wrap
-``_read_file``, ``_enter`` or ``_scan``). ``_scan`` walks in relative-path order, pruned
-by the glob, reusing files whose stat key is unchanged; ``_unchanged(plan)`` tells with
-stat calls only that a new walk would come out the same. The opens and reads are
-:mod:`._descriptors`'s; this module decides what to open.
+:class:`DirectoryWalk` is mixed into the provider (a subclass may wrap ``_read_file``,
+``_enter`` or ``_scan``); ``_unchanged(plan)`` tells with stat calls only that a new walk
+would come out the same. The opens and reads are :mod:`._descriptors`'s.
 """
 
 from __future__ import annotations
@@ -42,10 +40,8 @@ _RACY_NS = 2_000_000_000
 _MAX_DIRS = 10_000
 # How often (in directory entries) a listing checks whether it was abandoned.
 _STOP_EVERY = 256
-# Directory descriptors one walk keeps open below the base (the innermost ones):
-# deeper ancestors are closed and opened again, checked, when the walk comes back
-# to them, so a tree of any depth holds at most this many (plus the base and one
-# file or listing) and never starves the process of descriptors.
+# Directory descriptors one walk keeps open below the base (the innermost): outer ones
+# are closed and reopened, checked, on the way back, so no depth starves the process.
 _OPEN_DIRS = 32
 
 _NEVER = threading.Event()  # never set: a walk nobody can abandon
@@ -60,8 +56,7 @@ class _Abandoned(Exception):
 @dataclass
 class Plan:
     """Every directory listed and file looked at, with stat keys: if all still match, so
-    would the walk. Built only for walks with nothing doubtful (symlinks, transient
-    failures, directories modified too recently to trust their mtime).
+    would the walk. Only for walks with nothing doubtful (symlinks, transient failures).
     """
 
     base: tuple[int, int]
@@ -115,19 +110,16 @@ class Scan:
             self.included.append((rel, seen.text))
 
 
+@dataclass(eq=False, slots=True)
 class _Frame:
-    __slots__ = ("fd", "prefix", "real", "ident", "entries", "i", "name", "target")
-
-    def __init__(self, fd: Any, prefix: str, real: str, ident: tuple[int, int],
-                 entries: list[Entry], name: str = "", target: str | None = None) -> None:
-        self.fd = fd          # descriptor (POSIX) or real path (fallback); None: closed
-        self.prefix = prefix  # relative posix path of this directory, "" or "a/b/"
-        self.real = real      # its real path
-        self.ident = ident    # (st_dev, st_ino), to notice symlink loops
-        self.entries = entries
-        self.i = 0
-        self.name = name      # its name in its parent, and where its symlink pointed:
-        self.target = target  # how to open it again once its descriptor was closed
+    fd: Any  # descriptor (POSIX) or real path (fallback); None: closed
+    prefix: str  # relative posix path of this directory, "" or "a/b/"
+    real: str  # its real path
+    ident: tuple[int, int]  # (st_dev, st_ino), to notice symlink loops
+    entries: list[Entry]
+    name: str = ""  # its name in its parent, and where its symlink pointed:
+    target: str | None = None  # how to open it again once its descriptor was closed
+    i: int = 0
 
 
 class _Stack(list[_Frame]):
@@ -157,7 +149,6 @@ class DirectoryWalk:
     _matcher: GlobMatcher
     _files: dict[str, Seen]
 
-    # -- unchanged? (stat calls only) ---------------------------------------------------
     def _unchanged(self, plan: Plan) -> bool:
         try:
             st = os.stat(self.base_path)
@@ -175,12 +166,11 @@ class DirectoryWalk:
             return None
         return self._scan(stop)
 
-    # -- the walk (in a worker thread) -----------------------------------------------------
     def _scan(self, stop: threading.Event | None = None) -> Scan:
         """Walk the tree depth first in relative-path order."""
         stopped = (stop or _NEVER).is_set
         listed_at = time.time_ns()  # before any listing: see _RACY_NS
-        root, base_real, root_st = self._open_root()
+        root, base_real, root_st = open_root(self.base_path)
         root_key = dir_key(root_st)
         tally = Scan(self._files, listed_at, root_key[:2])
         root_frame = _Frame(root, "", base_real, root_key[:2], [])
@@ -201,11 +191,11 @@ class DirectoryWalk:
                 else:
                     stack.pop()
                     if frame.fd is not None:
-                        self._close_dir(frame.fd)
+                        close_dir(frame.fd)
         finally:
             for frame in stack:
                 if frame.fd is not None:
-                    self._close_dir(frame.fd)
+                    close_dir(frame.fd)
         return tally
 
     def _visit(self, frame: _Frame, stack: _Stack, base_real: str, tally: Scan,
@@ -219,8 +209,7 @@ class DirectoryWalk:
             frame.i += 1
             rel = frame.prefix + name
             if not is_dir and len(tally.included) >= self.max_files:
-                # Enough files: the rest are listed, never read, and each is
-                # accounted for rather than silently dropped.
+                # Enough files: the rest are listed, never read, each accounted for.
                 tally.skipped.append((rel, f"over max_files {self.max_files}"))
                 continue
             target: str | None = None
@@ -255,31 +244,28 @@ class DirectoryWalk:
         try:
             entries = self._list(fd, real, states, stopped)
         except OSError as exc:
-            self._close_dir(fd)
+            close_dir(fd)
             tally.doubt(rel + "/", os_reason(exc))
             return None
         except BaseException:
-            self._close_dir(fd)  # abandoned mid-listing: not on the stack yet
+            close_dir(fd)  # abandoned mid-listing: not on the stack yet
             raise
         key = dir_key(st)
         tally.listed(real, key)
         return _Frame(fd, rel + "/", real, key[:2], entries, name, target)
 
-    # -- a bounded number of open directories ---------------------------------------------
     def _bound_open(self, stack: _Stack, depth: int) -> None:
-        """Close the frame :data:`_OPEN_DIRS` above ``stack[depth - 1]`` (never the base, from
-        which every directory can be reached again).
-        """
+        """Close the frame :data:`_OPEN_DIRS` above ``stack[depth - 1]`` (never the base)."""
         if not FD_WALK or depth <= _OPEN_DIRS + 1:
             return
         frame = stack[depth - _OPEN_DIRS - 1]
         if frame.fd is not None and depth - _OPEN_DIRS - 1 > 0:
-            self._close_dir(frame.fd)
+            close_dir(frame.fd)
             frame.fd = None
 
     def _reopen(self, stack: _Stack, base_real: str, tally: Scan) -> bool:
-        """Open the closed directories above the top frame again, by the first time's rules, each
-        the very directory listed before; False (reason recorded) when that fails.
+        """Reopen the closed directories above the top frame, each the very one listed before;
+        False (reason recorded) when that fails.
         """
         start = max(i for i, f in enumerate(stack) if f.fd is not None)
         for i in range(start + 1, len(stack)):
@@ -291,7 +277,7 @@ class DirectoryWalk:
                     frame.fd = fd
                     self._bound_open(stack, i + 1)
                     continue
-                self._close_dir(fd)
+                close_dir(fd)
                 opened = "changed during the walk"
             top = stack[-1]
             tally.doubt(top.prefix, f"not walked to its end: {opened}")
@@ -346,15 +332,7 @@ class DirectoryWalk:
         out.sort(key=_first)
         return out
 
-    # -- opening and reading (overridable: tests swap files mid-walk) ------------------------
-    def _open_root(self) -> tuple[Any, str, os.stat_result]:
-        """The base directory: its handle, real path and stat."""
-        return open_root(self.base_path)
-
-    @staticmethod
-    def _close_dir(fd: Any) -> None:
-        close_dir(fd)
-
+    # -- overridable: tests swap files mid-walk
     def _enter(self, frame: _Frame, name: str, target: str | None, base_real: str,
                stack: _Stack, rel: str,
                skipped: list[tuple[str, str]]) -> tuple[Any, str, os.stat_result] | None:
@@ -365,8 +343,7 @@ class DirectoryWalk:
             return None
         fd, _, st = opened
         if (st.st_dev, st.st_ino) in stack.idents:
-            # A symlink back to a directory we are inside: a loop, not more files.
-            self._close_dir(fd)
+            close_dir(fd)  # a symlink back to a directory we are inside: a loop
             return None
         return opened
 

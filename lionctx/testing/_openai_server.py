@@ -1,6 +1,5 @@
-"""A small OpenAI-compatible chat server on 127.0.0.1 (the HTTP side: routing, auth,
-recording requests, the scripted-reply queue); what an answer is and how it is encoded
-is :mod:`lionctx.testing._openai_wire`."""
+"""A small OpenAI-compatible chat server on 127.0.0.1: routing, auth, recorded requests,
+the scripted-reply queue (answers and their encoding: :mod:`._openai_wire`)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,8 @@ from ..providers._redact import redact_query_strings
 from . import _openai_wire as wire
 from ._openai_wire import ECHO_LABEL, Reply, ScriptItem, echo_reply
 
-__all__ = ["ECHO_LABEL", "LocalOpenAIServer", "RecordedRequest", "Reply", "ThreadedServer",
-           "echo_reply"]
+__all__ = ["ECHO_LABEL", "JsonHandler", "LocalOpenAIServer", "RecordedRequest", "Reply",
+           "ThreadedServer", "echo_reply"]
 
 from .._log import logger_for
 
@@ -45,6 +44,7 @@ class ThreadedServer:
 
     handler: type[BaseHTTPRequestHandler]
     _port = 0
+    _bound = 0  # the port bound last, still known after stop()
     _httpd: _Server | None = None
     _thread: threading.Thread | None = None
 
@@ -52,7 +52,7 @@ class ThreadedServer:
         """Bind and serve in a daemon thread (once). Returns ``self``."""
         if self._httpd is None:
             self._httpd = httpd = _Server((_HOST, self._port), self.handler)
-            httpd.owner = self
+            httpd.owner, self._bound = self, httpd.server_address[1]
             self._thread = threading.Thread(
                 target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
                 name=f"lionctx-{type(self).__name__}-{httpd.server_address[1]}")
@@ -80,7 +80,7 @@ class ThreadedServer:
         """The bound port (after :meth:`start`)."""
         if self._httpd is None:
             raise RuntimeError("server is not running; call start() first")
-        return int(self._httpd.server_address[1])
+        return self._bound
 
     @property
     def url(self) -> str:
@@ -114,45 +114,52 @@ class RecordedRequest:
             self.headers = _Headers(self.headers)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "lionctx-local-openai/1"
-    protocol_version = "HTTP/1.0"  # one request per connection: streaming ends at close
+class JsonHandler(BaseHTTPRequestHandler):
+    """A :class:`ThreadedServer`'s handler that answers JSON and logs at debug level."""
+
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         # The request line may carry a key in its query string (?api-key=...): drop it.
         safe = tuple(redact_query_strings(a) if isinstance(a, str) else a for a in args)
-        logger.debug("local openai server: " + format, *safe)
+        logger_for(type(self).__module__).debug(
+            f"{type(self.server.owner).__name__}: {format}", *safe)
 
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def send_json(self, status: int, payload: Any, indent: int | None = None) -> None:
+        data = json.dumps(payload, indent=indent).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client gave up: nothing to tell it
+            logger.debug("client went away before the reply was written")
 
-    def _recorded(self, body: Any) -> bool:
-        """Record the request; False once a 401 has been sent."""
-        if self.server.owner._record(self._request(body)):
+
+class _Handler(JsonHandler):
+    server_version = "lionctx-local-openai/1"
+    protocol_version = "HTTP/1.0"  # one request per connection: streaming ends at close
+
+    def _recorded(self, body: Any, *, auth: bool = True) -> bool:
+        """Record the request; False once a 401 has been sent (only when ``auth``)."""
+        request = RecordedRequest(self.command, self.path.split("?", 1)[0], body,
+                                  {k.lower(): v for k, v in self.headers.items()})
+        if self.server.owner._record(request) or not auth:
             return True
-        self._send_json(401, wire.error_body("invalid api key", "authentication_error"))
+        self.send_json(401, wire.error_body("invalid api key", "authentication_error"))
         return False
-
-    def _request(self, body: Any) -> RecordedRequest:
-        return RecordedRequest(self.command, self.path.split("?", 1)[0], body,
-                               {k.lower(): v for k, v in self.headers.items()})
 
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
         if not self._recorded(None):
             return
         if path.rstrip("/") in ("/v1/models", "/models"):
-            self._send_json(200, {"object": "list", "data": [
+            self.send_json(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "lionctx"}
                 for m in self.server.owner.models]})
         else:
-            self._send_json(404, wire.error_body(f"no route for GET {path}"))
+            self.send_json(404, wire.error_body(f"no route for GET {path}"))
 
     def do_POST(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
@@ -161,20 +168,20 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             length = -1
         if not 0 <= length <= _MAX_BODY:
-            self._send_json(400, wire.error_body("bad Content-Length"))
+            self.send_json(400, wire.error_body("bad Content-Length"))
             return
         try:
             body = json.loads(self.rfile.read(length) or b"null")
         except ValueError:
-            self.server.owner._record(self._request(None))  # recorded, no auth check
-            self._send_json(400, wire.error_body("body is not valid JSON"))
+            self._recorded(None, auth=False)
+            self.send_json(400, wire.error_body("body is not valid JSON"))
             return
         if not self._recorded(body):
             return
         if path.rstrip("/") not in _CHAT_PATHS:
-            self._send_json(404, wire.error_body(f"no route for POST {path}"))
+            self.send_json(404, wire.error_body(f"no route for POST {path}"))
         elif (problem := wire.check_chat_body(body)) is not None:
-            self._send_json(400, wire.error_body(problem))
+            self.send_json(400, wire.error_body(problem))
         else:
             try:
                 self._answer(body)
@@ -183,34 +190,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, body: dict[str, Any]) -> None:
         owner: LocalOpenAIServer = self.server.owner
+        with owner._lock:
+            item = owner._script.popleft() if owner._script else None
         try:
-            reply = owner._reply_for(body)
+            reply = wire.reply_for(item, body)
         except Exception as exc:  # a broken script must show up in the test, as a 500
             logger.exception("scripted reply failed")
-            self._send_json(500, wire.error_body(f"scripted reply failed: {exc}",
+            self.send_json(500, wire.error_body(f"scripted reply failed: {exc}",
                                                  "server_error"))
             return
         if reply.status != 200:
             kind = "authentication_error" if reply.status in (401, 403) else "server_error"
-            self._send_json(reply.status, wire.error_body(reply.error or "error", kind))
+            self.send_json(reply.status, wire.error_body(reply.error or "error", kind))
             return
         calls = wire.tool_calls(reply, owner._next_id)
-        finish = wire.finish_reason(reply, calls)
-        used = wire.usage(body, reply)
-        model = body.get("model") or owner.models[0]
-        cid = f"chatcmpl-{owner._next_id()}"
-        created = int(time.time())
+        plain = wire.completion(f"chatcmpl-{owner._next_id()}",
+                                body.get("model") or owner.models[0], int(time.time()), reply,
+                                calls, wire.usage(body, reply))
         if not body.get("stream"):
-            self._send_json(200, wire.completion(cid, model, created, reply, calls, finish,
-                                                 used))
+            self.send_json(200, plain)
             return
         opts = body.get("stream_options") or {}
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
-        for payload in wire.stream_chunks(cid, model, created, reply, calls, finish,
-                                          used if opts.get("include_usage") else None):
+        for payload in wire.stream_chunks(plain, bool(opts.get("include_usage"))):
             self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
             self.wfile.flush()
         self.wfile.write(b"data: [DONE]\n\n")
@@ -226,11 +231,10 @@ class LocalOpenAIServer(ThreadedServer):
     labelled text naming the ``<context name="...">`` blocks it saw); :meth:`script`
     queues exact replies, tool calls and errors. Usage counts are words, not tokens.
 
-    ``port=0`` picks a free port. ``models`` are the ids ``GET /v1/models`` lists
-    (the first is reported as the answering model when a request names none).
-    With ``api_key``, requests without ``Authorization: Bearer <api_key>`` get 401.
-    ``max_records``: how many received requests are kept (oldest dropped first), so
-    a long-running demo server does not grow without bound.
+    ``port=0`` picks a free port. ``models``: the ids ``GET /v1/models`` lists (the first
+    answers a request that names none). With ``api_key``, requests without
+    ``Authorization: Bearer <api_key>`` get 401. ``max_records``: requests kept (oldest
+    dropped first).
 
     ::
 
@@ -317,7 +321,6 @@ class LocalOpenAIServer(ThreadedServer):
             self._received.clear()
             self._script.clear()
 
-    # -- called from handler threads --
     def _record(self, req: RecordedRequest) -> bool:
         """Record ``req``; whether it is authorized."""
         with self._lock:
@@ -331,8 +334,3 @@ class LocalOpenAIServer(ThreadedServer):
         with self._lock:
             self._counter += 1
             return self._counter
-
-    def _reply_for(self, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            item = self._script.popleft() if self._script else None
-        return wire.reply_for(item, body)

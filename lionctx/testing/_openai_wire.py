@@ -13,7 +13,7 @@ from typing import Any
 from .._messages import message_text
 
 __all__ = ["ECHO_LABEL", "Reply", "ScriptItem", "check_chat_body", "completion", "echo_reply",
-           "error_body", "finish_reason", "reply_for", "stream_chunks", "tool_calls", "usage"]
+           "error_body", "reply_for", "stream_chunks", "tool_calls", "usage"]
 
 #: Every default reply starts with this label, so nobody mistakes it for a model.
 ECHO_LABEL = "[offline echo model]"
@@ -127,17 +127,13 @@ def usage(body: Mapping[str, Any], reply: Reply) -> dict[str, int]:
             "total_tokens": prompt + completion_words}
 
 
-def finish_reason(reply: Reply, calls: list[dict[str, Any]]) -> str:
-    return reply.finish_reason or ("tool_calls" if calls else "stop")
-
-
 def completion(cid: str, model: str, created: int, reply: Reply,
-               calls: list[dict[str, Any]], finish: str,
-               used: dict[str, int]) -> dict[str, Any]:
+               calls: list[dict[str, Any]], used: dict[str, int]) -> dict[str, Any]:
     """The plain JSON body of one answer."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if calls:
         message["tool_calls"] = calls
+    finish = reply.finish_reason or ("tool_calls" if calls else "stop")
     return {
         "id": cid, "object": "chat.completion", "created": created, "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish,
@@ -146,19 +142,20 @@ def completion(cid: str, model: str, created: int, reply: Reply,
     }
 
 
-def stream_chunks(cid: str, model: str, created: int, reply: Reply,
-                  calls: list[dict[str, Any]], finish: str,
-                  used: dict[str, int] | None) -> list[dict[str, Any]]:
-    """The server-sent events of one answer, in order (``data: [DONE]`` not included)."""
+def stream_chunks(plain: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    """The server-sent events of the answer ``plain`` (a :func:`completion`), in order
+    (``data: [DONE]`` not included)."""
+    head = {"id": plain["id"], "object": "chat.completion.chunk", "created": plain["created"],
+            "model": plain["model"]}
+    choice = plain["choices"][0]
+    message = choice["message"]
 
     def chunk(delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
-        return {"id": cid, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [{"index": 0, "delta": delta,
-                                             "finish_reason": reason}]}
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
 
     out = [chunk({"role": "assistant", "content": ""})]
-    out.extend(chunk({"content": piece}) for piece in _PIECE.findall(reply.content or ""))
-    for i, call in enumerate(calls):
+    out.extend(chunk({"content": piece}) for piece in _PIECE.findall(message["content"] or ""))
+    for i, call in enumerate(message.get("tool_calls", [])):
         fn = call["function"]
         out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
                                           "function": {"name": fn["name"], "arguments": ""}}]}))
@@ -166,8 +163,7 @@ def stream_chunks(cid: str, model: str, created: int, reply: Reply,
         half = len(args) // 2
         out.extend(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
                    for piece in (args[:half], args[half:]) if piece)
-    out.append(chunk({}, finish))
-    if used is not None:
-        out.append({"id": cid, "object": "chat.completion.chunk", "created": created,
-                    "model": model, "choices": [], "usage": used})
+    out.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        out.append({**head, "choices": [], "usage": plain["usage"]})
     return out

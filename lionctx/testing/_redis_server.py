@@ -55,8 +55,7 @@ class LocalRedisServer:
         deadline = time.monotonic() + self.startup_timeout
         while not self._ping():
             if self.process.poll() is not None:
-                assert self.process.stderr is not None
-                err = self.process.stderr.read().decode(errors="replace")
+                err = self.process.communicate()[1].decode(errors="replace")
                 self.stop()
                 raise RuntimeError(f"redis-server exited at start: {err.strip()[:500]}")
             if time.monotonic() > deadline:
@@ -79,15 +78,12 @@ class LocalRedisServer:
         """Stop the server (by its process) and remove its directory."""
         proc, self.process = self.process, None
         if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
+            proc.terminate()  # a no-op once it has exited
+            try:
+                proc.communicate(timeout=5)  # reaps it and closes its stderr
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

@@ -6,7 +6,7 @@ import logging
 
 import anyio
 import pytest
-from lionctx.cli._closing import aclose_all, opened
+from lionctx.cli._resolve import Plan, aclose_all, open_providers
 from lionctx.providers import FilesystemContextProvider
 
 
@@ -45,7 +45,7 @@ async def test_a_failing_close_is_logged_and_the_rest_are_still_closed(tmp_path,
     log: list[str] = []
     items = [Recording(tmp_path, "a", log, fail=True), object(), SyncClose(log),
              Recording(tmp_path, "b", log), Recording(tmp_path, "c", log, fail=True)]
-    with caplog.at_level(logging.WARNING, logger="lionctx.cli.closing"):
+    with caplog.at_level(logging.WARNING, logger="lionctx.cli.resolve"):
         failed = await aclose_all(items)
     assert log == ["a", "sync", "b", "c"]
     assert failed == ["Recording 'a'", "Recording 'c'"]
@@ -66,7 +66,7 @@ async def test_closing_runs_even_in_a_cancelled_scope(tmp_path):
 @pytest.mark.anyio
 async def test_a_close_that_hangs_is_abandoned_and_the_next_closed(tmp_path, caplog):
     log: list[str] = []
-    with caplog.at_level(logging.WARNING, logger="lionctx.cli.closing"):
+    with caplog.at_level(logging.WARNING, logger="lionctx.cli.resolve"):
         failed = await aclose_all([Hangs(tmp_path, name="stuck"),
                                    Recording(tmp_path, "b", log)], timeout=0.05)
     assert failed == ["Hangs 'stuck'"]
@@ -85,7 +85,7 @@ async def test_an_interrupt_during_a_close_is_not_swallowed(tmp_path):
 
 
 @pytest.mark.anyio
-async def test_opened_closes_what_was_built_when_a_later_build_fails(tmp_path):
+async def test_open_providers_closes_what_was_built_when_a_later_build_fails(tmp_path):
     log: list[str] = []
 
     def build(name: str):
@@ -94,16 +94,17 @@ async def test_opened_closes_what_was_built_when_a_later_build_fails(tmp_path):
         return Recording(tmp_path, name, log, fail=name == "a")
 
     with pytest.raises(ValueError, match="bad source"):
-        async with opened(["a", "b", "bad", "never"], build):
+        async with open_providers(Plan(["a", "b", "bad", "never"]), build):
             pytest.fail("the body must not run")
     assert log == ["a", "b"]  # a's failing close did not stop b's
 
 
 @pytest.mark.anyio
-async def test_opened_closes_everything_after_the_body_even_when_it_raises(tmp_path):
+async def test_open_providers_closes_everything_after_the_body_even_when_it_raises(tmp_path):
     log: list[str] = []
     with pytest.raises(LookupError):
-        async with opened(["a", "b"], lambda n: Recording(tmp_path, n, log)) as items:
+        async with open_providers(Plan(["a", "b"]), lambda n: Recording(tmp_path, n, log)) \
+                as items:
             assert [p.name for p in items] == ["a", "b"]
             assert log == []
             raise LookupError

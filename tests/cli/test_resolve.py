@@ -474,7 +474,7 @@ async def test_a_provider_that_fails_to_close_hides_no_result_and_no_other_close
 
     class Http(HttpContextProvider):
         async def aclose(self) -> None:
-            used = self._client is not None  # it fetched: it holds a client
+            used = self._client.value is not None  # it fetched: it holds a client
             await super().aclose()
             closed.append(f"{self.name} (client {'closed' if used else 'never made'})")
 
@@ -490,6 +490,6 @@ async def test_a_provider_that_fails_to_close_hides_no_result_and_no_other_close
 
     async with open_providers(plan, build) as providers:
         result = await run_plan(plan, providers)
-    assert [o.status.value for o in result["outcomes"]] == ["fired", "fired", "fired"]
-    assert tag_block("b", "up") in result["context"]
+    assert [o.status.value for o in result.report.outcomes] == ["fired", "fired", "fired"]
+    assert tag_block("b", "up") in result.context
     assert closed == ["a", "b (client closed)", "c"]

@@ -10,8 +10,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from lionctx.cli import UsageError, build_parser
-from lionctx.cli._sources import SourceSpec, assign_names, build_provider, check_glob, read_config
+from lionctx.cli._sources import SourceSpec, assign_names, build_provider, read_config
 from lionctx.providers import FilesystemContextProvider, HttpContextProvider
+
+
+def check_glob(glob: str, where: str) -> None:
+    """Build an ``--fs`` source with ``glob``, written at ``where``."""
+    build_provider(SourceSpec("fs", ".", where, glob=glob), None)
 
 
 def parse(*args: str):

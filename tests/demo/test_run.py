@@ -174,7 +174,8 @@ def _demo_run(world, server, out):
 
 @pytest.mark.anyio
 async def test_demo_closes_every_provider_and_the_model_when_one_close_fails():
-    from lionctx.demo._run import _main, _sources
+    from lionctx.cli._sources import build_provider
+    from lionctx.demo._run import _main
     from lionctx.providers import FilesystemContextProvider
 
     closed: list[str] = []
@@ -189,15 +190,17 @@ async def test_demo_closes_every_provider_and_the_model_when_one_close_fails():
             await super().aclose()
             closed.append(self.name)
 
+    def build(spec):
+        if spec.kind == "http":
+            return Http(spec.target, name=spec.name, timeout=5)
+        if spec.name == "archive":
+            return BadClose(spec.target, glob="*.md", name="archive")
+        return build_provider(spec, run.timeout)
+
     out = io.StringIO()
     with demo_world() as world, LocalOpenAIServer() as server:
         run = _demo_run(world, server, out)
-        sources = _sources(world, run.timeout)
-        url = world.status.url
-        sources[2] = lambda: Http(f"{url}/status", name="status")
-        sources[3] = lambda: Http(f"{url}/incidents", name="incidents", timeout=5)
-        sources[4] = lambda: BadClose(world.archive, glob="*.md", name="archive")
-        status = await _main(run, sources)
+        status = await _main(run, build)
     assert status == 0  # the failed close neither hid the result nor raised
     assert "[offline echo model] You said:" in out.getvalue()
     assert closed == ["status", "incidents", "archive"]
@@ -206,7 +209,8 @@ async def test_demo_closes_every_provider_and_the_model_when_one_close_fails():
 
 @pytest.mark.anyio
 async def test_demo_closes_what_it_built_when_a_later_provider_fails_to_build():
-    from lionctx.demo._run import _main, _sources
+    from lionctx.cli._sources import build_provider
+    from lionctx.demo._run import _main
 
     closed: list[str] = []
 
@@ -215,17 +219,18 @@ async def test_demo_closes_what_it_built_when_a_later_provider_fails_to_build():
             await super().aclose()
             closed.append(self.name)
 
-    def broken():
-        raise ValueError("the archive cannot be built")
+    def build(spec):
+        if spec.name == "incidents":
+            raise ValueError("the archive cannot be built")
+        if spec.kind == "http":
+            return Http(spec.target, name=spec.name)
+        return build_provider(spec, run.timeout)
 
     out = io.StringIO()
     with demo_world() as world, LocalOpenAIServer() as server:
         run = _demo_run(world, server, out)
-        sources = _sources(world, run.timeout)
-        sources[2] = lambda: Http(f"{world.status.url}/status", name="status")
-        sources[3] = broken
         with pytest.raises(ValueError, match="cannot be built"):
-            await _main(run, sources)
+            await _main(run, build)
     assert closed == ["status"]
     assert run.model.closed
     assert out.getvalue() == ""  # nothing ran

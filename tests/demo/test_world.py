@@ -17,8 +17,12 @@ from ..cli.helpers import port_is_closed
 def test_demo_world_builds_the_sources_and_removes_them():
     with demo_world() as world:
         root, port = world.root, world.status.port
-        assert sorted(p.name for p in world.notes.iterdir()) == sorted(samples.NOTES)
-        assert sorted(p.name for p in world.archive.iterdir()) == sorted(samples.ARCHIVE)
+        for folder in (world.notes, world.archive):
+            sample = samples.FOLDER / folder.name
+            assert sorted(p.name for p in folder.iterdir()) == sorted(
+                p.name for p in sample.iterdir())
+            assert all((folder / p.name).read_bytes() == p.read_bytes() for p in sample.iterdir())
+        assert (world.notes / "support-plans.md").read_text().startswith("Support plans\n")
         with closing(sqlite3.connect(world.database)) as conn:
             row = conn.execute(samples.PROFILE_SQL, {"user_id": samples.USER_ID}).fetchone()
         assert row == ("Ada Okafor", "Team", "eu-west-1", 12)

@@ -34,7 +34,8 @@ def run_turns(engine, model, server, history, turns, start=0):
     compactions = []
     for turn in range(start, start + turns):
         user = messages_mod.ensure_uid(
-            messages_mod.user_message(f"Turn {turn}: review module m{turn}. " + "detail " * 120)
+            {"role": "user",
+             "content": f"Turn {turn}: review module m{turn}. " + "detail " * 120}
         )
         history.append(user)
         if turn % 2 == 0:

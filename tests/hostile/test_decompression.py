@@ -196,3 +196,12 @@ def test_decoder_output_is_exact_or_over_the_cap(text: bytes, stack: list[str], 
         assert len(text) > cap
         return
     assert bytes(out) == text and len(text) <= cap
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 700])
+def test_gzip_members_split_across_network_chunks_all_decode(chunk: int) -> None:
+    text = b"first member " * 50 + b"second member " * 50
+    wire = gzip.compress(text[:650]) + gzip.compress(text[650:]) + b"trailing bytes"
+    decoder = BodyDecoder(["gzip"], 10_000)
+    out = b"".join(decoder.feed(wire[i:i + chunk]) for i in range(0, len(wire), chunk))
+    assert out + decoder.finish() == text

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from lionctx import resolve_context
 from lionctx.cli._sources import SourceSpec, assign_names
 from lionctx.providers import FilesystemContextProvider, SqliteContextProvider
-from lionctx.providers._names import name_from_path
+from lionctx.providers._identity import name_from_path
 
 pytestmark = pytest.mark.anyio
 

@@ -279,10 +279,10 @@ class RunObject:
 @given(_who, _who)
 def test_no_baseline_or_report_crosses_users_tenants_or_sessions(first, second):
     from lionctx import RunContext
-    from lionctx.integrations._turns import TurnResolver, tie_report, tied_report
+    from lionctx.integrations._turns import HostHook, tie_report, tied_report
 
     async def both():
-        resolver = TurnResolver([Same()], {}, "test")
+        resolver = HostHook([Same()])
         runs = []
         for tenant, user, session in (first, second):
             ctx = RunContext(tenant_id=tenant, user_id=user, session_id=session)

@@ -19,6 +19,15 @@ pytestmark = pytest.mark.anyio
 PANIC = " " * 1_000_000 + "a line of text\n"
 
 
+@pytest.fixture
+def uncut_counted(monkeypatch):
+    """In a turn, a run this long with no place to cut is refused before the tokenizer
+    sees it; raising that cap lets the panic through, so containment is what holds."""
+    import lionctx._tokens
+
+    monkeypatch.setattr(lionctx._tokens, "MAX_UNCUT", 2 * len(PANIC))
+
+
 def _panics():
     from lionctx._tokens import get_encoding
 
@@ -36,7 +45,7 @@ async def test_the_text_really_panics_the_tokenizer():
 
 
 @pytest.mark.parametrize("concurrent", [False, True])
-async def test_registry_contains_a_tokenizer_panic(concurrent):
+async def test_registry_contains_a_tokenizer_panic(concurrent, uncut_counted):
     # Counted even under a size limit above it: containment, not the limit, holds.
     reg = ContextProviderRegistry(budget=10_000_000, concurrent=concurrent,
                                   max_chars=2_000_000)
@@ -50,7 +59,7 @@ async def test_registry_contains_a_tokenizer_panic(concurrent):
     assert report.failed == ["bomb"]
 
 
-async def test_resolve_contains_a_tokenizer_panic():
+async def test_resolve_contains_a_tokenizer_panic(uncut_counted):
     res = await resolve_context([Static("bomb", PANIC), Static("fine", "ok")], "q",
                                 max_chars=2_000_000)
     assert [o.status for o in res.outcomes] == [Status.FAILED, Status.FIRED]
@@ -69,10 +78,18 @@ async def test_branch_chat_survives_a_tokenizer_panic(server, model):
     assert branch.last_context_report.failed == ["bomb"]
 
 
-async def test_by_default_it_is_counted_and_contained():
+async def test_by_default_it_is_counted_and_contained(uncut_counted):
     res = await resolve_context([Static("bomb", PANIC)], "q")
     (bomb,) = res.outcomes
     assert bomb.status is Status.FAILED and "PanicException" in bomb.reason
+
+
+async def test_by_default_a_turn_refuses_it_before_the_tokenizer():
+    res = await resolve_context([Static("bomb", PANIC), Static("fine", "ok")], "q")
+    bomb, fine = res.outcomes
+    assert bomb.status is Status.FAILED and "PanicException" not in bomb.reason
+    assert "no place to cut the token count" in bomb.reason
+    assert fine.status is Status.FIRED
 
 
 async def test_a_lower_size_limit_skips_it_uncounted():

@@ -255,9 +255,9 @@ def test_timeout_none_means_none():
     from lionctx.integrations.openai_agents import context_instructions
     from lionctx.integrations.pydantic_ai import context_instructions as pai_instructions
 
-    assert context_instructions([UserKB()])._resolver._pass.policy.timeout == DEFAULT_TIMEOUT
-    assert context_instructions([UserKB()], timeout=None)._resolver._pass.policy.timeout is None
-    assert pai_instructions([UserKB()], timeout=1.5)._resolver._pass.policy.timeout == 1.5
+    assert context_instructions([UserKB()])._pass.policy.timeout == DEFAULT_TIMEOUT
+    assert context_instructions([UserKB()], timeout=None)._pass.policy.timeout is None
+    assert pai_instructions([UserKB()], timeout=1.5)._pass.policy.timeout == 1.5
     from lionagi import Branch
     from lionctx.integrations.lionagi import install
 

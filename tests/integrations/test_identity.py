@@ -63,17 +63,17 @@ def test_run_id_extras_and_dicts():
 
 @pytest.mark.anyio
 async def test_run_context_callable_sync_async_and_two_argument_forms():
-    from lionctx.integrations._turns import TurnResolver
+    from lionctx.integrations._turns import HostHook, host_context
 
     async def by_session(session):
         return {"user_id": session}
 
-    resolver = TurnResolver([], {}, "test", run_context=by_session)
-    assert (await resolver.context_for(None, "s-user")).user_id == "s-user"
-    both = TurnResolver([], {}, "test", run_context=lambda session, context: {
+    resolver = HostHook([], run_context=by_session)
+    assert (await host_context(resolver.run_context, None, "s-user")).user_id == "s-user"
+    both = HostHook([], run_context=lambda session, context: {
         "user_id": f"{session}/{context}"})
-    assert (await both.context_for(None, "s", "c")).user_id == "s/c"
-    one = TurnResolver([], {}, "test", run_context=lambda session: {"user_id": session})
-    assert (await one.context_for(None, "s", "c")).user_id == "s"
+    assert (await host_context(both.run_context, None, "s", "c")).user_id == "s/c"
+    one = HostHook([], run_context=lambda session: {"user_id": session})
+    assert (await host_context(one.run_context, None, "s", "c")).user_id == "s"
     with pytest.raises(TypeError, match="run_context"):
-        TurnResolver([], {}, "test", run_context="u1")
+        HostHook([], run_context="u1")

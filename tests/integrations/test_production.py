@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from lionctx import BreakerSettings, CacheBreak, RunContext
-from lionctx.integrations._turns import TurnResolver
+from lionctx.integrations._turns import HostHook
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ class Run:
 
 async def test_runs_of_a_session_report_prefix_stability_and_the_first_changed_block():
     status = Box("status", "up")
-    resolver = TurnResolver([Box("notes", "n"), status], {}, "test")
+    resolver = HostHook([Box("notes", "n"), status])
     ctx = RunContext(user_id="u1", session_id="s1")
     run1 = Run()
     first = await resolver.resolve(run1, "q", ctx)
@@ -43,7 +43,7 @@ async def test_runs_of_a_session_report_prefix_stability_and_the_first_changed_b
 
 
 async def test_no_session_no_baseline():
-    resolver = TurnResolver([Box("notes", "n")], {}, "test")
+    resolver = HostHook([Box("notes", "n")])
     await resolver.resolve(Run(), "q", RunContext(user_id="u1"))
     second = await resolver.resolve(Run(), "q", RunContext(user_id="u1"))
     assert second.prefix_stable is None and second.cache_break is None
@@ -51,8 +51,8 @@ async def test_no_session_no_baseline():
 
 async def test_breaker_and_dedupe_options_pass_through():
     dead = Box("dead", None)
-    resolver = TurnResolver([Box("a", "same"), Box("b", "same"), dead],
-                            {"breaker": BreakerSettings(threshold=2), "dedupe": True}, "test")
+    resolver = HostHook([Box("a", "same"), Box("b", "same"), dead],
+                        breaker=BreakerSettings(threshold=2), dedupe=True)
     for _ in range(4):
         report = await resolver.resolve(Run(), "q", RunContext())
     assert dead.calls == 2
@@ -60,4 +60,4 @@ async def test_breaker_and_dedupe_options_pass_through():
     assert [o.reason.split(" until")[0] for o in report.outcomes[1:]] == [
         "duplicate of a", "circuit open"]
     with pytest.raises(TypeError, match="unknown option 'cache'"):
-        TurnResolver([], {"cache": True}, "test")
+        HostHook([], cache=True)

@@ -80,13 +80,10 @@ def test_the_local_servers_stream_and_body_parse_alike(reply: Reply, usage: bool
     ids = itertools.count(1)
     body = {"messages": [{"role": "user", "content": "hi"}]}
     sent = server_wire.tool_calls(reply, lambda: next(ids))
-    finish = server_wire.finish_reason(reply, sent)
-    used = server_wire.usage(body, reply)
-    plain = parse_completion(ChatCompletion.model_validate(
-        server_wire.completion("c", "m", 0, reply, sent, finish, used)), "here")
+    body_sent = server_wire.completion("c", "m", 0, reply, sent, server_wire.usage(body, reply))
+    plain = parse_completion(ChatCompletion.model_validate(body_sent), "here")
     assembly = StreamAssembly()
-    for chunk in server_wire.stream_chunks("c", "m", 0, reply, sent, finish,
-                                           used if usage else None):
+    for chunk in server_wire.stream_chunks(body_sent, usage):
         assembly.feed(ChatCompletionChunk.model_validate(chunk))
     streamed = assembly.response()
     assert (streamed.content or "") == (plain.content or "")

@@ -59,15 +59,13 @@ def test_the_stream_says_what_the_plain_body_says(reply: Reply, body: dict[str, 
                                                   include_usage: bool) -> None:
     ids = itertools.count(1)
     sent_calls = wire.tool_calls(reply, lambda: next(ids))
-    finish = wire.finish_reason(reply, sent_calls)
-    used = wire.usage(body, reply)
-    plain = wire.completion("c1", "m", 0, reply, sent_calls, finish, used)
-    chunks = wire.stream_chunks("c1", "m", 0, reply, sent_calls, finish,
-                                used if include_usage else None)
+    plain = wire.completion("c1", "m", 0, reply, sent_calls, wire.usage(body, reply))
+    chunks = wire.stream_chunks(plain, include_usage)
     message = plain["choices"][0]["message"]
     got = assemble(chunks)
-    assert got["content"] == (message["content"] or "")
-    assert got["tool_calls"] == message.get("tool_calls", [])
+    assert got["content"] == (reply.content or "") == (message["content"] or "")
+    assert got["tool_calls"] == sent_calls == message.get("tool_calls", [])
+    finish = reply.finish_reason or ("tool_calls" if sent_calls else "stop")
     assert got["finish"] == plain["choices"][0]["finish_reason"] == finish
     assert got["usage"] == (plain["usage"] if include_usage else None)
     assert all(c["id"] == "c1" and c["model"] == "m" for c in chunks)
