@@ -1,14 +1,11 @@
-"""How far behind this process's event loop is running: a cheap heartbeat.
+"""How far behind this process's event loop is running, so that a timeout the loop
+caused (a burst) is not counted against the source by the circuit breakers.
 
-A timeout is the source's failure only when the loop was free to run the provider;
-under a burst the loop itself falls behind, and the circuit breakers must not count
-that. While timed calls run, one callback re-arms itself every :data:`INTERVAL` (at
-once while the loop is behind) and notes how late it ran; :func:`behind` sums that
-lateness over a window. A :class:`Probe` looks at a call's task when its time runs
-out: ready to run while the loop lagged (or the loop far behind right then) is
-overload; still waiting on its source, or its own step holding the loop, is the
-source's. A deadline's row uses the heartbeat alone (:func:`overloaded`). On trio
-there is no heartbeat: timeouts count as the source's.
+While timed calls run, a heartbeat notes how late it runs every :data:`INTERVAL`
+(:func:`behind` sums that over a window). A :class:`Probe` looks at a call's task when
+its time runs out: ready to run while the loop lagged is overload; still waiting on its
+source, or its own step holding the loop, is the source's. On trio there is no
+heartbeat: timeouts count as the source's.
 """
 
 from __future__ import annotations
@@ -23,9 +20,8 @@ __all__ = ["INTERVAL", "Probe", "behind", "overloaded", "probe", "watch"]
 
 #: Seconds between heartbeats.
 INTERVAL = 0.05
-#: A provider still waiting on its source when its time ran out is excused only when
-#: the loop was behind by at least this much (and by the call's whole limit) right
-#: then: the operating system's scheduling noise on a busy machine stays below it.
+#: A call still waiting on its source is excused only by a loop this far behind (and by
+#: its whole limit): a busy machine's scheduling noise stays below it.
 MIN_BEHIND = 0.25
 
 
@@ -36,19 +32,16 @@ class _Heart:
                  "until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # Weakly: the table of hearts is keyed weakly by loop, and a heart that held
-        # its loop would keep every finished loop alive.
+        # Weakly: a heart holding its loop would keep every finished loop alive.
         self._loop = weakref.ref(loop)
         self.due = 0.0
         self.until = 0.0
-        # A beat is scheduled (its handle is not kept: a handle holds its loop).
-        self.pending = False
-        # (time the beat ran, how late it ran): enough for windows of several
-        # seconds even when the loop is far behind (beats then come further apart).
+        self.pending = False  # a beat is scheduled (no handle kept: it holds its loop)
+        # (time the beat ran, how late): windows of seconds even when far behind.
         self.beats: deque[tuple[float, float]] = deque(maxlen=512)
         self._mark: _Mark | None = None
-        # Probes by the millisecond their calls' time runs out: one timer each, due
-        # at the start of that millisecond (before any of their timeouts).
+        # Probes by the millisecond their calls' time runs out: one timer each, due at
+        # its start (before any of their timeouts).
         self._looks: dict[int, list[Probe]] = {}
 
     def look_at(self, probe: Probe) -> None:
@@ -99,8 +92,7 @@ class _Heart:
         late = now - self.due
         self.beats.append((now, late))
         if late > INTERVAL / 2:
-            # Behind: beat again next iteration (for as long as the loop is behind),
-            # so the lag is measured end to end.
+            # Behind: beat again next iteration, so the lag is measured end to end.
             self.due = now
             self.loop.call_at(now, self._beat)
         elif now < self.until:
@@ -128,7 +120,7 @@ _HEARTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heart] = \
 
 
 #: The last loop's heart (the common case: one loop per thread), checked first.
-_LAST: list[Any] = [None, None]
+_LAST: list[Any] = [None]
 
 
 def _heart() -> _Heart | None:
@@ -136,14 +128,13 @@ def _heart() -> _Heart | None:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio (trio): no heartbeat
         return None
-    last = _LAST
-    heart = last[1]
+    heart = _LAST[0]
     if heart is not None and heart._loop() is loop:
         return heart  # type: ignore[no-any-return]
     heart = _HEARTS.get(loop)
     if heart is None:
         heart = _HEARTS[loop] = _Heart(loop)
-    last[1] = heart  # held strongly here, but it holds its loop only weakly
+    _LAST[0] = heart  # held strongly here, but it holds its loop only weakly
     return heart
 
 
@@ -170,17 +161,10 @@ class _Mark:
 
 
 class Probe:
-    """Looks at timed calls' tasks when their time runs out.
-
-    Just before the calls' own timeout, the heart's look (one timer per
-    millisecond of due times, shared by the calls due in it) notes which tasks
-    were ``ready`` (not waiting on anything, or what they wait on completed) and
-    how ``late`` the look ran (the loop's lag right then). ``mark`` tells whether
-    the loop got control back since the calls started (its callback is queued
-    ahead of any later wake-up of their tasks; one per loop iteration, shared by
-    the calls that start in it). One probe serves a pass whose providers share one
-    timeout (their tasks are set once made), or one call (its task).
-    """
+    """Looks at timed calls' tasks when their time runs out (one call, or a pass whose
+    providers share one timeout): just before their timeout, which tasks were ``ready``
+    (what they wait on is done) and how ``late`` the look ran; ``mark``: whether the loop got
+    control back since the calls started."""
 
     __slots__ = ("after", "done", "due", "heart", "late", "mark", "marks", "ready", "tasks")
 
@@ -212,18 +196,15 @@ class Probe:
             self.after(now)
 
     def disarm(self) -> None:
-        """The calls are over: no look is needed (nor their tasks, which a pending
-        look must not keep alive, with their loop)."""
+        """The calls are over: no look is needed (nor their tasks, kept alive otherwise)."""
         self.done = True
         self.tasks = {}
 
     def verdict(self, ran: float, limit: float, index: int = 0,
                 mark: _Mark | None = None) -> str | None:
-        """Why call ``index`` (of the tasks looked at), which ran ``ran`` seconds past
-        ``limit``, is this process's overload, or ``None`` when it is the source's.
-        ``mark``: the call answered, and this is the mark of the loop iteration it
-        started in (a call of a group that shares this probe), read unless the look
-        found it ready."""
+        """Why call ``index``, which ran ``ran`` seconds against ``limit``, is this process's
+        overload, or ``None`` when it is the source's. ``mark``: the call answered, and
+        this is the mark of the iteration it started in (a call of a group)."""
         self.disarm()
         heart = self.heart
         lag = heart.behind(ran)
@@ -234,11 +215,9 @@ class Probe:
             if not (mark or self.mark).ran:
                 return None
             late, ready = heart.loop.time() - self.due, True
-        # Ready: the source had answered; the loop, behind for half the call's time
-        # or more, had not run it (the look's own lateness is a reading of that lag,
-        # taken before the heartbeat has any: a burst's first calls). Waiting on its
-        # source: only a loop as far behind as the whole limit (and MIN_BEHIND) right
-        # then could have hidden an answer.
+        # Ready: the loop, behind for half the call's time (the look's own lateness
+        # counts: a burst's first calls), had not run it. Waiting on its source: only a
+        # loop as far behind as the whole limit (and MIN_BEHIND) could hide an answer.
         lag = max(lag, late) if ready else lag
         if (ready and lag >= limit / 2) or late >= max(MIN_BEHIND, limit):
             return (f"this process's event loop was {max(lag, late):.2f}s behind meanwhile "
@@ -258,8 +237,8 @@ def _ready(task: asyncio.Task[Any]) -> bool:
 
 
 def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None) -> Probe | None:
-    """A :class:`Probe` of ``tasks`` (by default the running task) for calls bounded
-    by ``limit`` (and the heartbeat kept going past it); ``None`` outside asyncio."""
+    """A :class:`Probe` of ``tasks`` (default: the running task) for calls bounded by
+    ``limit``; ``None`` outside asyncio."""
     heart = _heart()
     if heart is None:
         return None
@@ -274,9 +253,8 @@ def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None) -> Pr
 
 
 def overloaded(ran: float, limit: float) -> str | None:
-    """Why a call that ran ``ran`` seconds against a ``limit`` is put down to this
-    process's overload (meanwhile the loop was behind by at least the whole limit,
-    and at least :data:`MIN_BEHIND`), or ``None`` when the loop kept up."""
+    """Why a call that ran ``ran`` seconds against ``limit`` is this process's overload
+    (the loop behind by the whole limit and :data:`MIN_BEHIND`), else ``None``."""
     lag = behind(ran)
     if lag >= MIN_BEHIND and lag >= limit:
         return (f"this process's event loop was {lag:.2f}s behind meanwhile (overloaded): "

@@ -34,10 +34,8 @@ Nothing else in the text changes: every character other than such an opener stay
 as it is, in place. The result depends on the text alone (no locale, no state), and
 ASCII text without ``<`` is returned as it is.
 
-The rule runs as one regex, built once per process from every code point's reading
-(:func:`prepare_reader`): its cost is linear in the text and paid in C, whatever the
-characters, in calls that each read a bounded number of characters (see
-:func:`_read_in_pieces`).
+The rule runs as one regex built once per process (:func:`prepare_reader`): linear in
+the text, in C, in calls that each read a bounded number of characters.
 
 Hence, after NFKC and removal of Cc and Cf characters, a rendered block holds exactly
 one opening and one closing ``context`` tag: its own frame.
@@ -66,14 +64,11 @@ OPENERS = frozenset(
     "<\u226e\ufe64\uff1c"  # NFKD starts with "<"
     "\u02c2\u1438\u16b2\u2039\u2329\u276c\u276e\u2770\u27e8\u29fc\u3008\U0001d236"
 )
-# Non-ASCII openers, for the "is there any?" check (one C-level scan each; a needle
-# wider than the text's own storage is rejected without scanning).
+# Non-ASCII openers, for the "is there any?" check (one C-level scan each).
 _WIDE_OPENERS = tuple(sorted(OPENERS - {"<"}))
-# How much text one regex call reads at most (plus a short squeezed continuation):
-# 64K characters, a few milliseconds.
+# How much text one regex call reads at most (plus a short continuation): milliseconds.
 _PIECE = 1 << 16
-# A run of characters that can leave the reading where it is, at least this long, is
-# read as a stand-in of at most three characters (see _stand_in).
+# A run that leaves the reading where it is, this long or longer, reads as a stand-in.
 _LONG_RUN = 64
 _READS_AS = {
     "\u2044": "/", "\u2215": "/", "\u29f8": "/",
@@ -99,11 +94,9 @@ _ASCII_TAG_START = re.compile(
 
 
 class _Reader(NamedTuple):
-    """The rule as regexes: ``tag`` finds the openers to replace; ``run`` matches a
-    run of the characters that can leave the reading where it is, ``kinds`` finds
-    each kind of them (characters of a kind move the reading alike), and ``near``
-    matches up to nine characters that move a reading forward, each after a run
-    shorter than :data:`_LONG_RUN` (every other character decides every reading)."""
+    """The rule as regexes: ``tag`` finds the openers to replace; ``run`` matches a run
+    of characters that can leave the reading where it is, ``kinds`` each kind of them;
+    ``near`` up to nine characters that move a reading forward, after short runs."""
 
     tag: re.Pattern[str]
     run: re.Pattern[str]
@@ -134,23 +127,15 @@ def _invisible(ch: str) -> bool:
     cp = ord(ch)
     if cp < 0x80:
         return cp < 0x20 or cp == 0x7F
-    return (
-        unicodedata.category(ch) in _INVISIBLE_CATEGORIES
-        or cp in (0x115F, 0x1160, 0x3164, 0xFFA0)
-        or 0xFFF0 <= cp <= 0xFFF8
-        or 0xE0000 <= cp <= 0xE0FFF
-    )
+    return unicodedata.category(ch) in _INVISIBLE_CATEGORIES or cp in _FILLERS or cp in _TAGS
 
 
 # -- the rule as one regex ---------------------------------------------------------
 #
-# The rule reads each character on its own (its NFKC form, lower-cased), so it is a
-# finite automaton over characters. Its states after an opener: the gap before a
-# slash, the gap after one, then 1..7 letters of "context" matched; a character moves
-# the automaton forward, leaves it where it is, accepts (a tag) or rejects. Every code
-# point is classified once per process by the same reading the docstring states, and
-# the automaton becomes one lookahead after the opener: the text is then read by the
-# regex engine, in C, in bounded pieces (_read_in_pieces).
+# The rule reads each character on its own, so it is an automaton over characters:
+# after an opener, the gap before a slash, the gap after one, 1..7 letters of "context";
+# every code point is classified once by that reading, and the automaton becomes one
+# lookahead after the opener.
 _GAP, _GAP_SLASH, _M7 = 0, 1, 8  # matched k letters: state 1 + k
 _ACCEPT, _REJECT = 9, 10
 _STATES = range(_M7 + 1)
@@ -210,10 +195,8 @@ def _all_code_points() -> str:
 
 
 def _unusual(every: str) -> set[int]:
-    """Code points whose reading is not simply themselves: not NFKC-stable, changed by
-    lower(), white space, or invisible (the caller adds ASCII and the listed forms).
-    Every other character reads as itself and only matters after a full ``context``,
-    where ``\\w`` tells whether it continues the word."""
+    """Code points that do not read as themselves: not NFKC-stable, changed by lower(),
+    or white space (every other one matters only after a full ``context``)."""
     out: set[int] = set()
     width = 512
     for lo in range(0, len(every), width):
@@ -238,8 +221,7 @@ def _invisible_code_points(every: str) -> list[int]:
 
 
 def _ranges(ordered: list[int]) -> str:
-    """A character class of the sorted code points ``ordered``; its astral ranges
-    largest first (the regex engine tries those one by one)."""
+    """A character class of the sorted ``ordered``; astral ranges largest first."""
     runs: list[tuple[int, int]] = []
     for p in ordered:
         if runs and runs[-1][1] == p - 1:
@@ -257,9 +239,8 @@ def _literal(cp: int) -> str:
 
 
 def _char_class(points: Iterable[int]) -> str:
-    """A regex matching one character of ``points``, for a test made once: the
-    astral part (a list of ranges the engine tries one by one, where a BMP
-    character is one lookup) sits behind a guard, so a BMP character never walks it."""
+    """A regex matching one character of ``points``; a BMP character never walks the
+    (guarded) list of astral ranges."""
     ordered = sorted(set(points))
     bmp = [p for p in ordered if p < 0x10000]
     astral = [p for p in ordered if p >= 0x10000]
@@ -272,12 +253,8 @@ def _char_class(points: Iterable[int]) -> str:
 
 
 def _run_of(points: list[int]) -> str:
-    """A regex matching a run of ``points``, in the engine's single-character loop.
-
-    A BMP character is one lookup in a class, but an astral one walks the class's
-    list of astral ranges, and so does every BMP character *not* in the class: the
-    run starts on the BMP part alone and takes the whole class only from the first
-    astral character on."""
+    """A regex matching a run of ``points``: the BMP part alone until the first astral
+    character (a BMP character not in a class would walk its astral ranges)."""
     bmp = sorted(p for p in points if p < 0x10000)
     run = _ranges(bmp) + "*" if bmp else ""
     if len(bmp) < len(points):
@@ -299,8 +276,7 @@ def _compile_reader() -> _Reader:
     groups = iter(range(1_000_000))
 
     def stay(state: int) -> str:
-        """Characters that leave ``state`` as it is, taken atomically (a lookahead
-        and a back-reference: no backtracking into a long run)."""
+        """Characters that leave ``state`` as it is, taken atomically (no backtracking)."""
         cps = [cp for m, cps in moves.items() if m[state] == state for cp in cps]
         if not cps:
             return ""
@@ -313,9 +289,8 @@ def _compile_reader() -> _Reader:
         if state == _ACCEPT:
             return ""
         if state == _M7:
-            # Past "context": a word character (read after any characters that read
-            # as nothing) continues the word; anything else, or the end, is a tag.
-            # Listed characters that end the word where \w says otherwise, both ways.
+            # Past "context": a word character (after any that read as nothing) continues
+            # the word, anything else is a tag; listed characters override \w both ways.
             ends = {cp for m, cps in moves.items() if m[_M7] == _REJECT for cp in cps}
             word = {ord(c) for c in _WORD_CHAR.findall("".join(map(chr, invisible | listed)))}
             return (f"(?!{stay(_M7)}(?:{_char_class(ends - word)}"
@@ -350,8 +325,7 @@ def _compile_reader() -> _Reader:
                    _near(_ranges(run), _char_class(forward)))
 
 
-# Atomic groups are in the regex engine from Python 3.11; before, a lookahead and a
-# back-reference do the same (reading a run twice).
+# Atomic groups from Python 3.11; before, a lookahead and a back-reference do the same.
 _ATOMIC = sys.version_info >= (3, 11)
 _reader: _Reader | None = None
 _reader_lock = threading.Lock()
@@ -422,13 +396,9 @@ def _neutralize_general(text: str) -> str:
 
 
 def _read_in_pieces(reader: _Reader, text: str) -> str:
-    """Replace the openers ``reader`` finds, every regex call reading a bounded piece.
-
-    A piece ends at any point: the openers before it read on into a squeezed copy of
-    what follows (:func:`_continuation`), and what the copy's own openers became is
-    cut off again. Between pieces another thread (the event loop, when this runs in a
-    worker) may take the interpreter.
-    """
+    """Replace the openers ``reader`` finds, each regex call reading a bounded piece (the
+    openers before a cut read on into a squeezed copy of what follows; another thread may
+    run between pieces)."""
     if len(text) <= _PIECE:
         return reader.tag.sub("&lt;", text)
     parts: list[str] = []
@@ -445,14 +415,9 @@ def _read_in_pieces(reader: _Reader, text: str) -> str:
 
 
 def _continuation(reader: _Reader, text: str, at: int) -> tuple[str, int]:
-    """What follows ``at``, as a reading that reaches ``at`` sees it, in a bounded
-    length; and where the run starting at ``at`` ends if it is a long one (else ``at``).
-
-    A character outside the runs decides every reading or moves it forward, so nine
-    of them decide it; each run between them that is :data:`_LONG_RUN` or longer is
-    read as its first characters and a stand-in for the rest (after one, the next
-    match takes at least one character).
-    """
+    """What follows ``at`` as a reading reaching it sees it, bounded (nine characters
+    outside runs decide it; a long run reads as its start and a stand-in); and where a
+    long run starting at ``at`` ends (else ``at``)."""
     out: list[str] = []
     pos = skip = at
     for _ in range(10):
@@ -479,12 +444,8 @@ def _run_end(run: re.Pattern[str], text: str, pos: int) -> int:
 
 
 def _stand_in(kinds: Sequence[re.Pattern[str]], text: str, start: int, end: int) -> str:
-    """The first character of each kind in the run ``text[start:end]``, in order.
-
-    From any state the run's reading is decided by the first character that does not
-    leave that state as it is (all of a kind do alike), or goes on past the run: the
-    stand-in reads the same from every state.
-    """
+    """The first character of each kind in the run ``text[start:end]``, in order: it
+    reads the same as the run from every state (all of a kind move a state alike)."""
     firsts = []
     for kind in kinds:
         for lo in range(start, end, _PIECE):

@@ -7,7 +7,6 @@ leaving it runs compaction (``record=True``) and the engine's ``on_turn_complete
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,7 +27,7 @@ from ._messages import (
 from ._request import build_request, selected_blocks
 from ._values import ContextBlock, Instruction, OperateResult, RenderMode, add_usage
 from .models import ChatResponse, ModelResponseError
-from .models._tools import ActionResponse, Tool, run_tool_call
+from .models._tools import ActionResponse, Tool, parse_arguments, run_tool_call
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engines._session import EngineSession
@@ -282,7 +281,7 @@ class Turn:
         content = await self.session.dispatch_tool(name, raw, turn_id=self.turn_id,
                                                    task_id=self._task_id, tool_call_id=call_id)
         try:
-            args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+            args = parse_arguments(raw)
         except (ValueError, RecursionError):  # the model's text: any shape, any depth
             args = None
         if not isinstance(args, dict):

@@ -1,9 +1,6 @@
-"""Context engines: the plugin slot that owns a session's compaction policy.
-
-The plugin contract only: what an engine is, the helpers its hooks use, and how engines
-are registered, found, listed and loaded. Hosts (:class:`lionctx.Branch`,
-``agentium_compat.Agent``) drive them through a turn.
-"""
+"""Context engines: the plugin slot that owns a session's compaction policy. The plugin
+contract only: what an engine is, the helpers its hooks use, and how engines are
+registered, found, listed and loaded; hosts drive them through a turn."""
 
 from .._exceptions import PluginLoadError
 from .._messages import message_text

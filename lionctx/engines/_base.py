@@ -71,10 +71,8 @@ class ContextEngine(ABC):
     @abstractmethod
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None) -> list[dict[str, Any]]:
-        """Compact ``messages`` and return a new, valid OpenAI-format message list.
-
-        ``focus_topic``: an optional hint of what to keep (engines may ignore it).
-        """
+        """Compact ``messages`` and return a new, valid OpenAI-format message list;
+        ``focus_topic``: an optional hint of what to keep (engines may ignore it)."""
 
     def on_session_start(self, session_id: str | None = None,  # noqa: B027 (optional hook)
                          **kwargs: Any) -> None:
@@ -185,8 +183,6 @@ def _int_field(source: Any, *keys: str) -> int | None:
 def usage_counts(usage: Any) -> tuple[int, int, int] | None:
     """``(prompt, completion, total)`` tokens from a usage dict or object (``prompt_tokens``
     or ``input_tokens``...; total defaults to their sum), or None when it has no count."""
-    if usage is None:
-        return None
     prompt = _int_field(usage, "prompt_tokens", "input_tokens")
     completion = _int_field(usage, "completion_tokens", "output_tokens")
     total = _int_field(usage, "total_tokens")

@@ -1,9 +1,5 @@
-"""What a host checks in whatever a context engine returns, and message identity. Pure.
-
-A result is judged as what it really holds (:func:`plain`); it may not add to or change
-the system prefix. A stored message keeps its ``message_uid``; a merge records what it
-absorbed.
-"""
+"""What a host checks in whatever a context engine returns (judged as what it really
+holds; it may not add to or change the system prefix), and message identity. Pure."""
 
 from __future__ import annotations
 
@@ -36,9 +32,8 @@ class _NotPlain(ValueError):
 
 
 def plain(value: Any, *, key: bool = False) -> Any:
-    """``value`` rebuilt from built-in types only, read through the base types' methods
-    (never a subclass's own); tuples become lists. Raises :class:`_NotPlain` for
-    anything else (``key``: ``value`` is a dict key), RecursionError for a cycle."""
+    """``value`` rebuilt from built-in types through the base types' methods (never a
+    subclass's own); else :class:`_NotPlain` (``key``: a dict key), RecursionError."""
     kind = type(value)
     if value is None or kind is str or kind is bool or kind is int or kind is float:
         return value
@@ -59,8 +54,7 @@ def plain(value: Any, *, key: bool = False) -> Any:
 
 
 def plain_messages(result: object) -> object:
-    """A list result as plain data (see :func:`plain`); other results as they are,
-    for :func:`shape_problem` to name. Raises :class:`_NotPlain` naming the index."""
+    """A list result as plain data (:func:`plain`); other results as they are."""
     # By the real type: a __class__ that lies is not trusted.
     if not issubclass(type(result), list) or not isinstance(result, list):
         return result
@@ -100,10 +94,8 @@ def _system_view(message: Mapping[str, Any]) -> tuple[str | None, str, Any]:
 def authority_problem(
     original: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]]
 ) -> str | None:
-    """Why ``candidate`` gains system authority over ``original``, or None: it must keep
-    the original system prefix, and any later system message must be one the original
-    had after its prefix (kept, moved or dropped; not repeated).
-    """
+    """Why ``candidate`` gains system authority over ``original``, or None: it keeps the
+    system prefix, and a later system message is one the original had there, not repeated."""
     n_orig = system_prefix_len(original)
     n_cand = system_prefix_len(candidate)
     orig_prefix = [_system_view(m) for m in original[:n_orig]]
@@ -136,11 +128,9 @@ def shape_problem(result: object) -> str | None:
 
 def vetted(original: Sequence[Mapping[str, Any]], result: object, *,
            compaction: bool = False) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """``(plain copy of result, None)`` when it may replace ``original``, else ``(None, why)``.
-
-    A ``compaction`` may not break a tool call / result pair either, and one equal to
-    ``original`` is ``(None, "")``: nothing was compacted.
-    """
+    """``(plain copy of result, None)`` when it may replace ``original``, else ``(None, why)``;
+    a ``compaction`` may not break a tool call / result pair, and one changing nothing is
+    ``(None, "")``."""
     try:
         copied: Any = plain_messages(result)
         if compaction and type(copied) is list and copied == original:
@@ -159,9 +149,8 @@ def vetted(original: Sequence[Mapping[str, Any]], result: object, *,
 
 
 def tool_pairing_problems(messages: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """Tool-call pairing faults: ``("orphan_result", id)`` for a ``tool`` message not
-    right after the call it answers, ``("unanswered_call", id)`` for a call whose
-    result does not follow it."""
+    """``("orphan_result", id)`` for a tool message not right after its call,
+    ``("unanswered_call", id)`` for a call whose result does not follow it."""
     problems: set[tuple[str, str]] = set()
     open_ids: set[str] | None = None
     answered: set[str] = set()
@@ -194,8 +183,6 @@ def tool_pairing_problems(messages: Sequence[Mapping[str, Any]]) -> set[tuple[st
 
 def usage_dict(usage: Any) -> dict[str, Any] | None:
     """A plain-dict copy of a usage dict or usage object, or None."""
-    if usage is None:
-        return None
     if isinstance(usage, Mapping):
         return copy.deepcopy(dict(usage))
     dump = getattr(usage, "model_dump", None)
@@ -249,9 +236,8 @@ def message_uid(message: Mapping[str, Any]) -> str | None:
 def record_merge(
     survivor: MutableMapping[str, Any], absorbed: Iterable[Mapping[str, Any]]
 ) -> MutableMapping[str, Any]:
-    """Record that ``absorbed`` messages were folded into ``survivor`` (whose text comes
-    first; it keeps its uid): their uids, and what they had absorbed, are appended to
-    ``survivor["_absorbed_message_uids"]`` without repeats. Returns ``survivor``."""
+    """Append the uids of ``absorbed`` (and what they absorbed) to ``survivor``'s absorbed
+    uids, without repeats; ``survivor`` keeps its own uid. Returns ``survivor``."""
     recorded: list[str] = [u for u in survivor.get(ABSORBED_UIDS_FIELD) or () if is_uid(u)]
     own = message_uid(survivor)
     for part in absorbed:
@@ -273,9 +259,8 @@ def _wire_key(message: Mapping[str, Any]) -> str | None:
 
 
 def carry_identity(original: Sequence[Mapping[str, Any]], result: list[dict[str, Any]]) -> None:
-    """Keep ``message_uid`` rules on a compacted history, in place: an engine-set uid is
-    kept, an unchanged copy of an original message gets its uids back, a new row gets a
-    fresh uid."""
+    """In place: an engine-set uid is kept, an unchanged copy of an original message gets
+    its uids back, a new row a fresh uid."""
     by_key: dict[str | None, list[Mapping[str, Any]]] = {}
     for message in original:
         if is_uid(message.get(UID_FIELD)):

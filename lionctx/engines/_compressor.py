@@ -1,8 +1,5 @@
-"""One concept, the built-in context engine: summarize the middle of a long conversation.
-
-In order: a message's size, the pure plan of a pass, the summary's text and message
-(pure), and :class:`ContextCompressor`, which calls the summarizer and assembles.
-"""
+"""One concept, the built-in context engine: summarize the middle of a long conversation
+(a message's size, the pure plan of a pass, the summary; :class:`ContextCompressor`)."""
 
 from __future__ import annotations
 
@@ -132,14 +129,10 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
                     tokens: Callable[[Mapping[str, Any]], int],
                     is_summary: Callable[[Mapping[str, Any]], bool],
                     summary_uid: str | None = None) -> CompactionPlan:
-    """Plan one pass in whole units (a message and its tool results); pure.
-
-    Head: up to ``protect_first_n`` messages, never a summary. Tail: from the end within
-    ``protect_last_n`` messages and ``tail_budget`` tokens (the last unit always), stopping
-    at a summary. Between: earlier summaries (the marked run after the head, or the
-    ``summary_uid`` row) are ``previous``; the last user message and system messages
-    ``kept``; the rest ``folded``.
-    """
+    """Plan one pass in whole units (a message and its tool results); pure. Head: up to
+    ``protect_first_n`` messages; tail: the last unit, then back within ``protect_last_n``
+    and ``tail_budget``; between: earlier summaries ``previous``, the last user message
+    and system messages ``kept``, the rest ``folded``."""
     n_system = system_prefix_len(messages)
     groups = units(messages, n_system)
 
@@ -250,10 +243,8 @@ def response_text(response: object) -> str | None:
     """The text of a model's answer: a str, a mapping's or an object's ``content``."""
     if isinstance(response, str):
         return response
-    if isinstance(response, Mapping):
-        content = response.get("content")
-    else:
-        content = getattr(response, "content", None)
+    content = (response.get("content") if isinstance(response, Mapping)
+               else getattr(response, "content", None))
     return content if isinstance(content, str) else None
 
 
@@ -271,11 +262,6 @@ def cut_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
     return text[:low].rstrip() + "…"
 
 
-def fallback_text(previous: str | None) -> str:
-    """What stands in for a summary that could not be written."""
-    return f"{previous}\n\n{FALLBACK_NOTE}" if previous else FALLBACK_NOTE
-
-
 def summary_body(message: Mapping[str, Any]) -> str:
     """An earlier summary's text without its marker."""
     text = message_text(message)
@@ -285,8 +271,8 @@ def summary_body(message: Mapping[str, Any]) -> str:
 
 
 def summary_role(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
-    """``user`` or ``assistant``, alternating with the neighbours where possible (never a
-    system role: a summary of user text gains no authority)."""
+    """``user`` or ``assistant``, alternating with the neighbours (never system: a summary
+    of user text gains no authority)."""
     if before is not None and role_of(before) == "user":
         if after is None or role_of(after) != "assistant":
             return "assistant"
@@ -296,8 +282,8 @@ def summary_role(before: Mapping[str, Any] | None, after: Mapping[str, Any] | No
 def summary_message(body: str, previous: Sequence[Mapping[str, Any]],
                     before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
                     new_uid: Callable[[], str]) -> dict[str, Any]:
-    """The summary message: an update keeps the first earlier summary's uid (and absorbed
-    uids) and records the others as absorbed; a first summary gets ``new_uid()``."""
+    """The summary message: a first gets ``new_uid()``, an update keeps the first earlier
+    summary's uid and records the others as absorbed."""
     message: dict[str, Any] = {"role": summary_role(before, after),
                                "content": f"{SUMMARY_MARKER}\n{body}"}
     carriers = [m for m in previous if is_uid(m.get(UID_FIELD))]
@@ -439,8 +425,7 @@ class ContextCompressor(ContextEngine):
 
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None) -> list[dict[str, Any]]:
-        """A compacted copy of ``messages`` (an equal copy, counting nothing, when nothing
-        between head and tail can be summarized)."""
+        """A compacted copy of ``messages`` (an equal copy when nothing can be summarized)."""
         _check_messages(messages, focus_topic)
         plan = self.plan_compaction(messages)
         if not plan.summarizes:
@@ -494,7 +479,7 @@ class ContextCompressor(ContextEngine):
         if isinstance(text, str) and text.strip():
             return cut_to_tokens(text.strip(), target, self._count)
         logger.warning("compressor: %s; inserting a fallback note", why)
-        return fallback_text(previous)
+        return f"{previous}\n\n{FALLBACK_NOTE}" if previous else FALLBACK_NOTE
 
 
 def _check_messages(messages: object, focus_topic: object) -> None:

@@ -1,9 +1,6 @@
-"""One concept, from a name to an engine: finding, loading and choosing context engines.
-
-First match wins: the built-in ``"compressor"``, the registered engine, a directory
-plugin, an entry point (``docs/engines.md``). A plugin loads once per process, shared;
-each agent gets a ``clone_for_agent()``.
-"""
+"""One concept, from a name to an engine: the built-in ``"compressor"``, the registered
+engine, a directory plugin, an entry point, first match winning (``docs/engines.md``).
+A plugin loads once per process; each agent gets a ``clone_for_agent()``."""
 
 from __future__ import annotations
 
@@ -194,7 +191,7 @@ def _entry_point_meta(ep: Any) -> tuple[str, Any]:
 def shadowed_by(found: Sequence[tuple[str, str]],
                 taken: Mapping[str, str] | None = None) -> list[str | None]:
     """For each ``(name, source)`` in resolution order, the source that took its name
-    earlier (``taken``: names already taken), else None. A broken plugin takes its name."""
+    earlier (``taken``: names already taken; a broken plugin takes its name), else None."""
     seen = dict(taken or {})
     out: list[str | None] = []
     for name, source in found:
@@ -260,8 +257,7 @@ def _run_register(register: Callable[[PluginContext], Any], source: str,
 
 
 def engine_from_module(module: ModuleType, source: str) -> ContextEngine:
-    """Its ``register(ctx)``'s engine, else the first ContextEngine subclass the package
-    defines, built with no arguments."""
+    """Its ``register(ctx)``'s engine, else its first ContextEngine subclass, built."""
     register = getattr(module, "register", None)
     if callable(register):
         engine, _ = _run_register(register, source, f"of context engine plugin {source}")
@@ -389,8 +385,8 @@ class EngineInfo:
 
 def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
                          config: ConfigArg = None, load: bool = True) -> list[EngineInfo]:
-    """Every discoverable engine in resolution order. ``load`` imports each plugin to check
-    it works (activating nothing); one shadowed by an earlier same name is unavailable;
+    """Every discoverable engine in resolution order (one shadowed by an earlier same name
+    is unavailable). ``load`` imports each plugin to check it works (activating nothing);
     ``config`` adds its ``context.plugin_paths``."""
     from .. import __version__
 
@@ -477,8 +473,8 @@ def _clone_or_none(shared: ContextEngine, name: str) -> ContextEngine | None:
 
 
 def clone_engine(shared: ContextEngine, *, model: Any = None) -> ContextEngine:
-    """``shared.clone_for_agent()`` for one more agent, branch or session; when that
-    fails, a fresh built-in compressor summarizing with ``model``, with a warning."""
+    """``shared.clone_for_agent()``; when that fails, a built-in compressor summarizing
+    with ``model``, with a warning."""
     if not isinstance(shared, ContextEngine):
         raise InvalidType(f"shared must be a ContextEngine, got {type(shared).__name__}")
     clone = _clone_or_none(shared, engine_label(shared))

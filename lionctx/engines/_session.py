@@ -1,12 +1,7 @@
-"""One concept, the host side of a context engine: :class:`EngineSession` binds an engine
-to a conversation and makes every call a turn makes to it, each contained (fail open);
-:class:`SessionPool` keeps one per session id; :class:`ThreadBridgeModel` lets a
-compressor in a worker thread summarize through an async model.
-
-Whatever an engine raises or returns, the request goes out as it would have without the
-engine, stored history is only replaced by a valid compaction (``_checks.py``), and the
-turn goes on. Hooks an engine did not override are never called.
-"""
+"""One concept, the host side of a context engine: :class:`EngineSession` makes every
+call a turn makes to its engine, each contained (fail open: the request goes out as it
+would have, stored history is only replaced by a valid compaction, the turn goes on);
+:class:`SessionPool` keeps one per session id."""
 
 from __future__ import annotations
 
@@ -30,20 +25,20 @@ from .._exceptions import InvalidType
 from .._log import logger_for
 from .._messages import new_uid
 from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
+from ..models._tools import parse_arguments
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides, usage_counts
 from ._checks import carry_identity, function_spec, schema_name, usage_dict, vetted
 from ._loader import clone_engine, resolve_context_engine
 
-__all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "compression_due",
-           "dispatch_engine_tool", "log_hook_error", "maybe_compress", "open_session",
-           "summary_model"]
+__all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "log_hook_error",
+           "open_session", "summary_model"]
 
 logger = logger_for("lionctx.engines._host")  # the name users know: the engine host's
 
 
 class ThreadBridgeModel:
-    """``complete_sync`` over an async-only chat model: from a worker thread started by
-    ``anyio.to_thread``, runs ``model.complete`` on the event loop (elsewhere RuntimeError)."""
+    """``complete_sync`` over an async chat model, for a compressor in an
+    ``anyio.to_thread`` worker thread: runs ``model.complete`` on the event loop."""
 
     def __init__(self, model: Any) -> None:
         if not callable(getattr(model, "complete", None)):
@@ -82,84 +77,13 @@ def log_hook_error(engine: ContextEngine, hook: str, exc: BaseException,
                    type_name(exc), then)
 
 
-def compression_due(engine: ContextEngine, prompt_tokens: int | None) -> bool:
-    """``should_compress(prompt_tokens)``; an error (even in the truth test of what it
-    returned) means "not due", with a warning."""
-    try:
-        return bool(engine.should_compress(prompt_tokens))
-    except Exception as exc:
-        log_hook_error(engine, "should_compress", exc, "history kept")
-        return False
-
-
-def maybe_compress(engine: ContextEngine, messages: list[dict[str, Any]],
-                   prompt_tokens: int | None, *, focus_topic: str | None = None,
-                   force: bool = False) -> list[dict[str, Any]] | None:
-    """The compacted history to store, or None to keep ``messages`` (never modified):
-    ``should_compress`` (unless ``force``), then ``compress`` on a deep snapshot, checked
-    (``_checks.py``); rows keep their uids, new rows get fresh ones."""
-    label = engine_label(engine)
-    if not force and not compression_due(engine, prompt_tokens):
-        return None
-    try:
-        result = engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
-                                 focus_topic=focus_topic)
-    except Exception as exc:
-        log_hook_error(engine, "compress", exc, "history kept")
-        return None
-    plain, problem = vetted(messages, result, compaction=True)  # stored as what it holds
-    if plain is None:
-        if problem:  # "": nothing was compacted, the stored rows stay as they are
-            logger.warning("context engine %r compress %s; history kept", label,
-                           safe_text(problem))
-        return None
-    carry_identity(messages, plain)
-    return plain
-
-
-def dispatch_engine_tool(
-    engine: ContextEngine, name: str, args: Mapping[str, Any] | str | None, **kwargs: Any
-) -> str:
-    """Run one engine tool call (``args`` may be the model's raw JSON) and return the
-    result text; bad JSON or an engine error becomes a JSON error result."""
-    shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
-    unencodable = json.dumps({"error": f"tool {shown} returned a result that cannot be encoded"})
-    if args is None or args == "":
-        parsed: Any = {}
-    elif isinstance(args, str):
-        try:
-            parsed = json.loads(args)
-        except (ValueError, RecursionError):  # the model's text: any shape, any depth
-            return json.dumps({"error": f"arguments for tool {shown} are not valid JSON"})
-    else:
-        parsed = args
-    if not isinstance(parsed, Mapping):
-        return json.dumps({"error": f"arguments for tool {shown} must be a JSON object"})
-    try:
-        result = engine.handle_tool_call(name, dict(parsed), **kwargs)
-    except Exception as exc:
-        logger.warning("context engine %r tool %s raised %s", engine_label(engine), shown,
-                       type_name(exc))
-        return json.dumps({"error": f"tool {shown} failed: {type_name(exc)}"})
-    if isinstance(result, str):
-        return str.__str__(result)  # an exact str, whatever the subclass says
-    with contextlib.suppress(TypeError, ValueError, RecursionError):
-        return json.dumps(result, default=str)
-    try:
-        text = str(result)
-    except Exception:  # RecursionError included
-        return unencodable
-    return str.__str__(text) if isinstance(text, str) else unencodable
-
-
 def _unselected(label: str, why: str) -> None:
     logger.warning("context engine %r select_context %s; using the unmodified request",
                    label, why)
 
 
 def _select_timeout(engine: ContextEngine) -> float:
-    """The engine's timeout when it is a positive finite number (a subclass may shadow
-    the checked property with anything), else :data:`DEFAULT_SELECT_TIMEOUT`."""
+    # A subclass may shadow the checked property with anything.
     try:
         value = engine.select_context_timeout
     except Exception:
@@ -172,7 +96,7 @@ def _select_timeout(engine: ContextEngine) -> float:
 def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
                     conversation: Sequence[Mapping[str, Any]] | None,
                     incoming: Mapping[str, Any] | None) -> functools.partial[Any]:
-    """The hook call, on deep copies (mutating them cannot leak into a fail-open request)."""
+    """The hook call, on deep copies (a mutation cannot leak into a fail-open request)."""
     budget = engine.context_length or 0
     if type(budget) is not int or budget < 0:
         budget = 0
@@ -186,9 +110,8 @@ def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
 
 
 class EngineSession:
-    """One engine bound to one conversation: its session lifecycle and turn hooks (hook
-    errors logged and ignored). ``session_id``: the id every session reports; when None,
-    the id :meth:`start` is given, else a fresh one."""
+    """One engine bound to one conversation (hook errors logged and ignored);
+    ``session_id``: fixed, else the one :meth:`start` is given, else a fresh one."""
 
     def __init__(self, engine: ContextEngine, session_id: str | None = None) -> None:
         if not isinstance(engine, ContextEngine):
@@ -250,23 +173,17 @@ class EngineSession:
         self.end(messages)
         self._hook("on_session_reset")
 
-    def _hook(self, hook: str, **kwargs: Any) -> None:
+    def _hook(self, hook: str, *args: Any, **kwargs: Any) -> None:
         try:
-            getattr(self.engine, hook)(**kwargs)
+            getattr(self.engine, hook)(*args, **kwargs)
         except Exception as exc:
             log_hook_error(self.engine, hook, exc)
 
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """The messages to send for one request after the engine's ``select_context``.
-
-        The engine gets deep copies and ``budget_tokens`` = its ``context_length``; an
-        exception, ``None``, a refused result (``_checks.py``) or its
-        ``select_context_timeout`` passing leaves the request as is. A sync hook runs in a
-        worker thread abandoned at the timeout, an ``async`` one on the loop, cancelled; a
-        cancellation from outside is never swallowed.
-        """
+        """The request after ``select_context`` (sync: in a worker thread abandoned at
+        the timeout; async: on the loop, cancelled); any failure leaves it as is."""
         if not overrides(self.engine, "select_context"):
             return request
         from .._threads import run_in_worker
@@ -308,23 +225,49 @@ class EngineSession:
     def after_response(self, usage: Any) -> None:
         """Give the engine one reply's usage as a dict copy (none: not reported)."""
         as_dict = usage_dict(usage)
-        if as_dict is None:
-            return
+        if as_dict is not None:
+            self._hook("update_from_response", as_dict)
+
+    def compression_due(self, prompt_tokens: int | None) -> bool:
+        """``should_compress(prompt_tokens)``; any error means "not due"."""
         try:
-            self.engine.update_from_response(as_dict)
+            return bool(self.engine.should_compress(prompt_tokens))
         except Exception as exc:
-            log_hook_error(self.engine, "update_from_response", exc)
+            log_hook_error(self.engine, "should_compress", exc, "history kept")
+            return False
+
+    def compact(self, messages: list[dict[str, Any]], prompt_tokens: int | None, *,
+                focus_topic: str | None = None,
+                force: bool = False) -> list[dict[str, Any]] | None:
+        """The checked compacted history to store (rows keep their uids), or None to keep
+        ``messages`` (never modified); ``force`` skips ``should_compress``."""
+        if not force and not self.compression_due(prompt_tokens):
+            return None
+        try:
+            result = self.engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
+                                          focus_topic=focus_topic)
+        except Exception as exc:
+            log_hook_error(self.engine, "compress", exc, "history kept")
+            return None
+        plain, problem = vetted(messages, result, compaction=True)  # stored as what it holds
+        if plain is None:
+            if problem:  # "": nothing was compacted, the stored rows stay as they are
+                logger.warning("context engine %r compress %s; history kept", self.label,
+                               safe_text(problem))
+            return None
+        carry_identity(messages, plain)
+        return plain
 
     async def compress(self, messages: list[dict[str, Any]],
                        usage: Any) -> list[dict[str, Any]] | None:
-        """After a turn: when ``should_compress`` (with the reply's prompt tokens) says
-        so, ``compress`` in a worker thread. The checked new history, or None."""
+        """After a turn: :meth:`compact` with the reply's prompt tokens, the engine's
+        ``compress`` in a worker thread."""
         counts = usage_counts(usage)
         prompt_tokens = counts[0] if counts is not None else None
-        if not compression_due(self.engine, prompt_tokens):
+        if not self.compression_due(prompt_tokens):
             return None
         return await anyio.to_thread.run_sync(
-            functools.partial(maybe_compress, self.engine, messages, prompt_tokens, force=True))
+            functools.partial(self.compact, messages, prompt_tokens, force=True))
 
     def turn_complete(self, transcript: Sequence[Mapping[str, Any]], usage: Any, *, turn_id: str,
                       task_id: str | None = None, api_call_count: int = 0,
@@ -342,8 +285,7 @@ class EngineSession:
             log_hook_error(self.engine, "on_turn_complete", exc)
 
     def tools(self) -> list[dict[str, Any]]:
-        """The engine's tools as OpenAI function tools; malformed entries left out with a
-        warning, none when ``get_tool_schemas`` raises."""
+        """The engine's tools as OpenAI function tools (malformed ones left out)."""
         label = self.label
         try:
             schemas = self.engine.get_tool_schemas()
@@ -371,20 +313,47 @@ class EngineSession:
             tools.append({"type": "function", "function": function})
         return tools
 
+    def tool_result(self, name: str, args: Mapping[str, Any] | str | None,
+                    **kwargs: Any) -> str:
+        """One engine tool call's result text (``args`` may be raw JSON); a failure
+        becomes a JSON error result."""
+        shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
+        try:
+            parsed = parse_arguments(args)
+        except (ValueError, RecursionError):  # the model's text: any shape, any depth
+            return json.dumps({"error": f"arguments for tool {shown} are not valid JSON"})
+        if not isinstance(parsed, Mapping):
+            return json.dumps({"error": f"arguments for tool {shown} must be a JSON object"})
+        try:
+            result = self.engine.handle_tool_call(name, dict(parsed), **kwargs)
+        except Exception as exc:
+            logger.warning("context engine %r tool %s raised %s", self.label, shown,
+                           type_name(exc))
+            return json.dumps({"error": f"tool {shown} failed: {type_name(exc)}"})
+        if isinstance(result, str):
+            return str.__str__(result)  # an exact str, whatever the subclass says
+        with contextlib.suppress(TypeError, ValueError, RecursionError):
+            return json.dumps(result, default=str)
+        unencodable = json.dumps({"error": f"tool {shown} returned a result that cannot be "
+                                           "encoded"})
+        try:
+            text = str(result)
+        except Exception:  # RecursionError included
+            return unencodable
+        return str.__str__(text) if isinstance(text, str) else unencodable
+
     async def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None, *,
                             turn_id: str | None, task_id: str | None,
                             tool_call_id: str) -> str:
-        """Answer one call to an engine tool in a worker thread (``dispatch_engine_tool``)."""
+        """Answer one call to an engine tool in a worker thread (:meth:`tool_result`)."""
         return await anyio.to_thread.run_sync(functools.partial(
-            dispatch_engine_tool, self.engine, name, arguments, turn_id=turn_id,
-            task_id=task_id, tool_call_id=tool_call_id))
+            self.tool_result, name, arguments, turn_id=turn_id, task_id=task_id,
+            tool_call_id=tool_call_id))
 
 
 class SessionPool:
-    """The engine sessions of a host serving many conversations: runs without a session id
-    use ``engine``, each id a session over its ``clone_for_agent()``. Beyond
-    ``max_sessions`` ids the least recently used idle ones are ended (shielded, in a
-    worker thread); ``owner`` names the host in log lines."""
+    """A host's engine sessions: runs without a session id use ``engine``, each id a
+    ``clone_for_agent()``; beyond ``max_sessions`` the least recently used idle ones end."""
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,
                  owner: str = "") -> None:
@@ -408,8 +377,7 @@ class SessionPool:
 
     @asynccontextmanager
     async def session(self, session_id: Any = None) -> AsyncIterator[EngineSession]:
-        """``session_id``'s session, in flight for the ``async with`` body (sessions
-        evicted to make room are ended first)."""
+        """``session_id``'s session, in flight for the ``async with`` body."""
         session, evicted = self._acquire(None if session_id is None else str(session_id))
         try:
             await self._end_evicted(evicted)
@@ -466,8 +434,8 @@ class SessionPool:
                                    self._owner, type(exc).__name__)
 
     def end(self, session_id: Any = None) -> None:
-        """End ``session_id``'s session and forget it; without one, end the session of
-        runs that gave none (kept for the next run)."""
+        """End ``session_id``'s session and forget it (without one: end, keep, the
+        session of runs that gave none)."""
         key = None if session_id is None else str(session_id)
         with self._lock:
             session = self._sessions.get(key) if key is None else self._sessions.pop(key, None)

@@ -1,8 +1,5 @@
-"""One concept: the OpenAI-compatible chat model over the ``openai`` package.
-
-The wire is pure (request body, reply, stream assembly, our error for an ``openai``
-error); :class:`OpenAIChatModel` holds the clients and makes the calls.
-"""
+"""One concept: the OpenAI-compatible chat model over the ``openai`` package (the wire
+pure; :class:`OpenAIChatModel` holds the clients and makes the calls)."""
 
 from __future__ import annotations
 
@@ -50,8 +47,8 @@ _ERROR_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 @functools.lru_cache(maxsize=64)  # asked on every turn for the same few base URLs
 def is_loopback(url: str | None) -> bool:
-    """True for a loopback IP (127.0.0.0/8, ``::1``, IPv4-mapped 127/8) or exactly
-    ``localhost``. Any other name is remote, whatever it starts with."""
+    """True for a loopback IP (IPv4-mapped too) or exactly ``localhost``; any other name
+    is remote, whatever it starts with."""
     if not url:
         return False
     try:
@@ -81,8 +78,8 @@ def _public_url(url: str | None) -> str:
 def request_body(model: str, params: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
                  tools: Sequence[Mapping[str, Any]] | None,
                  kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The chat-completions body: ``model``, then ``params``, then the call's keywords;
-    persistence-only message fields stripped. Refuses arguments of the wrong kind."""
+    """The chat-completions body: ``model``, ``params``, then the call's keywords;
+    persistence-only message fields stripped."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidType(
             f"messages must be a list of message dicts, got {type(messages).__name__}")
@@ -126,8 +123,7 @@ def parse_completion(completion: Any, where: str) -> ChatResponse:
 
 
 class StreamAssembly:
-    """A streamed reply: text deltas as chunks come, the whole at the end (first choice
-    only; tool calls merged by index; any chunk's usage and model kept)."""
+    """A streamed reply (first choice; tool calls merged by index): deltas, then the whole."""
 
     def __init__(self) -> None:
         self.parts: list[str] = []
@@ -329,8 +325,7 @@ class OpenAIChatModel:
                        **kwargs: Any) -> ChatResponse:
         """Send one chat-completions request and return the reply. ``tools``: OpenAI
         function-tool specs; other keywords (``temperature``, ``tool_choice``...) go into the
-        body; persistence-only message fields (``message_uid``...) are stripped.
-        """
+        body; persistence-only message fields (``message_uid``...) are stripped."""
         body = request_body(self.model, self.params, messages, tools, kwargs)
         client = self._async_client()
         import openai
@@ -362,8 +357,7 @@ class OpenAIChatModel:
                **kwargs: Any) -> OpenAIChatStream:
         """Stream a reply: iterate the result for text deltas; at the end ``response`` holds
         the whole reply and ``usage`` the server's usage. The request is made on the first
-        iteration; bad arguments fail here.
-        """
+        iteration; bad arguments fail here."""
         body = request_body(self.model, self.params, messages, tools, kwargs)
         body["stream"] = True
         if self.include_usage and "stream_options" not in body:

@@ -17,7 +17,7 @@ from .._exceptions import InvalidType, InvalidValue
 from .._log import logger_for
 from .._safe_text import error_text
 
-__all__ = ["ActionResponse", "Tool", "as_tool", "run_tool_call"]
+__all__ = ["ActionResponse", "Tool", "as_tool", "parse_arguments", "run_tool_call"]
 
 logger = logger_for(__name__)
 
@@ -162,6 +162,12 @@ class ActionResponse:
             return str(self.output)
 
 
+def parse_arguments(raw: Any) -> Any:
+    """A tool call's arguments: the model's JSON text parsed (ValueError or RecursionError
+    when it is not JSON), else the value itself; ``{}`` when empty."""
+    return json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+
+
 async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
         ActionResponse | None, str]:
     """Run one OpenAI-format tool call: (its response, the tool message text). The
@@ -177,9 +183,9 @@ async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[
         # A call without a function name, run with the tool the caller chose: the
         # response names that tool (it is the function that ran).
         name = tool.name
-    raw = fn_part.get("arguments") or "{}"
+    raw = fn_part.get("arguments")
     try:
-        args = json.loads(raw) if isinstance(raw, str) else raw
+        args = parse_arguments(raw)
     except (ValueError, RecursionError) as exc:  # the model's text: any shape, any depth
         detail = exc if isinstance(exc, ValueError) else "nested too deeply"
         return None, f"error: arguments for {name!r} are not valid JSON ({detail})"

@@ -12,7 +12,7 @@ from lionctx import models, testing
 from lionctx._messages import is_uid
 from lionctx.engines import FALLBACK_NOTE, SUMMARY_MARKER, ContextCompressor, engine_for_agent
 from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
-from lionctx.engines._session import EngineSession, maybe_compress
+from lionctx.engines._session import EngineSession
 
 FOLD_HEADER = "Messages to fold into the summary"
 
@@ -56,7 +56,7 @@ def run_turns(engine, model, server, history, turns, start=0):
                 result = messages_mod.tool_message(call["id"],
                                                    f"source of m{turn}: " + "code " * 150)
                 history.append(messages_mod.ensure_uid(result))
-        new = maybe_compress(engine, history, engine.last_prompt_tokens)
+        new = EngineSession(engine).compact(history, engine.last_prompt_tokens)
         if new is not None:
             compactions.append((list(history), new))
             history[:] = new
@@ -124,7 +124,7 @@ def test_focus_topic_reaches_the_summarizer(server, model):
     history = [messages_mod.ensure_uid(messages_mod.system_message("s"))]
     run_turns(engine, model, server, history, turns=6)
     server.clear()
-    out = maybe_compress(engine, history, None, force=True, focus_topic="module m1 imports")
+    out = EngineSession(engine).compact(history, None, force=True, focus_topic="module m1 imports")
     assert out is not None and len(out) < len(history)
     (body,) = server.requests
     assert "Give priority to everything about: module m1 imports" in body["messages"][1]["content"]
@@ -136,7 +136,7 @@ def test_server_failure_inserts_the_fallback_note(server, model, caplog):
     run_turns(engine, model, server, history, turns=6)
     server.script(testing.Reply.failure(500, "summarizer down"))
     caplog.set_level(logging.WARNING, logger="lionctx.engines.compressor")
-    out = maybe_compress(engine, history, None, force=True)
+    out = EngineSession(engine).compact(history, None, force=True)
     assert out is not None and len(out) < len(history)
     assert any(m["content"] == f"{SUMMARY_MARKER}\n{FALLBACK_NOTE}" for m in out)
     assert tool_pairing_problems(out) == set()

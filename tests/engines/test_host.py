@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lionctx._messages import is_uid, new_uid
 from lionctx.engines import ContextCompressor, ContextEngine
 from lionctx.engines._checks import UID_FIELD, tool_pairing_problems
-from lionctx.engines._session import EngineSession, dispatch_engine_tool, maybe_compress
+from lionctx.engines._session import EngineSession
 from openai.types import CompletionUsage
 
 HOST = "lionctx.engines.host"
@@ -397,16 +397,16 @@ def test_engine_without_tools_offers_none():
 
 
 def test_dispatch_engine_tool():
-    engine = Tooled()
-    assert json.loads(dispatch_engine_tool(engine, "ctx_grep", '{"query": "abc"}')) == {
+    session = EngineSession(Tooled())
+    assert json.loads(session.tool_result("ctx_grep", '{"query": "abc"}')) == {
         "results": ["ABC"]}
-    assert json.loads(dispatch_engine_tool(engine, "ctx_grep", {"query": "x"})) == {
+    assert json.loads(session.tool_result("ctx_grep", {"query": "x"})) == {
         "results": ["X"]}
-    assert json.loads(dispatch_engine_tool(engine, "ctx_stats", None)) == {"calls": 3}
-    assert json.loads(dispatch_engine_tool(engine, "other", {})) == {"error": "Unknown tool: other"}
-    assert "not valid JSON" in dispatch_engine_tool(engine, "ctx_grep", "{oops")
-    assert "JSON object" in dispatch_engine_tool(engine, "ctx_grep", "[1]")
-    failed = dispatch_engine_tool(engine, "ctx_boom", {})
+    assert json.loads(session.tool_result("ctx_stats", None)) == {"calls": 3}
+    assert json.loads(session.tool_result("other", {})) == {"error": "Unknown tool: other"}
+    assert "not valid JSON" in session.tool_result("ctx_grep", "{oops")
+    assert "JSON object" in session.tool_result("ctx_grep", "[1]")
+    failed = session.tool_result("ctx_boom", {})
     assert "RuntimeError" in failed and "sk-secret" not in failed
 
 
@@ -429,7 +429,7 @@ class Compactor(Engine):
 
 def test_no_compaction_when_not_due():
     engine = Compactor(lambda m: m[:1])
-    assert maybe_compress(engine, stored(request()), 50) is None
+    assert EngineSession(engine).compact(stored(request()), 50) is None
     assert engine.calls == []
 
 
@@ -437,7 +437,7 @@ def test_compaction_returns_the_new_history_and_leaves_the_old_alone():
     history = stored(request())
     before = json.dumps(history)
     engine = Compactor(lambda m: [m[0], {"role": "user", "content": "summary"}, m[3]])
-    out = maybe_compress(engine, history, 500, focus_topic="db")
+    out = EngineSession(engine).compact(history, 500, focus_topic="db")
     assert json.dumps(history) == before
     assert [m["content"] for m in out] == ["You are careful.", "summary", "second"]
     assert engine.calls == [("compress", 500, "db")]
@@ -456,7 +456,7 @@ def test_compaction_gives_back_uids_an_engine_dropped_and_keeps_engine_set_ones(
         rows.insert(1, {"role": "user", "content": "summary", UID_FIELD: own})
         return rows
 
-    out = maybe_compress(Compactor(rebuild), history, None, force=True)
+    out = EngineSession(Compactor(rebuild)).compact(history, None, force=True)
     assert [m[UID_FIELD] for m in out] == (
         [history[0][UID_FIELD], own] + [m[UID_FIELD] for m in history[1:]])
 
@@ -468,7 +468,7 @@ def test_compaction_receives_a_private_snapshot():
         messages[1]["content"] = "changed"
         return messages
 
-    out = maybe_compress(Compactor(mutate), history, 500)
+    out = EngineSession(Compactor(mutate)).compact(history, 500)
     assert history[1]["content"] == "first"
     assert out[1]["content"] == "changed"
 
@@ -488,7 +488,7 @@ def test_failing_compaction_keeps_history(fn, reason, caplog):
     history = stored(request())
     before = json.dumps(history)
     caplog.set_level(logging.WARNING, logger=HOST)
-    assert maybe_compress(Compactor(fn), history, 500) is None
+    assert EngineSession(Compactor(fn)).compact(history, 500) is None
     assert json.dumps(history) == before
     assert reason in warnings_from(caplog)[0]
 
@@ -517,21 +517,21 @@ def tool_history():
 )
 def test_compaction_that_splits_a_tool_pair_is_refused(fn, caplog):
     caplog.set_level(logging.WARNING, logger=HOST)
-    assert maybe_compress(Compactor(fn), tool_history(), 500) is None
+    assert EngineSession(Compactor(fn)).compact(tool_history(), 500) is None
     assert "tool call" in warnings_from(caplog)[0]
 
 
 def test_already_broken_pairs_do_not_block_compaction():
     history = tool_history()[:4]  # call_2 in flight
     assert tool_pairing_problems(history) == {("unanswered_call", "call_2")}
-    out = maybe_compress(Compactor(lambda m: [m[0], {"role": "user", "content": "sum"}, *m[2:]]),
-                         history, 500)
+    engine = Compactor(lambda m: [m[0], {"role": "user", "content": "sum"}, *m[2:]])
+    out = EngineSession(engine).compact(history, 500)
     assert [m["content"] for m in out[:2]] == ["s", "sum"] and out[2:] == history[2:]
 
 
 def test_an_unchanged_history_is_not_a_compaction():
     history = stored(request())
-    assert maybe_compress(Compactor(lambda m: m), history, 500) is None
+    assert EngineSession(Compactor(lambda m: m)).compact(history, 500) is None
 
 
 def test_should_compress_errors_are_contained(caplog):
@@ -540,7 +540,7 @@ def test_should_compress_errors_are_contained(caplog):
             raise RuntimeError
 
     caplog.set_level(logging.WARNING, logger=HOST)
-    assert maybe_compress(Broken(), stored(request()), 500) is None
+    assert EngineSession(Broken()).compact(stored(request()), 500) is None
     assert "should_compress raised" in warnings_from(caplog)[0]
 
 
@@ -558,7 +558,7 @@ def test_builtin_compressor_through_the_host_hook_chain():
            for i in range(30)]
     )
     EngineSession(engine).after_response({"prompt_tokens": 5000, "completion_tokens": 10})
-    out = maybe_compress(engine, history, engine.last_prompt_tokens)
+    out = EngineSession(engine).compact(history, engine.last_prompt_tokens)
     assert out is not None and len(out) < len(history)
     assert engine.compression_count == 1
     assert all(is_uid(m[UID_FIELD]) for m in out)
@@ -574,7 +574,7 @@ def test_builtin_compressor_through_the_host_hook_chain():
 def test_deeply_nested_tool_arguments_from_the_model_become_an_error_result():
     engine = Tooled()
     nested = "[" * 100_000 + "]" * 100_000
-    out = json.loads(dispatch_engine_tool(engine, "ctx_grep", nested))
+    out = json.loads(EngineSession(engine).tool_result("ctx_grep", nested))
     assert "not valid JSON" in out["error"]
 
 
@@ -586,7 +586,7 @@ def test_a_tool_result_that_cannot_be_encoded_is_returned_as_text():
                 value = [value]
             return value
 
-    out = dispatch_engine_tool(Deep(), "deep", {})
+    out = EngineSession(Deep()).tool_result("deep", {})
     assert isinstance(out, str) and "error" in json.loads(out)
 
 
@@ -600,7 +600,7 @@ def test_should_compress_answer_whose_truth_raises_keeps_history(caplog):
             return Unclear()
 
     caplog.set_level(logging.WARNING, logger=HOST)
-    assert maybe_compress(Broken(), stored(request()), 500) is None
+    assert EngineSession(Broken()).compact(stored(request()), 500) is None
     assert "should_compress raised ValueError" in warnings_from(caplog)[0]
 
 
@@ -618,7 +618,7 @@ def test_selection_that_cannot_be_checked_falls_open(caplog):
 def test_compaction_with_rows_that_cannot_be_keyed_still_gets_uids():
     history = stored(request())
     odd = {"role": "user", "content": "summary", "meta": {1: "a", "b": 2}}
-    out = maybe_compress(Compactor(lambda m: [m[0], odd, m[3]]), history, 500)
+    out = EngineSession(Compactor(lambda m: [m[0], odd, m[3]])).compact(history, 500)
     assert out is not None and is_uid(out[1][UID_FIELD])
     assert out[2][UID_FIELD] == history[3][UID_FIELD]
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lionctx._messages import is_uid
 from lionctx.engines import ContextEngine
-from lionctx.engines._session import EngineSession, SessionPool, maybe_compress, open_session
+from lionctx.engines._session import EngineSession, SessionPool, open_session
 
 from tests.engines.recording import Plain, Recorder
 
@@ -49,7 +49,7 @@ async def test_compress_asks_should_compress_then_compacts_in_a_thread():
     assert [m["content"] for m in out] == ["s", "summary"] and is_uid(out[1]["message_uid"])
     assert rec.calls[-2] == ("should_compress", None) and rec.names()[-1] == "compress"
     assert history[1]["content"] == "old"  # the given list is never modified
-    assert maybe_compress(session.engine, history, None, force=True)[1]["content"] == "summary"
+    assert session.compact(history, None, force=True)[1]["content"] == "summary"
 
 
 def test_after_response_and_turn_complete_get_copies():

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from lionctx import Branch, OpenAIChatModel
 from lionctx.engines import ContextEngine
 from lionctx.engines._checks import vetted
-from lionctx.engines._session import EngineSession, maybe_compress
+from lionctx.engines._session import EngineSession
 
 SYSTEM = "You are careful."
 HOST = "lionctx.engines.host"
@@ -208,7 +208,7 @@ def test_compaction_cannot_smuggle_authority(attack, caplog):
     caplog.set_level(logging.WARNING, logger=HOST)
     history = request()
     before = json.dumps(history)
-    assert maybe_compress(Selector(ATTACKS[attack]), history, 500) is None
+    assert EngineSession(Selector(ATTACKS[attack])).compact(history, 500) is None
     assert json.dumps(history) == before
     assert "history kept" in caplog.text
 

@@ -25,7 +25,7 @@ from lionctx._safe_text import (
     safe_text,
 )
 from lionctx.engines import ContextEngine
-from lionctx.engines._session import dispatch_engine_tool, maybe_compress
+from lionctx.engines._session import EngineSession
 from lionctx.models._openai_chat import model_error
 from lionctx.providers import ContextSource
 
@@ -299,14 +299,14 @@ class CompressingEngine(ContextEngine):
 def test_an_engine_returning_a_huge_role_logs_a_bounded_line(caplog):
     caplog.set_level(logging.WARNING, logger="lionctx")
     history = [{"role": "user", "content": "hi"}]
-    assert maybe_compress(CompressingEngine(), history, 10) is None
+    assert EngineSession(CompressingEngine()).compact(history, 10) is None
     assert "history kept" in caplog.text
     assert len(caplog.text) < 4 * TEXT_LIMIT
 
 
 def test_an_engine_tool_with_a_huge_name_answers_a_bounded_error(caplog):
     caplog.set_level(logging.WARNING, logger="lionctx")
-    out = dispatch_engine_tool(CompressingEngine(), "t" * HUGE, {})
+    out = EngineSession(CompressingEngine()).tool_result("t" * HUGE, {})
     assert json.loads(out)["error"].endswith("failed: RuntimeError")
     assert len(out) < 2 * NAME_LIMIT
     assert len(caplog.text) < 4 * TEXT_LIMIT
