@@ -1,8 +1,6 @@
-"""One provider's cache on a :class:`~lionctx.cache.RedisCache`: the lease protocol.
-
-On a miss one caller takes the key's lease (``SET NX PX``), loads while renewing it, and
-stores the value or a failure marker; the others poll with backoff. Any Redis failure
-falls back to this process's :class:`~lionctx.providers._flight.FlightCache`.
+"""One provider's cache on a RedisCache, the lease protocol: on a miss one caller takes the
+key's lease (``SET NX PX``), loads while renewing it and stores the value or a failure
+marker; the others poll. Any Redis failure falls back to this process's FlightCache.
 """
 
 from __future__ import annotations
@@ -250,9 +248,8 @@ class SharedCache:
     async def _stale_or_raise(self, key: Hashable, names: dict[str, str],
                               error: BaseException, note: str | None = None,
                               shared: bool = False) -> Hit[Any]:
-        """The last good value, marked stale, if the provider wants one; else raise
-        (``shared``: another worker's failure, raised as SharedFetchError).
-        """
+        """The last good value, marked stale, if wanted; else raise (``shared``: as
+        SharedFetchError)."""
         if self.stale_on_error:
             try:
                 raw = await self._read(names["last"])
@@ -293,9 +290,8 @@ class SharedCache:
 
 
 async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> bytes | None:
-    """The string at ``name`` (None: none) if at most ``cap`` bytes, asked by ``STRLEN`` first
-    and read only up to the cap; larger: :class:`_Garbage`, or None when not ``refuse``.
-    """
+    """The string at ``name`` (None: none), sized by STRLEN and read up to ``cap`` bytes;
+    larger: :class:`_Garbage`, or None when not ``refuse``."""
     size = await r.strlen(name)
     if not size:
         return None

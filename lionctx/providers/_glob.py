@@ -18,6 +18,9 @@ __all__ = ["GlobMatcher", "States", "compiled_glob", "expand_braces"]
 States = frozenset[tuple[int, int]]  # (alternative index, segment index)
 
 _MAX_ALTERNATIVES = 256
+# A "[...]" class as fnmatch.translate reads one: a leading "!" and then a leading "]" are
+# part of it, never its end (the lookaheads keep the regex from giving either back).
+_CLASS = re.compile(r"\[(?:!|(?!!))(?:\]|(?!\]))[^\]]*\]")
 
 
 class _Segment:
@@ -70,27 +73,6 @@ def expand_braces(pattern: str) -> list[str]:
     return [pattern]
 
 
-def _unclosed_bracket(segment: str) -> bool:
-    """True when a ``[`` opens no class (scanned as :func:`fnmatch.translate` does)."""
-    i, n = 0, len(segment)
-    while i < n:
-        c = segment[i]
-        i += 1
-        if c != "[":
-            continue
-        j = i
-        if j < n and segment[j] == "!":
-            j += 1
-        if j < n and segment[j] == "]":
-            j += 1
-        while j < n and segment[j] != "]":
-            j += 1
-        if j >= n:
-            return True
-        i = j + 1
-    return False
-
-
 def _split(pattern: str, original: str) -> tuple[Seg, ...]:
     if pattern.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", pattern):
         raise InvalidValue(f"glob must be relative to the base path, got {original!r}")
@@ -101,7 +83,7 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
         if part == ".." or part.startswith("..\\") or part.endswith("\\..") or "\\..\\" in part:
             raise InvalidValue(f"glob must not climb out of the base path with '..', "
                              f"got {original!r}")
-        if _unclosed_bracket(part):
+        if "[" in _CLASS.sub("", part):
             # fnmatch would match it literally and quietly find nothing: a typo.
             raise InvalidValue(f"glob {original!r} has a '[' with no closing ']' "
                              "(write '[[]' to match a literal '[')")

@@ -1,8 +1,5 @@
-"""The filesystem provider's walk (one concept): what to open, in relative-path order.
-
-:class:`DirectoryWalk` is mixed into the provider (a subclass may wrap ``_read_file``,
-``_enter`` or ``_scan``); ``_unchanged(plan)`` tells with stat calls only that a new walk
-would come out the same. The opens and reads are :mod:`._descriptors`'s.
+"""The filesystem provider's walk: what to open, in relative-path order, and ``_unchanged``,
+which tells with stat calls only that a new walk would come out the same.
 """
 
 from __future__ import annotations
@@ -56,8 +53,7 @@ class _Abandoned(Exception):
 @dataclass
 class Plan:
     """Every directory listed and file looked at, with stat keys: if all still match, so
-    would the walk. Only for walks with nothing doubtful (symlinks, transient failures).
-    """
+    would the walk (made only for walks with no symlink or transient failure)."""
 
     base: tuple[int, int]
     dirs: list[tuple[str, DirKey]]
@@ -264,9 +260,8 @@ class DirectoryWalk:
             frame.fd = None
 
     def _reopen(self, stack: _Stack, base_real: str, tally: Scan) -> bool:
-        """Reopen the closed directories above the top frame, each the very one listed before;
-        False (reason recorded) when that fails.
-        """
+        """Reopen the closed frames above the top one (each the very one listed); False
+        (reason recorded) when that fails."""
         start = max(i for i, f in enumerate(stack) if f.fd is not None)
         for i in range(start + 1, len(stack)):
             parent, frame = stack[i - 1], stack[i]
