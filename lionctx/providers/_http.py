@@ -1,7 +1,5 @@
-"""``HttpContextProvider``: the text of one HTTP endpoint, as context.
-
-Redirects are followed here, each hop's host checked (:mod:`._http_request`); the body
-is capped as it decodes (:mod:`._decode`); secrets never reach a log line or reason.
+"""``HttpContextProvider``: one HTTP endpoint's text. Redirects are followed here, each
+hop's host checked; the body is capped as it decodes; secrets reach no log line or reason.
 """
 
 from __future__ import annotations
@@ -53,8 +51,7 @@ _SLOW_CODECS = frozenset({"punycode", "idna"})
 
 def _identity(provider: HttpContextProvider) -> str | None:
     """The request (secrets as a digest), hosts, limits and transform; None for a stateful
-    transform or a caller's own client.
-    """
+    transform or a caller's own client."""
     transform = callable_identity(provider.transform)
     if transform is None or provider._given_client is not None:
         return None
@@ -89,17 +86,14 @@ class HttpContextProvider(ContextSource):
         transform: ``text -> str | None`` (sync or async), applied to the body;
             what it returns is what is cached and returned.
         stale_on_error: Serve the last good value, marked stale, when a fetch fails.
-        client: An ``httpx.AsyncClient`` to use instead of the provider's own; the
-            provider never closes it, and never lets it follow redirects itself. Its
-            proxy and ``trust_env`` settings are the caller's: the host checks apply
-            to the URL, not to a proxy the client was told to use. With a client of
-            its own the provider states no ``source_identity`` (the client's headers,
-            auth and transport may change the answer), so a shared ``cache`` keeps
-            its responses in this process only.
+        client: An ``httpx.AsyncClient`` to use instead of the provider's own; never
+            closed here, never let follow redirects. Its proxy and ``trust_env`` are the
+            caller's (the host checks apply to the URL). With it the provider states no
+            ``source_identity`` (its headers and auth may change the answer), so a
+            shared ``cache`` keeps responses in this process only.
         cache: Where a good response is kept when ``cache_ttl > 0``: ``None`` (this
-            process) or a shared backend such as :class:`lionctx.cache.RedisCache`
-            (every worker process shares it, and one request per TTL goes out
-            across all of them).
+            process) or a shared backend such as :class:`lionctx.cache.RedisCache` (one
+            request per TTL across every worker process).
     """
 
     def __init__(
@@ -172,12 +166,8 @@ class HttpContextProvider(ContextSource):
                 f"name={self.name!r})")
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
-        """The response text (``query`` and ``ctx`` do not change the request).
-
-        ``None`` for an empty body (or a ``transform`` that returned nothing); raises
-        :class:`~lionctx.providers._base.SourceUnavailable` when the request failed, unless
-        ``stale_on_error`` serves the last good value (marked stale).
-        """
+        """The response text (``None``: an empty body, or nothing from ``transform``);
+        :class:`SourceUnavailable` when the request failed and no stale value is served."""
         try:
             hit = await self._cache.get(_CACHE_KEY, self._load)
         except HttpFetchError as exc:
