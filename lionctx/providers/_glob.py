@@ -1,7 +1,6 @@
-"""The filesystem provider's glob matcher: pure, one path segment at a time.
-
-``*``, ``?``, ``[...]`` within a segment; ``**`` for zero or more non-hidden directories;
-``{a,b}`` alternatives (at most 256); no wildcard matches a leading ``.``.
+"""The filesystem provider's glob, one path segment at a time: ``*``, ``?``, ``[...]``;
+``**`` for zero or more non-hidden directories; ``{a,b}`` (at most 256); no wildcard
+matches a leading ``.``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The HTTP provider's request, pure: allowed hosts, the request, each redirect hop.
-
-Hosts compare as on the wire (IDNA, lower case, no trailing dot, IPv6 compressed in
-brackets): ``127.1`` is another host than ``127.0.0.1``. A wildcard never matches an IP.
+"""The HTTP provider's request, pure: allowed hosts, the request, each redirect hop. Hosts
+compare as on the wire (IDNA, lower case, no trailing dot, IPv6 compressed in brackets):
+``127.1`` is not ``127.0.0.1``. A wildcard never matches an IP.
 """
 
 from __future__ import annotations
@@ -149,8 +148,7 @@ def parse_hosts(value: Any) -> list[Host]:
 
 def default_name(url: str | httpx.URL) -> str:
     """An ``HttpContextProvider``'s default name: ``host[:port]/path`` (a default port left
-    out, no trailing slash); never the scheme, user info, query or fragment.
-    """
+    out, no trailing slash); never the scheme, user info, query or fragment."""
     import httpx
 
     parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
@@ -286,8 +284,7 @@ def after_redirect(
     nxt: Origin,
 ) -> tuple[str, bytes | None, dict[str, str]]:
     """The next hop's method, body and headers: 303, and 301/302 after a POST, become GET
-    (HEAD stays) without the body; another origin than ``first`` gets no caller's headers.
-    """
+    (HEAD stays) without the body; another origin than ``first`` gets no caller's headers."""
     out = dict(headers)
     if status == 303 or (status in (301, 302) and method == "POST"):
         method = "GET" if method != "HEAD" else method
