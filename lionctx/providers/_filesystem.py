@@ -19,7 +19,7 @@ from .._threads import WorkersExhausted, run_in_worker
 from ._base import ContextSource, ProvidedText, check_count, check_name, check_path
 from ._glob import GlobMatcher, compiled_glob
 from ._identity import identity_of, name_from_path
-from ._walk import DirectoryWalk, Plan, Scan, Seen, os_reason
+from ._walk import DirectoryWalk, Scan, Seen, os_reason
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]
@@ -98,7 +98,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []
         self._files: dict[str, Seen] = {}
-        self._plan: Plan | None = None
+        self._plan: Scan | None = None  # the last walk, if a stat-only check can stand in
         self._output: str | None = None
         self._rendered_from: list[tuple[str, str]] = []
 
@@ -186,7 +186,8 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
             output = _render(included) if included else None
         self._rendered_from = included
         self._output = output
-        self._plan = scan.plan
+        scan.old = {}  # the walk before it is not kept alive through it
+        self._plan = scan if scan.trusted else None
         if output is None:
             return None
         if scan.reads == 0:

@@ -28,7 +28,7 @@ from ._descriptors import (
 )
 from ._glob import GlobMatcher, States
 
-__all__ = ["DirectoryWalk", "Plan", "Scan", "Seen", "os_reason"]
+__all__ = ["DirectoryWalk", "Scan", "Seen", "os_reason"]
 
 # A directory modified this recently may change again within the same timestamp
 # tick (up to 2 s on FAT), so its mtime cannot vouch for its listing yet.
@@ -51,22 +51,9 @@ class _Abandoned(Exception):
 
 
 @dataclass
-class Plan:
-    """Every directory listed and file looked at, with stat keys: if all still match, so
-    would the walk (made only for walks with no symlink or transient failure)."""
-
-    base: tuple[int, int]
-    dirs: list[tuple[str, DirKey]]
-    files: list[tuple[str, Key]]
-
-    @property
-    def size(self) -> int:
-        return len(self.dirs) + len(self.files)
-
-
-@dataclass
 class Scan:
-    """What one walk has found so far, and whether a stat-only check can stand in for it."""
+    """What one walk found, with the stat key of every directory listed and file looked at:
+    while all still match, so would a new walk (if ``trusted``: no symlink, no doubt)."""
 
     old: dict[str, Seen]  # what the last walk read, by relative path
     listed_at: int
@@ -81,8 +68,9 @@ class Scan:
     dirs: int = 1
 
     @property
-    def plan(self) -> Plan | None:
-        return Plan(self.base, self.plan_dirs, self.plan_files) if self.trusted else None
+    def size(self) -> int:
+        """The stat calls that check it."""
+        return len(self.plan_dirs) + len(self.plan_files)
 
     def listed(self, real: str, key: DirKey) -> None:
         self.plan_dirs.append((real, key))
@@ -145,20 +133,19 @@ class DirectoryWalk:
     _matcher: GlobMatcher
     _files: dict[str, Seen]
 
-    def _unchanged(self, plan: Plan) -> bool:
+    def _unchanged(self, last: Scan) -> bool:
         try:
             st = os.stat(self.base_path)
-            if (st.st_dev, st.st_ino) != plan.base:
+            if (st.st_dev, st.st_ino) != last.base:
                 return False
-            return (all(dir_key(os.lstat(path)) == key for path, key in plan.dirs)
-                    and all(file_key(os.lstat(path)) == key for path, key in plan.files))
+            return (all(dir_key(os.lstat(path)) == key for path, key in last.plan_dirs)
+                    and all(file_key(os.lstat(path)) == key for path, key in last.plan_files))
         except OSError:
             return False
 
-    def _refresh(self, plan: Plan | None,
-                 stop: threading.Event | None = None) -> Scan | None:
-        """In the worker thread: ``None`` if nothing changed, else a new walk."""
-        if plan is not None and self._unchanged(plan):
+    def _refresh(self, last: Scan | None, stop: threading.Event | None = None) -> Scan | None:
+        """In the worker thread: ``None`` if nothing changed since ``last``, else a new walk."""
+        if last is not None and self._unchanged(last):
             return None
         return self._scan(stop)
 
