@@ -20,10 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["KEY_VERSION", "RedisCache", "SharedCacheError"]
 
-from .._log import logger_for
-
-logger = logger_for(__name__)
-
 
 class RedisCache:
     """A cache backend on Redis (or Valkey), shared by every process that uses it::

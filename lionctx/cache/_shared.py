@@ -5,7 +5,6 @@ marker; the others poll. Any Redis failure falls back to this process's FlightCa
 
 from __future__ import annotations
 
-import logging
 import secrets
 from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, cast
@@ -17,14 +16,12 @@ from ..providers._base import SourceUnavailable
 from ..providers._flight import FlightCache, Hit, Source, _Flight, join_flight, lead_flight
 from . import _entries
 from ._base import Codec
-from ._entries import _Garbage, digest, milliseconds
+from ._entries import _Garbage, digest, logger, milliseconds
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._redis_cache import RedisCache
 
 __all__ = ["SharedCache"]
-
-logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
 
 #: Seconds at most a cancelled lease owner spends handing its lease back (shielded).
 RELEASE_GRACE = 0.05

@@ -12,14 +12,13 @@ import anyio.lowlevel
 from .._adapters import query_from_instruction, run_context_from_branch
 from .._context import RunContext, coerce_run_context
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
 from .._outcome import NoText, SourceUnavailable
 from .._safe_text import safe_text
 
 __all__ = ["ContextSource", "CountedText", "PerLoop", "ProvidedText", "SourceUnavailable",
            "check_count", "check_duration", "check_name", "check_path", "known_token_count",
            "provided"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import ContextSource, ProvidedText, check_count, check_name, check_path
 from ._glob import GlobMatcher, compiled_glob
@@ -23,8 +24,6 @@ from ._walk import DirectoryWalk, Scan, Seen, os_reason
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._exceptions import HttpFetchError, InvalidType, InvalidValue
+from .._log import logger_for
 from .._safe_text import TEXT_LIMIT, error_text, type_name
 from ..cache._base import TEXT_CODEC, bind_cache
 from . import _decode
@@ -20,17 +21,13 @@ from ._base import ContextSource, PerLoop, check_count, check_duration, check_na
 from ._flight import FlightCache, SharedFetchError, Source
 from ._http_request import default_name
 from ._identity import callable_identity, identity_of, secret_digest
-from ._redact import public_httpx_url as _safe_url
-from ._redact import redact as _redact
-from ._redact import scrub_library_logs as _scrub_httpx_log_for
+from ._redact import public_httpx_url, redact, scrub_library_logs
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "HttpContextProvider",
            "HttpFetchError", "default_name"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -56,7 +53,7 @@ def _identity(provider: HttpContextProvider) -> str | None:
     if transform is None or provider._given_client is not None:
         return None
     return identity_of(
-        "http", provider.method, _safe_url(provider.url),
+        "http", provider.method, public_httpx_url(provider.url),
         secret_digest(str(provider.url), sorted(provider._headers.items()), provider._content),
         sorted((list(h) for h in provider.allowed_hosts), key=repr),
         provider.max_response_bytes, provider.max_redirects, transform)
@@ -159,10 +156,10 @@ class HttpContextProvider(ContextSource):
         self.last_error: str | None = None
         self.degradation_reason = None
         if self._secrets:
-            _scrub_httpx_log_for(self)
+            scrub_library_logs(self)
 
     def __repr__(self) -> str:
-        return (f"HttpContextProvider({_safe_url(self.url)!r}, method={self.method!r}, "
+        return (f"HttpContextProvider({public_httpx_url(self.url)!r}, method={self.method!r}, "
                 f"name={self.name!r})")
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
@@ -212,7 +209,7 @@ class HttpContextProvider(ContextSource):
         return "user" if status in (401, 403, 404) and per_user else None
 
     def _scrub(self, text: str) -> str:
-        return _redact(text, self._secrets)
+        return redact(text, self._secrets)
 
     def _allowed(self, url: httpx.URL) -> bool:
         host, port = rq.url_host(url), rq.url_port(url)
@@ -275,7 +272,7 @@ class HttpContextProvider(ContextSource):
                     url = nxt
                     continue
                 if not 200 <= resp.status_code < 300:
-                    raise HttpFetchError(f"HTTP {resp.status_code} from {_safe_url(url)}",
+                    raise HttpFetchError(f"HTTP {resp.status_code} from {public_httpx_url(url)}",
                                          scope=self._refused_scope(resp.status_code))
                 return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")
