@@ -43,16 +43,13 @@ class RedisCache:
             ``"lionctx"``): one namespace per application sharing a Redis.
         lease: Seconds a loader's lease lasts without renewal (default 5): how long a
             dead owner's key waits before another process takes over.
-        op_timeout: Seconds one Redis command may take before the call falls back to
-            this process's cache (default 0.5).
-        retry_after: Seconds the circuit stays open after a connection failure
-            (default 5).
-        wait: Seconds a caller waits for another process's load when its provider
-            has no timeout of its own (default 10).
+        op_timeout: Seconds a Redis command may take before falling back (default 0.5).
+        retry_after: Seconds the circuit stays open after a connection failure (5).
+        wait: Seconds to wait for another process's load when the provider has no
+            timeout of its own (default 10).
         max_value_bytes: Largest stored value (default 4 MiB); a larger one is served
             but not shared, and one found in Redis is refused unread, then deleted.
-        stale_ttl: Seconds the last good value is kept for ``stale_on_error``
-            (default one day).
+        stale_ttl: Seconds the last good value is kept for ``stale_on_error`` (a day).
         max_connections: Redis commands in flight at once from this process (default
             16); the wait for a slot is bounded by the call's timeout, not ``op_timeout``.
         clock: Monotonic clock for the circuit (tests inject one).

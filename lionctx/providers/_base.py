@@ -81,11 +81,10 @@ def known_token_count(text: Any, counter: Any) -> int | None:
 class ContextSource:
     """Base class for providers that serve both faces.
 
-    ``name`` is the stable name used in ``<context name="...">`` and in reports.
-    ``degradation_reason`` is set by a call that worked only in part (for example
-    files skipped, or a stale value served); gather reports it as ``degraded``.
-    ``last_error`` is why the last call failed, or ``None`` (with concurrent calls,
-    the last one to finish wins).
+    ``name``: the stable name in ``<context name="...">`` and reports.
+    ``degradation_reason``: set by a call that worked only in part (files skipped, a stale
+    value served), reported ``degraded``. ``last_error``: why the last call to finish
+    failed, or ``None``.
     """
 
     name: str = ""

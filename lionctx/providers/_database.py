@@ -54,8 +54,8 @@ class DatabaseContextProvider(ContextSource):
 
     Args:
         name: The provider's name in reports and ``<context name="...">``.
-        fetch: ``fetch(ctx)`` or ``fetch(query, ctx)``, async or sync, returning
-            ``str | None``. A sync function runs in a worker thread.
+        fetch: ``fetch(ctx)`` or ``fetch(query, ctx)`` returning ``str | None``; a sync
+            function runs in a worker thread.
         label: The published agentium spelling of ``name``.
         takes_query: Force the calling convention when the signature is ambiguous
             (``True``: ``fetch(query, ctx)``; ``False``: ``fetch(ctx)``).

@@ -70,18 +70,16 @@ class HttpContextProvider(ContextSource):
             JSON content type unless ``headers`` sets one.
         timeout: Seconds for the whole fetch, redirects and body included (5).
         cache_ttl: Seconds to keep a good response; 0 (default) fetches every time.
-        name: The provider's name in reports and ``<context name="...">``. Default:
-            ``host[:port]/path`` of ``url`` (see :func:`default_name`), never its
-            query string, user info or fragment.
+        name: The name in reports and ``<context name="...">``; default
+            ``host[:port]/path`` of ``url`` (never its query, user info or fragment).
         allowed_hosts: Hosts that may be requested, the first request and every
             redirect: ``"example.com"``, ``"example.com:8443"``, ``"*.example.com"``.
             An entry without a port allows the scheme's default port, and for the
             host of ``url`` that URL's port. Default: only the host of ``url``.
-        max_response_bytes: Largest body accepted (1 MiB), counted after decoding
-            gzip or deflate; a larger one is a failure.
+        max_response_bytes: Largest body accepted, once decoded (1 MiB); more fails.
         max_redirects: Redirects followed at most (5).
-        transform: ``text -> str | None`` (sync or async), applied to the body;
-            what it returns is what is cached and returned.
+        transform: ``text -> str | None`` (sync or async) on the body; its result is
+            what is cached and returned.
         stale_on_error: Serve the last good value, marked stale, when a fetch fails.
         client: An ``httpx.AsyncClient`` to use instead of the provider's own; never
             closed here, never let follow redirects. Its proxy and ``trust_env`` are the

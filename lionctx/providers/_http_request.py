@@ -233,12 +233,8 @@ def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
 
 def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None, dict[str, str]]:
     """The body's bytes, and the headers with a JSON content type for a JSON body."""
-    if body is None:
-        return None, dict(headers)
-    if isinstance(body, str):
-        return body.encode("utf-8"), dict(headers)
-    if isinstance(body, bytes):
-        return body, dict(headers)
+    if body is None or isinstance(body, (str, bytes)):
+        return body.encode("utf-8") if isinstance(body, str) else body, dict(headers)
     if isinstance(body, (Mapping, list)):
         try:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")

@@ -123,16 +123,13 @@ class SqliteContextProvider(ContextSource):
 
     Args:
         database: Path of an existing SQLite file (never created or written).
-        sql: One ``SELECT`` (or ``WITH`` / ``VALUES``) statement using named
-            parameters such as ``:user_id`` and ``:query``.
-        params: More parameters: a mapping, or ``(query, ctx) -> mapping`` called
-            on each turn. They may not reuse the built-in names.
-        formatter: ``rows -> str | None``, rows as dicts in column order
-            (default :func:`format_rows`).
+        sql: One ``SELECT`` (or ``WITH`` / ``VALUES``) statement with named parameters.
+        params: More parameters (not the built-in names): a mapping, or
+            ``(query, ctx) -> mapping`` called on each turn.
+        formatter: ``rows -> str | None``, rows as dicts (default :func:`format_rows`).
         max_rows: Rows read at most (default 20).
-        name: The provider's name in reports and ``<context name="...">``; by
-            default the database file's name without its extension
-            (``profile.db`` -> ``profile``), ``sqlite`` if it has none.
+        name: The name in reports and ``<context name="...">``; by default the file's
+            name without its extension (``profile.db`` -> ``profile``), else ``sqlite``.
         busy_timeout: Seconds to wait for another connection's lock (``None``: nine
             tenths of the time left to the call's timeout or deadline, else 5 s).
     """
