@@ -90,8 +90,7 @@ _SAID_LOCAL_MAX = 256
 
 
 def bind_cache(cache: Any, source: Any, name: str, *, scope: Any, **options: Any) -> Any:
-    """``cache`` (``None``: this process) bound for one provider reading ``source``; a source
-    without an identity on a shared backend is logged once per type."""
+    """``cache`` bound for one provider; a shared one given no identity is logged per type."""
     backend = resolve_cache(cache)
     if scope is None and getattr(backend, "shares_across_processes", False):
         kind = f"{type(source).__module__}.{type(source).__qualname__}"

@@ -245,8 +245,7 @@ class SharedCache:
     async def _stale_or_raise(self, key: Hashable, names: dict[str, str],
                               error: BaseException, note: str | None = None,
                               shared: bool = False) -> Hit[Any]:
-        """The last good value, marked stale, if wanted; else raise (``shared``: as
-        SharedFetchError)."""
+        """The last good value, marked stale, if wanted; else raise (``shared``: wrapped)."""
         if self.stale_on_error:
             try:
                 raw = await self._read(names["last"])
@@ -287,8 +286,7 @@ class SharedCache:
 
 
 async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> bytes | None:
-    """The string at ``name`` (None: none), sized by STRLEN and read up to ``cap`` bytes;
-    larger: :class:`_Garbage`, or None when not ``refuse``."""
+    """The string at ``name`` if at most ``cap`` bytes; larger: _Garbage (None if not refuse)."""
     size = await r.strlen(name)
     if not size:
         return None

@@ -21,8 +21,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def codings(values: Iterable[str]) -> list[str]:
-    """The ``Content-Encoding`` stack as applied; an unknown encoding, or more than
-    ``MAX_LAYERS``, is a :class:`DecodeError`."""
+    """The ``Content-Encoding`` stack as applied; DecodeError if unknown or too deep."""
     out: list[str] = []
     for value in values:
         coding = value.strip().lower()

@@ -101,8 +101,7 @@ def open_root(base_path: str) -> tuple[Any, str, os.stat_result]:
 
 def open_dir(parent: Any, parent_real: str, name: str, target: str | None,
              base_real: str) -> tuple[Any, str, os.stat_result] | str:
-    """Subdirectory ``name`` (``target``: its symlink's target): handle, real path and
-    stat, or the reason it must not be walked."""
+    """Subdirectory ``name`` (or symlink ``target``): handle, real path and stat, or why not."""
     real = target if target is not None else parent_real + os.sep + name
     try:
         if not FD_WALK:

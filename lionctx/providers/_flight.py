@@ -60,8 +60,7 @@ class _Flight:
 
 async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
                       work: Callable[[], Awaitable[Hit[Any]]]) -> Hit[Any]:
-    """Run ``work`` as the one leader for ``key``, its outcome left on the flight for the
-    waiters (a cancellation marks it abandoned: a waiter leads)."""
+    """Run ``work`` as the one leader for ``key``; its outcome waits on the flight."""
     flight = _Flight()
     flights[key] = flight
     try:
@@ -80,8 +79,7 @@ async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
 
 
 async def join_flight(flights: dict[Any, _Flight], key: Hashable) -> _Flight | None:
-    """The finished flight for ``key`` once the running one ends (after a cancelled leader,
-    look again); ``None`` when none runs: the caller leads."""
+    """The finished flight for ``key`` (past cancelled leaders); ``None``: the caller leads."""
     while (flight := flights.get(key)) is not None:
         await flight.done.wait()
         if not flight.abandoned:

@@ -47,8 +47,7 @@ _SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
 def _identity(provider: HttpContextProvider) -> str | None:
-    """The request (secrets as a digest), hosts, limits and transform; None for a stateful
-    transform or a caller's own client."""
+    """The request (secrets as a digest); None for a stateful transform or a given client."""
     transform = callable_identity(provider.transform)
     if transform is None or provider._given_client is not None:
         return None

@@ -83,8 +83,7 @@ def _bindable(value: Any) -> Any:
 
 
 def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, ...]]:
-    """The identity (fixed parameters as a digest; none for a ``params`` function or a
-    stateful formatter), and the run-context fields the SQL binds."""
+    """The identity (none for a ``params`` function or stateful formatter), fields bound."""
     fields = tuple(sorted({str(_BUILTIN[key]) for key in provider._from_turn}))
     formatter = callable_identity(provider.formatter)
     if callable(provider.params) or formatter is None:

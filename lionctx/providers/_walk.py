@@ -247,8 +247,7 @@ class DirectoryWalk:
             frame.fd = None
 
     def _reopen(self, stack: _Stack, base_real: str, tally: Scan) -> bool:
-        """Reopen the closed frames above the top one (each the very one listed); False
-        (reason recorded) when that fails."""
+        """Reopen the closed frames above the top one, each the very one listed; False if not."""
         start = max(i for i, f in enumerate(stack) if f.fd is not None)
         for i in range(start + 1, len(stack)):
             parent, frame = stack[i - 1], stack[i]
