@@ -8,7 +8,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-import socket
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -67,15 +66,9 @@ def url_port(url: httpx.URL) -> int:
 
 
 def is_address(host: str) -> bool:
-    """Whether a wire host is (or ``getaddrinfo`` would read it as) an IP address."""
-    if host.startswith("["):
-        return True
-    try:
-        socket.inet_aton(host)
-        return True
-    except (OSError, ValueError):
-        pass
-    return bool(_NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]))
+    """Whether a wire host is (or ``getaddrinfo`` would read it as) an IP address: IPv6, or a
+    numeric last label, as every form ``inet_aton`` reads (``127.1``, ``0x7f.1``) has."""
+    return host.startswith("[") or bool(_NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]))
 
 
 class Host(NamedTuple):
