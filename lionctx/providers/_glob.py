@@ -112,8 +112,10 @@ class GlobMatcher:
             raise InvalidValue(f"glob {pattern!r}: {exc}") from None
         self._pats: tuple[tuple[Seg, ...], ...] = tuple(_split(p, pattern) for p in alternatives)
         self._initial = self._closure((i, 0) for i in range(len(self._pats)))
-        self._steps: dict[tuple[States, str], States] = {}
-        self._file_tests: dict[States, Callable[[str], bool]] = {}
+        # Memoized: directory names repeat little, so the steps are bounded.
+        self.step: Callable[[States, str], States] = functools.lru_cache(4096)(self._step)
+        self.file_test: Callable[[States], Callable[[str], bool]] = functools.cache(
+            self._file_test)
 
     def __repr__(self) -> str:
         return f"GlobMatcher({self.pattern!r})"
@@ -137,17 +139,8 @@ class GlobMatcher:
         """The states at the base directory."""
         return self._initial
 
-    def step(self, states: States, name: str) -> States:
-        """States inside directory ``name``; empty means nothing below can match."""
-        memo = self._steps
-        found = memo.get((states, name))
-        if found is None:
-            if len(memo) > 4096:
-                memo.clear()  # a bound, not a policy: directory names repeat little
-            found = memo[(states, name)] = self._step(states, name)
-        return found
-
     def _step(self, states: States, name: str) -> States:
+        """States inside directory ``name``; empty means nothing below can match."""
         nxt: list[tuple[int, int]] = []
         pats = self._pats
         for p, i in states:
@@ -162,14 +155,8 @@ class GlobMatcher:
                 nxt.append((p, i + 1))
         return self._closure(nxt) if nxt else frozenset()
 
-    def file_test(self, states: States) -> Callable[[str], bool]:
+    def _file_test(self, states: States) -> Callable[[str], bool]:
         """A predicate for file names in a directory reached with ``states``."""
-        test = self._file_tests.get(states)
-        if test is None:
-            test = self._file_tests[states] = self._make_file_test(states)
-        return test
-
-    def _make_file_test(self, states: States) -> Callable[[str], bool]:
         lasts: list[_Segment] = []
         for p, i in states:
             segs = self._pats[p]
