@@ -113,17 +113,14 @@ def parse_hosts(value: Any) -> list[Host]:
             raise InvalidValue(bad)
         host = m["host"]
         wildcard = bool(m["wild"])
-        if host.startswith("["):
-            try:
+        try:
+            if host.startswith("["):
                 host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
-            except ValueError:
-                raise InvalidValue(bad) from None
-        else:
-            if not host.isascii():
-                try:  # the IDNA form httpx puts on the wire
-                    host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
-                except Exception:
-                    raise InvalidValue(bad) from None
+            elif not host.isascii():  # the IDNA form httpx puts on the wire
+                host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
+        except Exception:
+            raise InvalidValue(bad) from None
+        if not host.startswith("["):
             host = wire_host(host)
             if not _WIRE_NAME.match(host):
                 raise InvalidValue(bad)
