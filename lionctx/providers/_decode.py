@@ -91,8 +91,7 @@ class _Layer:
 
 
 class BodyDecoder:
-    """Raw body bytes in, decoded bytes out; :class:`BodyTooLarge` past ``cap`` (a feed
-    holds at most about ``cap`` plus 64 KiB per layer)."""
+    """Raw body bytes in, decoded out; BodyTooLarge past ``cap`` (+64 KiB a layer held at most)."""
 
     def __init__(self, stack: list[str], cap: int) -> None:
         self.cap = cap
