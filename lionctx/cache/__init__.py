@@ -1,7 +1,6 @@
 """Cache backends for the caching providers: in-process (default) or Redis-shared.
-
-``RedisCache`` needs the ``redis`` extra (``pip install 'lionctx[redis]'``); it is
-imported on first use, so ``import lionctx.cache`` never imports ``redis``.
+``RedisCache`` needs the ``redis`` extra (``pip install 'lionctx[redis]'``), imported on
+first use.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""The cache backend interface: what ``cache=`` accepts, and the :class:`BoundCache` a
-backend's ``bind`` gives one provider.
-"""
+"""The cache backend interface: what ``cache=`` accepts, and what its ``bind`` returns."""
 
 from __future__ import annotations
 
@@ -25,8 +23,7 @@ V = TypeVar("V")
 @dataclass(frozen=True)
 class Codec(Generic[V]):
     """A cached value as shareable ``text(value)`` plus ``meta(value)`` (small JSON-safe
-    facts, never a secret); ``build(text, meta)`` makes it back.
-    """
+    facts, never a secret); ``build(text, meta)`` makes it back."""
 
     text: Callable[[Any], str]
     meta: Callable[[Any], dict[str, Any]] = field(default=lambda value: {})
@@ -52,11 +49,9 @@ class BoundCache(Protocol[V]):
 
 @runtime_checkable
 class CacheBackend(Protocol):
-    """What ``cache=`` accepts: something that binds one provider's cache.
-
-    ``scope`` is the source identity; ``None``: a backend shared across processes keeps the
-    values in this process. A ``get`` key already holds the run-context values read.
-    """
+    """What ``cache=`` accepts: something that binds one provider's cache. ``scope`` is the
+    source identity (``None``: a backend shared across processes keeps values in this one);
+    a ``get`` key already holds the run-context values read."""
 
     def bind(self, *, kind: str, scope: Any, ttl: float, maxsize: int,
              stale_on_error: bool, wait: float | None, codec: Codec[Any],
@@ -95,9 +90,7 @@ _SAID_LOCAL_MAX = 256
 
 
 def bind_cache(cache: Any, source: Any, name: str, *, scope: Any, **options: Any) -> Any:
-    """``cache`` (``None``: this process) bound for one provider reading ``source``; a source
-    without an identity on a shared backend is logged once per type.
-    """
+    """``cache`` bound for one provider; a shared one given no identity is logged per type."""
     backend = resolve_cache(cache)
     if scope is None and getattr(backend, "shares_across_processes", False):
         kind = f"{type(source).__module__}.{type(source).__qualname__}"

@@ -1,8 +1,6 @@
-"""What :class:`~lionctx.cache.RedisCache` writes to Redis, pure: keys, entries, markers,
-the lease scripts and the :class:`Circuit`.
-
-Keys are ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST`` (no user id, query or URL in a name);
-anything an entry's encoder did not make decodes as :class:`_Garbage`.
+"""What RedisCache writes, pure: keys ``NAMESPACE:lionctx:v1:KIND:PART:DIGEST`` (no user id,
+query or URL), entries (anything else decodes as :class:`_Garbage`), markers, the lease
+scripts and the :class:`Circuit`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""``RedisCache``: the backend (a client per event loop, command timeouts, circuit).
-
-:mod:`._shared` is the per-provider lease protocol; :mod:`._entries` what is written.
-"""
+"""``RedisCache``: the backend (a client per event loop, command timeouts, circuit)."""
 
 from __future__ import annotations
 
@@ -23,10 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["KEY_VERSION", "RedisCache", "SharedCacheError"]
 
-from .._log import logger_for
-
-logger = logger_for(__name__)
-
 
 class RedisCache:
     """A cache backend on Redis (or Valkey), shared by every process that uses it::
@@ -34,14 +27,13 @@ class RedisCache:
         shared = RedisCache("redis://cache.internal:6379/0", namespace="myapp")
         status = HttpContextProvider(url, cache_ttl=30, cache=shared)
 
-    One caller in the deployment loads a key (under a lease it renews while loading); the
-    others wait for its value or share its failure. Values are shared only between
-    providers that state the same source identity (``lionctx._scope``) and, for a source
-    that reads run-context fields, the same values of those fields; keys are digests, so
-    no user id, query, URL or header appears in one. Redis is untrusted: sizes are checked
-    before reads, a key of another type is deleted, a malformed entry is a miss, and no
-    token count is read from it. Fail open: a Redis error or timeout uses this process's
-    cache (the row ``degraded``), and a circuit skips Redis for ``retry_after`` seconds.
+    One caller in the deployment loads a key (under a lease it renews); the others wait
+    for its value or share its failure. Values are shared only between providers stating
+    the same source identity and the same values of the run-context fields it reads; keys
+    are digests (no user id, query, URL or header). Redis is untrusted: sizes are checked
+    before reads, a key of another type is deleted, a malformed entry is a miss. Fail
+    open: a Redis error uses this process's cache (``degraded``), and a circuit skips
+    Redis for ``retry_after`` seconds.
 
     Args:
         url: ``redis://``, ``rediss://`` or ``unix://`` URL. Give this or ``client``.
@@ -51,20 +43,15 @@ class RedisCache:
             ``"lionctx"``): one namespace per application sharing a Redis.
         lease: Seconds a loader's lease lasts without renewal (default 5): how long a
             dead owner's key waits before another process takes over.
-        op_timeout: Seconds one Redis command may take before the call falls back to
-            this process's cache (default 0.5).
-        retry_after: Seconds the circuit stays open after a connection failure
-            (default 5).
-        wait: Seconds a caller waits for another process's load when its provider
-            has no timeout of its own (default 10).
+        op_timeout: Seconds a Redis command may take before falling back (default 0.5).
+        retry_after: Seconds the circuit stays open after a connection failure (5).
+        wait: Seconds to wait for another process's load when the provider has no
+            timeout of its own (default 10).
         max_value_bytes: Largest stored value (default 4 MiB); a larger one is served
-            but not shared, and one found in Redis is refused by its size without
-            being read, then deleted.
-        stale_ttl: Seconds the last good value is kept for ``stale_on_error``
-            (default one day).
-        max_connections: Redis commands in flight at once from this process
-            (default 16); the wait for a slot is bounded by the call's own timeout,
-            not ``op_timeout``.
+            but not shared, and one found in Redis is refused unread, then deleted.
+        stale_ttl: Seconds the last good value is kept for ``stale_on_error`` (a day).
+        max_connections: Redis commands in flight at once from this process (default
+            16); the wait for a slot is bounded by the call's timeout, not ``op_timeout``.
         clock: Monotonic clock for the circuit (tests inject one).
     """
 

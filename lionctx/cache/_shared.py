@@ -1,13 +1,10 @@
-"""One provider's cache on a :class:`~lionctx.cache.RedisCache`: the lease protocol.
-
-On a miss one caller takes the key's lease (``SET NX PX``), loads while renewing it, and
-stores the value or a failure marker; the others poll with backoff. Any Redis failure
-falls back to this process's :class:`~lionctx.providers._flight.FlightCache`.
+"""One provider's cache on a RedisCache, the lease protocol: on a miss one caller takes the
+key's lease (``SET NX PX``), loads while renewing it and stores the value or a failure
+marker; the others poll. Any Redis failure falls back to this process's FlightCache.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
 from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, cast
@@ -19,14 +16,12 @@ from ..providers._base import SourceUnavailable
 from ..providers._flight import FlightCache, Hit, Source, _Flight, join_flight, lead_flight
 from . import _entries
 from ._base import Codec
-from ._entries import _Garbage, digest, milliseconds
+from ._entries import _Garbage, digest, logger, milliseconds
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._redis_cache import RedisCache
 
 __all__ = ["SharedCache"]
-
-logger = logging.getLogger("lionctx.cache.redis_cache")  # one logger for the shared cache
 
 #: Seconds at most a cancelled lease owner spends handing its lease back (shielded).
 RELEASE_GRACE = 0.05
@@ -250,9 +245,7 @@ class SharedCache:
     async def _stale_or_raise(self, key: Hashable, names: dict[str, str],
                               error: BaseException, note: str | None = None,
                               shared: bool = False) -> Hit[Any]:
-        """The last good value, marked stale, if the provider wants one; else raise
-        (``shared``: another worker's failure, raised as SharedFetchError).
-        """
+        """The last good value, marked stale, if wanted; else raise (``shared``: wrapped)."""
         if self.stale_on_error:
             try:
                 raw = await self._read(names["last"])
@@ -293,9 +286,7 @@ class SharedCache:
 
 
 async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> bytes | None:
-    """The string at ``name`` (None: none) if at most ``cap`` bytes, asked by ``STRLEN`` first
-    and read only up to the cap; larger: :class:`_Garbage`, or None when not ``refuse``.
-    """
+    """The string at ``name`` if at most ``cap`` bytes; larger: _Garbage (None if not refuse)."""
     size = await r.strlen(name)
     if not size:
         return None

@@ -1,8 +1,6 @@
 """Built-in context providers, each serving both faces: ``await p.fetch(query, ctx)``
-(agentium) and ``await p.provide(branch, instruction)`` (LionAGI).
-
-A source that could not answer is reported ``failed`` with its reason; called directly,
-``fetch`` returns ``None`` for it and keeps the reason in ``last_error``.
+(agentium; ``None`` when the source could not answer, the reason in ``last_error``) and
+``await p.provide(branch, instruction)`` (LionAGI; a failure is reported ``failed``).
 """
 
 from ._base import ContextSource, ProvidedText, SourceUnavailable

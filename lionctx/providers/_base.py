@@ -1,8 +1,4 @@
-"""The base of every built-in provider: ``retrieve`` behind both faces, and option checks.
-
-A subclass implements ``retrieve`` and raises :class:`SourceUnavailable` when the source
-could not answer; ``fetch`` turns that into ``None`` and ``last_error``.
-"""
+"""The base of every built-in provider (``retrieve`` behind both faces); option checks."""
 
 from __future__ import annotations
 
@@ -16,6 +12,7 @@ import anyio.lowlevel
 from .._adapters import query_from_instruction, run_context_from_branch
 from .._context import RunContext, coerce_run_context
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
 from .._outcome import NoText, SourceUnavailable
 from .._safe_text import safe_text
 
@@ -23,17 +20,14 @@ __all__ = ["ContextSource", "CountedText", "PerLoop", "ProvidedText", "SourceUna
            "check_count", "check_duration", "check_name", "check_path", "known_token_count",
            "provided"]
 
-from .._log import logger_for
-
 logger = logger_for(__name__)
 
 T = TypeVar("T")
 
 
 class ProvidedText(str):
-    """A provider's text (a ``str``) marked ``cached`` / ``stale``; ``plain`` is the plain
-    ``str`` it was made from, whose hash (and memoized token count) Python keeps.
-    """
+    """A provider's text marked ``cached`` / ``stale``; ``plain``: the plain ``str`` it was
+    made from, whose hash (and memoized token count) Python keeps."""
 
     cached: bool
     stale: bool
@@ -48,9 +42,8 @@ class ProvidedText(str):
 
 
 class CountedText(ProvidedText):
-    """A :class:`ProvidedText` with its own token count, made only by code in this process
-    that counted it (text from a shared cache is counted again).
-    """
+    """A :class:`ProvidedText` with its token count, made only by code in this process that
+    counted it (text from a shared cache is counted again)."""
 
     token_count: int | None
     token_encoding: str | None
@@ -88,11 +81,10 @@ def known_token_count(text: Any, counter: Any) -> int | None:
 class ContextSource:
     """Base class for providers that serve both faces.
 
-    ``name`` is the stable name used in ``<context name="...">`` and in reports.
-    ``degradation_reason`` is set by a call that worked only in part (for example
-    files skipped, or a stale value served); gather reports it as ``degraded``.
-    ``last_error`` is why the last call failed, or ``None`` (with concurrent calls,
-    the last one to finish wins).
+    ``name``: the stable name in ``<context name="...">`` and reports.
+    ``degradation_reason``: set by a call that worked only in part (files skipped, a stale
+    value served), reported ``degraded``. ``last_error``: why the last call to finish
+    failed, or ``None``.
     """
 
     name: str = ""
@@ -114,25 +106,19 @@ class ContextSource:
         cls._lionctx_retrieves = cls.fetch is ContextSource.fetch
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
-        """Return the context text for ``query`` in ``ctx``, or ``None`` when there is none.
-
-        Raise :class:`SourceUnavailable` (message: the reason, without secrets) when
-        the source could not answer. Subclasses implement this.
-        """
+        """The text for ``query`` in ``ctx`` (``None``: none); subclasses implement it and
+        raise :class:`SourceUnavailable` (the reason, without secrets) on failure."""
         if not type(self)._lionctx_retrieves:
             return await self.fetch(query, ctx)  # written to the fetch-only contract
         raise NotImplementedError(f"{type(self).__name__} must implement "
                                   f"retrieve(query, ctx)")
 
     async def fetch(self, query: str, ctx: Any) -> str | None:
-        """agentium face: the text, or ``None``, also when the source could not answer.
+        """agentium face: the text, or ``None``, also when the source could not answer
+        (the reason kept in ``last_error``; any other exception propagates).
 
-        ``ctx`` is a RunContext, a plain mapping (``{"userId": "u1"}``) or any object
-        shaped like one; ``None`` means the run context bound with
-        :func:`lionctx.bind_run_context`, if any.
-
-        The reason for a failure is kept in ``last_error``. Any other exception
-        (a bug, a wrapped function's own error) propagates.
+        ``ctx`` is a RunContext, a mapping (``{"userId": "u1"}``) or an object shaped like
+        one; ``None``: the run context bound with :func:`lionctx.bind_run_context`.
         """
         if type(self).retrieve is ContextSource.retrieve:  # neither implemented: no ping-pong
             raise NotImplementedError(f"{type(self).__name__} must implement "
@@ -147,11 +133,8 @@ class ContextSource:
         return None if isinstance(text, NoText) else text  # no text is None here
 
     async def provide(self, branch: Any, instruction: Any) -> str | None:
-        """LionAGI face: ``retrieve`` with the instruction's text as the query.
-
-        A source that could not answer raises :class:`SourceUnavailable`, which the
-        registry reports as ``failed`` with its reason.
-        """
+        """LionAGI face: ``retrieve`` with the instruction's text as the query (a failure
+        raises :class:`SourceUnavailable`, reported ``failed`` with its reason)."""
         ctx: RunContext = run_context_from_branch(branch)
         query = query_from_instruction(instruction)
         if type(self)._lionctx_retrieves:
@@ -185,9 +168,7 @@ class PerLoop(Generic[T]):
         return self.value
 
     def take(self) -> T | None:
-        """Forget the object; return it if this loop made it (to close; another loop's
-        sockets went with that loop).
-        """
+        """Forget the object; return it if this loop made it (to close it)."""
         value, token, self.value, self._token = self.value, self._token, None, None
         return value if token == anyio.lowlevel.current_token() else None
 

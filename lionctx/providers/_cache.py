@@ -1,7 +1,5 @@
-"""``CachedContextProvider``: any provider's text, cached per key, one call per key at once.
-
-A key holds the values of the run-context fields the source reads (``lionctx._scope``);
-a shared backend adds the source's identity.
+"""``CachedContextProvider``: any provider's text, cached per key (with the values of the
+run-context fields the source reads), one call per key at once.
 """
 
 from __future__ import annotations
@@ -53,9 +51,7 @@ def _identity(value: Any) -> Hashable:
 
 
 def default_key(query: str, ctx: Any) -> Hashable:
-    """``(tenant_id, user_id, session_id, query)``: one user's (or session's) context is
-    never served to another.
-    """
+    """``(tenant_id, user_id, session_id, query)``: no user's context is served to another."""
     return (*(_identity(context_value(ctx, field))
               for field in ("tenant_id", "user_id", "session_id")), query)
 
@@ -132,37 +128,30 @@ class CachedContextProvider(ContextSource):
             its ``retrieve``, so its failures reach this wrapper as failures.
         ttl: Seconds a value is kept (positive).
         key: ``(query, ctx) -> hashable``, after the values of the source's
-            ``context_fields`` in every key. Default: the query alone when the
-            source's fields are stated (``inner`` states a ``source_identity``, or
-            ``context_fields`` is given here), else :func:`default_key`
-            (``(tenant_id, user_id, session_id, query)``); plus the branch itself
-            when ``inner`` only has ``provide``. Pass a coarser key (say
-            ``lambda q, ctx: "all"``) only when the text is the same for everyone.
+            ``context_fields`` in every key. Default: the query alone when the source's
+            fields are stated (``inner`` states a ``source_identity``, or
+            ``context_fields`` is given), else :func:`default_key`; plus the branch when
+            ``inner`` only has ``provide``. A coarser key (``lambda q, ctx: "all"``)
+            only when the text is the same for everyone.
         maxsize: Keys kept at most (least recently used go first).
         stale_on_error: When a refresh raises, serve the last good value for the
             key, marked stale.
         name: Defaults to the inner provider's name.
-        cache: Where values live: ``None`` (this process, the default) or a shared
-            backend such as :class:`lionctx.cache.RedisCache`, which keeps values
-            (keyed by a digest of the source identity, the values of the run-context
-            fields the source reads, and the key; never the key itself) for every
-            worker process and runs one call to ``inner`` per key across them. A key
-            must then be the same in every process: ``str``, numbers, ``None`` and
-            tuples of them (the default key is). A source that states no identity
-            (and is given none here) is cached in this process only.
-        source_identity: The identity of the source ``inner`` reads, for a provider
-            that states none (a custom one): a stable string without secrets
-            (``"crm:accounts"``). Given, the values are shared through a shared
-            ``cache``; it replaces the inner provider's own.
+        cache: ``None`` (this process) or a shared backend such as
+            :class:`lionctx.cache.RedisCache`: one call to ``inner`` per key across every
+            worker process, keyed by a digest of the source identity, the context-field
+            values and the key (which must then be ``str``, numbers, ``None`` or tuples
+            of them). A source without an identity is cached in this process only.
+        source_identity: The identity of the source ``inner`` reads, replacing its own:
+            a stable string without secrets (``"crm:accounts"``), so that a shared
+            ``cache`` shares its values.
         context_fields: The run-context fields ``inner``'s answer depends on
             (``("tenant_id", "user_id")``), replacing the inner provider's own.
 
-    ``None`` and exceptions are never cached; concurrent calls for one key share
-    one call to ``inner``. A failure propagates (``failed`` in reports, with the
-    inner provider's reason; ``None`` from ``fetch`` when it is a
-    :class:`~lionctx.providers._base.SourceUnavailable`), unless ``stale_on_error``
-    serves the last good value. The inner provider's ``degradation_reason`` at the
-    time a value was made travels with the cached value.
+    ``None`` and exceptions are never cached; concurrent calls for one key share one call
+    to ``inner``. A failure propagates (``failed`` with the inner provider's reason)
+    unless ``stale_on_error`` serves the last good value. The inner provider's
+    ``degradation_reason`` travels with the value it made.
     """
 
     def __init__(

@@ -1,6 +1,5 @@
-"""``DatabaseContextProvider``: any function of the run context, as a provider
-(agentium's ``name`` + ``fetch(ctx)`` and ``label`` + ``fetch(query, ctx)``).
-"""
+"""``DatabaseContextProvider``: any function of the run context (``fetch(ctx)`` or
+``fetch(query, ctx)``), as a provider."""
 
 from __future__ import annotations
 
@@ -55,14 +54,13 @@ class DatabaseContextProvider(ContextSource):
 
     Args:
         name: The provider's name in reports and ``<context name="...">``.
-        fetch: ``fetch(ctx)`` or ``fetch(query, ctx)``, async or sync, returning
-            ``str | None``. A sync function runs in a worker thread.
+        fetch: ``fetch(ctx)`` or ``fetch(query, ctx)`` returning ``str | None``; a sync
+            function runs in a worker thread.
         label: The published agentium spelling of ``name``.
         takes_query: Force the calling convention when the signature is ambiguous
             (``True``: ``fetch(query, ctx)``; ``False``: ``fetch(ctx)``).
-        source_identity: A stable name for what ``fetch`` reads (``"crm:accounts"``),
-            without secrets; needed for its answers to be shared across processes
-            (a shared cache). ``None`` (the default): not shared.
+        source_identity: A stable name without secrets for what ``fetch`` reads
+            (``"crm:accounts"``); without it no answer is shared across processes.
         context_fields: The run-context fields ``fetch``'s answer depends on
             (``("tenant_id", "user_id")``); state every one it reads.
     """

@@ -1,7 +1,5 @@
-"""Decoding an HTTP body's ``Content-Encoding`` with the size cap applied as it decodes.
-
-Each layer asks ``zlib`` (``max_length``) for 64 KiB at a time and the total is checked
-after each piece: httpx would decode a whole network chunk first (a gzip bomb).
+"""An HTTP body's ``Content-Encoding`` decoded 64 KiB at a time per layer (zlib's
+``max_length``), the cap checked after each piece: httpx decodes a whole chunk (a bomb).
 """
 
 from __future__ import annotations
@@ -23,9 +21,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def codings(values: Iterable[str]) -> list[str]:
-    """The ``Content-Encoding`` stack in the order applied; an unknown encoding, or more
-    than ``MAX_LAYERS``, is a :class:`DecodeError`.
-    """
+    """The ``Content-Encoding`` stack as applied; DecodeError if unknown or too deep."""
     out: list[str] = []
     for value in values:
         coding = value.strip().lower()
@@ -95,9 +91,7 @@ class _Layer:
 
 
 class BodyDecoder:
-    """Raw body bytes in, decoded bytes out; :class:`BodyTooLarge` past ``cap`` (a feed
-    holds at most about ``cap`` plus 64 KiB per layer).
-    """
+    """Raw body bytes in, decoded out; BodyTooLarge past ``cap`` (+64 KiB a layer held at most)."""
 
     def __init__(self, stack: list[str], cap: int) -> None:
         self.cap = cap

@@ -1,8 +1,6 @@
-"""Descriptor-safe opening and capped reading for the filesystem walk.
-
-Directories open relative to their parent without following symlinks; a file is read
-only if it is the inode the listing saw, never past its cap. Every surprise is a reason
-string. Windows (no ``dir_fd``) falls back to paths checked with ``realpath``.
+"""Descriptor-safe opening and capped reading for the filesystem walk: no symlink followed
+unchecked, only the inode the listing saw, never past its cap; a surprise is a reason.
+Without ``dir_fd`` (Windows) paths are checked with ``realpath``.
 """
 
 from __future__ import annotations
@@ -103,9 +101,7 @@ def open_root(base_path: str) -> tuple[Any, str, os.stat_result]:
 
 def open_dir(parent: Any, parent_real: str, name: str, target: str | None,
              base_real: str) -> tuple[Any, str, os.stat_result] | str:
-    """Subdirectory ``name`` (``target``: its symlink's target): handle, real path and
-    stat, or the reason it must not be walked.
-    """
+    """Subdirectory ``name`` (or symlink ``target``): handle, real path and stat, or why not."""
     real = target if target is not None else parent_real + os.sep + name
     try:
         if not FD_WALK:

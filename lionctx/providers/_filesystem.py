@@ -1,7 +1,5 @@
-"""``FilesystemContextProvider``: files under a base path, as context.
-
-The walk (:mod:`._walk`) runs in one worker-thread hop; unchanged files are not read
-again, and a warm turn over an unchanged small tree is a few stat calls on the loop.
+"""``FilesystemContextProvider``: files under a base path, as context. The walk runs in a
+worker thread; a warm turn over an unchanged small tree is a few stat calls on the loop.
 """
 
 from __future__ import annotations
@@ -17,16 +15,15 @@ from typing import Any
 import anyio
 
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import ContextSource, ProvidedText, check_count, check_name, check_path
 from ._glob import GlobMatcher, compiled_glob
 from ._identity import identity_of, name_from_path
-from ._walk import DirectoryWalk, Plan, Scan, Seen, _first, os_reason
+from ._walk import DirectoryWalk, Scan, Seen, os_reason
 
 __all__ = ["DEFAULT_GLOB", "DEFAULT_MAX_FILES", "DEFAULT_MAX_FILE_SIZE",
            "FilesystemContextProvider", "GlobMatcher"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -43,15 +40,9 @@ _REASON_NAMES = 5
 def _shown(rel: str) -> str:
     """``rel`` as it may be emitted: undecodable bytes become U+FFFD."""
     try:
-        rel.encode("utf-8")
-        return rel
-    except UnicodeEncodeError:
-        pass
-    try:
-        raw = os.fsencode(rel)  # the bytes the name really has
+        return os.fsencode(rel).decode("utf-8", "replace")  # the bytes the name really has
     except UnicodeEncodeError:  # a lone surrogate fsencode cannot map back
         return rel.encode("utf-8", "replace").decode("utf-8")
-    return raw.decode("utf-8", "replace")
 
 
 class FilesystemContextProvider(ContextSource, DirectoryWalk):
@@ -60,16 +51,14 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
     Args:
         base_path: The directory to read. Nothing outside it is ever read, whatever
             symlinks or renames happen during the walk.
-        glob: Which files, relative to ``base_path`` (default ``**/*.md``,
-            recursive). ``..`` and absolute patterns are refused.
-        encoding: Text encoding of the files (default UTF-8); a file that does not
-            decode is skipped.
+        glob: Which files, relative to ``base_path`` (default ``**/*.md``); ``..`` and
+            absolute patterns are refused.
+        encoding: Text encoding of the files (default UTF-8); others are skipped.
         max_file_size: Largest file included, in bytes (default 100 KB).
-        max_files: How many files to include at most (default 20); matching
-            files past it are listed as skipped (``over max_files N``).
-        name: The provider's name in reports and ``<context name="...">``; by
-            default the base folder's name (``./notes`` -> ``notes``),
-            ``filesystem`` when it has none.
+        max_files: Files included at most (default 20); matching files past it are
+            listed as skipped (``over max_files N``).
+        name: The name in reports and ``<context name="...">``; by default the base
+            folder's name (``./notes`` -> ``notes``), else ``filesystem``.
 
     After each call, ``last_skipped`` lists ``(relative path, reason)`` for every
     matching file left out, and ``last_included`` the paths included (names that
@@ -108,7 +97,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []
         self._files: dict[str, Seen] = {}
-        self._plan: Plan | None = None
+        self._plan: Scan | None = None  # the last walk, if a stat-only check can stand in
         self._output: str | None = None
         self._rendered_from: list[tuple[str, str]] = []
 
@@ -117,11 +106,8 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
                 f"name={self.name!r})")
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
-        """Read the matching files (``query`` and ``ctx`` do not change what is read).
-
-        Raises :class:`~lionctx.providers._base.SourceUnavailable` when the base path
-        is missing or cannot be listed; a file that cannot be read is skipped.
-        """
+        """The matching files' text; :class:`SourceUnavailable` when the base path is
+        missing or cannot be listed (a file that cannot be read is skipped)."""
         plan = self._plan
         if plan is not None and plan.size <= _INLINE_STATS and self._unchanged(plan):
             # A few stat calls cost less than the round trip to a worker thread.
@@ -169,12 +155,10 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
     def _publish(self, scan: Scan) -> str | None:
         self._files = scan.files
         # Names go out (headers, reports, logs) only in a form UTF-8 can carry.
-        names = list(map(_first, itertools.chain(scan.included, scan.skipped)))
-        renamed = [rel for rel in names if _shown(rel) != rel]
-        included = [(_shown(rel), text) for rel, text in scan.included] if renamed \
-            else scan.included
-        skipped = [(_shown(rel), why) for rel, why in scan.skipped] if renamed \
-            else scan.skipped
+        included = [(_shown(rel), text) for rel, text in scan.included]
+        skipped = [(_shown(rel), why) for rel, why in scan.skipped]
+        renamed = [rel for rel, _ in itertools.chain(scan.included, scan.skipped)
+                   if _shown(rel) != rel]
         self.last_skipped = skipped
         self.last_included = [rel for rel, _ in included]
         over = f"over max_files {self.max_files}"
@@ -201,7 +185,8 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
             output = _render(included) if included else None
         self._rendered_from = included
         self._output = output
-        self._plan = scan.plan
+        scan.old = {}  # the walk before it is not kept alive through it
+        self._plan = scan if scan.trusted else None
         if output is None:
             return None
         if scan.reads == 0:

@@ -1,6 +1,5 @@
-"""A TTL cache with single flight (:class:`FlightCache`), and :func:`lead_flight`, which the
-shared Redis cache runs too. ``None`` and failures are never kept; a cancelled leader's
-waiters lead anew. One event loop; not thread-safe.
+"""A TTL cache with single flight (the shared cache runs its flights too). ``None`` and
+failures are never kept; a cancelled leader's waiters lead anew. One event loop.
 """
 
 from __future__ import annotations
@@ -36,8 +35,7 @@ class Source(str, Enum):
 @dataclass(frozen=True, slots=True)
 class Hit(Generic[V]):
     """A value (or ``None``), its source, the failure behind a stale one, and a ``note``
-    when the cache itself worked only in part (a shared cache was unreachable).
-    """
+    when the cache itself worked only in part (a shared cache was unreachable)."""
 
     value: V | None
     source: Source
@@ -62,9 +60,7 @@ class _Flight:
 
 async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
                       work: Callable[[], Awaitable[Hit[Any]]]) -> Hit[Any]:
-    """Run ``work`` as the one leader for ``key``, leaving its outcome on the flight for the
-    waiters (a cancellation marks it abandoned: a waiter leads).
-    """
+    """Run ``work`` as the one leader for ``key``; its outcome waits on the flight."""
     flight = _Flight()
     flights[key] = flight
     try:
@@ -83,9 +79,7 @@ async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
 
 
 async def join_flight(flights: dict[Any, _Flight], key: Hashable) -> _Flight | None:
-    """The finished flight for ``key`` once the one running ends (a cancelled leader's waiters
-    look again); ``None`` when none runs: the caller leads.
-    """
+    """The finished flight for ``key`` (past cancelled leaders); ``None``: the caller leads."""
     while (flight := flights.get(key)) is not None:
         await flight.done.wait()
         if not flight.abandoned:
@@ -95,8 +89,7 @@ async def join_flight(flights: dict[Any, _Flight], key: Hashable) -> _Flight | N
 
 class FlightCache(Generic[V]):
     """TTL cache plus single flight for async loads; ``ttl=0`` stores and shares nothing
-    (``stale_on_error`` still remembers the last good value).
-    """
+    (``stale_on_error`` still remembers the last good value)."""
 
     def __init__(
         self,
@@ -139,11 +132,8 @@ class FlightCache(Generic[V]):
                 kept.pop(key, None)
 
     async def get(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
-        """The value for ``key``: stored, shared from an in-flight load, or loaded now.
-
-        A failed load raises in its caller and :class:`SharedFetchError` in its waiters,
-        unless a stale value can be served.
-        """
+        """The value for ``key``: stored, shared from an in-flight load, or loaded now; a
+        failure raises in the loader, SharedFetchError in its waiters (unless stale is served)."""
         hash(key)  # an unhashable key fails here, before any load starts
         if self._fresh is None:
             return await self._load(key, load)  # nothing stored: nothing to share

@@ -1,7 +1,6 @@
-"""The filesystem provider's glob matcher: pure, one path segment at a time.
-
-``*``, ``?``, ``[...]`` within a segment; ``**`` for zero or more non-hidden directories;
-``{a,b}`` alternatives (at most 256); no wildcard matches a leading ``.``.
+"""The filesystem provider's glob, one path segment at a time: ``*``, ``?``, ``[...]``;
+``**`` for zero or more non-hidden directories; ``{a,b}`` (at most 256); no wildcard
+matches a leading ``.``.
 """
 
 from __future__ import annotations
@@ -18,6 +17,9 @@ __all__ = ["GlobMatcher", "States", "compiled_glob", "expand_braces"]
 States = frozenset[tuple[int, int]]  # (alternative index, segment index)
 
 _MAX_ALTERNATIVES = 256
+# A "[...]" class as fnmatch.translate reads one: a leading "!" and then a leading "]" are
+# part of it, never its end (the lookaheads keep the regex from giving either back).
+_CLASS = re.compile(r"\[(?:!|(?!!))(?:\]|(?!\]))[^\]]*\]")
 
 
 class _Segment:
@@ -70,27 +72,6 @@ def expand_braces(pattern: str) -> list[str]:
     return [pattern]
 
 
-def _unclosed_bracket(segment: str) -> bool:
-    """True when a ``[`` opens no class (scanned as :func:`fnmatch.translate` does)."""
-    i, n = 0, len(segment)
-    while i < n:
-        c = segment[i]
-        i += 1
-        if c != "[":
-            continue
-        j = i
-        if j < n and segment[j] == "!":
-            j += 1
-        if j < n and segment[j] == "]":
-            j += 1
-        while j < n and segment[j] != "]":
-            j += 1
-        if j >= n:
-            return True
-        i = j + 1
-    return False
-
-
 def _split(pattern: str, original: str) -> tuple[Seg, ...]:
     if pattern.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", pattern):
         raise InvalidValue(f"glob must be relative to the base path, got {original!r}")
@@ -101,7 +82,7 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
         if part == ".." or part.startswith("..\\") or part.endswith("\\..") or "\\..\\" in part:
             raise InvalidValue(f"glob must not climb out of the base path with '..', "
                              f"got {original!r}")
-        if _unclosed_bracket(part):
+        if "[" in _CLASS.sub("", part):
             # fnmatch would match it literally and quietly find nothing: a typo.
             raise InvalidValue(f"glob {original!r} has a '[' with no closing ']' "
                              "(write '[[]' to match a literal '[')")
@@ -131,8 +112,10 @@ class GlobMatcher:
             raise InvalidValue(f"glob {pattern!r}: {exc}") from None
         self._pats: tuple[tuple[Seg, ...], ...] = tuple(_split(p, pattern) for p in alternatives)
         self._initial = self._closure((i, 0) for i in range(len(self._pats)))
-        self._steps: dict[tuple[States, str], States] = {}
-        self._file_tests: dict[States, Callable[[str], bool]] = {}
+        # Memoized: directory names repeat little, so the steps are bounded.
+        self.step: Callable[[States, str], States] = functools.lru_cache(4096)(self._step)
+        self.file_test: Callable[[States], Callable[[str], bool]] = functools.cache(
+            self._file_test)
 
     def __repr__(self) -> str:
         return f"GlobMatcher({self.pattern!r})"
@@ -156,17 +139,8 @@ class GlobMatcher:
         """The states at the base directory."""
         return self._initial
 
-    def step(self, states: States, name: str) -> States:
-        """States inside directory ``name``; empty means nothing below can match."""
-        memo = self._steps
-        found = memo.get((states, name))
-        if found is None:
-            if len(memo) > 4096:
-                memo.clear()  # a bound, not a policy: directory names repeat little
-            found = memo[(states, name)] = self._step(states, name)
-        return found
-
     def _step(self, states: States, name: str) -> States:
+        """States inside directory ``name``; empty means nothing below can match."""
         nxt: list[tuple[int, int]] = []
         pats = self._pats
         for p, i in states:
@@ -181,14 +155,8 @@ class GlobMatcher:
                 nxt.append((p, i + 1))
         return self._closure(nxt) if nxt else frozenset()
 
-    def file_test(self, states: States) -> Callable[[str], bool]:
+    def _file_test(self, states: States) -> Callable[[str], bool]:
         """A predicate for file names in a directory reached with ``states``."""
-        test = self._file_tests.get(states)
-        if test is None:
-            test = self._file_tests[states] = self._make_file_test(states)
-        return test
-
-    def _make_file_test(self, states: States) -> Callable[[str], bool]:
         lasts: list[_Segment] = []
         for p, i in states:
             segs = self._pats[p]

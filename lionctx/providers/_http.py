@@ -1,7 +1,5 @@
-"""``HttpContextProvider``: the text of one HTTP endpoint, as context.
-
-Redirects are followed here, each hop's host checked (:mod:`._http_request`); the body
-is capped as it decodes (:mod:`._decode`); secrets never reach a log line or reason.
+"""``HttpContextProvider``: one HTTP endpoint's text. Redirects are followed here, each
+hop's host checked; the body is capped as it decodes; secrets reach no log line or reason.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._exceptions import HttpFetchError, InvalidType, InvalidValue
+from .._log import logger_for
 from .._safe_text import TEXT_LIMIT, error_text, type_name
 from ..cache._base import TEXT_CODEC, bind_cache
 from . import _decode
@@ -22,17 +21,13 @@ from ._base import ContextSource, PerLoop, check_count, check_duration, check_na
 from ._flight import FlightCache, SharedFetchError, Source
 from ._http_request import default_name
 from ._identity import callable_identity, identity_of, secret_digest
-from ._redact import public_httpx_url as _safe_url
-from ._redact import redact as _redact
-from ._redact import scrub_library_logs as _scrub_httpx_log_for
+from ._redact import public_httpx_url, redact, scrub_library_logs
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "HttpContextProvider",
            "HttpFetchError", "default_name"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -52,14 +47,12 @@ _SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
 def _identity(provider: HttpContextProvider) -> str | None:
-    """The request (secrets as a digest), hosts, limits and transform; None for a stateful
-    transform or a caller's own client.
-    """
+    """The request (secrets as a digest); None for a stateful transform or a given client."""
     transform = callable_identity(provider.transform)
     if transform is None or provider._given_client is not None:
         return None
     return identity_of(
-        "http", provider.method, _safe_url(provider.url),
+        "http", provider.method, public_httpx_url(provider.url),
         secret_digest(str(provider.url), sorted(provider._headers.items()), provider._content),
         sorted((list(h) for h in provider.allowed_hosts), key=repr),
         provider.max_response_bytes, provider.max_redirects, transform)
@@ -76,30 +69,25 @@ class HttpContextProvider(ContextSource):
             JSON content type unless ``headers`` sets one.
         timeout: Seconds for the whole fetch, redirects and body included (5).
         cache_ttl: Seconds to keep a good response; 0 (default) fetches every time.
-        name: The provider's name in reports and ``<context name="...">``. Default:
-            ``host[:port]/path`` of ``url`` (see :func:`default_name`), never its
-            query string, user info or fragment.
+        name: The name in reports and ``<context name="...">``; default
+            ``host[:port]/path`` of ``url`` (never its query, user info or fragment).
         allowed_hosts: Hosts that may be requested, the first request and every
             redirect: ``"example.com"``, ``"example.com:8443"``, ``"*.example.com"``.
             An entry without a port allows the scheme's default port, and for the
             host of ``url`` that URL's port. Default: only the host of ``url``.
-        max_response_bytes: Largest body accepted (1 MiB), counted after decoding
-            gzip or deflate; a larger one is a failure.
+        max_response_bytes: Largest body accepted, once decoded (1 MiB); more fails.
         max_redirects: Redirects followed at most (5).
-        transform: ``text -> str | None`` (sync or async), applied to the body;
-            what it returns is what is cached and returned.
+        transform: ``text -> str | None`` (sync or async) on the body; its result is
+            what is cached and returned.
         stale_on_error: Serve the last good value, marked stale, when a fetch fails.
-        client: An ``httpx.AsyncClient`` to use instead of the provider's own; the
-            provider never closes it, and never lets it follow redirects itself. Its
-            proxy and ``trust_env`` settings are the caller's: the host checks apply
-            to the URL, not to a proxy the client was told to use. With a client of
-            its own the provider states no ``source_identity`` (the client's headers,
-            auth and transport may change the answer), so a shared ``cache`` keeps
-            its responses in this process only.
+        client: An ``httpx.AsyncClient`` to use instead of the provider's own; never
+            closed here, never let follow redirects. Its proxy and ``trust_env`` are the
+            caller's (the host checks apply to the URL). With it the provider states no
+            ``source_identity`` (its headers and auth may change the answer), so a
+            shared ``cache`` keeps responses in this process only.
         cache: Where a good response is kept when ``cache_ttl > 0``: ``None`` (this
-            process) or a shared backend such as :class:`lionctx.cache.RedisCache`
-            (every worker process shares it, and one request per TTL goes out
-            across all of them).
+            process) or a shared backend such as :class:`lionctx.cache.RedisCache` (one
+            request per TTL across every worker process).
     """
 
     def __init__(
@@ -165,19 +153,15 @@ class HttpContextProvider(ContextSource):
         self.last_error: str | None = None
         self.degradation_reason = None
         if self._secrets:
-            _scrub_httpx_log_for(self)
+            scrub_library_logs(self)
 
     def __repr__(self) -> str:
-        return (f"HttpContextProvider({_safe_url(self.url)!r}, method={self.method!r}, "
+        return (f"HttpContextProvider({public_httpx_url(self.url)!r}, method={self.method!r}, "
                 f"name={self.name!r})")
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
-        """The response text (``query`` and ``ctx`` do not change the request).
-
-        ``None`` for an empty body (or a ``transform`` that returned nothing); raises
-        :class:`~lionctx.providers._base.SourceUnavailable` when the request failed, unless
-        ``stale_on_error`` serves the last good value (marked stale).
-        """
+        """The response text (``None``: an empty body, or nothing from ``transform``);
+        :class:`SourceUnavailable` when the request failed and no stale value is served."""
         try:
             hit = await self._cache.get(_CACHE_KEY, self._load)
         except HttpFetchError as exc:
@@ -222,7 +206,7 @@ class HttpContextProvider(ContextSource):
         return "user" if status in (401, 403, 404) and per_user else None
 
     def _scrub(self, text: str) -> str:
-        return _redact(text, self._secrets)
+        return redact(text, self._secrets)
 
     def _allowed(self, url: httpx.URL) -> bool:
         host, port = rq.url_host(url), rq.url_port(url)
@@ -285,7 +269,7 @@ class HttpContextProvider(ContextSource):
                     url = nxt
                     continue
                 if not 200 <= resp.status_code < 300:
-                    raise HttpFetchError(f"HTTP {resp.status_code} from {_safe_url(url)}",
+                    raise HttpFetchError(f"HTTP {resp.status_code} from {public_httpx_url(url)}",
                                          scope=self._refused_scope(resp.status_code))
                 return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")

@@ -1,7 +1,6 @@
-"""The HTTP provider's request, pure: allowed hosts, the request, each redirect hop.
-
-Hosts compare as on the wire (IDNA, lower case, no trailing dot, IPv6 compressed in
-brackets): ``127.1`` is another host than ``127.0.0.1``. A wildcard never matches an IP.
+"""The HTTP provider's request, pure: allowed hosts, the request, each redirect hop. Hosts
+compare as on the wire (IDNA, lower case, no trailing dot, IPv6 compressed in brackets):
+``127.1`` is not ``127.0.0.1``. A wildcard never matches an IP.
 """
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-import socket
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -68,15 +66,9 @@ def url_port(url: httpx.URL) -> int:
 
 
 def is_address(host: str) -> bool:
-    """Whether a wire host is (or ``getaddrinfo`` would read it as) an IP address."""
-    if host.startswith("["):
-        return True
-    try:
-        socket.inet_aton(host)
-        return True
-    except (OSError, ValueError):
-        pass
-    return bool(_NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]))
+    """Whether a wire host is (or ``getaddrinfo`` would read it as) an IP address: IPv6, or a
+    numeric last label, as every form ``inet_aton`` reads (``127.1``, ``0x7f.1``) has."""
+    return host.startswith("[") or bool(_NUMERIC_LABEL.match(host.rsplit(".", 1)[-1]))
 
 
 class Host(NamedTuple):
@@ -121,17 +113,14 @@ def parse_hosts(value: Any) -> list[Host]:
             raise InvalidValue(bad)
         host = m["host"]
         wildcard = bool(m["wild"])
-        if host.startswith("["):
-            try:
+        try:
+            if host.startswith("["):
                 host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
-            except ValueError:
-                raise InvalidValue(bad) from None
-        else:
-            if not host.isascii():
-                try:  # the IDNA form httpx puts on the wire
-                    host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
-                except Exception:
-                    raise InvalidValue(bad) from None
+            elif not host.isascii():  # the IDNA form httpx puts on the wire
+                host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
+        except Exception:
+            raise InvalidValue(bad) from None
+        if not host.startswith("["):
             host = wire_host(host)
             if not _WIRE_NAME.match(host):
                 raise InvalidValue(bad)
@@ -149,8 +138,7 @@ def parse_hosts(value: Any) -> list[Host]:
 
 def default_name(url: str | httpx.URL) -> str:
     """An ``HttpContextProvider``'s default name: ``host[:port]/path`` (a default port left
-    out, no trailing slash); never the scheme, user info, query or fragment.
-    """
+    out, no trailing slash); never the scheme, user info, query or fragment."""
     import httpx
 
     parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
@@ -235,12 +223,8 @@ def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
 
 def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None, dict[str, str]]:
     """The body's bytes, and the headers with a JSON content type for a JSON body."""
-    if body is None:
-        return None, dict(headers)
-    if isinstance(body, str):
-        return body.encode("utf-8"), dict(headers)
-    if isinstance(body, bytes):
-        return body, dict(headers)
+    if body is None or isinstance(body, (str, bytes)):
+        return body.encode("utf-8") if isinstance(body, str) else body, dict(headers)
     if isinstance(body, (Mapping, list)):
         try:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -286,8 +270,7 @@ def after_redirect(
     nxt: Origin,
 ) -> tuple[str, bytes | None, dict[str, str]]:
     """The next hop's method, body and headers: 303, and 301/302 after a POST, become GET
-    (HEAD stays) without the body; another origin than ``first`` gets no caller's headers.
-    """
+    (HEAD stays) without the body; another origin than ``first`` gets no caller's headers."""
     out = dict(headers)
     if status == 303 or (status in (301, 302) and method == "POST"):
         method = "GET" if method != "HEAD" else method

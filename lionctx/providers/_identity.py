@@ -1,7 +1,5 @@
-"""How the built-in providers name themselves, pure: ``source_identity`` and default names.
-
-An identity is ``KIND:`` and a JSON array of the parts that decide the text; secrets only
-as a salted digest; a function by its name and a digest of its code and captured values.
+"""``source_identity`` and default names: an identity is ``KIND:`` and a JSON array of the
+parts that decide the text (secrets as a salted digest, a function by its code's digest).
 """
 
 from __future__ import annotations
@@ -51,8 +49,7 @@ def _shown(value: Any) -> str | None:
 
 def callable_identity(fn: Any) -> str | None:
     """A name for what ``fn`` computes, the same in every process running the same code;
-    ``None`` when it carries state only this process can name (read when first named).
-    """
+    ``None`` when it carries state only this process can name (read when first named)."""
     if fn is None:
         return "none"
     try:
@@ -151,9 +148,8 @@ _MAX_LEN = 64
 
 def name_from_path(path: str | os.PathLike[str], *, fallback: str,
                    strip_suffix: bool = False) -> str:
-    """A short, readable name for ``path``: its last component (``strip_suffix``: without
-    its extension), never credentials (up to an ``@``) or a query; characters other than
-    letters, digits, ``_.-`` become ``-``; ``fallback`` when nothing is left.
+    """``path``'s last component (``strip_suffix``: without its extension), never credentials
+    or a query, other characters than letters, digits and ``_.-`` as ``-``; else ``fallback``.
     """
     text = os.fspath(path).split("?", 1)[0].split("#", 1)[0]
     last = re.split(r"[/\\]", text.rstrip("/\\"))[-1]

@@ -1,7 +1,5 @@
-"""Redaction, one concept: what lionctx takes out of log lines, reasons and errors.
-
-Known secrets, URL shapes, personal data in unvetted text (linear time), and the
-filter on httpx/httpcore loggers (:func:`scrub_library_logs`).
+"""Redaction, one concept: known secrets, URL shapes and personal data taken out of log
+lines, reasons and errors, and the filter on httpx's and httpcore's loggers.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 def query_secrets(query: str) -> list[str]:
     """A query string whole, and each value as written, decoded and re-encoded (a redirect
-    may respell one), each at least :data:`MIN_SECRET` long.
-    """
+    may respell one), each at least :data:`MIN_SECRET` long."""
     found = [query]
     for part in query.split("&"):
         _, eq, value = part.partition("=")
@@ -148,8 +145,7 @@ def _key_like(found: re.Match[str]) -> str:
 
 def scrub_personal(text: str) -> str:
     """``text`` without URL user info, queries and fragments, authorization values,
-    ``key=value`` secrets, e-mail addresses and key-like strings. Linear in ``len(text)``.
-    """
+    ``key=value`` secrets, e-mail addresses and key-like strings. Linear in ``len(text)``."""
     # Each pattern runs only where a look in C says it may match (most messages hold none).
     if "://" in text:
         text = _URL_PARTS.sub(r"\1\2", text)
@@ -177,8 +173,7 @@ def _whole_words(head: str) -> str:
 
 def scrub_bounded(text: object, limit: int) -> str:
     """:func:`scrub_personal` over the head of ``text`` (any object), at most ``limit``
-    characters out; the word across any cut is dropped.
-    """
+    characters out; the word across any cut is dropped."""
     from .._safe_text import plain, safe_text, split_cut
 
     window = limit + _MARGIN
@@ -214,12 +209,9 @@ _LIBRARY_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11
 
 
 class SecretIndex(logging.Filter):
-    """Live owners' secrets, found in a text in time that does not grow with their number,
-    and the log filter that takes them out of records.
-
-    A trie on chunks of :data:`MIN_SECRET` characters: a position costs one look-up per
-    chunk it shares with a secret. An owner's secrets leave when it is collected.
-    """
+    """Live owners' secrets (each leaves when its owner is collected) and the log filter
+    that takes them out: a trie on chunks of :data:`MIN_SECRET` characters, so a position
+    costs one look-up per chunk it shares with a secret, however many secrets there are."""
 
     def __init__(self) -> None:
         super().__init__()

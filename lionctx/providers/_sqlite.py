@@ -1,8 +1,6 @@
-"""``SqliteContextProvider``: rows of one read-only query on a SQLite file, as context.
-
-Parameters are bound, never formatted in; the connection is read-only twice over
-(``mode=ro`` and an authorizer); the query runs in a worker thread, interrupted when
-the turn gives up on it.
+"""``SqliteContextProvider``: rows of one read-only query on a SQLite file. Parameters are
+bound; the connection is read-only twice (``mode=ro``, an authorizer); the query runs in a
+worker thread, interrupted when the turn gives up on it.
 """
 
 from __future__ import annotations
@@ -85,9 +83,7 @@ def _bindable(value: Any) -> Any:
 
 
 def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, ...]]:
-    """The identity (fixed parameters as a digest; none for a ``params`` function or a
-    stateful formatter), and the run-context fields the SQL binds.
-    """
+    """The identity (none for a ``params`` function or stateful formatter), fields bound."""
     fields = tuple(sorted({str(_BUILTIN[key]) for key in provider._from_turn}))
     formatter = callable_identity(provider.formatter)
     if callable(provider.params) or formatter is None:
@@ -119,26 +115,22 @@ class SqliteContextProvider(ContextSource):
     """Rows of one read-only SQL query, with parameters bound from the turn.
 
     Each call binds ``:query`` (the user's input), ``:user_id``, ``:tenant_id``,
-    ``:session_id`` and ``:run_id`` from the run context (also as ``:userId``,
-    ``:tenantId``, ``:sessionId``, ``:runId``), plus ``params``. No row gives ``None``
-    (``empty``; the reason names a run-context parameter the query uses that had no
-    value). A locked database fails with ``database is locked by another connection``.
+    ``:session_id`` and ``:run_id`` from the run context (also ``:userId``, ``:tenantId``,
+    ``:sessionId``, ``:runId``), plus ``params``. No row gives ``None`` (``empty``, naming
+    a run-context parameter used that had no value). A locked database fails with
+    ``database is locked by another connection``.
 
     Args:
         database: Path of an existing SQLite file (never created or written).
-        sql: One ``SELECT`` (or ``WITH`` / ``VALUES``) statement using named
-            parameters such as ``:user_id`` and ``:query``.
-        params: More parameters: a mapping, or ``(query, ctx) -> mapping`` called
-            on each turn. They may not reuse the built-in names.
-        formatter: ``rows -> str | None``, rows as dicts in column order
-            (default :func:`format_rows`).
+        sql: One ``SELECT`` (or ``WITH`` / ``VALUES``) statement with named parameters.
+        params: More parameters (not the built-in names): a mapping, or
+            ``(query, ctx) -> mapping`` called on each turn.
+        formatter: ``rows -> str | None``, rows as dicts (default :func:`format_rows`).
         max_rows: Rows read at most (default 20).
-        name: The provider's name in reports and ``<context name="...">``; by
-            default the database file's name without its extension
-            (``profile.db`` -> ``profile``), ``sqlite`` if it has none.
-        busy_timeout: Seconds to wait for a lock held by another connection
-            (``None``: the time left before the call's timeout or deadline, less
-            a tenth; 5 s when there is neither). ``0`` fails at once.
+        name: The name in reports and ``<context name="...">``; by default the file's
+            name without its extension (``profile.db`` -> ``profile``), else ``sqlite``.
+        busy_timeout: Seconds to wait for another connection's lock (``None``: nine
+            tenths of the time left to the call's timeout or deadline, else 5 s).
     """
 
     def __init__(

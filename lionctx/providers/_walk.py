@@ -1,8 +1,5 @@
-"""The filesystem provider's walk (one concept): what to open, in relative-path order.
-
-:class:`DirectoryWalk` is mixed into the provider (a subclass may wrap ``_read_file``,
-``_enter`` or ``_scan``); ``_unchanged(plan)`` tells with stat calls only that a new walk
-would come out the same. The opens and reads are :mod:`._descriptors`'s.
+"""The filesystem provider's walk: what to open, in relative-path order, and ``_unchanged``,
+which tells with stat calls only that a new walk would come out the same.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from ._descriptors import (
 )
 from ._glob import GlobMatcher, States
 
-__all__ = ["DirectoryWalk", "Plan", "Scan", "Seen", "os_reason"]
+__all__ = ["DirectoryWalk", "Scan", "Seen", "os_reason"]
 
 # A directory modified this recently may change again within the same timestamp
 # tick (up to 2 s on FAT), so its mtime cannot vouch for its listing yet.
@@ -54,23 +51,9 @@ class _Abandoned(Exception):
 
 
 @dataclass
-class Plan:
-    """Every directory listed and file looked at, with stat keys: if all still match, so
-    would the walk. Only for walks with nothing doubtful (symlinks, transient failures).
-    """
-
-    base: tuple[int, int]
-    dirs: list[tuple[str, DirKey]]
-    files: list[tuple[str, Key]]
-
-    @property
-    def size(self) -> int:
-        return len(self.dirs) + len(self.files)
-
-
-@dataclass
 class Scan:
-    """What one walk has found so far, and whether a stat-only check can stand in for it."""
+    """What one walk found, with the stat key of every directory listed and file looked at:
+    while all still match, so would a new walk (if ``trusted``: no symlink, no doubt)."""
 
     old: dict[str, Seen]  # what the last walk read, by relative path
     listed_at: int
@@ -85,8 +68,9 @@ class Scan:
     dirs: int = 1
 
     @property
-    def plan(self) -> Plan | None:
-        return Plan(self.base, self.plan_dirs, self.plan_files) if self.trusted else None
+    def size(self) -> int:
+        """The stat calls that check it."""
+        return len(self.plan_dirs) + len(self.plan_files)
 
     def listed(self, real: str, key: DirKey) -> None:
         self.plan_dirs.append((real, key))
@@ -149,20 +133,19 @@ class DirectoryWalk:
     _matcher: GlobMatcher
     _files: dict[str, Seen]
 
-    def _unchanged(self, plan: Plan) -> bool:
+    def _unchanged(self, last: Scan) -> bool:
         try:
             st = os.stat(self.base_path)
-            if (st.st_dev, st.st_ino) != plan.base:
+            if (st.st_dev, st.st_ino) != last.base:
                 return False
-            return (all(dir_key(os.lstat(path)) == key for path, key in plan.dirs)
-                    and all(file_key(os.lstat(path)) == key for path, key in plan.files))
+            return (all(dir_key(os.lstat(path)) == key for path, key in last.plan_dirs)
+                    and all(file_key(os.lstat(path)) == key for path, key in last.plan_files))
         except OSError:
             return False
 
-    def _refresh(self, plan: Plan | None,
-                 stop: threading.Event | None = None) -> Scan | None:
-        """In the worker thread: ``None`` if nothing changed, else a new walk."""
-        if plan is not None and self._unchanged(plan):
+    def _refresh(self, last: Scan | None, stop: threading.Event | None = None) -> Scan | None:
+        """In the worker thread: ``None`` if nothing changed since ``last``, else a new walk."""
+        if last is not None and self._unchanged(last):
             return None
         return self._scan(stop)
 
@@ -264,9 +247,7 @@ class DirectoryWalk:
             frame.fd = None
 
     def _reopen(self, stack: _Stack, base_real: str, tally: Scan) -> bool:
-        """Reopen the closed directories above the top frame, each the very one listed before;
-        False (reason recorded) when that fails.
-        """
+        """Reopen the closed frames above the top one, each the very one listed; False if not."""
         start = max(i for i, f in enumerate(stack) if f.fd is not None)
         for i in range(start + 1, len(stack)):
             parent, frame = stack[i - 1], stack[i]

@@ -7,6 +7,7 @@ secrets found, the body encoded: no server involved.
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from lionctx.providers._http_request import (
     check_method,
     check_url,
     encode_body,
+    is_address,
     origin,
     redirect_target,
     url_secrets,
@@ -178,3 +180,23 @@ def test_url_secrets_and_checks() -> None:
     for bad in ("GET /x", "GET\n", ""):
         with pytest.raises(ValueError, match="HTTP method name"):
             check_method(bad)
+
+
+@given(st.text("0123456789abcdefx.", min_size=1, max_size=16))
+def test_every_host_inet_aton_reads_counts_as_an_address(host: str) -> None:
+    # A wildcard never matches an address: whatever getaddrinfo would read as one.
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return
+    assert is_address(host)
+
+
+@pytest.mark.parametrize("host", ["127.1", "0x7f.1", "0x", "010.0.0.1", "2130706433", "[::1]"])
+def test_addresses_in_other_spellings_count_as_addresses(host: str) -> None:
+    assert is_address(host)
+
+
+@pytest.mark.parametrize("host", ["example.com", "a1", "1.example", "0xg"])
+def test_host_names_are_not_addresses(host: str) -> None:
+    assert not is_address(host)
