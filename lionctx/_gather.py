@@ -1,19 +1,11 @@
 """The one engine both faces sit on: :func:`gather` runs providers against one
-request, one :class:`Outcome` each, in registration order whatever order they end in.
-
-* ``concurrent=False`` runs them in order (LionAGI parity: side effects in order);
-  ``True`` in a task group (asyncio's, eager where the loop's task factory is;
-  anyio's elsewhere), at most ``limit`` at a time.
-* ``timeout`` (per provider) and ``deadline`` (whole pass) cancel the late provider
-  (a worker thread it started is abandoned) and report it ``timeout``; counting a
-  large text runs in a worker thread inside the same limit.
-* Everything a provider causes (an ``Exception``, a tokenizer panic, a
-  ``CancelledError`` of its own) costs that provider only. The caller's cancellation,
-  ``KeyboardInterrupt``, ``SystemExit`` and ``GeneratorExit`` propagate, the
-  caller's cancellation even when a provider swallowed it and returned text.
-* Text over ``max_chars`` is skipped uncounted; lone surrogates become U+FFFD (the
-  row says degraded); counting stops once a text cannot fit its cap or the budget.
-"""
+request, one :class:`Outcome` each, in the order given whatever order they end in:
+in order (LionAGI), or ``concurrent`` in a task group, at most ``limit`` at once.
+``timeout`` (per provider) and ``deadline`` (whole pass) cut a late provider off as
+``timeout``. What a provider causes costs that provider only; the caller's
+cancellation (even one a provider swallowed), ``KeyboardInterrupt``, ``SystemExit``
+and ``GeneratorExit`` propagate. Text over ``max_chars`` is skipped uncounted; lone
+surrogates become U+FFFD; counting stops once a text cannot fit its cap or budget."""
 
 from __future__ import annotations
 
@@ -58,11 +50,10 @@ async def gather(
     args: tuple[Any, ...] = (),
     digests: bool = False,
 ) -> list[Outcome]:
-    """One outcome per call, in the order given (``fired`` for text; admission comes
-    later). ``budget`` only lets counting stop early; ``observe`` gets each outcome
-    when known (its errors are logged); ``args`` go to every ``invoke``; ``timing``
-    receives ``tokenizer_load_ms`` (the encoding's load before any provider started);
-    ``digests``: each text counted whole gets its digest in its row."""
+    """One outcome per call, in order (admission comes later). ``budget`` only lets
+    counting stop early; ``observe`` gets each outcome when known; ``args`` go to every
+    ``invoke``; ``timing`` receives ``tokenizer_load_ms``; ``digests``: each text
+    counted whole gets its digest in its row."""
     n = len(calls)
     if n == 0:
         return []

@@ -466,19 +466,15 @@ TAG_TAIL = "\n</context>"
 
 
 def tag_head(name: str) -> str:
-    """The start of ``name``'s tag block: ``tag_head(n) + neutralize(t) + TAG_TAIL``
-    is ``tag_block(n, t)``."""
+    """``tag_head(n) + neutralize(t) + TAG_TAIL`` is ``tag_block(n, t)``."""
     return f'<context name="{escape_name(name)}">\n'
 
 
 def splits_at_frame(body: str) -> bool:
     """True when o200k splits ``tag_head(n) + body + TAG_TAIL`` at both edges of
-    ``body``, so its count is the frame's plus the body's (a property test checks it).
-
-    The head ends in a punctuation piece (``">\n``) that takes any ``\r``, ``\n`` or
-    ``/`` after it; no piece takes a letter or digit and then a line break, while a
-    body ending in white space or punctuation would take the tail's line break.
-    """
+    ``body``, so its count is the frame's plus the body's (a property test checks it)."""
+    # The head's last piece (">\n) takes a leading \r, \n or /; a body ending in white
+    # space or punctuation would take the tail's line break; a letter or digit never.
     if not body or body[0] in "\r\n/":
         return False
     last = body[-1]
@@ -504,9 +500,8 @@ _VOLATILE = attrgetter("volatile")
 
 
 def kept_in_order(outcomes: Sequence[Outcome]) -> list[Outcome]:
-    """The kept (``fired``) outcomes in the order they are rendered as tags: stable
-    sources in registration order, then volatile ones (prompt caches keep the stable
-    prefix). LionAGI's fold keeps plain registration order instead."""
+    """The kept outcomes in tag order: stable sources first, then volatile ones (prompt
+    caches keep the stable prefix). LionAGI's fold keeps registration order."""
     kept = [o for o in outcomes if o.status is _FIRED]
     if not any(map(_VOLATILE, kept)):  # read in C: no generator step per row
         return kept
@@ -519,11 +514,8 @@ def render_tagged(blocks: Iterable[tuple[str, str]]) -> str:
 
 
 def render_context(outcomes: Sequence[Outcome], *, framed: bool = False) -> str:
-    """The tag-mode context of a pass: its kept blocks, stable first, joined.
-
-    ``framed`` says the outcomes already hold their tag blocks (the agentium face
-    counts and keeps the framed text); otherwise each is framed here.
-    """
+    """The tag-mode context of a pass: its kept blocks, stable first, joined
+    (``framed``: the outcomes already hold their tag blocks)."""
     kept = kept_in_order(outcomes)
     if framed:
         return join_tagged([o.text or "" for o in kept])

@@ -36,8 +36,7 @@ DEFAULT_ENCODING = "o200k_base"
 #: sha256 of the official, uncompressed ``o200k_base.tiktoken`` file.
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 
-DATA_DIR = Path(__file__).parent / "data"
-O200K_FILE = DATA_DIR / "o200k_base.tiktoken.gz"
+O200K_FILE = Path(__file__).parent / "data" / "o200k_base.tiktoken.gz"
 
 # The split pattern and special tokens of o200k_base, as OpenAI publishes them.
 _O200K_PATTERN = "|".join(
@@ -101,9 +100,8 @@ def _load_o200k(path: Path = O200K_FILE) -> tiktoken.Encoding:
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
-    """The tiktoken encoding ``name``, loaded once: ``o200k_base`` from the bundled,
-    hash-checked file; any other through :func:`tiktoken.get_encoding` (which may need
-    the network the first time)."""
+    """The tiktoken encoding ``name``, loaded once (``o200k_base`` from the bundled,
+    hash-checked file; any other through tiktoken, which may need the network)."""
     enc = _encodings.get(name)
     if enc is not None:
         return enc
@@ -132,8 +130,7 @@ _HASH_IS_SECRET = bool(sys.flags.hash_randomization)
 
 
 def memo_key(text: str) -> tuple[int, int | bytes]:
-    """``text``'s memo key (never the text): its length and secret-keyed hash, or its
-    BLAKE2b digest where the hash seed is fixed."""
+    """``text``'s memo key (never the text): length and secret hash, else BLAKE2b."""
     if _HASH_IS_SECRET:
         return (len(text), hash(text))
     data = text.encode("utf-8", "surrogatepass")
@@ -141,8 +138,7 @@ def memo_key(text: str) -> tuple[int, int | bytes]:
 
 
 def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
-    """A counter for ``encoding`` (loaded on its first call), memoized up to
-    :data:`MEMO_SIZE` texts kept only as a hash (:func:`clear_token_cache` empties it)."""
+    """A counter for ``encoding`` (loaded on first call), memoized by hash, not text."""
     counter = _counters.get(encoding)
     if counter is not None:
         return counter
@@ -201,7 +197,9 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
 # Where a cut is safe (see safe_cut): a plain space after a character that is not
 # white space (the regex engine's \S is exactly "not str.isspace()"), or white space or
 # punctuation after a letter or digit (\w but "_": every such character is in \p{L} or
-# \p{N}). The character at the cut first: the engine then scans for it in C.
+# \p{N}). No alternative of the pattern matches across such a point (a letter run takes
+# letters, marks and a contraction; a punctuation run only trailing \r, \n or /; white
+# space alternatives start at white space). The character at the cut first: C scans it.
 _CUT = re.compile(r"[\s!-&(-/:-@\[-`{-~\u3001\u3002\uff01\uff0c\uff1a\uff1b\uff1f]"
                   r"(?<=[^\W_].|\S )")
 #: The longest piece of text counted in one call when counting may be stopped (by the
@@ -216,35 +214,19 @@ _LONGEST_TOKEN = 0
 
 
 def safe_cut(text: str, at: int) -> int:
-    """The first index ``i >= at`` where the o200k split pattern always splits, or -1.
-
-    ``i`` qualifies when ``text[i]`` is a plain space and ``text[i-1]`` is not white
-    space, or ``text[i]`` is white space or ASCII (or CJK) punctuation other than an
-    apostrophe and ``text[i-1]`` a letter or digit. No alternative of the pattern
-    matches across such a point: a letter run only takes letters, marks and an
-    apostrophe's contraction, a digit run only digits, a punctuation run only trailing
-    line breaks or slashes, and every white-space alternative starts at white space;
-    the only look-ahead (``\\s+(?!\\S)``) never ends there. So
-    ``count(text) == count(text[:i]) + count(text[i:])``, a fact the tests check as a
-    Hypothesis property. Found in C, in one scan.
-    """
+    """The first index ``i >= at`` where the o200k split pattern always splits, or -1:
+    ``count(text) == count(text[:i]) + count(text[i:])`` (a Hypothesis property; the
+    reasoning is at ``_CUT``)."""
     found = _CUT.search(text, max(at, 1))
     return -1 if found is None else found.start()
 
 
 def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
                      stop: threading.Event | None = None) -> tuple[int, bool]:
-    """Count ``text`` piece by piece, stopping once the total passes ``bound``.
-
-    Returns ``(n, True)`` with the exact count, or ``(n, False)`` with a lower bound
-    ``n > bound`` when counting stopped early. Pieces grow from about eight
-    characters per token of the bound up to :data:`MAX_PIECE`, so a text that cannot
-    fit costs a small multiple of the bound, not of its length; a piece that cannot
-    fit by its length alone is not counted at all. With ``stop``, it is checked
-    between pieces and :class:`~lionctx._exceptions._CountStopped` raised once it is
-    set, and a piece over :data:`MAX_UNCUT` (no safe cut for that long) is refused
-    with :class:`~lionctx._exceptions._CountRefused`.
-    """
+    """``(exact count, True)``, or ``(n > bound, False)`` once the total passes
+    ``bound``. Pieces grow up to :data:`MAX_PIECE`, so a text that cannot fit costs a
+    multiple of the bound, not of its length; with ``stop``, a set flag raises
+    ``_CountStopped`` between pieces and a piece over :data:`MAX_UNCUT` is refused."""
     if bound == math.inf and stop is None:
         return encode_len(text), True
     total = 0
@@ -282,15 +264,9 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
 def count_bounded(counter: TokenCounter, text: str, bound: float,
                   stop: threading.Event | None = None,
                   memoize: bool = True) -> tuple[int, bool]:
-    """``(count, True)``, or ``(lower_bound, False)`` with ``lower_bound > bound``.
-
-    Counters that do not support stopping early (callables, other encodings) count
-    the whole text. With ``stop`` (a turn that may give up on the count), the bundled
-    encoding counts in pieces of at most :data:`MAX_PIECE` characters and raises
-    :class:`~lionctx._exceptions._CountStopped` at the first piece after ``stop`` is set.
-    ``memoize=False``: the caller already looked the text up in the counter's ``memo``
-    and remembers the count itself (one look-up per text).
-    """
+    """``(count, True)``, or ``(lower_bound, False)`` with ``lower_bound > bound``
+    (only the bundled encoding stops early; see :func:`_count_in_pieces`).
+    ``memoize=False``: the caller looked the text up and remembers its count itself."""
     fn = getattr(counter, "count_bounded", None)
     if fn is None or (bound == math.inf and stop is None and memoize):
         return counter(text), True
@@ -305,9 +281,8 @@ def counter_ready(counter: TokenCounter) -> bool:
 
 
 async def prepare_counter(counter: TokenCounter) -> None:
-    """Load a counter's encoding and build the tag reader in a worker thread, if not
-    ready: gather calls it before any provider's timer starts (the first load takes
-    most of a second, which on the loop would stall every provider beside it)."""
+    """Load a counter's encoding and the tag reader in a worker thread, before any
+    provider's timer starts (the first load takes most of a second)."""
     name = getattr(counter, "encoding_name", None)
     load = name is not None and name not in _encodings
     if load or not reader_ready():
