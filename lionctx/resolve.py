@@ -1,11 +1,7 @@
-"""Face two: agentium's ``resolveContextProviders``, on the same engine.
-
-Every provider's ``fetch(query, ctx)`` runs concurrently (allSettled): one that
-raises, times out or returns ``None``/``""`` is left out, the others are wrapped in
-``<context name="...">`` tags and joined with a blank line in list order (``""`` when
-none returned text). :func:`resolve_context` also returns the per-provider outcomes
-(a :class:`Resolution`, a view of the one :class:`~lionctx._report.Report`).
-"""
+"""Face two: agentium's ``resolveContextProviders`` on the same engine. Every
+``fetch(query, ctx)`` runs concurrently (allSettled); text is wrapped in
+``<context name="...">`` tags joined by a blank line, the rest left out.
+:func:`resolve_context` also returns the outcomes (a :class:`Resolution`)."""
 
 from __future__ import annotations
 
@@ -58,9 +54,8 @@ class _Call(ProviderCall):
 
 
 class _HeldCall(_Call):
-    """A :class:`_Call` kept across resolves, holding its provider weakly (one built
-    per request is not kept alive): ``provider`` and its ``fetch`` are read through
-    the weak reference."""
+    """A :class:`_Call` kept across resolves, holding its provider (and so its
+    ``fetch``) weakly: one built per request is not kept alive."""
 
     __slots__ = ("_func", "_ref", "cls", "raw")
 
@@ -141,20 +136,15 @@ def resolve_pass(*, timeout: float | None = DEFAULT_TIMEOUT, deadline: float | N
 async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], query: str,
                        ctx: Any = None, *, previous: Digests | None = None, session: Any = None,
                        history: HistoryIndex | None = None) -> Resolution:
-    """One agentium-face pass of ``context_pass`` over checked ``providers``.
-
-    The baseline is ``previous``, or ``session``'s in the pass's ``baselines``
-    (read, then replaced): a key, or a function of the run context giving it."""
+    """One agentium-face pass over checked ``providers``; the baseline is ``previous``,
+    or ``session``'s (a key, or a function of the run context) in ``baselines``."""
     run_ctx = coerce_run_context(ctx)
     if callable(session):
         session = session(run_ctx)
     keyed = session is not None and context_pass.baselines is not None
     calls = _calls_of(providers)
-    try:  # in one comprehension; a property that raises sends every flag the long way
-        flags = [getattr(p, "volatile", False) is True for p in providers]
-    except Exception:
-        flags = [_volatile(p) for p in providers]
-    sources = Sources(providers, lambda i: (calls[i].name, 0, None), flags)
+    sources = Sources(providers, lambda i: (calls[i].name, 0, None),
+                      [_volatile(p) for p in providers])
     report = await context_pass.run(calls, (query, run_ctx), sources, context=lambda: run_ctx,
                                     session=session if keyed else _UNKEYED, previous=previous,
                                     history=history, framed=True)
@@ -180,35 +170,28 @@ async def resolve_context(
     history: HistoryIndex | Sequence[str | Mapping[str, Any]] | None = None,
     baselines: PrefixHistory | None = None,
 ) -> Resolution:
-    """Resolve ``providers`` for ``query`` and return the string with its outcomes.
+    """Resolve ``providers`` for ``query``: the merged string with its outcomes.
 
-    ``ctx`` is a :class:`~lionctx._context.RunContext`, or any mapping or object shaped
-    like one (snake_case or camelCase keys); providers receive a RunContext.
-    ``timeout`` (per provider; :data:`DEFAULT_TIMEOUT`, 10 s, unless given;
-    ``None``: none) and ``deadline`` are seconds. An object literal
-    (``{"name": ..., "fetch": ...}``) is accepted as a provider. With ``budget``,
-    blocks are admitted greedily in list order until the budget (tokens of the
-    tagged blocks) is spent.
-    ``on_outcome`` is called with each provider's outcome as soon as it is known.
-    ``max_chars`` is the size limit of one provider's text (default 4,000,000
-    characters): longer text is skipped uncounted.
+    ``ctx``: a :class:`~lionctx._context.RunContext`, or a mapping or object shaped like
+    one (snake_case or camelCase keys). A provider may be an object literal
+    (``{"name": ..., "fetch": ...}``); one with a true ``volatile`` renders last.
+    ``timeout`` (per provider, default :data:`DEFAULT_TIMEOUT`; ``None``: none) and
+    ``deadline`` (the pass) are seconds; ``limit``: how many run at once. ``budget``:
+    blocks are admitted greedily in list order until their tagged tokens spend it.
+    ``counter``: a tiktoken encoding name or a ``str -> int`` callable. ``on_outcome``
+    gets each outcome when known. ``max_chars`` (default 4,000,000): longer text is
+    skipped uncounted.
 
-    Production options: ``breaker`` (``True``, the default: the
-    process-wide circuit breakers, one per source (its stated identity, else the
-    provider object, held weakly), failures counted per user and tenant where a
-    provider reads them (see ``docs/breakers.md``); ``False``: off; or a
-    :class:`~lionctx._breaker.Breakers` / :class:`~lionctx._breaker.BreakerSettings`),
-    ``dedupe=True`` (the same text from two providers is injected once: the copy
-    admission keeps), ``previous`` (the previous turn's :class:`Resolution` or its
-    digests: the result then says whether the text is byte-identical to it and, if
-    not, which block changed first), ``baselines`` (a
-    :class:`~lionctx._stability.PrefixHistory`: the previous turn is that of
-    ``ctx``'s session, read from it, and this turn is recorded in it; not with
-    ``previous``), ``history`` (the conversation's messages, or a
-    :class:`~lionctx._dedupe.HistoryIndex` kept over them: a block that an
-    assistant, tool or later system message holds as a whole block is skipped; a
-    ``str`` item counts as system-side text). A provider with a true ``volatile``
-    attribute is rendered after the others. See ``docs/dedupe.md``.
+    ``breaker``: ``True`` (default) the process-wide circuit breakers, one per source,
+    failures counted per user and tenant where a provider reads them
+    (``docs/breakers.md``); ``False`` off; or a ``Breakers``/``BreakerSettings``.
+    ``dedupe=True``: a text two providers return is injected once. ``previous``: the
+    last turn's :class:`Resolution` or its digests; the result then says whether its
+    text is byte-identical and, if not, which block changed first. ``baselines``: a
+    :class:`~lionctx._stability.PrefixHistory` keeping each session's last turn instead
+    (not with ``previous``). ``history``: the conversation's messages (or a
+    ``HistoryIndex``); a block an assistant, tool or later system message holds whole
+    is skipped (a ``str`` item is system-side text; ``docs/dedupe.md``).
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
