@@ -1,7 +1,5 @@
-"""The one report of a pass (:class:`Report`: every row in source order, budget,
-tokens, timing, digests, cache break) and :func:`build_report`, which runs admission
-over the gathered rows to make it. The faces read it through :mod:`lionctx._views`.
-"""
+"""The one report of a pass (:class:`Report`) and :func:`build_report`, which runs
+admission over the gathered rows to make it; the faces view it (:mod:`lionctx._views`)."""
 
 from __future__ import annotations
 
@@ -125,13 +123,9 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
                  framed: bool = False, started: float | None = None,
                  tokenizer_load_ms: float = 0.0,
                  dedupe: Callable[[Outcome], Hashable] | None = None) -> Report:
-    """Admission (caps, ``budget``, ``dedupe``) over one pass's ``outcomes`` (left as
-    they are: a skipped row is a new outcome with its reason), then the report.
-
-    ``digests``: ``True``, kept blocks are digested and compared with ``previous``;
-    ``None``, digests are made when read; ``False``, none. ``dedupe`` (a row's text
-    key) keeps each text once: a duplicate is ``skipped``, ``duplicate of NAME``.
-    """
+    """Admission (caps, ``budget``, ``dedupe``: a row's text key) over ``outcomes``,
+    then the report; a skipped row is a new outcome with its reason. ``digests``:
+    ``True`` digests and compares with ``previous``; ``None`` digests when read."""
     rows = list(outcomes)
     texted: list[int] = []
     tokens: list[int] = []

@@ -87,18 +87,12 @@ class _View:
         without a previous pass)."""
         return self.report.prefix_stable
 
-    def _figures(self, include_text: bool, **extra: Any) -> dict[str, Any]:
-        brk = self.cache_break
-        return {
-            "budget": self.budget,
-            "used_tokens": self.used_tokens,
-            **extra,
-            "duration_ms": self.duration_ms,
-            "tokenizer_load_ms": self.tokenizer_load_ms,
-            "outcomes": [o.to_dict(include_text=include_text) for o in self.report.outcomes],
-            "prefix_stable": self.prefix_stable,
-            "cache_break": brk.to_dict() if brk is not None else None,
-        }
+    def _figures(self, include_text: bool, *omit: str) -> dict[str, Any]:
+        """The report's own JSON view without the ``omit`` keys this face leaves out."""
+        figures = self.report.to_dict(include_text=include_text)
+        for key in omit:
+            del figures[key]
+        return figures
 
 
 class ProviderReport(_View):
@@ -156,7 +150,7 @@ class ProviderReport(_View):
             "skipped": self.skipped,
             "failed": self.failed,
             "degraded": self.degraded,
-            **self._figures(include_text, offered_tokens=self.offered_tokens),
+            **self._figures(include_text, "digests"),
             **({"blocks": self.blocks} if include_text else {}),
         }
 
@@ -189,4 +183,4 @@ class Resolution(_View):
 
     def to_dict(self, *, include_text: bool = False) -> dict[str, Any]:
         """A JSON-ready view (the providers' own text only when asked for)."""
-        return {"text": self.text, **self._figures(include_text)}
+        return {"text": self.text, **self._figures(include_text, "offered_tokens", "digests")}

@@ -1,11 +1,6 @@
-"""Face one: LionAGI 0.36's ``ContextProviderRegistry`` and ``ProviderReport``.
-
-Sequential retrieval in registration order by default, exceptions contained per
-provider, caps then a greedy priority budget, six ``stats`` counters, writeback.
-Beyond LionAGI: reports are views of one :class:`~lionctx._report.Report`;
-concurrency, timeouts, a deadline and the production features are options; bad
-values are refused when set.
-"""
+"""Face one: LionAGI 0.36's ``ContextProviderRegistry`` and ``ProviderReport``
+(sequential by default, caps then a greedy priority budget, ``stats``, writeback);
+concurrency, timeouts, a deadline and the production features are options."""
 
 from __future__ import annotations
 
