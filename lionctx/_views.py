@@ -5,7 +5,7 @@ Every field is computed when read: a list a caller changes is the caller's copy.
 from __future__ import annotations
 
 from dataclasses import FrozenInstanceError
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ._exceptions import InvalidType
 from ._outcome import Outcome, Status
@@ -16,6 +16,22 @@ from ._types import Number
 __all__ = ["ProviderReport", "Resolution"]
 
 _EMPTY = Report()
+T = TypeVar("T")
+
+
+class _Field(Generic[T]):
+    """A view's field: the report's field of the same name, read each time."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, view: Any, owner: Any = None) -> T:
+        if view is None:
+            return self  # type: ignore[return-value]  # the class's own attribute
+        return getattr(view.report, self.name)  # type: ignore[no-any-return]
 
 
 class _View:
@@ -56,36 +72,16 @@ class _View:
         """One row per provider, in source (registration or list) order."""
         return list(self.report.outcomes)
 
-    @property
-    def budget(self) -> Number | None:
-        """The pass's token budget, or ``None``."""
-        return self.report.budget
-
-    @property
-    def used_tokens(self) -> int:
-        """Tokens of the kept blocks."""
-        return self.report.used_tokens
-
-    @property
-    def duration_ms(self) -> float:
-        """Wall time of the pass, not counting the one-time tokenizer load."""
-        return self.report.duration_ms
-
-    @property
-    def tokenizer_load_ms(self) -> float:
-        """Time spent loading the token encoding (the first pass in a process only)."""
-        return self.report.tokenizer_load_ms
-
-    @property
-    def cache_break(self) -> CacheBreak | None:
-        """The first block that differs from the previous pass's, ``None`` when none does."""
-        return self.report.cache_break
-
-    @property
-    def prefix_stable(self) -> bool | None:
-        """The injected blocks are byte-identical to the previous pass's (``None``
-        without a previous pass)."""
-        return self.report.prefix_stable
+    budget = _Field[Number | None]("The pass's token budget, or ``None``.")
+    used_tokens = _Field[int]("Tokens of the kept blocks.")
+    duration_ms = _Field[float]("Wall time of the pass, not counting the one-time "
+                                "tokenizer load.")
+    tokenizer_load_ms = _Field[float]("Time spent loading the token encoding (the first "
+                                      "pass in a process only).")
+    cache_break = _Field[CacheBreak | None]("The first block that differs from the "
+                                            "previous pass's, ``None`` when none does.")
+    prefix_stable = _Field[bool | None]("The injected blocks are byte-identical to the "
+                                        "previous pass's (``None`` without a previous pass).")
 
     def _figures(self, include_text: bool, *omit: str) -> dict[str, Any]:
         """The report's own JSON view without the ``omit`` keys this face leaves out."""
@@ -133,10 +129,7 @@ class ProviderReport(_View):
         return [{"provider_name": o.name, "reason": o.degradation_reason}
                 for o in self.report.outcomes if o.degradation_reason is not None]
 
-    @property
-    def offered_tokens(self) -> int:
-        """Tokens of every block providers returned, kept or not."""
-        return self.report.offered_tokens
+    offered_tokens = _Field[int]("Tokens of every block providers returned, kept or not.")
 
     @property
     def names(self) -> list[str]:
@@ -170,11 +163,9 @@ class Resolution(_View):
     def __str__(self) -> str:
         return self.text
 
-    @property
-    def digests(self) -> Digests:
-        """``(name, digest)`` of each block in ``text``, in order: pass this resolution
-        as the next turn's ``previous=`` to learn whether the prefix stayed stable."""
-        return self.report.digests
+    digests = _Field[Digests]("``(name, digest)`` of each block in ``text``, in order: pass "
+                              "this resolution as the next turn's ``previous=`` to learn "
+                              "whether the prefix stayed stable.")
 
     @property
     def fired(self) -> list[str]:
