@@ -72,11 +72,9 @@ async def gather(
     ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars,
                args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None),
                encode=getattr(counter, "encode_len", None), digests=digests)
-    if ps.encode is None:  # o200k adds no token for the blank line (see _join_cost)
-        for c in calls:
-            if c.frame is not None:
-                ps.join_cost = _join_cost(counter)
-                break
+    # o200k adds no token for the blank line (see _join_cost)
+    if ps.encode is None and any(c.frame is not None for c in calls):
+        ps.join_cost = _join_cost(counter)
     # The pass runs in this one task: its cancellation is asked of it, not the loop.
     cancelling = _cancelling_of_current_task()
     if concurrent and n > 1:

@@ -14,6 +14,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from functools import cache
+from operator import attrgetter
 from time import perf_counter
 from typing import Any
 
@@ -47,22 +49,16 @@ UNKEYED: Any = _UNSET
 
 def policy_knob(field: str, doc: str) -> Any:
     """A face's setting kept in its pass's policy (``owner._pass``), checked when set."""
-    def get(owner: Any) -> Any:
-        return getattr(owner._pass.policy, field)
-
     def put(owner: Any, value: Any) -> None:
         owner._pass.policy = owner._pass.policy.replace(**{field: value})
-    return property(get, put, doc=doc)
+    return property(attrgetter(f"_pass.policy.{field}"), put, doc=doc)
 
 
 def pass_knob(attr: str, doc: str) -> Any:
     """A face's setting kept on its pass (``owner._pass``)."""
-    def get(owner: Any) -> Any:
-        return getattr(owner._pass, attr)
-
     def put(owner: Any, value: Any) -> None:
         setattr(owner._pass, attr, value)
-    return property(get, put, doc=doc)
+    return property(attrgetter(f"_pass.{attr}"), put, doc=doc)
 
 
 class Sources:
@@ -91,23 +87,16 @@ class _Gate:
         self.states: list[str | None] | None = None
 
 
-class _Context:
+def _context(read: Callable[[], Any] | None) -> Callable[[], Any]:
     """The pass's run context, read once, and only when a stage asks for it."""
-
-    __slots__ = ("_read", "_value")
-
-    def __init__(self, read: Callable[[], Any] | None) -> None:
-        self._read = read
-        self._value: Any = _UNSET
-
-    def __call__(self) -> Any:
-        if self._value is _UNSET:
-            try:
-                self._value = self._read() if self._read is not None else None
-            except Exception:
-                logger.warning("could not read the run context of a pass", exc_info=True)
-                self._value = None
-        return self._value
+    @cache
+    def ctx() -> Any:
+        try:
+            return read() if read is not None else None
+        except Exception:
+            logger.warning("could not read the run context of a pass", exc_info=True)
+            return None
+    return ctx
 
 
 class ContextPass:
@@ -181,7 +170,7 @@ class ContextPass:
         baseline in :attr:`baselines` (else ``previous``); ``framed``: rows hold tag
         blocks (the agentium face)."""
         started, started_ns = perf_counter(), time.time_ns()
-        ctx = _Context(context)
+        ctx = _context(context)
         keyed = session is not _UNSET and self.baselines is not None and self.digests
         if keyed:
             previous = self.baselines.latest(session)  # type: ignore[union-attr]

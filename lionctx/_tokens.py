@@ -65,25 +65,19 @@ _caches: list[Callable[[], None]] = []
 def _load_o200k(path: Path = O200K_FILE) -> tiktoken.Encoding:
     import tiktoken  # deferred: importing lionctx must not load the tokenizer
 
+    fix = "reinstall lionctx (pip install --force-reinstall lionctx) to restore it"
     try:
         raw = gzip.decompress(path.read_bytes())
     except FileNotFoundError:
-        raise TokenizerDataError(
-            f"tokenizer data file {path} is missing; reinstall lionctx "
-            "(pip install --force-reinstall lionctx) to restore it"
-        ) from None
+        raise TokenizerDataError(f"tokenizer data file {path} is missing; {fix}") from None
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise TokenizerDataError(
-            f"tokenizer data file {path} is unreadable ({exc}); reinstall lionctx "
-            "(pip install --force-reinstall lionctx) to restore it"
-        ) from None
+        raise TokenizerDataError(f"tokenizer data file {path} is unreadable ({exc}); {fix}"
+                                 ) from None
     digest = hashlib.sha256(raw).hexdigest()
     if digest != O200K_SHA256:
         raise TokenizerDataError(
             f"tokenizer data file {path} is corrupt: sha256 {digest} does not match "
-            f"the official o200k_base hash {O200K_SHA256}; reinstall lionctx "
-            "(pip install --force-reinstall lionctx) to restore it"
-        )
+            f"the official o200k_base hash {O200K_SHA256}; {fix}")
     ranks: dict[bytes, int] = {}
     for line in raw.splitlines():
         if line:
@@ -159,14 +153,6 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
                     for old in list(itertools.islice(memo, MEMO_SIZE // 4)):
                         memo.pop(old, None)
 
-    def count(text: str) -> int:
-        key = memo_key(text)
-        n = memo.get(key)
-        if n is None:
-            n = encode_len(text)
-            remember(key, n)
-        return n
-
     def bounded(text: str, bound: float, stop: threading.Event | None = None,
                 memoize: bool = True) -> tuple[int, bool]:
         if not memoize:  # the caller looked it up and keeps it under a key of its own
@@ -179,6 +165,9 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         if exact:
             remember(key, n)
         return n, exact
+
+    def count(text: str) -> int:
+        return bounded(text, math.inf)[0]
 
     count.encoding_name = encoding  # type: ignore[attr-defined]  # read by prepare_counter
     # Read by gather: look a count up without counting (and before a thread hop),
@@ -310,10 +299,8 @@ def resolve_counter(counter: str | TokenCounter | None) -> TokenCounter:
         return get_counter(counter)
     if callable(counter):
         return counter
-    raise InvalidType(
-        f"counter must be None, a tiktoken encoding name or a callable str -> int, "
-        f"got {counter!r}"
-    )
+    raise InvalidType("counter must be None, a tiktoken encoding name or a callable "
+                      f"str -> int, got {counter!r}")
 
 
 def count_tokens(text: str, encoding: str | TokenCounter | None = None) -> int:
