@@ -166,10 +166,9 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
                     if looked is not None and not t.done():
                         looked.tasks[i] = t
                     if i & 1023 == 1023:
-                        # Started in batches: the tasks of providers that answered at
-                        # once end and go before the next batch is made, instead of
-                        # all living to the end of the pass for the collector to walk
-                        # (per-provider cost at N=30,000, the realistic table).
+                        # In batches: tasks that answered at once go before the next
+                        # batch, not all left for the collector to walk (per-provider
+                        # cost at N=30,000, the realistic table).
                         await asyncio.sleep(0)
         else:
             async with anyio.create_task_group() as atg:
@@ -190,9 +189,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
             logger.warning("context provider %r: %s", calls[i].name, o.reason)
             o = _notify(observe, o)
         elif o is None:
-            # Nobody cancelled the pass (the caller's cancellation would have
-            # propagated; no time ran out): the provider cancelled its own task.
-            # Its row, like its own CancelledError, is a failure.
+            # No time ran out and the caller's cancellation would have propagated: the
+            # provider cancelled its own task, a failure like its own CancelledError.
             o = _notify(observe, _failed(calls[i], i, perf_counter(), asyncio.CancelledError(
                 "the provider's task was cancelled while the turn was not")))
         out.append(o)

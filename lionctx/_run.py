@@ -32,10 +32,7 @@ from ._tokens import _HASH_IS_SECRET, TokenCounter, count_bounded, memo_key
 
 logger = bound_tracebacks(logging.getLogger("lionctx.gather"))  # the engine's one name
 
-_FIRED = Status.FIRED
-_EMPTY = Status.EMPTY
-_FAILED = Status.FAILED
-_TIMEOUT = Status.TIMEOUT
+_FIRED, _EMPTY, _FAILED, _TIMEOUT = Status.FIRED, Status.EMPTY, Status.FAILED, Status.TIMEOUT
 
 #: Default size limit of one provider's text, in characters: above what the built-in
 #: providers return by default (20 files of 100 KB), far beyond any budget.
@@ -175,12 +172,9 @@ def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int
         raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
     if call.frame is not None:
         tokens += ps.join_cost
-    # A text counted whole may be kept: its digest now, so the kept row is final. (One
-    # whose counting stopped is over its cap or the budget: never kept, never hashed.)
-    # A tag block's digest is found by the key it is a pure function of (not hashed
-    # again each pass: the resolve rows of the realistic benchmark). A text the token
-    # memo did not know is hashed without the digest memo (most such texts are never
-    # seen again: the features row of the realistic benchmark).
+    # A text counted whole may be kept: its digest now (a stopped count is never kept).
+    # A tag block's is found by its memo key (the realistic benchmark's resolve rows);
+    # a text new to the token memo skips the digest memo (that benchmark's features row).
     d = None
     if ps.digests and exact:
         if fresh:
@@ -484,9 +478,8 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
             if looked is not None:
                 looked.disarm()  # the call is over: the timer must never fire
     ran = perf_counter() - start
-    # Late (even if the provider swallowed the cancellation and answered), or past the
-    # limit because its timer could not fire (the event loop was blocked by sync code,
-    # which nothing can preempt): what came back past the limit is dropped.
+    # Late (even if the provider swallowed the cancellation), or past the limit because
+    # sync code blocked the loop and its timer: what came back past the limit is dropped.
     if scope.cancel_called:
         why = (f"timed out after {limit:g}s while counting its text" if answered
                else f"timed out after {limit:g}s")

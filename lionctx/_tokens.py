@@ -113,9 +113,8 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return enc
 
 
-# Counts are memoized (context is mostly the same from turn to turn) under (length,
-# string hash): secret per process, cached on the string, never holding the text.
-# Past MEMO_SIZE counts the oldest quarter goes.
+# Counts are memoized (context repeats turn to turn) under (length, secret string
+# hash), never the text; past MEMO_SIZE the oldest quarter goes.
 MEMO_SIZE = 65_536
 
 # With PYTHONHASHSEED fixed the hash is no longer secret (colliding texts could be

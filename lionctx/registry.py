@@ -67,21 +67,19 @@ _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
 class ContextProviderRegistry:
     """An ordered list of context providers with priorities, caps and a total budget.
 
-    ``budget`` (default 2000 tokens) bounds the text kept per pass. Providers run one
-    after another (LionAGI) unless ``concurrent=True``; ``timeout`` bounds each
-    (seconds; per provider in ``register``), ``deadline`` the whole pass, ``limit``
-    how many run at once. ``counter``: a tiktoken encoding name or a ``str -> int``
-    callable. ``max_chars``: the size limit of one provider's text (default
-    4,000,000 characters): longer text is skipped uncounted.
+    ``budget`` (default 2000 tokens) bounds the text kept per pass. Providers run in
+    order (LionAGI) unless ``concurrent=True``; ``timeout`` bounds each (seconds; per
+    provider in ``register``), ``deadline`` the pass, ``limit`` how many run at once.
+    ``counter``: a tiktoken encoding name or a ``str -> int`` callable. ``on_outcome``
+    gets each outcome when known. ``max_chars`` (default 4,000,000): longer text is
+    skipped uncounted.
 
-    Production: ``breaker`` (default ``True``: a circuit breaker per provider,
-    failures counted per caller where the provider reads the run context's user and
-    tenant; ``False``: off; or a :class:`~lionctx._breaker.BreakerSettings` /
-    :class:`~lionctx._breaker.Breakers`); ``dedupe=True`` skips a block whose text an
-    earlier provider of the pass returned (``docs/dedupe.md``). Reports carry
-    ``prefix_stable`` and ``cache_break`` against the session's previous pass (the
-    branch's run context's :func:`~lionctx._stability.session_key`, else the branch;
-    the latest ``max_sessions`` kept); ``digests=False`` turns that off.
+    ``breaker``: ``True`` (default) a circuit breaker per provider, failures counted per
+    caller where the provider reads the run context's user and tenant; ``False`` off;
+    or a ``BreakerSettings``/``Breakers``. ``dedupe=True`` skips a block an earlier
+    provider of the pass returned (``docs/dedupe.md``). Reports carry ``prefix_stable``
+    and ``cache_break`` against the session's previous pass (the run context's session,
+    else the branch; the latest ``max_sessions`` kept); ``digests=False``: off.
     """
 
     def __init__(

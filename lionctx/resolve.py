@@ -72,11 +72,9 @@ class _HeldCall(_Call):
         return MethodType(self._func, self._ref())
 
 
-# Each provider's call, kept while it lives, so a resolve over the same providers
-# builds no call, invoker or name per provider: the realistic table's "resolve
-# N=30,000 vs N=1,000" row and the concurrent resolve rows of the curves benchmark
-# (per-pass objects that outlived a young collection made the collector walk the
-# whole heap once a pass at N=10,000).
+# Each provider's call, kept while it lives, so a resolve builds no call, invoker or
+# name per provider: the realistic table's "resolve N=30,000 vs N=1,000" row and the
+# curves' concurrent resolve rows (per-pass objects made the collector walk the heap).
 _HELD: WeakIdMap[_HeldCall] = WeakIdMap()
 #: Providers held at most (live ones only: each entry goes with its provider).
 _HELD_MAX = 65_536
@@ -244,8 +242,6 @@ async def resolve_context_providers(
     ctx: Any = None,
     **options: Any,
 ) -> str:
-    """agentium's ``resolveContextProviders``: the merged ``<context>`` string.
-
-    Accepts the same keyword options as :func:`resolve_context`.
-    """
+    """agentium's ``resolveContextProviders``: the merged ``<context>`` string
+    (the same keyword options as :func:`resolve_context`)."""
     return (await resolve_context(providers, query, ctx, **options)).text
