@@ -14,6 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from operator import attrgetter
 from time import perf_counter
@@ -75,16 +76,14 @@ class Sources:
         self.volatile = volatile if volatile is not None and True in volatile else None
 
 
+@dataclass(slots=True)
 class _Gate:
     """The breakers' answer for one pass (stage ``call_sources``)."""
 
-    __slots__ = ("allowed", "breakers", "refused", "states")
-
-    def __init__(self) -> None:
-        self.breakers: list[Any] = []
-        self.allowed: list[int] | None = None  # None: every source is called
-        self.refused: dict[int, str] = {}
-        self.states: list[str | None] | None = None
+    breakers: list[Any] = field(default_factory=list)
+    allowed: list[int] | None = None  # None: every source is called
+    refused: dict[int, str] = field(default_factory=dict)
+    states: list[str | None] | None = None
 
 
 def _context(read: Callable[[], Any] | None) -> Callable[[], Any]:

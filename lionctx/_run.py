@@ -154,17 +154,6 @@ class _Big:
     extra: int = 0  # tokens of a frame counted apart from the text
 
 
-def _bound(call: ProviderCall, ps: _Pass) -> float:
-    # A text over its cap is a cap skip whatever the budget; with no cap, over the
-    # whole budget is a budget skip. Stopping past these keeps LionAGI's labels.
-    cap = call.max_tokens
-    if cap:
-        return float(cap)
-    if ps.budget is not None:
-        return float(ps.budget)
-    return math.inf
-
-
 def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int,
              exact: bool, elapsed: float, degraded: str | None, cached: bool,
              stale: bool, key: Any = None, fresh: bool = False) -> Outcome:
@@ -284,7 +273,10 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
                 stored = _framed(call, frame, text)
             return _counted(call, index, ps, stored, known, True, elapsed, degraded, cached,
                             stale, key if tag is not None and call.keep_frame else None)
-    bound = _bound(call, ps)
+    # A text over its cap is a cap skip whatever the budget; with no cap, over the
+    # whole budget is a budget skip. Stopping past these keeps LionAGI's labels.
+    cap, budget = call.max_tokens, ps.budget
+    bound = float(cap) if cap else math.inf if budget is None else float(budget)
     if frame is not None:
         bound -= ps.join_cost
         if len(text) > _THREAD_CHARS:

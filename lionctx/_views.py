@@ -55,7 +55,6 @@ class _View:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        assert isinstance(other, _View)
         return self.report == other.report
 
     __hash__ = None  # type: ignore[assignment]  # its fields are lists

@@ -169,9 +169,6 @@ class ContextProviderRegistry:
         )
         self._calls.clear()
 
-    def __bool__(self) -> bool:
-        return bool(self._entries)
-
     def __len__(self) -> int:
         return len(self._entries)
 
