@@ -351,25 +351,26 @@ def _frame(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event | Non
     if stop is not None and stop.is_set():
         raise _CountStopped
     tag = _tag_name(call, big.frame)  # type: ignore[arg-type]
+    frame_tokens = 0
     if tag is None or ps.encode is None:
-        framed = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
-        return _Big(framed, framed if call.keep_frame else big.counted, big.bound, big.elapsed,
-                    big.degraded, big.cached, big.stale, big.key, None, big.known)
-    found = _FRAMES.get(tag)
-    if found is None:
-        if len(_FRAMES) >= 65_536:  # names are few; a flood of them is forgotten
-            _FRAMES.clear()
-        head = tag_head(tag)
-        found = _FRAMES[tag] = (head, ps.encode(head) + ps.encode(TAG_TAIL))
-    head, frame_tokens = found
-    body = neutralize(big.counted)
-    framed = head + body + TAG_TAIL
-    stored = framed if call.keep_frame else big.counted
-    if not splits_at_frame(body):
-        return _Big(framed, stored, big.bound, big.elapsed, big.degraded, big.cached, big.stale,
-                    big.key, None, big.known)
-    return _Big(body, stored, big.bound - frame_tokens, big.elapsed, big.degraded, big.cached,
-                big.stale, big.key, None, big.known, None, frame_tokens)
+        framed = counted = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
+    else:
+        found = _FRAMES.get(tag)
+        if found is None:
+            if len(_FRAMES) >= 65_536:  # names are few; a flood of them is forgotten
+                _FRAMES.clear()
+            head = tag_head(tag)
+            found = _FRAMES[tag] = (head, ps.encode(head) + ps.encode(TAG_TAIL))
+        head, frame_tokens = found
+        body = neutralize(big.counted)
+        framed = counted = head + body + TAG_TAIL
+        if splits_at_frame(body):
+            counted = body
+        else:
+            frame_tokens = 0
+    return _Big(counted, framed if call.keep_frame else big.counted, big.bound - frame_tokens,
+                big.elapsed, big.degraded, big.cached, big.stale, big.key, None, big.known, None,
+                frame_tokens)
 
 
 async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
