@@ -1,12 +1,9 @@
 """The pass: a :class:`ContextPass` runs a provider pass and owns what outlives it
-(policy, budget, breakers, dedupe, baselines, history indexes). Every face holds one.
-:meth:`ContextPass.run` runs the stages::
-
-    call_sources (breakers) -> call (gather) -> place -> skip_seen -> note_missing
-    -> build_report (caps, budget, dedupe, digests, cache break) -> record
-
-A stage that changes a row makes a new outcome; gathered rows are never changed.
-"""
+(policy, budget, breakers, dedupe, baselines, history indexes); every face holds one.
+:meth:`ContextPass.run` runs the stages ``call_sources`` (breakers) -> ``call``
+(gather) -> ``place`` -> ``skip_seen`` -> ``note_missing`` -> ``build_report`` (caps,
+budget, dedupe, digests, cache break) -> ``record``. A stage that changes a row makes
+a new outcome; gathered rows are never changed."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Token counting, offline and exact: ``o200k_base`` ships in the package, checked
-against the official sha256 on every load (no network, never a silent 0).
-Special-token text such as ``<|endoftext|>`` counts as ordinary text (a counter
-that refused or zeroed it would let such text slip past every cap).
-"""
+against the official sha256 on every load (no network, never a silent 0). Special-token
+text such as ``<|endoftext|>`` counts as ordinary text (else it would slip past caps)."""
 
 from __future__ import annotations
 
