@@ -64,16 +64,22 @@ def test_the_new_cuts_are_found():
     assert safe_cut("__.", 0) == -1  # "_" is no letter: the punctuation run goes on
 
 
-async def test_a_cut_free_text_a_turn_may_give_up_on_is_refused_uncounted(monkeypatch):
-    seen: list[int] = []
+@pytest.fixture
+def seen(monkeypatch) -> list[int]:
+    """The length of every text the tokenizer is handed."""
+    lengths: list[int] = []
     real = get_encoding()
 
     class Watch:
         def encode_ordinary(self, text: str) -> list[int]:
-            seen.append(len(text))
+            lengths.append(len(text))
             return real.encode_ordinary(text)
 
     monkeypatch.setattr(tokens_module, "get_encoding", lambda name=None: Watch())
+    return lengths
+
+
+async def test_a_cut_free_text_a_turn_may_give_up_on_is_refused_uncounted(seen):
     tokens_module.clear_token_cache()
     res = await resolve_context([Static("word", WORD), Static("cjk", CJK),
                                  Static("ok", "fine")], "q", timeout=30)
@@ -107,16 +113,7 @@ async def test_a_count_cut_by_the_new_cuts_stops_when_the_turn_gives_up(release,
 # -- from another side ----------------------------------------------------------------
 
 
-def test_a_cut_free_stretch_deep_in_prose_is_refused_where_it_starts(monkeypatch):
-    seen: list[int] = []
-    real = get_encoding()
-
-    class Watch:
-        def encode_ordinary(self, text: str) -> list[int]:
-            seen.append(len(text))
-            return real.encode_ordinary(text)
-
-    monkeypatch.setattr(tokens_module, "get_encoding", lambda name=None: Watch())
+def test_a_cut_free_stretch_deep_in_prose_is_refused_where_it_starts(seen):
     prose = "lorem ipsum dolor " * 60_000
     text = prose + "z" * 600_000 + " the end"
     with pytest.raises(_CountRefused) as refused:
