@@ -163,9 +163,12 @@ class ActionResponse:
 
 
 def parse_arguments(raw: Any) -> Any:
-    """A tool call's arguments: the model's JSON text parsed (ValueError or RecursionError
-    when it is not JSON), else the value itself; ``{}`` when empty."""
-    return json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+    """A tool call's arguments: ``{}`` for none (``None`` or ``""``), the model's JSON
+    text parsed (ValueError or RecursionError when it is not JSON), else the value itself
+    (so ``[]`` or ``0`` reach the caller's "must be a JSON object")."""
+    if raw is None or raw == "":
+        return {}
+    return json.loads(raw) if isinstance(raw, str) else raw
 
 
 async def run_tool_call(tool: Tool | None, call: Mapping[str, Any]) -> tuple[

@@ -410,6 +410,17 @@ def test_dispatch_engine_tool():
     assert "RuntimeError" in failed and "sk-secret" not in failed
 
 
+
+@pytest.mark.parametrize("args", [[], 0, False, ()])
+def test_falsy_arguments_that_are_no_object_are_refused(args):
+    # Only None and "" mean "no arguments"; any other value must be a JSON object.
+    assert "JSON object" in EngineSession(Tooled()).tool_result("ctx_grep", args)
+
+
+@pytest.mark.parametrize("args", [None, ""])
+def test_no_arguments_read_as_an_empty_object(args):
+    assert json.loads(EngineSession(Tooled()).tool_result("ctx_stats", args)) == {"calls": 3}
+
 # -- compaction ---------------------------------------------------------------------
 
 
