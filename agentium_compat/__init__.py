@@ -13,13 +13,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ._agent import Agent, InstructionContext, RunResult
     from ._context import (
+        ContextProvider,
         RunContext,
         resolve_context,
         resolve_context_providers,
         resolveContextProviders,
     )
     from ._models import OpenAIChatModel, openai
-    from ._protocol import ContextProvider
     from ._providers import (
         CachedContextProvider,
         DatabaseContextProvider,
@@ -33,11 +33,10 @@ if TYPE_CHECKING:  # pragma: no cover
 # agentium_compat`` stays as cheap as importing a package.
 _LAZY = {name: module for module, names in {
     "lionctx": ("Resolution",),
-    "agentium_compat._context": ("RunContext", "resolve_context", "resolve_context_providers",
-                                 "resolveContextProviders"),
+    "agentium_compat._context": ("ContextProvider", "RunContext", "resolve_context",
+                                 "resolve_context_providers", "resolveContextProviders"),
     "agentium_compat._agent": ("Agent", "InstructionContext", "RunResult"),
     "agentium_compat._models": ("OpenAIChatModel", "openai"),
-    "agentium_compat._protocol": ("ContextProvider",),
     "agentium_compat._providers": ("CachedContextProvider", "DatabaseContextProvider",
                                    "FilesystemContextProvider", "HttpContextProvider",
                                    "McpResourceProvider", "SourceUnavailable"),

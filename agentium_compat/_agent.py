@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import lionctx._face as _face  # extension: what a face outside the package builds on
 from lionctx import InvalidType, InvalidValue
-from lionctx._suggest import did_you_mean  # extension: the core's "did you mean" hints
 from lionctx.models import ChatModel
 from lionctx.resolve import DEFAULT_TIMEOUT, Resolution
 
 from ._context import RunContext, spellings
-from ._options import accepts_options_mapping
+from ._options import Words, accepts_options_mapping, read_options
 from ._results import InstructionContext, Instructions, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,9 +24,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Agent", "InstructionContext", "Instructions", "RunResult"]
 
-# run() keywords in either spelling -> RunContext field
+# run() keywords in either spelling -> RunContext field (``context``: taken out before)
 _RUN_KEYS = spellings("user_id", "tenant_id", "session_id", "session_state", "run_id",
-                      "metadata", "dependencies", "signal")
+                      "metadata", "dependencies", "signal") | {"context": "context"}
+_RUN_WORDS = Words("options must be a mapping, got {type}", "unknown run option {key!r}{hint}",
+                   "{name} given twice (as {key!r})")
 
 
 def _check_providers(providers: Any) -> list[Any]:
@@ -223,27 +224,15 @@ class Agent:
         """
         if not isinstance(input, str):
             raise InvalidType(f"input must be a str, got {type(input).__name__}")
-        opts: dict[str, Any] = {}
-        if options is not None:
-            if not isinstance(options, Mapping):
-                raise InvalidType(f"options must be a mapping, got {type(options).__name__}")
-            opts = dict(options)
-            if "context" in opts:
-                if context is not None:
-                    raise InvalidType("context given twice: in options and as a keyword")
-                context = opts.pop("context")
-            for key in ("run_context", "runContext", "messages"):
-                if key in opts:
-                    raise InvalidType(f"pass {key!r} as a keyword, not in options")
-        given: dict[str, Any] = {}
-        for key, value in [*opts.items(), *keywords.items()]:
-            name = _RUN_KEYS.get(key)
-            if name is None:
-                raise InvalidType(f"unknown run option {key!r}"
-                                  f"{did_you_mean(key, [*_RUN_KEYS, 'context'])}")
-            if name in given:
-                raise InvalidType(f"{name} given twice (as {key!r})")
-            given[name] = value
+        if isinstance(options, Mapping) and "context" in options:
+            if context is not None:
+                raise InvalidType("context given twice: in options and as a keyword")
+            options = dict(options)
+            context = options.pop("context")
+        for key in ("run_context", "runContext", "messages"):
+            if key in (options if isinstance(options, Mapping) else ()):
+                raise InvalidType(f"pass {key!r} as a keyword, not in options")
+        given = read_options(_RUN_WORDS, options, keywords, _RUN_KEYS)
         ctx = RunContext.coerce(run_context, **{k: v for k, v in given.items() if v is not None})
         if messages is not None:
             messages = list(messages)

@@ -1,19 +1,19 @@
-"""agentium's ``RunContext`` (lionctx's, also spelled as agentium spells it) and the
-resolve entry points that hand it to providers."""
+"""agentium's ``RunContext`` (lionctx's, also spelled as agentium spells it), the
+``ContextProvider`` protocol, and the resolve entry points that hand it to providers."""
 
 from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import lionctx
 from lionctx import InvalidType
 from lionctx._face import camel, spellings  # extension: the core's spellings
 
-__all__ = ["CAMEL", "RunContext", "camel", "resolveContextProviders", "resolve_context",
-           "resolve_context_providers", "snake", "spellings"]
+__all__ = ["CAMEL", "ContextProvider", "RunContext", "camel", "resolveContextProviders",
+           "resolve_context", "resolve_context_providers", "snake", "spellings"]
 
 #: agentium's spelling -> the lionctx field.
 CAMEL = {camel(name): name for name in ("run_id", "session_id", "user_id", "tenant_id",
@@ -57,6 +57,22 @@ class RunContext(lionctx.RunContext):
 for _spelling, _field in CAMEL.items():  # ctx.userId and friends, read-only
     setattr(RunContext, _spelling, property(operator.attrgetter(_field),
                                             doc=f"Same as ``{_field}``."))
+
+
+@runtime_checkable
+class ContextProvider(Protocol):
+    """What agentium's ``ContextProvider`` interface asks for.
+
+    ``name`` names the provider's ``<context name="...">`` block; ``fetch(query, ctx)``
+    returns the text for this turn, or ``None`` when there is none (async, or a plain
+    return value). ``isinstance(obj, ContextProvider)`` checks that both are present.
+    """
+
+    name: str
+
+    def fetch(self, query: str, ctx: Any) -> Awaitable[str | None] | str | None:
+        """The context text for ``query`` in the run context ``ctx``, or ``None``."""
+        ...
 
 
 async def resolve_context(providers: Sequence[Any], query: str, ctx: Any = None,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lionctx import InvalidType, OpenAIChatModel
-from lionctx._suggest import unknown_option  # extension: the core's "did you mean" errors
+from lionctx import OpenAIChatModel
 
 from ._context import camel
+from ._options import Words, read_options
 
 __all__ = ["OpenAIChatModel", "openai"]
 
@@ -16,6 +16,9 @@ __all__ = ["OpenAIChatModel", "openai"]
 _OPTIONS = {spelling: name for name in ("base_url", "api_key", "timeout", "max_retries",
                                         "params", "include_usage")
             for spelling in (name, camel(name))} | {"baseURL": "base_url", "timeoutMs": "timeout"}
+_WORDS = Words("openai() options must be a mapping (agentium's options object), got {type}",
+               "openai() got an unknown option {key!r}{hint}",
+               "openai() got {first!r} and {key!r} (the same option): give one, not both")
 
 
 def openai(
@@ -35,19 +38,9 @@ def openai(
     spellings, or in the object and as a keyword), raises ``TypeError`` naming it.
     Nothing is contacted until the first call.
     """
-    if options is not None and not isinstance(options, Mapping):
-        raise InvalidType(f"openai() options must be a mapping (agentium's options "
-                          f"object), got {type(options).__name__}")
-    given: dict[str, tuple[str, Any]] = {}
-    for key, value in [*(options or {}).items(), *keywords.items()]:
-        target = _OPTIONS.get(key) if isinstance(key, str) else None
-        if target is None:
-            raise unknown_option("openai()", key, _OPTIONS)
-        if target in given:
-            raise InvalidType(f"openai() got {given[target][0]!r} and {key!r} (the same "
-                              "option): give one, not both")
-        if key == "timeoutMs" and isinstance(value, (int, float)) \
-                and not isinstance(value, bool):
-            value = value / 1000.0
-        given[target] = (key, value)
-    return OpenAIChatModel(model, **{name: value for name, (_, value) in given.items()})
+    given = read_options(_WORDS, options, keywords, _OPTIONS)
+    timeout_ms = given.get("timeout")
+    if "timeoutMs" in [*(options or {}), *keywords] and isinstance(timeout_ms, (int, float)) \
+            and not isinstance(timeout_ms, bool):
+        given["timeout"] = timeout_ms / 1000.0
+    return OpenAIChatModel(model, **given)

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 import lionctx._face as _face  # extension: the core's checks
 from lionctx import InvalidType, SourceUnavailable, providers
-from lionctx._suggest import did_you_mean  # extension: the core's "did you mean" hints
 
 from ._context import RunContext, snake
+from ._options import Words, read_options
 
 __all__ = [
     "CachedContextProvider",
@@ -56,28 +56,18 @@ class _Agentium(providers.ContextSource):
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **given: Any) -> None:
         name, table = type(self).__name__, self._OPTIONS
-        merged: dict[str, Any] = {}
-        if options is not None:
-            if not isinstance(options, Mapping):
-                raise InvalidType(f"{name} options must be a dict, got {options!r}")
-            merged.update(options)
-        for key, value in given.items():
-            if key in merged:
-                raise InvalidType(f"{name} got option {key!r} twice")
-            merged[key] = value
-        camel_of = {snake: camel for camel, snake in table.items()}
-        for key in merged:
-            if key not in table:
-                hint = (f" (agentium spells it {camel_of[key]!r})" if key in camel_of
-                        else did_you_mean(key, table))
-                raise InvalidType(f"{name} got an unknown option {key!r}{hint}")
+        kwargs = read_options(Words(f"{name} options must be a dict, got {{value!r}}",
+                                    f"{name} got an unknown option {{key!r}}{{hint}}",
+                                    f"{name} got option {{key!r}} twice"),
+                              options, given, table)
         for key in self._REQUIRED:
-            if key not in merged:
+            if table[key] not in kwargs:
                 raise InvalidType(f"{name} needs {key}")
-        kwargs = {table[k]: _ms(v, k, allow_zero=self._MS[k]) if k in self._MS else v
-                  for k, v in merged.items()}
-        required = [kwargs.pop(self._OPTIONS[r]) for r in self._REQUIRED]
-        with _agentium_names(self._OPTIONS):
+        for key, allow_zero in self._MS.items():
+            if table[key] in kwargs:
+                kwargs[table[key]] = _ms(kwargs[table[key]], key, allow_zero=allow_zero)
+        required = [kwargs.pop(table[r]) for r in self._REQUIRED]
+        with _agentium_names(table):
             super().__init__(*required, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
