@@ -155,16 +155,27 @@ def _load_toml(path: Path) -> dict[str, Any]:
         raise UsageError(f"--config {path} is not valid TOML: {one_line(str(exc))}") from None
 
 
-def _check_type(value: Any, types: tuple[type, ...], where: str, what: str) -> Any:
+# What a config key must hold: its types, the words for them, its number checks if any.
+_TYPED: dict[str, tuple[tuple[type, ...], str, dict[str, Any] | None]] = {
+    "query": ((str,), "a string", None), "user": ((str,), "a string", None),
+    "tenant": ((str,), "a string", None),
+    "budget": ((int, float), "a number", {"minimum": 0}),
+    "timeout": ((int, float), "a number", {"positive": True}),
+    "deadline": ((int, float), "a number", {"positive": True}),
+    "concurrent": ((bool,), "true or false", None),
+    "name": ((str,), "a string", None), "priority": ((int, float), "a number", {}),
+    "cap": ((int,), "a whole number of tokens", {"minimum": 1}),
+    "volatile": ((bool,), "true or false", None),
+    "glob": ((str,), "a string", None), "sql": ((str,), "a string", None),
+}
+
+
+def _typed(value: Any, key: str, where: str) -> Any:
+    """``value`` of config key ``key`` (written at ``where``), checked by :data:`_TYPED`."""
+    types, what, checks = _TYPED[key]
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
         raise UsageError(f"{where} must be {what}, got {value!r}")
-    return value
-
-
-def _config_number(value: Any, where: str, *, positive: bool = False,
-                   minimum: float | None = None) -> float:
-    _check_type(value, (int, float), where, "a number")
-    return check_number(value, where, positive=positive, minimum=minimum)
+    return value if checks is None else check_number(value, where, **checks)
 
 
 def read_config(path: Path) -> tuple[dict[str, Any], list[SourceSpec]]:
@@ -175,23 +186,10 @@ def read_config(path: Path) -> tuple[dict[str, Any], list[SourceSpec]]:
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r} (known: "
                          f"{', '.join(sorted(_TOP_KEYS))})")
-    settings: dict[str, Any] = {}
-    for key in ("query", "user", "tenant"):
-        if key in data:
-            settings[key] = _check_type(data[key], (str,), f"{where}: {key}", "a string")
-    if "face" in data:
-        if data["face"] not in ("lionagi", "agentium"):
-            raise UsageError(f"{where}: face must be 'lionagi' or 'agentium', "
-                             f"got {data['face']!r}")
-        settings["face"] = data["face"]
-    if "budget" in data:
-        settings["budget"] = _config_number(data["budget"], f"{where}: budget", minimum=0)
-    for key in ("timeout", "deadline"):
-        if key in data:
-            settings[key] = _config_number(data[key], f"{where}: {key}", positive=True)
-    if "concurrent" in data:
-        settings["concurrent"] = _check_type(data["concurrent"], (bool,),
-                                             f"{where}: concurrent", "true or false")
+    if data.get("face", "lionagi") not in ("lionagi", "agentium"):
+        raise UsageError(f"{where}: face must be 'lionagi' or 'agentium', got {data['face']!r}")
+    settings = {key: value if key == "face" else _typed(value, key, f"{where}: {key}")
+                for key, value in data.items() if key != "providers"}
     providers = data.get("providers", [])
     if not isinstance(providers, list) or not all(isinstance(p, dict) for p in providers):
         raise UsageError(f"{where}: providers must be an array of tables ([[providers]])")
@@ -210,31 +208,23 @@ def _config_source(table: dict[str, Any], at: str, base: Path) -> SourceSpec:
                          f"{', '.join(sorted(_COMMON_KEYS | {target_key, *keys}))})")
     if target_key not in table:
         raise UsageError(f"{at}: kind {kind!r} needs {target_key!r}")
-    value = table[target_key]
-    if kind == "mcp" and isinstance(value, list) and value and all(
-            isinstance(v, str) for v in value):
-        target = shlex.join(value)  # a command as a list of strings
-    else:
-        target = _check_type(value, (str,), f"{at}.{target_key}",
-                             "a string or a list of strings" if kind == "mcp" else "a string")
+    target = table[target_key]
+    if kind == "mcp" and isinstance(target, list) and target and all(
+            isinstance(v, str) for v in target):
+        target = shlex.join(target)  # a command as a list of strings
+    if not isinstance(target, str):
+        what = "a string or a list of strings" if kind == "mcp" else "a string"
+        raise UsageError(f"{at}.{target_key} must be {what}, got {target!r}")
     if kind in ("fs", "sqlite") and not os.path.isabs(target):
         target = str(base / target)  # relative to the config file, like pyproject.toml
     spec = SourceSpec(kind, target, at)
-    if "name" in table:
-        spec.name = _check_type(table["name"], (str,), f"{at}.name", "a string")
-    if "priority" in table:
-        spec.priority = _config_number(table["priority"], f"{at}.priority")
-    if "cap" in table:
-        cap = _check_type(table["cap"], (int,), f"{at}.cap", "a whole number of tokens")
-        spec.cap = int(check_number(cap, f"{at}.cap", minimum=1))
-    if "volatile" in table:
-        spec.volatile = _check_type(table["volatile"], (bool,), f"{at}.volatile", "true or false")
+    for key in ("name", "priority", "cap", "volatile", "glob", "sql"):
+        if key in table:  # glob and sql only where the kind takes them (checked above)
+            setattr(spec, key, _typed(table[key], key, f"{at}.{key}"))
     for key in keys:
-        if key in ("glob", "sql") and key in table:
-            setattr(spec, key, _check_type(table[key], (str,), f"{at}.{key}", "a string"))
-        elif key == "cwd" and isinstance(table.get(key), str):
+        if key == "cwd" and isinstance(table.get(key), str):
             spec.options[key] = str(base / table[key])  # an absolute cwd stays as it is
-        elif key in table:
+        elif key in table and key not in ("glob", "sql"):
             spec.options[key] = table[key]
     return spec
 
