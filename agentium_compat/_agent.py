@@ -127,7 +127,6 @@ class Agent:
                 self._engine = session.engine
                 self._pool = _face.SessionPool(session.engine, model=model,
                                                max_sessions=max_sessions, owner=f"agent {name!r}")
-        self._max_sessions = max_sessions
 
     context_budget = _face.pass_knob("budget", "Token budget of the tagged blocks, or None.")
     context_timeout = _face.policy_knob("timeout", "Seconds each provider gets, or None.")
@@ -143,14 +142,14 @@ class Agent:
     @property
     def max_sessions(self) -> int:
         """How many session ids keep an engine at once."""
-        return self._max_sessions
+        return self._pass.baselines.max_sessions  # type: ignore[union-attr]
 
     @max_sessions.setter
     def max_sessions(self, value: int) -> None:
-        self._max_sessions = _face.check_max_sessions(value)
-        self._pass.baselines.max_sessions = self._max_sessions  # type: ignore[union-attr]
+        value = _face.check_max_sessions(value)
+        self._pass.baselines.max_sessions = value  # type: ignore[union-attr]
         if self._pool is not None:
-            self._pool.max_sessions = self._max_sessions
+            self._pool.max_sessions = value
 
     @property
     def context_engine(self) -> ContextEngine | None:

@@ -39,8 +39,7 @@ def openai(
     Nothing is contacted until the first call.
     """
     given = read_options(_WORDS, options, keywords, _OPTIONS)
-    timeout_ms = given.get("timeout")
-    if "timeoutMs" in [*(options or {}), *keywords] and isinstance(timeout_ms, (int, float)) \
-            and not isinstance(timeout_ms, bool):
-        given["timeout"] = timeout_ms / 1000.0
+    in_ms = given.get("timeout") if "timeoutMs" in {**(options or {}), **keywords} else None
+    if isinstance(in_ms, (int, float)) and not isinstance(in_ms, bool):
+        given["timeout"] = in_ms / 1000.0
     return OpenAIChatModel(model, **given)

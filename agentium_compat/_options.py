@@ -49,7 +49,8 @@ def read_options(words: Words, options: Any, keywords: Mapping[str, Any],
             raise InvalidType(words.unknown.format(key=key, hint=hint))
         if name in merged:
             raise InvalidType(words.twice.format(first=spelled_as[name], key=key, name=name))
-        merged[name], spelled_as[name] = value, key
+        merged[name] = value
+        spelled_as[name] = key
     return merged
 
 

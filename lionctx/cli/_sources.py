@@ -156,7 +156,7 @@ def _load_toml(path: Path) -> dict[str, Any]:
 
 
 # What a config key must hold: its types, the words for them, its number checks if any.
-_TYPED: dict[str, tuple[tuple[type, ...], str, dict[str, Any] | None]] = {
+_TYPED: dict[str, tuple[tuple[type[Any], ...], str, dict[str, Any] | None]] = {
     "query": ((str,), "a string", None), "user": ((str,), "a string", None),
     "tenant": ((str,), "a string", None),
     "budget": ((int, float), "a number", {"minimum": 0}),
