@@ -239,23 +239,16 @@ class Agent:
                 raise InvalidValue("messages must not start with a system message: the agent's "
                                    "instructions are its system message")
 
-        report: Resolution | None = None
-        if context is not None:
-            if isinstance(context, Resolution):
-                report, text = context, context.text
-            elif isinstance(context, str):
-                text = context
-            else:
-                raise InvalidType(f"context must be a str or a Resolution, got "
-                                  f"{type(context).__name__}")
-        elif self.context_providers:
+        if context is not None and not isinstance(context, (str, Resolution)):
+            raise InvalidType(f"context must be a str or a Resolution, got "
+                              f"{type(context).__name__}")
+        report = context if isinstance(context, Resolution) else None
+        if context is None and self.context_providers:
             seen = (self._pass.history(_face.session_key(ctx), messages)
                     if self.dedupe_history and messages else None)
             report = await _face.resolve_with(self._pass, self.context_providers, input, ctx,
                                               session=_face.session_key, history=seen)
-            text = report.text
-        else:
-            text = ""
+        text = report.text if report is not None else context if isinstance(context, str) else ""
 
         system = await self._resolve_instructions(InstructionContext(text, ctx, input, self.name))
         stored = _face.copy_messages(messages) if messages is not None else []
