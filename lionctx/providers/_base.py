@@ -73,9 +73,7 @@ def known_token_count(text: Any, counter: Any) -> int | None:
     count, encoding = text.token_count, text.token_encoding
     if type(count) is not int or count < 0 or encoding is None:
         return None
-    if getattr(counter, "encoding_name", None) != encoding:
-        return None
-    return count
+    return count if getattr(counter, "encoding_name", None) == encoding else None
 
 
 class ContextSource:

@@ -33,7 +33,7 @@ from ._base import (
     provided,
 )
 from ._flight import Source
-from ._identity import check_fields, check_identity
+from ._identity import check_fields, check_identity, hashable
 
 __all__ = ["CachedContextProvider", "default_key", "query_key"]
 
@@ -43,11 +43,7 @@ KeyFunc = Callable[[str, Any], Hashable]
 def _identity(value: Any) -> Hashable:
     """An id as a key part: typed, so ``1``, ``True`` and ``"1"`` stay different users."""
     kind = type(value).__qualname__
-    try:
-        hash(value)
-    except TypeError:
-        return (kind, "unhashable", repr(value))
-    return (kind, value)
+    return (kind, value) if hashable(value) else (kind, "unhashable", repr(value))
 
 
 def default_key(query: str, ctx: Any) -> Hashable:
@@ -115,8 +111,7 @@ _STORED_CODEC: Codec[_Stored] = Codec(
 
 
 def _note(*reasons: str | None) -> str | None:
-    parts = [r for r in reasons if r]
-    return "; ".join(parts) if parts else None
+    return "; ".join(filter(None, reasons)) or None
 
 
 class CachedContextProvider(ContextSource):
@@ -176,32 +171,21 @@ class CachedContextProvider(ContextSource):
         self.inner = inner
         self._name = None if name is None else check_name(name)
         given = check_identity(source_identity)
-        self._source_identity = given if given is not None else scoped_identity(inner)
-        self._context_fields = (scoped_fields(inner) if context_fields is None
-                                else check_fields(context_fields))
+        self.source_identity = given if given is not None else scoped_identity(inner)
+        self.context_fields = (scoped_fields(inner) if context_fields is None
+                               else check_fields(context_fields))
         stated = scoped_identity(inner) is not None or context_fields is not None
         self.key: KeyFunc = key or (query_key if stated else default_key)
         self._cache: BoundCache[_Stored] = bind_cache(
-            cache, inner, self.name, kind="cached", scope=self._source_identity,
+            cache, inner, self.name, kind="cached", scope=self.source_identity,
             ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),
             stale_on_error=stale_on_error, wait=None,
             codec=_STORED_CODEC, remote_error=SourceUnavailable)
-        self.degradation_reason = None
 
     @property
     def name(self) -> str:  # type: ignore[override]  # read only: derived from the inner
         """The explicit name, else the inner provider's."""
         return provider_name(self.inner, self._name)
-
-    @property
-    def source_identity(self) -> str | None:  # type: ignore[override]
-        """The identity given here, else the inner provider's."""
-        return self._source_identity
-
-    @property
-    def context_fields(self) -> tuple[str, ...]:  # type: ignore[override]
-        """The fields given here, else the inner provider's."""
-        return self._context_fields
 
     @property
     def ttl(self) -> float:

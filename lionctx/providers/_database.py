@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._exceptions import InvalidType, InvalidValue
 from .._threads import run_in_worker
 from ._base import ContextSource, SourceUnavailable, check_name
-from ._identity import check_fields, check_identity
+from ._identity import check_fields, check_identity, hashable
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._sqlite import SqliteContextProvider
@@ -24,14 +24,6 @@ def _is_async(fn: Any) -> bool:
         fn = fn.func
     call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _wants_query(fn: Any) -> bool:
@@ -89,9 +81,8 @@ class DatabaseContextProvider(ContextSource):
         self._fn = fetch
         self._async = _is_async(fetch)
         self.takes_query = _wants_query(fetch) if takes_query is None else takes_query
-        self.degradation_reason = None
         # Stuck threads are capped per function (providers built per request share it).
-        self._worker_key: Any = ("database", fetch) if _hashable(fetch) else ("database", self)
+        self._worker_key: Any = ("database", fetch) if hashable(fetch) else ("database", self)
 
     @property
     def label(self) -> str:

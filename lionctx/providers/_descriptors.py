@@ -5,6 +5,7 @@ Without ``dir_fd`` (Windows) paths are checked with ``realpath``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -126,10 +127,8 @@ def open_dir(parent: Any, parent_real: str, name: str, target: str | None,
 
 def close_dir(fd: Any) -> None:
     if FD_WALK:
-        try:
+        with contextlib.suppress(OSError):  # closing our own descriptor
             os.close(fd)
-        except OSError:  # pragma: no cover - closing our own descriptor
-            pass
 
 
 def fd_inside(fd: int, base_real: str) -> bool:

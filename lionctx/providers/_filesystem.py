@@ -93,7 +93,6 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.source_identity: str | None = identity_of(
             "filesystem", self.base_path, os.path.realpath(self.base_path), glob,
             self.encoding, self.max_file_size, self.max_files)
-        self.degradation_reason = None
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []
         self._files: dict[str, Seen] = {}
@@ -148,9 +147,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
     # -- results ------------------------------------------------------------------
     def _same_again(self) -> str | None:
         # last_skipped and degradation_reason still describe this tree.
-        if self._output is None:
-            return None
-        return ProvidedText(self._output, cached=True)
+        return None if self._output is None else ProvidedText(self._output, cached=True)
 
     def _publish(self, scan: Scan) -> str | None:
         self._files = scan.files
@@ -182,14 +179,12 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
             # memoized token count) Python keeps.
             output: str | None = self._output
         else:
-            output = _render(included) if included else None
+            output = "\n\n".join(f"# {rel}\n{text}" for rel, text in included) or None
         self._rendered_from = included
         self._output = output
         scan.old = {}  # the walk before it is not kept alive through it
         self._plan = scan if scan.trusted else None
-        if output is None:
-            return None
-        if scan.reads == 0:
+        if output is not None and scan.reads == 0:
             return ProvidedText(output, cached=True)
         return output
 
@@ -200,8 +195,3 @@ def _some(items: Iterable[str]) -> str:
     shown = ", ".join(listed[:_REASON_NAMES])
     more = len(listed) - _REASON_NAMES
     return f"{shown} and {more} more" if more > 0 else shown
-
-
-def _render(included: list[tuple[str, str]]) -> str:
-    """``# path``, newline, content; files joined by a blank line."""
-    return "\n\n".join(f"# {rel}\n{text}" for rel, text in included)

@@ -102,12 +102,10 @@ class FlightCache(Generic[V]):
         self.ttl = check_duration(ttl, "ttl", allow_zero=True)
         self.maxsize = check_count(maxsize, "maxsize", 1)
         self.stale_on_error = bool(stale_on_error)
-        self._fresh: TTLCache[Hashable, V] | None = (
-            TTLCache(maxsize, self.ttl, timer) if self.ttl > 0 else None
-        )
-        self._last_good: LRUCache[Hashable, V] | None = (
-            LRUCache(maxsize) if self.stale_on_error else None
-        )
+        self._fresh: TTLCache[Hashable, V] | None = (TTLCache(maxsize, self.ttl, timer)
+                                                     if self.ttl > 0 else None)
+        self._last_good: LRUCache[Hashable, V] | None = (LRUCache(maxsize)
+                                                         if self.stale_on_error else None)
         self._flights: dict[Hashable, _Flight] = {}
 
     def __len__(self) -> int:
@@ -115,9 +113,7 @@ class FlightCache(Generic[V]):
 
     def peek(self, key: Hashable) -> V | None:
         """The stored, unexpired value for ``key``, or ``None``; never loads."""
-        if self._fresh is None:
-            return None
-        return self._fresh.get(key)
+        return None if self._fresh is None else self._fresh.get(key)
 
     def clear(self) -> None:
         """Forget every stored and last-good value (in-flight loads are unaffected)."""
@@ -142,8 +138,7 @@ class FlightCache(Generic[V]):
             return Hit(value, Source.CACHED)
         flight = await join_flight(self._flights, key)
         if flight is None:
-            hit: Hit[V] = await lead_flight(self._flights, key, lambda: self._load(key, load))
-            return hit
+            return await lead_flight(self._flights, key, lambda: self._load(key, load))
         error = flight.error if flight.hit is None else flight.hit.error
         if error is None:
             return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)

@@ -98,7 +98,8 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
 
 
 class GlobMatcher:
-    """A compiled glob: ``initial()``, then ``step`` into directories, ``file_test``."""
+    """A compiled glob: ``initial`` (the base directory's states), then ``step`` into
+    directories, ``file_test``."""
 
     def __init__(self, pattern: str) -> None:
         if not isinstance(pattern, str):
@@ -111,7 +112,7 @@ class GlobMatcher:
         except ValueError as exc:
             raise InvalidValue(f"glob {pattern!r}: {exc}") from None
         self._pats: tuple[tuple[Seg, ...], ...] = tuple(_split(p, pattern) for p in alternatives)
-        self._initial = self._closure((i, 0) for i in range(len(self._pats)))
+        self.initial = self._closure((i, 0) for i in range(len(self._pats)))
         # Memoized: directory names repeat little, so the steps are bounded.
         self.step: Callable[[States, str], States] = functools.lru_cache(4096)(self._step)
         self.file_test: Callable[[States], Callable[[str], bool]] = functools.cache(
@@ -121,23 +122,14 @@ class GlobMatcher:
         return f"GlobMatcher({self.pattern!r})"
 
     def _closure(self, states: Iterable[tuple[int, int]]) -> States:
-        # A ``**`` may match zero directories: being before it means being after it too.
+        # A ``**`` may match zero directories: being before it means being after it too
+        # (never two in a row: _split merges them).
         out: set[tuple[int, int]] = set()
-        todo = list(states)
-        pats = self._pats
-        while todo:
-            st = todo.pop()
-            if st in out:
-                continue
-            out.add(st)
-            p, i = st
-            if i < len(pats[p]) and pats[p][i] is None:
-                todo.append((p, i + 1))
+        for p, i in states:
+            out.add((p, i))
+            if i < len(self._pats[p]) and self._pats[p][i] is None:
+                out.add((p, i + 1))
         return frozenset(out)
-
-    def initial(self) -> States:
-        """The states at the base directory."""
-        return self._initial
 
     def _step(self, states: States, name: str) -> States:
         """States inside directory ``name``; empty means nothing below can match."""
@@ -163,10 +155,10 @@ class GlobMatcher:
             if i == len(segs) - 1:
                 seg = segs[i]
                 if seg is None:
-                    return _not_hidden
+                    return lambda name: not name.startswith(".")
                 lasts.append(seg)
         if not lasts:
-            return _never
+            return lambda name: False
         if len(lasts) == 1:
             return lasts[0].matches
         return lambda name: any(seg.matches(name) for seg in lasts)
@@ -176,11 +168,3 @@ class GlobMatcher:
 def compiled_glob(pattern: str) -> GlobMatcher:
     """One shared compiled matcher per pattern (providers built per request reuse it)."""
     return GlobMatcher(pattern)
-
-
-def _not_hidden(name: str) -> bool:
-    return not name.startswith(".")
-
-
-def _never(name: str) -> bool:
-    return False

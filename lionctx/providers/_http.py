@@ -111,11 +111,10 @@ class HttpContextProvider(ContextSource):
         import httpx  # deferred: importing lionctx should not import httpx
 
         self.url = rq.check_url(url)
-        self._secrets: list[str] = rq.url_secrets(self.url)
         self.method = rq.check_method(method)
         headers, header_secrets = rq.check_headers(headers)
-        self._secrets.extend(header_secrets)
-        self._secrets.sort(key=len, reverse=True)  # longest first: see _redact
+        # Longest first: a secret inside a longer one goes with it (see _redact.redact).
+        self._secrets = sorted(rq.url_secrets(self.url) + header_secrets, key=len, reverse=True)
         self._content, self._headers = rq.encode_body(body, headers)
         self.timeout = check_duration(timeout, "timeout", allow_zero=False)
         self.cache_ttl = check_duration(cache_ttl, "cache_ttl", allow_zero=True)
@@ -150,8 +149,6 @@ class HttpContextProvider(ContextSource):
             cache, self, self.name, kind="http", scope=request or stated, ttl=self.cache_ttl,
             maxsize=1, stale_on_error=self.stale_on_error, wait=self.timeout,
             codec=TEXT_CODEC, remote_error=HttpFetchError)
-        self.last_error: str | None = None
-        self.degradation_reason = None
         if self._secrets:
             scrub_library_logs(self)
 
@@ -164,11 +161,10 @@ class HttpContextProvider(ContextSource):
         :class:`SourceUnavailable` when the request failed and no stale value is served."""
         try:
             hit = await self._cache.get(_CACHE_KEY, self._load)
-        except HttpFetchError as exc:
-            raise self._unavailable(str(exc), exc.scope) from None
-        except SharedFetchError as exc:
-            if isinstance(exc.original, HttpFetchError):
-                raise self._unavailable(str(exc.original), exc.original.scope) from None
+        except (HttpFetchError, SharedFetchError) as exc:
+            failure = exc.original if isinstance(exc, SharedFetchError) else exc
+            if isinstance(failure, HttpFetchError):
+                raise self._unavailable(str(failure), failure.scope) from None
             raise
         if hit.source is Source.STALE:
             error = hit.error
@@ -249,10 +245,7 @@ class HttpContextProvider(ContextSource):
         return out or None
 
     async def _request(self, client: httpx.AsyncClient) -> str | None:
-        url = self.url
-        method = self.method
-        content = self._content
-        headers = self._headers
+        url, method, content, headers = self.url, self.method, self._content, self._headers
         first = rq.origin(url)
         for _hop in range(self.max_redirects + 1):
             if not self._allowed(url):
@@ -302,8 +295,7 @@ class HttpContextProvider(ContextSource):
             return None
         charset = resp.charset_encoding or "utf-8"
         try:
-            if codecs.lookup(charset).name in _SLOW_CODECS:
-                charset = "utf-8"
-            return buf.decode(charset, errors="replace")
+            slow = codecs.lookup(charset).name in _SLOW_CODECS
+            return buf.decode("utf-8" if slow else charset, errors="replace")
         except LookupError:
             return buf.decode("utf-8", errors="replace")

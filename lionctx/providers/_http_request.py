@@ -33,7 +33,6 @@ _BODY_HEADERS = frozenset({"content-type", "content-length"})
 #: ``(scheme, host, port)`` as the host check sees them.
 Origin = tuple[str, str, int]
 
-
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _HOST_ENTRY = re.compile(r"^(?P<wild>\*\.)?(?P<host>\[[^\]]+\]|[^\[\]:/@\s]+)"
@@ -261,14 +260,8 @@ def redirect_target(url: httpx.URL, location: str) -> httpx.URL:
     return nxt
 
 
-def after_redirect(
-    status: int,
-    method: str,
-    content: bytes | None,
-    headers: Mapping[str, str],
-    first: Origin,
-    nxt: Origin,
-) -> tuple[str, bytes | None, dict[str, str]]:
+def after_redirect(status: int, method: str, content: bytes | None, headers: Mapping[str, str],
+                   first: Origin, nxt: Origin) -> tuple[str, bytes | None, dict[str, str]]:
     """The next hop's method, body and headers: 303, and 301/302 after a POST, become GET
     (HEAD stays) without the body; another origin than ``first`` gets no caller's headers."""
     out = dict(headers)

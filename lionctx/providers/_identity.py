@@ -16,7 +16,7 @@ from typing import Any
 
 from .._exceptions import InvalidType, InvalidValue
 
-__all__ = ["MAX_IDENTITY", "callable_identity", "check_fields", "check_identity",
+__all__ = ["MAX_IDENTITY", "callable_identity", "check_fields", "check_identity", "hashable",
            "identity_of", "name_from_path", "secret_digest"]
 
 #: Longest identity a caller may state (an identity names a source, it is not data).
@@ -34,6 +34,15 @@ def secret_digest(*parts: Any) -> str:
     material = repr(parts).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(material, digest_size=16, key=b"lionctx-source-identity",
                            person=b"lionctx-secret").hexdigest()
+
+
+def hashable(value: Any) -> bool:
+    """Whether ``hash(value)`` works (a tuple holding a list does not)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _shown(value: Any) -> str | None:

@@ -25,6 +25,10 @@ MIN_SECRET = 4
 # Servers echo keys partly (``sk-proj-abc...****``): a run this long is the key.
 KEY_FRAGMENT = 8
 REDACTED = "[redacted]"
+#: Characters read past the limit, so a secret near the end is seen whole.
+_MARGIN = 256
+#: Up to this many secrets, a text is first searched for each of them whole.
+_FEW = 8
 
 _URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 _QUERY = re.compile(r"\?[^\s\"]*")
@@ -49,8 +53,7 @@ def public_url(url: str, *, mark_query: bool = False,
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` (longest first) replaced by ``[redacted]``."""
     for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
+        text = text.replace(secret, REDACTED)
     return text
 
 
@@ -67,13 +70,12 @@ def query_secrets(query: str) -> list[str]:
     return [f for f in dict.fromkeys(found) if len(f) >= MIN_SECRET]
 
 
-def mask_key(text: str, key: str | None, fragment: int = KEY_FRAGMENT) -> str:
-    """``text`` with ``key``, and any run of ``fragment``+ of its characters, as ``***``."""
+def mask_key(text: str, key: str | None) -> str:
+    """``text`` with ``key``, and any run of :data:`KEY_FRAGMENT`+ of its characters, as ``***``."""
     if not key or not text:
         return text
-    if key in text:
-        text = text.replace(key, "***")
-    size = min(fragment, len(key))
+    text = text.replace(key, "***")
+    size = min(KEY_FRAGMENT, len(key))
     if not any(key[i:i + size] in text for i in range(len(key) - size + 1)):
         return text
     out: list[str] = []
@@ -163,12 +165,9 @@ def scrub_personal(text: str) -> str:
     return text
 
 
-_SPACE = (" ", "\t", "\n", "\r", "\f", "\v")
-
-
 def _whole_words(head: str) -> str:
     """``head`` without its last word, which a cut may have split."""
-    return head[:max(head.rfind(c) for c in _SPACE) + 1]
+    return head[:max(head.rfind(c) for c in " \t\n\r\f\v") + 1]
 
 
 def scrub_bounded(text: object, limit: int) -> str:
@@ -189,10 +188,6 @@ def scrub_bounded(text: object, limit: int) -> str:
         note = note or f"... [{size:,} chars]"
         clean = _whole_words(clean[:max(limit - len(note), 0)])
     return (clean + note)[:limit]
-
-
-#: Characters read past the limit, so a secret near the end is seen whole.
-_MARGIN = 256
 
 
 class HasSecrets(Protocol):
@@ -285,10 +280,6 @@ class SecretIndex(logging.Filter):
             if clean != message:
                 record.msg, record.args = clean, None
         return True
-
-
-#: Up to this many secrets, a text is first searched for each of them whole.
-_FEW = 8
 
 
 class _Node:

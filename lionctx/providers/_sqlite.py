@@ -174,7 +174,6 @@ class SqliteContextProvider(ContextSource):
         self._from_turn = [k for k, f in _BUILTIN.items() if f is not None and k in named]
         self.params = params
         self.formatter: Formatter = formatter or format_rows
-        self.degradation_reason = None
         self.source_identity, self.context_fields = _identity(self)
 
     def __repr__(self) -> str:
@@ -191,10 +190,8 @@ class SqliteContextProvider(ContextSource):
 
     def bindings(self, query: str, ctx: Any) -> dict[str, Any]:
         """The named parameters one call binds."""
-        bind = {
-            key: _bindable(query if field is None else context_value(ctx, field))
-            for key, field in _BUILTIN.items()
-        }
+        bind = {key: _bindable(query if field is None else context_value(ctx, field))
+                for key, field in _BUILTIN.items()}
         extra = self.params(query, ctx) if callable(self.params) else self.params
         if extra:
             if not isinstance(extra, Mapping):

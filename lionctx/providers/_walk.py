@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, SupportsIndex
 
 from ._descriptors import (
@@ -136,9 +137,8 @@ class DirectoryWalk:
     def _unchanged(self, last: Scan) -> bool:
         try:
             st = os.stat(self.base_path)
-            if (st.st_dev, st.st_ino) != last.base:
-                return False
-            return (all(dir_key(os.lstat(path)) == key for path, key in last.plan_dirs)
+            return ((st.st_dev, st.st_ino) == last.base
+                    and all(dir_key(os.lstat(path)) == key for path, key in last.plan_dirs)
                     and all(file_key(os.lstat(path)) == key for path, key in last.plan_files))
         except OSError:
             return False
@@ -160,7 +160,7 @@ class DirectoryWalk:
         stack = _Stack(root_frame)
         try:
             tally.listed(base_real, root_key)
-            root_frame.entries = self._list(root, base_real, self._matcher.initial(), stopped)
+            root_frame.entries = self._list(root, base_real, self._matcher.initial, stopped)
             while stack:
                 frame = stack[-1]
                 if frame.fd is None and (frame.i >= len(frame.entries)
@@ -239,12 +239,11 @@ class DirectoryWalk:
 
     def _bound_open(self, stack: _Stack, depth: int) -> None:
         """Close the frame :data:`_OPEN_DIRS` above ``stack[depth - 1]`` (never the base)."""
-        if not FD_WALK or depth <= _OPEN_DIRS + 1:
-            return
-        frame = stack[depth - _OPEN_DIRS - 1]
-        if frame.fd is not None and depth - _OPEN_DIRS - 1 > 0:
-            close_dir(frame.fd)
-            frame.fd = None
+        if FD_WALK and depth > _OPEN_DIRS + 1:
+            frame = stack[depth - _OPEN_DIRS - 1]
+            if frame.fd is not None:
+                close_dir(frame.fd)
+                frame.fd = None
 
     def _reopen(self, stack: _Stack, base_real: str, tally: Scan) -> bool:
         """Reopen the closed frames above the top one, each the very one listed; False if not."""
@@ -310,7 +309,7 @@ class DirectoryWalk:
                         out.append((name + "/", name, True, is_link, entry, inner))
                 elif is_match(name):
                     out.append((name, name, False, is_link, entry, None))
-        out.sort(key=_first)
+        out.sort(key=itemgetter(0))
         return out
 
     # -- overridable: tests swap files mid-walk
@@ -333,7 +332,3 @@ class DirectoryWalk:
         """Read one file the listing saw; any surprise becomes a reason."""
         return read_file(dir_fd, name, target, listed, base_real, self.max_file_size,
                          self.encoding)
-
-
-def _first(row: tuple[Any, ...]) -> Any:
-    return row[0]
