@@ -18,20 +18,13 @@ from .._adapters import (
     run_context_from_branch,
 )
 from .._context import context_value
-from .._exceptions import InvalidType, InvalidValue, SharedFetchError
+from .._exceptions import InvalidType, InvalidValue, SharedFetchError, SourceUnavailable
 from .._safe_text import error_text, safe_text
 from .._scope import context_fields as scoped_fields
 from .._scope import scope_of
 from .._scope import source_identity as scoped_identity
 from ..cache._base import BoundCache, Codec, bind_cache
-from ._base import (
-    ContextSource,
-    SourceUnavailable,
-    check_count,
-    check_duration,
-    check_name,
-    provided,
-)
+from ._base import ContextSource, check_count, check_duration, check_name, provided
 from ._flight import Source
 from ._identity import check_fields, check_identity, hashable
 
@@ -105,9 +98,8 @@ def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
 
 
 _STORED_CODEC: Codec[_Stored] = Codec(
-    text=lambda stored: stored.text,
-    meta=lambda stored: {"reason": stored.reason, "stale": stored.stale},
-    build=_stored_build)
+    text=lambda stored: stored.text, build=_stored_build,
+    meta=lambda stored: {"reason": stored.reason, "stale": stored.stale})
 
 
 def _note(*reasons: str | None) -> str | None:
@@ -177,10 +169,9 @@ class CachedContextProvider(ContextSource):
         stated = scoped_identity(inner) is not None or context_fields is not None
         self.key: KeyFunc = key or (query_key if stated else default_key)
         self._cache: BoundCache[_Stored] = bind_cache(
-            cache, inner, self.name, kind="cached", scope=self.source_identity,
-            ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),
-            stale_on_error=stale_on_error, wait=None,
-            codec=_STORED_CODEC, remote_error=SourceUnavailable)
+            cache, inner, self.name, kind="cached", scope=self.source_identity, ttl=ttl,
+            maxsize=check_count(maxsize, "maxsize", 1), stale_on_error=stale_on_error,
+            wait=None, codec=_STORED_CODEC, remote_error=SourceUnavailable)
 
     @property
     def name(self) -> str:  # type: ignore[override]  # read only: derived from the inner

@@ -68,14 +68,12 @@ class DatabaseContextProvider(ContextSource):
         context_fields: Iterable[str] = (),
     ) -> None:
         if name is not None and label is not None and name != label:
-            raise InvalidValue(f"give name or label, not both (got name={name!r}, "
-                             f"label={label!r})")
-        chosen = check_name(name if name is not None else label, "name (or label)")
+            raise InvalidValue(f"give name or label, not both (got name={name!r}, label={label!r})")
+        self.name = check_name(name if name is not None else label, "name (or label)")
         if fetch is None or not callable(fetch):
             raise InvalidType(f"fetch must be a function of (ctx) or (query, ctx), got {fetch!r}")
         if takes_query is not None and not isinstance(takes_query, bool):
             raise InvalidType(f"takes_query must be a bool or None, got {takes_query!r}")
-        self.name = chosen
         self.source_identity = check_identity(source_identity)
         self.context_fields = check_fields(context_fields)
         self._fn = fetch

@@ -126,7 +126,8 @@ def open_dir(parent: Any, parent_real: str, name: str, target: str | None,
 
 
 def close_dir(fd: Any) -> None:
-    if FD_WALK:
+    """Close a directory descriptor (``None``: one already closed)."""
+    if FD_WALK and fd is not None:
         with contextlib.suppress(OSError):  # closing our own descriptor
             os.close(fd)
 
@@ -169,8 +170,7 @@ def read_file(dir_fd: Any, name: str, target: str | None, listed: os.stat_result
         return Seen(None, None, fd)
     try:
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (listed.st_dev, listed.st_ino) or not stat.S_ISREG(
-                st.st_mode):
+        if (st.st_dev, st.st_ino) != (listed.st_dev, listed.st_ino) or not stat.S_ISREG(st.st_mode):
             return Seen(None, None, "changed during the walk")
         if target is not None and not fd_inside(fd, base_real):
             return Seen(None, None, "symlink points outside the base path")

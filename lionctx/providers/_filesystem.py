@@ -95,9 +95,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
             self.encoding, self.max_file_size, self.max_files)
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []
-        self._files: dict[str, Seen] = {}
-        self._plan: Scan | None = None  # the last walk, if a stat-only check can stand in
-        self._output: str | None = None
+        self.invalidate()
         self._rendered_from: list[tuple[str, str]] = []
 
     def __repr__(self) -> str:
@@ -109,7 +107,6 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         missing or cannot be listed (a file that cannot be read is skipped)."""
         plan = self._plan
         if plan is not None and plan.size <= _INLINE_STATS and self._unchanged(plan):
-            # A few stat calls cost less than the round trip to a worker thread.
             self.last_error = None
             return self._same_again()
         stop = threading.Event()
@@ -140,11 +137,10 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
 
     def invalidate(self) -> None:
         """Forget what was read; the next call reads every file again."""
-        self._files = {}
-        self._plan = None
-        self._output = None
+        self._files: dict[str, Seen] = {}
+        self._plan: Scan | None = None  # the last walk, if a stat-only check can stand in
+        self._output: str | None = None
 
-    # -- results ------------------------------------------------------------------
     def _same_again(self) -> str | None:
         # last_skipped and degradation_reason still describe this tree.
         return None if self._output is None else ProvidedText(self._output, cached=True)

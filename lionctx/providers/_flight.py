@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar, cast
 
@@ -48,14 +48,12 @@ class Hit(Generic[V]):
         return self.source is not Source.FRESH
 
 
+@dataclass(slots=True)
 class _Flight:
-    __slots__ = ("done", "hit", "error", "abandoned")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.hit: Hit[Any] | None = None  # the leader's, once it succeeded
-        self.error: BaseException | None = None
-        self.abandoned = False
+    done: anyio.Event = field(default_factory=anyio.Event)
+    hit: Hit[Any] | None = None  # the leader's, once it succeeded
+    error: BaseException | None = None
+    abandoned: bool = False
 
 
 async def lead_flight(flights: dict[Any, _Flight], key: Hashable,

@@ -22,20 +22,15 @@ _MAX_ALTERNATIVES = 256
 _CLASS = re.compile(r"\[(?:!|(?!!))(?:\]|(?!\]))[^\]]*\]")
 
 
-class _Segment:
-    __slots__ = ("text", "match", "dot_ok")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.dot_ok = text.startswith(".")
-        self.match = re.compile(fnmatch.translate(text)).match
-
-    def matches(self, name: str) -> bool:
-        # A wildcard never matches a leading "." the segment does not spell out.
-        return (self.dot_ok or not name.startswith(".")) and self.match(name) is not None
+def _segment(text: str) -> Callable[[str], bool]:
+    """Whether a name matches one segment."""
+    match = re.compile(fnmatch.translate(text)).match
+    dot_ok = text.startswith(".")
+    # A wildcard never matches a leading "." the segment does not spell out.
+    return lambda name: (dot_ok or not name.startswith(".")) and match(name) is not None
 
 
-Seg = _Segment | None  # None: the ``**`` segment
+Seg = Callable[[str], bool] | None  # None: the ``**`` segment
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -91,7 +86,7 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
                 continue  # a/**/**/b is a/**/b
             segs.append(None)
         else:
-            segs.append(_Segment(part))
+            segs.append(_segment(part))
     if not segs:
         raise InvalidValue(f"glob matches nothing, got {original!r}")
     return tuple(segs)
@@ -115,8 +110,7 @@ class GlobMatcher:
         self.initial = self._closure((i, 0) for i in range(len(self._pats)))
         # Memoized: directory names repeat little, so the steps are bounded.
         self.step: Callable[[States, str], States] = functools.lru_cache(4096)(self._step)
-        self.file_test: Callable[[States], Callable[[str], bool]] = functools.cache(
-            self._file_test)
+        self.file_test: Callable[[States], Callable[[str], bool]] = functools.cache(self._file_test)
 
     def __repr__(self) -> str:
         return f"GlobMatcher({self.pattern!r})"
@@ -143,13 +137,13 @@ class GlobMatcher:
             if seg is None:
                 if not name.startswith("."):
                     nxt.append((p, i))
-            elif i < len(segs) - 1 and seg.matches(name):  # the last segment names files
+            elif i < len(segs) - 1 and seg(name):  # the last segment names files
                 nxt.append((p, i + 1))
         return self._closure(nxt) if nxt else frozenset()
 
     def _file_test(self, states: States) -> Callable[[str], bool]:
         """A predicate for file names in a directory reached with ``states``."""
-        lasts: list[_Segment] = []
+        lasts: list[Callable[[str], bool]] = []
         for p, i in states:
             segs = self._pats[p]
             if i == len(segs) - 1:
@@ -160,8 +154,8 @@ class GlobMatcher:
         if not lasts:
             return lambda name: False
         if len(lasts) == 1:
-            return lasts[0].matches
-        return lambda name: any(seg.matches(name) for seg in lasts)
+            return lasts[0]
+        return lambda name: any(seg(name) for seg in lasts)
 
 
 @functools.lru_cache(maxsize=64)

@@ -126,9 +126,8 @@ class HttpContextProvider(ContextSource):
         else:
             self.allowed_hosts = rq.parse_hosts(allowed_hosts)
             if not self._allowed(self.url):
-                raise InvalidValue(
-                    f"allowed_hosts {self.allowed_hosts!r} does not include the host of url "
-                    f"({self._home[0]}:{self._home[1]})")
+                raise InvalidValue(f"allowed_hosts {self.allowed_hosts!r} does not include the "
+                                   f"host of url ({self._home[0]}:{self._home[1]})")
         self.max_response_bytes = check_count(max_response_bytes, "max_response_bytes", 1)
         self.max_redirects = check_count(max_redirects, "max_redirects", 0)
         if transform is not None and not callable(transform):
@@ -249,9 +248,8 @@ class HttpContextProvider(ContextSource):
         first = rq.origin(url)
         for _hop in range(self.max_redirects + 1):
             if not self._allowed(url):
-                raise HttpFetchError(
-                    f"refused: host {rq.url_host(url)}:{rq.url_port(url)} is not in "
-                    "allowed_hosts")
+                raise HttpFetchError(f"refused: host {rq.url_host(url)}:{rq.url_port(url)} is "
+                                     "not in allowed_hosts")
             async with client.stream(method, url, headers=rq.wire_headers(headers),
                                      content=content,
                                      follow_redirects=False, timeout=self.timeout) as resp:
@@ -271,13 +269,11 @@ class HttpContextProvider(ContextSource):
         cap = self.max_response_bytes
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise HttpFetchError(f"response of {declared} bytes is over max_response_bytes "
-                                 f"({cap})")
+            raise HttpFetchError(f"response of {declared} bytes is over max_response_bytes ({cap})")
         over = f"response body is over max_response_bytes ({cap})"
         try:
             # Raw bytes decoded here: httpx decodes a whole chunk before a cap (gzip bomb).
-            stack = _decode.codings(resp.headers.get_list("content-encoding",
-                                                          split_commas=True))
+            stack = _decode.codings(resp.headers.get_list("content-encoding", split_commas=True))
             decoder = _decode.BodyDecoder(stack, cap)
             buf = bytearray()
             wire = 0

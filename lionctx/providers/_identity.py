@@ -4,6 +4,7 @@ parts that decide the text (secrets as a salted digest, a function by its code's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -51,9 +52,7 @@ def _shown(value: Any) -> str | None:
         text = repr(value)
     except Exception:
         return None
-    if not isinstance(text, str) or " at 0x" in text:
-        return None
-    return text
+    return None if " at 0x" in text else text
 
 
 def callable_identity(fn: Any) -> str | None:
@@ -61,10 +60,8 @@ def callable_identity(fn: Any) -> str | None:
     ``None`` when it carries state only this process can name (read when first named)."""
     if fn is None:
         return "none"
-    try:
+    with contextlib.suppress(KeyError, TypeError):  # not seen, or not weak-referenceable
         return _NAMED[fn]
-    except (KeyError, TypeError):  # not seen, or not weak-referenceable / unhashable
-        pass
     shown = _shown(_material(fn, 0))
     if shown is None:
         return None
@@ -77,10 +74,8 @@ def callable_identity(fn: Any) -> str | None:
     module = getattr(target, "__module__", None) or "?"
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", "?")
     named = f"{module}.{name}#{secret_digest(shown)[:16]}"
-    try:
+    with contextlib.suppress(TypeError):
         _NAMED[fn] = named
-    except TypeError:
-        pass
     return named
 
 

@@ -34,8 +34,7 @@ _URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 _QUERY = re.compile(r"\?[^\s\"]*")
 
 
-def public_url(url: str, *, mark_query: bool = False,
-               unparsable: str = "<unparsable URL>") -> str:
+def public_url(url: str, *, mark_query: bool = False, unparsable: str = "<unparsable URL>") -> str:
     """``url`` without user info, query or fragment (``mark_query``: ``?...`` for a query)."""
     try:
         parts = urlsplit(url)
@@ -181,8 +180,7 @@ def scrub_bounded(text: object, limit: int) -> str:
     head, note = split_cut(head)
     if note or size > window:
         head = _whole_words(head)  # the text went on: its last word may be cut
-        if not note:
-            note = f"... [{size:,} chars]"
+        note = note or f"... [{size:,} chars]"
     clean = scrub_personal(head)
     if len(clean) + len(note) > limit:
         note = note or f"... [{size:,} chars]"

@@ -17,17 +17,10 @@ from typing import Any
 import anyio
 
 from .._context import context_value, spellings
-from .._exceptions import InvalidType, InvalidValue
+from .._exceptions import InvalidType, InvalidValue, SourceUnavailable
 from .._outcome import NoText
 from .._threads import WorkersExhausted, run_in_worker
-from ._base import (
-    ContextSource,
-    SourceUnavailable,
-    check_count,
-    check_duration,
-    check_name,
-    check_path,
-)
+from ._base import ContextSource, check_count, check_duration, check_name, check_path
 from ._identity import callable_identity, identity_of, name_from_path, secret_digest
 
 __all__ = ["SqliteContextProvider", "format_rows"]
@@ -90,8 +83,7 @@ def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, .
         return None, fields
     fixed = sorted((k, repr(v)) for k, v in (provider.params or {}).items())
     return identity_of("sqlite", provider.database, os.path.realpath(provider.database),
-                       provider.sql, provider.max_rows, formatter,
-                       secret_digest(fixed)), fields
+                       provider.sql, provider.max_rows, formatter, secret_digest(fixed)), fields
 
 
 class _Running:
@@ -259,9 +251,8 @@ class SqliteContextProvider(ContextSource):
             return [dict(zip(columns, row, strict=False)) for row in cur.fetchmany(self.max_rows)]
         except sqlite3.Error as exc:
             if _is_busy(exc):
-                raise SourceUnavailable(
-                    f"database is locked by another connection (waited {busy:.3g}s, "
-                    "busy_timeout)") from None
+                raise SourceUnavailable(f"database is locked by another connection (waited "
+                                        f"{busy:.3g}s, busy_timeout)") from None
             raise SourceUnavailable(f"query failed: {type(exc).__name__}: {exc}") from None
         finally:
             with running.lock:
