@@ -56,8 +56,7 @@ class CountedText(ProvidedText):
 
 def provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
     """``ProvidedText(value, cached=..., stale=...)``, keeping a count ``value`` carries."""
-    count = getattr(value, "token_count", None)
-    encoding = getattr(value, "token_encoding", None)
+    count, encoding = getattr(value, "token_count", None), getattr(value, "token_encoding", None)
     if isinstance(count, int) and isinstance(encoding, str):
         return CountedText(value, cached=cached, stale=stale, token_count=count,
                            token_encoding=encoding)

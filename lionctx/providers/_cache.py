@@ -50,13 +50,11 @@ def query_key(query: str, ctx: Any) -> Hashable:
     return query
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class _Same:
     """A key part equal only to one object (a branch); holding it, no new branch takes its id."""
 
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
+    obj: Any
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Same) and other.obj is self.obj
@@ -74,10 +72,8 @@ def _reason_of(provider: Any) -> str | None:
 
 
 def _why(exc: BaseException | None) -> str:
-    """A failure as a reason: a SourceUnavailable's message is one already."""
-    if isinstance(exc, SourceUnavailable):
-        return safe_text(exc)
-    return ": ".join(error_text(exc))  # bounded, whatever the exception's __str__ does
+    """A failure as a bounded reason: a SourceUnavailable's message is one already."""
+    return safe_text(exc) if isinstance(exc, SourceUnavailable) else ": ".join(error_text(exc))
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,11 +240,9 @@ class CachedContextProvider(ContextSource):
 
     async def _load(self, call: Callable[[], Awaitable[Any]]) -> _Stored | None:
         result = await call()
-        if result is None:
-            return None
-        if not isinstance(result, str):
+        if result is not None and not isinstance(result, str):
             raise InvalidType(f"provider returned {type(result).__name__}, expected str or None")
-        if not str.__len__(result):
+        if result is None or not str.__len__(result):
             return None
         return _Stored(str.__add__("", result), _reason_of(self.inner),
                        bool(getattr(result, "stale", False)))

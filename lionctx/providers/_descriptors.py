@@ -79,18 +79,15 @@ def os_reason(exc: OSError) -> str:
 
 
 def open_root(base_path: str) -> tuple[Any, str, os.stat_result]:
-    """The base directory: its handle, real path and stat (symlinks followed)."""
-    missing = f"base_path {base_path!r} is not a directory"
-    try:
-        if not FD_WALK:
-            real = os.path.realpath(base_path)
-            st = os.stat(real)
-            if not stat.S_ISDIR(st.st_mode):
-                raise FileNotFoundError(missing)
-            return real, real, st
-        fd = os.open(base_path, os.O_RDONLY | _O_CLOEXEC | _O_DIRECTORY)
-    except (FileNotFoundError, NotADirectoryError):
-        raise FileNotFoundError(missing) from None
+    """The base directory: its handle, real path and stat (symlinks followed); an OSError
+    (FileNotFoundError or NotADirectoryError: not a directory) if it cannot be opened."""
+    if not FD_WALK:
+        real = os.path.realpath(base_path)
+        st = os.stat(real)
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectoryError(base_path)
+        return real, real, st
+    fd = os.open(base_path, os.O_RDONLY | _O_CLOEXEC | _O_DIRECTORY)
     try:
         st = os.fstat(fd)
         real = os.readlink(f"/proc/self/fd/{fd}") if PROC_FD else os.path.realpath(base_path)
@@ -183,8 +180,7 @@ def read_file(dir_fd: Any, name: str, target: str | None, listed: os.stat_result
         os.close(fd)
     if data is None:
         return Seen(None, None, f"grew over max_file_size {max_size} while being read")
-    text, reason = decode_text(data, encoding)
-    return Seen(file_key(st), text, reason)
+    return Seen(file_key(st), *decode_text(data, encoding))
 
 
 def read_capped(fd: int, size_hint: int, limit: int) -> bytes | None:

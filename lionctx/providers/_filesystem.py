@@ -120,8 +120,11 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         except WorkersExhausted as exc:
             self._unavailable(str(exc))
             raise
-        except OSError as exc:  # only the base path's: the walk makes the rest skips
-            raise self._unavailable(self._root_reason(exc)) from None
+        except (FileNotFoundError, NotADirectoryError):  # only the base path's errors come here
+            raise self._unavailable(f"base_path {self.base_path!r} is not a directory") from None
+        except OSError as exc:  # the walk makes the rest's skips
+            raise self._unavailable(f"base_path {self.base_path!r} could not be listed: "
+                                    f"{os_reason(exc)}") from None
         except Exception:
             self.degradation_reason = None
             raise
@@ -129,11 +132,6 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         if scan is None:
             return self._same_again()
         return self._publish(scan)
-
-    def _root_reason(self, exc: OSError) -> str:
-        if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
-            return f"base_path {self.base_path!r} is not a directory"
-        return f"base_path {self.base_path!r} could not be listed: {os_reason(exc)}"
 
     def invalidate(self) -> None:
         """Forget what was read; the next call reads every file again."""

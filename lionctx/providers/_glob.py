@@ -81,12 +81,10 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
             # fnmatch would match it literally and quietly find nothing: a typo.
             raise InvalidValue(f"glob {original!r} has a '[' with no closing ']' "
                              "(write '[[]' to match a literal '[')")
-        if part == "**":
-            if segs and segs[-1] is None:
-                continue  # a/**/**/b is a/**/b
-            segs.append(None)
-        else:
+        if part != "**":
             segs.append(_segment(part))
+        elif not segs or segs[-1] is not None:  # a/**/**/b is a/**/b
+            segs.append(None)
     if not segs:
         raise InvalidValue(f"glob matches nothing, got {original!r}")
     return tuple(segs)

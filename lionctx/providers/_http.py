@@ -207,19 +207,13 @@ class HttpContextProvider(ContextSource):
         host, port = rq.url_host(url), rq.url_port(url)
         return any(h.allows(host, port, url.scheme, self._home) for h in self.allowed_hosts)
 
-    def _get_client(self) -> httpx.AsyncClient:
-        if self._given_client is not None:
-            return self._given_client
-        import httpx
-
-        # trust_env=False: no proxy (or CA settings) from the environment.
-        return self._client.get(lambda: httpx.AsyncClient(
-            follow_redirects=False, trust_env=False, timeout=httpx.Timeout(self.timeout)))
-
     async def _load(self) -> str | None:
         import httpx
 
-        client = self._get_client()
+        # trust_env=False: no proxy (or CA settings) from the environment.
+        client = self._given_client if self._given_client is not None else self._client.get(
+            lambda: httpx.AsyncClient(follow_redirects=False, trust_env=False,
+                                      timeout=httpx.Timeout(self.timeout)))
         try:
             with anyio.fail_after(self.timeout):
                 text = await self._request(client)

@@ -10,6 +10,7 @@ import re
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
@@ -61,9 +62,7 @@ def query_secrets(query: str) -> list[str]:
     may respell one), each at least :data:`MIN_SECRET` long."""
     found = [query]
     for part in query.split("&"):
-        _, eq, value = part.partition("=")
-        if not eq:
-            value = part  # "?TOKEN": a bare value
+        value = part.partition("=")[2] if "=" in part else part  # "?TOKEN": a bare value
         for form in {value, unquote(value), unquote_plus(value)}:
             found += [form, quote(form, safe=""), quote_plus(form, safe=""), quote(form)]
     return [f for f in dict.fromkeys(found) if len(f) >= MIN_SECRET]
@@ -224,10 +223,9 @@ class SecretIndex(logging.Filter):
         with self.lock:
             self._collect()
             for secret in secrets:
-                count = self.counts.get(secret, 0)
-                self.counts[secret] = count + 1
-                if not count:
+                if secret not in self.counts:
                     self.root.insert(secret)
+                self.counts[secret] = self.counts.get(secret, 0) + 1
         weakref.finalize(owner, self.dead.append, secrets)  # atomic; no lock (see above)
 
     def _collect(self) -> None:
@@ -261,15 +259,9 @@ class SecretIndex(logging.Filter):
                         spans[-1][1] = max(spans[-1][1], end)
                     else:
                         spans.append([i, end])
-        if not spans:
-            return text
-        out: list[str] = []
-        last = 0
-        for start, end in spans:
-            out += (text[last:start], REDACTED)
-            last = end
-        out.append(text[last:])
-        return "".join(out)
+        # The text between the spans, joined by the mark.
+        cuts = [0, *(i for span in spans for i in span), len(text)]
+        return REDACTED.join(text[a:b] for a, b in zip(cuts[::2], cuts[1::2], strict=True))
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.counts:
@@ -280,14 +272,12 @@ class SecretIndex(logging.Filter):
         return True
 
 
+@dataclass(slots=True)
 class _Node:
     """A trie node: children by the next chunk; ends (shorter than a chunk) of secrets here."""
 
-    __slots__ = ("children", "ends")
-
-    def __init__(self) -> None:
-        self.children: dict[str, _Node] = {}
-        self.ends: set[str] = set()
+    children: dict[str, _Node] = field(default_factory=dict)
+    ends: set[str] = field(default_factory=set)
 
     def insert(self, secret: str) -> None:
         node = self
@@ -330,9 +320,7 @@ def scrub_library_logs(owner: HasSecrets) -> None:
     existing = [n for n in list(logging.Logger.manager.loggerDict)
                 if n.split(".", 1)[0] in ("httpx", "httpcore")]
     for name in dict.fromkeys([*_LIBRARY_LOGGERS, *existing]):
-        logger_ = logging.getLogger(name)
-        if _LIBRARY_LOG not in logger_.filters:
-            logger_.addFilter(_LIBRARY_LOG)
+        logging.getLogger(name).addFilter(_LIBRARY_LOG)  # once: addFilter skips a filter it has
     _LIBRARY_LOG.add(owner)
 
 

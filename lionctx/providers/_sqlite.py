@@ -11,6 +11,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,15 +87,13 @@ def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, .
                        provider.sql, provider.max_rows, formatter, secret_digest(fixed)), fields
 
 
+@dataclass(slots=True)
 class _Running:
     """The connection a worker thread is using, so a cancelled turn can interrupt it."""
 
-    __slots__ = ("lock", "conn", "cancelled")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.conn: sqlite3.Connection | None = None
-        self.cancelled = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    conn: sqlite3.Connection | None = None
+    cancelled: bool = False
 
     def interrupt(self) -> None:
         with self.lock:
