@@ -35,8 +35,7 @@ class ProvidedText(str):
 
     def __new__(cls, value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
         obj = super().__new__(cls, value)
-        obj.cached = cached
-        obj.stale = stale
+        obj.cached, obj.stale = cached, stale
         obj.plain = value if type(value) is str else None
         return obj
 
@@ -49,8 +48,7 @@ class CountedText(ProvidedText):
     token_encoding: str | None
 
     def __new__(cls, value: str, *, cached: bool = False, stale: bool = False,
-                token_count: int | None = None,
-                token_encoding: str | None = None) -> CountedText:
+                token_count: int | None = None, token_encoding: str | None = None) -> CountedText:
         obj = cast(CountedText, super().__new__(cls, value, cached=cached, stale=stale))
         obj.token_count, obj.token_encoding = token_count, token_encoding
         return obj
@@ -58,8 +56,7 @@ class CountedText(ProvidedText):
 
 def provided(value: str, *, cached: bool = False, stale: bool = False) -> ProvidedText:
     """``ProvidedText(value, cached=..., stale=...)``, keeping a count ``value`` carries."""
-    count = getattr(value, "token_count", None)
-    encoding = getattr(value, "token_encoding", None)
+    count, encoding = getattr(value, "token_count", None), getattr(value, "token_encoding", None)
     if isinstance(count, int) and isinstance(encoding, str):
         return CountedText(value, cached=cached, stale=stale, token_count=count,
                            token_encoding=encoding)
@@ -73,9 +70,7 @@ def known_token_count(text: Any, counter: Any) -> int | None:
     count, encoding = text.token_count, text.token_encoding
     if type(count) is not int or count < 0 or encoding is None:
         return None
-    if getattr(counter, "encoding_name", None) != encoding:
-        return None
-    return count
+    return count if getattr(counter, "encoding_name", None) == encoding else None
 
 
 class ContextSource:
@@ -110,8 +105,7 @@ class ContextSource:
         raise :class:`SourceUnavailable` (the reason, without secrets) on failure."""
         if not type(self)._lionctx_retrieves:
             return await self.fetch(query, ctx)  # written to the fetch-only contract
-        raise NotImplementedError(f"{type(self).__name__} must implement "
-                                  f"retrieve(query, ctx)")
+        raise NotImplementedError(f"{type(self).__name__} must implement retrieve(query, ctx)")
 
     async def fetch(self, query: str, ctx: Any) -> str | None:
         """agentium face: the text, or ``None``, also when the source could not answer
@@ -121,8 +115,7 @@ class ContextSource:
         one; ``None``: the run context bound with :func:`lionctx.bind_run_context`.
         """
         if type(self).retrieve is ContextSource.retrieve:  # neither implemented: no ping-pong
-            raise NotImplementedError(f"{type(self).__name__} must implement "
-                                      f"retrieve(query, ctx)")
+            raise NotImplementedError(f"{type(self).__name__} must implement retrieve(query, ctx)")
         ctx = coerce_run_context(ctx)
         try:
             text = await self.retrieve(query, ctx)
@@ -191,8 +184,7 @@ def check_count(value: Any, label: str, minimum: int) -> int:
     return value
 
 
-def check_duration(value: Any, label: str, *, allow_zero: bool,
-                   unit: str = "seconds") -> float:
+def check_duration(value: Any, label: str, *, allow_zero: bool, unit: str = "seconds") -> float:
     """A finite number of ``unit``, positive (or zero when allowed)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidType(f"{label} must be a number of {unit}, got {value!r}")

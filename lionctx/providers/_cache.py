@@ -18,22 +18,15 @@ from .._adapters import (
     run_context_from_branch,
 )
 from .._context import context_value
-from .._exceptions import InvalidType, InvalidValue, SharedFetchError
+from .._exceptions import InvalidType, InvalidValue, SharedFetchError, SourceUnavailable
 from .._safe_text import error_text, safe_text
 from .._scope import context_fields as scoped_fields
 from .._scope import scope_of
 from .._scope import source_identity as scoped_identity
 from ..cache._base import BoundCache, Codec, bind_cache
-from ._base import (
-    ContextSource,
-    SourceUnavailable,
-    check_count,
-    check_duration,
-    check_name,
-    provided,
-)
+from ._base import ContextSource, check_count, check_duration, check_name, provided
 from ._flight import Source
-from ._identity import check_fields, check_identity
+from ._identity import check_fields, check_identity, hashable
 
 __all__ = ["CachedContextProvider", "default_key", "query_key"]
 
@@ -43,11 +36,7 @@ KeyFunc = Callable[[str, Any], Hashable]
 def _identity(value: Any) -> Hashable:
     """An id as a key part: typed, so ``1``, ``True`` and ``"1"`` stay different users."""
     kind = type(value).__qualname__
-    try:
-        hash(value)
-    except TypeError:
-        return (kind, "unhashable", repr(value))
-    return (kind, value)
+    return (kind, value) if hashable(value) else (kind, "unhashable", repr(value))
 
 
 def default_key(query: str, ctx: Any) -> Hashable:
@@ -61,13 +50,11 @@ def query_key(query: str, ctx: Any) -> Hashable:
     return query
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class _Same:
     """A key part equal only to one object (a branch); holding it, no new branch takes its id."""
 
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
+    obj: Any
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Same) and other.obj is self.obj
@@ -85,10 +72,8 @@ def _reason_of(provider: Any) -> str | None:
 
 
 def _why(exc: BaseException | None) -> str:
-    """A failure as a reason: a SourceUnavailable's message is one already."""
-    if isinstance(exc, SourceUnavailable):
-        return safe_text(exc)
-    return ": ".join(error_text(exc))  # bounded, whatever the exception's __str__ does
+    """A failure as a bounded reason: a SourceUnavailable's message is one already."""
+    return safe_text(exc) if isinstance(exc, SourceUnavailable) else ": ".join(error_text(exc))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +94,12 @@ def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
 
 
 _STORED_CODEC: Codec[_Stored] = Codec(
-    text=lambda stored: stored.text,
-    meta=lambda stored: {"reason": stored.reason, "stale": stored.stale},
-    build=_stored_build)
+    text=lambda stored: stored.text, build=_stored_build,
+    meta=lambda stored: {"reason": stored.reason, "stale": stored.stale})
 
 
 def _note(*reasons: str | None) -> str | None:
-    parts = [r for r in reasons if r]
-    return "; ".join(parts) if parts else None
+    return "; ".join(filter(None, reasons)) or None
 
 
 class CachedContextProvider(ContextSource):
@@ -176,32 +159,20 @@ class CachedContextProvider(ContextSource):
         self.inner = inner
         self._name = None if name is None else check_name(name)
         given = check_identity(source_identity)
-        self._source_identity = given if given is not None else scoped_identity(inner)
-        self._context_fields = (scoped_fields(inner) if context_fields is None
-                                else check_fields(context_fields))
+        self.source_identity = given if given is not None else scoped_identity(inner)
+        self.context_fields = (scoped_fields(inner) if context_fields is None
+                               else check_fields(context_fields))
         stated = scoped_identity(inner) is not None or context_fields is not None
         self.key: KeyFunc = key or (query_key if stated else default_key)
         self._cache: BoundCache[_Stored] = bind_cache(
-            cache, inner, self.name, kind="cached", scope=self._source_identity,
-            ttl=ttl, maxsize=check_count(maxsize, "maxsize", 1),
-            stale_on_error=stale_on_error, wait=None,
-            codec=_STORED_CODEC, remote_error=SourceUnavailable)
-        self.degradation_reason = None
+            cache, inner, self.name, kind="cached", scope=self.source_identity, ttl=ttl,
+            maxsize=check_count(maxsize, "maxsize", 1), stale_on_error=stale_on_error,
+            wait=None, codec=_STORED_CODEC, remote_error=SourceUnavailable)
 
     @property
     def name(self) -> str:  # type: ignore[override]  # read only: derived from the inner
         """The explicit name, else the inner provider's."""
         return provider_name(self.inner, self._name)
-
-    @property
-    def source_identity(self) -> str | None:  # type: ignore[override]
-        """The identity given here, else the inner provider's."""
-        return self._source_identity
-
-    @property
-    def context_fields(self) -> tuple[str, ...]:  # type: ignore[override]
-        """The fields given here, else the inner provider's."""
-        return self._context_fields
 
     @property
     def ttl(self) -> float:
@@ -269,11 +240,9 @@ class CachedContextProvider(ContextSource):
 
     async def _load(self, call: Callable[[], Awaitable[Any]]) -> _Stored | None:
         result = await call()
-        if result is None:
-            return None
-        if not isinstance(result, str):
+        if result is not None and not isinstance(result, str):
             raise InvalidType(f"provider returned {type(result).__name__}, expected str or None")
-        if not str.__len__(result):
+        if result is None or not str.__len__(result):
             return None
         return _Stored(str.__add__("", result), _reason_of(self.inner),
                        bool(getattr(result, "stale", False)))

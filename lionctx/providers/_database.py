@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._exceptions import InvalidType, InvalidValue
 from .._threads import run_in_worker
 from ._base import ContextSource, SourceUnavailable, check_name
-from ._identity import check_fields, check_identity
+from ._identity import check_fields, check_identity, hashable
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._sqlite import SqliteContextProvider
@@ -24,14 +24,6 @@ def _is_async(fn: Any) -> bool:
         fn = fn.func
     call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _wants_query(fn: Any) -> bool:
@@ -76,22 +68,19 @@ class DatabaseContextProvider(ContextSource):
         context_fields: Iterable[str] = (),
     ) -> None:
         if name is not None and label is not None and name != label:
-            raise InvalidValue(f"give name or label, not both (got name={name!r}, "
-                             f"label={label!r})")
-        chosen = check_name(name if name is not None else label, "name (or label)")
+            raise InvalidValue(f"give name or label, not both (got name={name!r}, label={label!r})")
+        self.name = check_name(name if name is not None else label, "name (or label)")
         if fetch is None or not callable(fetch):
             raise InvalidType(f"fetch must be a function of (ctx) or (query, ctx), got {fetch!r}")
         if takes_query is not None and not isinstance(takes_query, bool):
             raise InvalidType(f"takes_query must be a bool or None, got {takes_query!r}")
-        self.name = chosen
         self.source_identity = check_identity(source_identity)
         self.context_fields = check_fields(context_fields)
         self._fn = fetch
         self._async = _is_async(fetch)
         self.takes_query = _wants_query(fetch) if takes_query is None else takes_query
-        self.degradation_reason = None
         # Stuck threads are capped per function (providers built per request share it).
-        self._worker_key: Any = ("database", fetch) if _hashable(fetch) else ("database", self)
+        self._worker_key: Any = ("database", fetch) if hashable(fetch) else ("database", self)
 
     @property
     def label(self) -> str:

@@ -9,8 +9,7 @@ from collections.abc import Iterable, Iterator
 
 from .._exceptions import BodyTooLarge, DecodeError
 
-__all__ = ["ACCEPT_ENCODING", "MAX_LAYERS", "BodyDecoder", "BodyTooLarge", "DecodeError",
-           "codings"]
+__all__ = ["ACCEPT_ENCODING", "MAX_LAYERS", "BodyDecoder", "BodyTooLarge", "DecodeError", "codings"]
 
 DECODED = ("gzip", "deflate")
 ACCEPT_ENCODING = "gzip, deflate"

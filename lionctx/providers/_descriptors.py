@@ -5,6 +5,7 @@ Without ``dir_fd`` (Windows) paths are checked with ``realpath``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -78,18 +79,15 @@ def os_reason(exc: OSError) -> str:
 
 
 def open_root(base_path: str) -> tuple[Any, str, os.stat_result]:
-    """The base directory: its handle, real path and stat (symlinks followed)."""
-    missing = f"base_path {base_path!r} is not a directory"
-    try:
-        if not FD_WALK:
-            real = os.path.realpath(base_path)
-            st = os.stat(real)
-            if not stat.S_ISDIR(st.st_mode):
-                raise FileNotFoundError(missing)
-            return real, real, st
-        fd = os.open(base_path, os.O_RDONLY | _O_CLOEXEC | _O_DIRECTORY)
-    except (FileNotFoundError, NotADirectoryError):
-        raise FileNotFoundError(missing) from None
+    """The base directory: its handle, real path and stat (symlinks followed); an OSError
+    (FileNotFoundError or NotADirectoryError: not a directory) if it cannot be opened."""
+    if not FD_WALK:
+        real = os.path.realpath(base_path)
+        st = os.stat(real)
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectoryError(base_path)
+        return real, real, st
+    fd = os.open(base_path, os.O_RDONLY | _O_CLOEXEC | _O_DIRECTORY)
     try:
         st = os.fstat(fd)
         real = os.readlink(f"/proc/self/fd/{fd}") if PROC_FD else os.path.realpath(base_path)
@@ -125,11 +123,10 @@ def open_dir(parent: Any, parent_real: str, name: str, target: str | None,
 
 
 def close_dir(fd: Any) -> None:
-    if FD_WALK:
-        try:
+    """Close a directory descriptor (``None``: one already closed)."""
+    if FD_WALK and fd is not None:
+        with contextlib.suppress(OSError):  # closing our own descriptor
             os.close(fd)
-        except OSError:  # pragma: no cover - closing our own descriptor
-            pass
 
 
 def fd_inside(fd: int, base_real: str) -> bool:
@@ -170,8 +167,7 @@ def read_file(dir_fd: Any, name: str, target: str | None, listed: os.stat_result
         return Seen(None, None, fd)
     try:
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (listed.st_dev, listed.st_ino) or not stat.S_ISREG(
-                st.st_mode):
+        if (st.st_dev, st.st_ino) != (listed.st_dev, listed.st_ino) or not stat.S_ISREG(st.st_mode):
             return Seen(None, None, "changed during the walk")
         if target is not None and not fd_inside(fd, base_real):
             return Seen(None, None, "symlink points outside the base path")
@@ -184,8 +180,7 @@ def read_file(dir_fd: Any, name: str, target: str | None, listed: os.stat_result
         os.close(fd)
     if data is None:
         return Seen(None, None, f"grew over max_file_size {max_size} while being read")
-    text, reason = decode_text(data, encoding)
-    return Seen(file_key(st), text, reason)
+    return Seen(file_key(st), *decode_text(data, encoding))
 
 
 def read_capped(fd: int, size_hint: int, limit: int) -> bytes | None:

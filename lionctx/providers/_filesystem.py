@@ -93,12 +93,9 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.source_identity: str | None = identity_of(
             "filesystem", self.base_path, os.path.realpath(self.base_path), glob,
             self.encoding, self.max_file_size, self.max_files)
-        self.degradation_reason = None
         self.last_skipped: list[tuple[str, str]] = []
         self.last_included: list[str] = []
-        self._files: dict[str, Seen] = {}
-        self._plan: Scan | None = None  # the last walk, if a stat-only check can stand in
-        self._output: str | None = None
+        self.invalidate()
         self._rendered_from: list[tuple[str, str]] = []
 
     def __repr__(self) -> str:
@@ -110,7 +107,6 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         missing or cannot be listed (a file that cannot be read is skipped)."""
         plan = self._plan
         if plan is not None and plan.size <= _INLINE_STATS and self._unchanged(plan):
-            # A few stat calls cost less than the round trip to a worker thread.
             self.last_error = None
             return self._same_again()
         stop = threading.Event()
@@ -124,8 +120,11 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         except WorkersExhausted as exc:
             self._unavailable(str(exc))
             raise
-        except OSError as exc:  # only the base path's: the walk makes the rest skips
-            raise self._unavailable(self._root_reason(exc)) from None
+        except (FileNotFoundError, NotADirectoryError):  # only the base path's errors come here
+            raise self._unavailable(f"base_path {self.base_path!r} is not a directory") from None
+        except OSError as exc:  # the walk makes the rest's skips
+            raise self._unavailable(f"base_path {self.base_path!r} could not be listed: "
+                                    f"{os_reason(exc)}") from None
         except Exception:
             self.degradation_reason = None
             raise
@@ -134,23 +133,15 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
             return self._same_again()
         return self._publish(scan)
 
-    def _root_reason(self, exc: OSError) -> str:
-        if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
-            return f"base_path {self.base_path!r} is not a directory"
-        return f"base_path {self.base_path!r} could not be listed: {os_reason(exc)}"
-
     def invalidate(self) -> None:
         """Forget what was read; the next call reads every file again."""
-        self._files = {}
-        self._plan = None
-        self._output = None
+        self._files: dict[str, Seen] = {}
+        self._plan: Scan | None = None  # the last walk, if a stat-only check can stand in
+        self._output: str | None = None
 
-    # -- results ------------------------------------------------------------------
     def _same_again(self) -> str | None:
         # last_skipped and degradation_reason still describe this tree.
-        if self._output is None:
-            return None
-        return ProvidedText(self._output, cached=True)
+        return None if self._output is None else ProvidedText(self._output, cached=True)
 
     def _publish(self, scan: Scan) -> str | None:
         self._files = scan.files
@@ -182,14 +173,12 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
             # memoized token count) Python keeps.
             output: str | None = self._output
         else:
-            output = _render(included) if included else None
+            output = "\n\n".join(f"# {rel}\n{text}" for rel, text in included) or None
         self._rendered_from = included
         self._output = output
         scan.old = {}  # the walk before it is not kept alive through it
         self._plan = scan if scan.trusted else None
-        if output is None:
-            return None
-        if scan.reads == 0:
+        if output is not None and scan.reads == 0:
             return ProvidedText(output, cached=True)
         return output
 
@@ -200,8 +189,3 @@ def _some(items: Iterable[str]) -> str:
     shown = ", ".join(listed[:_REASON_NAMES])
     more = len(listed) - _REASON_NAMES
     return f"{shown} and {more} more" if more > 0 else shown
-
-
-def _render(included: list[tuple[str, str]]) -> str:
-    """``# path``, newline, content; files joined by a blank line."""
-    return "\n\n".join(f"# {rel}\n{text}" for rel, text in included)

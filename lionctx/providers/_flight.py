@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar, cast
 
@@ -48,14 +48,12 @@ class Hit(Generic[V]):
         return self.source is not Source.FRESH
 
 
+@dataclass(slots=True)
 class _Flight:
-    __slots__ = ("done", "hit", "error", "abandoned")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.hit: Hit[Any] | None = None  # the leader's, once it succeeded
-        self.error: BaseException | None = None
-        self.abandoned = False
+    done: anyio.Event = field(default_factory=anyio.Event)
+    hit: Hit[Any] | None = None  # the leader's, once it succeeded
+    error: BaseException | None = None
+    abandoned: bool = False
 
 
 async def lead_flight(flights: dict[Any, _Flight], key: Hashable,
@@ -102,12 +100,10 @@ class FlightCache(Generic[V]):
         self.ttl = check_duration(ttl, "ttl", allow_zero=True)
         self.maxsize = check_count(maxsize, "maxsize", 1)
         self.stale_on_error = bool(stale_on_error)
-        self._fresh: TTLCache[Hashable, V] | None = (
-            TTLCache(maxsize, self.ttl, timer) if self.ttl > 0 else None
-        )
-        self._last_good: LRUCache[Hashable, V] | None = (
-            LRUCache(maxsize) if self.stale_on_error else None
-        )
+        self._fresh: TTLCache[Hashable, V] | None = (TTLCache(maxsize, self.ttl, timer)
+                                                     if self.ttl > 0 else None)
+        self._last_good: LRUCache[Hashable, V] | None = (LRUCache(maxsize)
+                                                         if self.stale_on_error else None)
         self._flights: dict[Hashable, _Flight] = {}
 
     def __len__(self) -> int:
@@ -115,9 +111,7 @@ class FlightCache(Generic[V]):
 
     def peek(self, key: Hashable) -> V | None:
         """The stored, unexpired value for ``key``, or ``None``; never loads."""
-        if self._fresh is None:
-            return None
-        return self._fresh.get(key)
+        return None if self._fresh is None else self._fresh.get(key)
 
     def clear(self) -> None:
         """Forget every stored and last-good value (in-flight loads are unaffected)."""
@@ -142,8 +136,7 @@ class FlightCache(Generic[V]):
             return Hit(value, Source.CACHED)
         flight = await join_flight(self._flights, key)
         if flight is None:
-            hit: Hit[V] = await lead_flight(self._flights, key, lambda: self._load(key, load))
-            return hit
+            return await lead_flight(self._flights, key, lambda: self._load(key, load))
         error = flight.error if flight.hit is None else flight.hit.error
         if error is None:
             return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)

@@ -22,20 +22,15 @@ _MAX_ALTERNATIVES = 256
 _CLASS = re.compile(r"\[(?:!|(?!!))(?:\]|(?!\]))[^\]]*\]")
 
 
-class _Segment:
-    __slots__ = ("text", "match", "dot_ok")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.dot_ok = text.startswith(".")
-        self.match = re.compile(fnmatch.translate(text)).match
-
-    def matches(self, name: str) -> bool:
-        # A wildcard never matches a leading "." the segment does not spell out.
-        return (self.dot_ok or not name.startswith(".")) and self.match(name) is not None
+def _segment(text: str) -> Callable[[str], bool]:
+    """Whether a name matches one segment."""
+    match = re.compile(fnmatch.translate(text)).match
+    dot_ok = text.startswith(".")
+    # A wildcard never matches a leading "." the segment does not spell out.
+    return lambda name: (dot_ok or not name.startswith(".")) and match(name) is not None
 
 
-Seg = _Segment | None  # None: the ``**`` segment
+Seg = Callable[[str], bool] | None  # None: the ``**`` segment
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -86,19 +81,18 @@ def _split(pattern: str, original: str) -> tuple[Seg, ...]:
             # fnmatch would match it literally and quietly find nothing: a typo.
             raise InvalidValue(f"glob {original!r} has a '[' with no closing ']' "
                              "(write '[[]' to match a literal '[')")
-        if part == "**":
-            if segs and segs[-1] is None:
-                continue  # a/**/**/b is a/**/b
+        if part != "**":
+            segs.append(_segment(part))
+        elif not segs or segs[-1] is not None:  # a/**/**/b is a/**/b
             segs.append(None)
-        else:
-            segs.append(_Segment(part))
     if not segs:
         raise InvalidValue(f"glob matches nothing, got {original!r}")
     return tuple(segs)
 
 
 class GlobMatcher:
-    """A compiled glob: ``initial()``, then ``step`` into directories, ``file_test``."""
+    """A compiled glob: ``initial`` (the base directory's states), then ``step`` into
+    directories, ``file_test``."""
 
     def __init__(self, pattern: str) -> None:
         if not isinstance(pattern, str):
@@ -111,33 +105,23 @@ class GlobMatcher:
         except ValueError as exc:
             raise InvalidValue(f"glob {pattern!r}: {exc}") from None
         self._pats: tuple[tuple[Seg, ...], ...] = tuple(_split(p, pattern) for p in alternatives)
-        self._initial = self._closure((i, 0) for i in range(len(self._pats)))
+        self.initial = self._closure((i, 0) for i in range(len(self._pats)))
         # Memoized: directory names repeat little, so the steps are bounded.
         self.step: Callable[[States, str], States] = functools.lru_cache(4096)(self._step)
-        self.file_test: Callable[[States], Callable[[str], bool]] = functools.cache(
-            self._file_test)
+        self.file_test: Callable[[States], Callable[[str], bool]] = functools.cache(self._file_test)
 
     def __repr__(self) -> str:
         return f"GlobMatcher({self.pattern!r})"
 
     def _closure(self, states: Iterable[tuple[int, int]]) -> States:
-        # A ``**`` may match zero directories: being before it means being after it too.
+        # A ``**`` may match zero directories: being before it means being after it too
+        # (never two in a row: _split merges them).
         out: set[tuple[int, int]] = set()
-        todo = list(states)
-        pats = self._pats
-        while todo:
-            st = todo.pop()
-            if st in out:
-                continue
-            out.add(st)
-            p, i = st
-            if i < len(pats[p]) and pats[p][i] is None:
-                todo.append((p, i + 1))
+        for p, i in states:
+            out.add((p, i))
+            if i < len(self._pats[p]) and self._pats[p][i] is None:
+                out.add((p, i + 1))
         return frozenset(out)
-
-    def initial(self) -> States:
-        """The states at the base directory."""
-        return self._initial
 
     def _step(self, states: States, name: str) -> States:
         """States inside directory ``name``; empty means nothing below can match."""
@@ -151,36 +135,28 @@ class GlobMatcher:
             if seg is None:
                 if not name.startswith("."):
                     nxt.append((p, i))
-            elif i < len(segs) - 1 and seg.matches(name):  # the last segment names files
+            elif i < len(segs) - 1 and seg(name):  # the last segment names files
                 nxt.append((p, i + 1))
         return self._closure(nxt) if nxt else frozenset()
 
     def _file_test(self, states: States) -> Callable[[str], bool]:
         """A predicate for file names in a directory reached with ``states``."""
-        lasts: list[_Segment] = []
+        lasts: list[Callable[[str], bool]] = []
         for p, i in states:
             segs = self._pats[p]
             if i == len(segs) - 1:
                 seg = segs[i]
                 if seg is None:
-                    return _not_hidden
+                    return lambda name: not name.startswith(".")
                 lasts.append(seg)
         if not lasts:
-            return _never
+            return lambda name: False
         if len(lasts) == 1:
-            return lasts[0].matches
-        return lambda name: any(seg.matches(name) for seg in lasts)
+            return lasts[0]
+        return lambda name: any(seg(name) for seg in lasts)
 
 
 @functools.lru_cache(maxsize=64)
 def compiled_glob(pattern: str) -> GlobMatcher:
     """One shared compiled matcher per pattern (providers built per request reuse it)."""
     return GlobMatcher(pattern)
-
-
-def _not_hidden(name: str) -> bool:
-    return not name.startswith(".")
-
-
-def _never(name: str) -> bool:
-    return False

@@ -111,11 +111,10 @@ class HttpContextProvider(ContextSource):
         import httpx  # deferred: importing lionctx should not import httpx
 
         self.url = rq.check_url(url)
-        self._secrets: list[str] = rq.url_secrets(self.url)
         self.method = rq.check_method(method)
         headers, header_secrets = rq.check_headers(headers)
-        self._secrets.extend(header_secrets)
-        self._secrets.sort(key=len, reverse=True)  # longest first: see _redact
+        # Longest first: a secret inside a longer one goes with it (see _redact.redact).
+        self._secrets = sorted(rq.url_secrets(self.url) + header_secrets, key=len, reverse=True)
         self._content, self._headers = rq.encode_body(body, headers)
         self.timeout = check_duration(timeout, "timeout", allow_zero=False)
         self.cache_ttl = check_duration(cache_ttl, "cache_ttl", allow_zero=True)
@@ -127,9 +126,8 @@ class HttpContextProvider(ContextSource):
         else:
             self.allowed_hosts = rq.parse_hosts(allowed_hosts)
             if not self._allowed(self.url):
-                raise InvalidValue(
-                    f"allowed_hosts {self.allowed_hosts!r} does not include the host of url "
-                    f"({self._home[0]}:{self._home[1]})")
+                raise InvalidValue(f"allowed_hosts {self.allowed_hosts!r} does not include the "
+                                   f"host of url ({self._home[0]}:{self._home[1]})")
         self.max_response_bytes = check_count(max_response_bytes, "max_response_bytes", 1)
         self.max_redirects = check_count(max_redirects, "max_redirects", 0)
         if transform is not None and not callable(transform):
@@ -150,8 +148,6 @@ class HttpContextProvider(ContextSource):
             cache, self, self.name, kind="http", scope=request or stated, ttl=self.cache_ttl,
             maxsize=1, stale_on_error=self.stale_on_error, wait=self.timeout,
             codec=TEXT_CODEC, remote_error=HttpFetchError)
-        self.last_error: str | None = None
-        self.degradation_reason = None
         if self._secrets:
             scrub_library_logs(self)
 
@@ -164,11 +160,10 @@ class HttpContextProvider(ContextSource):
         :class:`SourceUnavailable` when the request failed and no stale value is served."""
         try:
             hit = await self._cache.get(_CACHE_KEY, self._load)
-        except HttpFetchError as exc:
-            raise self._unavailable(str(exc), exc.scope) from None
-        except SharedFetchError as exc:
-            if isinstance(exc.original, HttpFetchError):
-                raise self._unavailable(str(exc.original), exc.original.scope) from None
+        except (HttpFetchError, SharedFetchError) as exc:
+            failure = exc.original if isinstance(exc, SharedFetchError) else exc
+            if isinstance(failure, HttpFetchError):
+                raise self._unavailable(str(failure), failure.scope) from None
             raise
         if hit.source is Source.STALE:
             error = hit.error
@@ -212,19 +207,13 @@ class HttpContextProvider(ContextSource):
         host, port = rq.url_host(url), rq.url_port(url)
         return any(h.allows(host, port, url.scheme, self._home) for h in self.allowed_hosts)
 
-    def _get_client(self) -> httpx.AsyncClient:
-        if self._given_client is not None:
-            return self._given_client
-        import httpx
-
-        # trust_env=False: no proxy (or CA settings) from the environment.
-        return self._client.get(lambda: httpx.AsyncClient(
-            follow_redirects=False, trust_env=False, timeout=httpx.Timeout(self.timeout)))
-
     async def _load(self) -> str | None:
         import httpx
 
-        client = self._get_client()
+        # trust_env=False: no proxy (or CA settings) from the environment.
+        client = self._given_client if self._given_client is not None else self._client.get(
+            lambda: httpx.AsyncClient(follow_redirects=False, trust_env=False,
+                                      timeout=httpx.Timeout(self.timeout)))
         try:
             with anyio.fail_after(self.timeout):
                 text = await self._request(client)
@@ -249,16 +238,12 @@ class HttpContextProvider(ContextSource):
         return out or None
 
     async def _request(self, client: httpx.AsyncClient) -> str | None:
-        url = self.url
-        method = self.method
-        content = self._content
-        headers = self._headers
+        url, method, content, headers = self.url, self.method, self._content, self._headers
         first = rq.origin(url)
         for _hop in range(self.max_redirects + 1):
             if not self._allowed(url):
-                raise HttpFetchError(
-                    f"refused: host {rq.url_host(url)}:{rq.url_port(url)} is not in "
-                    "allowed_hosts")
+                raise HttpFetchError(f"refused: host {rq.url_host(url)}:{rq.url_port(url)} is "
+                                     "not in allowed_hosts")
             async with client.stream(method, url, headers=rq.wire_headers(headers),
                                      content=content,
                                      follow_redirects=False, timeout=self.timeout) as resp:
@@ -278,13 +263,11 @@ class HttpContextProvider(ContextSource):
         cap = self.max_response_bytes
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise HttpFetchError(f"response of {declared} bytes is over max_response_bytes "
-                                 f"({cap})")
+            raise HttpFetchError(f"response of {declared} bytes is over max_response_bytes ({cap})")
         over = f"response body is over max_response_bytes ({cap})"
         try:
             # Raw bytes decoded here: httpx decodes a whole chunk before a cap (gzip bomb).
-            stack = _decode.codings(resp.headers.get_list("content-encoding",
-                                                          split_commas=True))
+            stack = _decode.codings(resp.headers.get_list("content-encoding", split_commas=True))
             decoder = _decode.BodyDecoder(stack, cap)
             buf = bytearray()
             wire = 0
@@ -302,8 +285,7 @@ class HttpContextProvider(ContextSource):
             return None
         charset = resp.charset_encoding or "utf-8"
         try:
-            if codecs.lookup(charset).name in _SLOW_CODECS:
-                charset = "utf-8"
-            return buf.decode(charset, errors="replace")
+            slow = codecs.lookup(charset).name in _SLOW_CODECS
+            return buf.decode("utf-8" if slow else charset, errors="replace")
         except LookupError:
             return buf.decode("utf-8", errors="replace")

@@ -5,6 +5,7 @@ compare as on the wire (IDNA, lower case, no trailing dot, IPv6 compressed in br
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import re
@@ -33,7 +34,6 @@ _BODY_HEADERS = frozenset({"content-type", "content-length"})
 #: ``(scheme, host, port)`` as the host check sees them.
 Origin = tuple[str, str, int]
 
-
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _HOST_ENTRY = re.compile(r"^(?P<wild>\*\.)?(?P<host>\[[^\]]+\]|[^\[\]:/@\s]+)"
@@ -47,10 +47,8 @@ def wire_host(raw: str) -> str:
     """A host as compared: lower case, no trailing dot, IPv6 in canonical brackets."""
     host = raw.lower().rstrip(".")
     if ":" in host:  # an IPv6 literal (httpx gives it without brackets)
-        try:
+        with contextlib.suppress(ValueError):  # not an address: kept, and matches nothing else
             host = ipaddress.IPv6Address(host).compressed
-        except ValueError:
-            pass  # not an address: it stays as written, and matches nothing else
         return f"[{host}]"
     return host
 
@@ -179,13 +177,10 @@ def url_secrets(url: httpx.URL) -> list[str]:
     found: list[str] = []
     if url.userinfo:
         # As written (as httpx logs it) and decoded; a user name alone is a token.
-        raw = url.userinfo.decode("ascii", "replace")
-        user, _, password = raw.partition(":")
-        for secret in (password, url.password) if password else (user, url.username):
-            if len(secret) >= MIN_SECRET:
-                found.append(secret)
-    found.extend(query_secrets(url.query.decode("ascii", "replace")))
-    return found
+        user, _, password = url.userinfo.decode("ascii", "replace").partition(":")
+        pair = (password, url.password) if password else (user, url.username)
+        found += [secret for secret in pair if len(secret) >= MIN_SECRET]
+    return found + query_secrets(url.query.decode("ascii", "replace"))
 
 
 def check_method(method: object) -> str:
@@ -200,8 +195,7 @@ def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
     if headers is None:
         return {}, []
     if not isinstance(headers, Mapping):
-        raise InvalidType(f"headers must be a mapping of str to str, got "
-                        f"{type(headers).__name__}")
+        raise InvalidType(f"headers must be a mapping of str to str, got {type(headers).__name__}")
     out: dict[str, str] = {}
     found: list[str] = []
     for key, value in headers.items():
@@ -214,10 +208,8 @@ def check_headers(headers: object) -> tuple[dict[str, str], list[str]]:
             raise InvalidValue(f"headers[{key!r}] must be printable ASCII: no line breaks, "
                              f"control or non-ASCII characters")
         out[key] = value
-        if len(value.strip()) >= MIN_SECRET:
-            found.append(value.strip())
-            # "Bearer abc...": the token alone is as secret as the whole value
-            found.extend(p for p in value.split() if len(p) >= MIN_SECRET)
+        # "Bearer abc...": the token alone is as secret as the whole value
+        found += [p for p in (value.strip(), *value.split()) if len(p) >= MIN_SECRET]
     return out, found
 
 
@@ -233,8 +225,7 @@ def encode_body(body: object, headers: Mapping[str, str]) -> tuple[bytes | None,
         if any(k.lower() == "content-type" for k in headers):
             return data, dict(headers)
         return data, {**headers, "Content-Type": "application/json"}
-    raise InvalidType(f"body must be a str, bytes, dict, list or None, got "
-                    f"{type(body).__name__}")
+    raise InvalidType(f"body must be a str, bytes, dict, list or None, got {type(body).__name__}")
 
 
 def wire_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -261,14 +252,8 @@ def redirect_target(url: httpx.URL, location: str) -> httpx.URL:
     return nxt
 
 
-def after_redirect(
-    status: int,
-    method: str,
-    content: bytes | None,
-    headers: Mapping[str, str],
-    first: Origin,
-    nxt: Origin,
-) -> tuple[str, bytes | None, dict[str, str]]:
+def after_redirect(status: int, method: str, content: bytes | None, headers: Mapping[str, str],
+                   first: Origin, nxt: Origin) -> tuple[str, bytes | None, dict[str, str]]:
     """The next hop's method, body and headers: 303, and 301/302 after a POST, become GET
     (HEAD stays) without the body; another origin than ``first`` gets no caller's headers."""
     out = dict(headers)

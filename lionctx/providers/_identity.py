@@ -4,6 +4,7 @@ parts that decide the text (secrets as a salted digest, a function by its code's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -16,7 +17,7 @@ from typing import Any
 
 from .._exceptions import InvalidType, InvalidValue
 
-__all__ = ["MAX_IDENTITY", "callable_identity", "check_fields", "check_identity",
+__all__ = ["MAX_IDENTITY", "callable_identity", "check_fields", "check_identity", "hashable",
            "identity_of", "name_from_path", "secret_digest"]
 
 #: Longest identity a caller may state (an identity names a source, it is not data).
@@ -36,15 +37,22 @@ def secret_digest(*parts: Any) -> str:
                            person=b"lionctx-secret").hexdigest()
 
 
+def hashable(value: Any) -> bool:
+    """Whether ``hash(value)`` works (a tuple holding a list does not)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 def _shown(value: Any) -> str | None:
     """``repr(value)``, or None when it holds an address or cannot be taken."""
     try:
         text = repr(value)
     except Exception:
         return None
-    if not isinstance(text, str) or " at 0x" in text:
-        return None
-    return text
+    return None if " at 0x" in text else text
 
 
 def callable_identity(fn: Any) -> str | None:
@@ -52,10 +60,8 @@ def callable_identity(fn: Any) -> str | None:
     ``None`` when it carries state only this process can name (read when first named)."""
     if fn is None:
         return "none"
-    try:
+    with contextlib.suppress(KeyError, TypeError):  # not seen, or not weak-referenceable
         return _NAMED[fn]
-    except (KeyError, TypeError):  # not seen, or not weak-referenceable / unhashable
-        pass
     shown = _shown(_material(fn, 0))
     if shown is None:
         return None
@@ -68,10 +74,8 @@ def callable_identity(fn: Any) -> str | None:
     module = getattr(target, "__module__", None) or "?"
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", "?")
     named = f"{module}.{name}#{secret_digest(shown)[:16]}"
-    try:
+    with contextlib.suppress(TypeError):
         _NAMED[fn] = named
-    except TypeError:
-        pass
     return named
 
 

@@ -10,6 +10,7 @@ import re
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
@@ -25,13 +26,16 @@ MIN_SECRET = 4
 # Servers echo keys partly (``sk-proj-abc...****``): a run this long is the key.
 KEY_FRAGMENT = 8
 REDACTED = "[redacted]"
+#: Characters read past the limit, so a secret near the end is seen whole.
+_MARGIN = 256
+#: Up to this many secrets, a text is first searched for each of them whole.
+_FEW = 8
 
 _URL_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 _QUERY = re.compile(r"\?[^\s\"]*")
 
 
-def public_url(url: str, *, mark_query: bool = False,
-               unparsable: str = "<unparsable URL>") -> str:
+def public_url(url: str, *, mark_query: bool = False, unparsable: str = "<unparsable URL>") -> str:
     """``url`` without user info, query or fragment (``mark_query``: ``?...`` for a query)."""
     try:
         parts = urlsplit(url)
@@ -49,8 +53,7 @@ def public_url(url: str, *, mark_query: bool = False,
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` (longest first) replaced by ``[redacted]``."""
     for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
+        text = text.replace(secret, REDACTED)
     return text
 
 
@@ -59,21 +62,18 @@ def query_secrets(query: str) -> list[str]:
     may respell one), each at least :data:`MIN_SECRET` long."""
     found = [query]
     for part in query.split("&"):
-        _, eq, value = part.partition("=")
-        if not eq:
-            value = part  # "?TOKEN": a bare value
+        value = part.partition("=")[2] if "=" in part else part  # "?TOKEN": a bare value
         for form in {value, unquote(value), unquote_plus(value)}:
             found += [form, quote(form, safe=""), quote_plus(form, safe=""), quote(form)]
     return [f for f in dict.fromkeys(found) if len(f) >= MIN_SECRET]
 
 
-def mask_key(text: str, key: str | None, fragment: int = KEY_FRAGMENT) -> str:
-    """``text`` with ``key``, and any run of ``fragment``+ of its characters, as ``***``."""
+def mask_key(text: str, key: str | None) -> str:
+    """``text`` with ``key``, and any run of :data:`KEY_FRAGMENT`+ of its characters, as ``***``."""
     if not key or not text:
         return text
-    if key in text:
-        text = text.replace(key, "***")
-    size = min(fragment, len(key))
+    text = text.replace(key, "***")
+    size = min(KEY_FRAGMENT, len(key))
     if not any(key[i:i + size] in text for i in range(len(key) - size + 1)):
         return text
     out: list[str] = []
@@ -163,12 +163,9 @@ def scrub_personal(text: str) -> str:
     return text
 
 
-_SPACE = (" ", "\t", "\n", "\r", "\f", "\v")
-
-
 def _whole_words(head: str) -> str:
     """``head`` without its last word, which a cut may have split."""
-    return head[:max(head.rfind(c) for c in _SPACE) + 1]
+    return head[:max(head.rfind(c) for c in " \t\n\r\f\v") + 1]
 
 
 def scrub_bounded(text: object, limit: int) -> str:
@@ -182,17 +179,12 @@ def scrub_bounded(text: object, limit: int) -> str:
     head, note = split_cut(head)
     if note or size > window:
         head = _whole_words(head)  # the text went on: its last word may be cut
-        if not note:
-            note = f"... [{size:,} chars]"
+        note = note or f"... [{size:,} chars]"
     clean = scrub_personal(head)
     if len(clean) + len(note) > limit:
         note = note or f"... [{size:,} chars]"
         clean = _whole_words(clean[:max(limit - len(note), 0)])
     return (clean + note)[:limit]
-
-
-#: Characters read past the limit, so a secret near the end is seen whole.
-_MARGIN = 256
 
 
 class HasSecrets(Protocol):
@@ -231,10 +223,9 @@ class SecretIndex(logging.Filter):
         with self.lock:
             self._collect()
             for secret in secrets:
-                count = self.counts.get(secret, 0)
-                self.counts[secret] = count + 1
-                if not count:
+                if secret not in self.counts:
                     self.root.insert(secret)
+                self.counts[secret] = self.counts.get(secret, 0) + 1
         weakref.finalize(owner, self.dead.append, secrets)  # atomic; no lock (see above)
 
     def _collect(self) -> None:
@@ -268,15 +259,9 @@ class SecretIndex(logging.Filter):
                         spans[-1][1] = max(spans[-1][1], end)
                     else:
                         spans.append([i, end])
-        if not spans:
-            return text
-        out: list[str] = []
-        last = 0
-        for start, end in spans:
-            out += (text[last:start], REDACTED)
-            last = end
-        out.append(text[last:])
-        return "".join(out)
+        # The text between the spans, joined by the mark.
+        cuts = [0, *(i for span in spans for i in span), len(text)]
+        return REDACTED.join(text[a:b] for a, b in zip(cuts[::2], cuts[1::2], strict=True))
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.counts:
@@ -287,18 +272,12 @@ class SecretIndex(logging.Filter):
         return True
 
 
-#: Up to this many secrets, a text is first searched for each of them whole.
-_FEW = 8
-
-
+@dataclass(slots=True)
 class _Node:
     """A trie node: children by the next chunk; ends (shorter than a chunk) of secrets here."""
 
-    __slots__ = ("children", "ends")
-
-    def __init__(self) -> None:
-        self.children: dict[str, _Node] = {}
-        self.ends: set[str] = set()
+    children: dict[str, _Node] = field(default_factory=dict)
+    ends: set[str] = field(default_factory=set)
 
     def insert(self, secret: str) -> None:
         node = self
@@ -341,9 +320,7 @@ def scrub_library_logs(owner: HasSecrets) -> None:
     existing = [n for n in list(logging.Logger.manager.loggerDict)
                 if n.split(".", 1)[0] in ("httpx", "httpcore")]
     for name in dict.fromkeys([*_LIBRARY_LOGGERS, *existing]):
-        logger_ = logging.getLogger(name)
-        if _LIBRARY_LOG not in logger_.filters:
-            logger_.addFilter(_LIBRARY_LOG)
+        logging.getLogger(name).addFilter(_LIBRARY_LOG)  # once: addFilter skips a filter it has
     _LIBRARY_LOG.add(owner)
 
 

@@ -11,23 +11,17 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from .._context import context_value, spellings
-from .._exceptions import InvalidType, InvalidValue
+from .._exceptions import InvalidType, InvalidValue, SourceUnavailable
 from .._outcome import NoText
 from .._threads import WorkersExhausted, run_in_worker
-from ._base import (
-    ContextSource,
-    SourceUnavailable,
-    check_count,
-    check_duration,
-    check_name,
-    check_path,
-)
+from ._base import ContextSource, check_count, check_duration, check_name, check_path
 from ._identity import callable_identity, identity_of, name_from_path, secret_digest
 
 __all__ = ["SqliteContextProvider", "format_rows"]
@@ -90,19 +84,16 @@ def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, .
         return None, fields
     fixed = sorted((k, repr(v)) for k, v in (provider.params or {}).items())
     return identity_of("sqlite", provider.database, os.path.realpath(provider.database),
-                       provider.sql, provider.max_rows, formatter,
-                       secret_digest(fixed)), fields
+                       provider.sql, provider.max_rows, formatter, secret_digest(fixed)), fields
 
 
+@dataclass(slots=True)
 class _Running:
     """The connection a worker thread is using, so a cancelled turn can interrupt it."""
 
-    __slots__ = ("lock", "conn", "cancelled")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.conn: sqlite3.Connection | None = None
-        self.cancelled = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    conn: sqlite3.Connection | None = None
+    cancelled: bool = False
 
     def interrupt(self) -> None:
         with self.lock:
@@ -174,7 +165,6 @@ class SqliteContextProvider(ContextSource):
         self._from_turn = [k for k, f in _BUILTIN.items() if f is not None and k in named]
         self.params = params
         self.formatter: Formatter = formatter or format_rows
-        self.degradation_reason = None
         self.source_identity, self.context_fields = _identity(self)
 
     def __repr__(self) -> str:
@@ -191,10 +181,8 @@ class SqliteContextProvider(ContextSource):
 
     def bindings(self, query: str, ctx: Any) -> dict[str, Any]:
         """The named parameters one call binds."""
-        bind = {
-            key: _bindable(query if field is None else context_value(ctx, field))
-            for key, field in _BUILTIN.items()
-        }
+        bind = {key: _bindable(query if field is None else context_value(ctx, field))
+                for key, field in _BUILTIN.items()}
         extra = self.params(query, ctx) if callable(self.params) else self.params
         if extra:
             if not isinstance(extra, Mapping):
@@ -262,9 +250,8 @@ class SqliteContextProvider(ContextSource):
             return [dict(zip(columns, row, strict=False)) for row in cur.fetchmany(self.max_rows)]
         except sqlite3.Error as exc:
             if _is_busy(exc):
-                raise SourceUnavailable(
-                    f"database is locked by another connection (waited {busy:.3g}s, "
-                    "busy_timeout)") from None
+                raise SourceUnavailable(f"database is locked by another connection (waited "
+                                        f"{busy:.3g}s, busy_timeout)") from None
             raise SourceUnavailable(f"query failed: {type(exc).__name__}: {exc}") from None
         finally:
             with running.lock:

@@ -9,23 +9,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, SupportsIndex
 
-from ._descriptors import (
-    FD_WALK,
-    DirKey,
-    Key,
-    Seen,
-    close_dir,
-    dir_key,
-    file_key,
-    file_problem,
-    inside,
-    open_dir,
-    open_root,
-    os_reason,
-    read_file,
-)
+from . import _descriptors as fs
+from ._descriptors import DirKey, Key, Seen, os_reason
 from ._glob import GlobMatcher, States
 
 __all__ = ["DirectoryWalk", "Scan", "Seen", "os_reason"]
@@ -136,10 +124,9 @@ class DirectoryWalk:
     def _unchanged(self, last: Scan) -> bool:
         try:
             st = os.stat(self.base_path)
-            if (st.st_dev, st.st_ino) != last.base:
-                return False
-            return (all(dir_key(os.lstat(path)) == key for path, key in last.plan_dirs)
-                    and all(file_key(os.lstat(path)) == key for path, key in last.plan_files))
+            return ((st.st_dev, st.st_ino) == last.base
+                    and all(fs.dir_key(os.lstat(path)) == key for path, key in last.plan_dirs)
+                    and all(fs.file_key(os.lstat(path)) == key for path, key in last.plan_files))
         except OSError:
             return False
 
@@ -153,14 +140,14 @@ class DirectoryWalk:
         """Walk the tree depth first in relative-path order."""
         stopped = (stop or _NEVER).is_set
         listed_at = time.time_ns()  # before any listing: see _RACY_NS
-        root, base_real, root_st = open_root(self.base_path)
-        root_key = dir_key(root_st)
+        root, base_real, root_st = fs.open_root(self.base_path)
+        root_key = fs.dir_key(root_st)
         tally = Scan(self._files, listed_at, root_key[:2])
         root_frame = _Frame(root, "", base_real, root_key[:2], [])
         stack = _Stack(root_frame)
         try:
             tally.listed(base_real, root_key)
-            root_frame.entries = self._list(root, base_real, self._matcher.initial(), stopped)
+            root_frame.entries = self._list(root, base_real, self._matcher.initial, stopped)
             while stack:
                 frame = stack[-1]
                 if frame.fd is None and (frame.i >= len(frame.entries)
@@ -172,13 +159,10 @@ class DirectoryWalk:
                     stack.append(child)
                     self._bound_open(stack, len(stack))
                 else:
-                    stack.pop()
-                    if frame.fd is not None:
-                        close_dir(frame.fd)
+                    fs.close_dir(stack.pop().fd)
         finally:
             for frame in stack:
-                if frame.fd is not None:
-                    close_dir(frame.fd)
+                fs.close_dir(frame.fd)
         return tally
 
     def _visit(self, frame: _Frame, stack: _Stack, base_real: str, tally: Scan,
@@ -199,7 +183,7 @@ class DirectoryWalk:
             if is_link:
                 tally.trusted = False
                 target = os.path.realpath(frame.real + os.sep + name)
-                if not inside(target, base_real):
+                if not fs.inside(target, base_real):
                     tally.skipped.append((rel, "symlink points outside the base path"))
                     continue
             if not is_dir:
@@ -227,23 +211,21 @@ class DirectoryWalk:
         try:
             entries = self._list(fd, real, states, stopped)
         except OSError as exc:
-            close_dir(fd)
+            fs.close_dir(fd)
             tally.doubt(rel + "/", os_reason(exc))
             return None
         except BaseException:
-            close_dir(fd)  # abandoned mid-listing: not on the stack yet
+            fs.close_dir(fd)  # abandoned mid-listing: not on the stack yet
             raise
-        key = dir_key(st)
+        key = fs.dir_key(st)
         tally.listed(real, key)
         return _Frame(fd, rel + "/", real, key[:2], entries, name, target)
 
     def _bound_open(self, stack: _Stack, depth: int) -> None:
         """Close the frame :data:`_OPEN_DIRS` above ``stack[depth - 1]`` (never the base)."""
-        if not FD_WALK or depth <= _OPEN_DIRS + 1:
-            return
-        frame = stack[depth - _OPEN_DIRS - 1]
-        if frame.fd is not None and depth - _OPEN_DIRS - 1 > 0:
-            close_dir(frame.fd)
+        if fs.FD_WALK and depth > _OPEN_DIRS + 1:
+            frame = stack[depth - _OPEN_DIRS - 1]
+            fs.close_dir(frame.fd)
             frame.fd = None
 
     def _reopen(self, stack: _Stack, base_real: str, tally: Scan) -> bool:
@@ -251,17 +233,16 @@ class DirectoryWalk:
         start = max(i for i, f in enumerate(stack) if f.fd is not None)
         for i in range(start + 1, len(stack)):
             parent, frame = stack[i - 1], stack[i]
-            opened = open_dir(parent.fd, parent.real, frame.name, frame.target, base_real)
+            opened = fs.open_dir(parent.fd, parent.real, frame.name, frame.target, base_real)
             if not isinstance(opened, str):
                 fd, _, st = opened
                 if (st.st_dev, st.st_ino) == frame.ident:
                     frame.fd = fd
                     self._bound_open(stack, i + 1)
                     continue
-                close_dir(fd)
+                fs.close_dir(fd)
                 opened = "changed during the walk"
-            top = stack[-1]
-            tally.doubt(top.prefix, f"not walked to its end: {opened}")
+            tally.doubt(stack[-1].prefix, f"not walked to its end: {opened}")
             return False
         return True
 
@@ -275,8 +256,8 @@ class DirectoryWalk:
         except OSError as exc:
             tally.doubt(rel, os_reason(exc))
             return
-        key = file_key(st)
-        problem = file_problem(st.st_mode, st.st_size, self.max_file_size)
+        key = fs.file_key(st)
+        problem = fs.file_problem(st.st_mode, st.st_size, self.max_file_size)
         if problem is not None:
             tally.plan_files.append((path, key))
             tally.skipped.append((rel, problem))
@@ -293,7 +274,7 @@ class DirectoryWalk:
         matcher = self._matcher
         is_match = matcher.file_test(states)
         out: list[Entry] = []
-        with os.scandir(fd if FD_WALK else real) as it:
+        with os.scandir(fd if fs.FD_WALK else real) as it:
             for n, entry in enumerate(it):
                 if not n % _STOP_EVERY and stopped():
                     raise _Abandoned()  # a huge directory: do not list it for nobody
@@ -310,7 +291,7 @@ class DirectoryWalk:
                         out.append((name + "/", name, True, is_link, entry, inner))
                 elif is_match(name):
                     out.append((name, name, False, is_link, entry, None))
-        out.sort(key=_first)
+        out.sort(key=itemgetter(0))
         return out
 
     # -- overridable: tests swap files mid-walk
@@ -318,22 +299,18 @@ class DirectoryWalk:
                stack: _Stack, rel: str,
                skipped: list[tuple[str, str]]) -> tuple[Any, str, os.stat_result] | None:
         """Open a subdirectory; ``None`` (reason recorded) when it must not be walked."""
-        opened = open_dir(frame.fd, frame.real, name, target, base_real)
+        opened = fs.open_dir(frame.fd, frame.real, name, target, base_real)
         if isinstance(opened, str):
             skipped.append((rel + "/", opened))
             return None
         fd, _, st = opened
         if (st.st_dev, st.st_ino) in stack.idents:
-            close_dir(fd)  # a symlink back to a directory we are inside: a loop
+            fs.close_dir(fd)  # a symlink back to a directory we are inside: a loop
             return None
         return opened
 
     def _read_file(self, dir_fd: Any, name: str, target: str | None,
                    listed: os.stat_result, base_real: str) -> Seen:
         """Read one file the listing saw; any surprise becomes a reason."""
-        return read_file(dir_fd, name, target, listed, base_real, self.max_file_size,
-                         self.encoding)
-
-
-def _first(row: tuple[Any, ...]) -> Any:
-    return row[0]
+        return fs.read_file(dir_fd, name, target, listed, base_real, self.max_file_size,
+                            self.encoding)

@@ -17,7 +17,7 @@ from lionctx.providers._glob import compiled_glob, expand_braces
 def matches(matcher: GlobMatcher, path: str) -> bool:
     """What the walk does: step through each directory, then test the file name."""
     *dirs, name = path.split("/")
-    states = matcher.initial()
+    states = matcher.initial
     for d in dirs:
         states = matcher.step(states, d)
         if not states:
