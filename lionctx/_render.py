@@ -34,8 +34,8 @@ Nothing else in the text changes: every character other than such an opener stay
 as it is, in place. The result depends on the text alone (no locale, no state), and
 ASCII text without ``<`` is returned as it is.
 
-The rule runs as one regex built once per process (:func:`prepare_reader`): linear in
-the text, in C, in calls that each read a bounded number of characters.
+The rule runs as one regex built once per process (:func:`prepare_reader`; ASCII text's
+at import): linear in the text, in C, in calls that each read a bounded number of characters.
 
 Hence, after NFKC and removal of Cc and Cf characters, a rendered block holds exactly
 one opening and one closing ``context`` tag: its own frame.
@@ -82,16 +82,6 @@ _READS_AS = {
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Cs"})
 _WORD = "context"
 
-# The same rule for ASCII text, as one regex: there the invisible characters are
-# exactly Cc, and nothing folds but case.
-_A_INV = r"[\x00-\x1f\x7f]"
-_A_GAP = r"[\s\x00-\x1f\x7f]*"
-_ASCII_TAG_START = re.compile(
-    "<(?=" + _A_GAP + "(?:/" + _A_GAP + ")?"
-    + (_A_INV + "*").join(_WORD) + r"(?!\w))",
-    re.IGNORECASE,
-)
-
 
 class _Reader(NamedTuple):
     """The rule as regexes: ``tag`` finds the openers to replace; ``run`` matches a run
@@ -104,15 +94,6 @@ class _Reader(NamedTuple):
     near: re.Pattern[str]
 
 
-def _near(run: str, forward: str) -> re.Pattern[str]:
-    return re.compile(f"(?:{run}{{0,{_LONG_RUN - 1}}}{forward}){{0,9}}")
-
-
-# In ASCII those are the controls (invisible) and the space.
-_ASCII_READER = _Reader(_ASCII_TAG_START, re.compile(r"[\x00-\x20\x7f]*"),
-                        (re.compile(_A_INV), re.compile(" ")),
-                        _near(r"[\x00-\x20\x7f]", "[/CEONTXceontx]"))
-
 _NAME_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;",
                  "\n": "&#10;", "\r": "&#13;"}
 _LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -121,13 +102,6 @@ _ASCII_NAME = str.maketrans(
 _NAME_SPECIAL = frozenset(_NAME_ESCAPES) | frozenset(_LINE_BREAKS)
 _ASCII_NAME_SPECIAL = re.compile(
     "[" + re.escape("".join(c for c in _NAME_SPECIAL if c < "\x80")) + "]")
-
-
-def _invisible(ch: str) -> bool:
-    cp = ord(ch)
-    if cp < 0x80:
-        return cp < 0x20 or cp == 0x7F
-    return unicodedata.category(ch) in _INVISIBLE_CATEGORIES or cp in _FILLERS or cp in _TAGS
 
 
 # -- the rule as one regex ---------------------------------------------------------
@@ -140,7 +114,6 @@ _GAP, _GAP_SLASH, _M7 = 0, 1, 8  # matched k letters: state 1 + k
 _ACCEPT, _REJECT = 9, 10
 _STATES = range(_M7 + 1)
 _FILLERS = (0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFFF0, 0xFFF9))
-_SURROGATES = range(0xD800, 0xE000)
 _TAGS = range(0xE0000, 0xE1000)
 # The regex engine's \w is exactly str.isalnum() or "_", the rule's word test.
 _WORD_CHAR = re.compile(r"\w")
@@ -161,24 +134,20 @@ def _step(state: int, token: str | None) -> int:
     return state + 1 if token == _WORD[state - 1] else _REJECT
 
 
-def _read_one(ch: str) -> str | None:
+def _read_one(ch: str, invisible: set[int]) -> str | None:
     """How the rule reads one character: ``None`` if invisible, else its folded
     visible characters (possibly none)."""
-    if ch < "\x80":
-        return None if ch < " " or ch == "\x7f" else ch.lower()
     if ch in OPENERS:
         return "<"
-    if _invisible(ch):
+    if ord(ch) in invisible:
         return None
-    mapped = _READS_AS.get(ch)
-    if mapped is not None:
-        return mapped
-    return "".join(c for c in unicodedata.normalize("NFKC", ch).lower() if not _invisible(c))
+    return _READS_AS.get(ch) or "".join(
+        c for c in unicodedata.normalize("NFKC", ch).lower() if ord(c) not in invisible)
 
 
-def _moves(ch: str) -> tuple[int, ...]:
+def _moves(ch: str, invisible: set[int]) -> tuple[int, ...]:
     """Where ``ch`` takes the automaton from each state."""
-    reading = _read_one(ch)
+    reading = _read_one(ch, invisible)
     tokens: tuple[str | None, ...] = (None,) if reading is None else tuple(reading)
     out = []
     for state in _STATES:
@@ -262,17 +231,20 @@ def _run_of(points: list[int]) -> str:
     return run
 
 
-def _compile_reader() -> _Reader:
-    every = _all_code_points()
+def _compile_reader(every: str) -> _Reader:
+    """The reader for texts of the characters of ``every`` (``chr(0)`` up to some)."""
+    def own(points: Iterable[int]) -> set[int]:
+        return {cp for cp in points if cp < len(every)}
+
     # The reading's own order: an opener is an opener first, then invisible.
-    openers = {ord(c) for c in OPENERS}
-    invisible = set(_invisible_code_points(every)) - openers
-    listed = _unusual(every) | set(range(0x80)) | openers | {ord(c) for c in _READS_AS}
+    openers = own(map(ord, OPENERS))
+    invisible = own(_invisible_code_points(every)) - openers
+    listed = own(_unusual(every) | set(range(0x80)) | openers | set(map(ord, _READS_AS)))
     listed -= invisible
     moves: dict[tuple[int, ...], list[int]] = {
         tuple([*_STATES[:_M7], _ACCEPT]): sorted(invisible)}
     for cp in sorted(listed):
-        moves.setdefault(_moves(chr(cp)), []).append(cp)
+        moves.setdefault(_moves(chr(cp), invisible), []).append(cp)
     groups = iter(range(1_000_000))
 
     def stay(state: int) -> str:
@@ -321,14 +293,17 @@ def _compile_reader() -> _Reader:
 
     forward = [cp for m, cps in moves.items() if any(r not in (s, _ACCEPT, _REJECT)
                                                      for s, r in enumerate(m)) for cp in cps]
+    near = f"(?:{_ranges(run)}{{0,{_LONG_RUN - 1}}}{_char_class(forward)}){{0,9}}"
     return _Reader(tag, re.compile(_run_of(run)), tuple(first_of(cps) for _, cps in kinds),
-                   _near(_ranges(run), _char_class(forward)))
+                   re.compile(near))
 
 
 # Atomic groups from Python 3.11; before, a lookahead and a back-reference do the same.
 _ATOMIC = sys.version_info >= (3, 11)
 _reader: _Reader | None = None
 _reader_lock = threading.Lock()
+# ASCII text's reader, quick to build: there only controls are invisible.
+_ASCII_READER = _compile_reader("".join(map(chr, range(0x80))))
 
 
 def prepare_reader() -> None:
@@ -339,7 +314,7 @@ def prepare_reader() -> None:
     if _reader is None:
         with _reader_lock:
             if _reader is None:
-                _reader = _compile_reader()
+                _reader = _compile_reader(_all_code_points())
 
 
 def reader_ready() -> bool:
