@@ -12,16 +12,14 @@ from collections.abc import Callable
 import anyio
 import anyio.lowlevel
 
+from ._task_local import current_task
+
 _CAN_TELL = sys.version_info >= (3, 11)
 
 
 def _cancelling_of_current_task() -> Callable[[], int] | None:
     """The running task's ``cancelling`` method (3.11+ asyncio), else None."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # not on asyncio
-        return None
-    return getattr(task, "cancelling", None)
+    return getattr(current_task(), "cancelling", None)
 
 
 def on_asyncio() -> bool:

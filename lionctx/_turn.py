@@ -331,10 +331,9 @@ class Turn:
         session = self.session
         if session is None:
             return
-        if error is None:
+        if error is None and self.record:
             try:
-                if self.record:
-                    await self._compact(session)
+                await self._compact(session)
             except BaseException as exc:
                 self._complete(session, exc)
                 raise
@@ -352,14 +351,11 @@ class Turn:
     def _complete(self, session: EngineSession, error: BaseException | None) -> None:
         if not session.observes("on_turn_complete"):
             return  # nothing built for an engine that does not observe turns
-        if error is None:
-            failed, interrupted, reason = False, False, self.exit_reason
-        elif isinstance(error, Exception):
-            failed, interrupted, reason = True, False, "error"
-        else:
-            cancelled = isinstance(error, anyio.get_cancelled_exc_class())
-            failed, interrupted = False, True
-            reason = "cancelled" if cancelled else "interrupted"
+        failed = isinstance(error, Exception)
+        interrupted = error is not None and not failed
+        reason = (self.exit_reason if error is None else "error" if failed
+                  else "cancelled" if isinstance(error, anyio.get_cancelled_exc_class())
+                  else "interrupted")
         assert self.turn_id is not None  # set by start(), which a session turn ran
         session.turn_complete([*self.conversation.messages, *self.pending],
                               self.response.usage if self.response is not None else None,

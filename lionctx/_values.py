@@ -80,9 +80,8 @@ def as_instruction(instruction: str | Instruction, guidance: str | None) -> Inst
             return Instruction(instruction.instruction, guidance)
         return instruction
     if not isinstance(instruction, str):
-        raise InvalidType(
-            f"instruction must be a str or an Instruction, got {type(instruction).__name__}"
-        )
+        raise InvalidType(f"instruction must be a str or an Instruction, got "
+                          f"{type(instruction).__name__}")
     return Instruction(instruction, guidance)
 
 
