@@ -1,9 +1,6 @@
-"""Chat messages as plain OpenAI-format dicts, and their stable identity.
-
-Stored messages carry a ``message_uid`` (minted once, kept across copies); tool
-calls and results carry ``_tool_call_uids`` / ``_tool_call_uid``. These keys (and
-``_absorbed_message_uids``) never reach a model: :func:`strip_persistence_fields`.
-"""
+"""Chat messages as plain OpenAI-format dicts, and their identity: ``message_uid`` (kept
+across copies), ``_tool_call_uids`` / ``_tool_call_uid`` on tool calls and results; these
+and ``_absorbed_message_uids`` never reach a model (:func:`strip_persistence_fields`)."""
 
 from __future__ import annotations
 

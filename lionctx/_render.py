@@ -355,9 +355,7 @@ def neutralize(text: str) -> str:
     read by the rule in this module's docstring, with ``&lt;``; nothing else changes.
     """
     if text.isascii():
-        if "<" not in text:
-            return text
-        return _read_in_pieces(_ASCII_READER, text)
+        return _read_in_pieces(_ASCII_READER, text) if "<" in text else text
     if "<" not in text and not any(o in text for o in _WIDE_OPENERS):
         return text
     return _neutralize_general(text)
@@ -365,8 +363,7 @@ def neutralize(text: str) -> str:
 
 def _neutralize_general(text: str) -> str:
     """:func:`neutralize` for any text, by the compiled rule."""
-    if _reader is None:
-        prepare_reader()
+    prepare_reader()
     return _read_in_pieces(_reader, text)  # type: ignore[arg-type]
 
 

@@ -43,8 +43,7 @@ def cut(text: str, limit: int = TEXT_LIMIT) -> str:
     head, size = plain(text, limit)
     if size > limit:
         note = f"... [{size:,} chars]"
-        head = str.__getitem__(head, slice(0, max(limit - len(note), 0))) + note
-        head = head[:limit]
+        head = (head[:max(limit - len(note), 0)] + note)[:limit]  # head: a plain str
     if not head.isascii():
         head = make_encodable(head)[0]
     return head

@@ -17,6 +17,7 @@ import anyio
 
 from ._context import RunContext, coerce_run_context
 from ._exceptions import InvalidType, InvalidValue
+from ._policy import check_count
 from ._request import build_request
 from ._task_local import TaskLocal
 from ._turn import Conversation, Turn, chat_model
@@ -79,9 +80,8 @@ class Branch(Conversation):
             raise InvalidValue(f"render must be one of {RENDER_MODES}, got {render!r}")
         if not isinstance(inject_systemless, bool):
             raise InvalidType(f"inject_systemless must be a bool, got {inject_systemless!r}")
-        model = chat_model(model)
         super().__init__(name=name)
-        self.model: ChatModel = model
+        self.model: ChatModel = chat_model(model)
         self.render: RenderMode = render
         self.inject_systemless = inject_systemless
         self.dedupe_history = bool(dedupe_history)
@@ -100,7 +100,7 @@ class Branch(Conversation):
         if context_engine is not None or engine_config is not None:
             from .engines._session import open_session
 
-            self._engine_session = open_session(context_engine, engine_config, model=model)
+            self._engine_session = open_session(context_engine, engine_config, model=self.model)
 
     def __repr__(self) -> str:
         providers = len(self._context_providers) if self._context_providers is not None else 0
@@ -276,8 +276,7 @@ class Branch(Conversation):
         user's (a user tool with the same name wins).
         """
         by_name = tools_by_name(tools)
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise InvalidValue(f"max_rounds must be an int >= 1, got {max_rounds!r}")
+        check_count(max_rounds, "max_rounds")
         async with self._turn(as_instruction(instruction, guidance)) as turn:
             specs = turn.offer_tools(by_name)
             await self._gather(turn)
