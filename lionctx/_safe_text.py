@@ -13,7 +13,7 @@ from typing import cast
 
 from ._text import make_encodable
 
-__all__ = ["NAME_LIMIT", "TEXT_LIMIT", "TRACEBACK_LIMIT", "BoundedTracebacks", "cut",
+__all__ = ["NAME_LIMIT", "TEXT_LIMIT", "TRACEBACK_LIMIT", "bound_tracebacks", "cut",
            "error_text", "plain", "safe_repr", "safe_text", "split_cut", "type_name"]
 
 #: Most characters of one outside text in a reason, a log line or a span.
@@ -134,24 +134,19 @@ def traceback_text(exc: BaseException) -> str:
     return cut("\n".join(parts), TRACEBACK_LIMIT)
 
 
-class BoundedTracebacks(logging.Filter):
-    """Sets ``record.exc_text`` (what formatters print) to a bounded traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        info = record.exc_info
-        if info and not record.exc_text and isinstance(info[1], BaseException):
-            try:
-                record.exc_text = traceback_text(info[1])
-            except Exception:  # never the caller's problem
-                record.exc_text = "<traceback unavailable>"
-        return True
-
-
-_BOUNDED = BoundedTracebacks()
+def _bounded(record: logging.LogRecord) -> bool:
+    """A log filter: sets ``record.exc_text`` (what formatters print) to a bounded traceback."""
+    info = record.exc_info
+    if info and not record.exc_text and isinstance(info[1], BaseException):
+        try:
+            record.exc_text = traceback_text(info[1])
+        except Exception:  # never the caller's problem
+            record.exc_text = "<traceback unavailable>"
+    return True
 
 
 def bound_tracebacks(logger: logging.Logger) -> logging.Logger:
     """``logger``, with its records' tracebacks bounded (added once)."""
-    if _BOUNDED not in logger.filters:
-        logger.addFilter(_BOUNDED)
+    if _bounded not in logger.filters:
+        logger.addFilter(_bounded)
     return logger
