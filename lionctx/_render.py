@@ -399,33 +399,27 @@ def _continuation(reader: _Reader, text: str, at: int) -> tuple[str, int]:
             out.append(text[pos:end + 1])  # with the character that decides, if any
             break
         out.append(text[pos:end])
-        pos = _run_end(reader.run, text, end)
-        out.append(_stand_in(reader.kinds, text, end, pos))
+        pos, stand_in = _rest_of_run(reader, text, end)
+        out.append(stand_in)
         if near == at:
             skip = pos
     return "".join(out), skip
 
 
-def _run_end(run: re.Pattern[str], text: str, pos: int) -> int:
-    """Where the run that ``run`` matches from ``pos`` ends, read in bounded pieces."""
+def _rest_of_run(reader: _Reader, text: str, pos: int) -> tuple[int, str]:
+    """Where the run from ``pos`` ends, read in bounded pieces, and its stand-in: the first
+    character of each kind in it, in order, which reads the same as the run from every
+    state (all of a kind move a state alike)."""
+    firsts: dict[int, int] = {}
     while True:
         stop = min(len(text), pos + _PIECE)
-        pos = run.match(text, pos, stop).end()  # type: ignore[union-attr]  # may match ""
-        if pos < stop or stop == len(text):
-            return pos
-
-
-def _stand_in(kinds: Sequence[re.Pattern[str]], text: str, start: int, end: int) -> str:
-    """The first character of each kind in the run ``text[start:end]``, in order: it
-    reads the same as the run from every state (all of a kind move a state alike)."""
-    firsts = []
-    for kind in kinds:
-        for lo in range(start, end, _PIECE):
-            found = kind.search(text, lo, min(end, lo + _PIECE))
-            if found is not None:
-                firsts.append(found.start())
-                break
-    return "".join(text[i] for i in sorted(firsts))
+        end = reader.run.match(text, pos, stop).end()  # type: ignore[union-attr]  # may be ""
+        for k, kind in enumerate(reader.kinds):
+            if k not in firsts and (found := kind.search(text, pos, end)) is not None:
+                firsts[k] = found.start()
+        if end < stop or stop == len(text):
+            return end, "".join(text[i] for i in sorted(firsts.values()))
+        pos = end
 
 
 def tag_block(name: str, text: str) -> str:
