@@ -16,6 +16,7 @@ from ._context import RunContext
 from ._exceptions import InvalidType
 from ._log import logger_for
 from ._messages import (
+    each_message,
     ensure_tool_call_uids,
     ensure_uid,
     message_text,
@@ -55,12 +56,7 @@ def copy_messages(value: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Deep copies of ``value``'s message dicts, each with a ``message_uid``."""
     if isinstance(value, (str, bytes, Mapping)):
         raise InvalidType(f"messages must be a list of message dicts, got {type(value).__name__}")
-    stored = []
-    for i, msg in enumerate(value):
-        if not isinstance(msg, Mapping):
-            raise InvalidType(f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}")
-        stored.append(ensure_uid(copy.deepcopy(dict(msg))))
-    return stored
+    return [ensure_uid(copy.deepcopy(dict(msg))) for msg in each_message(value)]
 
 
 class Conversation:
