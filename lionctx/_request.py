@@ -36,13 +36,9 @@ def _prefix(fold: str, content: Any) -> Any:
     return f"{fold}\n\n{text}" if text else fold
 
 
-def build_request(
-    history: Sequence[Mapping[str, Any]],
-    instruction: Instruction,
-    blocks: Sequence[ContextBlock],
-    rounds: Sequence[Mapping[str, Any]],
-    render: RenderMode,
-) -> list[dict[str, Any]]:
+def build_request(history: Sequence[Mapping[str, Any]], instruction: Instruction,
+                  blocks: Sequence[ContextBlock], rounds: Sequence[Mapping[str, Any]],
+                  render: RenderMode) -> list[dict[str, Any]]:
     """The messages one call sends: ``history`` (left as it is), the instruction, then
     ``rounds``. ``"tags"``: the blocks' tags follow the system text in the system message;
     ``"lionagi"``: none; the first user message starts with ``system + "\\n".join(blocks)
