@@ -104,12 +104,9 @@ _ASCII_NAME_SPECIAL = re.compile(
     "[" + re.escape("".join(c for c in _NAME_SPECIAL if c < "\x80")) + "]")
 
 
-# -- the rule as one regex ---------------------------------------------------------
-#
-# The rule reads each character on its own, so it is an automaton over characters:
-# after an opener, the gap before a slash, the gap after one, 1..7 letters of "context";
-# every code point is classified once by that reading, and the automaton becomes one
-# lookahead after the opener.
+# -- the rule as one regex: an automaton over characters (after an opener, the gap before
+# a slash, the gap after one, 1..7 letters of "context"); every code point is classified
+# once by its reading, and the automaton becomes one lookahead after the opener.
 _GAP, _GAP_SLASH, _M7 = 0, 1, 8  # matched k letters: state 1 + k
 _ACCEPT, _REJECT = 9, 10
 _STATES = range(_M7 + 1)

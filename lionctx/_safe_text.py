@@ -52,9 +52,8 @@ def cut(text: str, limit: int = TEXT_LIMIT) -> str:
 def split_cut(text: str) -> tuple[str, str]:
     """``(head, note)`` of a text :func:`cut` shortened; ``(text, "")`` otherwise."""
     found = _NOTE.search(text)
-    if found is None:
-        return text, ""
-    return text[:found.start()], text[found.start():]
+    at = len(text) if found is None else found.start()
+    return text[:at], text[at:]
 
 
 def _fatal(exc: BaseException) -> bool:
