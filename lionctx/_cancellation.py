@@ -59,10 +59,7 @@ def _fatal(exc: BaseException) -> bool:
 
 def _fatal_from_provider(exc: BaseException) -> bool:
     """Must a provider's ``exc`` leave the pass? A non-``Exception`` but its own cancel."""
-    if isinstance(exc, Exception):
-        return False
-    cancel = _cancel_propagates(exc)
-    return True if cancel is None else cancel
+    return not isinstance(exc, Exception) and _cancel_propagates(exc) is not False
 
 
 async def _reraise_cancellation() -> None:

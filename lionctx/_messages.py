@@ -42,8 +42,7 @@ def _check_message(msg: Any) -> None:
 
 
 def ensure_uid(msg: dict[str, Any]) -> dict[str, Any]:
-    """Give ``msg`` a ``message_uid`` if it has none (an existing one is kept); return
-    ``msg`` (same object)."""
+    """``msg`` itself, given a ``message_uid`` unless it has one (which is kept)."""
     _check_message(msg)
     if not msg.get("message_uid"):
         msg["message_uid"] = new_uid()

@@ -112,8 +112,6 @@ _ACCEPT, _REJECT = 9, 10
 _STATES = range(_M7 + 1)
 _FILLERS = (0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFFF0, 0xFFF9))
 _TAGS = range(0xE0000, 0xE1000)
-# The regex engine's \w is exactly str.isalnum() or "_", the rule's word test.
-_WORD_CHAR = re.compile(r"\w")
 
 
 def _step(state: int, token: str | None) -> int:
@@ -132,8 +130,7 @@ def _step(state: int, token: str | None) -> int:
 
 
 def _read_one(ch: str, invisible: set[int]) -> str | None:
-    """How the rule reads one character: ``None`` if invisible, else its folded
-    visible characters (possibly none)."""
+    """How the rule reads ``ch``: ``None`` if invisible, else its folded visible characters."""
     if ch in OPENERS:
         return "<"
     if ord(ch) in invisible:
@@ -205,8 +202,7 @@ def _literal(cp: int) -> str:
 
 
 def _char_class(points: Iterable[int]) -> str:
-    """A regex matching one character of ``points``; a BMP character never walks the
-    (guarded) list of astral ranges."""
+    """One character of ``points``; a BMP one never walks the (guarded) astral ranges."""
     ordered = sorted(set(points))
     bmp = [p for p in ordered if p < 0x10000]
     astral = [p for p in ordered if p >= 0x10000]
@@ -219,8 +215,7 @@ def _char_class(points: Iterable[int]) -> str:
 
 
 def _run_of(points: list[int]) -> str:
-    """A regex matching a run of ``points``: the BMP part alone until the first astral
-    character (a BMP character not in a class would walk its astral ranges)."""
+    """A run of ``points``: the BMP part alone, then all of them from the first astral one."""
     bmp = sorted(p for p in points if p < 0x10000)
     run = _ranges(bmp) + "*" if bmp else ""
     if len(bmp) < len(points):
@@ -261,7 +256,8 @@ def _compile_reader(every: str) -> _Reader:
             # Past "context": a word character (after any that read as nothing) continues
             # the word, anything else is a tag; listed characters override \w both ways.
             ends = {cp for m, cps in moves.items() if m[_M7] == _REJECT for cp in cps}
-            word = {ord(c) for c in _WORD_CHAR.findall("".join(map(chr, invisible | listed)))}
+            # The regex engine's \w is exactly str.isalnum() or "_", the rule's word test.
+            word = {ord(c) for c in re.findall(r"\w", "".join(map(chr, invisible | listed)))}
             return (f"(?!{stay(_M7)}(?:{_char_class(ends - word)}"
                     f"|(?!{_char_class(word - ends)})\\w))")
         branches = [_char_class(cps) + after(m[state]) for m, cps in moves.items()

@@ -32,11 +32,8 @@ class TaskLocal(Generic[T]):
 
     def get(self) -> T | None:
         key = current_task()
-        if key is not None:
-            value = self._by_task.get(key)
-            if value is not None:
-                return value
-        return self.last
+        value = self._by_task.get(key) if key is not None else None
+        return self.last if value is None else value
 
     def set(self, value: T) -> None:
         key = current_task()

@@ -40,8 +40,7 @@ logger = logger_for("lionctx.branch")  # the turn logs as the branch it serves
 
 
 def chat_model(model: Any) -> Any:
-    """``model``, or an ``OpenAIChatModel`` configured from the environment for
-    ``None``; refused without ``complete()``."""
+    """``model`` (refused without ``complete()``); for ``None``, one from the environment."""
     if model is None:
         from .models._openai_chat import OpenAIChatModel
 
@@ -113,8 +112,8 @@ class Conversation:
 
 
 class Turn:
-    """One model turn of ``instruction`` on ``conversation`` (see the module docs);
-    ``record=False``: it stores nothing and never compacts."""
+    """One model turn of ``instruction`` on ``conversation``; ``record=False``: no store, no
+    compaction."""
 
     def __init__(self, conversation: Conversation, model: Any, instruction: Instruction, *,
                  session: EngineSession | None = None, run_context: RunContext | None = None,

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._outcome import Status
+from ._policy import check_limit
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._report import Report
@@ -104,10 +105,7 @@ def configure(*, tracer_provider: Any = None, meter_provider: Any = None,
     """Send spans and metrics to these providers instead of the global ones (``None``:
     the global one). ``max_label_values`` caps the distinct provider label values
     (default :data:`MAX_LABEL_VALUES`); the labels handed out so far are forgotten."""
-    if max_label_values is not None:
-        from ._policy import check_limit
-
-        max_label_values = check_limit(max_label_values, "max_label_values")
+    max_label_values = check_limit(max_label_values, "max_label_values")
     _state.update(tracer_provider=tracer_provider, meter_provider=meter_provider,
                   max_labels=max_label_values, tracer=None, instruments=None,
                   live_until=None)
