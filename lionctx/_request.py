@@ -27,9 +27,7 @@ def selected_blocks(report: ProviderReport, render: RenderMode) -> tuple[Context
 
 
 def _prefix(fold: str, content: Any) -> Any:
-    """Put the LionAGI fold in front of a user message's content."""
-    if not fold:
-        return content
+    """Put the (non-empty) LionAGI fold in front of a user message's content."""
     if isinstance(content, list):
         return [{"type": "text", "text": fold}, *content]
     text = content if isinstance(content, str) else message_text({"content": content})
