@@ -300,9 +300,8 @@ _ASCII_READER = _compile_reader("".join(map(chr, range(0x80))))
 
 
 def prepare_reader() -> None:
-    """Build the compiled reader :func:`neutralize` uses for non-ASCII text (a few
-    hundred milliseconds, once per process); gather calls it in a worker thread
-    before any provider's timer starts."""
+    """Build the reader :func:`neutralize` uses for non-ASCII text (under a second, once per
+    process); gather calls it in a worker thread before any provider's timer starts."""
     global _reader
     if _reader is None:
         with _reader_lock:
