@@ -55,14 +55,8 @@ def admit_columns(tokens: Sequence[int], priorities: Sequence[Number],
                   caps: Sequence[Number | None], budget: Number | None,
                   keys: Sequence[Hashable] | None = None) -> Admission:
     """:func:`admit` over parallel columns; with ``keys``, each key is kept at most once."""
-    skipped_cap: list[int] = []
-    eligible: list[int] = []
-    for i, cap in enumerate(caps):
-        if cap and tokens[i] > cap:
-            skipped_cap.append(i)
-        else:
-            eligible.append(i)
-
+    skipped_cap = [i for i, cap in enumerate(caps) if cap and tokens[i] > cap]
+    eligible = [i for i, cap in enumerate(caps) if not (cap and tokens[i] > cap)]
     # sorted() is stable: equal priorities keep registration order.
     order = eligible if len(set(priorities)) <= 1 else sorted(eligible,
                                                                 key=lambda i: -priorities[i])

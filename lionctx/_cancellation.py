@@ -12,16 +12,14 @@ from collections.abc import Callable
 import anyio
 import anyio.lowlevel
 
+from ._task_local import current_task
+
 _CAN_TELL = sys.version_info >= (3, 11)
 
 
 def _cancelling_of_current_task() -> Callable[[], int] | None:
     """The running task's ``cancelling`` method (3.11+ asyncio), else None."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # not on asyncio
-        return None
-    return getattr(task, "cancelling", None)
+    return getattr(current_task(), "cancelling", None)
 
 
 def on_asyncio() -> bool:
@@ -61,10 +59,7 @@ def _fatal(exc: BaseException) -> bool:
 
 def _fatal_from_provider(exc: BaseException) -> bool:
     """Must a provider's ``exc`` leave the pass? A non-``Exception`` but its own cancel."""
-    if isinstance(exc, Exception):
-        return False
-    cancel = _cancel_propagates(exc)
-    return True if cancel is None else cancel
+    return not isinstance(exc, Exception) and _cancel_propagates(exc) is not False
 
 
 async def _reraise_cancellation() -> None:

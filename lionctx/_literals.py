@@ -27,10 +27,9 @@ def object_literal(value: Mapping[Any, Any], where: str) -> Any:
     for key in value:
         if key not in LITERAL_KEYS:
             raise unknown_option(f"{where} (an object-literal provider)", key, LITERAL_KEYS)
-    if "name" in value and "label" in value:
-        raise InvalidType(f"{where}: give 'name' or 'label', not both")
-    if "fetch" in value and "fetchContext" in value:
-        raise InvalidType(f"{where}: give 'fetch' or 'fetchContext', not both")
+    for one, other in (("name", "label"), ("fetch", "fetchContext")):
+        if one in value and other in value:
+            raise InvalidType(f"{where}: give {one!r} or {other!r}, not both")
     name = value.get("name", value.get("label"))
     if not isinstance(name, str) or not name:
         raise InvalidValue(f"{where} is a mapping but not a context provider: 'name' must "

@@ -1,22 +1,19 @@
-"""Chat messages as plain OpenAI-format dicts, and their stable identity.
-
-Stored messages carry a ``message_uid`` (minted once, kept across copies); tool
-calls and results carry ``_tool_call_uids`` / ``_tool_call_uid``. These keys (and
-``_absorbed_message_uids``) never reach a model: :func:`strip_persistence_fields`.
-"""
+"""Chat messages as plain OpenAI-format dicts, and their identity: ``message_uid`` (kept
+across copies), ``_tool_call_uids`` / ``_tool_call_uid`` on tool calls and results; these
+and ``_absorbed_message_uids`` never reach a model (:func:`strip_persistence_fields`)."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ._exceptions import InvalidType, InvalidValue
 
-__all__ = ["PERSISTENCE_ONLY_FIELDS", "ensure_tool_call_uids", "ensure_uid", "instruction_text",
-           "is_uid", "message_text", "new_uid", "strip_persistence_fields", "system_message",
-           "tool_message"]
+__all__ = ["PERSISTENCE_ONLY_FIELDS", "each_message", "ensure_tool_call_uids", "ensure_uid",
+           "instruction_text", "is_uid", "message_text", "new_uid", "strip_persistence_fields",
+           "system_message", "tool_message"]
 
 #: Keys that live on stored messages and never go on the wire.
 PERSISTENCE_ONLY_FIELDS: frozenset[str] = frozenset(
@@ -45,8 +42,7 @@ def _check_message(msg: Any) -> None:
 
 
 def ensure_uid(msg: dict[str, Any]) -> dict[str, Any]:
-    """Give ``msg`` a ``message_uid`` if it has none (an existing one is kept); return
-    ``msg`` (same object)."""
+    """``msg`` itself, given a ``message_uid`` unless it has one (which is kept)."""
     _check_message(msg)
     if not msg.get("message_uid"):
         msg["message_uid"] = new_uid()
@@ -71,14 +67,18 @@ def ensure_tool_call_uids(msg: dict[str, Any]) -> dict[str, str]:
     return uids
 
 
-def strip_persistence_fields(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """New (shallow) copies of ``messages`` without the persistence-only keys."""
-    out: list[dict[str, Any]] = []
+def each_message(messages: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
+    """``messages`` one by one, each refused unless it is a mapping."""
     for i, msg in enumerate(messages):
         if not isinstance(msg, Mapping):
             raise InvalidType(f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}")
-        out.append({k: v for k, v in msg.items() if k not in PERSISTENCE_ONLY_FIELDS})
-    return out
+        yield msg
+
+
+def strip_persistence_fields(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """New (shallow) copies of ``messages`` without the persistence-only keys."""
+    return [{k: v for k, v in msg.items() if k not in PERSISTENCE_ONLY_FIELDS}
+            for msg in each_message(messages)]
 
 
 def message_text(msg: Mapping[str, Any]) -> str:

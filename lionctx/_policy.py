@@ -7,7 +7,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from ._exceptions import InvalidType, InvalidValue
 from ._types import Number
@@ -62,8 +62,7 @@ def check_number(value: Any, label: str, *, allow_none: bool) -> Number | None:
             or (isinstance(value, float) and math.isnan(value))):
         expected = "a number or None" if allow_none else "a number"
         raise InvalidType(f"{label} must be {expected}, got {value!r}")
-    result: Number = value
-    return result
+    return value
 
 
 def check_counter(value: Any, label: str = "counter") -> Any:
@@ -78,8 +77,7 @@ def check_observer(value: Any, label: str = "on_outcome") -> Callable[..., Any] 
     """None or a callable that takes an outcome."""
     if value is not None and not callable(value):
         raise InvalidType(f"{label} must be callable or None, got {value!r}")
-    result: Callable[..., Any] | None = value
-    return result
+    return cast("Callable[..., Any] | None", value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,8 +34,8 @@ Nothing else in the text changes: every character other than such an opener stay
 as it is, in place. The result depends on the text alone (no locale, no state), and
 ASCII text without ``<`` is returned as it is.
 
-The rule runs as one regex built once per process (:func:`prepare_reader`): linear in
-the text, in C, in calls that each read a bounded number of characters.
+The rule runs as one regex built once per process (:func:`prepare_reader`; ASCII text's
+at import): linear in the text, in C, in calls that each read a bounded number of characters.
 
 Hence, after NFKC and removal of Cc and Cf characters, a rendered block holds exactly
 one opening and one closing ``context`` tag: its own frame.
@@ -82,16 +82,6 @@ _READS_AS = {
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Cs"})
 _WORD = "context"
 
-# The same rule for ASCII text, as one regex: there the invisible characters are
-# exactly Cc, and nothing folds but case.
-_A_INV = r"[\x00-\x1f\x7f]"
-_A_GAP = r"[\s\x00-\x1f\x7f]*"
-_ASCII_TAG_START = re.compile(
-    "<(?=" + _A_GAP + "(?:/" + _A_GAP + ")?"
-    + (_A_INV + "*").join(_WORD) + r"(?!\w))",
-    re.IGNORECASE,
-)
-
 
 class _Reader(NamedTuple):
     """The rule as regexes: ``tag`` finds the openers to replace; ``run`` matches a run
@@ -104,15 +94,6 @@ class _Reader(NamedTuple):
     near: re.Pattern[str]
 
 
-def _near(run: str, forward: str) -> re.Pattern[str]:
-    return re.compile(f"(?:{run}{{0,{_LONG_RUN - 1}}}{forward}){{0,9}}")
-
-
-# In ASCII those are the controls (invisible) and the space.
-_ASCII_READER = _Reader(_ASCII_TAG_START, re.compile(r"[\x00-\x20\x7f]*"),
-                        (re.compile(_A_INV), re.compile(" ")),
-                        _near(r"[\x00-\x20\x7f]", "[/CEONTXceontx]"))
-
 _NAME_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;",
                  "\n": "&#10;", "\r": "&#13;"}
 _LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -123,27 +104,14 @@ _ASCII_NAME_SPECIAL = re.compile(
     "[" + re.escape("".join(c for c in _NAME_SPECIAL if c < "\x80")) + "]")
 
 
-def _invisible(ch: str) -> bool:
-    cp = ord(ch)
-    if cp < 0x80:
-        return cp < 0x20 or cp == 0x7F
-    return unicodedata.category(ch) in _INVISIBLE_CATEGORIES or cp in _FILLERS or cp in _TAGS
-
-
-# -- the rule as one regex ---------------------------------------------------------
-#
-# The rule reads each character on its own, so it is an automaton over characters:
-# after an opener, the gap before a slash, the gap after one, 1..7 letters of "context";
-# every code point is classified once by that reading, and the automaton becomes one
-# lookahead after the opener.
+# -- the rule as one regex: an automaton over characters (after an opener, the gap before
+# a slash, the gap after one, 1..7 letters of "context"); every code point is classified
+# once by its reading, and the automaton becomes one lookahead after the opener.
 _GAP, _GAP_SLASH, _M7 = 0, 1, 8  # matched k letters: state 1 + k
 _ACCEPT, _REJECT = 9, 10
 _STATES = range(_M7 + 1)
 _FILLERS = (0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFFF0, 0xFFF9))
-_SURROGATES = range(0xD800, 0xE000)
 _TAGS = range(0xE0000, 0xE1000)
-# The regex engine's \w is exactly str.isalnum() or "_", the rule's word test.
-_WORD_CHAR = re.compile(r"\w")
 
 
 def _step(state: int, token: str | None) -> int:
@@ -161,24 +129,19 @@ def _step(state: int, token: str | None) -> int:
     return state + 1 if token == _WORD[state - 1] else _REJECT
 
 
-def _read_one(ch: str) -> str | None:
-    """How the rule reads one character: ``None`` if invisible, else its folded
-    visible characters (possibly none)."""
-    if ch < "\x80":
-        return None if ch < " " or ch == "\x7f" else ch.lower()
+def _read_one(ch: str, invisible: set[int]) -> str | None:
+    """How the rule reads ``ch``: ``None`` if invisible, else its folded visible characters."""
     if ch in OPENERS:
         return "<"
-    if _invisible(ch):
+    if ord(ch) in invisible:
         return None
-    mapped = _READS_AS.get(ch)
-    if mapped is not None:
-        return mapped
-    return "".join(c for c in unicodedata.normalize("NFKC", ch).lower() if not _invisible(c))
+    return _READS_AS.get(ch) or "".join(
+        c for c in unicodedata.normalize("NFKC", ch).lower() if ord(c) not in invisible)
 
 
-def _moves(ch: str) -> tuple[int, ...]:
+def _moves(ch: str, invisible: set[int]) -> tuple[int, ...]:
     """Where ``ch`` takes the automaton from each state."""
-    reading = _read_one(ch)
+    reading = _read_one(ch, invisible)
     tokens: tuple[str | None, ...] = (None,) if reading is None else tuple(reading)
     out = []
     for state in _STATES:
@@ -239,8 +202,7 @@ def _literal(cp: int) -> str:
 
 
 def _char_class(points: Iterable[int]) -> str:
-    """A regex matching one character of ``points``; a BMP character never walks the
-    (guarded) list of astral ranges."""
+    """One character of ``points``; a BMP one never walks the (guarded) astral ranges."""
     ordered = sorted(set(points))
     bmp = [p for p in ordered if p < 0x10000]
     astral = [p for p in ordered if p >= 0x10000]
@@ -253,8 +215,7 @@ def _char_class(points: Iterable[int]) -> str:
 
 
 def _run_of(points: list[int]) -> str:
-    """A regex matching a run of ``points``: the BMP part alone until the first astral
-    character (a BMP character not in a class would walk its astral ranges)."""
+    """A run of ``points``: the BMP part alone, then all of them from the first astral one."""
     bmp = sorted(p for p in points if p < 0x10000)
     run = _ranges(bmp) + "*" if bmp else ""
     if len(bmp) < len(points):
@@ -262,17 +223,20 @@ def _run_of(points: list[int]) -> str:
     return run
 
 
-def _compile_reader() -> _Reader:
-    every = _all_code_points()
+def _compile_reader(every: str) -> _Reader:
+    """The reader for texts of the characters of ``every`` (``chr(0)`` up to some)."""
+    def own(points: Iterable[int]) -> set[int]:
+        return {cp for cp in points if cp < len(every)}
+
     # The reading's own order: an opener is an opener first, then invisible.
-    openers = {ord(c) for c in OPENERS}
-    invisible = set(_invisible_code_points(every)) - openers
-    listed = _unusual(every) | set(range(0x80)) | openers | {ord(c) for c in _READS_AS}
+    openers = own(map(ord, OPENERS))
+    invisible = own(_invisible_code_points(every)) - openers
+    listed = own(_unusual(every) | set(range(0x80)) | openers | set(map(ord, _READS_AS)))
     listed -= invisible
     moves: dict[tuple[int, ...], list[int]] = {
         tuple([*_STATES[:_M7], _ACCEPT]): sorted(invisible)}
     for cp in sorted(listed):
-        moves.setdefault(_moves(chr(cp)), []).append(cp)
+        moves.setdefault(_moves(chr(cp), invisible), []).append(cp)
     groups = iter(range(1_000_000))
 
     def stay(state: int) -> str:
@@ -292,7 +256,8 @@ def _compile_reader() -> _Reader:
             # Past "context": a word character (after any that read as nothing) continues
             # the word, anything else is a tag; listed characters override \w both ways.
             ends = {cp for m, cps in moves.items() if m[_M7] == _REJECT for cp in cps}
-            word = {ord(c) for c in _WORD_CHAR.findall("".join(map(chr, invisible | listed)))}
+            # The regex engine's \w is exactly str.isalnum() or "_", the rule's word test.
+            word = {ord(c) for c in re.findall(r"\w", "".join(map(chr, invisible | listed)))}
             return (f"(?!{stay(_M7)}(?:{_char_class(ends - word)}"
                     f"|(?!{_char_class(word - ends)})\\w))")
         branches = [_char_class(cps) + after(m[state]) for m, cps in moves.items()
@@ -321,25 +286,27 @@ def _compile_reader() -> _Reader:
 
     forward = [cp for m, cps in moves.items() if any(r not in (s, _ACCEPT, _REJECT)
                                                      for s, r in enumerate(m)) for cp in cps]
+    near = f"(?:{_ranges(run)}{{0,{_LONG_RUN - 1}}}{_char_class(forward)}){{0,9}}"
     return _Reader(tag, re.compile(_run_of(run)), tuple(first_of(cps) for _, cps in kinds),
-                   _near(_ranges(run), _char_class(forward)))
+                   re.compile(near))
 
 
 # Atomic groups from Python 3.11; before, a lookahead and a back-reference do the same.
 _ATOMIC = sys.version_info >= (3, 11)
 _reader: _Reader | None = None
 _reader_lock = threading.Lock()
+# ASCII text's reader, quick to build: there only controls are invisible.
+_ASCII_READER = _compile_reader("".join(map(chr, range(0x80))))
 
 
 def prepare_reader() -> None:
-    """Build the compiled reader :func:`neutralize` uses for non-ASCII text (a few
-    hundred milliseconds, once per process); gather calls it in a worker thread
-    before any provider's timer starts."""
+    """Build the reader :func:`neutralize` uses for non-ASCII text (under a second, once per
+    process); gather calls it in a worker thread before any provider's timer starts."""
     global _reader
     if _reader is None:
         with _reader_lock:
             if _reader is None:
-                _reader = _compile_reader()
+                _reader = _compile_reader(_all_code_points())
 
 
 def reader_ready() -> bool:
@@ -380,9 +347,7 @@ def neutralize(text: str) -> str:
     read by the rule in this module's docstring, with ``&lt;``; nothing else changes.
     """
     if text.isascii():
-        if "<" not in text:
-            return text
-        return _read_in_pieces(_ASCII_READER, text)
+        return _read_in_pieces(_ASCII_READER, text) if "<" in text else text
     if "<" not in text and not any(o in text for o in _WIDE_OPENERS):
         return text
     return _neutralize_general(text)
@@ -390,8 +355,7 @@ def neutralize(text: str) -> str:
 
 def _neutralize_general(text: str) -> str:
     """:func:`neutralize` for any text, by the compiled rule."""
-    if _reader is None:
-        prepare_reader()
+    prepare_reader()
     return _read_in_pieces(_reader, text)  # type: ignore[arg-type]
 
 
@@ -427,33 +391,27 @@ def _continuation(reader: _Reader, text: str, at: int) -> tuple[str, int]:
             out.append(text[pos:end + 1])  # with the character that decides, if any
             break
         out.append(text[pos:end])
-        pos = _run_end(reader.run, text, end)
-        out.append(_stand_in(reader.kinds, text, end, pos))
+        pos, stand_in = _rest_of_run(reader, text, end)
+        out.append(stand_in)
         if near == at:
             skip = pos
     return "".join(out), skip
 
 
-def _run_end(run: re.Pattern[str], text: str, pos: int) -> int:
-    """Where the run that ``run`` matches from ``pos`` ends, read in bounded pieces."""
+def _rest_of_run(reader: _Reader, text: str, pos: int) -> tuple[int, str]:
+    """Where the run from ``pos`` ends, read in bounded pieces, and its stand-in: the first
+    character of each kind in it, in order, which reads the same as the run from every
+    state (all of a kind move a state alike)."""
+    firsts: dict[int, int] = {}
     while True:
         stop = min(len(text), pos + _PIECE)
-        pos = run.match(text, pos, stop).end()  # type: ignore[union-attr]  # may match ""
-        if pos < stop or stop == len(text):
-            return pos
-
-
-def _stand_in(kinds: Sequence[re.Pattern[str]], text: str, start: int, end: int) -> str:
-    """The first character of each kind in the run ``text[start:end]``, in order: it
-    reads the same as the run from every state (all of a kind move a state alike)."""
-    firsts = []
-    for kind in kinds:
-        for lo in range(start, end, _PIECE):
-            found = kind.search(text, lo, min(end, lo + _PIECE))
-            if found is not None:
-                firsts.append(found.start())
-                break
-    return "".join(text[i] for i in sorted(firsts))
+        end = reader.run.match(text, pos, stop).end()  # type: ignore[union-attr]  # may be ""
+        for k, kind in enumerate(reader.kinds):
+            if k not in firsts and (found := kind.search(text, pos, end)) is not None:
+                firsts[k] = found.start()
+        if end < stop or stop == len(text):
+            return end, "".join(text[i] for i in sorted(firsts.values()))
+        pos = end
 
 
 def tag_block(name: str, text: str) -> str:

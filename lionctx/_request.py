@@ -27,22 +27,16 @@ def selected_blocks(report: ProviderReport, render: RenderMode) -> tuple[Context
 
 
 def _prefix(fold: str, content: Any) -> Any:
-    """Put the LionAGI fold in front of a user message's content."""
-    if not fold:
-        return content
+    """Put the (non-empty) LionAGI fold in front of a user message's content."""
     if isinstance(content, list):
         return [{"type": "text", "text": fold}, *content]
     text = content if isinstance(content, str) else message_text({"content": content})
     return f"{fold}\n\n{text}" if text else fold
 
 
-def build_request(
-    history: Sequence[Mapping[str, Any]],
-    instruction: Instruction | None,
-    blocks: Sequence[ContextBlock],
-    rounds: Sequence[Mapping[str, Any]],
-    render: RenderMode,
-) -> list[dict[str, Any]]:
+def build_request(history: Sequence[Mapping[str, Any]], instruction: Instruction,
+                  blocks: Sequence[ContextBlock], rounds: Sequence[Mapping[str, Any]],
+                  render: RenderMode) -> list[dict[str, Any]]:
     """The messages one call sends: ``history`` (left as it is), the instruction, then
     ``rounds``. ``"tags"``: the blocks' tags follow the system text in the system message;
     ``"lionagi"``: none; the first user message starts with ``system + "\\n".join(blocks)
@@ -50,8 +44,7 @@ def build_request(
     has_system = bool(history) and history[0].get("role") == "system"
     system = message_text(history[0]) if has_system else None
     past = history[1:] if has_system else history
-    current = [instruction.to_message()] if instruction is not None else []
-    body = strip_persistence_fields([*past, *current, *rounds])
+    body = strip_persistence_fields([*past, instruction.to_message(), *rounds])
     if render == "tags":
         parts = [system] if system else []
         if blocks:
@@ -59,18 +52,13 @@ def build_request(
         if system is None and not blocks:
             return body
         return [system_message("\n\n".join(parts)), *body]
-    # lionagi: system + "\n".join(blocks) + guidance, folded into the first instruction.
-    texts = [b.text for b in blocks]
-    target = next((i for i, m in enumerate(body) if m.get("role") == "user"), None)
-    if target is None:
-        fold = render_lionagi(system or "", texts, "")
-        return [system_message(fold), *body] if fold else body
-    if instruction is not None and target == len(past):
-        fold = render_lionagi(system or "", texts, instruction.guidance or "")
-        content: Any = instruction.instruction
-    else:
-        fold = render_lionagi(system or "", texts, "")
-        content = body[target].get("content")
+    # lionagi: system + "\n".join(blocks) + guidance, folded into the first user message
+    # (the instruction's own at the latest); the guidance only when it is the instruction.
+    target = next(i for i, m in enumerate(body) if m.get("role") == "user")
+    ours = target == len(past)
+    fold = render_lionagi(system or "", [b.text for b in blocks],
+                          (instruction.guidance or "") if ours else "")
+    content: Any = instruction.instruction if ours else body[target].get("content")
     if fold:
         body[target]["content"] = _prefix(fold, content) if content else fold
     return body

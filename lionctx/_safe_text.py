@@ -13,7 +13,7 @@ from typing import cast
 
 from ._text import make_encodable
 
-__all__ = ["NAME_LIMIT", "TEXT_LIMIT", "TRACEBACK_LIMIT", "BoundedTracebacks", "cut",
+__all__ = ["NAME_LIMIT", "TEXT_LIMIT", "TRACEBACK_LIMIT", "bound_tracebacks", "cut",
            "error_text", "plain", "safe_repr", "safe_text", "split_cut", "type_name"]
 
 #: Most characters of one outside text in a reason, a log line or a span.
@@ -43,8 +43,7 @@ def cut(text: str, limit: int = TEXT_LIMIT) -> str:
     head, size = plain(text, limit)
     if size > limit:
         note = f"... [{size:,} chars]"
-        head = str.__getitem__(head, slice(0, max(limit - len(note), 0))) + note
-        head = head[:limit]
+        head = (head[:max(limit - len(note), 0)] + note)[:limit]  # head: a plain str
     if not head.isascii():
         head = make_encodable(head)[0]
     return head
@@ -53,9 +52,8 @@ def cut(text: str, limit: int = TEXT_LIMIT) -> str:
 def split_cut(text: str) -> tuple[str, str]:
     """``(head, note)`` of a text :func:`cut` shortened; ``(text, "")`` otherwise."""
     found = _NOTE.search(text)
-    if found is None:
-        return text, ""
-    return text[:found.start()], text[found.start():]
+    at = len(text) if found is None else found.start()
+    return text[:at], text[at:]
 
 
 def _fatal(exc: BaseException) -> bool:
@@ -135,24 +133,19 @@ def traceback_text(exc: BaseException) -> str:
     return cut("\n".join(parts), TRACEBACK_LIMIT)
 
 
-class BoundedTracebacks(logging.Filter):
-    """Sets ``record.exc_text`` (what formatters print) to a bounded traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        info = record.exc_info
-        if info and not record.exc_text and isinstance(info[1], BaseException):
-            try:
-                record.exc_text = traceback_text(info[1])
-            except Exception:  # never the caller's problem
-                record.exc_text = "<traceback unavailable>"
-        return True
-
-
-_BOUNDED = BoundedTracebacks()
+def _bounded(record: logging.LogRecord) -> bool:
+    """A log filter: sets ``record.exc_text`` (what formatters print) to a bounded traceback."""
+    info = record.exc_info
+    if info and not record.exc_text and isinstance(info[1], BaseException):
+        try:
+            record.exc_text = traceback_text(info[1])
+        except Exception:  # never the caller's problem
+            record.exc_text = "<traceback unavailable>"
+    return True
 
 
 def bound_tracebacks(logger: logging.Logger) -> logging.Logger:
     """``logger``, with its records' tracebacks bounded (added once)."""
-    if _BOUNDED not in logger.filters:
-        logger.addFilter(_BOUNDED)
+    if _bounded not in logger.filters:
+        logger.addFilter(_bounded)
     return logger

@@ -19,9 +19,7 @@ Scope = tuple[tuple[str, str], ...]
 def source_identity(provider: Any) -> str | None:
     """The identity ``provider`` states, or ``None`` when it states none."""
     value = getattr(provider, "source_identity", None)
-    if value is None:
-        return None
-    if not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         raise InvalidType(f"source_identity of {type(provider).__name__} must be a str "
                           f"or None, got {type(value).__name__}")
     return value

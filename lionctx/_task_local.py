@@ -6,12 +6,12 @@ import asyncio
 import weakref
 from typing import Any, Generic, TypeVar
 
-__all__ = ["TaskLocal"]
+__all__ = ["TaskLocal", "current_task"]
 
 T = TypeVar("T")
 
 
-def _task_key() -> Any:
+def current_task() -> Any:
     """The running asyncio task, or None elsewhere."""
     try:
         return asyncio.current_task()
@@ -31,15 +31,12 @@ class TaskLocal(Generic[T]):
         self.last: T | None = None
 
     def get(self) -> T | None:
-        key = _task_key()
-        if key is not None:
-            value = self._by_task.get(key)
-            if value is not None:
-                return value
-        return self.last
+        key = current_task()
+        value = self._by_task.get(key) if key is not None else None
+        return self.last if value is None else value
 
     def set(self, value: T) -> None:
-        key = _task_key()
+        key = current_task()
         if key is not None:
             self._by_task[key] = value
         self.last = value

@@ -16,6 +16,7 @@ from ._context import RunContext
 from ._exceptions import InvalidType
 from ._log import logger_for
 from ._messages import (
+    each_message,
     ensure_tool_call_uids,
     ensure_uid,
     message_text,
@@ -39,8 +40,7 @@ logger = logger_for("lionctx.branch")  # the turn logs as the branch it serves
 
 
 def chat_model(model: Any) -> Any:
-    """``model``, or an ``OpenAIChatModel`` configured from the environment for
-    ``None``; refused without ``complete()``."""
+    """``model`` (refused without ``complete()``); for ``None``, one from the environment."""
     if model is None:
         from .models._openai_chat import OpenAIChatModel
 
@@ -55,12 +55,7 @@ def copy_messages(value: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Deep copies of ``value``'s message dicts, each with a ``message_uid``."""
     if isinstance(value, (str, bytes, Mapping)):
         raise InvalidType(f"messages must be a list of message dicts, got {type(value).__name__}")
-    stored = []
-    for i, msg in enumerate(value):
-        if not isinstance(msg, Mapping):
-            raise InvalidType(f"message {i} must be a dict, got {type(msg).__name__}: {msg!r}")
-        stored.append(ensure_uid(copy.deepcopy(dict(msg))))
-    return stored
+    return [ensure_uid(copy.deepcopy(dict(msg))) for msg in each_message(value)]
 
 
 class Conversation:
@@ -117,8 +112,8 @@ class Conversation:
 
 
 class Turn:
-    """One model turn of ``instruction`` on ``conversation`` (see the module docs);
-    ``record=False``: it stores nothing and never compacts."""
+    """One model turn of ``instruction`` on ``conversation``; ``record=False``: no store, no
+    compaction."""
 
     def __init__(self, conversation: Conversation, model: Any, instruction: Instruction, *,
                  session: EngineSession | None = None, run_context: RunContext | None = None,
@@ -331,10 +326,9 @@ class Turn:
         session = self.session
         if session is None:
             return
-        if error is None:
+        if error is None and self.record:
             try:
-                if self.record:
-                    await self._compact(session)
+                await self._compact(session)
             except BaseException as exc:
                 self._complete(session, exc)
                 raise
@@ -352,14 +346,11 @@ class Turn:
     def _complete(self, session: EngineSession, error: BaseException | None) -> None:
         if not session.observes("on_turn_complete"):
             return  # nothing built for an engine that does not observe turns
-        if error is None:
-            failed, interrupted, reason = False, False, self.exit_reason
-        elif isinstance(error, Exception):
-            failed, interrupted, reason = True, False, "error"
-        else:
-            cancelled = isinstance(error, anyio.get_cancelled_exc_class())
-            failed, interrupted = False, True
-            reason = "cancelled" if cancelled else "interrupted"
+        failed = isinstance(error, Exception)
+        interrupted = error is not None and not failed
+        reason = (self.exit_reason if error is None else "error" if failed
+                  else "cancelled" if isinstance(error, anyio.get_cancelled_exc_class())
+                  else "interrupted")
         assert self.turn_id is not None  # set by start(), which a session turn ran
         session.turn_complete([*self.conversation.messages, *self.pending],
                               self.response.usage if self.response is not None else None,

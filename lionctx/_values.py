@@ -46,9 +46,7 @@ class Instruction:
     @property
     def content(self) -> str:
         """The stored user text: ``guidance + "\\n\\n" + instruction``, or the instruction."""
-        if self.guidance:
-            return f"{self.guidance}\n\n{self.instruction}"
-        return self.instruction
+        return f"{self.guidance}\n\n{self.instruction}" if self.guidance else self.instruction
 
     def to_message(self) -> dict[str, Any]:
         """A new user message dict for this instruction."""
@@ -76,13 +74,10 @@ class OperateResult:
 def as_instruction(instruction: str | Instruction, guidance: str | None) -> Instruction:
     """``instruction`` as an :class:`Instruction` (``guidance`` wins when given)."""
     if isinstance(instruction, Instruction):
-        if guidance is not None:
-            return Instruction(instruction.instruction, guidance)
-        return instruction
+        return instruction if guidance is None else Instruction(instruction.instruction, guidance)
     if not isinstance(instruction, str):
-        raise InvalidType(
-            f"instruction must be a str or an Instruction, got {type(instruction).__name__}"
-        )
+        raise InvalidType(f"instruction must be a str or an Instruction, got "
+                          f"{type(instruction).__name__}")
     return Instruction(instruction, guidance)
 
 

@@ -23,9 +23,7 @@ class WeakIdMap(Generic[V]):
     def get(self, obj: Any) -> V | None:
         """The value tied to ``obj``, or ``None``."""
         item = self._items.get(id(obj))
-        if item is None or item[0]() is not obj:
-            return None
-        return item[1]
+        return item[1] if item is not None and item[0]() is obj else None
 
     def setdefault(self, obj: Any, factory: Callable[[], V]) -> V | None:
         """The value tied to ``obj``, made first if none; ``None``: no weak reference."""

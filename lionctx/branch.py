@@ -17,6 +17,7 @@ import anyio
 
 from ._context import RunContext, coerce_run_context
 from ._exceptions import InvalidType, InvalidValue
+from ._policy import check_count
 from ._request import build_request
 from ._task_local import TaskLocal
 from ._turn import Conversation, Turn, chat_model
@@ -61,27 +62,17 @@ class Branch(Conversation):
     system message of this branch already said whole (``docs/dedupe.md``).
     """
 
-    def __init__(
-        self,
-        system: str | None = None,
-        model: ChatModel | None = None,
-        *,
-        messages: Iterable[Mapping[str, Any]] | None = None,
-        run_context: Any = None,
-        inject_systemless: bool = False,
-        render: RenderMode = "tags",
-        name: str | None = None,
-        context_engine: ContextEngine | str | None = None,
-        engine_config: Any = None,
-        dedupe_history: bool = False,
-    ) -> None:
+    def __init__(self, system: str | None = None, model: ChatModel | None = None, *,
+                 messages: Iterable[Mapping[str, Any]] | None = None, run_context: Any = None,
+                 inject_systemless: bool = False, render: RenderMode = "tags",
+                 name: str | None = None, context_engine: ContextEngine | str | None = None,
+                 engine_config: Any = None, dedupe_history: bool = False) -> None:
         if render not in RENDER_MODES:
             raise InvalidValue(f"render must be one of {RENDER_MODES}, got {render!r}")
         if not isinstance(inject_systemless, bool):
             raise InvalidType(f"inject_systemless must be a bool, got {inject_systemless!r}")
-        model = chat_model(model)
         super().__init__(name=name)
-        self.model: ChatModel = model
+        self.model: ChatModel = chat_model(model)
         self.render: RenderMode = render
         self.inject_systemless = inject_systemless
         self.dedupe_history = bool(dedupe_history)
@@ -100,7 +91,7 @@ class Branch(Conversation):
         if context_engine is not None or engine_config is not None:
             from .engines._session import open_session
 
-            self._engine_session = open_session(context_engine, engine_config, model=model)
+            self._engine_session = open_session(context_engine, engine_config, model=self.model)
 
     def __repr__(self) -> str:
         providers = len(self._context_providers) if self._context_providers is not None else 0
@@ -190,21 +181,16 @@ class Branch(Conversation):
             self._reports.set(report)
 
     # -- operations ----------------------------------------------------------------
-    def build_request(
-        self,
-        instruction: str | Instruction,
-        *,
-        blocks: Iterable[ContextBlock | str | tuple[str, str]] = (),
-        guidance: str | None = None,
-    ) -> list[dict[str, Any]]:
+    def build_request(self, instruction: str | Instruction, *,
+                      blocks: Iterable[ContextBlock | str | tuple[str, str]] = (),
+                      guidance: str | None = None) -> list[dict[str, Any]]:
         """The messages one call would send with these explicit ``blocks``; calls no
         provider or engine and records nothing."""
         return build_request(self.messages, as_instruction(instruction, guidance),
                              tuple(as_block(b) for b in blocks), (), self.render)
 
-    async def prepare(
-        self, instruction: str | Instruction, *, guidance: str | None = None,
-    ) -> list[dict[str, Any]]:
+    async def prepare(self, instruction: str | Instruction, *,
+                      guidance: str | None = None) -> list[dict[str, Any]]:
         """The messages a call would send now: the provider pass (its report becomes
         ``last_context_report``) and the engine's ``select_context``; nothing is sent,
         recorded or reported to the engine."""
@@ -212,20 +198,16 @@ class Branch(Conversation):
         await self._gather(turn)
         return await turn.prepare()
 
-    async def chat(
-        self, instruction: str | Instruction, *, guidance: str | None = None,
-        **kwargs: Any,
-    ) -> ChatResponse:
+    async def chat(self, instruction: str | Instruction, *, guidance: str | None = None,
+                   **kwargs: Any) -> ChatResponse:
         """Send one instruction with this turn's context; record nothing. Extra keywords
         go to the model. With a context engine it is a turn that never compacts."""
         async with self._turn(as_instruction(instruction, guidance), record=False) as turn:
             await self._gather(turn)
             return await turn.exchange(**kwargs)
 
-    async def communicate(
-        self, instruction: str | Instruction, *, guidance: str | None = None,
-        **kwargs: Any,
-    ) -> str:
+    async def communicate(self, instruction: str | Instruction, *, guidance: str | None = None,
+                          **kwargs: Any) -> str:
         """Send one instruction; record it and the reply after the call; return the text."""
         async with self._turn(as_instruction(instruction, guidance)) as turn:
             await self._gather(turn)
@@ -233,10 +215,8 @@ class Branch(Conversation):
             turn.store()
         return response.text
 
-    async def run(
-        self, instruction: str | Instruction, *, guidance: str | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[str]:
+    async def run(self, instruction: str | Instruction, *, guidance: str | None = None,
+                  **kwargs: Any) -> AsyncIterator[str]:
         """Stream the reply as text deltas (the model must have ``stream``).
 
         The instruction is recorded before streaming (as in LionAGI), the reply when the
@@ -256,15 +236,9 @@ class Branch(Conversation):
                     yield delta
             turn.store()
 
-    async def operate(
-        self,
-        instruction: str | Instruction,
-        *,
-        tools: Sequence[Any],
-        guidance: str | None = None,
-        max_rounds: int = 10,
-        **kwargs: Any,
-    ) -> OperateResult:
+    async def operate(self, instruction: str | Instruction, *, tools: Sequence[Any],
+                      guidance: str | None = None, max_rounds: int = 10,
+                      **kwargs: Any) -> OperateResult:
         """Send an instruction with tools and run the tool-call loop.
 
         ``tools``: Python callables (sync or async), :class:`Tool` objects, or OpenAI
@@ -276,8 +250,7 @@ class Branch(Conversation):
         user's (a user tool with the same name wins).
         """
         by_name = tools_by_name(tools)
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise InvalidValue(f"max_rounds must be an int >= 1, got {max_rounds!r}")
+        check_count(max_rounds, "max_rounds")
         async with self._turn(as_instruction(instruction, guidance)) as turn:
             specs = turn.offer_tools(by_name)
             await self._gather(turn)

@@ -11,10 +11,10 @@ import importlib.util
 import os
 import threading
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._outcome import Outcome, Status
+from ._outcome import Status
+from ._policy import check_limit
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._report import Report
@@ -105,10 +105,7 @@ def configure(*, tracer_provider: Any = None, meter_provider: Any = None,
     """Send spans and metrics to these providers instead of the global ones (``None``:
     the global one). ``max_label_values`` caps the distinct provider label values
     (default :data:`MAX_LABEL_VALUES`); the labels handed out so far are forgotten."""
-    if max_label_values is not None:
-        from ._policy import check_limit
-
-        max_label_values = check_limit(max_label_values, "max_label_values")
+    max_label_values = check_limit(max_label_values, "max_label_values")
     _state.update(tracer_provider=tracer_provider, meter_provider=meter_provider,
                   max_labels=max_label_values, tracer=None, instruments=None,
                   live_until=None)
@@ -187,17 +184,6 @@ def metric_label(name: object) -> str:
     return value
 
 
-def _place(outcomes: Sequence[Outcome], pass_start: int, concurrent: bool) -> list[int]:
-    """Start time (ns) of each provider's span: its own stamp, else where it ran
-    (all at the pass start when concurrent; one after another when sequential)."""
-    starts, cursor = [], pass_start
-    for o in outcomes:
-        starts.append(o.started_ns if o.started_ns is not None
-                      else pass_start if concurrent else cursor)
-        cursor = starts[-1] + int(o.duration_ms * 1e6)
-    return starts
-
-
 _ERROR = (Status.FAILED, Status.TIMEOUT)
 
 
@@ -231,7 +217,12 @@ def _record(face: str, report: Report, started_ns: int, concurrent: bool) -> Non
     parent = tracer.start_span("lionctx.gather", kind=SpanKind.INTERNAL, attributes=attrs,
                                start_time=started_ns)
     parent_ctx = trace.set_span_in_context(parent)
-    for o, start in zip(outcomes, _place(outcomes, started_ns, concurrent), strict=True):
+    cursor = started_ns
+    for o in outcomes:
+        # A span starts at its own stamp, else where it ran: all at the pass start when
+        # concurrent, one after another when sequential.
+        start = o.started_ns if o.started_ns is not None else started_ns if concurrent else cursor
+        cursor = start + int(o.duration_ms * 1e6)
         status = o.status.value
         a: dict[str, Any] = {"lionctx.provider.name": _printable(scrub(o.name, NAME_CHARS)),
                              "lionctx.provider.status": status,

@@ -72,10 +72,7 @@ def seen(monkeypatch) -> list[int]:
     prepare_reader()
     calls: list[int] = []
     monkeypatch.setattr(render, "_reader", watch(render._reader, calls))
-    if hasattr(render, "_ASCII_READER"):
-        monkeypatch.setattr(render, "_ASCII_READER", watch(render._ASCII_READER, calls))
-    else:  # one regex over the whole text
-        monkeypatch.setattr(render, "_ASCII_TAG_START", watch(render._ASCII_TAG_START, calls))
+    monkeypatch.setattr(render, "_ASCII_READER", watch(render._ASCII_READER, calls))
     return calls
 
 
