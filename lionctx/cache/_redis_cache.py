@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..providers._flight import FlightCache
 
 __all__ = ["KEY_VERSION", "RedisCache", "SharedCacheError"]
+
+T = TypeVar("T")
 
 
 class RedisCache:
@@ -72,11 +74,10 @@ class RedisCache:
     ) -> None:
         if (url is None) == (client is None):
             raise InvalidValue("RedisCache needs a url or a client (exactly one)")
-        if url is not None:
-            if not isinstance(url, str) or not url.startswith(("redis://", "rediss://",
-                                                                "unix://")):
-                raise InvalidValue(f"url must be a redis://, rediss:// or unix:// URL, got "
-                                 f"{redact_url_passwords(url)!r}")
+        if url is not None and not (isinstance(url, str) and url.startswith(
+                ("redis://", "rediss://", "unix://"))):
+            raise InvalidValue(f"url must be a redis://, rediss:// or unix:// URL, got "
+                               f"{redact_url_passwords(url)!r}")
         if client is not None and not callable(getattr(client, "set", None)):
             raise InvalidType(f"client must be a redis.asyncio.Redis, got {type(client).__name__}")
         check_name(namespace, "namespace")
@@ -152,7 +153,7 @@ class RedisCache:
             socket_connect_timeout=self.op_timeout, retry_on_timeout=False,
             health_check_interval=0, max_connections=self.max_connections))
 
-    async def _op(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def _op(self, fn: Callable[[Any], Awaitable[T]]) -> T:
         """One Redis step under ``op_timeout`` once a slot is free; failing: SharedCacheError."""
         slots = self._slots.get(lambda: anyio.Semaphore(self.max_connections))
         await slots.acquire()

@@ -320,6 +320,17 @@ class OpenAIChatModel:
         return model_error(exc, where=_public_url(self.base_url), timeout=self.timeout,
                            model=self.model, scrub=self._scrub)
 
+    async def _create(self, body: dict[str, Any]) -> Any:
+        """``chat.completions.create`` on this loop's client; its errors as ours."""
+        client = self._async_client()
+        import openai
+
+        try:
+            return await client.chat.completions.create(**body)
+        except openai.OpenAIError as exc:
+            error = self._wrap(exc)
+        raise error  # outside the handler: nothing of the openai error is chained
+
     async def complete(self, messages: Sequence[Mapping[str, Any]], *,
                        tools: Sequence[Mapping[str, Any]] | None = None,
                        **kwargs: Any) -> ChatResponse:
@@ -327,15 +338,7 @@ class OpenAIChatModel:
         function-tool specs; other keywords (``temperature``, ``tool_choice``...) go into the
         body; persistence-only message fields (``message_uid``...) are stripped."""
         body = request_body(self.model, self.params, messages, tools, kwargs)
-        client = self._async_client()
-        import openai
-
-        try:
-            return parse_completion(await client.chat.completions.create(**body),
-                                    _public_url(self.base_url))
-        except openai.OpenAIError as exc:
-            error = self._wrap(exc)
-        raise error  # outside the handler: nothing of the openai error is chained
+        return parse_completion(await self._create(body), _public_url(self.base_url))
 
     def complete_sync(self, messages: Sequence[Mapping[str, Any]], *,
                       tools: Sequence[Mapping[str, Any]] | None = None,
@@ -396,15 +399,8 @@ class OpenAIChatStream:
     async def _events(self) -> AsyncGenerator[str, None]:
         import openai
 
-        model = self._model
-        client = model._async_client()
+        stream = await self._model._create(self._body)
         error: ModelError | None = None
-        try:
-            stream = await client.chat.completions.create(**self._body)
-        except openai.OpenAIError as exc:
-            error = model._wrap(exc)
-        if error is not None:
-            raise error  # outside the handler: nothing of the openai error is chained
         assembly = StreamAssembly()
         try:
             async for chunk in stream:
@@ -414,7 +410,7 @@ class OpenAIChatStream:
                     self.content += text
                     yield text
         except openai.OpenAIError as exc:
-            error = model._wrap(exc)
+            error = self._model._wrap(exc)
         finally:
             await stream.close()
         if error is not None:
