@@ -10,7 +10,8 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,8 +44,6 @@ _LOCAL_PLACEHOLDER_KEY = "lionctx-local-no-key"
 _ERROR_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 
-# -- where a request goes ---------------------------------------------------------------
-
 @functools.lru_cache(maxsize=64)  # asked on every turn for the same few base URLs
 def is_loopback(url: str | None) -> bool:
     """True for a loopback IP (IPv4-mapped too) or exactly ``localhost``; any other name
@@ -72,8 +71,6 @@ def _public_url(url: str | None) -> str:
         return DEFAULT_ENDPOINT
     return public_url(url, unparsable="<unparsable base_url>")
 
-
-# -- the request and the reply ----------------------------------------------------------
 
 def request_body(model: str, params: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
                  tools: Sequence[Mapping[str, Any]] | None,
@@ -202,8 +199,6 @@ def model_error(exc: BaseException, *, where: str, timeout: float, model: str,
                               f"{type_name(exc)}: {scrub(safe_text(exc, 2000))[:500]}")
 
 
-# -- the model --------------------------------------------------------------------------
-
 def _opt_str(value: Any, label: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidType(f"{label} must be a str or None, got {type(value).__name__}")
@@ -281,22 +276,20 @@ class OpenAIChatModel:
                 "max_retries": self.max_retries}
 
     def _async_client(self) -> Any:
-        kwargs = self._client_kwargs()
         key = _loop_key()
         client = self._aclients.get(key)
         if client is None:
             import openai  # deferred: importing lionctx must stay light
 
-            client = self._aclients[key] = openai.AsyncOpenAI(**kwargs)
+            client = self._aclients[key] = openai.AsyncOpenAI(**self._client_kwargs())
         return client
 
     def _client(self) -> Any:
-        kwargs = self._client_kwargs()
         with self._lock:
             if self._sync_client is None:
                 import openai
 
-                self._sync_client = openai.OpenAI(**kwargs)
+                self._sync_client = openai.OpenAI(**self._client_kwargs())
             return self._sync_client
 
     async def aclose(self) -> None:
@@ -368,7 +361,7 @@ class OpenAIChatModel:
         return OpenAIChatStream(self, body)
 
 
-class OpenAIChatStream:
+class OpenAIChatStream(AsyncIterator[str], AbstractAsyncContextManager["OpenAIChatStream"]):
     """Text deltas of one streamed reply. Close it (or exhaust it) to free the connection."""
 
     def __init__(self, model: OpenAIChatModel, body: dict[str, Any]) -> None:
@@ -380,18 +373,12 @@ class OpenAIChatStream:
         self.content: str = ""
         """The text received so far."""
 
-    def __aiter__(self) -> OpenAIChatStream:
-        return self
-
     async def __anext__(self) -> str:
         return await self._gen.__anext__()
 
     async def aclose(self) -> None:
         """Stop reading and close the HTTP response."""
         await self._gen.aclose()
-
-    async def __aenter__(self) -> OpenAIChatStream:
-        return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
