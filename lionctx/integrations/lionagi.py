@@ -103,8 +103,6 @@ class LionagiProvider:
 provider = LionagiProvider
 
 
-# -- install: a lionctx registry inside a real LionAGI Branch ------------------------
-
 #: The Branch methods that start a user call (each may make several model calls).
 _ENTRIES = ("chat", "chat_and_record", "communicate", "operate", "parse", "interpret", "ReAct")
 #: The ones that stream (async generators).

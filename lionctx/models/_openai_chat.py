@@ -67,9 +67,7 @@ def is_loopback(url: str | None) -> bool:
 
 def _public_url(url: str | None) -> str:
     """``url`` without user info, query or fragment: safe to show in an error."""
-    if not url:
-        return DEFAULT_ENDPOINT
-    return public_url(url, unparsable="<unparsable base_url>")
+    return public_url(url, unparsable="<unparsable base_url>") if url else DEFAULT_ENDPOINT
 
 
 def request_body(model: str, params: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
