@@ -11,7 +11,7 @@ import anyio
 from .._exceptions import InvalidType, InvalidValue, SharedCacheError
 from ..providers._base import PerLoop, check_count, check_duration, check_name
 from ..providers._redact import redact_url_passwords
-from ._base import Codec
+from ._base import Codec, InProcessCache
 from ._entries import KEY_VERSION, NAMESPACE, Circuit, _Garbage
 from ._shared import SharedCache
 
@@ -120,9 +120,8 @@ class RedisCache:
         """One provider's entries in Redis (``scope`` ``None``: this process's cache only)."""
         check_duration(ttl, "ttl", allow_zero=False)
         if scope is None:
-            from ..providers._flight import FlightCache
-
-            return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error)
+            return InProcessCache().bind(kind=kind, scope=scope, ttl=ttl, maxsize=maxsize,
+                                         stale_on_error=stale_on_error)
         return SharedCache(self, kind, scope, ttl, maxsize, stale_on_error,
                             self.wait if wait is None else wait, codec, remote_error)
 

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
 from ..providers._base import check_count
 from ..providers._redact import redact_query_strings
 from . import _openai_wire as wire
@@ -21,8 +22,6 @@ from ._openai_wire import ECHO_LABEL, Reply, ScriptItem, echo_reply
 
 __all__ = ["ECHO_LABEL", "JsonHandler", "LocalOpenAIServer", "RecordedRequest", "Reply",
            "ThreadedServer", "echo_reply"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 
