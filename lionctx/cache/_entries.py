@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from .._exceptions import InvalidValue, SharedCacheError
+from .._exceptions import SharedCacheError
 
 __all__ = ["BOUND_LEASE", "FORMAT", "KEY_VERSION", "NAMESPACE", "PARTS", "RELEASE", "RENEW",
            "Circuit", "MAX_LEASE_BYTES", "MAX_MARKER_BYTES", "MAX_REASON",
@@ -92,24 +92,17 @@ def decode_entry(raw: object, max_bytes: int) -> tuple[str, dict[str, Any]]:
     if not isinstance(raw, (bytes, str)) or len(raw) > max_bytes:
         raise _Garbage("a stored value that is too large or not bytes")
     try:
-        return _fields(json.loads(raw.decode("utf-8", "surrogatepass")
-                                  if isinstance(raw, bytes) else raw))
-    except Exception:
-        raise _Garbage("a stored value that does not decode") from None
-
-
-def _fields(data: object) -> tuple[str, dict[str, Any]]:
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InvalidValue("unknown format")
-    text, count, encoding = data["text"], data["tokens"], data["encoding"]
-    meta = data.get("meta") or {}
-    if not isinstance(text, str) or not text or not isinstance(meta, dict):
-        raise InvalidValue("bad fields")
-    # The form an earlier writer gave them; never their value (counted again).
-    if not (count is None or (type(count) is int and count >= 0)):
-        raise InvalidValue("bad count")
-    if not (encoding is None or isinstance(encoding, str)):
-        raise InvalidValue("bad encoding")
+        data = json.loads(raw.decode("utf-8", "surrogatepass") if isinstance(raw, bytes) else raw)
+        text, count, encoding = data["text"], data["tokens"], data["encoding"]
+        meta = data.get("meta") or {}
+    except Exception:  # not JSON, not an object, or a field missing
+        data = None
+    # tokens/encoding: the form an earlier writer gave them; never their value (counted again).
+    if not (isinstance(data, dict) and data.get("format") == FORMAT
+            and isinstance(text, str) and text and isinstance(meta, dict)
+            and (count is None or (type(count) is int and count >= 0))
+            and (encoding is None or isinstance(encoding, str))):
+        raise _Garbage("a stored value that does not decode")
     return str.__str__(text), meta
 
 

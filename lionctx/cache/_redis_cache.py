@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
 from .._exceptions import InvalidType, InvalidValue, SharedCacheError
 from ..providers._base import PerLoop, check_count, check_duration, check_name
 from ..providers._redact import redact_url_passwords
-from ._base import Codec
+from ._base import Codec, InProcessCache
 from ._entries import KEY_VERSION, NAMESPACE, Circuit, _Garbage
 from ._shared import SharedCache
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..providers._flight import FlightCache
 
 __all__ = ["KEY_VERSION", "RedisCache", "SharedCacheError"]
+
+T = TypeVar("T")
 
 
 class RedisCache:
@@ -72,11 +74,10 @@ class RedisCache:
     ) -> None:
         if (url is None) == (client is None):
             raise InvalidValue("RedisCache needs a url or a client (exactly one)")
-        if url is not None:
-            if not isinstance(url, str) or not url.startswith(("redis://", "rediss://",
-                                                                "unix://")):
-                raise InvalidValue(f"url must be a redis://, rediss:// or unix:// URL, got "
-                                 f"{redact_url_passwords(url)!r}")
+        if url is not None and not (isinstance(url, str) and url.startswith(
+                ("redis://", "rediss://", "unix://"))):
+            raise InvalidValue(f"url must be a redis://, rediss:// or unix:// URL, got "
+                               f"{redact_url_passwords(url)!r}")
         if client is not None and not callable(getattr(client, "set", None)):
             raise InvalidType(f"client must be a redis.asyncio.Redis, got {type(client).__name__}")
         check_name(namespace, "namespace")
@@ -119,9 +120,8 @@ class RedisCache:
         """One provider's entries in Redis (``scope`` ``None``: this process's cache only)."""
         check_duration(ttl, "ttl", allow_zero=False)
         if scope is None:
-            from ..providers._flight import FlightCache
-
-            return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error)
+            return InProcessCache().bind(kind=kind, scope=scope, ttl=ttl, maxsize=maxsize,
+                                         stale_on_error=stale_on_error)
         return SharedCache(self, kind, scope, ttl, maxsize, stale_on_error,
                             self.wait if wait is None else wait, codec, remote_error)
 
@@ -152,7 +152,7 @@ class RedisCache:
             socket_connect_timeout=self.op_timeout, retry_on_timeout=False,
             health_check_interval=0, max_connections=self.max_connections))
 
-    async def _op(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def _op(self, fn: Callable[[Any], Awaitable[T]]) -> T:
         """One Redis step under ``op_timeout`` once a slot is free; failing: SharedCacheError."""
         slots = self._slots.get(lambda: anyio.Semaphore(self.max_connections))
         await slots.acquire()

@@ -123,9 +123,7 @@ class SharedCache:
 
     async def _read(self, name: str) -> bytes | None:
         """The stored value at ``name`` (None: none); too large: :class:`_Garbage`."""
-        raw: bytes | None = await self.owner._op(
-            lambda r: _bounded_get(r, name, self.owner.max_value_bytes))
-        return raw
+        return await self.owner._op(lambda r: _bounded_get(r, name, self.owner.max_value_bytes))
 
     def _hit(self, key: Hashable, raw: Any, source: Source) -> Hit[Any]:
         value = self._decode(raw)
@@ -138,7 +136,7 @@ class SharedCache:
         raw = await self._read(names["val"])
         if raw is None:
             return await self._own(key, names, token, load)
-        await self.owner._op(lambda r: _release(r, names, token))
+        await self.owner._op(lambda r: _settle(r, names, token))
         return self._hit(key, raw, Source.SHARED)
 
     async def _wait_for_owner(self, key: Hashable, names: dict[str, str],
@@ -210,26 +208,27 @@ class SharedCache:
             # shielded grace (a slow Redis never holds a cancelled turn).
             with anyio.CancelScope(shield=True) as grace:
                 grace.deadline = anyio.current_time() + min(owner.op_timeout, RELEASE_GRACE)
-                await self._quietly(lambda r: _release(r, names, token))
+                await self._quietly(lambda r: _settle(r, names, token))
             raise
         if error is not None:
             reason = (str(error) if isinstance(error, SourceUnavailable)
                       else type(error).__name__)
-            marker = _entries.failure_marker(token, reason)
-            ttl_ms = milliseconds(min(owner.lease, self.ttl))
-            note = await self._quietly(lambda r: _fail(r, names, marker, ttl_ms, token))
+            failed = {"err": (_entries.failure_marker(token, reason),
+                              milliseconds(min(owner.lease, self.ttl)))}
+            note = await self._quietly(lambda r: _settle(r, names, token, failed))
             return await self._stale_or_raise(key, names, error, note)
         self.local.put(key, value)
         if value is None:
-            note = await self._quietly(lambda r: _forget(r, names, token))
+            # The source said "nothing": no stale value may outlive that.
+            note = await self._quietly(lambda r: _settle(r, names, token, drop="last"))
             return Hit(None, Source.FRESH, note=note)
         ttl_ms = milliseconds(self.ttl)
-        stale_ms = max(ttl_ms, int(owner.stale_ttl * 1000)) if self.stale_on_error else 0
-        if payload is None:  # too large to share: served, not stored
-            note = await self._quietly(lambda r: _release(r, names, token))
-        else:
-            note = await self._quietly(lambda r: _store(r, names, payload, ttl_ms, stale_ms,
-                                                        token))
+        stored: dict[str, tuple[Any, int]] = {}
+        if payload is not None:  # else too large to share: served, not stored
+            stored["val"] = (payload, ttl_ms)
+            if self.stale_on_error:
+                stored["last"] = (payload, max(ttl_ms, int(owner.stale_ttl * 1000)))
+        note = await self._quietly(lambda r: _settle(r, names, token, stored))
         return Hit(value, Source.FRESH, note=note)
 
     async def _quietly(self, fn: Callable[[Any], Awaitable[Any]]) -> str | None:
@@ -267,12 +266,11 @@ class SharedCache:
         """The stored form of ``value``; None over ``max_value_bytes`` (served, not shared)."""
         limit = self.owner.max_value_bytes
         text = self.codec.text(value)
-        if len(text) > limit:  # each char is at least one byte: not encoded at all
-            logger.info("value of %d chars is over max_value_bytes: not shared", len(text))
-            return None
-        payload = _entries.encode_entry(text, self.codec.meta(value))
-        if len(payload) > limit:
-            logger.info("value of %d bytes is over max_value_bytes: not shared", len(payload))
+        # Each character is at least one byte: a text over the limit is not encoded at all.
+        payload = (None if len(text) > limit
+                   else _entries.encode_entry(text, self.codec.meta(value)))
+        if payload is None or len(payload) > limit:
+            logger.info("value of %d characters is over max_value_bytes: not shared", len(text))
             return None
         return payload
 
@@ -288,18 +286,13 @@ class SharedCache:
 async def _bounded_get(r: Any, name: str, cap: int, refuse: bool = True) -> bytes | None:
     """The string at ``name`` if at most ``cap`` bytes; larger: _Garbage (None if not refuse)."""
     size = await r.strlen(name)
-    if not size:
-        return None
-    if size > cap:
+    # GETRANGE reads at most cap + 1 bytes: a value grown since STRLEN is still caught.
+    raw = await r.getrange(name, 0, cap) if 0 < size <= cap else b""
+    if size > cap or len(raw) > cap:
         if not refuse:
             return None
-        raise _Garbage(f"a stored value of {size} bytes is too large (max_value_bytes "
-                       f"{cap}); not read")
-    raw = await r.getrange(name, 0, cap)
-    if len(raw) > cap:
-        if not refuse:
-            return None
-        raise _Garbage(f"a stored value that is too large (max_value_bytes {cap}); not read")
+        raise _Garbage(f"a stored value of {max(size, len(raw))}+ bytes is too large "
+                       f"(max_value_bytes {cap}); not read")
     return bytes(raw) or None
 
 
@@ -325,28 +318,15 @@ async def _drop(r: Any, names: dict[str, str], wrong_type: bool) -> None:
         await r.delete(*foreign)
 
 
-async def _release(r: Any, names: dict[str, str], token: str) -> None:
-    """Delete the lease if it is still ``token``'s."""
+async def _settle(r: Any, names: dict[str, str], token: str,
+                  sets: dict[str, tuple[Any, int]] | None = None, drop: str | None = None) -> None:
+    """Set the parts in ``sets`` (value, ms to live) and delete ``drop``, then delete the
+    lease if it is still ``token``'s."""
+    if sets or drop:
+        async with r.pipeline(transaction=False) as pipe:
+            for part, (value, ms) in (sets or {}).items():
+                pipe.set(names[part], value, px=ms)
+            if drop:
+                pipe.delete(names[drop])
+            await pipe.execute()
     await r.eval(_entries.RELEASE, 1, names["lease"], token)
-
-
-async def _store(r: Any, names: dict[str, str], payload: bytes, ttl_ms: int, stale_ms: int,
-                 token: str) -> None:
-    async with r.pipeline(transaction=False) as pipe:
-        pipe.set(names["val"], payload, px=ttl_ms)
-        if stale_ms:
-            pipe.set(names["last"], payload, px=stale_ms)
-        await pipe.execute()
-    await _release(r, names, token)
-
-
-async def _forget(r: Any, names: dict[str, str], token: str) -> None:
-    # The source said "nothing": no stale value may outlive that.
-    await r.delete(names["last"])
-    await _release(r, names, token)
-
-
-async def _fail(r: Any, names: dict[str, str], marker: str, ttl_ms: int, token: str) -> None:
-    await r.set(names["err"], marker, px=ttl_ms)
-    await _release(r, names, token)
-

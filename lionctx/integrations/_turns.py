@@ -200,23 +200,22 @@ class HostHook:
                       session: Any = None, previous: Any = _AUTO) -> Resolution:
         """The run's resolution, computed on the first call. ``previous``: the digests
         to compare with (default: the session's previous run; given, the baseline stays)."""
+        async def make() -> Resolution:
+            keyed = previous is _AUTO
+            named = ctx.session_id if ctx.session_id is not None else session
+            # The baseline's key: the session (the context's, else the host's), user, tenant.
+            scope = (None if not keyed or named is None
+                     else (repr(ctx.tenant_id), repr(ctx.user_id), repr(named)))
+            # Bound for the providers too, so nested lionctx code sees the same user.
+            with bind_run_context(ctx):
+                resolution = await resolve_with(self._pass, self.providers, text_of(query), ctx,
+                                                previous=None if keyed else previous,
+                                                session=scope)
+            self.resolves += 1
+            logger.debug("resolved context for a run: fired=%s", resolution.fired)
+            return resolution
+
         turns = self._turns.setdefault(holder, dict)
         if turns is None:  # a holder that cannot be tied: one resolve per call
-            return await self._resolve(query, ctx, session, previous)
-        return await turns.setdefault(key, Once()).get(
-            lambda: self._resolve(query, ctx, session, previous))
-
-    async def _resolve(self, query: Any, ctx: RunContext, session: Any,
-                       previous: Any) -> Resolution:
-        keyed = previous is _AUTO
-        named = ctx.session_id if ctx.session_id is not None else session
-        # The baseline's key: the session (the context's, else the host's), user, tenant.
-        scope = (None if not keyed or named is None
-                 else (repr(ctx.tenant_id), repr(ctx.user_id), repr(named)))
-        # Bound for the providers too, so nested lionctx code sees the same user.
-        with bind_run_context(ctx):
-            resolution = await resolve_with(self._pass, self.providers, text_of(query), ctx,
-                                            previous=None if keyed else previous, session=scope)
-        self.resolves += 1
-        logger.debug("resolved context for a run: fired=%s", resolution.fired)
-        return resolution
+            return await make()
+        return await turns.setdefault(key, Once()).get(make)

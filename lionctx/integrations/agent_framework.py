@@ -16,8 +16,8 @@ from typing import Any
 
 from agent_framework import ContextProvider
 
-from .._exceptions import InvalidValue
 from .._report import Report
+from ..providers._base import check_name
 from ._turns import DEFAULT_TIMEOUT, HostHook, text_of, tie_report, tied_report
 
 __all__ = ["DEFAULT_TIMEOUT", "LionctxContextProvider", "report"]
@@ -35,9 +35,7 @@ class LionctxContextProvider(HostHook, ContextProvider):
 
     def __init__(self, providers: Any, source_id: str = "lionctx", *,
                  run_context: Any = None, **options: Any) -> None:
-        if not isinstance(source_id, str) or not source_id:
-            raise InvalidValue(f"LionctxContextProvider: source_id must be a non-empty str, "
-                             f"got {source_id!r}")
+        check_name(source_id, "LionctxContextProvider: source_id")
         ContextProvider.__init__(self, source_id)
         HostHook.__init__(self, providers, run_context=run_context, **options)
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .._adapters import call_fetch, provider_name, query_from_instruction, run_context_from_branch
 from .._context import bind_run_context
 from .._exceptions import InvalidType, TokenizerDataError
+from .._log import logger_for
 from .._messages import instruction_text
 from .._report import Report
 from ._turns import DEFAULT_TIMEOUT, Once, check_run_context, host_context
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_TIMEOUT", "LionagiProvider", "install", "instruction_text", "provider",
            "report", "use_bundled_tokenizer"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -102,8 +101,6 @@ class LionagiProvider:
 #: :class:`LionagiProvider` under the name the docs use.
 provider = LionagiProvider
 
-
-# -- install: a lionctx registry inside a real LionAGI Branch ------------------------
 
 #: The Branch methods that start a user call (each may make several model calls).
 _ENTRIES = ("chat", "chat_and_record", "communicate", "operate", "parse", "interpret", "ReAct")

@@ -11,6 +11,7 @@ Does not import Pydantic AI; see ``docs/integrations.md``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import threading
@@ -60,10 +61,8 @@ def _index_run(run_id: str, usage: Any) -> None:
     with _INDEX_LOCK:
         held = _BY_RUN_ID.get(run_id)
         if held is None:
-            try:
+            with contextlib.suppress(TypeError):  # not weakly referenceable: not indexed
                 _BY_RUN_ID[run_id] = usage
-            except TypeError:  # not weakly referenceable: not indexed
-                pass
         elif held is not usage:
             _BY_RUN_ID[run_id] = _AMBIGUOUS
 

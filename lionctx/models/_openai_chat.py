@@ -10,7 +10,8 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,8 +44,6 @@ _LOCAL_PLACEHOLDER_KEY = "lionctx-local-no-key"
 _ERROR_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 
-# -- where a request goes ---------------------------------------------------------------
-
 @functools.lru_cache(maxsize=64)  # asked on every turn for the same few base URLs
 def is_loopback(url: str | None) -> bool:
     """True for a loopback IP (IPv4-mapped too) or exactly ``localhost``; any other name
@@ -68,12 +67,8 @@ def is_loopback(url: str | None) -> bool:
 
 def _public_url(url: str | None) -> str:
     """``url`` without user info, query or fragment: safe to show in an error."""
-    if not url:
-        return DEFAULT_ENDPOINT
-    return public_url(url, unparsable="<unparsable base_url>")
+    return public_url(url, unparsable="<unparsable base_url>") if url else DEFAULT_ENDPOINT
 
-
-# -- the request and the reply ----------------------------------------------------------
 
 def request_body(model: str, params: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
                  tools: Sequence[Mapping[str, Any]] | None,
@@ -202,8 +197,6 @@ def model_error(exc: BaseException, *, where: str, timeout: float, model: str,
                               f"{type_name(exc)}: {scrub(safe_text(exc, 2000))[:500]}")
 
 
-# -- the model --------------------------------------------------------------------------
-
 def _opt_str(value: Any, label: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidType(f"{label} must be a str or None, got {type(value).__name__}")
@@ -281,22 +274,20 @@ class OpenAIChatModel:
                 "max_retries": self.max_retries}
 
     def _async_client(self) -> Any:
-        kwargs = self._client_kwargs()
         key = _loop_key()
         client = self._aclients.get(key)
         if client is None:
             import openai  # deferred: importing lionctx must stay light
 
-            client = self._aclients[key] = openai.AsyncOpenAI(**kwargs)
+            client = self._aclients[key] = openai.AsyncOpenAI(**self._client_kwargs())
         return client
 
     def _client(self) -> Any:
-        kwargs = self._client_kwargs()
         with self._lock:
             if self._sync_client is None:
                 import openai
 
-                self._sync_client = openai.OpenAI(**kwargs)
+                self._sync_client = openai.OpenAI(**self._client_kwargs())
             return self._sync_client
 
     async def aclose(self) -> None:
@@ -320,6 +311,17 @@ class OpenAIChatModel:
         return model_error(exc, where=_public_url(self.base_url), timeout=self.timeout,
                            model=self.model, scrub=self._scrub)
 
+    async def _create(self, body: dict[str, Any]) -> Any:
+        """``chat.completions.create`` on this loop's client; its errors as ours."""
+        client = self._async_client()
+        import openai
+
+        try:
+            return await client.chat.completions.create(**body)
+        except openai.OpenAIError as exc:
+            error = self._wrap(exc)
+        raise error  # outside the handler: nothing of the openai error is chained
+
     async def complete(self, messages: Sequence[Mapping[str, Any]], *,
                        tools: Sequence[Mapping[str, Any]] | None = None,
                        **kwargs: Any) -> ChatResponse:
@@ -327,15 +329,7 @@ class OpenAIChatModel:
         function-tool specs; other keywords (``temperature``, ``tool_choice``...) go into the
         body; persistence-only message fields (``message_uid``...) are stripped."""
         body = request_body(self.model, self.params, messages, tools, kwargs)
-        client = self._async_client()
-        import openai
-
-        try:
-            return parse_completion(await client.chat.completions.create(**body),
-                                    _public_url(self.base_url))
-        except openai.OpenAIError as exc:
-            error = self._wrap(exc)
-        raise error  # outside the handler: nothing of the openai error is chained
+        return parse_completion(await self._create(body), _public_url(self.base_url))
 
     def complete_sync(self, messages: Sequence[Mapping[str, Any]], *,
                       tools: Sequence[Mapping[str, Any]] | None = None,
@@ -365,7 +359,7 @@ class OpenAIChatModel:
         return OpenAIChatStream(self, body)
 
 
-class OpenAIChatStream:
+class OpenAIChatStream(AsyncIterator[str], AbstractAsyncContextManager["OpenAIChatStream"]):
     """Text deltas of one streamed reply. Close it (or exhaust it) to free the connection."""
 
     def __init__(self, model: OpenAIChatModel, body: dict[str, Any]) -> None:
@@ -377,9 +371,6 @@ class OpenAIChatStream:
         self.content: str = ""
         """The text received so far."""
 
-    def __aiter__(self) -> OpenAIChatStream:
-        return self
-
     async def __anext__(self) -> str:
         return await self._gen.__anext__()
 
@@ -387,24 +378,14 @@ class OpenAIChatStream:
         """Stop reading and close the HTTP response."""
         await self._gen.aclose()
 
-    async def __aenter__(self) -> OpenAIChatStream:
-        return self
-
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
     async def _events(self) -> AsyncGenerator[str, None]:
         import openai
 
-        model = self._model
-        client = model._async_client()
+        stream = await self._model._create(self._body)
         error: ModelError | None = None
-        try:
-            stream = await client.chat.completions.create(**self._body)
-        except openai.OpenAIError as exc:
-            error = model._wrap(exc)
-        if error is not None:
-            raise error  # outside the handler: nothing of the openai error is chained
         assembly = StreamAssembly()
         try:
             async for chunk in stream:
@@ -414,7 +395,7 @@ class OpenAIChatStream:
                     self.content += text
                     yield text
         except openai.OpenAIError as exc:
-            error = model._wrap(exc)
+            error = self._model._wrap(exc)
         finally:
             await stream.close()
         if error is not None:

@@ -40,12 +40,8 @@ def _schema(tp: Any) -> dict[str, Any]:
     if origin is typing.Literal:
         return {"enum": list(args)}
     if origin in (list, tuple, set, frozenset):
-        out: dict[str, Any] = {"type": "array"}
-        if args and args[0] is not Ellipsis:
-            item = _schema(args[0])
-            if item:
-                out["items"] = item
-        return out
+        item = _schema(args[0]) if args and args[0] is not Ellipsis else {}
+        return {"type": "array", "items": item} if item else {"type": "array"}
     if origin in (dict, Mapping):
         return {"type": "object"}
     return {}
@@ -108,8 +104,7 @@ class Tool:
         if required:
             params["required"] = required
         if description is None:
-            doc = inspect.getdoc(fn) or ""
-            description = doc.split("\n\n", 1)[0].strip()
+            description = (inspect.getdoc(fn) or "").split("\n\n", 1)[0].strip()
         return cls(tool_name, fn, description, params)
 
     @classmethod

@@ -14,14 +14,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 from .._exceptions import InvalidType, InvalidValue
+from .._log import logger_for
+from ..providers._base import check_count
 from ..providers._redact import redact_query_strings
 from . import _openai_wire as wire
 from ._openai_wire import ECHO_LABEL, Reply, ScriptItem, echo_reply
 
 __all__ = ["ECHO_LABEL", "JsonHandler", "LocalOpenAIServer", "RecordedRequest", "Reply",
            "ThreadedServer", "echo_reply"]
-
-from .._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -254,9 +254,7 @@ class LocalOpenAIServer(ThreadedServer):
             raise InvalidValue(f"models must be non-empty str ids, got {models!r}")
         if api_key is not None and not isinstance(api_key, str):
             raise InvalidType(f"api_key must be a str or None, got {type(api_key).__name__}")
-        if (isinstance(max_records, bool) or not isinstance(max_records, int)
-                or max_records < 1):
-            raise InvalidValue(f"max_records must be an int >= 1, got {max_records!r}")
+        max_records = check_count(max_records, "max_records", 1)
         self._port = port
         self.models = tuple(models)
         self._api_key = api_key
