@@ -151,32 +151,37 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
     bound = shared if shared is not None else deadline
-    scope: Any = _NO_SCOPE if bound is None else anyio.move_on_after(bound)
+    # A probe's look at the shared timeout cancels the scope itself: one timer, not two
+    # (the realistic table's resolve_context row).
+    scope: Any = (_NO_SCOPE if bound is None else anyio.CancelScope() if looked is not None
+                  else anyio.move_on_after(bound))
     begun = perf_counter()
     if looked is not None and starts is not None and shared is not None:
         looked.marks = [None] * n
         ps.probe = looked
         looked.after = partial(_extend, looked, scope, starts, shared,
                                looked.heart.loop.time() - begun)
-    with scope:
-        if on_asyncio():
-            async with asyncio.TaskGroup() as tg:
-                for i, c in enumerate(calls):
-                    t = tg.create_task(_run_task(c, i, ps, limiter, observe, results))
-                    if looked is not None and not t.done():
-                        looked.tasks[i] = t
-                    if i & 1023 == 1023:
-                        # In batches: tasks that answered at once go before the next
-                        # batch, not all left for the collector to walk (per-provider
-                        # cost at N=30,000, the realistic table).
-                        await asyncio.sleep(0)
-        else:
-            async with anyio.create_task_group() as atg:
-                for i, c in enumerate(calls):
-                    atg.start_soon(_run_task, c, i, ps, limiter, observe, results)
+    try:
+        with scope:
+            if on_asyncio():
+                async with asyncio.TaskGroup() as tg:
+                    for i, c in enumerate(calls):
+                        t = tg.create_task(_run_task(c, i, ps, limiter, observe, results))
+                        if looked is not None and not t.done():
+                            looked.tasks[i] = t
+                        if i & 1023 == 1023:
+                            # In batches: tasks that answered at once go before the next
+                            # batch, not all left for the collector to walk (per-provider
+                            # cost at N=30,000, the realistic table).
+                            await asyncio.sleep(0)
+            else:
+                async with anyio.create_task_group() as atg:
+                    for i, c in enumerate(calls):
+                        atg.start_soon(_run_task, c, i, ps, limiter, observe, results)
+    finally:
+        if looked is not None:
+            looked.disarm()
     expired = scope is not _NO_SCOPE and scope.cancel_called
-    if looked is not None:
-        looked.disarm()
     out: list[Outcome] = []
     for i, o in enumerate(results):
         if shared is not None and (o is None and expired or o is not None
@@ -217,13 +222,13 @@ async def _run_task(call: ProviderCall, index: int, ps: _Pass,
 
 def _extend(looked: Probe, scope: anyio.CancelScope, starts: list[float | None],
             limit: float, offset: float, now: float) -> None:
-    """At the shared timeout: a provider the loop started late still gets its whole
-    limit from its own start."""
+    """At the shared timeout the scope is cancelled, but a provider the loop started
+    late still gets its whole limit from its own start."""
     clock = now - offset  # the loop's time on perf_counter's clock
     latest = max((clock if (s := starts[i]) is None else s
                   for i, t in looked.tasks.items() if not t.done()), default=clock)
+    scope.deadline = latest + limit + offset  # passed: cancelled now
     if latest + limit > clock + 0.001:
-        scope.deadline = latest + limit + offset
         looked.rearm(scope.deadline)
 
 

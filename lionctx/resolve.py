@@ -12,7 +12,7 @@ from types import MethodType
 from typing import Any
 
 from ._adapters import fetch_invoker, provider_name
-from ._breaker import DEFAULT_BREAKERS, coerce_breakers
+from ._breaker import DEFAULT_BREAKERS, BreakerSettings, coerce_breakers
 from ._context import coerce_run_context
 from ._dedupe import HistoryIndex
 from ._exceptions import InvalidType
@@ -196,15 +196,35 @@ async def resolve_context(
     providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
-    context_pass = resolve_pass(timeout=timeout, deadline=deadline, budget=budget, limit=limit,
-                                counter=counter, on_outcome=on_outcome, max_chars=max_chars,
-                                breaker=breaker, dedupe=dedupe, baselines=baselines)
+    options = (timeout, deadline, budget, limit, counter, on_outcome, max_chars, breaker, dedupe,
+               baselines)
+    key = (*options, *map(type, options))  # by type too: timeout=True is refused, not 1
+    try:
+        context_pass = _PASSES.get(key)
+    except TypeError:  # unhashable: refused by resolve_pass below
+        context_pass = None
+    if context_pass is None:
+        context_pass = resolve_pass(**dict(zip(_OPTIONS, options, strict=True)))
+        if _PLAIN.issuperset(key[len(options):]):
+            if len(_PASSES) >= 256:
+                _PASSES.clear()
+            _PASSES[key] = context_pass
     prior = _previous_digests(previous)
     if baselines is not None and previous is not None:
         raise InvalidType("pass previous or baselines, not both")
     return await resolve_with(context_pass, providers, query, ctx, previous=prior,
                               session=session_key if baselines is not None else None,
                               history=_history_index(history))
+
+
+_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome", "max_chars",
+            "breaker", "dedupe", "baselines")
+# One pass per set of plain options (no observer, counter function, board or baselines:
+# those are the caller's objects), not one built per call: the realistic table's
+# "resolve_context, stable texts" row. Such a pass keeps nothing from one call to the
+# next but the process-wide breakers every call shares anyway.
+_PLAIN = frozenset({type(None), bool, int, float, str, BreakerSettings})
+_PASSES: dict[tuple[Any, ...], ContextPass] = {}
 
 
 def _volatile(provider: Any) -> bool:
