@@ -41,30 +41,20 @@ class _Heart:
         self.beats: deque[tuple[float, float]] = deque(maxlen=512)
         self._mark: _Mark | None = None
         # Probes by the millisecond their calls' time runs out: one timer each, due at
-        # its start (before any of their timeouts), cancelled once its probes are
-        # disarmed (no timer and probe left behind per pass: the realistic resolve row).
-        # (The timer held weakly: it holds the loop.)
-        self._looks: dict[int, tuple[weakref.ref[asyncio.TimerHandle], dict[Probe, None]]] = {}
+        # its start (before any of their timeouts).
+        self._looks: dict[int, list[Probe]] = {}
 
     def look_at(self, probe: Probe) -> None:
-        probe.slot = slot = int(probe.due * 1000.0)
+        slot = int(probe.due * 1000.0)
         group = self._looks.get(slot)
         if group is None:
-            timer = self.loop.call_at(slot / 1000.0, self._look, slot)
-            group = self._looks[slot] = (weakref.ref(timer), {})
-        group[1][probe] = None
-
-    def forget(self, probe: Probe) -> None:
-        group = self._looks.get(probe.slot)
-        if group is not None:
-            group[1].pop(probe, None)
-            timer = None if group[1] else self._looks.pop(probe.slot)[0]()
-            if timer is not None:
-                timer.cancel()
+            group = self._looks[slot] = []
+            self.loop.call_at(slot / 1000.0, self._look, slot)
+        group.append(probe)
 
     def _look(self, slot: int) -> None:
         now = self.loop.time()
-        for probe in self._looks.pop(slot, (None, ()))[1]:
+        for probe in self._looks.pop(slot, ()):
             probe.look(now)
 
     @property
@@ -176,8 +166,7 @@ class Probe:
     (what they wait on is done) and how ``late`` the look ran; ``mark``: whether the loop got
     control back since the calls started."""
 
-    __slots__ = ("after", "done", "due", "heart", "late", "mark", "marks", "ready", "slot",
-                 "tasks")
+    __slots__ = ("after", "done", "due", "heart", "late", "mark", "marks", "ready", "tasks")
 
     def __init__(self, heart: _Heart, tasks: dict[int, asyncio.Task[Any]], due: float) -> None:
         self.heart = heart
@@ -208,10 +197,8 @@ class Probe:
 
     def disarm(self) -> None:
         """The calls are over: no look is needed (nor their tasks, kept alive otherwise)."""
-        if not self.done:
-            self.done = True
-            self.tasks = {}
-            self.heart.forget(self)
+        self.done = True
+        self.tasks = {}
 
     def verdict(self, ran: float, limit: float, index: int = 0,
                 mark: _Mark | None = None) -> str | None:

@@ -335,7 +335,7 @@ def _tag_name(call: ProviderCall, frame: Callable[[str], str]) -> str | None:
 
 
 def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
-    return tag_block(call.name, text) if frame is TAG_FRAME else frame(text)
+    return call.framed(text) if frame is TAG_FRAME else frame(text)
 
 
 #: Each tag name's head and the o200k tokens of its head and tail, counted once.
