@@ -157,7 +157,6 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
                   else anyio.move_on_after(bound))
     begun = perf_counter()
     if looked is not None and starts is not None and shared is not None:
-        looked.marks = [None] * n
         ps.probe = looked
         looked.after = partial(_extend, looked, scope, starts, shared,
                                looked.heart.loop.time() - begun)
@@ -237,20 +236,20 @@ def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
           looked: Probe | None) -> Outcome:
     """The ``timeout`` row of a provider cut by the shared timeout, or past it because
     the event loop was blocked (what came back late is dropped)."""
-    mark = None
     if outcome is not None:
         ran = outcome.duration_ms / 1000.0
         if not expired and ran <= limit + max(0.1, limit * 0.25):
             return outcome  # within the grace of a timer that fires a little late
         why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
                "(sync work in an async provider cannot be cut off; run it in a thread)")
-        if looked is not None:
-            mark = looked.marks[index]
     else:
         ran = perf_counter() - (begun if start is None else start)
         why = (f"timed out after {limit:g}s while counting its text" if counting
                else f"timed out after {limit:g}s")
-    lagged = None if looked is None else looked.verdict(ran, limit, index, mark)
+    # A group's calls share the probe's mark: the loop has run it by now, as it has the
+    # mark of the iteration any of them started in (not one mark made per provider).
+    lagged = None if looked is None else looked.verdict(
+        ran, limit, index, None if outcome is None else looked.mark)
     waited = (perf_counter() if start is None else start) - begun
     if lagged is None and looked is not None and waited >= limit / 2 and (
             behind(ran) >= limit / 2):

@@ -119,22 +119,14 @@ _HEARTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heart] = \
     weakref.WeakKeyDictionary()
 
 
-#: The last loop's heart (the common case: one loop per thread), checked first.
-_LAST: list[Any] = [None]
-
-
 def _heart() -> _Heart | None:
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio (trio): no heartbeat
         return None
-    heart = _LAST[0]
-    if heart is not None and heart._loop() is loop:
-        return heart  # type: ignore[no-any-return]
     heart = _HEARTS.get(loop)
     if heart is None:
         heart = _HEARTS[loop] = _Heart(loop)
-    _LAST[0] = heart  # held strongly here, but it holds its loop only weakly
     return heart
 
 
@@ -166,7 +158,7 @@ class Probe:
     (what they wait on is done) and how ``late`` the look ran; ``mark``: whether the loop got
     control back since the calls started."""
 
-    __slots__ = ("after", "done", "due", "heart", "late", "mark", "marks", "ready", "tasks")
+    __slots__ = ("after", "done", "due", "heart", "late", "mark", "ready", "tasks")
 
     def __init__(self, heart: _Heart, tasks: dict[int, asyncio.Task[Any]], due: float) -> None:
         self.heart = heart
@@ -176,8 +168,6 @@ class Probe:
         self.ready: set[int] = set()
         self.done = False
         self.mark = heart.mark()
-        #: Per task of a group: the mark of the iteration it started in.
-        self.marks: list[_Mark | None] = []
         #: Called with the loop's time after each look (it may :meth:`rearm`).
         self.after: Callable[[float], None] | None = None
         heart.look_at(self)
@@ -204,7 +194,7 @@ class Probe:
                 mark: _Mark | None = None) -> str | None:
         """Why call ``index``, which ran ``ran`` seconds against ``limit``, is this process's
         overload, or ``None`` when it is the source's. ``mark``: the call answered, and
-        this is the mark of the iteration it started in (a call of a group)."""
+        this is the mark of when it started (a group's calls: the probe's own)."""
         self.disarm()
         heart = self.heart
         lag = heart.behind(ran)

@@ -97,10 +97,9 @@ def _calls_of(providers: Sequence[Any]) -> list[ProviderCall]:
         held = held_get(p)
         if held is not None:
             try:  # the same class, name and fetch function as when it was built
-                fetch = getattr(p, "fetch", None)
-                if (type(p) is held.cls and getattr(p, "name", None) is held.raw
-                        and getattr(fetch, "__func__", None) is held._func
-                        and getattr(fetch, "__self__", None) is p):
+                fetch = p.fetch
+                if (type(p) is held.cls and p.name is held.raw and type(fetch) is MethodType
+                        and fetch.__func__ is held._func and fetch.__self__ is p):
                     out.append(held)
                     continue
             except Exception:  # a property that raises: built the long way below

@@ -6,6 +6,7 @@ turns, and a second tenant's call on the pass a first tenant's call used."""
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 import anyio
 import pytest
@@ -82,7 +83,7 @@ class Orders:
 
 async def test_a_second_tenant_on_the_same_options_gets_nothing_of_the_first() -> None:
     orders = Orders()
-    options = {"dedupe": True, "budget": 10_000}
+    options: dict[str, Any] = {"dedupe": True, "budget": 10_000}
     first = await resolve_context([orders], "q", {"tenant_id": "acme"}, **options)
     seen = [{"role": "assistant", "content": first.text}]
     again = await resolve_context([orders], "q", {"tenant_id": "acme"}, history=seen, **options)
