@@ -131,33 +131,26 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     n = len(calls)
     results: list[Outcome | None] = [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
-    # Providers that all start at once under the pass's own timeout share one scope
-    # and one timer instead of a scope and a probe each: the resolve_context row of
-    # the realistic benchmark (most of its per-provider cost).
-    shared = ps.timeout
-    if (shared is not None and limiter is None and deadline is None
-            and all(c.timeout is None for c in calls)):
-        ps.timeout = None
-    else:
-        shared = None
-    starts: list[float | None] | None = None
-    looked: Probe | None = None
-    if shared is not None or deadline is not None:
-        starts = ps.starts = [None] * n
+    # Providers that all start at once under the pass's own timeout share one scope and
+    # one probe, whose look at the timeout cancels the scope (one timer, not a scope and a
+    # probe each): the realistic table's resolve_context rows.
+    shared = ps.timeout if limiter is None and deadline is None and all(
+        c.timeout is None for c in calls) else None
+    bound = deadline if shared is None else shared
+    starts: list[float | None] | None = None if bound is None else [None] * n
+    ps.starts = starts
+    looked = None if shared is None else probe(shared, {})
     if shared is not None:
-        ps.counting = set()
+        ps.timeout = None
         ps.shared = shared
-        looked = probe(shared, {})
+        ps.counting = set()
+        ps.probe = looked
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
-    bound = shared if shared is not None else deadline
-    # A probe's look at the shared timeout cancels the scope itself: one timer, not two
-    # (the realistic table's resolve_context row).
     scope: Any = (_NO_SCOPE if bound is None else anyio.CancelScope() if looked is not None
                   else anyio.move_on_after(bound))
     begun = perf_counter()
     if looked is not None and starts is not None and shared is not None:
-        ps.probe = looked
         looked.after = partial(_extend, looked, scope, starts, shared,
                                looked.heart.loop.time() - begun)
     try:
@@ -246,10 +239,7 @@ def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
         ran = perf_counter() - (begun if start is None else start)
         why = (f"timed out after {limit:g}s while counting its text" if counting
                else f"timed out after {limit:g}s")
-    # A group's calls share the probe's mark: the loop has run it by now, as it has the
-    # mark of the iteration any of them started in (not one mark made per provider).
-    lagged = None if looked is None else looked.verdict(
-        ran, limit, index, None if outcome is None else looked.mark)
+    lagged = None if looked is None else looked.verdict(ran, limit, index, outcome is not None)
     waited = (perf_counter() if start is None else start) - begun
     if lagged is None and looked is not None and waited >= limit / 2 and (
             behind(ran) >= limit / 2):

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -204,19 +205,11 @@ async def resolve_context(
     providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
-    options = (timeout, deadline, budget, limit, counter, on_outcome, max_chars, breaker, dedupe,
-               baselines)
-    key = (*options, *map(type, options))  # by type too: timeout=True is refused, not 1
-    try:
-        context_pass = _PASSES.get(key)
-    except TypeError:  # unhashable: refused by resolve_pass below
-        context_pass = None
-    if context_pass is None:
-        context_pass = resolve_pass(**dict(zip(_OPTIONS, options, strict=True)))
-        if _PLAIN.issuperset(key[len(options):]):
-            if len(_PASSES) >= 256:
-                _PASSES.clear()
-            _PASSES[key] = context_pass
+    options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
+               "counter": counter, "on_outcome": on_outcome, "max_chars": max_chars,
+               "breaker": breaker, "dedupe": dedupe, "baselines": baselines}
+    plain = _PLAIN.issuperset(map(type, options.values()))
+    context_pass = (_kept_pass if plain else resolve_pass)(**options)
     prior = _previous_digests(previous)
     if baselines is not None and previous is not None:
         raise InvalidType("pass previous or baselines, not both")
@@ -225,14 +218,11 @@ async def resolve_context(
                               history=_history_index(history))
 
 
-_OPTIONS = ("timeout", "deadline", "budget", "limit", "counter", "on_outcome", "max_chars",
-            "breaker", "dedupe", "baselines")
-# One pass per set of plain options (no observer, counter function, board or baselines:
-# those are the caller's objects), not one built per call: the realistic table's
-# "resolve_context, stable texts" row. Such a pass keeps nothing from one call to the
-# next but the process-wide breakers every call shares anyway.
+# A pass kept per set of plain options (typed: timeout=True is refused, not taken for 1),
+# not built per call: the realistic "resolve_context, stable texts" row. It keeps nothing
+# between calls but the process-wide breakers (an observer, baselines: built per call).
 _PLAIN = frozenset({type(None), bool, int, float, str, BreakerSettings})
-_PASSES: dict[tuple[Any, ...], ContextPass] = {}
+_kept_pass = functools.lru_cache(maxsize=256, typed=True)(resolve_pass)
 
 
 def _volatile(provider: Any) -> bool:
