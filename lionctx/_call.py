@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._outcome import Outcome
+from ._render import tag_block
 
 __all__ = ["TAG_FRAME", "Observer", "ProviderCall"]
 
@@ -28,6 +29,10 @@ class ProviderCall:
     max_tokens: float | None = None
     max_chars: int | None = None
     keep_frame: bool = True
+
+    def framed(self, text: str) -> str:
+        """``text`` in this call's ``<context>`` tag (:data:`TAG_FRAME`)."""
+        return tag_block(self.name, text)
 
 
 class _TagFrame:

@@ -6,7 +6,7 @@ or object given as a run context may spell a field in camelCase (``userId``).
 from __future__ import annotations
 
 import contextlib
-import uuid
+import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
@@ -42,7 +42,8 @@ class RunContext:
     user_id: Any = None
     tenant_id: Any = None
     session_id: Any = None
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # 128 random bits, not a uuid4 object (4x the cost: the realistic resolve_context row)
+    run_id: str = field(default_factory=lambda: os.urandom(16).hex())
     metadata: dict[str, Any] = field(default_factory=dict)
     session_state: dict[str, Any] = field(default_factory=dict)
     dependencies: dict[str, Any] = field(default_factory=dict)

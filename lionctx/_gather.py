@@ -131,52 +131,49 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     n = len(calls)
     results: list[Outcome | None] = [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
-    # Providers that all start at once under the pass's own timeout share one scope
-    # and one timer instead of a scope and a probe each: the resolve_context row of
-    # the realistic benchmark (most of its per-provider cost).
-    shared = ps.timeout
-    if (shared is not None and limiter is None and deadline is None
-            and all(c.timeout is None for c in calls)):
-        ps.timeout = None
-    else:
-        shared = None
-    starts: list[float | None] | None = None
-    looked: Probe | None = None
-    if shared is not None or deadline is not None:
-        starts = ps.starts = [None] * n
+    # Providers that all start at once under the pass's own timeout share one scope and
+    # one probe, whose look at the timeout cancels the scope (one timer, not a scope and a
+    # probe each): the realistic table's resolve_context rows.
+    shared = ps.timeout if limiter is None and deadline is None and all(
+        c.timeout is None for c in calls) else None
+    bound = deadline if shared is None else shared
+    starts: list[float | None] | None = None if bound is None else [None] * n
+    ps.starts = starts
+    looked = None if shared is None else probe(shared, {})
     if shared is not None:
-        ps.counting = set()
+        ps.timeout = None
         ps.shared = shared
-        looked = probe(shared, {})
+        ps.counting = set()
+        ps.probe = looked
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
-    bound = shared if shared is not None else deadline
-    scope: Any = _NO_SCOPE if bound is None else anyio.move_on_after(bound)
+    scope: Any = (_NO_SCOPE if bound is None else anyio.CancelScope() if looked is not None
+                  else anyio.move_on_after(bound))
     begun = perf_counter()
     if looked is not None and starts is not None and shared is not None:
-        looked.marks = [None] * n
-        ps.probe = looked
         looked.after = partial(_extend, looked, scope, starts, shared,
                                looked.heart.loop.time() - begun)
-    with scope:
-        if on_asyncio():
-            async with asyncio.TaskGroup() as tg:
-                for i, c in enumerate(calls):
-                    t = tg.create_task(_run_task(c, i, ps, limiter, observe, results))
-                    if looked is not None and not t.done():
-                        looked.tasks[i] = t
-                    if i & 1023 == 1023:
-                        # In batches: tasks that answered at once go before the next
-                        # batch, not all left for the collector to walk (per-provider
-                        # cost at N=30,000, the realistic table).
-                        await asyncio.sleep(0)
-        else:
-            async with anyio.create_task_group() as atg:
-                for i, c in enumerate(calls):
-                    atg.start_soon(_run_task, c, i, ps, limiter, observe, results)
+    try:
+        with scope:
+            if on_asyncio():
+                async with asyncio.TaskGroup() as tg:
+                    for i, c in enumerate(calls):
+                        t = tg.create_task(_run_task(c, i, ps, limiter, observe, results))
+                        if looked is not None and not t.done():
+                            looked.tasks[i] = t
+                        if i & 1023 == 1023:
+                            # In batches: tasks that answered at once go before the next
+                            # batch, not all left for the collector to walk (per-provider
+                            # cost at N=30,000, the realistic table).
+                            await asyncio.sleep(0)
+            else:
+                async with anyio.create_task_group() as atg:
+                    for i, c in enumerate(calls):
+                        atg.start_soon(_run_task, c, i, ps, limiter, observe, results)
+    finally:
+        if looked is not None:
+            looked.disarm()
     expired = scope is not _NO_SCOPE and scope.cancel_called
-    if looked is not None:
-        looked.disarm()
     out: list[Outcome] = []
     for i, o in enumerate(results):
         if shared is not None and (o is None and expired or o is not None
@@ -217,13 +214,13 @@ async def _run_task(call: ProviderCall, index: int, ps: _Pass,
 
 def _extend(looked: Probe, scope: anyio.CancelScope, starts: list[float | None],
             limit: float, offset: float, now: float) -> None:
-    """At the shared timeout: a provider the loop started late still gets its whole
-    limit from its own start."""
+    """At the shared timeout the scope is cancelled, but a provider the loop started
+    late still gets its whole limit from its own start."""
     clock = now - offset  # the loop's time on perf_counter's clock
     latest = max((clock if (s := starts[i]) is None else s
                   for i, t in looked.tasks.items() if not t.done()), default=clock)
+    scope.deadline = latest + limit + offset  # passed: cancelled now
     if latest + limit > clock + 0.001:
-        scope.deadline = latest + limit + offset
         looked.rearm(scope.deadline)
 
 
@@ -232,20 +229,17 @@ def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
           looked: Probe | None) -> Outcome:
     """The ``timeout`` row of a provider cut by the shared timeout, or past it because
     the event loop was blocked (what came back late is dropped)."""
-    mark = None
     if outcome is not None:
         ran = outcome.duration_ms / 1000.0
         if not expired and ran <= limit + max(0.1, limit * 0.25):
             return outcome  # within the grace of a timer that fires a little late
         why = (f"ran {ran:.2f}s, past its {limit:g}s timeout: the event loop was blocked "
                "(sync work in an async provider cannot be cut off; run it in a thread)")
-        if looked is not None:
-            mark = looked.marks[index]
     else:
         ran = perf_counter() - (begun if start is None else start)
         why = (f"timed out after {limit:g}s while counting its text" if counting
                else f"timed out after {limit:g}s")
-    lagged = None if looked is None else looked.verdict(ran, limit, index, mark)
+    lagged = None if looked is None else looked.verdict(ran, limit, index, outcome is not None)
     waited = (perf_counter() if start is None else start) - begun
     if lagged is None and looked is not None and waited >= limit / 2 and (
             behind(ran) >= limit / 2):

@@ -1,12 +1,8 @@
-"""How far behind this process's event loop is running, so that a timeout the loop
-caused (a burst) is not counted against the source by the circuit breakers.
-
-While timed calls run, a heartbeat notes how late it runs every :data:`INTERVAL`
-(:func:`behind` sums that over a window). A :class:`Probe` looks at a call's task when
-its time runs out: ready to run while the loop lagged is overload; still waiting on its
-source, or its own step holding the loop, is the source's. On trio there is no
-heartbeat: timeouts count as the source's.
-"""
+"""How far behind this process's event loop runs, so that a timeout the loop caused (a
+burst) is not counted against the source: while timed calls run a heartbeat notes how
+late it runs (:func:`behind`), and a :class:`Probe` looks at a call's task when its time
+runs out (ready to run while the loop lagged: overload; still waiting on its source, or
+its own step holding the loop: the source's). On trio, timeouts count as the source's."""
 
 from __future__ import annotations
 
@@ -76,9 +72,8 @@ class _Heart:
             self._mark.ran = True
             self._mark = None
 
-    def want(self, seconds: float, now: float | None = None) -> None:
-        if now is None:
-            now = self.loop.time()
+    def want(self, seconds: float) -> None:
+        now = self.loop.time()
         until = now + seconds + 2 * INTERVAL
         if until > self.until:
             self.until = until
@@ -119,22 +114,14 @@ _HEARTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heart] = \
     weakref.WeakKeyDictionary()
 
 
-#: The last loop's heart (the common case: one loop per thread), checked first.
-_LAST: list[Any] = [None]
-
-
 def _heart() -> _Heart | None:
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio (trio): no heartbeat
         return None
-    heart = _LAST[0]
-    if heart is not None and heart._loop() is loop:
-        return heart  # type: ignore[no-any-return]
     heart = _HEARTS.get(loop)
     if heart is None:
         heart = _HEARTS[loop] = _Heart(loop)
-    _LAST[0] = heart  # held strongly here, but it holds its loop only weakly
     return heart
 
 
@@ -161,12 +148,11 @@ class _Mark:
 
 
 class Probe:
-    """Looks at timed calls' tasks when their time runs out (one call, or a pass whose
-    providers share one timeout): just before their timeout, which tasks were ``ready``
-    (what they wait on is done) and how ``late`` the look ran; ``mark``: whether the loop got
-    control back since the calls started."""
+    """Looks at timed calls' tasks just before their timeout (one call's, or the one a
+    pass's calls share): which were ``ready`` (what they wait on is done), how ``late`` the
+    look ran, and (``mark``) whether the loop got control back since the calls started."""
 
-    __slots__ = ("after", "done", "due", "heart", "late", "mark", "marks", "ready", "tasks")
+    __slots__ = ("after", "done", "due", "heart", "late", "mark", "ready", "tasks")
 
     def __init__(self, heart: _Heart, tasks: dict[int, asyncio.Task[Any]], due: float) -> None:
         self.heart = heart
@@ -176,8 +162,6 @@ class Probe:
         self.ready: set[int] = set()
         self.done = False
         self.mark = heart.mark()
-        #: Per task of a group: the mark of the iteration it started in.
-        self.marks: list[_Mark | None] = []
         #: Called with the loop's time after each look (it may :meth:`rearm`).
         self.after: Callable[[float], None] | None = None
         heart.look_at(self)
@@ -201,18 +185,17 @@ class Probe:
         self.tasks = {}
 
     def verdict(self, ran: float, limit: float, index: int = 0,
-                mark: _Mark | None = None) -> str | None:
+                answered: bool = False) -> str | None:
         """Why call ``index``, which ran ``ran`` seconds against ``limit``, is this process's
-        overload, or ``None`` when it is the source's. ``mark``: the call answered, and
-        this is the mark of the iteration it started in (a call of a group)."""
+        overload, or ``None`` when it is the source's; ``answered``: a group's call did."""
         self.disarm()
         heart = self.heart
         lag = heart.behind(ran)
         late, ready = self.late, index in self.ready
-        if late is None or (mark is not None and not ready):
+        if late is None or (answered and not ready):
             # Not looked (or it answered): the task runs now, after the limit. If the
-            # loop never got control back since the call started, its own step held it.
-            if not (mark or self.mark).ran:
+            # loop never got control back since the calls started, its own step held it.
+            if not self.mark.ran:
                 return None
             late, ready = heart.loop.time() - self.due, True
         # Ready: the loop, behind for half the call's time (the look's own lateness
@@ -247,9 +230,8 @@ def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None) -> Pr
         if task is None:
             return None
         tasks = {0: task}
-    now = heart.loop.time()
-    heart.want(limit, now)
-    return Probe(heart, tasks, now + limit)
+    heart.want(limit)
+    return Probe(heart, tasks, heart.loop.time() + limit)
 
 
 def overloaded(ran: float, limit: float) -> str | None:

@@ -335,7 +335,7 @@ def _tag_name(call: ProviderCall, frame: Callable[[str], str]) -> str | None:
 
 
 def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
-    return tag_block(call.name, text) if frame is TAG_FRAME else frame(text)
+    return call.framed(text) if frame is TAG_FRAME else frame(text)
 
 
 #: Each tag name's head and the o200k tokens of its head and tail, counted once.
@@ -424,8 +424,6 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
     start = perf_counter()
     if ps.starts is not None:
         ps.starts[index] = start
-        if ps.probe is not None:
-            ps.probe.marks[index] = ps.probe.heart.mark()
     limit = call.timeout if call.timeout is not None else ps.timeout
     if limit is not None:
         return await _run_limited(call, index, ps, start, limit)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -12,7 +13,7 @@ from types import MethodType
 from typing import Any
 
 from ._adapters import fetch_invoker, provider_name
-from ._breaker import DEFAULT_BREAKERS, coerce_breakers
+from ._breaker import DEFAULT_BREAKERS, BreakerSettings, coerce_breakers
 from ._context import coerce_run_context
 from ._dedupe import HistoryIndex
 from ._exceptions import InvalidType
@@ -57,11 +58,20 @@ class _HeldCall(_Call):
     """A :class:`_Call` kept across resolves, holding its provider (and so its
     ``fetch``) weakly: one built per request is not kept alive."""
 
-    __slots__ = ("_func", "_ref", "cls", "raw")
+    __slots__ = ("_func", "_last", "_ref", "cls", "raw")
 
     def __init__(self, name: str, p: Any, raw: str, func: Any) -> None:
         self.name, self._ref, self._func = name, weakref.ref(p), func
         self.cls, self.raw = type(p), raw  # what tells the call is still p's own
+        self._last: tuple[str, str] | None = None
+
+    def framed(self, text: str) -> str:
+        # The last block again for the same text object (a block is its name's and its
+        # text's alone): the realistic table's "resolve_context, stable texts" row.
+        last = self._last
+        if last is None or last[0] is not text:
+            last = self._last = (text, super().framed(text))
+        return last[1]
 
     @property
     def provider(self) -> Any:
@@ -88,10 +98,9 @@ def _calls_of(providers: Sequence[Any]) -> list[ProviderCall]:
         held = held_get(p)
         if held is not None:
             try:  # the same class, name and fetch function as when it was built
-                fetch = getattr(p, "fetch", None)
-                if (type(p) is held.cls and getattr(p, "name", None) is held.raw
-                        and getattr(fetch, "__func__", None) is held._func
-                        and getattr(fetch, "__self__", None) is p):
+                fetch = p.fetch
+                if (type(p) is held.cls and p.name is held.raw and type(fetch) is MethodType
+                        and fetch.__func__ is held._func and fetch.__self__ is p):
                     out.append(held)
                     continue
             except Exception:  # a property that raises: built the long way below
@@ -196,15 +205,24 @@ async def resolve_context(
     providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
-    context_pass = resolve_pass(timeout=timeout, deadline=deadline, budget=budget, limit=limit,
-                                counter=counter, on_outcome=on_outcome, max_chars=max_chars,
-                                breaker=breaker, dedupe=dedupe, baselines=baselines)
+    options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
+               "counter": counter, "on_outcome": on_outcome, "max_chars": max_chars,
+               "breaker": breaker, "dedupe": dedupe, "baselines": baselines}
+    plain = _PLAIN.issuperset(map(type, options.values()))
+    context_pass = (_kept_pass if plain else resolve_pass)(**options)
     prior = _previous_digests(previous)
     if baselines is not None and previous is not None:
         raise InvalidType("pass previous or baselines, not both")
     return await resolve_with(context_pass, providers, query, ctx, previous=prior,
                               session=session_key if baselines is not None else None,
                               history=_history_index(history))
+
+
+# A pass kept per set of plain options (typed: timeout=True is refused, not taken for 1),
+# not built per call: the realistic "resolve_context, stable texts" row. It keeps nothing
+# between calls but the process-wide breakers (an observer, baselines: built per call).
+_PLAIN = frozenset({type(None), bool, int, float, str, BreakerSettings})
+_kept_pass = functools.lru_cache(maxsize=256, typed=True)(resolve_pass)
 
 
 def _volatile(provider: Any) -> bool:

@@ -209,6 +209,22 @@ async def test_the_callers_cancellation_waits_for_every_provider_to_end():
     assert sorted(ended) == ["a", "b"]
 
 
+async def test_a_cancelled_pass_leaves_no_probe_looking_at_its_tasks():
+    """The shared timeout's probe is disarmed when the caller cancels the pass: it does
+    not keep the pass's tasks, nor look again (and again) at them."""
+    from lionctx._lag import _heart
+
+    async def hang():
+        await asyncio.sleep(30)
+
+    with anyio.move_on_after(0.05):
+        await gather([call("a", hang), call("b", hang)], counter=len, concurrent=True,
+                     timeout=0.1)
+    await anyio.sleep(0.3)  # past the timeout: a probe left armed has looked and re-armed
+    armed = [p for _, group in _heart()._looks.items() for p in group if not p.done]
+    assert armed == []
+
+
 async def test_a_deadline_keeps_the_answers_that_came_in_time():
     cleaned = []
 

@@ -1,13 +1,16 @@
-"""resolve_context keeps each provider's call across resolves (held weakly). Attacked
-as a second user would: per-request providers whose ids the allocator hands out again,
-and an instance whose ``fetch`` is swapped between turns."""
+"""resolve_context keeps each provider's call across resolves (held weakly), and one
+pass per set of plain options. Attacked as a second user would: per-request providers
+whose ids the allocator hands out again, an instance whose ``fetch`` is swapped between
+turns, and a second tenant's call on the pass a first tenant's call used."""
 
 from __future__ import annotations
 
 import gc
+from typing import Any
 
+import anyio
 import pytest
-from lionctx import resolve_context
+from lionctx import InvalidType, Outcome, resolve_context
 from lionctx._render import tag_block
 from lionctx._weakid import WeakIdMap
 
@@ -66,3 +69,59 @@ async def test_the_held_calls_go_with_their_providers() -> None:
     del providers
     gc.collect()
     assert held.held() <= before  # per-request providers leave nothing behind
+
+
+class Orders:
+    """One provider object serving every tenant: its text is the caller's."""
+
+    name = "orders"
+
+    async def fetch(self, query: str, ctx: object) -> str:
+        await anyio.sleep(0.01)  # two tenants' calls interleave
+        return f"orders of {getattr(ctx, 'tenant_id', None)}"
+
+
+async def test_a_second_tenant_on_the_same_options_gets_nothing_of_the_first() -> None:
+    orders = Orders()
+    options: dict[str, Any] = {"dedupe": True, "budget": 10_000}
+    first = await resolve_context([orders], "q", {"tenant_id": "acme"}, **options)
+    seen = [{"role": "assistant", "content": first.text}]
+    again = await resolve_context([orders], "q", {"tenant_id": "acme"}, history=seen, **options)
+    assert again.text == ""  # acme's history held acme's block
+    other = await resolve_context([orders], "q", {"tenant_id": "globex"}, **options)
+    assert other.text == tag_block("orders", "orders of globex")  # not acme's history
+    assert other.prefix_stable is None and other.cache_break is None  # nor its turn
+
+
+async def test_two_tenants_at_once_on_one_pass_each_get_their_own() -> None:
+    orders = Orders()
+    got: dict[str, str] = {}
+
+    async def turn(tenant: str) -> None:
+        got[tenant] = (await resolve_context([orders], "q", {"tenant_id": tenant},
+                                             dedupe=True)).text
+
+    async with anyio.create_task_group() as tg:
+        for tenant in ("acme", "globex", "initech"):
+            tg.start_soon(turn, tenant)
+    assert got == {t: tag_block("orders", f"orders of {t}") for t in got}
+
+
+async def test_an_observer_sees_only_its_own_callers_rows() -> None:
+    orders = Orders()
+    mine: list[Outcome] = []
+    theirs: list[Outcome] = []
+    await resolve_context([orders], "q", {"tenant_id": "acme"}, on_outcome=mine.append)
+    await resolve_context([orders], "q", {"tenant_id": "globex"}, on_outcome=theirs.append)
+    await resolve_context([orders], "q", {"tenant_id": "initech"})
+    assert [o.text for o in mine] == [tag_block("orders", "orders of acme")]
+    assert [o.text for o in theirs] == [tag_block("orders", "orders of globex")]
+
+
+async def test_an_option_equal_to_a_kept_ones_value_is_still_checked() -> None:
+    orders = Orders()
+    await resolve_context([orders], "q", timeout=1, breaker=True)
+    with pytest.raises(InvalidType, match="timeout"):
+        await resolve_context([orders], "q", timeout=True, breaker=True)  # True == 1
+    with pytest.raises(InvalidType, match="breaker"):
+        await resolve_context([orders], "q", timeout=1, breaker=1)
