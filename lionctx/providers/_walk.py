@@ -29,8 +29,6 @@ _STOP_EVERY = 256
 # are closed and reopened, checked, on the way back, so no depth starves the process.
 _OPEN_DIRS = 32
 
-_NEVER = threading.Event()  # never set: a walk nobody can abandon
-
 Entry = tuple[str, str, bool, bool, Any, Any]  # sort key, name, is_dir, is_link, entry, states
 
 
@@ -130,15 +128,15 @@ class DirectoryWalk:
         except OSError:
             return False
 
-    def _refresh(self, last: Scan | None, stop: threading.Event | None = None) -> Scan | None:
+    def _refresh(self, last: Scan | None, stop: threading.Event) -> Scan | None:
         """In the worker thread: ``None`` if nothing changed since ``last``, else a new walk."""
         if last is not None and self._unchanged(last):
             return None
         return self._scan(stop)
 
-    def _scan(self, stop: threading.Event | None = None) -> Scan:
-        """Walk the tree depth first in relative-path order."""
-        stopped = (stop or _NEVER).is_set
+    def _scan(self, stop: threading.Event) -> Scan:
+        """Walk the tree depth first in relative-path order (``stop``: abandoned)."""
+        stopped = stop.is_set
         listed_at = time.time_ns()  # before any listing: see _RACY_NS
         root, base_real, root_st = fs.open_root(self.base_path)
         root_key = fs.dir_key(root_st)
@@ -269,7 +267,7 @@ class DirectoryWalk:
         tally.saw(rel, path, seen)
 
     def _list(self, fd: Any, real: str, states: States,
-              stopped: Callable[[], bool] = _NEVER.is_set) -> list[Entry]:
+              stopped: Callable[[], bool]) -> list[Entry]:
         """The entries of one directory worth visiting, in relative-path order."""
         matcher = self._matcher
         is_match = matcher.file_test(states)
