@@ -82,19 +82,16 @@ class _Stored:
     reason: str | None
     stale: bool
 
-
-def _stored_build(text: str, meta: dict[str, Any]) -> _Stored:
-    reason = meta.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidValue("reason is not a str")
-    stale = meta.get("stale", False)
-    if not isinstance(stale, bool):
-        raise InvalidValue("stale is not a bool")
-    return _Stored(text, reason, stale)
+    def __post_init__(self) -> None:  # also built from a shared cache's metadata
+        if self.reason is not None and not isinstance(self.reason, str):
+            raise InvalidValue("reason is not a str")
+        if not isinstance(self.stale, bool):
+            raise InvalidValue("stale is not a bool")
 
 
 _STORED_CODEC: Codec[_Stored] = Codec(
-    text=lambda stored: stored.text, build=_stored_build,
+    text=lambda stored: stored.text,
+    build=lambda text, meta: _Stored(text, meta.get("reason"), meta.get("stale", False)),
     meta=lambda stored: {"reason": stored.reason, "stale": stored.stale})
 
 
@@ -200,16 +197,14 @@ class CachedContextProvider(ContextSource):
 
     async def provide(self, branch: Any, instruction: Any) -> str | None:
         """LionAGI face; a provide-only inner provider is called through ``provide``."""
-        query = query_from_instruction(instruction)
-        ctx = run_context_from_branch(branch)
-        key = self.cache_key(query, ctx)
         if fetch_method(self.inner) is not None:
-            call = functools.partial(call_fetch, self.inner, query, ctx)
-        else:
-            call = functools.partial(call_provide, self.inner, branch, instruction)
-            if self.key in (default_key, query_key):
-                key = (key, _Same(branch))  # what it returns may depend on the branch
-        return await self._get(key, call)
+            return await super().provide(branch, instruction)
+        query = query_from_instruction(instruction)
+        key = self.cache_key(query, run_context_from_branch(branch))
+        if self.key in (default_key, query_key):
+            key = (key, _Same(branch))  # what it returns may depend on the branch
+        return await self._get(key, functools.partial(call_provide, self.inner, branch,
+                                                      instruction))
 
     async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> str | None:
         try:

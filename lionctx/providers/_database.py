@@ -8,6 +8,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from .._adapters import _is_async
 from .._exceptions import InvalidType, InvalidValue
 from .._threads import run_in_worker
 from ._base import ContextSource, SourceUnavailable, check_name
@@ -17,13 +18,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._sqlite import SqliteContextProvider
 
 __all__ = ["DatabaseContextProvider"]
-
-
-def _is_async(fn: Any) -> bool:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
 def _wants_query(fn: Any) -> bool:

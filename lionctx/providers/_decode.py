@@ -99,15 +99,8 @@ class BodyDecoder:
         inner = cap + cap // 64 + 4096
         self.layers = [_Layer(c, inner) for c in reversed(stack)]
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data: bytes, final: bool = False) -> bytes:
         """The decoded output of ``data`` (and whatever earlier input still held)."""
-        return self._decode(data, final=False)
-
-    def finish(self) -> bytes:
-        """The output still held once the raw body has ended."""
-        return self._decode(b"", final=True)
-
-    def _decode(self, data: bytes, final: bool) -> bytes:
         out = bytearray()
         for piece in self._through(0, data, final):
             self.total += len(piece)
@@ -115,6 +108,10 @@ class BodyDecoder:
                 raise BodyTooLarge
             out += piece
         return bytes(out)
+
+    def finish(self) -> bytes:
+        """The output still held once the raw body has ended."""
+        return self.feed(b"", final=True)
 
     def _through(self, index: int, data: bytes, final: bool) -> Iterator[bytes]:
         """``data`` through the layers from ``index`` on (``final``: no more input comes)."""

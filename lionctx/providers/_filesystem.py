@@ -9,7 +9,6 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Iterable
 from typing import Any
 
 import anyio
@@ -153,19 +152,13 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         self.last_skipped = skipped
         self.last_included = [rel for rel, _ in included]
         over = f"over max_files {self.max_files}"
-        parts: list[str] = []
-        others = [(rel, why) for rel, why in skipped if why != over]
-        dropped = [rel for rel, why in skipped if why == over]
-        if others:
-            parts.append(f"skipped {len(others)} file(s): "
-                         + _some(f"{rel} ({why})" for rel, why in others))
-        if dropped:
-            parts.append(f"left out {len(dropped)} more matching file(s), {over}: "
-                         + _some(dropped))
-        if renamed:
-            parts.append(f"{len(renamed)} file name(s) not valid UTF-8, shown with "
-                         "U+FFFD: " + _some(_shown(rel) for rel in renamed))
-        self.degradation_reason = "; ".join(parts) or None
+        self.degradation_reason = "; ".join(filter(None, (
+            _some("skipped {} file(s)",
+                  [f"{rel} ({why})" for rel, why in skipped if why != over]),
+            _some(f"left out {{}} more matching file(s), {over}",
+                  [rel for rel, why in skipped if why == over]),
+            _some("{} file name(s) not valid UTF-8, shown with U+FFFD",
+                  [_shown(rel) for rel in renamed])))) or None
         if self.degradation_reason is not None:
             logger.debug("%s: %s", self.name, self.degradation_reason)
         if scan.reads == 0 and included == self._rendered_from and self._output is not None:
@@ -183,9 +176,10 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
         return output
 
 
-def _some(items: Iterable[str]) -> str:
-    """The first few items, comma-separated, then "and N more"."""
-    listed = list(items)
-    shown = ", ".join(listed[:_REASON_NAMES])
-    more = len(listed) - _REASON_NAMES
-    return f"{shown} and {more} more" if more > 0 else shown
+def _some(head: str, items: list[str]) -> str:
+    """``head`` with the count, then the first few items and "and N more" ("" if none)."""
+    if not items:
+        return ""
+    shown = ", ".join(items[:_REASON_NAMES])
+    more = len(items) - _REASON_NAMES
+    return f"{head.format(len(items))}: {shown}" + (f" and {more} more" if more > 0 else "")

@@ -149,10 +149,6 @@ class GlobMatcher:
                 if seg is None:
                     return lambda name: not name.startswith(".")
                 lasts.append(seg)
-        if not lasts:
-            return lambda name: False
-        if len(lasts) == 1:
-            return lasts[0]
         return lambda name: any(seg(name) for seg in lasts)
 
 

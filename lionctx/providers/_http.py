@@ -41,7 +41,6 @@ DEFAULT_MAX_REDIRECTS = 5
 Body = str | bytes | Mapping[str, Any] | list[Any] | None
 Transform = Callable[[str], str | None | Awaitable[str | None]]
 
-_CACHE_KEY = "response"
 # Codecs whose decoding is not linear (punycode: hours for 1 MiB): read as UTF-8 instead.
 _SLOW_CODECS = frozenset({"punycode", "idna"})
 
@@ -159,7 +158,7 @@ class HttpContextProvider(ContextSource):
         """The response text (``None``: an empty body, or nothing from ``transform``);
         :class:`SourceUnavailable` when the request failed and no stale value is served."""
         try:
-            hit = await self._cache.get(_CACHE_KEY, self._load)
+            hit = await self._cache.get("response", self._load)
         except (HttpFetchError, SharedFetchError) as exc:
             failure = exc.original if isinstance(exc, SharedFetchError) else exc
             if isinstance(failure, HttpFetchError):
@@ -194,11 +193,6 @@ class HttpContextProvider(ContextSource):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
-
-    def _refused_scope(self, status: int) -> str | None:
-        """``"user"``: a 401/403/404 on a per-user request is the caller's, not the source's."""
-        per_user = bool(self._secrets) or bool(self.context_fields)
-        return "user" if status in (401, 403, 404) and per_user else None
 
     def _scrub(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -254,8 +248,11 @@ class HttpContextProvider(ContextSource):
                     url = nxt
                     continue
                 if not 200 <= resp.status_code < 300:
+                    # A 401/403/404 on a per-user request is the caller's, not the source's.
+                    per_user = bool(self._secrets or self.context_fields)
+                    refused = resp.status_code in (401, 403, 404) and per_user
                     raise HttpFetchError(f"HTTP {resp.status_code} from {public_httpx_url(url)}",
-                                         scope=self._refused_scope(resp.status_code))
+                                         scope="user" if refused else None)
                 return await self._read_body(resp)
         raise HttpFetchError(f"more than {self.max_redirects} redirects")
 

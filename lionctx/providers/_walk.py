@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, SupportsIndex
+from typing import Any
 
 from . import _descriptors as fs
 from ._descriptors import DirKey, Key, Seen, os_reason
@@ -28,8 +28,6 @@ _STOP_EVERY = 256
 # Directory descriptors one walk keeps open below the base (the innermost): outer ones
 # are closed and reopened, checked, on the way back, so no depth starves the process.
 _OPEN_DIRS = 32
-
-_NEVER = threading.Event()  # never set: a walk nobody can abandon
 
 Entry = tuple[str, str, bool, bool, Any, Any]  # sort key, name, is_dir, is_link, entry, states
 
@@ -54,6 +52,7 @@ class Scan:
     trusted: bool = True
     reads: int = 0
     dirs: int = 1
+    walking: set[tuple[int, int]] = field(default_factory=set)  # the stack's (loop check)
 
     @property
     def size(self) -> int:
@@ -94,23 +93,6 @@ class _Frame:
     i: int = 0
 
 
-class _Stack(list[_Frame]):
-    """The frames being walked, with the set of their directories' identities (loop check)."""
-
-    def __init__(self, root: _Frame) -> None:
-        super().__init__([root])
-        self.idents = {root.ident}
-
-    def append(self, frame: _Frame) -> None:
-        super().append(frame)
-        self.idents.add(frame.ident)
-
-    def pop(self, index: SupportsIndex = -1) -> _Frame:
-        frame = super().pop(index)
-        self.idents.discard(frame.ident)
-        return frame
-
-
 class DirectoryWalk:
     """The walk and its stat-only change check, mixed into the filesystem provider."""
 
@@ -130,21 +112,22 @@ class DirectoryWalk:
         except OSError:
             return False
 
-    def _refresh(self, last: Scan | None, stop: threading.Event | None = None) -> Scan | None:
+    def _refresh(self, last: Scan | None, stop: threading.Event) -> Scan | None:
         """In the worker thread: ``None`` if nothing changed since ``last``, else a new walk."""
         if last is not None and self._unchanged(last):
             return None
         return self._scan(stop)
 
-    def _scan(self, stop: threading.Event | None = None) -> Scan:
-        """Walk the tree depth first in relative-path order."""
-        stopped = (stop or _NEVER).is_set
+    def _scan(self, stop: threading.Event) -> Scan:
+        """Walk the tree depth first in relative-path order (``stop``: abandoned)."""
+        stopped = stop.is_set
         listed_at = time.time_ns()  # before any listing: see _RACY_NS
         root, base_real, root_st = fs.open_root(self.base_path)
         root_key = fs.dir_key(root_st)
         tally = Scan(self._files, listed_at, root_key[:2])
         root_frame = _Frame(root, "", base_real, root_key[:2], [])
-        stack = _Stack(root_frame)
+        stack = [root_frame]
+        tally.walking.add(root_frame.ident)
         try:
             tally.listed(base_real, root_key)
             root_frame.entries = self._list(root, base_real, self._matcher.initial, stopped)
@@ -152,20 +135,22 @@ class DirectoryWalk:
                 frame = stack[-1]
                 if frame.fd is None and (frame.i >= len(frame.entries)
                                          or not self._reopen(stack, base_real, tally)):
-                    stack.pop()  # done (nothing to reopen it for), or out of reach
+                    tally.walking.discard(stack.pop().ident)  # done, or out of reach
                     continue
-                child = self._visit(frame, stack, base_real, tally, stopped)
+                child = self._visit(frame, base_real, tally, stopped)
                 if child is not None:
                     stack.append(child)
+                    tally.walking.add(child.ident)
                     self._bound_open(stack, len(stack))
                 else:
+                    tally.walking.discard(frame.ident)
                     fs.close_dir(stack.pop().fd)
         finally:
             for frame in stack:
                 fs.close_dir(frame.fd)
         return tally
 
-    def _visit(self, frame: _Frame, stack: _Stack, base_real: str, tally: Scan,
+    def _visit(self, frame: _Frame, base_real: str, tally: Scan,
                stopped: Callable[[], bool]) -> _Frame | None:
         """Go on through ``frame``'s entries: a subdirectory to enter, or None when done."""
         entries = frame.entries
@@ -189,20 +174,19 @@ class DirectoryWalk:
             if not is_dir:
                 self._visit_file(frame, name, target, entry, base_real, tally)
                 continue
-            child = self._descend(frame, name, target, base_real, stack, states, tally, stopped)
+            child = self._descend(frame, name, target, base_real, states, tally, stopped)
             if child is not None:
                 return child
         return None
 
     def _descend(self, frame: _Frame, name: str, target: str | None, base_real: str,
-                 stack: _Stack, states: States, tally: Scan,
-                 stopped: Callable[[], bool]) -> _Frame | None:
+                 states: States, tally: Scan, stopped: Callable[[], bool]) -> _Frame | None:
         """The frame of a subdirectory, listed; None (reason recorded) if not walked."""
         rel = frame.prefix + name
         if tally.dirs >= _MAX_DIRS:
             tally.doubt(rel + "/", f"not listed: over {_MAX_DIRS} directories")
             return None
-        child = self._enter(frame, name, target, base_real, stack, rel, tally.skipped)
+        child = self._enter(frame, name, target, base_real, tally)
         if child is None:
             tally.trusted = False
             return None
@@ -221,14 +205,14 @@ class DirectoryWalk:
         tally.listed(real, key)
         return _Frame(fd, rel + "/", real, key[:2], entries, name, target)
 
-    def _bound_open(self, stack: _Stack, depth: int) -> None:
+    def _bound_open(self, stack: list[_Frame], depth: int) -> None:
         """Close the frame :data:`_OPEN_DIRS` above ``stack[depth - 1]`` (never the base)."""
         if fs.FD_WALK and depth > _OPEN_DIRS + 1:
             frame = stack[depth - _OPEN_DIRS - 1]
             fs.close_dir(frame.fd)
             frame.fd = None
 
-    def _reopen(self, stack: _Stack, base_real: str, tally: Scan) -> bool:
+    def _reopen(self, stack: list[_Frame], base_real: str, tally: Scan) -> bool:
         """Reopen the closed frames above the top one, each the very one listed; False if not."""
         start = max(i for i, f in enumerate(stack) if f.fd is not None)
         for i in range(start + 1, len(stack)):
@@ -269,7 +253,7 @@ class DirectoryWalk:
         tally.saw(rel, path, seen)
 
     def _list(self, fd: Any, real: str, states: States,
-              stopped: Callable[[], bool] = _NEVER.is_set) -> list[Entry]:
+              stopped: Callable[[], bool]) -> list[Entry]:
         """The entries of one directory worth visiting, in relative-path order."""
         matcher = self._matcher
         is_match = matcher.file_test(states)
@@ -296,15 +280,14 @@ class DirectoryWalk:
 
     # -- overridable: tests swap files mid-walk
     def _enter(self, frame: _Frame, name: str, target: str | None, base_real: str,
-               stack: _Stack, rel: str,
-               skipped: list[tuple[str, str]]) -> tuple[Any, str, os.stat_result] | None:
+               tally: Scan) -> tuple[Any, str, os.stat_result] | None:
         """Open a subdirectory; ``None`` (reason recorded) when it must not be walked."""
         opened = fs.open_dir(frame.fd, frame.real, name, target, base_real)
         if isinstance(opened, str):
-            skipped.append((rel + "/", opened))
+            tally.skipped.append((frame.prefix + name + "/", opened))
             return None
         fd, _, st = opened
-        if (st.st_dev, st.st_ino) in stack.idents:
+        if (st.st_dev, st.st_ino) in tally.walking:
             fs.close_dir(fd)  # a symlink back to a directory we are inside: a loop
             return None
         return opened
