@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,8 +67,8 @@ class CircuitBreaker:
     """One source's (or failing caller's) breaker: closed, open or half-open (one trial)."""
 
     __slots__ = ("__weakref__", "_callers", "_clock", "_cooldown", "_failures",
-                 "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",
-                 "context_fields", "settings")
+                 "_label", "_lock", "_open_until", "_seen", "_sick", "_state",
+                 "_trial_since", "context_fields", "settings")
 
     def __init__(self, settings: BreakerSettings = BreakerSettings(),
                  clock: Clock = time.monotonic) -> None:
@@ -85,6 +86,8 @@ class CircuitBreaker:
         self._callers: dict[Scope, CircuitBreaker] | None = None
         self._seen: set[Scope] | None = None
         self._label: str | None = None  # a caller's: the names of its scope's fields
+        # A board's source: the board's unhealthy sources, which this one joins or leaves
+        self._sick: weakref.WeakSet[CircuitBreaker] | None = None
 
     @property
     def state(self) -> str:
@@ -137,13 +140,20 @@ class CircuitBreaker:
                 self._failures = 0
                 self._cooldown = self.settings.cooldown
                 self._seen = None
-                return
-            self._failures += 1
-            if self._state == HALF_OPEN:
-                self._cooldown = min(self._cooldown * 2, self.settings.max_cooldown)
-                self._open(self._clock())
-            elif self._state == CLOSED and self._failures >= self.settings.threshold:
-                self._open(self._clock())
+            else:
+                self._failures += 1
+                if self._state == HALF_OPEN:
+                    self._cooldown = min(self._cooldown * 2, self.settings.max_cooldown)
+                    self._open(self._clock())
+                elif self._state == CLOSED and self._failures >= self.settings.threshold:
+                    self._open(self._clock())
+            self._note()
+
+    def _note(self) -> None:
+        # Under the lock: a board's source joins its unhealthy set on any failure and
+        # leaves it only once healthy, so a board with none is calm.
+        if self._sick is not None:
+            (self._sick.discard if self.healthy else self._sick.add)(self)
 
     def count_caller(self, scope: Scope) -> bool:
         """Count a caller once until the next success (one alone never opens); True if so."""
@@ -251,6 +261,8 @@ class Breakers:
         self.max_sources = max_sources
         self.max_callers = max_callers
         self._lock = threading.Lock()
+        # Held weakly: a dead provider's breaker never keeps the board from being calm.
+        self._sick: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
         self._objects: WeakIdMap[CircuitBreaker] = WeakIdMap()  # unbounded: they go with
         self._keyed: dict[Hashable, CircuitBreaker] = {}  # their objects; these do not
 
@@ -265,6 +277,7 @@ class Breakers:
     def _new(self, key: Any) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
         breaker.context_fields = _declared(key)
+        breaker._sick = self._sick
         return breaker
 
     def get(self, key: Any) -> CircuitBreaker:
@@ -299,6 +312,7 @@ class Breakers:
                     _evict(callers)
                 found = callers[scope] = CircuitBreaker(self.settings, self.clock)
                 found._label = ", ".join(name for name, _ in scope)
+                breaker._note()
             return found
 
     def admit(self, keys: Sequence[Any], context: Callable[[], Any] | None = None,
@@ -307,6 +321,8 @@ class Breakers:
         """Before a pass: ``(breaker per key, positions to call, {position: skip reason},
         circuit state per position or None when all are closed)``; ``context()``: lazily."""
         breakers = list(map(self.get, keys))
+        if not self._sick:  # a calm board lets every call through (the features row)
+            return breakers, list(range(len(breakers))), {}, None
         allowed: list[int] = []
         refused: dict[int, str] = {}
         states: list[str | None] = []
@@ -330,10 +346,11 @@ class Breakers:
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
+        calm = not self._sick  # no success to record (the realistic features row)
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is not Status.FAILED and status is not Status.TIMEOUT:
-                if not breaker.healthy and outcome.circuit != OPEN:  # a success
+                if not calm and not breaker.healthy and outcome.circuit != OPEN:  # a success
                     if breaker._failures or breaker._state is not CLOSED:
                         self._count(breaker, outcome.name, True)
                     callers = breaker._callers
@@ -343,7 +360,9 @@ class Breakers:
                             with breaker._lock:  # healed: nothing left to remember
                                 if callers.get(scope) is mine and mine.healthy:
                                     del callers[scope]
+                                    breaker._note()
                 continue
+            calm = False  # a breaker of a later row may be this one
             blame = outcome.blame
             if blame in NOT_COUNTED:
                 continue  # the deadline or this process's overload: not the source
