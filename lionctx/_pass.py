@@ -1,9 +1,9 @@
 """The pass: a :class:`ContextPass` runs a provider pass and owns what outlives it
 (policy, budget, breakers, dedupe, baselines, history indexes); every face holds one.
-:meth:`ContextPass.run` runs the stages ``Breakers.admit`` -> ``call``
-(gather) -> ``place`` -> ``skip_seen`` -> ``note_missing`` -> ``build_report`` (caps,
-budget, dedupe, digests, cache break) -> ``record``. A stage that changes a row makes
-a new outcome; gathered rows are never changed."""
+:meth:`ContextPass.run` runs the stages ``Breakers.admit`` -> ``gather`` -> ``place``
+-> ``skip_seen`` -> ``note_missing`` -> ``build_report`` (caps, budget, dedupe, digests,
+cache break) -> baseline and spans. A stage that changes a row makes a new outcome;
+gathered rows are never changed."""
 
 from __future__ import annotations
 
@@ -170,12 +170,18 @@ class ContextPass:
             previous = self.baselines.latest(session)  # type: ignore[union-attr]
         traced = telemetry.enabled() and telemetry.live()
         arrived: dict[int, int] | None = {} if traced else None
-        # providers -> outcomes: the breakers decide which sources are called
-        board = self.breakers
+        # The stages in one call each, none a method of its own (the registry rows'
+        # fixed cost). The breakers decide which sources are called:
+        board, policy, timing = self.breakers, self.policy, {"tokenizer_load_ms": 0.0}
         gate = _ALL if board is None else board.admit(sources.keys, ctx)
-        # digests while counting only when a stage compares them now (else on demand)
-        outcomes, load_ms = await self.call(calls, args, gate, arrived,
-                                            self.digests and (keyed or previous is not None))
+        outcomes = await gather(
+            calls if not gate[2] else [calls[i] for i in gate[1]],  # type: ignore[union-attr]
+            counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
+            deadline=policy.deadline, limit=policy.limit,
+            observe=policy.observer if arrived is None else _noting(arrived, policy.observer),
+            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args,
+            # digests while counting only when a stage compares them now (else on demand)
+            digests=self.digests and (keyed or previous is not None))
         outcomes = self.place(outcomes, gate, sources, arrived)
         if board is not None:
             board.record(gate[0], outcomes, ctx)
@@ -188,33 +194,14 @@ class ContextPass:
         eager = keyed or previous is not None or traced
         report = build_report(
             outcomes, self._budget, previous=previous, digests=self.digests and (eager or None),
-            framed=framed, started=started, tokenizer_load_ms=load_ms,
+            framed=framed, started=started, tokenizer_load_ms=timing["tokenizer_load_ms"],
             dedupe=(_untagged_key if framed else _text_key) if self.dedupe else None)
-        self.record(report, session if keyed else _UNSET, started_ns if traced else None)
-        return report
-
-    async def call(self, calls: Sequence[ProviderCall], args: tuple[Any, ...], gate: _Gate,
-                   arrived: dict[int, int] | None, digests: bool = False
-                   ) -> tuple[list[Outcome], float]:
-        """The engine runs the admitted calls; the outcomes and the tokenizer's load
-        time (ms)."""
-        policy, timing = self.policy, {"tokenizer_load_ms": 0.0}
-        outcomes = await gather(
-            calls if not gate[2] else [calls[i] for i in gate[1]],  # type: ignore[union-attr]
-            counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
-            deadline=policy.deadline, limit=policy.limit,
-            observe=policy.observer if arrived is None else _noting(arrived, policy.observer),
-            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args,
-            digests=digests)
-        return outcomes, timing["tokenizer_load_ms"]
-
-    def record(self, report: Report, session: Any, started_ns: int | None) -> None:
-        """The last stage: the session's baseline replaced, the spans (when traced)."""
-        if session is not _UNSET:
+        if keyed:  # the session's baseline replaced, then the spans
             self.baselines.swap(session, report.digests)  # type: ignore[union-attr]
-        if started_ns is not None:
+        if traced:
             telemetry.record_report(self.face, report, started_ns=started_ns,
                                     concurrent=self.concurrent)
+        return report
 
     @staticmethod
     def place(called: list[Outcome], gate: _Gate, sources: Sources,

@@ -220,7 +220,7 @@ class ContextProviderRegistry:
         entries = self._entries
         if not entries:
             return ProviderReport(Report())
-        tagged, digests = bool(tagged), self.digests
+        tagged, context_pass = bool(tagged), self._pass
         built = self._calls.get(tagged)
         if built is None:
             built = self._calls[tagged] = ([
@@ -232,22 +232,17 @@ class ContextProviderRegistry:
                                            entries[i].max_tokens),
                        [e.volatile for e in entries]))
         calls, sources = built
-        history = (self._pass.history(branch, getattr(branch, "messages", ()))
+        history = (context_pass.history(branch, getattr(branch, "messages", ()))
                    if getattr(branch, "dedupe_history", False) else None)
-        report = await self._pass.run(
+        report = await context_pass.run(
             calls, (branch, instruction), sources,
             context=partial(run_context_from_branch, branch),
-            session=session_key(getattr(branch, "run_context", None), branch) if digests
-            else None, history=history)
-        view = ProviderReport(report)
-        self._count(view)
-        return view
-
-    def _count(self, report: ProviderReport) -> None:
-        # One walk over the rows, no view lists or ``fired`` dicts: the concurrent
-        # registry rows of the curves benchmark, the sequential realistic row.
+            session=session_key(getattr(branch, "run_context", None), branch)
+            if context_pass.digests else None, history=history)
+        # The stats in one walk over the rows, no view lists or ``fired`` dicts: the
+        # concurrent registry rows of the curves benchmark, the sequential realistic row.
         kept = failed = degraded = 0
-        for o in report.report.outcomes:
+        for o in report.outcomes:
             status = o.status
             if status is _FIRED:
                 kept += 1
@@ -261,6 +256,7 @@ class ContextProviderRegistry:
             stats["blocks_injected"] += kept
         stats["failed"] += failed
         stats["degraded_turns"] += degraded
+        return ProviderReport(report)
 
     async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
         """Call each provider's optional ``writeback(branch, action_responses)`` in order:
