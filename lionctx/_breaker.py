@@ -13,6 +13,7 @@ import time
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from ._context import context_value
@@ -39,6 +40,7 @@ NOT_COUNTED = frozenset({"deadline", "overload"})
 CALLER_FIELDS = ("user_id", "tenant_id")
 #: Key types the board holds as they are (values, not objects with a lifetime).
 _VALUE_TYPES = (str, int, tuple)
+_STATUS = attrgetter("status")
 
 
 @dataclass(frozen=True)
@@ -315,12 +317,20 @@ class Breakers:
                 breaker._note()
             return found
 
+    def held(self, keys: Sequence[Any]) -> list[CircuitBreaker] | None:
+        """The breakers of ``keys`` when each is held by its key object (a list that stays
+        theirs while the keys live), else None."""
+        found = list(map(self._objects.get, keys))
+        return None if None in found else found
+
     def admit(self, keys: Sequence[Any], context: Callable[[], Any] | None = None,
+              breakers: list[CircuitBreaker] | None = None,
               ) -> tuple[list[CircuitBreaker], list[int], dict[int, str],
                          list[str | None] | None]:
         """Before a pass: ``(breaker per key, positions to call, {position: skip reason},
-        circuit state per position or None when all are closed)``; ``context()``: lazily."""
-        breakers = list(map(self.get, keys))
+        circuit state per position or None when all are closed)``; ``context()``: lazily;
+        ``breakers``: those of ``keys``, when :meth:`held` gave them."""
+        breakers = list(map(self.get, keys)) if breakers is None else breakers
         if not self._sick:  # a calm board lets every call through (the features row)
             return breakers, list(range(len(breakers))), {}, None
         allowed: list[int] = []
@@ -346,11 +356,13 @@ class Breakers:
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
-        calm = not self._sick  # no success to record (the realistic features row)
+        statuses = list(map(_STATUS, outcomes))  # read in C: the realistic features row
+        if not self._sick and Status.FAILED not in statuses and Status.TIMEOUT not in statuses:
+            return  # a calm board and no failure: nothing to record
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is not Status.FAILED and status is not Status.TIMEOUT:
-                if not calm and not breaker.healthy and outcome.circuit != OPEN:  # a success
+                if not breaker.healthy and outcome.circuit != OPEN:  # a success
                     if breaker._failures or breaker._state is not CLOSED:
                         self._count(breaker, outcome.name, True)
                     callers = breaker._callers
@@ -362,7 +374,6 @@ class Breakers:
                                     del callers[scope]
                                     breaker._note()
                 continue
-            calm = False  # a breaker of a later row may be this one
             blame = outcome.blame
             if blame in NOT_COUNTED:
                 continue  # the deadline or this process's overload: not the source

@@ -60,15 +60,16 @@ def pass_knob(attr: str, doc: str) -> Any:
 class Sources:
     """A face's sources, one per call: ``keys`` (breaker keys: the provider or its
     entry), ``volatile`` flags, ``describe(i)`` (``(name, priority, cap)`` of a source
-    its breaker kept out)."""
+    its breaker kept out); ``held``: ``(board, its breakers of keys)``, kept while right."""
 
-    __slots__ = ("describe", "keys", "volatile")
+    __slots__ = ("describe", "held", "keys", "volatile")
 
     def __init__(self, keys: Sequence[Any], describe: Callable[[int], tuple[str, Any, Any]],
                  volatile: Sequence[bool] | None = None) -> None:
         self.keys = keys
         self.describe = describe
         self.volatile = volatile if volatile is not None and True in volatile else None
+        self.held: tuple[Breakers, list[Any] | None] | None = None
 
 
 #: The breakers' answer for one pass (:meth:`Breakers.admit`): ``(breakers, positions
@@ -173,7 +174,12 @@ class ContextPass:
         # The stages in one call each, none a method of its own (the registry rows'
         # fixed cost). The breakers decide which sources are called:
         board, policy, timing = self.breakers, self.policy, {"tokenizer_load_ms": 0.0}
-        gate = _ALL if board is None else board.admit(sources.keys, ctx)
+        gate = _ALL
+        if board is not None:
+            held = sources.held  # a registration's breakers, looked up once: the features row
+            if held is None or held[0] is not board or held[1] is None:
+                held = sources.held = (board, board.held(sources.keys))
+            gate = board.admit(sources.keys, ctx, held[1])
         outcomes = await gather(
             calls if not gate[2] else [calls[i] for i in gate[1]],  # type: ignore[union-attr]
             counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
