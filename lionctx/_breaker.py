@@ -321,7 +321,7 @@ class Breakers:
         """The breakers of ``keys`` when each is held by its key object (a list that stays
         theirs while the keys live), else None."""
         found = list(map(self._objects.get, keys))
-        return None if None in found else found
+        return None if None in found else found  # type: ignore[return-value]
 
     def admit(self, keys: Sequence[Any], context: Callable[[], Any] | None = None,
               breakers: list[CircuitBreaker] | None = None,

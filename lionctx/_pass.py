@@ -181,7 +181,7 @@ class ContextPass:
                 held = sources.held = (board, board.held(sources.keys))
             gate = board.admit(sources.keys, ctx, held[1])
         outcomes = await gather(
-            calls if not gate[2] else [calls[i] for i in gate[1]],  # type: ignore[union-attr]
+            calls if not gate[2] else [calls[i] for i in gate[1]],
             counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
             deadline=policy.deadline, limit=policy.limit,
             observe=policy.observer if arrived is None else _noting(arrived, policy.observer),

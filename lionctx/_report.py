@@ -132,7 +132,8 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
         if len(set(keys)) == len(keys):
             keys = None  # the common pass: every text distinct
     offered = used = sum(tokens)
-    kept, skipped = texted, ()
+    kept: list[int] = texted
+    skipped: tuple[int, ...] = ()
     if keys is not None or (budget is not None and offered > budget) or any(caps):
         # else all fit, none capped: every one kept (the realistic registry rows)
         decision = admit_columns(tokens, list(map(_PRIORITY, fired)), caps, budget, keys)

@@ -137,7 +137,7 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
     def encode_len(text: str) -> int:
         # encode_ordinary == encode(text, disallowed_special=()): special-token text
         # is split like any other text.
-        return len((_encodings.get(encoding) or get_encoding(encoding)).encode_ordinary(text))
+        return len(get_encoding(encoding).encode_ordinary(text))
 
     memo: dict[Any, int] = {}
     _caches.append(memo.clear)
