@@ -88,7 +88,7 @@ class CircuitBreaker:
         self._callers: dict[Scope, CircuitBreaker] | None = None
         self._seen: set[Scope] | None = None
         self._label: str | None = None  # a caller's: the names of its scope's fields
-        # A board's source: the board's unhealthy sources, which this one joins or leaves
+        # A board's source: the board's set of unhealthy sources
         self._sick: weakref.WeakSet[CircuitBreaker] | None = None
 
     @property
@@ -152,8 +152,7 @@ class CircuitBreaker:
             self._note()
 
     def _note(self) -> None:
-        # Under the lock: a board's source joins its unhealthy set on any failure and
-        # leaves it only once healthy, so a board with none is calm.
+        # Under the lock: a source joins its board's unhealthy set, and leaves it once healthy
         if self._sick is not None:
             (self._sick.discard if self.healthy else self._sick.add)(self)
 
@@ -318,8 +317,7 @@ class Breakers:
             return found
 
     def held(self, keys: Sequence[Any]) -> list[CircuitBreaker] | None:
-        """The breakers of ``keys`` when each is held by its key object (a list that stays
-        theirs while the keys live), else None."""
+        """The breakers of ``keys`` if each is held by its key object (theirs while they live)."""
         found = list(map(self._objects.get, keys))
         return None if None in found else found  # type: ignore[return-value]
 
