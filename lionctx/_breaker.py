@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from ._context import context_value
@@ -38,6 +40,7 @@ NOT_COUNTED = frozenset({"deadline", "overload"})
 CALLER_FIELDS = ("user_id", "tenant_id")
 #: Key types the board holds as they are (values, not objects with a lifetime).
 _VALUE_TYPES = (str, int, tuple)
+_STATUS = attrgetter("status")
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,8 @@ class CircuitBreaker:
     """One source's (or failing caller's) breaker: closed, open or half-open (one trial)."""
 
     __slots__ = ("__weakref__", "_callers", "_clock", "_cooldown", "_failures",
-                 "_label", "_lock", "_open_until", "_seen", "_state", "_trial_since",
-                 "context_fields", "settings")
+                 "_label", "_lock", "_open_until", "_seen", "_sick", "_state",
+                 "_trial_since", "context_fields", "settings")
 
     def __init__(self, settings: BreakerSettings = BreakerSettings(),
                  clock: Clock = time.monotonic) -> None:
@@ -85,6 +88,8 @@ class CircuitBreaker:
         self._callers: dict[Scope, CircuitBreaker] | None = None
         self._seen: set[Scope] | None = None
         self._label: str | None = None  # a caller's: the names of its scope's fields
+        # A board's source: the board's set of unhealthy sources
+        self._sick: weakref.WeakSet[CircuitBreaker] | None = None
 
     @property
     def state(self) -> str:
@@ -137,13 +142,19 @@ class CircuitBreaker:
                 self._failures = 0
                 self._cooldown = self.settings.cooldown
                 self._seen = None
-                return
-            self._failures += 1
-            if self._state == HALF_OPEN:
-                self._cooldown = min(self._cooldown * 2, self.settings.max_cooldown)
-                self._open(self._clock())
-            elif self._state == CLOSED and self._failures >= self.settings.threshold:
-                self._open(self._clock())
+            else:
+                self._failures += 1
+                if self._state == HALF_OPEN:
+                    self._cooldown = min(self._cooldown * 2, self.settings.max_cooldown)
+                    self._open(self._clock())
+                elif self._state == CLOSED and self._failures >= self.settings.threshold:
+                    self._open(self._clock())
+            self._note()
+
+    def _note(self) -> None:
+        # Under the lock: a source joins its board's unhealthy set, and leaves it once healthy
+        if self._sick is not None:
+            (self._sick.discard if self.healthy else self._sick.add)(self)
 
     def count_caller(self, scope: Scope) -> bool:
         """Count a caller once until the next success (one alone never opens); True if so."""
@@ -251,6 +262,8 @@ class Breakers:
         self.max_sources = max_sources
         self.max_callers = max_callers
         self._lock = threading.Lock()
+        # Held weakly: a dead provider's breaker never keeps the board from being calm.
+        self._sick: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
         self._objects: WeakIdMap[CircuitBreaker] = WeakIdMap()  # unbounded: they go with
         self._keyed: dict[Hashable, CircuitBreaker] = {}  # their objects; these do not
 
@@ -265,6 +278,7 @@ class Breakers:
     def _new(self, key: Any) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
         breaker.context_fields = _declared(key)
+        breaker._sick = self._sick
         return breaker
 
     def get(self, key: Any) -> CircuitBreaker:
@@ -299,14 +313,24 @@ class Breakers:
                     _evict(callers)
                 found = callers[scope] = CircuitBreaker(self.settings, self.clock)
                 found._label = ", ".join(name for name, _ in scope)
+                breaker._note()
             return found
 
+    def held(self, keys: Sequence[Any]) -> list[CircuitBreaker] | None:
+        """The breakers of ``keys`` if each is held by its key object (theirs while they live)."""
+        found = list(map(self._objects.get, keys))
+        return None if None in found else found  # type: ignore[return-value]
+
     def admit(self, keys: Sequence[Any], context: Callable[[], Any] | None = None,
+              breakers: list[CircuitBreaker] | None = None,
               ) -> tuple[list[CircuitBreaker], list[int], dict[int, str],
                          list[str | None] | None]:
         """Before a pass: ``(breaker per key, positions to call, {position: skip reason},
-        circuit state per position or None when all are closed)``; ``context()``: lazily."""
-        breakers = list(map(self.get, keys))
+        circuit state per position or None when all are closed)``; ``context()``: lazily;
+        ``breakers``: those of ``keys``, when :meth:`held` gave them."""
+        breakers = list(map(self.get, keys)) if breakers is None else breakers
+        if not self._sick:  # a calm board lets every call through (the features row)
+            return breakers, list(range(len(breakers))), {}, None
         allowed: list[int] = []
         refused: dict[int, str] = {}
         states: list[str | None] = []
@@ -330,6 +354,9 @@ class Breakers:
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
+        statuses = list(map(_STATUS, outcomes))  # read in C: the realistic features row
+        if not self._sick and Status.FAILED not in statuses and Status.TIMEOUT not in statuses:
+            return  # a calm board and no failure: nothing to record
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is not Status.FAILED and status is not Status.TIMEOUT:
@@ -343,6 +370,7 @@ class Breakers:
                             with breaker._lock:  # healed: nothing left to remember
                                 if callers.get(scope) is mine and mine.healthy:
                                     del callers[scope]
+                                    breaker._note()
                 continue
             blame = outcome.blame
             if blame in NOT_COUNTED:

@@ -1,9 +1,9 @@
 """The pass: a :class:`ContextPass` runs a provider pass and owns what outlives it
 (policy, budget, breakers, dedupe, baselines, history indexes); every face holds one.
-:meth:`ContextPass.run` runs the stages ``call_sources`` (breakers) -> ``call``
-(gather) -> ``place`` -> ``skip_seen`` -> ``note_missing`` -> ``build_report`` (caps,
-budget, dedupe, digests, cache break) -> ``record``. A stage that changes a row makes
-a new outcome; gathered rows are never changed."""
+:meth:`ContextPass.run` runs the stages ``Breakers.admit`` -> ``gather`` -> ``place``
+-> ``skip_seen`` -> ``note_missing`` -> ``build_report`` (caps, budget, dedupe, digests,
+cache break) -> baseline and spans. A stage that changes a row makes a new outcome;
+gathered rows are never changed."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
-from functools import cache
 from operator import attrgetter
 from time import perf_counter
 from typing import Any
@@ -62,36 +60,37 @@ def pass_knob(attr: str, doc: str) -> Any:
 class Sources:
     """A face's sources, one per call: ``keys`` (breaker keys: the provider or its
     entry), ``volatile`` flags, ``describe(i)`` (``(name, priority, cap)`` of a source
-    its breaker kept out)."""
+    its breaker kept out); ``held``: ``(board, its breakers of keys)``, kept while right."""
 
-    __slots__ = ("describe", "keys", "volatile")
+    __slots__ = ("describe", "held", "keys", "volatile")
 
     def __init__(self, keys: Sequence[Any], describe: Callable[[int], tuple[str, Any, Any]],
                  volatile: Sequence[bool] | None = None) -> None:
         self.keys = keys
         self.describe = describe
         self.volatile = volatile if volatile is not None and True in volatile else None
+        self.held: tuple[Breakers, list[Any] | None] | None = None
 
 
-@dataclass(slots=True)
-class _Gate:
-    """The breakers' answer for one pass (stage ``call_sources``)."""
-
-    breakers: list[Any] = field(default_factory=list)
-    allowed: list[int] | None = None  # None: every source is called
-    refused: dict[int, str] = field(default_factory=dict)
-    states: list[str | None] | None = None
+#: The breakers' answer for one pass (:meth:`Breakers.admit`): ``(breakers, positions
+#: called, {position: reason refused}, circuit states or None)``; with no breakers:
+_Gate = tuple[Any, Any, dict[int, str], "list[str | None] | None"]
+_ALL: _Gate = ((), None, {}, None)
 
 
 def _context(read: Callable[[], Any] | None) -> Callable[[], Any]:
-    """The pass's run context, read once, and only when a stage asks for it."""
-    @cache
+    """The pass's run context, read once, and only when a stage asks for it (a plain
+    closure, not ``functools.cache``: the fixed cost of the registry rows)."""
+    box: list[Any] = []
+
     def ctx() -> Any:
-        try:
-            return read() if read is not None else None
-        except Exception:
-            logger.warning("could not read the run context of a pass", exc_info=True)
-            return None
+        if not box:
+            try:
+                box.append(read() if read is not None else None)
+            except Exception:
+                logger.warning("could not read the run context of a pass", exc_info=True)
+                box.append(None)
+        return box[0]
     return ctx
 
 
@@ -172,14 +171,26 @@ class ContextPass:
             previous = self.baselines.latest(session)  # type: ignore[union-attr]
         traced = telemetry.enabled() and telemetry.live()
         arrived: dict[int, int] | None = {} if traced else None
-        # providers -> outcomes
-        gate = self.call_sources(sources, ctx)
-        # digests while counting only when a stage compares them now (else on demand)
-        outcomes, load_ms = await self.call(calls, args, gate, arrived,
-                                            self.digests and (keyed or previous is not None))
+        # The stages in one call each, none a method of its own (the registry rows'
+        # fixed cost). The breakers decide which sources are called:
+        board, policy, timing = self.breakers, self.policy, {"tokenizer_load_ms": 0.0}
+        gate = _ALL
+        if board is not None:
+            held = sources.held  # a registration's breakers, looked up once: the features row
+            if held is None or held[0] is not board or held[1] is None:
+                held = sources.held = (board, board.held(sources.keys))
+            gate = board.admit(sources.keys, ctx, held[1])
+        outcomes = await gather(
+            calls if not gate[2] else [calls[i] for i in gate[1]],
+            counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
+            deadline=policy.deadline, limit=policy.limit,
+            observe=policy.observer if arrived is None else _noting(arrived, policy.observer),
+            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args,
+            # digests while counting only when a stage compares them now (else on demand)
+            digests=self.digests and (keyed or previous is not None))
         outcomes = self.place(outcomes, gate, sources, arrived)
-        if self.breakers is not None:
-            self.breakers.record(gate.breakers, outcomes, ctx)
+        if board is not None:
+            board.record(gate[0], outcomes, ctx)
         if history is not None:
             outcomes = skip_seen(outcomes, history, _untagged if framed else None)
         if self.note_missing:
@@ -189,49 +200,22 @@ class ContextPass:
         eager = keyed or previous is not None or traced
         report = build_report(
             outcomes, self._budget, previous=previous, digests=self.digests and (eager or None),
-            framed=framed, started=started, tokenizer_load_ms=load_ms,
+            framed=framed, started=started, tokenizer_load_ms=timing["tokenizer_load_ms"],
             dedupe=(_untagged_key if framed else _text_key) if self.dedupe else None)
-        self.record(report, session if keyed else _UNSET, started_ns if traced else None)
-        return report
-
-    def call_sources(self, sources: Sources, ctx: Callable[[], Any]) -> _Gate:
-        """Stage one: the breakers decide which sources are called."""
-        gate = _Gate()
-        if self.breakers is not None:
-            gate.breakers, allowed, refused, gate.states = self.breakers.admit(sources.keys, ctx)
-            if refused:
-                gate.allowed, gate.refused = allowed, refused
-        return gate
-
-    async def call(self, calls: Sequence[ProviderCall], args: tuple[Any, ...], gate: _Gate,
-                   arrived: dict[int, int] | None, digests: bool = False
-                   ) -> tuple[list[Outcome], float]:
-        """Stage two: the engine runs the admitted calls; the outcomes and the
-        tokenizer's load time (ms)."""
-        policy, timing = self.policy, {"tokenizer_load_ms": 0.0}
-        outcomes = await gather(
-            calls if gate.allowed is None else [calls[i] for i in gate.allowed],
-            counter=self.counter(), concurrent=self.concurrent, timeout=policy.timeout,
-            deadline=policy.deadline, limit=policy.limit,
-            observe=policy.observer if arrived is None else _noting(arrived, policy.observer),
-            budget=self._budget, max_chars=policy.max_chars, timing=timing, args=args,
-            digests=digests)
-        return outcomes, timing["tokenizer_load_ms"]
-
-    def record(self, report: Report, session: Any, started_ns: int | None) -> None:
-        """The last stage: the session's baseline replaced, the spans (when traced)."""
-        if session is not _UNSET:
+        if keyed:  # the session's baseline replaced, then the spans
             self.baselines.swap(session, report.digests)  # type: ignore[union-attr]
-        if started_ns is not None:
+        if traced:
             telemetry.record_report(self.face, report, started_ns=started_ns,
                                     concurrent=self.concurrent)
+        return report
 
     @staticmethod
     def place(called: list[Outcome], gate: _Gate, sources: Sources,
               arrived: dict[int, int] | None) -> list[Outcome]:
         """Every source's row in source order (refused ones ``skipped``), with its
         position, circuit state, volatile flag and (traced) start time."""
-        allowed, states, volatile = gate.allowed, gate.states, sources.volatile
+        _, allowed, refused, states = gate
+        allowed, volatile = allowed if refused else None, sources.volatile  # None: all called
         if allowed is None and states is None and volatile is None and not arrived:
             return called
         arrived = arrived or {}
@@ -250,7 +234,7 @@ class ContextPass:
             if stamp is not None and o.started_ns is None:
                 changes["started_ns"] = stamp
             rows[pos] = o.replace(**changes) if changes else o
-        for i, reason in gate.refused.items():
+        for i, reason in refused.items():
             name, priority, cap = sources.describe(i)
             rows[i] = Outcome(name, i, Status.SKIPPED, reason=reason, priority=priority,
                               max_tokens=cap, circuit=OPEN,

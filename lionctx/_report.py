@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from time import perf_counter
 from typing import Any, Literal
 
-from ._admission import Admission, admit_columns
+from ._admission import admit_columns
 from ._exceptions import InvalidValue
 from ._outcome import Outcome, Status
 from ._render import kept_in_order, render_context, render_lionagi
@@ -97,21 +97,10 @@ class Report:
         }
 
 
-_NAME = attrgetter("name")
-_DIGEST = attrgetter("digest")
 _NAME_DIGEST = attrgetter("name", "digest")
-_FIRST = itemgetter(0)
-_SECOND = itemgetter(1)
-
-
-def _pairs(kept: list[Outcome], previous: Digests | None) -> Digests:
-    """``(name, digest)`` of each of ``kept``; ``previous`` itself when equal (no new
-    long-lived pairs for the collector to walk)."""
-    if (previous is not None and len(previous) == len(kept)
-            and list(map(_SECOND, previous)) == list(map(_DIGEST, kept))
-            and list(map(_FIRST, previous)) == list(map(_NAME, kept))):
-        return previous
-    return tuple(map(_NAME_DIGEST, kept))
+_TOKENS = attrgetter("tokens")
+_PRIORITY = attrgetter("priority")
+_CAP = attrgetter("max_tokens")
 
 
 def _counted(o: Outcome) -> str:
@@ -128,59 +117,55 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
     ``True`` digests and compares with ``previous``; ``None`` digests when read."""
     rows = list(outcomes)
     texted: list[int] = []
-    tokens: list[int] = []
-    priorities: list[Number] = []
-    caps: list[Number | None] = []
     sized: list[int] = []
     for i, o in enumerate(rows):
         status = o.status
         if status is _FIRED:
             texted.append(i)
-            tokens.append(o.tokens)
-            priorities.append(o.priority)
-            caps.append(o.max_tokens)
         elif status is _SIZE:
             sized.append(i)
+    fired = outcomes if len(texted) == len(rows) else [rows[i] for i in texted]
+    tokens, caps = list(map(_TOKENS, fired)), list(map(_CAP, fired))  # columns read in C
     keys = None
     if dedupe is not None:
-        keys = [dedupe(rows[i]) for i in texted]
+        keys = list(map(dedupe, fired))
         if len(set(keys)) == len(keys):
             keys = None  # the common pass: every text distinct
-    offered = sum(tokens)
-    if keys is None and (budget is None or offered <= budget) and not any(caps):
-        # All fit, none capped: admission keeps every one (the realistic registry rows)
-        decision = Admission(tuple(range(len(tokens))), (), (), (), offered)
-    else:
-        decision = admit_columns(tokens, priorities, caps, budget, keys)
-    for k, first in decision.duplicates:
-        i = texted[k]
-        o = rows[i]
-        offered -= o.tokens  # the same text as one offered already
-        rows[i] = o.replace(status=Status.SKIPPED, digest=None,
-                            reason=f"duplicate of {rows[texted[first]].name}")
-    for k in decision.skipped_cap:
-        i = texted[k]
-        o = rows[i]
-        rows[i] = o.replace(status=Status.SKIPPED_CAP, digest=None,
-                            reason=f"{_counted(o)} over its cap of {o.max_tokens:g}")
-    for k, room in zip(decision.skipped_budget, decision.room, strict=False):
-        i = texted[k]
-        o = rows[i]
-        rows[i] = o.replace(
-            status=Status.SKIPPED_BUDGET, digest=None,
-            reason=f"{_counted(o)} did not fit the {room:g} left of budget {budget:g}")
+    offered = used = sum(tokens)
+    kept: list[int] = texted
+    skipped: tuple[int, ...] = ()
+    if keys is not None or (budget is not None and offered > budget) or any(caps):
+        # else all fit, none capped: every one kept (the realistic registry rows)
+        decision = admit_columns(tokens, list(map(_PRIORITY, fired)), caps, budget, keys)
+        kept, used = [texted[k] for k in decision.kept], decision.used
+        skipped = tuple(texted[k] for k in decision.skipped)
+        for k, first in decision.duplicates:
+            o = fired[k]
+            offered -= o.tokens  # the same text as one offered already
+            rows[texted[k]] = o.replace(status=Status.SKIPPED, digest=None,
+                                        reason=f"duplicate of {fired[first].name}")
+        for k in decision.skipped_cap:
+            o = fired[k]
+            rows[texted[k]] = o.replace(status=Status.SKIPPED_CAP, digest=None,
+                                        reason=f"{_counted(o)} over its cap of {o.max_tokens:g}")
+        for k, room in zip(decision.skipped_budget, decision.room, strict=False):
+            o = fired[k]
+            rows[texted[k]] = o.replace(
+                status=Status.SKIPPED_BUDGET, digest=None,
+                reason=f"{_counted(o)} did not fit the {room:g} left of budget {budget:g}")
     current: Digests | None = None if digests is None else ()
     brk: CacheBreak | None = None
     stable: bool | None = None
     if digests:
-        for k in decision.kept:
-            o = rows[texted[k]]
+        for i in kept:
+            o = rows[i]
             if o.digest is None:  # gather digests what it counts; a row made elsewhere
-                rows[texted[k]] = o.replace(digest=digest(o.text or ""))
-        current = _pairs(kept_in_order(rows), previous)  # each kept row has its digest
+                rows[i] = o.replace(digest=digest(o.text or ""))
+        current = tuple(map(_NAME_DIGEST, kept_in_order(rows)))  # each kept row's digest
+        if current == previous:
+            current = previous  # the previous pass's pairs kept, not a new tuple of them
         brk = compare(previous, current)
         stable = None if previous is None else brk is None
     duration = 0.0 if started is None else (perf_counter() - started) * 1000.0 - tokenizer_load_ms
-    return Report(tuple(rows), budget, decision.used, offered, duration, tokenizer_load_ms,
-                  current, stable, brk, (*sized, *(texted[k] for k in decision.skipped)),
-                  framed)
+    return Report(tuple(rows), budget, used, offered, duration, tokenizer_load_ms, current,
+                  stable, brk, (*sized, *skipped), framed)

@@ -129,7 +129,7 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
 def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
     """Whose previous turn a turn compares with: the run context's tenant, user and
     session ids, and without a session id ``owner`` (its conversation, e.g. a Branch)."""
-    tenant, user, session = (context_value(ctx, name) for name in _FIELDS)
+    tenant, user, session = map(context_value, (ctx, ctx, ctx), _FIELDS)  # no generator
     return (_plain(tenant), _plain(user), _plain(session),
             _owner_number(owner) if session is None else None)
 

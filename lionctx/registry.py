@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
+from operator import attrgetter
 from typing import Any, Protocol, runtime_checkable
 
 from ._adapters import provide_invoker, provider_name, run_context_from_branch
@@ -60,6 +61,7 @@ class _Entry:
 
 
 _FIRED, _FAILED, _TIMEOUT = Status.FIRED, Status.FAILED, Status.TIMEOUT
+_STATUS, _DEGRADED = attrgetter("status"), attrgetter("degradation_reason")
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
               "writeback_records", "writeback_failed")
 
@@ -220,7 +222,7 @@ class ContextProviderRegistry:
         entries = self._entries
         if not entries:
             return ProviderReport(Report())
-        tagged, digests = bool(tagged), self.digests
+        tagged, context_pass = bool(tagged), self._pass
         built = self._calls.get(tagged)
         if built is None:
             built = self._calls[tagged] = ([
@@ -232,35 +234,24 @@ class ContextProviderRegistry:
                                            entries[i].max_tokens),
                        [e.volatile for e in entries]))
         calls, sources = built
-        history = (self._pass.history(branch, getattr(branch, "messages", ()))
+        history = (context_pass.history(branch, getattr(branch, "messages", ()))
                    if getattr(branch, "dedupe_history", False) else None)
-        report = await self._pass.run(
+        report = await context_pass.run(
             calls, (branch, instruction), sources,
             context=partial(run_context_from_branch, branch),
-            session=session_key(getattr(branch, "run_context", None), branch) if digests
-            else None, history=history)
-        view = ProviderReport(report)
-        self._count(view)
-        return view
-
-    def _count(self, report: ProviderReport) -> None:
-        # One walk over the rows, no view lists or ``fired`` dicts: the concurrent
-        # registry rows of the curves benchmark, the sequential realistic row.
-        kept = failed = degraded = 0
-        for o in report.report.outcomes:
-            status = o.status
-            if status is _FIRED:
-                kept += 1
-            elif status is _FAILED or status is _TIMEOUT:
-                failed += 1
-            if o.degradation_reason is not None:
-                degraded = 1
-        stats = self.stats
+            session=session_key(getattr(branch, "run_context", None), branch)
+            if context_pass.digests else None, history=history)
+        # The stats from the rows' columns, read in C (no view lists or ``fired`` dicts):
+        # the concurrent registry rows of the curves benchmark, the realistic registry rows.
+        rows, stats = report.outcomes, self.stats
+        statuses = list(map(_STATUS, rows))
+        kept = statuses.count(_FIRED)
         if kept:
             stats["recall_turns"] += 1
             stats["blocks_injected"] += kept
-        stats["failed"] += failed
-        stats["degraded_turns"] += degraded
+        stats["failed"] += statuses.count(_FAILED) + statuses.count(_TIMEOUT)
+        stats["degraded_turns"] += list(map(_DEGRADED, rows)).count(None) < len(rows)
+        return ProviderReport(report)
 
     async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
         """Call each provider's optional ``writeback(branch, action_responses)`` in order:
