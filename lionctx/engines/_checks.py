@@ -28,7 +28,7 @@ _KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "f
 
 
 class _NotPlain(ValueError):
-    """A value an engine returned that is not plain JSON data."""
+    """What an engine returned is not a list of plain JSON messages."""
 
 
 def plain(value: Any, *, key: bool = False) -> Any:
@@ -53,16 +53,15 @@ def plain(value: Any, *, key: bool = False) -> Any:
     raise _NotPlain(f"{what}{kind.__name__}, which is not JSON data")
 
 
-def plain_messages(result: object) -> object:
-    """A list result as plain data (:func:`plain`); other results as they are."""
+def plain_messages(result: object) -> list[dict[str, Any]]:
+    """``result`` as a list of plain dicts (:func:`plain`); else :class:`_NotPlain` says why."""
     # By the real type: a __class__ that lies is not trusted.
     if not issubclass(type(result), list) or not isinstance(result, list):
-        return result
-    out: list[Any] = []
+        raise _NotPlain(f"returned {type(result).__name__}, not a list")
+    out: list[dict[str, Any]] = []
     for index, message in enumerate(list.copy(result)):
         if not issubclass(type(message), dict):
-            out.append(message)
-            continue
+            raise _NotPlain(f"returned a {type(message).__name__} at index {index}, not a dict")
         try:
             out.append(plain(message))
         except _NotPlain as exc:
@@ -112,15 +111,11 @@ def authority_problem(
     return None
 
 
-def shape_problem(result: object) -> str | None:
+def shape_problem(result: list[dict[str, Any]]) -> str | None:
     """Why ``result`` (a plain copy) is not a usable message list, or None."""
-    if type(result) is not list:
-        return f"returned {type(result).__name__}, not a list"
     if not result:
         return "returned an empty list"
     for index, message in enumerate(result):
-        if type(message) is not dict:
-            return f"returned a {type(message).__name__} at index {index}, not a dict"
         if role_of(message) not in _KNOWN_ROLES:
             return f"returned a message with role {message.get('role')!r} at index {index}"
     return None
@@ -132,8 +127,8 @@ def vetted(original: Sequence[Mapping[str, Any]], result: object, *,
     a ``compaction`` may not break a tool call / result pair, and one changing nothing is
     ``(None, "")``."""
     try:
-        copied: Any = plain_messages(result)
-        if compaction and type(copied) is list and copied == original:
+        copied = plain_messages(result)
+        if compaction and copied == original:
             return None, ""
         problem = shape_problem(copied) or authority_problem(original, copied)
         if problem is None and compaction:

@@ -4,6 +4,7 @@ A plugin loads once per process; each agent gets a ``clone_for_agent()``."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -11,10 +12,9 @@ import inspect
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._exceptions import InvalidType, InvalidValue, PluginLoadError
 from .._log import logger_for
@@ -177,7 +177,7 @@ def entry_points() -> list[Any]:
     return sorted(unique.values(), key=lambda ep: (ep.name, ep.value))
 
 
-def _entry_point_meta(ep: Any) -> tuple[str, Any]:
+def _entry_point_meta(ep: Any) -> tuple[str, str | None]:
     """The distribution's summary and version (``("", None)`` if unknown)."""
     dist = getattr(ep, "dist", None)
     if dist is None:
@@ -324,51 +324,7 @@ def load_entry_point(ep: Any) -> ContextEngine:
 
 # -- what a name resolves to -------------------------------------------------------------
 
-class _Found(NamedTuple):
-    name: str
-    description: str
-    version: Any
-    source: str
-    load: Callable[[], ContextEngine]
-
-
-def _found(paths: Sequence[Path]) -> list[_Found]:
-    """Every engine after the built-in, in resolution order."""
-    found: list[_Found] = []
-    registered = registered_context_engine()
-    if registered is not None:
-        doc = inspect.getdoc(type(registered)) or ""
-        found.append(_Found(engine_label(registered), doc.split("\n", 1)[0], None,
-                            "registered", lambda: registered))
-    for directory in plugin_dirs(paths):
-        meta = plugin_meta(directory)
-        description = meta.get("description")
-        found.append(_Found(plugin_name(directory, meta),
-                            description if isinstance(description, str) else "",
-                            meta.get("version"), str(directory),
-                            functools.partial(load_directory, directory)))
-    for ep in entry_points():
-        summary, version = _entry_point_meta(ep)
-        found.append(_Found(ep.name, summary, version, f"entry point {ep.value}",
-                            functools.partial(load_entry_point, ep)))
-    return found
-
-
-def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> ContextEngine:
-    """The shared instance of the plugin engine ``name`` (not a per-agent clone).
-    LookupError when none is found, PluginLoadError when it cannot be loaded."""
-    if not isinstance(name, str) or not name:
-        raise InvalidValue(f"engine name must be a non-empty string, got {name!r}")
-    paths = _search_paths(search_paths, {})
-    for found in _found(paths):
-        if found.name == name:
-            return found.load()
-    raise LookupError(f"no context engine named {name!r}: not registered, not a directory "
-                      f"plugin under {[str(p) for p in paths]}, and no {ENTRY_POINT_GROUP!r} "
-                      "entry point")
-
-
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class EngineInfo:
     """One discoverable engine, as :func:`list_context_engines` reports it."""
 
@@ -383,6 +339,42 @@ class EngineInfo:
     error: str | None = None
 
 
+def _found(paths: Sequence[Path]) -> list[tuple[EngineInfo, Callable[[], ContextEngine]]]:
+    """Every engine after the built-in, in resolution order, and what loads it."""
+    found: list[tuple[EngineInfo, Callable[[], ContextEngine]]] = []
+    registered = registered_context_engine()
+    if registered is not None:
+        doc = inspect.getdoc(type(registered)) or ""
+        found.append((EngineInfo(engine_label(registered), doc.split("\n", 1)[0], None,
+                                 "registered", True), lambda: registered))
+    for directory in plugin_dirs(paths):
+        meta = plugin_meta(directory)
+        description, version = meta.get("description"), meta.get("version")
+        found.append((EngineInfo(plugin_name(directory, meta),
+                                 description if isinstance(description, str) else "",
+                                 None if version is None else str(version), str(directory), True),
+                      functools.partial(load_directory, directory)))
+    for ep in entry_points():
+        summary, version = _entry_point_meta(ep)
+        found.append((EngineInfo(ep.name, summary, version, f"entry point {ep.value}", True),
+                      functools.partial(load_entry_point, ep)))
+    return found
+
+
+def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> ContextEngine:
+    """The shared instance of the plugin engine ``name`` (not a per-agent clone).
+    LookupError when none is found, PluginLoadError when it cannot be loaded."""
+    if not isinstance(name, str) or not name:
+        raise InvalidValue(f"engine name must be a non-empty string, got {name!r}")
+    paths = _search_paths(search_paths, {})
+    for info, load in _found(paths):
+        if info.name == name:
+            return load()
+    raise LookupError(f"no context engine named {name!r}: not registered, not a directory "
+                      f"plugin under {[str(p) for p in paths]}, and no {ENTRY_POINT_GROUP!r} "
+                      "entry point")
+
+
 def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
                          config: ConfigArg = None, load: bool = True) -> list[EngineInfo]:
     """Every discoverable engine in resolution order (one shadowed by an earlier same name
@@ -393,17 +385,15 @@ def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
     infos = [EngineInfo(DEFAULT_ENGINE, "Built-in: summarizes the middle of long conversations",
                         __version__, "builtin", True)]
     found = _found(_search_paths(search_paths, context_section(config)))
-    shadows = shadowed_by([(f.name, f.source) for f in found], {DEFAULT_ENGINE: "builtin"})
-    for one, shadow in zip(found, shadows, strict=True):
-        version = None if one.version is None else str(one.version)
+    shadows = shadowed_by([(f.name, f.source) for f, _ in found], {DEFAULT_ENGINE: "builtin"})
+    for (info, load_one), shadow in zip(found, shadows, strict=True):
         error = f"shadowed by {shadow}" if shadow is not None else None
         if shadow is None and load:
             try:
-                one.load()
+                load_one()
             except Exception as exc:
                 error = str(exc)
-        infos.append(EngineInfo(one.name, one.description, version, one.source,
-                                error is None, error))
+        infos.append(dataclasses.replace(info, available=error is None, error=error))
     return infos
 
 
@@ -424,34 +414,30 @@ def engine_for_agent(config: ConfigArg = None, *, search_paths: Iterable[PathArg
     settings = section.get("compressor") or {}
     if not isinstance(settings, Mapping):
         raise InvalidValue(f"context.compressor must be a mapping, got {settings!r}")
-    engine = _configured_engine(name, _search_paths(search_paths, section), settings, model)
+    paths = _search_paths(search_paths, section)
+    engine = None if name == DEFAULT_ENGINE else _plugin_clone(name, paths)
+    if engine is None:
+        try:
+            engine = ContextCompressor(model=model, **dict(settings))
+        except TypeError as exc:
+            raise InvalidValue(
+                f"invalid context.compressor settings {dict(settings)!r}: {exc}") from None
     if timeout is not None:
         engine.select_context_timeout = timeout
     return engine
 
 
-def _configured_engine(name: str, paths: list[Path], settings: Mapping[str, Any],
-                       model: Any) -> ContextEngine:
-    def builtin() -> ContextCompressor:
-        try:
-            return ContextCompressor(model=model, **dict(settings))
-        except TypeError as exc:
-            raise InvalidValue(
-                f"invalid context.compressor settings {dict(settings)!r}: {exc}") from None
-
-    if name == DEFAULT_ENGINE:
-        return builtin()
+def _plugin_clone(name: str, paths: list[Path]) -> ContextEngine | None:
+    """A clone of the plugin engine ``name``; None (with a warning) for the built-in."""
     try:
         shared = load_engine(name, search_paths=paths)
     except (LookupError, PluginLoadError) as exc:
         why = ("is not installed or discoverable" if isinstance(exc, LookupError)
                else f"failed to load ({exc})")
         logger.warning("context engine %r %s; using the built-in compressor", name, why)
-        return builtin()
+        return None
     clone = _clone_or_none(shared, name)
-    if clone is None:
-        return builtin()
-    if engine_label(clone) != name:
+    if clone is not None and engine_label(clone) != name:
         logger.warning("context engine configured as %r reports the name %r", name,
                        engine_label(clone))
     return clone

@@ -83,13 +83,10 @@ def _unselected(label: str, why: str) -> None:
 
 
 def _select_timeout(engine: ContextEngine) -> float:
-    # A subclass may shadow the checked property with anything.
-    try:
+    with contextlib.suppress(Exception):  # a subclass may shadow the checked property
         value = engine.select_context_timeout
-    except Exception:
-        return DEFAULT_SELECT_TIMEOUT
-    if type(value) in (int, float) and 0 < value and math.isfinite(value):
-        return float(value)
+        if type(value) in (int, float) and 0 < value and math.isfinite(value):
+            return float(value)
     return DEFAULT_SELECT_TIMEOUT
 
 
@@ -97,9 +94,8 @@ def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
                     conversation: Sequence[Mapping[str, Any]] | None,
                     incoming: Mapping[str, Any] | None) -> functools.partial[Any]:
     """The hook call, on deep copies (a mutation cannot leak into a fail-open request)."""
-    budget = engine.context_length or 0
-    if type(budget) is not int or budget < 0:
-        budget = 0
+    budget = engine.context_length
+    budget = budget if type(budget) is int and budget >= 0 else 0
     return functools.partial(
         engine.select_context, copy.deepcopy(request),
         # As dicts, as the hook is promised: another mapping may not even deep-copy.
@@ -274,15 +270,11 @@ class EngineSession:
                       interrupted: bool = False, failed: bool = False,
                       exit_reason: str = "completed") -> None:
         """``on_turn_complete`` with copies of the transcript and the last usage."""
-        if not overrides(self.engine, "on_turn_complete"):
-            return
-        try:
-            self.engine.on_turn_complete(
-                copy.deepcopy([dict(m) for m in transcript]), usage_dict(usage),
-                turn_id=turn_id, task_id=task_id, api_call_count=api_call_count,
-                interrupted=interrupted, failed=failed, turn_exit_reason=exit_reason)
-        except Exception as exc:
-            log_hook_error(self.engine, "on_turn_complete", exc)
+        if overrides(self.engine, "on_turn_complete"):
+            self._hook("on_turn_complete", copy.deepcopy([dict(m) for m in transcript]),
+                       usage_dict(usage), turn_id=turn_id, task_id=task_id,
+                       api_call_count=api_call_count, interrupted=interrupted, failed=failed,
+                       turn_exit_reason=exit_reason)
 
     def tools(self) -> list[dict[str, Any]]:
         """The engine's tools as OpenAI function tools (malformed ones left out)."""
@@ -380,7 +372,7 @@ class SessionPool:
         """``session_id``'s session, in flight for the ``async with`` body."""
         session, evicted = self._acquire(None if session_id is None else str(session_id))
         try:
-            await self._end_evicted(evicted)
+            await self._end(evicted)
             yield session
         finally:
             self._release(session)
@@ -410,6 +402,9 @@ class SessionPool:
                 break
             if key is not None and not self._running.get(session):
                 victims.append(key)
+        for key in victims:
+            logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner, key,
+                         self.max_sessions)
         return [self._sessions.pop(key) for key in victims]
 
     def _release(self, session: EngineSession) -> None:
@@ -418,19 +413,17 @@ class SessionPool:
             if self._running[session] <= 0:
                 del self._running[session]
 
-    async def _end_evicted(self, sessions: list[EngineSession]) -> None:
-        # Shielded: an evicted session is gone from the pool either way, so its
+    async def _end(self, sessions: list[EngineSession]) -> None:
+        # Shielded: a session gone from the pool is gone either way, so its
         # on_session_end must run even if this run is being cancelled.
         with anyio.CancelScope(shield=True):
             for session in sessions:
-                logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner,
-                             session.session_id, self.max_sessions)
                 if not session.active:
                     continue
                 try:
                     await anyio.to_thread.run_sync(session.end)
                 except Exception as exc:  # EngineSession contains hook errors; be sure
-                    logger.warning("%s: ending evicted session raised %s; ignored",
+                    logger.warning("%s: ending a session raised %s; ignored",
                                    self._owner, type(exc).__name__)
 
     def end(self, session_id: Any = None) -> None:
@@ -453,6 +446,4 @@ class SessionPool:
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions = OrderedDict((k, v) for k, v in self._sessions.items() if k is None)
-        for session in sessions:
-            if session.active:
-                await anyio.to_thread.run_sync(session.end)
+        await self._end(sessions)
