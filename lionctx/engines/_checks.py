@@ -186,10 +186,8 @@ def usage_dict(usage: Any) -> dict[str, Any] | None:
         if isinstance(dumped, dict):
             return dumped
     counts = usage_counts(usage)
-    if counts is None:
-        return None
-    prompt, completion, total = counts
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+    keys = ("prompt_tokens", "completion_tokens", "total_tokens")
+    return dict(zip(keys, counts, strict=True)) if counts is not None else None
 
 
 def schema_name(schema: object) -> str:

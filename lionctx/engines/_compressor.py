@@ -136,15 +136,13 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
     n_system = system_prefix_len(messages)
     groups = units(messages, n_system)
 
-    def single(k: int) -> Mapping[str, Any] | None:
+    def single(k: int, test: Callable[[Mapping[str, Any]], bool]) -> bool:
         start, end = groups[k]
-        return messages[start] if end - start == 1 else None
+        return end - start == 1 and test(messages[start])
 
     head_end = head_messages = 0  # in units
-    while head_end < len(groups) and head_messages < protect_first_n:
-        first = single(head_end)
-        if first is not None and is_summary(first):
-            break
+    while (head_end < len(groups) and head_messages < protect_first_n
+           and not single(head_end, is_summary)):
         head_messages += groups[head_end][1] - groups[head_end][0]
         head_end += 1
 
@@ -152,13 +150,12 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
     # and the current summary row wherever it is; a marked message elsewhere is ordinary.
     summary_units = set()
     k = head_end
-    while k < len(groups) and (first := single(k)) is not None and is_summary(first):
+    while k < len(groups) and single(k, is_summary):
         summary_units.add(k)
         k += 1
     if summary_uid is not None:
         summary_units.update(k for k in range(len(groups))
-                             if (first := single(k)) is not None
-                             and first.get(UID_FIELD) == summary_uid)
+                             if single(k, lambda m: m.get(UID_FIELD) == summary_uid))
 
     tail_unit = len(groups)
     tail_messages = tail_tokens = 0

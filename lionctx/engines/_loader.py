@@ -27,14 +27,13 @@ from ._config import (
     PathArg,
     configured_engine_name,
     context_section,
-    default_search_paths,
     load_config,
 )
 from ._config import search_paths as _search_paths
 
 __all__ = ["DEFAULT_ENGINE", "ENTRY_POINT_GROUP", "EngineInfo", "PluginContext",
            "PluginLoadError", "clear_registered_context_engine", "clone_engine",
-           "configured_engine_name", "default_search_paths", "engine_for_agent",
+           "configured_engine_name", "engine_for_agent",
            "list_context_engines", "load_config", "load_engine", "register_context_engine",
            "registered_context_engine", "resolve_context_engine"]
 
@@ -45,7 +44,6 @@ _PLUGIN_SUBDIR = ("plugins", "context_engine")
 _MODULE_PREFIX = "_lionctx_context_engine_"
 
 lock = threading.RLock()  # registration and caches: plugins may load from threads
-_modules: dict[Path, ModuleType] = {}
 _instances: dict[str, ContextEngine] = {}
 
 
@@ -215,10 +213,10 @@ def import_plugin(directory: Path) -> ModuleType:
     """Import ``directory`` as a package under :func:`module_name` (once per process)."""
     directory = directory.resolve()
     with lock:
-        module = _modules.get(directory)
+        name = module_name(directory)
+        module = sys.modules.get(name)
         if module is not None:
             return module
-        name = module_name(directory)
         spec = importlib.util.spec_from_file_location(
             name, directory / "__init__.py", submodule_search_locations=[str(directory)])
         if spec is None or spec.loader is None:
@@ -232,7 +230,6 @@ def import_plugin(directory: Path) -> ModuleType:
                 del sys.modules[key]
             raise PluginLoadError(f"importing context engine plugin {str(directory)!r} failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
-        _modules[directory] = module
         return module
 
 

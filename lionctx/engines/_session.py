@@ -326,13 +326,11 @@ class EngineSession:
             return str.__str__(result)  # an exact str, whatever the subclass says
         with contextlib.suppress(TypeError, ValueError, RecursionError):
             return json.dumps(result, default=str)
-        unencodable = json.dumps({"error": f"tool {shown} returned a result that cannot be "
-                                           "encoded"})
         try:
-            text = str(result)
+            return str.__str__(str(result))  # str() may return a str subclass
         except Exception:  # RecursionError included
-            return unencodable
-        return str.__str__(text) if isinstance(text, str) else unencodable
+            return json.dumps({"error": f"tool {shown} returned a result that cannot be "
+                                        "encoded"})
 
     async def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None, *,
                             turn_id: str | None, task_id: str | None,
