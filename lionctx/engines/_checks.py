@@ -147,32 +147,23 @@ def tool_pairing_problems(messages: Sequence[Mapping[str, Any]]) -> set[tuple[st
     """``("orphan_result", id)`` for a tool message not right after its call,
     ``("unanswered_call", id)`` for a call whose result does not follow it."""
     problems: set[tuple[str, str]] = set()
-    open_ids: set[str] | None = None
+    calls: set[str] = set()  # the ids the tool messages here may answer
     answered: set[str] = set()
-
-    def close() -> None:
-        for call_id in (open_ids or set()) - answered:
-            problems.add(("unanswered_call", call_id))
-
     for message in messages:
         role = role_of(message)
         if role == "tool":
             call_id = str(message.get("tool_call_id"))
-            if open_ids is None or call_id not in open_ids:
-                problems.add(("orphan_result", call_id))
-            else:
+            if call_id in calls:
                 answered.add(call_id)
+            else:
+                problems.add(("orphan_result", call_id))
             continue
-        close()
-        open_ids = None
-        calls = message.get("tool_calls") if role == "assistant" else None
-        if calls:
-            open_ids = {
-                str(call.get("id")) if isinstance(call, Mapping) else repr(call)
-                for call in calls
-            }
-            answered = set()
-    close()
+        problems.update(("unanswered_call", call_id) for call_id in calls - answered)
+        made = message.get("tool_calls") if role == "assistant" else None
+        calls = {str(call.get("id")) if isinstance(call, Mapping) else repr(call)
+                 for call in made or ()}
+        answered = set()
+    problems.update(("unanswered_call", call_id) for call_id in calls - answered)
     return problems
 
 
@@ -203,17 +194,16 @@ def schema_name(schema: object) -> str:
 
 def function_spec(schema: object) -> dict[str, Any] | None:
     """One engine tool schema as an OpenAI ``function`` object; None without a name."""
-    schema = plain(schema)  # judged by what it holds; raises _NotPlain if not data
-    spec = schema
-    if isinstance(schema, Mapping) and schema.get("type") == "function":
-        spec = schema.get("function")
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+    spec = plain(schema)  # a fresh copy, judged by what it holds; _NotPlain if not data
+    if isinstance(spec, dict) and spec.get("type") == "function":
+        spec = spec.get("function")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
         return None
     function: dict[str, Any] = {"name": spec["name"]}
     if spec.get("description") is not None:
         function["description"] = str(spec["description"])
     parameters = spec.get("parameters")
-    function["parameters"] = (copy.deepcopy(dict(parameters)) if isinstance(parameters, Mapping)
+    function["parameters"] = (parameters if isinstance(parameters, dict)
                               else {"type": "object", "properties": {}})
     return function
 

@@ -82,14 +82,6 @@ def _unselected(label: str, why: str) -> None:
                    label, why)
 
 
-def _select_timeout(engine: ContextEngine) -> float:
-    with contextlib.suppress(Exception):  # a subclass may shadow the checked property
-        value = engine.select_context_timeout
-        if type(value) in (int, float) and 0 < value and math.isfinite(value):
-            return float(value)
-    return DEFAULT_SELECT_TIMEOUT
-
-
 def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
                     conversation: Sequence[Mapping[str, Any]] | None,
                     incoming: Mapping[str, Any] | None) -> functools.partial[Any]:
@@ -185,7 +177,11 @@ class EngineSession:
         from .._threads import run_in_worker
 
         label = self.label
-        timeout = _select_timeout(self.engine)
+        timeout = DEFAULT_SELECT_TIMEOUT
+        with contextlib.suppress(Exception):  # a subclass may shadow the checked property
+            value = self.engine.select_context_timeout
+            if type(value) in (int, float) and 0 < value and math.isfinite(value):
+                timeout = float(value)
         unset = object()
         result: Any = unset
         try:
@@ -368,14 +364,7 @@ class SessionPool:
     @asynccontextmanager
     async def session(self, session_id: Any = None) -> AsyncIterator[EngineSession]:
         """``session_id``'s session, in flight for the ``async with`` body."""
-        session, evicted = self._acquire(None if session_id is None else str(session_id))
-        try:
-            await self._end(evicted)
-            yield session
-        finally:
-            self._release(session)
-
-    def _acquire(self, key: str | None) -> tuple[EngineSession, list[EngineSession]]:
+        key = None if session_id is None else str(session_id)
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
@@ -388,28 +377,27 @@ class SessionPool:
             else:
                 self._sessions.move_to_end(key)
             self._running[session] += 1
-            return session, self._evict_locked()
+            evicted = self._evict_locked()
+        try:
+            await self._end(evicted)
+            yield session
+        finally:
+            with self._lock:
+                self._running[session] -= 1
+                if self._running[session] <= 0:
+                    del self._running[session]
 
     def _evict_locked(self) -> list[EngineSession]:
         excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
-        if excess <= 0:
-            return []
         victims: list[str | None] = []
         for key, session in self._sessions.items():  # oldest first
-            if len(victims) == excess:
+            if len(victims) >= excess:
                 break
             if key is not None and not self._running.get(session):
+                logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner, key,
+                             self.max_sessions)
                 victims.append(key)
-        for key in victims:
-            logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner, key,
-                         self.max_sessions)
         return [self._sessions.pop(key) for key in victims]
-
-    def _release(self, session: EngineSession) -> None:
-        with self._lock:
-            self._running[session] -= 1
-            if self._running[session] <= 0:
-                del self._running[session]
 
     async def _end(self, sessions: list[EngineSession]) -> None:
         # Shielded: a session gone from the pool is gone either way, so its
