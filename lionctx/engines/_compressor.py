@@ -65,7 +65,15 @@ def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = No
     """Estimated prompt tokens of one chat message: content (text exactly, other parts at
     a flat rate), ``name``, tool calls and framing; never persistence-only fields."""
     count = resolve_counter(counter)
-    total = MESSAGE_OVERHEAD + _content_tokens(message.get("content"), count)
+    total = MESSAGE_OVERHEAD
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            text = part if isinstance(part, str) else (
+                part.get("text") if isinstance(part, Mapping) else None)
+            total += count(text) if isinstance(text, str) else MEDIA_PART_TOKENS
+    elif content is not None:
+        total += count(content if isinstance(content, str) else str(content))
     name = message.get("name")
     if isinstance(name, str):
         total += count(name)
@@ -75,19 +83,6 @@ def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = No
             total += sum(count(v if isinstance(v, str) else json.dumps(v, default=str))
                          for v in (function.get("name"), function.get("arguments"))
                          if v is not None)
-    return total
-
-
-def _content_tokens(content: object, count: Callable[[str], int]) -> int:
-    if content is None:
-        return 0
-    if not isinstance(content, list):
-        return count(content if isinstance(content, str) else str(content))
-    total = 0
-    for part in content:
-        text = part if isinstance(part, str) else (
-            part.get("text") if isinstance(part, Mapping) else None)
-        total += count(text) if isinstance(text, str) else MEDIA_PART_TOKENS
     return total
 
 

@@ -4,6 +4,7 @@ A plugin loads once per process; each agent gets a ``clone_for_agent()``."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -175,17 +176,6 @@ def entry_points() -> list[Any]:
     return sorted(unique.values(), key=lambda ep: (ep.name, ep.value))
 
 
-def _entry_point_meta(ep: Any) -> tuple[str, str | None]:
-    """The distribution's summary and version (``("", None)`` if unknown)."""
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "", None
-    try:
-        return dist.metadata.get("Summary") or "", dist.version
-    except Exception:  # a broken distribution's metadata must not break listing
-        return "", None
-
-
 def shadowed_by(found: Sequence[tuple[str, str]],
                 taken: Mapping[str, str] | None = None) -> list[str | None]:
     """For each ``(name, source)`` in resolution order, the source that took its name
@@ -352,7 +342,9 @@ def _found(paths: Sequence[Path]) -> list[tuple[EngineInfo, Callable[[], Context
                                  None if version is None else str(version), str(directory), True),
                       functools.partial(load_directory, directory)))
     for ep in entry_points():
-        summary, version = _entry_point_meta(ep)
+        summary, version = "", None
+        with contextlib.suppress(Exception):  # no distribution, or broken metadata: unknown
+            summary, version = ep.dist.metadata.get("Summary") or "", ep.dist.version
         found.append((EngineInfo(ep.name, summary, version, f"entry point {ep.value}", True),
                       functools.partial(load_entry_point, ep)))
     return found

@@ -82,21 +82,6 @@ def _unselected(label: str, why: str) -> None:
                    label, why)
 
 
-def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
-                    conversation: Sequence[Mapping[str, Any]] | None,
-                    incoming: Mapping[str, Any] | None) -> functools.partial[Any]:
-    """The hook call, on deep copies (a mutation cannot leak into a fail-open request)."""
-    budget = engine.context_length
-    budget = budget if type(budget) is int and budget >= 0 else 0
-    return functools.partial(
-        engine.select_context, copy.deepcopy(request),
-        # As dicts, as the hook is promised: another mapping may not even deep-copy.
-        conversation_messages=copy.deepcopy(
-            [dict(m) for m in conversation] if conversation is not None else None),
-        incoming_message=copy.deepcopy(dict(incoming) if incoming is not None else None),
-        budget_tokens=budget)
-
-
 class EngineSession:
     """One engine bound to one conversation (hook errors logged and ignored);
     ``session_id``: fixed, else the one :meth:`start` is given, else a fresh one."""
@@ -182,22 +167,27 @@ class EngineSession:
             value = self.engine.select_context_timeout
             if type(value) in (int, float) and 0 < value and math.isfinite(value):
                 timeout = float(value)
-        unset = object()
-        result: Any = unset
+        result: Any = None
         try:
-            call = _selection_call(self.engine, request, conversation, incoming)
+            budget = self.engine.context_length
+            # On deep copies (a mutation cannot leak into a fail-open request), as dicts, as
+            # the hook is promised: another mapping may not even deep-copy.
+            call = functools.partial(
+                self.engine.select_context, copy.deepcopy(request),
+                conversation_messages=copy.deepcopy(
+                    [dict(m) for m in conversation] if conversation is not None else None),
+                incoming_message=copy.deepcopy(dict(incoming) if incoming is not None else None),
+                budget_tokens=budget if type(budget) is int and budget >= 0 else 0)
             with anyio.move_on_after(timeout) as scope:
-                if inspect.iscoroutinefunction(call.func):
-                    result = await call()
-                else:
-                    result = await run_in_worker(call, key=("context engine select_context",
-                                                            label))
-                    if inspect.isawaitable(result):
-                        result = await result
+                key = ("context engine select_context", label)
+                result = (call() if inspect.iscoroutinefunction(call.func)
+                          else await run_in_worker(call, key=key))
+                if inspect.isawaitable(result):
+                    result = await result
         except Exception as exc:
             _unselected(label, f"raised {type_name(exc)}")
             return request
-        if scope.cancel_called or result is unset:
+        if scope.cancel_called:
             # Past the deadline; a hook that swallowed its cancellation and returned late
             # is not used either.
             close = getattr(result, "close", None)  # a coroutine never run: not "never awaited"
