@@ -3,6 +3,7 @@ hooks are no-ops a host skips unless overridden (:func:`overrides`)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -152,19 +153,17 @@ def overrides(engine: object, hook: str) -> bool:
     if base is None:
         raise InvalidValue(f"ContextEngine has no hook named {hook!r}")
     attr = getattr(engine, hook, None)
-    if attr is None or not callable(attr):
+    if not callable(attr):
         return False
     return getattr(attr, "__func__", attr) is not base
 
 
 def engine_label(engine: object) -> str:
     """An engine's ``name`` for log lines (else its class name); never raises."""
-    try:
+    with contextlib.suppress(Exception):
         name = engine.name  # type: ignore[attr-defined]
-    except Exception:
-        name = None
-    if isinstance(name, str) and name:
-        return cut(name, NAME_LIMIT)  # an exact str: a subclass's repr/format could lie
+        if isinstance(name, str) and name:
+            return cut(name, NAME_LIMIT)  # an exact str: a subclass's repr/format could lie
     return type_name(engine)
 
 
@@ -188,8 +187,5 @@ def usage_counts(usage: Any) -> tuple[int, int, int] | None:
     total = _int_field(usage, "total_tokens")
     if prompt is None and completion is None and total is None:
         return None
-    prompt = prompt or 0
-    completion = completion or 0
-    if total is None:
-        total = prompt + completion
-    return prompt, completion, total
+    prompt, completion = prompt or 0, completion or 0
+    return prompt, completion, prompt + completion if total is None else total

@@ -257,8 +257,7 @@ def carry_identity(original: Sequence[Mapping[str, Any]], result: list[dict[str,
         if UID_FIELD in message:
             logger.debug("replacing malformed message_uid %r", message[UID_FIELD])
             del message[UID_FIELD]
-        key = _wire_key(message)
-        for source in by_key.get(key, ()) if key is not None else ():
+        for source in by_key.get(_wire_key(message), ()):  # None (unserializable): no key
             if source[UID_FIELD] not in taken:
                 for field in PERSISTENCE_ONLY_FIELDS:
                     if field in source and field not in message:

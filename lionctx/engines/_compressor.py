@@ -14,14 +14,7 @@ from .._messages import is_uid, message_text, new_uid
 from .._policy import check_number
 from .._tokens import TokenCounter, resolve_counter
 from ._base import ContextEngine, check_int, usage_counts
-from ._checks import (
-    ABSORBED_UIDS_FIELD,
-    SYSTEM_ROLES,
-    UID_FIELD,
-    record_merge,
-    role_of,
-    system_prefix_len,
-)
+from ._checks import SYSTEM_ROLES, UID_FIELD, record_merge, role_of, system_prefix_len
 
 __all__ = ["FALLBACK_NOTE", "SUMMARY_MARKER", "CompactionPlan", "ContextCompressor",
            "Summarizer", "message_tokens", "plan_compaction", "units"]
@@ -198,8 +191,7 @@ def shorten(text: str, limit: int) -> str:
 
 def render_for_summary(message: Mapping[str, Any], limit: int) -> str:
     """One message as the summarizer reads it: ``[role]``, text, calls (each cut to ``limit``)."""
-    who = role_of(message) or "unknown"
-    label = who
+    label = who = role_of(message) or "unknown"
     if isinstance(message.get("name"), str):
         label += f" ({message['name']})"
     if who in RESULT_ROLES and message.get("tool_call_id") is not None:
@@ -279,14 +271,8 @@ def summary_message(body: str, previous: Sequence[Mapping[str, Any]],
     message: dict[str, Any] = {"role": summary_role(before, after),
                                "content": f"{SUMMARY_MARKER}\n{body}"}
     carriers = [m for m in previous if is_uid(m.get(UID_FIELD))]
-    if not carriers:
-        message[UID_FIELD] = new_uid()
-        return message
-    message[UID_FIELD] = carriers[0][UID_FIELD]
-    absorbed = [u for u in carriers[0].get(ABSORBED_UIDS_FIELD) or () if is_uid(u)]
-    if absorbed:
-        message[ABSORBED_UIDS_FIELD] = absorbed
-    record_merge(message, carriers[1:])
+    message[UID_FIELD] = carriers[0][UID_FIELD] if carriers else new_uid()
+    record_merge(message, carriers)  # the first's own uid is the summary's: not absorbed
     return message
 
 
@@ -418,7 +404,14 @@ class ContextCompressor(ContextEngine):
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None) -> list[dict[str, Any]]:
         """A compacted copy of ``messages`` (an equal copy when nothing can be summarized)."""
-        _check_messages(messages, focus_topic)
+        if not isinstance(messages, list):
+            raise InvalidType(f"messages must be a list of dicts, got {type(messages).__name__}")
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise InvalidType(
+                    f"messages[{index}] must be a dict, got {type(message).__name__}")
+        if focus_topic is not None and not isinstance(focus_topic, str):
+            raise InvalidType(f"focus_topic must be a str or None, got {focus_topic!r}")
         plan = self.plan_compaction(messages)
         if not plan.summarizes:
             logger.debug("compress: nothing between head and tail to summarize")
@@ -472,13 +465,3 @@ class ContextCompressor(ContextEngine):
             return cut_to_tokens(text.strip(), target, self._count)
         logger.warning("compressor: %s; inserting a fallback note", why)
         return f"{previous}\n\n{FALLBACK_NOTE}" if previous else FALLBACK_NOTE
-
-
-def _check_messages(messages: object, focus_topic: object) -> None:
-    if not isinstance(messages, list):
-        raise InvalidType(f"messages must be a list of dicts, got {type(messages).__name__}")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise InvalidType(f"messages[{index}] must be a dict, got {type(message).__name__}")
-    if focus_topic is not None and not isinstance(focus_topic, str):
-        raise InvalidType(f"focus_topic must be a str or None, got {focus_topic!r}")

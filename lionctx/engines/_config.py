@@ -41,16 +41,12 @@ def _check_depth(data: Any, where: str) -> None:
     todo: list[tuple[Any, int]] = [(data, 0)]
     while todo:
         value, depth = todo.pop()
-        if isinstance(value, dict):
-            inner: Iterable[Any] = value.values()
-        elif isinstance(value, list):
-            inner = value
-        else:
-            continue
-        if depth >= MAX_CONFIG_DEPTH:
-            raise InvalidValue(f"{where} nests tables or arrays more than "
-                               f"{MAX_CONFIG_DEPTH} levels deep")
-        todo.extend((v, depth + 1) for v in inner)
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_CONFIG_DEPTH:
+                raise InvalidValue(f"{where} nests tables or arrays more than "
+                                   f"{MAX_CONFIG_DEPTH} levels deep")
+            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict)
+                                                 else value))
 
 
 def load_toml(raw: bytes) -> dict[str, Any]:
