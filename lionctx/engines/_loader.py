@@ -488,16 +488,13 @@ def resolve_context_engine(engine: ContextEngine | str | None = None, config: Co
             engine.model = model  # a compressor with nothing to summarize with: the host's
         return engine
     if isinstance(engine, str):
-        name = engine.strip()
-        if not name:
+        if not engine.strip():
             raise InvalidValue(f"context_engine name must be a non-empty string, got {engine!r}")
-        section = context_section(config)
-        section["engine"] = name
-        return engine_for_agent({"context": section}, search_paths=search_paths, model=model)
-    if engine is not None:
+        config = {"context": {**context_section(config), "engine": engine.strip()}}
+    elif engine is not None:
         hint = " (pass an instance, not the class)" if inspect.isclass(engine) else ""
         raise InvalidType(f"context_engine must be None, a ContextEngine or an engine name, "
                           f"got {engine!r}{hint}")
-    if config is None:
+    elif config is None:
         return None
     return engine_for_agent(config, search_paths=search_paths, model=model)

@@ -34,6 +34,7 @@ __all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "log_hook_error"
            "open_session", "summary_model"]
 
 logger = logger_for("lionctx.engines._host")  # the name users know: the engine host's
+_FAILED = object()  # what EngineSession._hook returns when the hook raised
 
 
 class ThreadBridgeModel:
@@ -146,11 +147,12 @@ class EngineSession:
         self.end(messages)
         self._hook("on_session_reset")
 
-    def _hook(self, hook: str, *args: Any, **kwargs: Any) -> None:
+    def _hook(self, hook: str, *args: Any, then: str = "ignored", **kwargs: Any) -> Any:
         try:
-            getattr(self.engine, hook)(*args, **kwargs)
+            return getattr(self.engine, hook)(*args, **kwargs)
         except Exception as exc:
-            log_hook_error(self.engine, hook, exc)
+            log_hook_error(self.engine, hook, exc, then)
+            return _FAILED
 
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
@@ -225,11 +227,9 @@ class EngineSession:
         ``messages`` (never modified); ``force`` skips ``should_compress``."""
         if not force and not self.compression_due(prompt_tokens):
             return None
-        try:
-            result = self.engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
-                                          focus_topic=focus_topic)
-        except Exception as exc:
-            log_hook_error(self.engine, "compress", exc, "history kept")
+        result = self._hook("compress", copy.deepcopy(messages), current_tokens=prompt_tokens,
+                            focus_topic=focus_topic, then="history kept")
+        if result is _FAILED:
             return None
         plain, problem = vetted(messages, result, compaction=True)  # stored as what it holds
         if plain is None:
@@ -265,12 +265,8 @@ class EngineSession:
     def tools(self) -> list[dict[str, Any]]:
         """The engine's tools as OpenAI function tools (malformed ones left out)."""
         label = self.label
-        try:
-            schemas = self.engine.get_tool_schemas()
-        except Exception as exc:
-            log_hook_error(self.engine, "get_tool_schemas", exc, "no engine tools offered")
-            return []
-        if not schemas:
+        schemas = self._hook("get_tool_schemas", then="no engine tools offered")
+        if schemas is _FAILED or not schemas:
             return []
         if not isinstance(schemas, (list, tuple)):
             logger.warning("context engine %r get_tool_schemas returned %s, not a list; no "
