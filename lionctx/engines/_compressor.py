@@ -83,15 +83,9 @@ def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = No
 
 def units(messages: Sequence[Mapping[str, Any]], start: int) -> list[tuple[int, int]]:
     """Index ranges ``[start, end)`` of groups: one message plus the tool results after it."""
-    found = []
-    index = start
-    while index < len(messages):
-        end = index + 1
-        while end < len(messages) and role_of(messages[end]) in RESULT_ROLES:
-            end += 1
-        found.append((index, end))
-        index = end
-    return found
+    starts = [i for i in range(start, len(messages))
+              if i == start or role_of(messages[i]) not in RESULT_ROLES]
+    return list(zip(starts, [*starts[1:], len(messages)], strict=False))  # no starts: no units
 
 
 @dataclass(frozen=True)
@@ -424,8 +418,7 @@ class ContextCompressor(ContextEngine):
                          else sum(self._tokens(m) for m in messages))
         previous_text = "\n\n".join(summary_body(m) for m in previous) or None
         before = messages[plan.head_end - 1] if plan.head_end else None
-        after = kept[0] if kept else (
-            messages[plan.tail_start] if plan.tail_start < len(messages) else None)
+        after = next(iter(kept or messages[plan.tail_start:]), None)
         summary = summary_message(self._write_summary(folded, previous_text, focus_topic),
                                   previous, before, after, new_uid)
         result = [*(dict(m) for m in messages[:plan.head_end]),  # system prompt and head
