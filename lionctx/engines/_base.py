@@ -153,9 +153,7 @@ def overrides(engine: object, hook: str) -> bool:
     if base is None:
         raise InvalidValue(f"ContextEngine has no hook named {hook!r}")
     attr = getattr(engine, hook, None)
-    if not callable(attr):
-        return False
-    return getattr(attr, "__func__", attr) is not base
+    return callable(attr) and getattr(attr, "__func__", attr) is not base
 
 
 def engine_label(engine: object) -> str:
@@ -170,9 +168,7 @@ def engine_label(engine: object) -> str:
 def _int_field(source: Any, *keys: str) -> int | None:
     for key in keys:
         value = source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)

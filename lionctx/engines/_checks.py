@@ -78,10 +78,8 @@ def role_of(message: Mapping[str, Any]) -> str | None:
 
 def system_prefix_len(messages: Sequence[Mapping[str, Any]]) -> int:
     """How many leading messages are system/developer messages."""
-    n = 0
-    while n < len(messages) and role_of(messages[n]) in SYSTEM_ROLES:
-        n += 1
-    return n
+    return next((n for n, m in enumerate(messages) if role_of(m) not in SYSTEM_ROLES),
+                len(messages))
 
 
 def _system_view(message: Mapping[str, Any]) -> tuple[str | None, str, Any]:
@@ -101,8 +99,7 @@ def authority_problem(
     if n_cand < n_orig or [_system_view(m) for m in candidate[:n_orig]] != orig_prefix:
         return f"changes the system prefix ({n_orig} original system message(s), {n_cand} returned)"
     allowed = Counter(_system_view(m) for m in original[n_orig:] if role_of(m) in SYSTEM_ROLES)
-    for index in range(n_orig, len(candidate)):
-        message = candidate[index]
+    for index, message in enumerate(candidate[n_orig:], n_orig):
         if role_of(message) in SYSTEM_ROLES:
             key = _system_view(message)
             if allowed[key] <= 0:
