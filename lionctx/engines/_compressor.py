@@ -242,10 +242,7 @@ def cut_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
 
 def summary_body(message: Mapping[str, Any]) -> str:
     """An earlier summary's text without its marker."""
-    text = message_text(message)
-    if text.startswith(SUMMARY_MARKER):
-        text = text[len(SUMMARY_MARKER):]
-    return text.strip()
+    return message_text(message).removeprefix(SUMMARY_MARKER).strip()
 
 
 def summary_role(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:

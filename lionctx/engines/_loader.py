@@ -170,10 +170,8 @@ def entry_points() -> list[Any]:
     except Exception as exc:  # a broken distribution must not break discovery
         logger.warning("cannot read %s entry points: %s", ENTRY_POINT_GROUP, exc)
         return []
-    unique: dict[tuple[str, str], Any] = {}
-    for ep in found:
-        unique.setdefault((ep.name, ep.value), ep)
-    return sorted(unique.values(), key=lambda ep: (ep.name, ep.value))
+    unique = {(ep.name, ep.value): ep for ep in reversed(list(found))}  # the first of each
+    return [unique[key] for key in sorted(unique)]
 
 
 def shadowed_by(found: Sequence[tuple[str, str]],

@@ -276,13 +276,12 @@ class EngineSession:
         for index, schema in enumerate(schemas):
             try:
                 function = function_spec(schema)
+                why = "it has no name"
             except Exception as exc:
-                logger.warning("context engine %r tool schema %d (%s) is unusable (%s); left "
-                               "out", label, index, schema_name(schema), type_name(exc))
-                continue
+                function, why = None, f"it is unusable ({type_name(exc)})"
             if function is None:
-                logger.warning("context engine %r tool schema %d has no name; left out",
-                               label, index)
+                logger.warning("context engine %r tool schema %d (%s) is left out: %s", label,
+                               index, schema_name(schema), why)
                 continue
             tools.append({"type": "function", "function": function})
         return tools
