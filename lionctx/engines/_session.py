@@ -158,9 +158,8 @@ class EngineSession:
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         """The request after ``select_context`` (sync: in a worker thread abandoned at
-        the timeout; async: on the loop, cancelled); any failure leaves it as is."""
-        if not overrides(self.engine, "select_context"):
-            return request
+        the timeout; async: on the loop, cancelled); any failure leaves it as is. A turn
+        calls it only when the engine :meth:`observes` ``select_context``."""
         from .._threads import run_in_worker
 
         label = self.label
