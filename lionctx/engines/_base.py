@@ -141,9 +141,8 @@ def check_select_timeout(seconds: object) -> float:
     """``seconds`` as a float when it is a positive, finite number; else InvalidValue."""
     if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
             or not math.isfinite(seconds) or seconds <= 0):
-        raise InvalidValue(
-            f"select_context_timeout must be a positive, finite number of seconds, "
-            f"got {seconds!r}")
+        raise InvalidValue(f"select_context_timeout must be a positive, finite number of "
+                           f"seconds, got {seconds!r}")
     return float(seconds)
 
 

@@ -88,9 +88,8 @@ def _system_view(message: Mapping[str, Any]) -> tuple[str | None, str, Any]:
     return role_of(message), content, message.get("name")
 
 
-def authority_problem(
-    original: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]]
-) -> str | None:
+def authority_problem(original: Sequence[Mapping[str, Any]],
+                      candidate: Sequence[Mapping[str, Any]]) -> str | None:
     """Why ``candidate`` gains system authority over ``original``, or None: it keeps the
     system prefix, and a later system message is one the original had there, not repeated."""
     n_orig = system_prefix_len(original)
@@ -168,9 +167,8 @@ def usage_dict(usage: Any) -> dict[str, Any] | None:
     """A plain-dict copy of a usage dict or usage object, or None."""
     if isinstance(usage, Mapping):
         return copy.deepcopy(dict(usage))
-    dump = getattr(usage, "model_dump", None)
-    with contextlib.suppress(Exception):
-        dumped = dump() if callable(dump) else None
+    with contextlib.suppress(Exception):  # no model_dump, or a broken one
+        dumped = usage.model_dump()
         if isinstance(dumped, dict):
             return dumped
     counts = usage_counts(usage)
@@ -213,9 +211,8 @@ def message_uid(message: Mapping[str, Any]) -> str | None:
     return value if is_uid(value) else None
 
 
-def record_merge(
-    survivor: MutableMapping[str, Any], absorbed: Iterable[Mapping[str, Any]]
-) -> MutableMapping[str, Any]:
+def record_merge(survivor: MutableMapping[str, Any],
+                 absorbed: Iterable[Mapping[str, Any]]) -> MutableMapping[str, Any]:
     """Append the uids of ``absorbed`` (and what they absorbed) to ``survivor``'s absorbed
     uids, without repeats; ``survivor`` keeps its own uid. Returns ``survivor``."""
     recorded: list[str] = [u for u in survivor.get(ABSORBED_UIDS_FIELD) or () if is_uid(u)]

@@ -418,9 +418,8 @@ class ContextCompressor(ContextEngine):
         after = next(iter(kept or messages[plan.tail_start:]), None)
         summary = summary_message(self._write_summary(folded, previous_text, focus_topic),
                                   previous, before, after, new_uid)
-        result = [*(dict(m) for m in messages[:plan.head_end]),  # system prompt and head
-                  summary, *(dict(m) for m in kept),
-                  *(dict(m) for m in messages[plan.tail_start:])]
+        result = [dict(m) for m in (*messages[:plan.head_end],  # system prompt and head
+                                    summary, *kept, *messages[plan.tail_start:])]
         self.compression_count += 1
         self.summary_uid = summary[UID_FIELD]
         self.last_summarized_uids = [m[UID_FIELD] for m in folded if is_uid(m.get(UID_FIELD))]

@@ -127,10 +127,8 @@ def context_section(config: ConfigArg) -> dict[str, Any]:
     paths = section.get("plugin_paths")
     if base is not None and isinstance(paths, (list, tuple)):
         # Relative plugin paths in a file mean "next to this file", not the cwd.
-        section["plugin_paths"] = [
-            p if not isinstance(p, str) or Path(p).is_absolute() else str(base / p)
-            for p in paths
-        ]
+        section["plugin_paths"] = [p if not isinstance(p, str) or Path(p).is_absolute()
+                                   else str(base / p) for p in paths]
     return section
 
 
@@ -144,9 +142,7 @@ def configured_engine_name(config: ConfigArg = None) -> str:
     return name.strip()
 
 
-def search_paths(
-    given: Iterable[PathArg] | None, section: Mapping[str, Any]
-) -> list[Path]:
+def search_paths(given: Iterable[PathArg] | None, section: Mapping[str, Any]) -> list[Path]:
     """``given`` (default: the current directory and ``~/.lionctx``), then the section's
     ``plugin_paths``."""
     if given is not None and isinstance(given, (str, PathLike)):

@@ -121,10 +121,8 @@ def _parse_flat_yaml(text: str) -> dict[str, str]:
     """Top-level ``key: value`` scalars: plugin.yaml without pyyaml."""
     data: dict[str, str] = {}
     for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#") or line[:1].isspace():
-            continue
         key, sep, value = line.partition(":")
-        if not sep:
+        if not sep or line.startswith("#") or line[:1].isspace():  # nested, comment or blank
             continue
         value = value.split(" #", 1)[0].strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
