@@ -248,10 +248,9 @@ def summary_body(message: Mapping[str, Any]) -> str:
 def summary_role(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
     """``user`` or ``assistant``, alternating with the neighbours (never system: a summary
     of user text gains no authority)."""
-    if before is not None and role_of(before) == "user":
-        if after is None or role_of(after) != "assistant":
-            return "assistant"
-    return "user"
+    follows_user = before is not None and role_of(before) == "user"
+    precedes_assistant = after is not None and role_of(after) == "assistant"
+    return "assistant" if follows_user and not precedes_assistant else "user"
 
 
 def summary_message(body: str, previous: Sequence[Mapping[str, Any]],

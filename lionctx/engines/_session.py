@@ -226,9 +226,11 @@ class EngineSession:
         ``messages`` (never modified); ``force`` skips ``should_compress``."""
         if not force and not self.compression_due(prompt_tokens):
             return None
-        result = self._hook("compress", copy.deepcopy(messages), current_tokens=prompt_tokens,
-                            focus_topic=focus_topic, then="history kept")
-        if result is _FAILED:
+        try:  # the copy too: whatever fails here keeps the history
+            result = self.engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
+                                          focus_topic=focus_topic)
+        except Exception as exc:
+            log_hook_error(self.engine, "compress", exc, "history kept")
             return None
         plain, problem = vetted(messages, result, compaction=True)  # stored as what it holds
         if plain is None:
@@ -255,11 +257,15 @@ class EngineSession:
                       interrupted: bool = False, failed: bool = False,
                       exit_reason: str = "completed") -> None:
         """``on_turn_complete`` with copies of the transcript and the last usage."""
-        if overrides(self.engine, "on_turn_complete"):
-            self._hook("on_turn_complete", copy.deepcopy([dict(m) for m in transcript]),
-                       usage_dict(usage), turn_id=turn_id, task_id=task_id,
-                       api_call_count=api_call_count, interrupted=interrupted, failed=failed,
-                       turn_exit_reason=exit_reason)
+        if not overrides(self.engine, "on_turn_complete"):
+            return
+        try:  # the copy too: whatever fails here leaves the turn as it was
+            self.engine.on_turn_complete(
+                copy.deepcopy([dict(m) for m in transcript]), usage_dict(usage),
+                turn_id=turn_id, task_id=task_id, api_call_count=api_call_count,
+                interrupted=interrupted, failed=failed, turn_exit_reason=exit_reason)
+        except Exception as exc:
+            log_hook_error(self.engine, "on_turn_complete", exc)
 
     def tools(self) -> list[dict[str, Any]]:
         """The engine's tools as OpenAI function tools (malformed ones left out)."""
