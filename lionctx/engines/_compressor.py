@@ -377,8 +377,7 @@ class ContextCompressor(ContextEngine):
     def is_summary(self, message: Mapping[str, Any]) -> bool:
         """The current summary row, or a user/assistant message starting with
         :data:`SUMMARY_MARKER` (trusted only right after the head: anyone can type it)."""
-        uid = message.get(UID_FIELD)
-        if is_uid(uid) and uid == self.summary_uid:
+        if self.summary_uid is not None and message.get(UID_FIELD) == self.summary_uid:
             return True
         content = message.get("content")
         return (role_of(message) in SUMMARY_ROLES and isinstance(content, str)

@@ -246,11 +246,10 @@ def engine_from_module(module: ModuleType, source: str) -> ContextEngine:
         engine, _ = _run_register(register, source, f"of context engine plugin {source}")
         if engine is not None:
             return engine
-    package = module.__name__
+    prefix = module.__name__ + "."  # defined in the plugin's package, not imported into it
     for value in list(vars(module).values()):
         if (inspect.isclass(value) and issubclass(value, ContextEngine)
-                and value is not ContextEngine and not inspect.isabstract(value)
-                and (value.__module__ == package or value.__module__.startswith(package + "."))):
+                and not inspect.isabstract(value) and (value.__module__ + ".").startswith(prefix)):
             return _build(value, f"context engine plugin {source}")
     raise PluginLoadError(f"context engine plugin {source} registers no engine and defines "
                           "no ContextEngine subclass")
