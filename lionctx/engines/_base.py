@@ -3,6 +3,7 @@ hooks are no-ops a host skips unless overridden (:func:`overrides`)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -140,9 +141,8 @@ def check_select_timeout(seconds: object) -> float:
     """``seconds`` as a float when it is a positive, finite number; else InvalidValue."""
     if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
             or not math.isfinite(seconds) or seconds <= 0):
-        raise InvalidValue(
-            f"select_context_timeout must be a positive, finite number of seconds, "
-            f"got {seconds!r}")
+        raise InvalidValue(f"select_context_timeout must be a positive, finite number of "
+                           f"seconds, got {seconds!r}")
     return float(seconds)
 
 
@@ -152,28 +152,22 @@ def overrides(engine: object, hook: str) -> bool:
     if base is None:
         raise InvalidValue(f"ContextEngine has no hook named {hook!r}")
     attr = getattr(engine, hook, None)
-    if attr is None or not callable(attr):
-        return False
-    return getattr(attr, "__func__", attr) is not base
+    return callable(attr) and getattr(attr, "__func__", attr) is not base
 
 
 def engine_label(engine: object) -> str:
     """An engine's ``name`` for log lines (else its class name); never raises."""
-    try:
+    with contextlib.suppress(Exception):
         name = engine.name  # type: ignore[attr-defined]
-    except Exception:
-        name = None
-    if isinstance(name, str) and name:
-        return cut(name, NAME_LIMIT)  # an exact str: a subclass's repr/format could lie
+        if isinstance(name, str) and name:
+            return cut(name, NAME_LIMIT)  # an exact str: a subclass's repr/format could lie
     return type_name(engine)
 
 
 def _int_field(source: Any, *keys: str) -> int | None:
     for key in keys:
         value = source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
@@ -188,8 +182,5 @@ def usage_counts(usage: Any) -> tuple[int, int, int] | None:
     total = _int_field(usage, "total_tokens")
     if prompt is None and completion is None and total is None:
         return None
-    prompt = prompt or 0
-    completion = completion or 0
-    if total is None:
-        total = prompt + completion
-    return prompt, completion, total
+    prompt, completion = prompt or 0, completion or 0
+    return prompt, completion, prompt + completion if total is None else total

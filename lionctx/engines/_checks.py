@@ -28,7 +28,7 @@ _KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "f
 
 
 class _NotPlain(ValueError):
-    """A value an engine returned that is not plain JSON data."""
+    """What an engine returned is not a list of plain JSON messages."""
 
 
 def plain(value: Any, *, key: bool = False) -> Any:
@@ -53,16 +53,15 @@ def plain(value: Any, *, key: bool = False) -> Any:
     raise _NotPlain(f"{what}{kind.__name__}, which is not JSON data")
 
 
-def plain_messages(result: object) -> object:
-    """A list result as plain data (:func:`plain`); other results as they are."""
+def plain_messages(result: object) -> list[dict[str, Any]]:
+    """``result`` as a list of plain dicts (:func:`plain`); else :class:`_NotPlain` says why."""
     # By the real type: a __class__ that lies is not trusted.
     if not issubclass(type(result), list) or not isinstance(result, list):
-        return result
-    out: list[Any] = []
+        raise _NotPlain(f"returned {type(result).__name__}, not a list")
+    out: list[dict[str, Any]] = []
     for index, message in enumerate(list.copy(result)):
         if not issubclass(type(message), dict):
-            out.append(message)
-            continue
+            raise _NotPlain(f"returned a {type(message).__name__} at index {index}, not a dict")
         try:
             out.append(plain(message))
         except _NotPlain as exc:
@@ -79,10 +78,8 @@ def role_of(message: Mapping[str, Any]) -> str | None:
 
 def system_prefix_len(messages: Sequence[Mapping[str, Any]]) -> int:
     """How many leading messages are system/developer messages."""
-    n = 0
-    while n < len(messages) and role_of(messages[n]) in SYSTEM_ROLES:
-        n += 1
-    return n
+    return next((n for n, m in enumerate(messages) if role_of(m) not in SYSTEM_ROLES),
+                len(messages))
 
 
 def _system_view(message: Mapping[str, Any]) -> tuple[str | None, str, Any]:
@@ -91,9 +88,8 @@ def _system_view(message: Mapping[str, Any]) -> tuple[str | None, str, Any]:
     return role_of(message), content, message.get("name")
 
 
-def authority_problem(
-    original: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, Any]]
-) -> str | None:
+def authority_problem(original: Sequence[Mapping[str, Any]],
+                      candidate: Sequence[Mapping[str, Any]]) -> str | None:
     """Why ``candidate`` gains system authority over ``original``, or None: it keeps the
     system prefix, and a later system message is one the original had there, not repeated."""
     n_orig = system_prefix_len(original)
@@ -102,8 +98,7 @@ def authority_problem(
     if n_cand < n_orig or [_system_view(m) for m in candidate[:n_orig]] != orig_prefix:
         return f"changes the system prefix ({n_orig} original system message(s), {n_cand} returned)"
     allowed = Counter(_system_view(m) for m in original[n_orig:] if role_of(m) in SYSTEM_ROLES)
-    for index in range(n_orig, len(candidate)):
-        message = candidate[index]
+    for index, message in enumerate(candidate[n_orig:], n_orig):
         if role_of(message) in SYSTEM_ROLES:
             key = _system_view(message)
             if allowed[key] <= 0:
@@ -112,15 +107,11 @@ def authority_problem(
     return None
 
 
-def shape_problem(result: object) -> str | None:
+def shape_problem(result: list[dict[str, Any]]) -> str | None:
     """Why ``result`` (a plain copy) is not a usable message list, or None."""
-    if type(result) is not list:
-        return f"returned {type(result).__name__}, not a list"
     if not result:
         return "returned an empty list"
     for index, message in enumerate(result):
-        if type(message) is not dict:
-            return f"returned a {type(message).__name__} at index {index}, not a dict"
         if role_of(message) not in _KNOWN_ROLES:
             return f"returned a message with role {message.get('role')!r} at index {index}"
     return None
@@ -132,8 +123,8 @@ def vetted(original: Sequence[Mapping[str, Any]], result: object, *,
     a ``compaction`` may not break a tool call / result pair, and one changing nothing is
     ``(None, "")``."""
     try:
-        copied: Any = plain_messages(result)
-        if compaction and type(copied) is list and copied == original:
+        copied = plain_messages(result)
+        if compaction and copied == original:
             return None, ""
         problem = shape_problem(copied) or authority_problem(original, copied)
         if problem is None and compaction:
@@ -152,32 +143,23 @@ def tool_pairing_problems(messages: Sequence[Mapping[str, Any]]) -> set[tuple[st
     """``("orphan_result", id)`` for a tool message not right after its call,
     ``("unanswered_call", id)`` for a call whose result does not follow it."""
     problems: set[tuple[str, str]] = set()
-    open_ids: set[str] | None = None
+    calls: set[str] = set()  # the ids the tool messages here may answer
     answered: set[str] = set()
-
-    def close() -> None:
-        for call_id in (open_ids or set()) - answered:
-            problems.add(("unanswered_call", call_id))
-
     for message in messages:
         role = role_of(message)
         if role == "tool":
             call_id = str(message.get("tool_call_id"))
-            if open_ids is None or call_id not in open_ids:
-                problems.add(("orphan_result", call_id))
-            else:
+            if call_id in calls:
                 answered.add(call_id)
+            else:
+                problems.add(("orphan_result", call_id))
             continue
-        close()
-        open_ids = None
-        calls = message.get("tool_calls") if role == "assistant" else None
-        if calls:
-            open_ids = {
-                str(call.get("id")) if isinstance(call, Mapping) else repr(call)
-                for call in calls
-            }
-            answered = set()
-    close()
+        problems.update(("unanswered_call", call_id) for call_id in calls - answered)
+        made = message.get("tool_calls") if role == "assistant" else None
+        calls = {str(call.get("id")) if isinstance(call, Mapping) else repr(call)
+                 for call in made or ()}
+        answered = set()
+    problems.update(("unanswered_call", call_id) for call_id in calls - answered)
     return problems
 
 
@@ -185,16 +167,13 @@ def usage_dict(usage: Any) -> dict[str, Any] | None:
     """A plain-dict copy of a usage dict or usage object, or None."""
     if isinstance(usage, Mapping):
         return copy.deepcopy(dict(usage))
-    dump = getattr(usage, "model_dump", None)
-    with contextlib.suppress(Exception):
-        dumped = dump() if callable(dump) else None
+    with contextlib.suppress(Exception):  # no model_dump, or a broken one
+        dumped = usage.model_dump()
         if isinstance(dumped, dict):
             return dumped
     counts = usage_counts(usage)
-    if counts is None:
-        return None
-    prompt, completion, total = counts
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+    keys = ("prompt_tokens", "completion_tokens", "total_tokens")
+    return dict(zip(keys, counts, strict=True)) if counts is not None else None
 
 
 def schema_name(schema: object) -> str:
@@ -210,17 +189,16 @@ def schema_name(schema: object) -> str:
 
 def function_spec(schema: object) -> dict[str, Any] | None:
     """One engine tool schema as an OpenAI ``function`` object; None without a name."""
-    schema = plain(schema)  # judged by what it holds; raises _NotPlain if not data
-    spec = schema
-    if isinstance(schema, Mapping) and schema.get("type") == "function":
-        spec = schema.get("function")
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+    spec = plain(schema)  # a fresh copy, judged by what it holds; _NotPlain if not data
+    if isinstance(spec, dict) and spec.get("type") == "function":
+        spec = spec.get("function")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
         return None
     function: dict[str, Any] = {"name": spec["name"]}
     if spec.get("description") is not None:
         function["description"] = str(spec["description"])
     parameters = spec.get("parameters")
-    function["parameters"] = (copy.deepcopy(dict(parameters)) if isinstance(parameters, Mapping)
+    function["parameters"] = (parameters if isinstance(parameters, dict)
                               else {"type": "object", "properties": {}})
     return function
 
@@ -233,9 +211,8 @@ def message_uid(message: Mapping[str, Any]) -> str | None:
     return value if is_uid(value) else None
 
 
-def record_merge(
-    survivor: MutableMapping[str, Any], absorbed: Iterable[Mapping[str, Any]]
-) -> MutableMapping[str, Any]:
+def record_merge(survivor: MutableMapping[str, Any],
+                 absorbed: Iterable[Mapping[str, Any]]) -> MutableMapping[str, Any]:
     """Append the uids of ``absorbed`` (and what they absorbed) to ``survivor``'s absorbed
     uids, without repeats; ``survivor`` keeps its own uid. Returns ``survivor``."""
     recorded: list[str] = [u for u in survivor.get(ABSORBED_UIDS_FIELD) or () if is_uid(u)]
@@ -274,8 +251,7 @@ def carry_identity(original: Sequence[Mapping[str, Any]], result: list[dict[str,
         if UID_FIELD in message:
             logger.debug("replacing malformed message_uid %r", message[UID_FIELD])
             del message[UID_FIELD]
-        key = _wire_key(message)
-        for source in by_key.get(key, ()) if key is not None else ():
+        for source in by_key.get(_wire_key(message), ()):  # None (unserializable): no key
             if source[UID_FIELD] not in taken:
                 for field in PERSISTENCE_ONLY_FIELDS:
                     if field in source and field not in message:

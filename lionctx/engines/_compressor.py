@@ -14,14 +14,7 @@ from .._messages import is_uid, message_text, new_uid
 from .._policy import check_number
 from .._tokens import TokenCounter, resolve_counter
 from ._base import ContextEngine, check_int, usage_counts
-from ._checks import (
-    ABSORBED_UIDS_FIELD,
-    SYSTEM_ROLES,
-    UID_FIELD,
-    record_merge,
-    role_of,
-    system_prefix_len,
-)
+from ._checks import SYSTEM_ROLES, UID_FIELD, record_merge, role_of, system_prefix_len
 
 __all__ = ["FALLBACK_NOTE", "SUMMARY_MARKER", "CompactionPlan", "ContextCompressor",
            "Summarizer", "message_tokens", "plan_compaction", "units"]
@@ -65,7 +58,15 @@ def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = No
     """Estimated prompt tokens of one chat message: content (text exactly, other parts at
     a flat rate), ``name``, tool calls and framing; never persistence-only fields."""
     count = resolve_counter(counter)
-    total = MESSAGE_OVERHEAD + _content_tokens(message.get("content"), count)
+    total = MESSAGE_OVERHEAD
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            text = part if isinstance(part, str) else (
+                part.get("text") if isinstance(part, Mapping) else None)
+            total += count(text) if isinstance(text, str) else MEDIA_PART_TOKENS
+    elif content is not None:
+        total += count(content if isinstance(content, str) else str(content))
     name = message.get("name")
     if isinstance(name, str):
         total += count(name)
@@ -78,32 +79,13 @@ def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = No
     return total
 
 
-def _content_tokens(content: object, count: Callable[[str], int]) -> int:
-    if content is None:
-        return 0
-    if not isinstance(content, list):
-        return count(content if isinstance(content, str) else str(content))
-    total = 0
-    for part in content:
-        text = part if isinstance(part, str) else (
-            part.get("text") if isinstance(part, Mapping) else None)
-        total += count(text) if isinstance(text, str) else MEDIA_PART_TOKENS
-    return total
-
-
 # -- the plan of a pass -----------------------------------------------------------------
 
 def units(messages: Sequence[Mapping[str, Any]], start: int) -> list[tuple[int, int]]:
     """Index ranges ``[start, end)`` of groups: one message plus the tool results after it."""
-    found = []
-    index = start
-    while index < len(messages):
-        end = index + 1
-        while end < len(messages) and role_of(messages[end]) in RESULT_ROLES:
-            end += 1
-        found.append((index, end))
-        index = end
-    return found
+    starts = [i for i in range(start, len(messages))
+              if i == start or role_of(messages[i]) not in RESULT_ROLES]
+    return list(zip(starts, [*starts[1:], len(messages)], strict=False))  # no starts: no units
 
 
 @dataclass(frozen=True)
@@ -136,15 +118,13 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
     n_system = system_prefix_len(messages)
     groups = units(messages, n_system)
 
-    def single(k: int) -> Mapping[str, Any] | None:
+    def single(k: int, test: Callable[[Mapping[str, Any]], bool]) -> bool:
         start, end = groups[k]
-        return messages[start] if end - start == 1 else None
+        return end - start == 1 and test(messages[start])
 
     head_end = head_messages = 0  # in units
-    while head_end < len(groups) and head_messages < protect_first_n:
-        first = single(head_end)
-        if first is not None and is_summary(first):
-            break
+    while (head_end < len(groups) and head_messages < protect_first_n
+           and not single(head_end, is_summary)):
         head_messages += groups[head_end][1] - groups[head_end][0]
         head_end += 1
 
@@ -152,13 +132,12 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
     # and the current summary row wherever it is; a marked message elsewhere is ordinary.
     summary_units = set()
     k = head_end
-    while k < len(groups) and (first := single(k)) is not None and is_summary(first):
+    while k < len(groups) and single(k, is_summary):
         summary_units.add(k)
         k += 1
     if summary_uid is not None:
         summary_units.update(k for k in range(len(groups))
-                             if (first := single(k)) is not None
-                             and first.get(UID_FIELD) == summary_uid)
+                             if single(k, lambda m: m.get(UID_FIELD) == summary_uid))
 
     tail_unit = len(groups)
     tail_messages = tail_tokens = 0
@@ -206,8 +185,7 @@ def shorten(text: str, limit: int) -> str:
 
 def render_for_summary(message: Mapping[str, Any], limit: int) -> str:
     """One message as the summarizer reads it: ``[role]``, text, calls (each cut to ``limit``)."""
-    who = role_of(message) or "unknown"
-    label = who
+    label = who = role_of(message) or "unknown"
     if isinstance(message.get("name"), str):
         label += f" ({message['name']})"
     if who in RESULT_ROLES and message.get("tool_call_id") is not None:
@@ -264,19 +242,15 @@ def cut_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
 
 def summary_body(message: Mapping[str, Any]) -> str:
     """An earlier summary's text without its marker."""
-    text = message_text(message)
-    if text.startswith(SUMMARY_MARKER):
-        text = text[len(SUMMARY_MARKER):]
-    return text.strip()
+    return message_text(message).removeprefix(SUMMARY_MARKER).strip()
 
 
 def summary_role(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
     """``user`` or ``assistant``, alternating with the neighbours (never system: a summary
     of user text gains no authority)."""
-    if before is not None and role_of(before) == "user":
-        if after is None or role_of(after) != "assistant":
-            return "assistant"
-    return "user"
+    follows_user = before is not None and role_of(before) == "user"
+    precedes_assistant = after is not None and role_of(after) == "assistant"
+    return "assistant" if follows_user and not precedes_assistant else "user"
 
 
 def summary_message(body: str, previous: Sequence[Mapping[str, Any]],
@@ -287,14 +261,8 @@ def summary_message(body: str, previous: Sequence[Mapping[str, Any]],
     message: dict[str, Any] = {"role": summary_role(before, after),
                                "content": f"{SUMMARY_MARKER}\n{body}"}
     carriers = [m for m in previous if is_uid(m.get(UID_FIELD))]
-    if not carriers:
-        message[UID_FIELD] = new_uid()
-        return message
-    message[UID_FIELD] = carriers[0][UID_FIELD]
-    absorbed = [u for u in carriers[0].get(ABSORBED_UIDS_FIELD) or () if is_uid(u)]
-    if absorbed:
-        message[ABSORBED_UIDS_FIELD] = absorbed
-    record_merge(message, carriers[1:])
+    message[UID_FIELD] = carriers[0][UID_FIELD] if carriers else new_uid()
+    record_merge(message, carriers)  # the first's own uid is the summary's: not absorbed
     return message
 
 
@@ -409,8 +377,7 @@ class ContextCompressor(ContextEngine):
     def is_summary(self, message: Mapping[str, Any]) -> bool:
         """The current summary row, or a user/assistant message starting with
         :data:`SUMMARY_MARKER` (trusted only right after the head: anyone can type it)."""
-        uid = message.get(UID_FIELD)
-        if is_uid(uid) and uid == self.summary_uid:
+        if self.summary_uid is not None and message.get(UID_FIELD) == self.summary_uid:
             return True
         content = message.get("content")
         return (role_of(message) in SUMMARY_ROLES and isinstance(content, str)
@@ -426,7 +393,14 @@ class ContextCompressor(ContextEngine):
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None) -> list[dict[str, Any]]:
         """A compacted copy of ``messages`` (an equal copy when nothing can be summarized)."""
-        _check_messages(messages, focus_topic)
+        if not isinstance(messages, list):
+            raise InvalidType(f"messages must be a list of dicts, got {type(messages).__name__}")
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise InvalidType(
+                    f"messages[{index}] must be a dict, got {type(message).__name__}")
+        if focus_topic is not None and not isinstance(focus_topic, str):
+            raise InvalidType(f"focus_topic must be a str or None, got {focus_topic!r}")
         plan = self.plan_compaction(messages)
         if not plan.summarizes:
             logger.debug("compress: nothing between head and tail to summarize")
@@ -439,13 +413,11 @@ class ContextCompressor(ContextEngine):
                          else sum(self._tokens(m) for m in messages))
         previous_text = "\n\n".join(summary_body(m) for m in previous) or None
         before = messages[plan.head_end - 1] if plan.head_end else None
-        after = kept[0] if kept else (
-            messages[plan.tail_start] if plan.tail_start < len(messages) else None)
+        after = next(iter(kept or messages[plan.tail_start:]), None)
         summary = summary_message(self._write_summary(folded, previous_text, focus_topic),
                                   previous, before, after, new_uid)
-        result = [*(dict(m) for m in messages[:plan.head_end]),  # system prompt and head
-                  summary, *(dict(m) for m in kept),
-                  *(dict(m) for m in messages[plan.tail_start:])]
+        result = [dict(m) for m in (*messages[:plan.head_end],  # system prompt and head
+                                    summary, *kept, *messages[plan.tail_start:])]
         self.compression_count += 1
         self.summary_uid = summary[UID_FIELD]
         self.last_summarized_uids = [m[UID_FIELD] for m in folded if is_uid(m.get(UID_FIELD))]
@@ -480,13 +452,3 @@ class ContextCompressor(ContextEngine):
             return cut_to_tokens(text.strip(), target, self._count)
         logger.warning("compressor: %s; inserting a fallback note", why)
         return f"{previous}\n\n{FALLBACK_NOTE}" if previous else FALLBACK_NOTE
-
-
-def _check_messages(messages: object, focus_topic: object) -> None:
-    if not isinstance(messages, list):
-        raise InvalidType(f"messages must be a list of dicts, got {type(messages).__name__}")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise InvalidType(f"messages[{index}] must be a dict, got {type(message).__name__}")
-    if focus_topic is not None and not isinstance(focus_topic, str):
-        raise InvalidType(f"focus_topic must be a str or None, got {focus_topic!r}")

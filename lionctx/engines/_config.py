@@ -11,8 +11,8 @@ from typing import Any
 from .._exceptions import InvalidType, InvalidValue
 
 __all__ = ["DEFAULT_ENGINE", "MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "SECTION_KEYS", "ConfigArg",
-           "PathArg", "configured_engine_name", "context_section", "default_search_paths",
-           "load_config", "load_toml", "read_config_bytes", "search_paths"]
+           "PathArg", "configured_engine_name", "context_section", "load_config", "load_toml",
+           "read_config_bytes", "search_paths"]
 
 DEFAULT_ENGINE = "compressor"
 
@@ -41,21 +41,17 @@ def _check_depth(data: Any, where: str) -> None:
     todo: list[tuple[Any, int]] = [(data, 0)]
     while todo:
         value, depth = todo.pop()
-        if isinstance(value, dict):
-            inner: Iterable[Any] = value.values()
-        elif isinstance(value, list):
-            inner = value
-        else:
-            continue
-        if depth >= MAX_CONFIG_DEPTH:
-            raise InvalidValue(f"{where} nests tables or arrays more than "
-                               f"{MAX_CONFIG_DEPTH} levels deep")
-        todo.extend((v, depth + 1) for v in inner)
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_CONFIG_DEPTH:
+                raise InvalidValue(f"{where} nests tables or arrays more than "
+                                   f"{MAX_CONFIG_DEPTH} levels deep")
+            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict)
+                                                 else value))
 
 
 def load_toml(raw: bytes) -> dict[str, Any]:
-    """TOML from UTF-8 bytes, bounded in size and depth: ValueError for bad or too large
-    input, ImportError without a parser (Python < 3.11 without ``tomli``)."""
+    """TOML from UTF-8 bytes (:func:`read_config_bytes` bounds their size), bounded in
+    depth: ValueError for bad input, ImportError without a parser (Python < 3.11)."""
     try:
         import tomllib  # Python 3.11+
     except ImportError:
@@ -64,8 +60,6 @@ def load_toml(raw: bytes) -> dict[str, Any]:
         except ImportError:
             raise ImportError("TOML needs Python 3.11+ or the 'tomli' package "
                               "(pip install tomli)") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise InvalidValue(f"TOML of {len(raw)} bytes is over {MAX_CONFIG_BYTES} bytes")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except RecursionError:
@@ -133,10 +127,8 @@ def context_section(config: ConfigArg) -> dict[str, Any]:
     paths = section.get("plugin_paths")
     if base is not None and isinstance(paths, (list, tuple)):
         # Relative plugin paths in a file mean "next to this file", not the cwd.
-        section["plugin_paths"] = [
-            p if not isinstance(p, str) or Path(p).is_absolute() else str(base / p)
-            for p in paths
-        ]
+        section["plugin_paths"] = [p if not isinstance(p, str) or Path(p).is_absolute()
+                                   else str(base / p) for p in paths]
     return section
 
 
@@ -150,18 +142,13 @@ def configured_engine_name(config: ConfigArg = None) -> str:
     return name.strip()
 
 
-def default_search_paths() -> list[Path]:
-    """Where directory plugins are looked for when no paths are given."""
-    return [Path.cwd(), Path.home() / ".lionctx"]
-
-
-def search_paths(
-    given: Iterable[PathArg] | None, section: Mapping[str, Any]
-) -> list[Path]:
-    """``given`` (or the default paths), then the section's ``plugin_paths``."""
+def search_paths(given: Iterable[PathArg] | None, section: Mapping[str, Any]) -> list[Path]:
+    """``given`` (default: the current directory and ``~/.lionctx``), then the section's
+    ``plugin_paths``."""
     if given is not None and isinstance(given, (str, PathLike)):
         raise InvalidType(f"search_paths must be a list of paths, got the single path {given!r}")
-    paths = [Path(p) for p in given] if given is not None else default_search_paths()
+    paths = ([Path(p) for p in given] if given is not None
+             else [Path.cwd(), Path.home() / ".lionctx"])
     extra = section.get("plugin_paths") or []
     if isinstance(extra, (str, PathLike)):
         extra = [extra]

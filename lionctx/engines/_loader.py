@@ -4,6 +4,8 @@ A plugin loads once per process; each agent gets a ``clone_for_agent()``."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -11,10 +13,9 @@ import inspect
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._exceptions import InvalidType, InvalidValue, PluginLoadError
 from .._log import logger_for
@@ -27,14 +28,13 @@ from ._config import (
     PathArg,
     configured_engine_name,
     context_section,
-    default_search_paths,
     load_config,
 )
 from ._config import search_paths as _search_paths
 
 __all__ = ["DEFAULT_ENGINE", "ENTRY_POINT_GROUP", "EngineInfo", "PluginContext",
            "PluginLoadError", "clear_registered_context_engine", "clone_engine",
-           "configured_engine_name", "default_search_paths", "engine_for_agent",
+           "configured_engine_name", "engine_for_agent",
            "list_context_engines", "load_config", "load_engine", "register_context_engine",
            "registered_context_engine", "resolve_context_engine"]
 
@@ -45,7 +45,6 @@ _PLUGIN_SUBDIR = ("plugins", "context_engine")
 _MODULE_PREFIX = "_lionctx_context_engine_"
 
 lock = threading.RLock()  # registration and caches: plugins may load from threads
-_modules: dict[Path, ModuleType] = {}
 _instances: dict[str, ContextEngine] = {}
 
 
@@ -122,10 +121,8 @@ def _parse_flat_yaml(text: str) -> dict[str, str]:
     """Top-level ``key: value`` scalars: plugin.yaml without pyyaml."""
     data: dict[str, str] = {}
     for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#") or line[:1].isspace():
-            continue
         key, sep, value = line.partition(":")
-        if not sep:
+        if not sep or line.startswith("#") or line[:1].isspace():  # nested, comment or blank
             continue
         value = value.split(" #", 1)[0].strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
@@ -171,21 +168,8 @@ def entry_points() -> list[Any]:
     except Exception as exc:  # a broken distribution must not break discovery
         logger.warning("cannot read %s entry points: %s", ENTRY_POINT_GROUP, exc)
         return []
-    unique: dict[tuple[str, str], Any] = {}
-    for ep in found:
-        unique.setdefault((ep.name, ep.value), ep)
-    return sorted(unique.values(), key=lambda ep: (ep.name, ep.value))
-
-
-def _entry_point_meta(ep: Any) -> tuple[str, Any]:
-    """The distribution's summary and version (``("", None)`` if unknown)."""
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "", None
-    try:
-        return dist.metadata.get("Summary") or "", dist.version
-    except Exception:  # a broken distribution's metadata must not break listing
-        return "", None
+    unique = {(ep.name, ep.value): ep for ep in reversed(list(found))}  # the first of each
+    return [unique[key] for key in sorted(unique)]
 
 
 def shadowed_by(found: Sequence[tuple[str, str]],
@@ -215,10 +199,10 @@ def import_plugin(directory: Path) -> ModuleType:
     """Import ``directory`` as a package under :func:`module_name` (once per process)."""
     directory = directory.resolve()
     with lock:
-        module = _modules.get(directory)
+        name = module_name(directory)
+        module = sys.modules.get(name)
         if module is not None:
             return module
-        name = module_name(directory)
         spec = importlib.util.spec_from_file_location(
             name, directory / "__init__.py", submodule_search_locations=[str(directory)])
         if spec is None or spec.loader is None:
@@ -232,7 +216,6 @@ def import_plugin(directory: Path) -> ModuleType:
                 del sys.modules[key]
             raise PluginLoadError(f"importing context engine plugin {str(directory)!r} failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
-        _modules[directory] = module
         return module
 
 
@@ -263,11 +246,10 @@ def engine_from_module(module: ModuleType, source: str) -> ContextEngine:
         engine, _ = _run_register(register, source, f"of context engine plugin {source}")
         if engine is not None:
             return engine
-    package = module.__name__
+    prefix = module.__name__ + "."  # defined in the plugin's package, not imported into it
     for value in list(vars(module).values()):
         if (inspect.isclass(value) and issubclass(value, ContextEngine)
-                and value is not ContextEngine and not inspect.isabstract(value)
-                and (value.__module__ == package or value.__module__.startswith(package + "."))):
+                and not inspect.isabstract(value) and (value.__module__ + ".").startswith(prefix)):
             return _build(value, f"context engine plugin {source}")
     raise PluginLoadError(f"context engine plugin {source} registers no engine and defines "
                           "no ContextEngine subclass")
@@ -324,51 +306,7 @@ def load_entry_point(ep: Any) -> ContextEngine:
 
 # -- what a name resolves to -------------------------------------------------------------
 
-class _Found(NamedTuple):
-    name: str
-    description: str
-    version: Any
-    source: str
-    load: Callable[[], ContextEngine]
-
-
-def _found(paths: Sequence[Path]) -> list[_Found]:
-    """Every engine after the built-in, in resolution order."""
-    found: list[_Found] = []
-    registered = registered_context_engine()
-    if registered is not None:
-        doc = inspect.getdoc(type(registered)) or ""
-        found.append(_Found(engine_label(registered), doc.split("\n", 1)[0], None,
-                            "registered", lambda: registered))
-    for directory in plugin_dirs(paths):
-        meta = plugin_meta(directory)
-        description = meta.get("description")
-        found.append(_Found(plugin_name(directory, meta),
-                            description if isinstance(description, str) else "",
-                            meta.get("version"), str(directory),
-                            functools.partial(load_directory, directory)))
-    for ep in entry_points():
-        summary, version = _entry_point_meta(ep)
-        found.append(_Found(ep.name, summary, version, f"entry point {ep.value}",
-                            functools.partial(load_entry_point, ep)))
-    return found
-
-
-def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> ContextEngine:
-    """The shared instance of the plugin engine ``name`` (not a per-agent clone).
-    LookupError when none is found, PluginLoadError when it cannot be loaded."""
-    if not isinstance(name, str) or not name:
-        raise InvalidValue(f"engine name must be a non-empty string, got {name!r}")
-    paths = _search_paths(search_paths, {})
-    for found in _found(paths):
-        if found.name == name:
-            return found.load()
-    raise LookupError(f"no context engine named {name!r}: not registered, not a directory "
-                      f"plugin under {[str(p) for p in paths]}, and no {ENTRY_POINT_GROUP!r} "
-                      "entry point")
-
-
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class EngineInfo:
     """One discoverable engine, as :func:`list_context_engines` reports it."""
 
@@ -383,6 +321,44 @@ class EngineInfo:
     error: str | None = None
 
 
+def _found(paths: Sequence[Path]) -> list[tuple[EngineInfo, Callable[[], ContextEngine]]]:
+    """Every engine after the built-in, in resolution order, and what loads it."""
+    found: list[tuple[EngineInfo, Callable[[], ContextEngine]]] = []
+    registered = registered_context_engine()
+    if registered is not None:
+        doc = inspect.getdoc(type(registered)) or ""
+        found.append((EngineInfo(engine_label(registered), doc.split("\n", 1)[0], None,
+                                 "registered", True), lambda: registered))
+    for directory in plugin_dirs(paths):
+        meta = plugin_meta(directory)
+        description, version = meta.get("description"), meta.get("version")
+        found.append((EngineInfo(plugin_name(directory, meta),
+                                 description if isinstance(description, str) else "",
+                                 None if version is None else str(version), str(directory), True),
+                      functools.partial(load_directory, directory)))
+    for ep in entry_points():
+        summary, version = "", None
+        with contextlib.suppress(Exception):  # no distribution, or broken metadata: unknown
+            summary, version = ep.dist.metadata.get("Summary") or "", ep.dist.version
+        found.append((EngineInfo(ep.name, summary, version, f"entry point {ep.value}", True),
+                      functools.partial(load_entry_point, ep)))
+    return found
+
+
+def load_engine(name: str, *, search_paths: Iterable[PathArg] | None = None) -> ContextEngine:
+    """The shared instance of the plugin engine ``name`` (not a per-agent clone).
+    LookupError when none is found, PluginLoadError when it cannot be loaded."""
+    if not isinstance(name, str) or not name:
+        raise InvalidValue(f"engine name must be a non-empty string, got {name!r}")
+    paths = _search_paths(search_paths, {})
+    for info, load in _found(paths):
+        if info.name == name:
+            return load()
+    raise LookupError(f"no context engine named {name!r}: not registered, not a directory "
+                      f"plugin under {[str(p) for p in paths]}, and no {ENTRY_POINT_GROUP!r} "
+                      "entry point")
+
+
 def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
                          config: ConfigArg = None, load: bool = True) -> list[EngineInfo]:
     """Every discoverable engine in resolution order (one shadowed by an earlier same name
@@ -393,17 +369,15 @@ def list_context_engines(search_paths: Iterable[PathArg] | None = None, *,
     infos = [EngineInfo(DEFAULT_ENGINE, "Built-in: summarizes the middle of long conversations",
                         __version__, "builtin", True)]
     found = _found(_search_paths(search_paths, context_section(config)))
-    shadows = shadowed_by([(f.name, f.source) for f in found], {DEFAULT_ENGINE: "builtin"})
-    for one, shadow in zip(found, shadows, strict=True):
-        version = None if one.version is None else str(one.version)
+    shadows = shadowed_by([(f.name, f.source) for f, _ in found], {DEFAULT_ENGINE: "builtin"})
+    for (info, load_one), shadow in zip(found, shadows, strict=True):
         error = f"shadowed by {shadow}" if shadow is not None else None
         if shadow is None and load:
             try:
-                one.load()
+                load_one()
             except Exception as exc:
                 error = str(exc)
-        infos.append(EngineInfo(one.name, one.description, version, one.source,
-                                error is None, error))
+        infos.append(dataclasses.replace(info, available=error is None, error=error))
     return infos
 
 
@@ -424,34 +398,30 @@ def engine_for_agent(config: ConfigArg = None, *, search_paths: Iterable[PathArg
     settings = section.get("compressor") or {}
     if not isinstance(settings, Mapping):
         raise InvalidValue(f"context.compressor must be a mapping, got {settings!r}")
-    engine = _configured_engine(name, _search_paths(search_paths, section), settings, model)
+    paths = _search_paths(search_paths, section)
+    engine = None if name == DEFAULT_ENGINE else _plugin_clone(name, paths)
+    if engine is None:
+        try:
+            engine = ContextCompressor(model=model, **dict(settings))
+        except TypeError as exc:
+            raise InvalidValue(
+                f"invalid context.compressor settings {dict(settings)!r}: {exc}") from None
     if timeout is not None:
         engine.select_context_timeout = timeout
     return engine
 
 
-def _configured_engine(name: str, paths: list[Path], settings: Mapping[str, Any],
-                       model: Any) -> ContextEngine:
-    def builtin() -> ContextCompressor:
-        try:
-            return ContextCompressor(model=model, **dict(settings))
-        except TypeError as exc:
-            raise InvalidValue(
-                f"invalid context.compressor settings {dict(settings)!r}: {exc}") from None
-
-    if name == DEFAULT_ENGINE:
-        return builtin()
+def _plugin_clone(name: str, paths: list[Path]) -> ContextEngine | None:
+    """A clone of the plugin engine ``name``; None (with a warning) for the built-in."""
     try:
         shared = load_engine(name, search_paths=paths)
     except (LookupError, PluginLoadError) as exc:
         why = ("is not installed or discoverable" if isinstance(exc, LookupError)
                else f"failed to load ({exc})")
         logger.warning("context engine %r %s; using the built-in compressor", name, why)
-        return builtin()
+        return None
     clone = _clone_or_none(shared, name)
-    if clone is None:
-        return builtin()
-    if engine_label(clone) != name:
+    if clone is not None and engine_label(clone) != name:
         logger.warning("context engine configured as %r reports the name %r", name,
                        engine_label(clone))
     return clone
@@ -513,16 +483,13 @@ def resolve_context_engine(engine: ContextEngine | str | None = None, config: Co
             engine.model = model  # a compressor with nothing to summarize with: the host's
         return engine
     if isinstance(engine, str):
-        name = engine.strip()
-        if not name:
+        if not engine.strip():
             raise InvalidValue(f"context_engine name must be a non-empty string, got {engine!r}")
-        section = context_section(config)
-        section["engine"] = name
-        return engine_for_agent({"context": section}, search_paths=search_paths, model=model)
-    if engine is not None:
+        config = {"context": {**context_section(config), "engine": engine.strip()}}
+    elif engine is not None:
         hint = " (pass an instance, not the class)" if inspect.isclass(engine) else ""
         raise InvalidType(f"context_engine must be None, a ContextEngine or an engine name, "
                           f"got {engine!r}{hint}")
-    if config is None:
+    elif config is None:
         return None
     return engine_for_agent(config, search_paths=search_paths, model=model)

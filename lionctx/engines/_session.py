@@ -34,6 +34,7 @@ __all__ = ["EngineSession", "SessionPool", "ThreadBridgeModel", "log_hook_error"
            "open_session", "summary_model"]
 
 logger = logger_for("lionctx.engines._host")  # the name users know: the engine host's
+_FAILED = object()  # what EngineSession._hook returns when the hook raised
 
 
 class ThreadBridgeModel:
@@ -80,33 +81,6 @@ def log_hook_error(engine: ContextEngine, hook: str, exc: BaseException,
 def _unselected(label: str, why: str) -> None:
     logger.warning("context engine %r select_context %s; using the unmodified request",
                    label, why)
-
-
-def _select_timeout(engine: ContextEngine) -> float:
-    # A subclass may shadow the checked property with anything.
-    try:
-        value = engine.select_context_timeout
-    except Exception:
-        return DEFAULT_SELECT_TIMEOUT
-    if type(value) in (int, float) and 0 < value and math.isfinite(value):
-        return float(value)
-    return DEFAULT_SELECT_TIMEOUT
-
-
-def _selection_call(engine: ContextEngine, request: list[dict[str, Any]],
-                    conversation: Sequence[Mapping[str, Any]] | None,
-                    incoming: Mapping[str, Any] | None) -> functools.partial[Any]:
-    """The hook call, on deep copies (a mutation cannot leak into a fail-open request)."""
-    budget = engine.context_length or 0
-    if type(budget) is not int or budget < 0:
-        budget = 0
-    return functools.partial(
-        engine.select_context, copy.deepcopy(request),
-        # As dicts, as the hook is promised: another mapping may not even deep-copy.
-        conversation_messages=copy.deepcopy(
-            [dict(m) for m in conversation] if conversation is not None else None),
-        incoming_message=copy.deepcopy(dict(incoming) if incoming is not None else None),
-        budget_tokens=budget)
 
 
 class EngineSession:
@@ -173,39 +147,48 @@ class EngineSession:
         self.end(messages)
         self._hook("on_session_reset")
 
-    def _hook(self, hook: str, *args: Any, **kwargs: Any) -> None:
+    def _hook(self, hook: str, *args: Any, then: str = "ignored", **kwargs: Any) -> Any:
         try:
-            getattr(self.engine, hook)(*args, **kwargs)
+            return getattr(self.engine, hook)(*args, **kwargs)
         except Exception as exc:
-            log_hook_error(self.engine, hook, exc)
+            log_hook_error(self.engine, hook, exc, then)
+            return _FAILED
 
     async def select(self, request: list[dict[str, Any]], *,
                      conversation: Sequence[Mapping[str, Any]] | None,
                      incoming: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         """The request after ``select_context`` (sync: in a worker thread abandoned at
-        the timeout; async: on the loop, cancelled); any failure leaves it as is."""
-        if not overrides(self.engine, "select_context"):
-            return request
+        the timeout; async: on the loop, cancelled); any failure leaves it as is. A turn
+        calls it only when the engine :meth:`observes` ``select_context``."""
         from .._threads import run_in_worker
 
         label = self.label
-        timeout = _select_timeout(self.engine)
-        unset = object()
-        result: Any = unset
+        timeout = DEFAULT_SELECT_TIMEOUT
+        with contextlib.suppress(Exception):  # a subclass may shadow the checked property
+            value = self.engine.select_context_timeout
+            if type(value) in (int, float) and 0 < value and math.isfinite(value):
+                timeout = float(value)
+        result: Any = None
         try:
-            call = _selection_call(self.engine, request, conversation, incoming)
+            budget = self.engine.context_length
+            # On deep copies (a mutation cannot leak into a fail-open request), as dicts, as
+            # the hook is promised: another mapping may not even deep-copy.
+            call = functools.partial(
+                self.engine.select_context, copy.deepcopy(request),
+                conversation_messages=copy.deepcopy(
+                    [dict(m) for m in conversation] if conversation is not None else None),
+                incoming_message=copy.deepcopy(dict(incoming) if incoming is not None else None),
+                budget_tokens=budget if type(budget) is int and budget >= 0 else 0)
             with anyio.move_on_after(timeout) as scope:
-                if inspect.iscoroutinefunction(call.func):
-                    result = await call()
-                else:
-                    result = await run_in_worker(call, key=("context engine select_context",
-                                                            label))
-                    if inspect.isawaitable(result):
-                        result = await result
+                key = ("context engine select_context", label)
+                result = (call() if inspect.iscoroutinefunction(call.func)
+                          else await run_in_worker(call, key=key))
+                if inspect.isawaitable(result):
+                    result = await result
         except Exception as exc:
             _unselected(label, f"raised {type_name(exc)}")
             return request
-        if scope.cancel_called or result is unset:
+        if scope.cancel_called:
             # Past the deadline; a hook that swallowed its cancellation and returned late
             # is not used either.
             close = getattr(result, "close", None)  # a coroutine never run: not "never awaited"
@@ -243,7 +226,7 @@ class EngineSession:
         ``messages`` (never modified); ``force`` skips ``should_compress``."""
         if not force and not self.compression_due(prompt_tokens):
             return None
-        try:
+        try:  # the copy too: whatever fails here keeps the history
             result = self.engine.compress(copy.deepcopy(messages), current_tokens=prompt_tokens,
                                           focus_topic=focus_topic)
         except Exception as exc:
@@ -276,7 +259,7 @@ class EngineSession:
         """``on_turn_complete`` with copies of the transcript and the last usage."""
         if not overrides(self.engine, "on_turn_complete"):
             return
-        try:
+        try:  # the copy too: whatever fails here leaves the turn as it was
             self.engine.on_turn_complete(
                 copy.deepcopy([dict(m) for m in transcript]), usage_dict(usage),
                 turn_id=turn_id, task_id=task_id, api_call_count=api_call_count,
@@ -287,12 +270,8 @@ class EngineSession:
     def tools(self) -> list[dict[str, Any]]:
         """The engine's tools as OpenAI function tools (malformed ones left out)."""
         label = self.label
-        try:
-            schemas = self.engine.get_tool_schemas()
-        except Exception as exc:
-            log_hook_error(self.engine, "get_tool_schemas", exc, "no engine tools offered")
-            return []
-        if not schemas:
+        schemas = self._hook("get_tool_schemas", then="no engine tools offered")
+        if schemas is _FAILED or not schemas:
             return []
         if not isinstance(schemas, (list, tuple)):
             logger.warning("context engine %r get_tool_schemas returned %s, not a list; no "
@@ -302,13 +281,12 @@ class EngineSession:
         for index, schema in enumerate(schemas):
             try:
                 function = function_spec(schema)
+                why = "it has no name"
             except Exception as exc:
-                logger.warning("context engine %r tool schema %d (%s) is unusable (%s); left "
-                               "out", label, index, schema_name(schema), type_name(exc))
-                continue
+                function, why = None, f"it is unusable ({type_name(exc)})"
             if function is None:
-                logger.warning("context engine %r tool schema %d has no name; left out",
-                               label, index)
+                logger.warning("context engine %r tool schema %d (%s) is left out: %s", label,
+                               index, schema_name(schema), why)
                 continue
             tools.append({"type": "function", "function": function})
         return tools
@@ -334,13 +312,11 @@ class EngineSession:
             return str.__str__(result)  # an exact str, whatever the subclass says
         with contextlib.suppress(TypeError, ValueError, RecursionError):
             return json.dumps(result, default=str)
-        unencodable = json.dumps({"error": f"tool {shown} returned a result that cannot be "
-                                           "encoded"})
         try:
-            text = str(result)
+            return str.__str__(str(result))  # str() may return a str subclass
         except Exception:  # RecursionError included
-            return unencodable
-        return str.__str__(text) if isinstance(text, str) else unencodable
+            return json.dumps({"error": f"tool {shown} returned a result that cannot be "
+                                        "encoded"})
 
     async def dispatch_tool(self, name: str, arguments: Mapping[str, Any] | str | None, *,
                             turn_id: str | None, task_id: str | None,
@@ -378,14 +354,7 @@ class SessionPool:
     @asynccontextmanager
     async def session(self, session_id: Any = None) -> AsyncIterator[EngineSession]:
         """``session_id``'s session, in flight for the ``async with`` body."""
-        session, evicted = self._acquire(None if session_id is None else str(session_id))
-        try:
-            await self._end_evicted(evicted)
-            yield session
-        finally:
-            self._release(session)
-
-    def _acquire(self, key: str | None) -> tuple[EngineSession, list[EngineSession]]:
+        key = None if session_id is None else str(session_id)
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
@@ -398,39 +367,39 @@ class SessionPool:
             else:
                 self._sessions.move_to_end(key)
             self._running[session] += 1
-            return session, self._evict_locked()
+            evicted = self._evict_locked()
+        try:
+            await self._end(evicted)
+            yield session
+        finally:
+            with self._lock:
+                self._running[session] -= 1
+                if self._running[session] <= 0:
+                    del self._running[session]
 
     def _evict_locked(self) -> list[EngineSession]:
         excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
-        if excess <= 0:
-            return []
         victims: list[str | None] = []
         for key, session in self._sessions.items():  # oldest first
-            if len(victims) == excess:
+            if len(victims) >= excess:
                 break
             if key is not None and not self._running.get(session):
+                logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner, key,
+                             self.max_sessions)
                 victims.append(key)
         return [self._sessions.pop(key) for key in victims]
 
-    def _release(self, session: EngineSession) -> None:
-        with self._lock:
-            self._running[session] -= 1
-            if self._running[session] <= 0:
-                del self._running[session]
-
-    async def _end_evicted(self, sessions: list[EngineSession]) -> None:
-        # Shielded: an evicted session is gone from the pool either way, so its
+    async def _end(self, sessions: list[EngineSession]) -> None:
+        # Shielded: a session gone from the pool is gone either way, so its
         # on_session_end must run even if this run is being cancelled.
         with anyio.CancelScope(shield=True):
             for session in sessions:
-                logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner,
-                             session.session_id, self.max_sessions)
                 if not session.active:
                     continue
                 try:
                     await anyio.to_thread.run_sync(session.end)
                 except Exception as exc:  # EngineSession contains hook errors; be sure
-                    logger.warning("%s: ending evicted session raised %s; ignored",
+                    logger.warning("%s: ending a session raised %s; ignored",
                                    self._owner, type(exc).__name__)
 
     def end(self, session_id: Any = None) -> None:
@@ -453,6 +422,4 @@ class SessionPool:
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions = OrderedDict((k, v) for k, v in self._sessions.items() if k is None)
-        for session in sessions:
-            if session.active:
-                await anyio.to_thread.run_sync(session.end)
+        await self._end(sessions)
