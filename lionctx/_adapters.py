@@ -7,8 +7,10 @@ A ``ContextSource`` is called through ``retrieve``, which raises ``SourceUnavail
 from __future__ import annotations
 
 import inspect
+from contextlib import suppress
 from functools import partial
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from ._context import RunContext, coerce_run_context
 from ._exceptions import InvalidType
@@ -41,23 +43,21 @@ def provider_name(provider: Any, explicit: str | None = None, *,
 
 
 # Whether a provide/fetch function is ``async def``, by function object (the check
-# costs more than the call); bounded, since closures come and go.
-_IS_ASYNC: dict[Any, bool] = {}
+# costs more than the call); held weakly, so a closure built per request (and the
+# tenant's connection it holds) is freed with its provider.
+_IS_ASYNC: WeakKeyDictionary[Any, bool] = WeakKeyDictionary()
 
 
 def _is_async(method: Any) -> bool:
     func = getattr(method, "__func__", method)
     try:
-        known = _IS_ASYNC.get(func)
-    except TypeError:  # unhashable callable
-        return inspect.iscoroutinefunction(method)
-    if known is None:
-        # An object with an ``async def __call__`` is awaited as itself too.
-        call = (None if inspect.isroutine(method)
-                else getattr(type(method), "__call__", None))  # noqa: B004
-        known = inspect.iscoroutinefunction(method) or inspect.iscoroutinefunction(call)
-        if len(_IS_ASYNC) > 4096:
-            _IS_ASYNC.clear()
+        return _IS_ASYNC[func]
+    except (KeyError, TypeError):  # not seen yet, or not weakly referable or hashable
+        pass
+    # An object with an ``async def __call__`` is awaited as itself too.
+    call = None if inspect.isroutine(method) else getattr(type(method), "__call__", None)  # noqa: B004
+    known = inspect.iscoroutinefunction(method) or inspect.iscoroutinefunction(call)
+    with suppress(TypeError):
         _IS_ASYNC[func] = known
     return known
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from .._exceptions import InvalidType
@@ -418,8 +419,10 @@ class SessionPool:
             session.reset()
 
     async def aclose(self) -> None:
-        """End every session (in a worker thread); forget every session id's."""
+        """End every session (in a worker thread), even when cancelled: each is forgotten
+        either way; forget every session id's."""
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions = OrderedDict((k, v) for k, v in self._sessions.items() if k is None)
         await self._end(sessions)
+        await anyio.lowlevel.checkpoint_if_cancelled()  # the caller's cancellation lands here

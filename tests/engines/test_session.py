@@ -117,6 +117,26 @@ async def test_pool_serves_sessionless_runs_with_the_engine_itself():
     assert not session.active and pool.get(None) is session  # kept, ended
 
 
+@pytest.mark.anyio
+async def test_a_cancelled_aclose_still_ends_every_session():
+    """aclose forgets every session either way, so each one's on_session_end runs even
+    when the caller cancels (as for an evicted session); the cancellation still lands."""
+    pool = SessionPool(Recorder(), model=None, max_sessions=5)
+    sessions = []
+    for sid in ("a", "b", "c"):
+        async with pool.session(sid) as session:
+            session.start()
+            sessions.append(session)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await pool.aclose()
+        pytest.fail("the cancellation was swallowed")
+    assert scope.cancelled_caught
+    assert [s.active for s in sessions] == [False, False, False]
+    assert [s.engine.of("on_session_end") != [] for s in sessions] == [True, True, True]
+    assert pool.get("a") is None
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from("abcdefg"), max_size=25), st.integers(1, 4))
 def test_pool_keeps_the_most_recently_used_sessions(ids, bound):
