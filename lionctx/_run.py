@@ -153,8 +153,9 @@ class _Big:
 
 def _counted(call: ProviderCall, ps: _Pass, row: Outcome, stored: str, tokens: int,
              exact: bool, key: Any = None, fresh: bool = False) -> Outcome:
-    if type(tokens) is not int or tokens < 0:
-        raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
+    """``row`` with its text and count; a ``fresh`` count is remembered under ``key``."""
+    if fresh and exact and key is not None:
+        ps.remember(key, tokens)  # type: ignore[misc]
     if call.frame is not None:
         tokens += ps.join_cost
     # A text counted whole may be kept: its digest now (a stopped count is never kept).
@@ -298,11 +299,7 @@ def _count_text(call: ProviderCall, ps: _Pass, row: Outcome, result: Any, text: 
         tokens, exact = ps.encode(counted), True
     else:
         tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
-    if extra:
-        tokens += extra
-    if exact and key is not None:
-        ps.remember(key, tokens)  # type: ignore[misc]
-    return _counted(call, ps, row, stored, tokens, exact, None, True)
+    return _counted(call, ps, row, stored, tokens + extra, exact, key, True)
 
 
 def _plain_of(result: str, size: int) -> str:
@@ -384,11 +381,8 @@ async def _count_big(call: ProviderCall, start: float, big: _Big, ps: _Pass) -> 
         tokens, exact = await run_in_worker(
             partial(count_bounded, ps.counter, big.counted, big.bound, stop, big.key is None),
             key=_COUNT_KEY)
-        if big.extra:
-            tokens += big.extra
-        if exact and big.key is not None:
-            ps.remember(big.key, tokens)  # type: ignore[misc]
-        return _counted(call, ps, big.row, big.stored, tokens, exact, None, True)
+        return _counted(call, ps, big.row, big.stored, tokens + big.extra, exact, big.key,
+                        True)
     except BaseException as exc:
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb

@@ -255,7 +255,10 @@ def count_bounded(counter: TokenCounter, text: str, bound: float,
     ``memoize=False``: the caller looked the text up and remembers its count itself."""
     fn = getattr(counter, "count_bounded", None)
     if fn is None or (bound == math.inf and stop is None and memoize):
-        return counter(text), True
+        n = counter(text)  # a caller's counter: checked here, where its answer comes in
+        if type(n) is not int or n < 0:
+            raise TypeError(f"token counter returned {n!r}, not an int >= 0")
+        return n, True
     result: tuple[int, bool] = fn(text, bound, stop, memoize)
     return result
 
