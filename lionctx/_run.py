@@ -132,7 +132,7 @@ class _Pass:
     # probe (which notes the loop iteration each provider starts in)
     shared: float | None = None
     probe: Probe | None = None
-    encode: Callable[[str], int] | None = None  # the bundled encoding's bare count
+    encode: Callable[[str], list[int]] | None = None  # the bundled encoding's, loaded
     digests: bool = False  # each text counted whole gets its digest as its row is made
 
 
@@ -296,7 +296,7 @@ def _count_text(call: ProviderCall, ps: _Pass, row: Outcome, result: Any, text: 
     if ps.encode is not None and key is not None and 4 * size <= bound:
         # A text of n characters is at most 4n tokens: one call to the encoder, no
         # bound to watch (the registry rows of the realistic benchmark).
-        tokens, exact = ps.encode(counted), True
+        tokens, exact = len(ps.encode(counted)), True
     else:
         tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
     return _counted(call, ps, row, stored, tokens + extra, exact, key, True)
@@ -349,7 +349,7 @@ def _frame(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event | Non
             if len(_FRAMES) >= 65_536:  # names are few; a flood of them is forgotten
                 _FRAMES.clear()
             head = tag_head(tag)
-            found = _FRAMES[tag] = (head, ps.encode(head) + ps.encode(TAG_TAIL))
+            found = _FRAMES[tag] = (head, len(ps.encode(head)) + len(ps.encode(TAG_TAIL)))
         head, frame_tokens = found
         body = neutralize(big.counted)
         framed = counted = head + body + TAG_TAIL
