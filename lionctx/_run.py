@@ -278,8 +278,8 @@ def _count_text(call: ProviderCall, ps: _Pass, row: Outcome, result: Any, text: 
         bound -= ps.join_cost
         if len(text) > _THREAD_CHARS:
             return _Big(text, text, bound, row, key, frame)
-        big = _frame(call, _Big(text, text, bound, row, key, frame), ps)
-        counted, stored, bound, extra = big.counted, big.stored, big.bound, big.extra
+        # framed here, no _Big made and read back (the realistic table's resolve rows)
+        counted, stored, bound, extra = _frame(call, frame, tag, text, bound, ps)
     else:
         counted = stored = text
         extra = 0
@@ -331,18 +331,18 @@ def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
 _FRAMES: dict[str, tuple[str, int]] = {}
 
 
-def _frame(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event | None = None
-           ) -> _Big:
-    """``big``'s text framed (in a worker for a large one, until ``stop``): what to count
-    and to keep. A tag block whose split falls at its text's edges
-    (:func:`~lionctx._render.splits_at_frame`) counts its text alone plus its frame's
-    tokens (counted once per name), never the framed text."""
+def _frame(call: ProviderCall, frame: Callable[[str], str], tag: str | None, text: str,
+           bound: float, ps: _Pass, stop: threading.Event | None = None
+           ) -> tuple[str, str, float, int]:
+    """``text`` framed (in a worker for a large one, until ``stop``): what to count, what
+    to keep, the bound left and the frame's tokens counted apart. A tag block whose split
+    falls at its text's edges (:func:`~lionctx._render.splits_at_frame`) counts its text
+    alone plus its frame's tokens (counted once per name), never the framed text."""
     if stop is not None and stop.is_set():
         raise _CountStopped
-    tag = _tag_name(call, big.frame)  # type: ignore[arg-type]
     frame_tokens = 0
     if tag is None or ps.encode is None:
-        framed = counted = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
+        framed = counted = _framed(call, frame, text)
     else:
         found = _FRAMES.get(tag)
         if found is None:
@@ -351,14 +351,13 @@ def _frame(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event | Non
             head = tag_head(tag)
             found = _FRAMES[tag] = (head, len(ps.encode(head)) + len(ps.encode(TAG_TAIL)))
         head, frame_tokens = found
-        body = neutralize(big.counted)
+        body = neutralize(text)
         framed = counted = head + body + TAG_TAIL
         if splits_at_frame(body):
             counted = body
         else:
             frame_tokens = 0
-    return _Big(counted, framed if call.keep_frame else big.counted, big.bound - frame_tokens,
-                big.row, big.key, None, big.known, None, frame_tokens)
+    return counted, framed if call.keep_frame else text, bound - frame_tokens, frame_tokens
 
 
 async def _count_big(call: ProviderCall, start: float, big: _Big, ps: _Pass) -> Outcome:
@@ -375,7 +374,9 @@ async def _count_big(call: ProviderCall, start: float, big: _Big, ps: _Pass) -> 
             big = out
         dkey = big.key if big.frame is not None and call.keep_frame else None
         if big.frame is not None:
-            big = await run_in_worker(partial(_frame, call, big, ps, stop), key=_COUNT_KEY)
+            big.counted, big.stored, big.bound, big.extra = await run_in_worker(partial(
+                _frame, call, big.frame, _tag_name(call, big.frame), big.counted, big.bound,
+                ps, stop), key=_COUNT_KEY)
             if big.known is not None:  # the memo knew its count: framed for the row only
                 return _counted(call, ps, big.row, big.stored, big.known, True, dkey)
         tokens, exact = await run_in_worker(
