@@ -191,8 +191,8 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         degraded = _degradation(call, degraded)
     # The row is made once and filled in as its text is checked and counted, not passed
     # on as its fields (sequential registry vs LionAGI; registry pass vs the floor).
-    row = Outcome(call.name, index, _FIRED, None, 0, elapsed, None, None, None, degraded,
-                  False, False, call.priority, call.max_tokens)
+    row = Outcome(call.name, index, _FIRED, duration_ms=elapsed, degradation_reason=degraded,
+                  priority=call.priority, max_tokens=call.max_tokens)
     # The hot path first: a plain, non-empty str (the others are checked in turn).
     if result.__class__ is str and result:
         plain = True
