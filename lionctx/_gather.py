@@ -69,9 +69,11 @@ async def gather(
         load_ms = (perf_counter() - loading) * 1000.0
     if timing is not None:
         timing["tokenizer_load_ms"] = load_ms
+    bundled = getattr(counter, "bundled", None)  # registry pass vs the tokenizer's floor
     ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars,
                args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None),
-               encode=getattr(counter, "encode_len", None), digests=digests)
+               encode=bundled().encode_ordinary if bundled and counter_ready(counter) else None,
+               digests=digests)
     # o200k adds no token for the blank line (see _join_cost)
     if ps.encode is None and any(c.frame is not None for c in calls):
         ps.join_cost = _join_cost(counter)

@@ -132,7 +132,7 @@ class _Pass:
     # probe (which notes the loop iteration each provider starts in)
     shared: float | None = None
     probe: Probe | None = None
-    encode: Callable[[str], int] | None = None  # the bundled encoding's bare count
+    encode: Callable[[str], list[int]] | None = None  # the bundled encoding's, loaded
     digests: bool = False  # each text counted whole gets its digest as its row is made
 
 
@@ -143,10 +143,7 @@ class _Big:
     counted: str
     stored: str
     bound: float
-    elapsed: float
-    degraded: str | None
-    cached: bool
-    stale: bool
+    row: Outcome  # its row, still to be given its text and count
     key: Any = None
     frame: Callable[[str], str] | None = None  # still to frame (framing reads it all)
     known: int | None = None  # its count, when the memo knew it
@@ -154,31 +151,31 @@ class _Big:
     extra: int = 0  # tokens of a frame counted apart from the text
 
 
-def _counted(call: ProviderCall, index: int, ps: _Pass, stored: str, tokens: int,
-             exact: bool, elapsed: float, degraded: str | None, cached: bool,
-             stale: bool, key: Any = None, fresh: bool = False) -> Outcome:
-    if type(tokens) is not int or tokens < 0:
-        raise TypeError(f"token counter returned {tokens!r}, not an int >= 0")
+def _counted(call: ProviderCall, ps: _Pass, row: Outcome, stored: str, tokens: int,
+             exact: bool, key: Any = None, fresh: bool = False) -> Outcome:
+    """``row`` with its text and count; a ``fresh`` count is remembered under ``key``."""
+    if fresh and exact and key is not None:
+        ps.remember(key, tokens)  # type: ignore[misc]
     if call.frame is not None:
         tokens += ps.join_cost
     # A text counted whole may be kept: its digest now (a stopped count is never kept).
     # A tag block's is found by its memo key (the realistic benchmark's resolve rows);
     # a text new to the token memo skips the digest memo (that benchmark's features row).
-    d = None
     if ps.digests and exact:
         if fresh:
-            d = blake(stored)
+            row.digest = blake(stored)
         else:
-            d = digest(stored) if key is None else digest_under(key, stored)
-    return Outcome(call.name, index, _FIRED, stored, tokens, elapsed, None, None, None,
-                   degraded, cached, stale, call.priority, call.max_tokens, exact, None, d)
+            row.digest = digest(stored) if key is None else digest_under(key, stored)
+    row.text, row.tokens, row.exact = stored, tokens, exact
+    return row
 
 
-def _count_failed(call: ProviderCall, index: int, start: float, exc: BaseException,
-                  elapsed: float, degraded: str | None) -> Outcome:
+def _count_failed(call: ProviderCall, start: float, exc: BaseException, row: Outcome
+                  ) -> Outcome:
     logger.warning("context provider %r output could not be counted", call.name,
                    exc_info=exc)
-    return _failed(call, index, start, exc, "token counting failed: ", elapsed, degraded)
+    return _failed(call, row.index, start, exc, "token counting failed: ", row.duration_ms,
+                   row.degradation_reason)
 
 
 def _finish(call: ProviderCall, index: int, result: Any, start: float,
@@ -192,14 +189,16 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
         degraded = None
     if degraded is not None:
         degraded = _degradation(call, degraded)
+    # The row is made once and filled in as its text is checked and counted, not passed
+    # on as its fields (sequential registry vs LionAGI; registry pass vs the floor).
+    row = Outcome(call.name, index, _FIRED, duration_ms=elapsed, degradation_reason=degraded,
+                  priority=call.priority, max_tokens=call.max_tokens)
     # The hot path first: a plain, non-empty str (the others are checked in turn).
     if result.__class__ is str and result:
         plain = True
-        cached = stale = False
     elif result is None or (isinstance(result, str) and not str.__len__(result)):
-        return Outcome(call.name, index, _EMPTY, None, 0, elapsed, None, None,
-                       _empty_reason(result), degraded, False, False, call.priority,
-                       call.max_tokens)
+        row.status, row.reason = _EMPTY, _empty_reason(result)
+        return row
     elif not isinstance(result, str):
         kind = type_name(result)
         logger.warning("context provider %r returned %s; skipping", call.name, kind)
@@ -209,10 +208,10 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     else:
         plain = False
         try:
-            cached = bool(getattr(result, "cached", False))
-            stale = bool(getattr(result, "stale", False))
+            row.cached = bool(getattr(result, "cached", False))
+            row.stale = bool(getattr(result, "stale", False))
         except Exception:  # a str subclass's properties are the provider's business
-            cached = stale = False
+            row.cached = row.stale = False
     size = str.__len__(result)
     limit = call.max_chars
     if limit is None:
@@ -220,35 +219,34 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float,
     if size > limit:
         logger.warning("context provider %r returned %d characters, over its size limit "
                        "of %d; skipped uncounted", call.name, size, limit)
-        return Outcome(call.name, index, Status.SKIPPED_SIZE, None, 0, elapsed, None, None,
-                       f"{size} characters over the size limit of {limit}", degraded,
-                       cached, stale, call.priority, call.max_tokens)
+        row.status = Status.SKIPPED_SIZE
+        row.reason = f"{size} characters over the size limit of {limit}"
+        return row
     try:
         # Plain str, whatever subclass came back: what we count is what we send.
         text = result if plain else _plain_of(result, size)
         replaced = 0
         if not text.isascii():
             if size > _THREAD_CHARS:  # made encodable in the worker, piece by piece
-                return _Big(text, text, 0.0, elapsed, degraded, cached, stale, raw=result)
+                return _Big(text, text, 0.0, row, raw=result)
             text, replaced = make_encodable(text)
-        return _count_text(call, index, ps, result, text, replaced, elapsed, degraded,
-                           cached, stale)
+        return _count_text(call, ps, row, result, text, replaced)
     except BaseException as exc:
         if _fatal(exc):
             raise
-        return _count_failed(call, index, start, exc, elapsed, degraded)
+        return _count_failed(call, start, exc, row)
 
 
-def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: str,
-                replaced: int, elapsed: float, degraded: str | None, cached: bool,
-                stale: bool) -> Outcome | _Big:
-    """The row of ``text`` (``result`` made encodable, ``replaced`` surrogates): framed
+def _count_text(call: ProviderCall, ps: _Pass, row: Outcome, result: Any, text: str,
+                replaced: int) -> Outcome | _Big:
+    """``row`` for ``text`` (``result`` made encodable, ``replaced`` surrogates): framed
     and counted, or a :class:`_Big` to count in a worker."""
     if replaced:
         why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
                "as UTF-8, with U+FFFD")
         logger.warning("context provider %r: %s", call.name, why)
-        degraded = why if degraded is None else f"{degraded}; {why}"
+        degraded = row.degradation_reason
+        row.degradation_reason = why if degraded is None else f"{degraded}; {why}"
     frame = call.frame
     tag = None if frame is None else _tag_name(call, frame)
     memo = ps.memo
@@ -267,12 +265,11 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
             if frame is None or not call.keep_frame:
                 stored = text
             elif len(text) > _THREAD_CHARS:
-                return _Big(text, text, 0.0, elapsed, degraded, cached, stale, key, frame,
-                            known)
+                return _Big(text, text, 0.0, row, key, frame, known)
             else:
                 stored = _framed(call, frame, text)
-            return _counted(call, index, ps, stored, known, True, elapsed, degraded, cached,
-                            stale, key if tag is not None and call.keep_frame else None)
+            return _counted(call, ps, row, stored, known, True,
+                            key if tag is not None and call.keep_frame else None)
     # A text over its cap is a cap skip whatever the budget; with no cap, over the
     # whole budget is a budget skip. Stopping past these keeps LionAGI's labels.
     cap, budget = call.max_tokens, ps.budget
@@ -280,10 +277,9 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
     if frame is not None:
         bound -= ps.join_cost
         if len(text) > _THREAD_CHARS:
-            return _Big(text, text, bound, elapsed, degraded, cached, stale, key, frame)
-        big = _frame(call, _Big(text, text, bound, elapsed, degraded, cached, stale, key,
-                                frame), ps)
-        counted, stored, bound, extra = big.counted, big.stored, big.bound, big.extra
+            return _Big(text, text, bound, row, key, frame)
+        # framed here, no _Big made and read back (the realistic table's resolve rows)
+        counted, stored, bound, extra = _frame(call, frame, tag, text, bound, ps)
     else:
         counted = stored = text
         extra = 0
@@ -293,24 +289,17 @@ def _count_text(call: ProviderCall, index: int, ps: _Pass, result: Any, text: st
 
             carried = known_token_count(result, ps.counter)
             if carried is not None:
-                return _counted(call, index, ps, stored, carried, True, elapsed, degraded,
-                                cached, stale)
+                return _counted(call, ps, row, stored, carried, True)
     size = len(counted)
     if size > _THREAD_CHARS:
-        return _Big(counted, stored, bound, elapsed, degraded, cached, stale, key, None,
-                    None, None, extra)
+        return _Big(counted, stored, bound, row, key, None, None, None, extra)
     if ps.encode is not None and key is not None and 4 * size <= bound:
         # A text of n characters is at most 4n tokens: one call to the encoder, no
         # bound to watch (the registry rows of the realistic benchmark).
-        tokens, exact = ps.encode(counted), True
+        tokens, exact = len(ps.encode(counted)), True
     else:
         tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
-    if extra:
-        tokens += extra
-    if exact and key is not None:
-        ps.remember(key, tokens)  # type: ignore[misc]
-    return _counted(call, index, ps, stored, tokens, exact, elapsed, degraded, cached, stale,
-                    None, True)
+    return _counted(call, ps, row, stored, tokens + extra, exact, key, True)
 
 
 def _plain_of(result: str, size: int) -> str:
@@ -342,39 +331,36 @@ def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
 _FRAMES: dict[str, tuple[str, int]] = {}
 
 
-def _frame(call: ProviderCall, big: _Big, ps: _Pass, stop: threading.Event | None = None
-           ) -> _Big:
-    """``big``'s text framed (in a worker for a large one, until ``stop``): what to count
-    and to keep. A tag block whose split falls at its text's edges
-    (:func:`~lionctx._render.splits_at_frame`) counts its text alone plus its frame's
-    tokens (counted once per name), never the framed text."""
+def _frame(call: ProviderCall, frame: Callable[[str], str], tag: str | None, text: str,
+           bound: float, ps: _Pass, stop: threading.Event | None = None
+           ) -> tuple[str, str, float, int]:
+    """``text`` framed (in a worker for a large one, until ``stop``): what to count, what
+    to keep, the bound left and the frame's tokens counted apart. A tag block whose split
+    falls at its text's edges (:func:`~lionctx._render.splits_at_frame`) counts its text
+    alone plus its frame's tokens (counted once per name), never the framed text."""
     if stop is not None and stop.is_set():
         raise _CountStopped
-    tag = _tag_name(call, big.frame)  # type: ignore[arg-type]
     frame_tokens = 0
     if tag is None or ps.encode is None:
-        framed = counted = _framed(call, big.frame, big.counted)  # type: ignore[arg-type]
+        framed = counted = _framed(call, frame, text)
     else:
         found = _FRAMES.get(tag)
         if found is None:
             if len(_FRAMES) >= 65_536:  # names are few; a flood of them is forgotten
                 _FRAMES.clear()
             head = tag_head(tag)
-            found = _FRAMES[tag] = (head, ps.encode(head) + ps.encode(TAG_TAIL))
+            found = _FRAMES[tag] = (head, len(ps.encode(head)) + len(ps.encode(TAG_TAIL)))
         head, frame_tokens = found
-        body = neutralize(big.counted)
+        body = neutralize(text)
         framed = counted = head + body + TAG_TAIL
         if splits_at_frame(body):
             counted = body
         else:
             frame_tokens = 0
-    return _Big(counted, framed if call.keep_frame else big.counted, big.bound - frame_tokens,
-                big.elapsed, big.degraded, big.cached, big.stale, big.key, None, big.known, None,
-                frame_tokens)
+    return counted, framed if call.keep_frame else text, bound - frame_tokens, frame_tokens
 
 
-async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
-                     ps: _Pass) -> Outcome:
+async def _count_big(call: ProviderCall, start: float, big: _Big, ps: _Pass) -> Outcome:
     # Set once this call is over, whichever way: a count the turn gave up on (its
     # timeout, its deadline) stops at its next piece instead of burning a core.
     stop = threading.Event()
@@ -382,30 +368,26 @@ async def _count_big(call: ProviderCall, index: int, start: float, big: _Big,
         if big.raw is not None:
             text, replaced = await run_in_worker(partial(make_encodable, big.counted, stop),
                                                  key=_COUNT_KEY)
-            out = _count_text(call, index, ps, big.raw, text, replaced, big.elapsed,
-                              big.degraded, big.cached, big.stale)
+            out = _count_text(call, ps, big.row, big.raw, text, replaced)
             if not isinstance(out, _Big):
                 return out
             big = out
         dkey = big.key if big.frame is not None and call.keep_frame else None
         if big.frame is not None:
-            big = await run_in_worker(partial(_frame, call, big, ps, stop), key=_COUNT_KEY)
+            big.counted, big.stored, big.bound, big.extra = await run_in_worker(partial(
+                _frame, call, big.frame, _tag_name(call, big.frame), big.counted, big.bound,
+                ps, stop), key=_COUNT_KEY)
             if big.known is not None:  # the memo knew its count: framed for the row only
-                return _counted(call, index, ps, big.stored, big.known, True, big.elapsed,
-                                big.degraded, big.cached, big.stale, dkey)
+                return _counted(call, ps, big.row, big.stored, big.known, True, dkey)
         tokens, exact = await run_in_worker(
             partial(count_bounded, ps.counter, big.counted, big.bound, stop, big.key is None),
             key=_COUNT_KEY)
-        if big.extra:
-            tokens += big.extra
-        if exact and big.key is not None:
-            ps.remember(big.key, tokens)  # type: ignore[misc]
-        return _counted(call, index, ps, big.stored, tokens, exact, big.elapsed,
-                        big.degraded, big.cached, big.stale, None, True)
+        return _counted(call, ps, big.row, big.stored, tokens + big.extra, exact, big.key,
+                        True)
     except BaseException as exc:
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb
-        return _count_failed(call, index, start, exc, big.elapsed, big.degraded)
+        return _count_failed(call, start, exc, big.row)
     finally:
         stop.set()
 
@@ -438,7 +420,7 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
     if out.__class__ is _Big:
         if ps.counting is not None:
             ps.counting.add(index)
-        return await _count_big(call, index, start, out, ps)
+        return await _count_big(call, start, out, ps)
     return out  # type: ignore[return-value]
 
 
@@ -455,7 +437,7 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
             answered = True
             out = _finish(call, index, result, start, ps)
             if out.__class__ is _Big:
-                out = await _count_big(call, index, start, out, ps)
+                out = await _count_big(call, start, out, ps)
             outcome = out  # type: ignore[assignment]
         except BaseException as exc:
             if scope.cancel_called and isinstance(exc, anyio.get_cancelled_exc_class()):

@@ -173,9 +173,9 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
     count.remember = remember  # type: ignore[attr-defined]
     # Only the bundled encoding's split pattern is known to allow the cut rule below.
     count.count_bounded = bounded if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
-    # The bare count, read by gather for a text that cannot pass its bound, and for
-    # tag frames counted apart from their text (a rule of this split pattern).
-    count.encode_len = encode_len if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
+    # Read by gather: its own encode_ordinary counts a text that cannot pass its bound and
+    # tag frames apart from their text (a rule of this split pattern), with no wrapper.
+    count.bundled = (lambda: get_encoding(encoding)) if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
     with _lock:
         return _counters.setdefault(encoding, count)
 
@@ -255,7 +255,10 @@ def count_bounded(counter: TokenCounter, text: str, bound: float,
     ``memoize=False``: the caller looked the text up and remembers its count itself."""
     fn = getattr(counter, "count_bounded", None)
     if fn is None or (bound == math.inf and stop is None and memoize):
-        return counter(text), True
+        n = counter(text)  # a caller's counter: checked here, where its answer comes in
+        if type(n) is not int or n < 0:
+            raise TypeError(f"token counter returned {n!r}, not an int >= 0")
+        return n, True
     result: tuple[int, bool] = fn(text, bound, stop, memoize)
     return result
 
