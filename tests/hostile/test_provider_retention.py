@@ -60,7 +60,7 @@ async def test_a_sync_fetch_closure_built_per_request_is_freed() -> None:
         registry.register(provider)
         report = await registry.gather(None, "q")
         assert report.report.outcomes[0].status is Status.FIRED
-        assert f"profile of {tenant}" in report.report.outcomes[0].text
+        assert f"profile of {tenant}" in str(report.report.outcomes[0].text)
         text = await resolve_context([provider], "q")
         assert f"profile of {tenant}" in str(text)
         watched.append(weakref.ref(conn))
