@@ -1,4 +1,4 @@
-"""One provider run into one Outcome: its call, time limit, containment, sanitizing,
+"""One concept, one provider run into one Outcome: its call, time limit, containment, sanitizing,
 framing and count (see :mod:`lionctx._gather` for the guarantees). A text over 64K
 characters is made encodable, framed and counted in a worker thread."""
 
