@@ -69,11 +69,12 @@ async def test_a_server_that_never_answers_initialize(files: tuple[Path, Path]) 
     assert "no answer from the MCP server within 0.5s" in res.outcomes[0].error
     # The connection keeps trying on its own, bounded by connect_timeout, then stops
     # the child: nothing is left waiting on a server that will never speak.
+    # The child dies a moment before its connection leaves the pool: wait for both.
     (pid,) = pids(files[0])
     with anyio.fail_after(30):
-        while alive(pid):  # noqa: ASYNC110 - process state
+        while alive(pid) or live_connections():  # noqa: ASYNC110 - process state
             await anyio.sleep(0.05)
-    assert live_connections() == []
+    assert not alive(pid) and live_connections() == []
     res = await resolve_context([p], "q", None)  # a later turn: one row again, no hang
     assert res.outcomes[0].status is Status.FAILED
     methods = [m.get("method") for m in sent(files[1])]
