@@ -21,7 +21,7 @@ import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _cancelling_of_current_task, _reraise_cancellation, on_asyncio
-from ._lag import Probe, behind, overloaded, probe, watch
+from ._lag import Probe, behind, held_note, overloaded, probe, watch
 from ._log import logger_for
 from ._outcome import Outcome
 from ._run import DEFAULT_MAX_CHARS, _failed, _notify, _Pass, _run_one, _timed_out
@@ -147,6 +147,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
         ps.shared = shared
         ps.counting = set()
         ps.probe = looked
+        if looked is not None and looked.heart.suspect():
+            ps.steps = {}  # a call was lately excused as overload: which one holds the loop?
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
     scope: Any = (_NO_SCOPE if bound is None else anyio.CancelScope() if looked is not None
@@ -181,7 +183,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
         if shared is not None and (o is None and expired or o is not None
                                    and o.duration_ms > shared * 1000.0):
             late = _late(calls[i], i, o, begun, starts[i], shared, expired,  # type: ignore[index]
-                         i in ps.counting, looked)  # type: ignore[operator]
+                         i in ps.counting, looked,  # type: ignore[operator]
+                         None if ps.steps is None else ps.steps.get(i))
             o = _notify(observe, late)
         elif o is None and expired and deadline is not None:
             o = deadline_outcome(calls[i], i, starts[i], deadline)  # type: ignore[index]
@@ -228,7 +231,7 @@ def _extend(looked: Probe, scope: anyio.CancelScope, starts: list[float | None],
 
 def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
           start: float | None, limit: float, expired: bool, counting: bool,
-          looked: Probe | None) -> Outcome:
+          looked: Probe | None, held: float | None = None) -> Outcome:
     """The ``timeout`` row of a provider cut by the shared timeout, or past it because
     the event loop was blocked (what came back late is dropped)."""
     if outcome is not None:
@@ -241,9 +244,12 @@ def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
         ran = perf_counter() - (begun if start is None else start)
         why = (f"timed out after {limit:g}s while counting its text" if counting
                else f"timed out after {limit:g}s")
-    lagged = None if looked is None else looked.verdict(ran, limit, index, outcome is not None)
+    lagged = None if looked is None else looked.verdict(ran, limit, index, outcome is not None,
+                                                        held)
+    why += held_note(held, limit)
     waited = (perf_counter() if start is None else start) - begun
-    if lagged is None and looked is not None and waited >= limit / 2 and (
+    if lagged is None and held_note(held, limit) == "" and looked is not None and (
+            waited >= limit / 2) and (
             behind(ran) >= limit / 2):
         # Started late by a loop that stayed behind for half its own time as well:
         # the loop's overload, not the source (one that started late and then waited

@@ -2,36 +2,44 @@
 burst) is not counted against the source: while timed calls run a heartbeat notes how
 late it runs (:func:`behind`), and a :class:`Probe` looks at a call's task when its time
 runs out (ready to run while the loop lagged: overload; still waiting on its source, or
-its own step holding the loop: the source's). On trio, timeouts count as the source's."""
+its own step holding the loop: the source's). Once a call was excused as overload, calls
+time their own steps for a while (:func:`timed`), so a source whose step holds the loop
+is told from the overload it causes. On trio, timeouts count as the source's."""
 
 from __future__ import annotations
 
 import asyncio
 import weakref
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator
+from time import perf_counter
+from typing import Any, TypeVar
 
-__all__ = ["INTERVAL", "Probe", "behind", "overloaded", "probe", "watch"]
+__all__ = ["INTERVAL", "Probe", "behind", "overloaded", "probe", "timed", "watch"]
+
+T = TypeVar("T")
 
 #: Seconds between heartbeats.
 INTERVAL = 0.05
 #: A call still waiting on its source is excused only by a loop this far behind (and by
 #: its whole limit): a busy machine's scheduling noise stays below it.
 MIN_BEHIND = 0.25
+#: Seconds after an overload verdict during which timed calls time their own steps.
+SUSPECT_SECONDS = 60.0
 
 
 class _Heart:
     """One event loop's heartbeat."""
 
     __slots__ = ("__weakref__", "_loop", "_looks", "_mark", "beats", "due", "pending",
-                 "until")
+                 "suspect_until", "until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         # Weakly: a heart holding its loop would keep every finished loop alive.
         self._loop = weakref.ref(loop)
         self.due = 0.0
         self.until = 0.0
+        self.suspect_until = 0.0  # the loop's time until which calls time their steps
         self.pending = False  # a beat is scheduled (no handle kept: it holds its loop)
         # (time the beat ran, how late): windows of seconds even when far behind.
         self.beats: deque[tuple[float, float]] = deque(maxlen=512)
@@ -58,6 +66,10 @@ class _Heart:
         loop = self._loop()
         assert loop is not None  # only called from the loop itself
         return loop
+
+    def suspect(self) -> bool:
+        """Whether a call was lately excused as overload: then calls time their steps."""
+        return self.suspect_until > self.loop.time()
 
     def mark(self) -> _Mark:
         """The mark of this loop iteration (queued with the iteration's first call)."""
@@ -184,11 +196,14 @@ class Probe:
         self.done = True
         self.tasks = {}
 
-    def verdict(self, ran: float, limit: float, index: int = 0,
-                answered: bool = False) -> str | None:
+    def verdict(self, ran: float, limit: float, index: int = 0, answered: bool = False,
+                held: float | None = None) -> str | None:
         """Why call ``index``, which ran ``ran`` seconds against ``limit``, is this process's
-        overload, or ``None`` when it is the source's; ``answered``: a group's call did."""
+        overload, or ``None`` when it is the source's; ``answered``: a group's call did;
+        ``held``: its longest own step, when its steps were timed."""
         self.disarm()
+        if held is not None and held >= limit / 2:
+            return None  # its own step held the loop for half its limit: the source's
         heart = self.heart
         lag = heart.behind(ran)
         late, ready = self.late, index in self.ready
@@ -203,10 +218,58 @@ class Probe:
         # loop as far behind as the whole limit (and MIN_BEHIND) could hide an answer.
         lag = max(lag, late) if ready else lag
         if (ready and lag >= limit / 2) or late >= max(MIN_BEHIND, limit):
+            # Which call held the loop is not known yet: calls time their steps a while.
+            heart.suspect_until = heart.loop.time() + SUSPECT_SECONDS
             return (f"this process's event loop was {max(lag, late):.2f}s behind meanwhile "
                     "(overloaded; the provider was not waiting on its source): not "
                     "counted against the source")
         return None
+
+
+def held_note(held: float | None, limit: float) -> str:
+    """What a reason adds when a call's own step held the loop for half its ``limit``."""
+    if held is None or held < limit / 2:
+        return ""
+    return f"; its own step held the event loop for {held:.2f}s"
+
+
+class _Timed:
+    """An awaitable run step by step, noting its longest step in ``steps[index]``."""
+
+    __slots__ = ("_index", "_it", "_steps")
+
+    def __init__(self, awaitable: Awaitable[T], steps: dict[int, float], index: int) -> None:
+        self._it = awaitable.__await__()
+        self._steps, self._index = steps, index
+
+    def _note(self, began: float) -> None:
+        took = perf_counter() - began
+        if took > self._steps.get(self._index, 0.0):
+            self._steps[self._index] = took
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        it, value, error = self._it, None, None
+        while True:
+            began = perf_counter()
+            try:
+                yielded = it.send(value) if error is None else it.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self._note(began)
+            error = None
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                it.close()
+                raise
+            except BaseException as exc:  # a cancellation, thrown in: its step's to see
+                value, error = None, exc
+
+
+def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int) -> Awaitable[T]:
+    """``awaitable``, its longest step (the time it held the loop) kept in ``steps[index]``."""
+    return _Timed(awaitable, steps, index)
 
 
 _UNKNOWN: Any = object()

@@ -20,7 +20,7 @@ import anyio.lowlevel
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
 from ._exceptions import WorkersExhausted, _CountStopped
-from ._lag import Probe, probe
+from ._lag import Probe, held_note, probe, timed
 from ._outcome import Outcome, SourceUnavailable, Status
 from ._render import TAG_TAIL, neutralize, splits_at_frame, tag_block, tag_head
 from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
@@ -134,6 +134,8 @@ class _Pass:
     probe: Probe | None = None
     encode: Callable[[str], list[int]] | None = None  # the bundled encoding's, loaded
     digests: bool = False  # each text counted whole gets its digest as its row is made
+    # each call's longest own step, while calls time their steps (see lionctx._lag)
+    steps: dict[int, float] | None = None
 
 
 @dataclass(slots=True)
@@ -410,7 +412,10 @@ async def _run_one(call: ProviderCall, index: int, ps: _Pass) -> Outcome:
     if limit is not None:
         return await _run_limited(call, index, ps, start, limit)
     try:
-        result = await call.invoke(*ps.args)
+        if ps.steps is None:
+            result = await call.invoke(*ps.args)
+        else:
+            result = await timed(call.invoke(*ps.args), ps.steps, index)
     except BaseException as exc:
         if _fatal_from_provider(exc):
             raise
@@ -431,9 +436,12 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
     # On asyncio a probe looks at the task when its time runs out (just before the
     # timeout fires): the loop's overload or the source's slowness? (lionctx._lag)
     looked = probe(limit)
+    steps: dict[int, float] | None = (
+        {} if looked is not None and looked.heart.suspect() else None)
     with anyio.move_on_after(limit) as scope:
         try:
-            result = await call.invoke(*ps.args)
+            invoked = call.invoke(*ps.args)
+            result = await (invoked if steps is None else timed(invoked, steps, 0))
             answered = True
             out = _finish(call, index, result, start, ps)
             if out.__class__ is _Big:
@@ -462,7 +470,9 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
     else:
         assert outcome is not None
         return outcome
-    lagged = None if looked is None else looked.verdict(ran, limit)
+    held = None if steps is None else steps.get(0)
+    lagged = None if looked is None else looked.verdict(ran, limit, held=held)
+    why += held_note(held, limit)
     if lagged is not None:  # the loop could not run it: not the source's failure
         why = f"{why}; {lagged}"
     logger.warning("context provider %r %s", call.name, why)

@@ -163,3 +163,54 @@ async def test_a_source_the_deadline_cut_after_it_started_late_is_not_counted():
         assert row.status is Status.TIMEOUT and row.blame == "deadline"
         assert "started late" in row.reason
     assert Late.calls == 3, "never skipped: its breaker counted none of it"
+
+
+class HoldsTheLoop:
+    """A source that waits on its answer, then parses it with sync work on the loop."""
+
+    name = "holds"
+
+    async def fetch(self, query, ctx):
+        await asyncio.sleep(0.01)
+        time.sleep(0.3)  # noqa: ASYNC251 - the attack: its own step holds the loop
+        return "holds ok"
+
+    async def provide(self, branch, instruction):
+        return await self.fetch(instruction, None)
+
+
+def _registry_pass(board):
+    # Each source with its own timeout: one timer per call, not the pass's shared one.
+    reg = ContextProviderRegistry(concurrent=True, breaker=board)
+    reg.register(HoldsTheLoop(), timeout=0.1)
+    for i in range(3):
+        reg.register(Healthy(f"h{i}", wait=0.05), timeout=0.1)
+    return lambda: reg.gather(None, "q")
+
+
+def _resolve_pass(board):
+    sources = [HoldsTheLoop(), *(Healthy(f"h{i}", wait=0.05) for i in range(3))]
+    return lambda: resolve_context(sources, "q", timeout=0.1, breaker=board)
+
+
+@pytest.mark.parametrize("make_pass", [_resolve_pass, _registry_pass])
+async def test_a_source_whose_own_step_holds_the_loop_opens_its_breaker_alone(make_pass):
+    # The sources it starves are excused as overload; once calls time their own steps
+    # the one holding the loop is told apart and counted, so its circuit opens.
+    board = Breakers(BreakerSettings(threshold=2), clock=Clock())
+    run = make_pass(board)
+    await resolve_context([Healthy("warm")], "q", breaker=False)  # tokenizer loaded
+    blamed = 0
+    for _ in range(4):
+        report = await run()
+        holds, *healthy = report.outcomes
+        for row in healthy:
+            assert row.status is not Status.TIMEOUT or row.blame == "overload", row.reason
+        if holds.status is Status.TIMEOUT and holds.blame is None:
+            blamed += 1
+            assert "its own step held the event loop for" in holds.reason
+    assert blamed == 2, "counted from the pass after the first overload, up to the threshold"
+    assert holds.status is Status.SKIPPED, "its circuit is open"
+    assert [b.healthy for b in board.breakers()].count(False) == 1, "its breaker alone"
+    calm = await run()
+    assert [o.status for o in calm.outcomes] == [Status.SKIPPED] + [Status.FIRED] * 3
