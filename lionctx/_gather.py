@@ -133,9 +133,9 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     n = len(calls)
     results: list[Outcome | None] = [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
-    # Providers that all start at once under the pass's own timeout share one scope and
-    # one probe, whose look at the timeout cancels the scope (one timer, not a scope and a
-    # probe each): the realistic table's resolve_context rows.
+    # Providers that all start at once under the pass's own timeout share one probe, whose
+    # look at the timeout cancels the tasks still running (one timer, no scope and probe
+    # each, nor a cancel scope around the group): the realistic table's resolve_context rows.
     shared = ps.timeout if limiter is None and deadline is None and all(
         c.timeout is None for c in calls) else None
     bound = deadline if shared is None else shared
@@ -149,11 +149,11 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
         ps.probe = looked
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
-    scope: Any = (_NO_SCOPE if bound is None else anyio.CancelScope() if looked is not None
-                  else anyio.move_on_after(bound))
+    scope: Any = _NO_SCOPE if bound is None or looked is not None else anyio.move_on_after(bound)
     begun = perf_counter()
+    cut: set[int] = set()  # the tasks the shared timeout cancelled
     if looked is not None and starts is not None and shared is not None:
-        looked.after = partial(_extend, looked, scope, starts, shared,
+        looked.after = partial(_extend, looked, cut, starts, shared,
                                looked.heart.loop.time() - begun)
     try:
         with scope:
@@ -176,7 +176,7 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     finally:
         if looked is not None:
             looked.disarm()
-    expired = scope is not _NO_SCOPE and scope.cancel_called
+    expired = bool(cut) or scope is not _NO_SCOPE and scope.cancel_called
     out: list[Outcome] = []
     for i, o in enumerate(results):
         if shared is not None and (o is None and expired or o is not None
@@ -215,16 +215,20 @@ async def _run_task(call: ProviderCall, index: int, ps: _Pass,
         _notify(observe, o)
 
 
-def _extend(looked: Probe, scope: anyio.CancelScope, starts: list[float | None],
-            limit: float, offset: float, now: float) -> None:
-    """At the shared timeout the scope is cancelled, but a provider the loop started
-    late still gets its whole limit from its own start."""
+def _extend(looked: Probe, cut: set[int], starts: list[float | None], limit: float,
+            offset: float, now: float) -> None:
+    """At the shared timeout the tasks still running are cancelled (noted in ``cut``),
+    but a provider the loop started late still gets its whole limit from its own start."""
     clock = now - offset  # the loop's time on perf_counter's clock
-    latest = max((clock if (s := starts[i]) is None else s
-                  for i, t in looked.tasks.items() if not t.done()), default=clock)
-    scope.deadline = latest + limit + offset  # passed: cancelled now
+    running = [(i, t) for i, t in looked.tasks.items() if not t.done()]
+    latest = max((clock if (s := starts[i]) is None else s for i, _ in running),
+                 default=clock)
     if latest + limit > clock + 0.001:
-        looked.rearm(scope.deadline)
+        looked.rearm(latest + limit + offset)
+        return
+    for i, t in running:
+        cut.add(i)
+        t.cancel()
 
 
 def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
