@@ -133,9 +133,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     n = len(calls)
     results: list[Outcome | None] = [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
-    # Providers that all start at once under the pass's own timeout share one probe, whose
-    # look at the timeout cancels the tasks still running (one timer, no scope and probe
-    # each, nor a cancel scope around the group): the realistic table's resolve_context rows.
+    # Providers that all start at once under the pass's own timeout share one probe, whose look
+    # at it cancels the tasks still running (no scope at all): the realistic resolve rows.
     shared = ps.timeout if limiter is None and deadline is None and all(
         c.timeout is None for c in calls) else None
     bound = deadline if shared is None else shared
@@ -143,10 +142,7 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     ps.starts = starts
     looked = None if shared is None else probe(shared, {})
     if shared is not None:
-        ps.timeout = None
-        ps.shared = shared
-        ps.counting = set()
-        ps.probe = looked
+        ps.timeout, ps.shared, ps.counting, ps.probe = None, shared, set(), looked
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
     scope: Any = _NO_SCOPE if bound is None or looked is not None else anyio.move_on_after(bound)
@@ -190,40 +186,31 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
 async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
                     limiter: anyio.CapacityLimiter | None, observe: Observer | None,
                     results: list[Outcome | None], looked: Probe | None) -> None:
-    """Each call in an asyncio task of its own, as a TaskGroup would run them (the
-    caller's cancellation cancels and awaits them all; a task's error cancels the rest
-    and is raised), but started in batches of 64 that each get one loop
-    iteration: a task that answered at once is done by then and dropped, with no done
-    callback, no wait and no loop iteration more (the realistic table's resolve_context
-    row), nor left for the collector to promote to a generation a full collection walks
-    (its "resolve N=30,000 vs N=1,000" row). The rest are awaited."""
+    """Each call in an asyncio task, as a TaskGroup runs them, in batches of 64 given one loop
+    iteration each: a task that answered at once is done then and dropped, with no done callback,
+    iteration more or garbage left (the realistic table's resolve rows, N=10 and N=30,000)."""
     loop = asyncio.get_running_loop()
     left: list[asyncio.Task[None]] = []
     try:
         for i, call in enumerate(calls):
-            task = loop.create_task(_run_task(call, i, ps, limiter, observe, results))
-            left.append(task)
+            left.append(t := loop.create_task(_run_task(call, i, ps, limiter, observe, results)))
             if looked is not None:
-                looked.tasks[i] = task
+                looked.tasks[i] = t
             if i & 63 == 63 or i == len(calls) - 1:
                 await asyncio.sleep(0)
-                left = [t for t in left if not t.done() or _raised(t)]
-        if left and not any(map(_raised, left)):
+                left = [t for t in left if not t.done() or not t.cancelled() and t.exception()]
+        if left:  # a task's error cancels the others (below) and is raised
             await asyncio.wait(left, return_when=asyncio.FIRST_EXCEPTION)
         for t in left:
-            if _raised(t):
-                raise t.exception()  # type: ignore[misc]
-    except BaseException:
+            if t.done() and not t.cancelled() and (e := t.exception()) is not None:
+                raise e
+    except BaseException:  # the caller's cancellation too: no task outlives the pass
         for t in left:
             t.cancel()
         while running := [t for t in left if not t.done()]:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait(running)
         raise
-
-
-def _raised(task: asyncio.Task[None]) -> bool:
-    return task.done() and not task.cancelled() and task.exception() is not None
 
 
 async def _run_task(call: ProviderCall, index: int, ps: _Pass,
@@ -249,14 +236,13 @@ def _extend(looked: Probe, cut: list[bool], starts: list[float | None], limit: f
     """At the shared timeout the tasks still running are cancelled (noted in ``cut``),
     but a provider the loop started late still gets its whole limit from its own start."""
     clock = now - offset  # the loop's time on perf_counter's clock
-    running = [(i, t) for i, t in looked.tasks.items() if not t.done()]
-    latest = max((clock if (s := starts[i]) is None else s for i, _ in running),
-                 default=clock)
+    running = {i: t for i, t in looked.tasks.items() if not t.done()}
+    latest = max((clock if (s := starts[i]) is None else s for i in running), default=clock)
     if latest + limit > clock + 0.001:
         looked.rearm(latest + limit + offset)
         return
     cut.append(True)
-    for _, t in running:  # after the tasks the loop already queued, as a scope's would be
+    for t in running.values():  # after the tasks already queued to run, as a scope's cancel
         looked.heart.loop.call_soon(t.cancel)
 
 
