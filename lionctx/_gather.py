@@ -194,7 +194,7 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
     try:
         for i, call in enumerate(calls):
             left.append(t := loop.create_task(_run_task(call, i, ps, limiter, observe, results)))
-            if looked is not None:
+            if looked is not None and not t.done():  # done: eager (3.12's task factory)
                 looked.tasks[i] = t
             if i & 63 == 63 or i == len(calls) - 1:
                 await asyncio.sleep(0)
