@@ -133,9 +133,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     n = len(calls)
     results: list[Outcome | None] = [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
-    # Providers that all start at once under the pass's own timeout share one scope and
-    # one probe, whose look at the timeout cancels the scope (one timer, not a scope and a
-    # probe each): the realistic table's resolve_context rows.
+    # Providers that all start at once under the pass's own timeout share one probe, whose look
+    # at it cancels the tasks still running (no scope at all): the realistic resolve rows.
     shared = ps.timeout if limiter is None and deadline is None and all(
         c.timeout is None for c in calls) else None
     bound = deadline if shared is None else shared
@@ -143,33 +142,21 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     ps.starts = starts
     looked = None if shared is None else probe(shared, {})
     if shared is not None:
-        ps.timeout = None
-        ps.shared = shared
-        ps.counting = set()
-        ps.probe = looked
+        ps.timeout, ps.shared, ps.counting, ps.probe = None, shared, set(), looked
         if looked is not None and looked.heart.suspect():
             ps.steps = {}  # a call was lately excused as overload: which one holds the loop?
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
-    scope: Any = (_NO_SCOPE if bound is None else anyio.CancelScope() if looked is not None
-                  else anyio.move_on_after(bound))
+    scope: Any = _NO_SCOPE if bound is None or looked is not None else anyio.move_on_after(bound)
     begun = perf_counter()
+    cut: list[bool] = []  # not empty once the shared timeout has run out
     if looked is not None and starts is not None and shared is not None:
-        looked.after = partial(_extend, looked, scope, starts, shared,
+        looked.after = partial(_extend, looked, cut, starts, shared,
                                looked.heart.loop.time() - begun)
     try:
         with scope:
             if on_asyncio():
-                async with asyncio.TaskGroup() as tg:
-                    for i, c in enumerate(calls):
-                        t = tg.create_task(_run_task(c, i, ps, limiter, observe, results))
-                        if looked is not None and not t.done():
-                            looked.tasks[i] = t
-                        if i & 1023 == 1023:
-                            # In batches: tasks that answered at once go before the next
-                            # batch, not all left for the collector to walk (per-provider
-                            # cost at N=30,000, the realistic table).
-                            await asyncio.sleep(0)
+                await _in_tasks(calls, ps, limiter, observe, results, looked)
             else:
                 async with anyio.create_task_group() as atg:
                     for i, c in enumerate(calls):
@@ -177,7 +164,7 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     finally:
         if looked is not None:
             looked.disarm()
-    expired = scope is not _NO_SCOPE and scope.cancel_called
+    expired = bool(cut) or scope is not _NO_SCOPE and scope.cancel_called
     out: list[Outcome] = []
     for i, o in enumerate(results):
         if shared is not None and (o is None and expired or o is not None
@@ -199,6 +186,36 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     return out
 
 
+async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
+                    limiter: anyio.CapacityLimiter | None, observe: Observer | None,
+                    results: list[Outcome | None], looked: Probe | None) -> None:
+    """Each call in an asyncio task, as a TaskGroup runs them, in batches of 64 given one loop
+    iteration each: a task that answered at once is done then and dropped, with no done callback,
+    iteration more or garbage left (the realistic table's resolve rows, N=10 and N=30,000)."""
+    loop = asyncio.get_running_loop()
+    left: list[asyncio.Task[None]] = []
+    try:
+        for i, call in enumerate(calls):
+            left.append(t := loop.create_task(_run_task(call, i, ps, limiter, observe, results)))
+            if looked is not None and not t.done():  # done: eager (3.12's task factory)
+                looked.tasks[i] = t
+            if i & 63 == 63 or i == len(calls) - 1:
+                await asyncio.sleep(0)
+                left = [t for t in left if not t.done() or not t.cancelled() and t.exception()]
+        if left:  # a task's error cancels the others (below) and is raised
+            await asyncio.wait(left, return_when=asyncio.FIRST_EXCEPTION)
+        for t in left:
+            if t.done() and not t.cancelled() and (e := t.exception()) is not None:
+                raise e
+    except BaseException:  # the caller's cancellation too: no task outlives the pass
+        for t in left:
+            t.cancel()
+        while running := [t for t in left if not t.done()]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait(running)
+        raise
+
+
 async def _run_task(call: ProviderCall, index: int, ps: _Pass,
                     limiter: anyio.CapacityLimiter | None, observe: Observer | None,
                     results: list[Outcome | None]) -> None:
@@ -217,16 +234,19 @@ async def _run_task(call: ProviderCall, index: int, ps: _Pass,
         _notify(observe, o)
 
 
-def _extend(looked: Probe, scope: anyio.CancelScope, starts: list[float | None],
-            limit: float, offset: float, now: float) -> None:
-    """At the shared timeout the scope is cancelled, but a provider the loop started
-    late still gets its whole limit from its own start."""
+def _extend(looked: Probe, cut: list[bool], starts: list[float | None], limit: float,
+            offset: float, now: float) -> None:
+    """At the shared timeout the tasks still running are cancelled (noted in ``cut``),
+    but a provider the loop started late still gets its whole limit from its own start."""
     clock = now - offset  # the loop's time on perf_counter's clock
-    latest = max((clock if (s := starts[i]) is None else s
-                  for i, t in looked.tasks.items() if not t.done()), default=clock)
-    scope.deadline = latest + limit + offset  # passed: cancelled now
+    running = {i: t for i, t in looked.tasks.items() if not t.done()}
+    latest = max((clock if (s := starts[i]) is None else s for i in running), default=clock)
     if latest + limit > clock + 0.001:
-        looked.rearm(scope.deadline)
+        looked.rearm(latest + limit + offset)
+        return
+    cut.append(True)
+    for t in running.values():  # after the tasks already queued to run, as a scope's cancel
+        looked.heart.loop.call_soon(t.cancel)
 
 
 def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,

@@ -144,3 +144,48 @@ async def test_an_anyio_cancel_scope_also_reaches_the_caller():
         await reg.gather(None, "q")
         after.append("ran on")  # must not run: the scope was cancelled
     assert scope.cancelled_caught and provider.swallowed and after == []
+
+
+class CancelsTheOthers:
+    """Cancels every other task of the pass, the ones not started yet too (a pass
+    started with no task group must still see each of them end)."""
+
+    name = "saboteur"
+
+    def __init__(self) -> None:
+        self.outside: set = set()  # the tasks that are not the pass's
+
+    async def fetch(self, query, ctx):
+        mine = asyncio.current_task()
+        for task in asyncio.all_tasks() - self.outside:
+            if task is not mine:
+                task.cancel()
+        return "done"
+
+
+class Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def fetch(self, query, ctx):
+        return f"{self.name} ok"
+
+
+@pytest.mark.parametrize("timeout", [None, 5])
+async def test_a_provider_cancelling_the_other_providers_tasks_costs_their_rows_only(timeout):  # noqa: ASYNC109 - the face's own setting
+    caller = asyncio.current_task()
+    assert caller is not None
+    before = [Named(f"b{i}") for i in range(3)]  # done before the saboteur runs
+    after = [Named(f"a{i}") for i in range(70)]  # not started yet: one batch and the next
+    saboteur = CancelsTheOthers()
+    saboteur.outside = asyncio.all_tasks()
+    providers = [*before, saboteur, *after]
+    with anyio.fail_after(30):  # a pass waiting on a task that never ran would hang here
+        res = await resolve_context(providers, "q", timeout=timeout)
+    rows = {o.name: o for o in res.outcomes}
+    assert rows["saboteur"].status is Status.FIRED
+    assert all(rows[p.name].status is Status.FIRED for p in before)
+    cancelled = [rows[p.name] for p in after if rows[p.name].status is not Status.FIRED]
+    assert cancelled, "the saboteur cancelled tasks that had not run yet"
+    assert all(o.status is Status.FAILED and o.error_type == "CancelledError" for o in cancelled)
+    assert not caller.cancelling()  # the caller was never cancelled
