@@ -21,7 +21,7 @@ from ._exceptions import InvalidType, InvalidValue
 from ._log import logger_for
 from ._outcome import Outcome, Status
 from ._policy import check_count
-from ._scope import Scope, context_fields, scope_of, source_identity
+from ._scope import Scope, context_fields, scope_of, scope_text, source_identity
 from ._weakid import WeakIdMap
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
@@ -233,7 +233,7 @@ def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
     """``(declared, caller)``: the fields the source reads, then with user and tenant."""
     declared = scope_of(breaker, ctx)
     names = breaker.context_fields
-    extra = tuple((f, repr(context_value(ctx, f))) for f in CALLER_FIELDS if f not in names)
+    extra = tuple((f, scope_text(context_value(ctx, f))) for f in CALLER_FIELDS if f not in names)
     return declared, declared + extra
 
 

@@ -1,0 +1,160 @@
+"""Run-context values named by an address: one user's state read by the next object there.
+
+A host may put an object in a run-context field (``user_id=current_user``, an ORM row
+whose class keeps ``object.__repr__``). Its ``repr`` is only its memory address, and
+once the request ends and the object is freed, the next user's object is often made at
+that very address. State kept under that text (a cached answer of a per-user source, a
+failing caller's circuit, a session's cache-break baseline) would then belong to
+whoever lands there next. Each attack frees one user's object, makes the next user's at
+the same address, and checks that nothing of the first user's is read or held against
+the second; the user's own object still finds its own state.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from lionctx import RunContext, Status, resolve_context
+from lionctx._breaker import Breakers
+from lionctx._scope import scope_of, scope_text
+from lionctx._stability import PrefixHistory, session_key
+from lionctx.providers import CachedContextProvider, ContextSource, SourceUnavailable
+
+pytestmark = pytest.mark.anyio
+
+
+class User:
+    """A user object as a host holds it: no ``__repr__`` of its own."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def at_address(address: int, name: str) -> tuple[User, list[User]]:
+    """A new user made where a freed one lived (CPython reuses a freed block of the
+    same size at once), with the others made on the way (kept alive)."""
+    gc.collect()
+    tried: list[User] = []
+    for _ in range(10_000):
+        user = User(name)
+        if id(user) == address:
+            return user, tried
+        tried.append(user)
+    raise AssertionError("no object was made at the freed address")
+
+
+class Notes(ContextSource):
+    """A per-user source: its text names the user asking."""
+
+    name = "notes"
+    context_fields = ("user_id",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
+        self.calls += 1
+        return f"notes of {ctx.user_id.name}"
+
+
+async def test_a_cached_answer_is_not_served_to_the_next_user_at_the_same_address() -> None:
+    source = Notes()  # its fields stated: the key is the query, after the field values
+    cached = CachedContextProvider(source, 60, context_fields=("user_id",))
+    alice = User("alice")
+    first = await resolve_context([cached], "q", RunContext(user_id=alice))
+    assert "notes of alice" in first.text
+    again = await resolve_context([cached], "q", RunContext(user_id=alice))
+    assert again.outcomes[0].cached and source.calls == 1  # her own entry serves her
+    address = id(alice)
+    del alice
+    bob, _kept = at_address(address, "bob")
+    res = await resolve_context([cached], "q", RunContext(user_id=bob))
+    assert "notes of bob" in res.text, "bob was served alice's cached notes"
+    assert not res.outcomes[0].cached and source.calls == 2
+
+
+class Flaky(ContextSource):
+    """Fails for alice only (her account is broken), answers everyone else."""
+
+    name = "flaky"
+    context_fields = ("user_id",)
+
+    async def retrieve(self, query: str, ctx: Any) -> str | None:
+        if ctx.user_id.name == "alice":
+            raise SourceUnavailable("alice's account is locked")
+        return f"hello {ctx.user_id.name}"
+
+
+async def test_a_freed_users_open_circuit_does_not_refuse_the_next_user_there() -> None:
+    board, source = Breakers(), Flaky()
+    alice = User("alice")
+    for _ in range(4):
+        res = await resolve_context([source], "q", RunContext(user_id=alice), breaker=board)
+    assert res.outcomes[0].status is Status.SKIPPED  # her own circuit is open
+    address = id(alice)
+    del alice
+    bob, _kept = at_address(address, "bob")
+    res = await resolve_context([source], "q", RunContext(user_id=bob), breaker=board)
+    assert res.outcomes[0].status is Status.FIRED, res.outcomes[0].reason
+    assert "hello bob" in res.text
+
+
+def test_a_session_baseline_is_not_the_next_users_at_the_same_address() -> None:
+    store = PrefixHistory()
+    alice = User("alice")
+    store.swap(session_key({"user_id": alice, "session_id": "s"}), (("notes", "d1"),))
+    assert store.latest(session_key({"user_id": alice, "session_id": "s"})) is not None
+    address = id(alice)
+    del alice
+    bob, _kept = at_address(address, "bob")
+    assert store.latest(session_key({"user_id": bob, "session_id": "s"})) is None
+
+
+# --- the naming itself, from other sides ------------------------------------------------
+class Slotted:
+    """No weak reference and no ``__repr__``: nothing can tell its life apart."""
+
+    __slots__ = ()
+
+
+def test_an_object_without_a_weak_reference_shares_nothing_even_with_itself() -> None:
+    one = Slotted()
+    assert scope_text(one) != scope_text(one)  # never cached rather than maybe another's
+
+
+def test_values_with_a_repr_of_their_own_keep_it() -> None:
+    # 1 and "1" stay apart, equal values share, as before
+    for value in (None, 1, "1", 1.0, ("t", 2), frozenset({"x"})):
+        assert scope_text(value) == repr(value)
+    assert scope_of(Notes(), {"user_id": "u1"}) == (("user_id", "'u1'"),)
+
+
+_CHILD = """
+import os
+from lionctx._scope import scope_text
+class User: pass
+def say(): os.write(1, scope_text(User()).split("#")[0].encode() + b"\\n")
+say()
+pid = os.fork() if hasattr(os, "fork") else None
+say()  # a forked worker's too
+if pid == 0:
+    os._exit(0)
+if pid:
+    os.waitpid(pid, 0)
+"""
+
+
+def test_an_object_named_in_one_process_is_not_named_so_in_another() -> None:
+    # A shared cache keys on the scope text: two workers each numbering their own
+    # objects must never spell one name, forked workers included.
+    names: list[str] = []
+    for _ in range(2):
+        names += subprocess.run([sys.executable, "-c", _CHILD], capture_output=True,
+                                text=True, check=True).stdout.splitlines()
+    assert len(names) == (6 if hasattr(__import__("os"), "fork") else 4)
+    # each process (parent, forked child) names with its own salt; one process one salt
+    assert len(set(names)) == len(names) - 2
