@@ -49,6 +49,7 @@ def scope_of(provider: Any, ctx: Any) -> Scope:
 _NUMBERS: WeakIdMap[int] = WeakIdMap()
 _COUNT = itertools.count(1)
 _SALT = [secrets.token_hex(8)]
+_ADDRESS_ONLY: Any = object.__repr__
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _SALT.__setitem__(0, secrets.token_hex(8)))
 
@@ -56,7 +57,7 @@ if hasattr(os, "register_at_fork"):
 def scope_text(value: Any) -> str:
     """``value`` in a scope: its ``repr`` (``1`` and ``"1"`` apart), unless that names
     only an address: then a name of this object alone (none for one without weak refs)."""
-    if type(value).__repr__ is not object.__repr__:
+    if type(value).__repr__ is not _ADDRESS_ONLY:
         return repr(value)
     number = _NUMBERS.setdefault(value, _COUNT.__next__) or next(_COUNT)
     return f"<{type(value).__qualname__} {_SALT[0]}#{number}>"
