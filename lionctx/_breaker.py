@@ -421,10 +421,12 @@ def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | N
     if isinstance(value, BreakerSettings):
         # One process-wide board per settings value, so a per-call option (as
         # resolve_context takes it) still remembers failures from call to call.
+        # At most 256 values' boards (least recently used out: a board forgotten fails open).
         with _BY_SETTINGS_LOCK:
-            board = _BY_SETTINGS.get(value)
-            if board is None:
-                board = _BY_SETTINGS[value] = Breakers(value)
+            board = _BY_SETTINGS.pop(value, None)
+            board = _BY_SETTINGS[value] = board if board is not None else Breakers(value)
+            if len(_BY_SETTINGS) > 256:
+                del _BY_SETTINGS[next(iter(_BY_SETTINGS))]
             return board
     raise InvalidType(f"breaker must be True, False, a BreakerSettings or a Breakers, "
                       f"got {value!r}")
