@@ -419,9 +419,8 @@ def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | N
     if isinstance(value, Breakers):
         return value
     if isinstance(value, BreakerSettings):
-        # One process-wide board per settings value, so a per-call option (as
-        # resolve_context takes it) still remembers failures from call to call.
-        # At most 256 values' boards (least recently used out: a board forgotten fails open).
+        # A process-wide board per settings value (the 256 last used; one forgotten fails
+        # open), so a per-call option (resolve_context's) remembers failures across calls.
         with _BY_SETTINGS_LOCK:
             board = _BY_SETTINGS.pop(value, None)
             board = _BY_SETTINGS[value] = board if board is not None else Breakers(value)

@@ -4,8 +4,6 @@ secrets) and equal :func:`scope_of` (the values of the ``context_fields`` it rea
 
 from __future__ import annotations
 
-import itertools
-import os
 import secrets
 from typing import Any
 
@@ -43,15 +41,10 @@ def scope_of(provider: Any, ctx: Any) -> Scope:
     return tuple((name, scope_text(context_value(ctx, name))) for name in context_fields(provider))
 
 
-# An object shown by its address alone is named by a number no other object gets, with a
-# salt of this process (a forked worker draws its own): a later object at a freed one's
-# address, or another worker's, never reads its state.
-_NUMBERS: WeakIdMap[int] = WeakIdMap()
-_COUNT = itertools.count(1)
-_SALT = [secrets.token_hex(8)]
+# An object shown by its address alone gets a random name while it lives: a later object
+# at a freed one's address, or another worker's object, never reads its state.
+_NAMES: WeakIdMap[str] = WeakIdMap()
 _ADDRESS_ONLY: Any = object.__repr__
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _SALT.__setitem__(0, secrets.token_hex(8)))
 
 
 def scope_text(value: Any) -> str:
@@ -59,5 +52,5 @@ def scope_text(value: Any) -> str:
     only an address: then a name of this object alone (none for one without weak refs)."""
     if type(value).__repr__ is not _ADDRESS_ONLY:
         return repr(value)
-    number = _NUMBERS.setdefault(value, _COUNT.__next__) or next(_COUNT)
-    return f"<{type(value).__qualname__} {_SALT[0]}#{number}>"
+    name = _NAMES.setdefault(value, lambda: secrets.token_hex(16)) or secrets.token_hex(16)
+    return f"<{type(value).__qualname__} {name}>"

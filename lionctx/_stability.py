@@ -115,8 +115,7 @@ _FIELDS = ("tenant_id", "user_id", "session_id")
 
 def _plain(value: Any) -> Any:
     # ids are mostly str or int; anything else by its scope text (1 != "1", no address)
-    return value if value is None or type(value) is str or type(value) is int \
-        else scope_text(value)
+    return value if value is None or type(value) in (str, int) else scope_text(value)
 
 
 def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
