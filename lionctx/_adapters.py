@@ -64,8 +64,7 @@ def _is_async(method: Any) -> bool:
 
 
 def _worker_key(provider: Any) -> Hashable:
-    """Whose stuck threads a sync call counts toward: its stated source, else its class
-    and name (a provider built per request is one source, however many objects)."""
+    """Whose stuck threads a sync call counts toward: its stated source, else class and name."""
     try:
         identity = getattr(provider, "source_identity", None)
     except Exception:  # a property that raises states nothing

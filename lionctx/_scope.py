@@ -41,16 +41,14 @@ def scope_of(provider: Any, ctx: Any) -> Scope:
     return tuple((name, scope_text(context_value(ctx, name))) for name in context_fields(provider))
 
 
-# An object shown by its address alone gets a random name while it lives: a later object
-# at a freed one's address, or another worker's object, never reads its state.
+# A random name per live object shown by its address alone (a freed one's is reused).
 _NAMES: WeakIdMap[str] = WeakIdMap()
-_ADDRESS_ONLY: Any = object.__repr__
 
 
 def scope_text(value: Any) -> str:
     """``value`` in a scope: its ``repr`` (``1`` and ``"1"`` apart), unless that names
     only an address: then a name of this object alone (none for one without weak refs)."""
-    if type(value).__repr__ is not _ADDRESS_ONLY:
+    if type(value).__repr__ is not object.__repr__:  # type: ignore[comparison-overlap]
         return repr(value)
     name = _NAMES.setdefault(value, lambda: secrets.token_hex(16)) or secrets.token_hex(16)
     return f"<{type(value).__qualname__} {name}>"
