@@ -7,6 +7,7 @@ succeeds, so ``threshold`` callers open it for everyone and one never does.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -404,8 +405,8 @@ class Breakers:
 
 #: The board ``resolve_context`` uses by default: per provider instance, process-wide.
 DEFAULT_BREAKERS = Breakers()
-_BY_SETTINGS: dict[BreakerSettings, Breakers] = {}
-_BY_SETTINGS_LOCK = threading.Lock()
+#: The process-wide board of each settings value (the 256 last used: one forgotten fails open).
+_board_of = functools.lru_cache(maxsize=256)(Breakers)
 
 
 def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | None:
@@ -419,13 +420,7 @@ def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | N
     if isinstance(value, Breakers):
         return value
     if isinstance(value, BreakerSettings):
-        # A process-wide board per settings value (the 256 last used; one forgotten fails
-        # open), so a per-call option (resolve_context's) remembers failures across calls.
-        with _BY_SETTINGS_LOCK:
-            board = _BY_SETTINGS.pop(value, None)
-            board = _BY_SETTINGS[value] = board if board is not None else Breakers(value)
-            if len(_BY_SETTINGS) > 256:
-                del _BY_SETTINGS[next(iter(_BY_SETTINGS))]
-            return board
+        # One board per value, so a per-call option (resolve_context's) remembers failures.
+        return _board_of(value)
     raise InvalidType(f"breaker must be True, False, a BreakerSettings or a Breakers, "
                       f"got {value!r}")
