@@ -51,7 +51,7 @@ class Notes(ContextSource):
     """A per-user source: its text names the user asking."""
 
     name = "notes"
-    context_fields = ("user_id",)
+    context_fields: tuple[str, ...] = ("user_id",)
 
     def __init__(self) -> None:
         self.calls = 0
@@ -75,6 +75,40 @@ async def test_a_cached_answer_is_not_served_to_the_next_user_at_the_same_addres
     res = await resolve_context([cached], "q", RunContext(user_id=bob))
     assert "notes of bob" in res.text, "bob was served alice's cached notes"
     assert not res.outcomes[0].cached and source.calls == 2
+
+
+class Member:
+    """A user object that compares by name (so not hashable) and prints as its address."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Member) and other.name == self.name
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+async def test_an_unhashable_user_object_does_not_hand_its_entry_to_the_next_one_there(
+        ) -> None:
+    # No fields stated: the default key holds the ids themselves, an unhashable one
+    # by its text (which must not be an address a later user takes).
+    source = Notes()
+    source.context_fields = ()
+    cached = CachedContextProvider(source, 60)
+    first = Member("alice")
+    assert "notes of alice" in (await resolve_context([cached], "q", {"user_id": first})).text
+    address = id(first)
+    del first
+    gc.collect()
+    later: list[Member] = []
+    for _ in range(10_000):
+        later.append(Member("bob"))
+        if id(later[-1]) == address:
+            break
+    assert id(later[-1]) == address, "no object was made at the freed address"
+    res = await resolve_context([cached], "q", {"user_id": later[-1]})
+    assert "notes of bob" in res.text, "bob was served alice's cached notes"
 
 
 class Flaky(ContextSource):
@@ -112,6 +146,29 @@ def test_a_session_baseline_is_not_the_next_users_at_the_same_address() -> None:
     del alice
     bob, _kept = at_address(address, "bob")
     assert store.latest(session_key({"user_id": bob, "session_id": "s"})) is None
+
+
+async def test_a_private_mcp_answer_is_not_served_to_the_next_user_at_the_same_address(
+        ) -> None:
+    # An MCP server marks its answer private (the SDK's default): kept per user, the
+    # user named by the run context. An in-process server counts its reads.
+    from lionctx import McpResourceProvider
+    from lionctx.providers import close_mcp_connections
+
+    from tests.providers.test_mcp_cache import counting_server
+
+    p = McpResourceProvider(counting_server("private"), "notes://counter", cache_ttl=60)
+    try:
+        alice = User("alice")
+        assert await p.retrieve("q", RunContext(user_id=alice)) == "read 1"
+        assert await p.retrieve("q", RunContext(user_id=alice)) == "read 1"  # her own entry
+        address = id(alice)
+        del alice
+        bob, _kept = at_address(address, "bob")
+        assert await p.retrieve("q", RunContext(user_id=bob)) == "read 2", \
+            "bob was served alice's private answer"
+    finally:
+        await close_mcp_connections()
 
 
 # --- the naming itself, from other sides ------------------------------------------------
