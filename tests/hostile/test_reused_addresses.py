@@ -213,3 +213,39 @@ def test_an_object_named_in_one_process_is_not_named_so_in_another() -> None:
                                 text=True, check=True).stdout.splitlines()
     assert len(names) == (4 if hasattr(__import__("os"), "fork") else 2)
     assert len(set(names)) == len(names)
+
+
+class Session:
+    """A host's session object, as a host may map it to ``session_id``: no ``__repr__``."""
+
+
+class Holder:
+    """A host object one run's resolution is tied to."""
+
+
+class Rules:
+    name = "rules"
+
+    async def fetch(self, query: str, ctx: Any) -> str:
+        return "be kind"
+
+
+async def test_a_hosts_new_session_at_a_dead_ones_address_has_no_baseline() -> None:
+    from lionctx.integrations._turns import HostHook
+
+    hook = HostHook([Rules()], timeout=None)  # no timer holds the run's context a while
+    first = Session()
+    await hook.resolve(Holder(), "q", RunContext(session_id=first))
+    again = await hook.resolve(Holder(), "q", RunContext(session_id=first))
+    assert again.prefix_stable is True  # its own baseline
+    address = id(first)
+    del first
+    gc.collect()
+    later: list[Session] = []
+    for _ in range(10_000):
+        later.append(Session())
+        if id(later[-1]) == address:
+            break
+    assert id(later[-1]) == address, "no object was made at the freed address"
+    fresh = await hook.resolve(Holder(), "q", RunContext(session_id=later[-1]))
+    assert fresh.prefix_stable is None, "a new session read a dead one's baseline"
