@@ -51,4 +51,4 @@ def scope_text(value: Any) -> str:
     if type(value).__repr__ is not object.__repr__:  # type: ignore[comparison-overlap]
         return repr(value)
     name = _NAMES.setdefault(value, lambda: secrets.token_hex(16)) or secrets.token_hex(16)
-    return f"<{type(value).__qualname__} {name}>"
+    return f"<{type(value).__qualname__} at 0x{name}>"  # an object of this process alone

@@ -22,7 +22,11 @@ from lionctx import RunContext, Status, resolve_context
 from lionctx._breaker import Breakers
 from lionctx._scope import scope_of, scope_text
 from lionctx._stability import PrefixHistory, session_key
+from lionctx.cache import RedisCache
 from lionctx.providers import CachedContextProvider, ContextSource, SourceUnavailable
+from lionctx.testing._redis_server import LocalRedisServer
+
+from tests.cache.conftest import namespace, redis_server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +62,7 @@ class Notes(ContextSource):
 
     async def retrieve(self, query: str, ctx: Any) -> str | None:
         self.calls += 1
-        return f"notes of {ctx.user_id.name}"
+        return f"notes of {getattr(ctx.user_id, 'name', ctx.user_id)}"
 
 
 async def test_a_cached_answer_is_not_served_to_the_next_user_at_the_same_address() -> None:
@@ -169,6 +173,35 @@ async def test_a_private_mcp_answer_is_not_served_to_the_next_user_at_the_same_a
             "bob was served alice's private answer"
     finally:
         await close_mcp_connections()
+
+
+class Stated(Notes):
+    """The per-user source with a stated identity: shareable through Redis."""
+
+    source_identity = "notes:by-user"
+
+
+async def test_a_user_object_is_never_a_shared_key_in_redis(
+        redis_server: LocalRedisServer, namespace: str) -> None:  # noqa: F811
+    # Its name means something in this process alone: another worker holding an object
+    # (or the next user at this address) must not meet its entries, so they stay here.
+    import redis.asyncio as redis_asyncio
+
+    cache = RedisCache(redis_server.url, namespace=namespace)
+    source = Stated()
+    p = CachedContextProvider(source, 60, cache=cache)
+    try:
+        alice = User("alice")
+        assert await p.retrieve("q", RunContext(user_id=alice)) == "notes of alice"
+        again = await p.retrieve("q", RunContext(user_id=alice))
+        assert getattr(again, "cached", False) and source.calls == 1  # kept in this process
+        assert await p.retrieve("q", RunContext(user_id="u1")) == "notes of u1"  # plain ids
+        client = redis_asyncio.from_url(redis_server.url)
+        keys = [k async for k in client.scan_iter(match=f"{namespace}:*")]
+        await client.aclose()
+        assert len([k for k in keys if b":val:" in k]) == 1, keys  # u1's entry alone
+    finally:
+        await cache.aclose()
 
 
 # --- the naming itself, from other sides ------------------------------------------------
