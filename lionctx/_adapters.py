@@ -65,10 +65,9 @@ def _is_async(method: Any) -> bool:
 
 def _worker_key(provider: Any) -> Hashable:
     """Whose stuck threads a sync call counts toward: its stated source, else class and name."""
-    try:
+    identity = None
+    with suppress(Exception):  # a property that raises states nothing
         identity = getattr(provider, "source_identity", None)
-    except Exception:  # a property that raises states nothing
-        identity = None
     if type(identity) is str:
         return ("source", identity)
     return (type(provider), provider_name(provider))

@@ -484,12 +484,10 @@ class McpResourceProvider(ContextSource):
         return text
 
     def _remember(self, uri: str, key: tuple[str, ...]) -> None:
-        """Note ``key`` as holding ``uri``'s text, and subscribe to ``uri``'s updates (past
-        the caps, nothing is noted: its text expires by its TTL alone)."""
-        self._watch(uri)
-        keys = self._cached_keys.get(uri)
-        if keys is None and len(self._cached_keys) < _MAX_TRACKED:
-            keys = self._cached_keys[uri] = set()
+        """Note ``key`` as holding ``uri``'s text, and subscribe to ``uri``'s updates."""
+        self._watch(uri)  # past the caps nothing is noted: the text expires by its TTL alone
+        keys = self._cached_keys.get(uri) if len(self._cached_keys) >= _MAX_TRACKED \
+            else self._cached_keys.setdefault(uri, set())
         if keys is not None and len(keys) < _MAX_TRACKED:
             keys.add(key)
 
