@@ -6,7 +6,7 @@ same turn a :class:`lionctx.Branch` does (``docs/agentium.md``, ``docs/engines.m
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -156,25 +156,28 @@ class Agent:
         """The engine of runs without a session id (``None``: the agent has no engine)."""
         return self._engine
 
-    def context_engine_for(self, session_id: Any = None) -> ContextEngine | None:
-        """The engine serving ``session_id``'s runs, or ``None`` before its first run
-        (and always without an engine)."""
+    def context_engine_for(self, session_id: Any = None, *, tenant_id: Any = None,
+                           user_id: Any = None) -> ContextEngine | None:
+        """The engine serving ``session_id``'s runs (of ``tenant_id`` and ``user_id``, as
+        given to :meth:`run`), or ``None`` before its first run (and always without an engine)."""
         if session_id is None or self._pool is None:
             return self._engine
-        session = self._pool.get(session_id)
+        session = self._pool.get(session_id, _whose({"tenant_id": tenant_id, "user_id": user_id}))
         return session.engine if session is not None else None
 
-    def end_session(self, session_id: Any = None) -> None:
+    def end_session(self, session_id: Any = None, *, tenant_id: Any = None,
+                    user_id: Any = None) -> None:
         """End ``session_id``'s engine session (``on_session_end``) and forget its
         engine; without a session id, end the session of runs that gave none."""
         if self._pool is not None:
-            self._pool.end(session_id)
+            self._pool.end(session_id, _whose({"tenant_id": tenant_id, "user_id": user_id}))
 
-    def reset(self, session_id: Any = None) -> None:
+    def reset(self, session_id: Any = None, *, tenant_id: Any = None,
+              user_id: Any = None) -> None:
         """``session_id``'s conversation starts over: ``on_session_end`` then
         ``on_session_reset`` on its engine (kept, with its settings)."""
         if self._pool is not None:
-            self._pool.reset(session_id)
+            self._pool.reset(session_id, _whose({"tenant_id": tenant_id, "user_id": user_id}))
 
     async def aclose(self) -> None:
         """End every engine session (in a worker thread). The model is not closed."""
@@ -257,7 +260,8 @@ class Agent:
         conversation = _face.Conversation(stored, name=self.name)
         # The same recorded turn a Branch's communicate runs, in this session's engine.
         pool = self._pool
-        async with (pool.session(ctx.session_id) if pool else nullcontext()) as session, \
+        async with (pool.session(ctx.session_id, _whose(ctx)) if pool else nullcontext()) \
+                as session, \
                 _face.Turn(conversation, self.model, _face.Instruction(input), session=session,
                            run_context=ctx) as turn:
             await turn.exchange(**self.model_settings)
@@ -271,3 +275,8 @@ class Agent:
             messages=turn.sent, context=text, system=system or None, run_context=ctx,
             response=response, agent=self.name, history=list(history),
         )
+
+
+def _whose(ctx: Any) -> Hashable:
+    """The tenant and user a run context names (the bound one filling in), as keys."""
+    return _face.session_key(ctx)[:2]

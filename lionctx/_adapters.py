@@ -7,6 +7,7 @@ A ``ContextSource`` is called through ``retrieve``, which raises ``SourceUnavail
 from __future__ import annotations
 
 import inspect
+from collections.abc import Hashable
 from contextlib import suppress
 from functools import partial
 from typing import Any
@@ -62,13 +63,23 @@ def _is_async(method: Any) -> bool:
     return known
 
 
+def _worker_key(provider: Any) -> Hashable:
+    """Whose stuck threads a sync call counts toward: its stated source, else class and name."""
+    identity = None
+    with suppress(Exception):  # a property that raises states nothing
+        identity = getattr(provider, "source_identity", None)
+    if type(identity) is str:
+        return ("source", identity)
+    return (type(provider), provider_name(provider))
+
+
 async def _call_blocking_or_async(provider: Any, method: Any, *args: Any,
                                   must_await: bool = False) -> Any:
     """Await ``method(*args)``; a sync one runs in a worker thread (abandoned at its
     timeout) so it cannot block the loop, and an awaitable it returns is awaited."""
     if _is_async(method):
         return await method(*args)
-    result = await run_in_worker(partial(method, *args), key=id(provider))
+    result = await run_in_worker(partial(method, *args), key=_worker_key(provider))
     if inspect.isawaitable(result):
         return await result
     if must_await:

@@ -7,6 +7,7 @@ succeeds, so ``threshold`` callers open it for everyone and one never does.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -21,7 +22,7 @@ from ._exceptions import InvalidType, InvalidValue
 from ._log import logger_for
 from ._outcome import Outcome, Status
 from ._policy import check_count
-from ._scope import Scope, context_fields, scope_of, source_identity
+from ._scope import Scope, context_fields, scope_of, scope_text, source_identity
 from ._weakid import WeakIdMap
 
 __all__ = ["BreakerSettings", "Breakers", "CircuitBreaker", "coerce_breakers"]
@@ -233,7 +234,7 @@ def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
     """``(declared, caller)``: the fields the source reads, then with user and tenant."""
     declared = scope_of(breaker, ctx)
     names = breaker.context_fields
-    extra = tuple((f, repr(context_value(ctx, f))) for f in CALLER_FIELDS if f not in names)
+    extra = tuple((f, scope_text(context_value(ctx, f))) for f in CALLER_FIELDS if f not in names)
     return declared, declared + extra
 
 
@@ -404,8 +405,8 @@ class Breakers:
 
 #: The board ``resolve_context`` uses by default: per provider instance, process-wide.
 DEFAULT_BREAKERS = Breakers()
-_BY_SETTINGS: dict[BreakerSettings, Breakers] = {}
-_BY_SETTINGS_LOCK = threading.Lock()
+#: The process-wide board of each settings value (the 256 last used: one forgotten fails open).
+_board_of = functools.lru_cache(maxsize=256)(Breakers)
 
 
 def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | None:
@@ -419,12 +420,7 @@ def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | N
     if isinstance(value, Breakers):
         return value
     if isinstance(value, BreakerSettings):
-        # One process-wide board per settings value, so a per-call option (as
-        # resolve_context takes it) still remembers failures from call to call.
-        with _BY_SETTINGS_LOCK:
-            board = _BY_SETTINGS.get(value)
-            if board is None:
-                board = _BY_SETTINGS[value] = Breakers(value)
-            return board
+        # One board per value, so a per-call option (resolve_context's) remembers failures.
+        return _board_of(value)
     raise InvalidType(f"breaker must be True, False, a BreakerSettings or a Breakers, "
                       f"got {value!r}")

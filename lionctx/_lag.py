@@ -9,6 +9,7 @@ is told from the overload it causes. On trio, timeouts count as the source's."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
@@ -31,12 +32,13 @@ SUSPECT_SECONDS = 60.0
 class _Heart:
     """One event loop's heartbeat."""
 
-    __slots__ = ("__weakref__", "_loop", "_looks", "_mark", "beats", "due", "pending",
+    __slots__ = ("__weakref__", "_ctx", "_loop", "_looks", "_mark", "beats", "due", "pending",
                  "suspect_until", "until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         # Weakly: a heart holding its loop would keep every finished loop alive.
         self._loop = weakref.ref(loop)
+        self._ctx = contextvars.Context()  # its timers' own: no caller's run context held
         self.due = 0.0
         self.until = 0.0
         self.suspect_until = 0.0  # the loop's time until which calls time their steps
@@ -53,7 +55,7 @@ class _Heart:
         group = self._looks.get(slot)
         if group is None:
             group = self._looks[slot] = []
-            self.loop.call_at(slot / 1000.0, self._look, slot)
+            self.loop.call_at(slot / 1000.0, self._look, slot, context=self._ctx)
         group.append(probe)
 
     def _look(self, slot: int) -> None:
@@ -76,7 +78,7 @@ class _Heart:
         mark = self._mark
         if mark is None:
             mark = self._mark = _Mark()
-            self.loop.call_soon(self._marked)
+            self.loop.call_soon(self._marked, context=self._ctx)
         return mark
 
     def _marked(self) -> None:
@@ -92,7 +94,7 @@ class _Heart:
         if not self.pending:
             self.due = now + INTERVAL
             self.pending = True
-            self.loop.call_at(self.due, self._beat)
+            self.loop.call_at(self.due, self._beat, context=self._ctx)
 
     def _beat(self) -> None:
         now = self.loop.time()
@@ -101,10 +103,10 @@ class _Heart:
         if late > INTERVAL / 2:
             # Behind: beat again next iteration, so the lag is measured end to end.
             self.due = now
-            self.loop.call_at(now, self._beat)
+            self.loop.call_at(now, self._beat, context=self._ctx)
         elif now < self.until:
             self.due = now + INTERVAL
-            self.loop.call_at(self.due, self._beat)
+            self.loop.call_at(self.due, self._beat, context=self._ctx)
         else:
             self.pending = False
 

@@ -4,12 +4,14 @@ secrets) and equal :func:`scope_of` (the values of the ``context_fields`` it rea
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from ._context import context_value
 from ._exceptions import InvalidType
+from ._weakid import WeakIdMap
 
-__all__ = ["Scope", "context_fields", "scope_of", "source_identity"]
+__all__ = ["Scope", "context_fields", "scope_of", "scope_text", "source_identity"]
 
 #: ``((field, value), ...)`` in the provider's field order; values as ``repr`` so that
 #: ``1`` and ``"1"`` stay apart.
@@ -36,4 +38,17 @@ def context_fields(provider: Any) -> tuple[str, ...]:
 
 def scope_of(provider: Any, ctx: Any) -> Scope:
     """The values of the fields ``provider`` reads, in ``ctx`` (else the bound one)."""
-    return tuple((name, repr(context_value(ctx, name))) for name in context_fields(provider))
+    return tuple((name, scope_text(context_value(ctx, name))) for name in context_fields(provider))
+
+
+# A random name per live object shown by its address alone (a freed one's is reused).
+_NAMES: WeakIdMap[str] = WeakIdMap()
+
+
+def scope_text(value: Any) -> str:
+    """``value`` in a scope: its ``repr`` (``1`` and ``"1"`` apart), unless that names
+    only an address: then a name of this object alone (none for one without weak refs)."""
+    if type(value).__repr__ is not object.__repr__:  # type: ignore[comparison-overlap]
+        return repr(value)
+    name = _NAMES.setdefault(value, lambda: secrets.token_hex(16)) or secrets.token_hex(16)
+    return f"<{type(value).__qualname__} at 0x{name}>"  # an object of this process alone

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
+from ._scope import scope_text
 from ._tokens import _HASH_IS_SECRET
 from ._weakid import WeakIdMap
 
@@ -113,8 +114,8 @@ _FIELDS = ("tenant_id", "user_id", "session_id")
 
 
 def _plain(value: Any) -> Any:
-    # ids are mostly str or int; anything else by its repr (hashable, and 1 != "1")
-    return value if value is None or type(value) is str or type(value) is int else repr(value)
+    # ids are mostly str or int; anything else by its scope text (1 != "1", no address)
+    return value if value is None or type(value) in (str, int) else scope_text(value)
 
 
 def check_max_sessions(value: Any, label: str = "max_sessions") -> int:

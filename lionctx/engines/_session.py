@@ -13,7 +13,7 @@ import json
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -329,8 +329,8 @@ class EngineSession:
 
 
 class SessionPool:
-    """A host's engine sessions: runs without a session id use ``engine``, each id a
-    ``clone_for_agent()``; beyond ``max_sessions`` the least recently used idle ones end."""
+    """A host's engine sessions: runs without a session id use ``engine``, each id of a scope
+    (tenant, user) a ``clone_for_agent()``; past ``max_sessions`` the least recent idle end."""
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,
                  owner: str = "") -> None:
@@ -339,7 +339,7 @@ class SessionPool:
         self._model = model
         self._owner = owner
         # session key (None: runs without a session id) -> session, least recent first
-        self._sessions: OrderedDict[str | None, EngineSession] = OrderedDict()
+        self._sessions: OrderedDict[Hashable, EngineSession] = OrderedDict()
         # session -> runs in flight; entries leave at zero, so it stays small
         self._running: Counter[EngineSession] = Counter()
         self._lock = threading.Lock()
@@ -348,14 +348,15 @@ class SessionPool:
         return (f"SessionPool(engine={engine_label(self.engine)!r}, sessions="
                 f"{len(self._sessions)}, max_sessions={self.max_sessions})")
 
-    def get(self, session_id: Any = None) -> EngineSession | None:
-        """The session serving ``session_id``, or None before its first run."""
-        return self._sessions.get(None if session_id is None else str(session_id))
+    def get(self, session_id: Any = None, scope: Hashable = None) -> EngineSession | None:
+        """The session serving ``session_id`` of ``scope``, or None before its first run."""
+        return self._sessions.get(None if session_id is None else (scope, str(session_id)))
 
     @asynccontextmanager
-    async def session(self, session_id: Any = None) -> AsyncIterator[EngineSession]:
-        """``session_id``'s session, in flight for the ``async with`` body."""
-        key = None if session_id is None else str(session_id)
+    async def session(self, session_id: Any = None,
+                      scope: Hashable = None) -> AsyncIterator[EngineSession]:
+        """``session_id``'s session of ``scope``, in flight for the ``async with`` body."""
+        key = None if session_id is None else (scope, str(session_id))
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
@@ -363,7 +364,7 @@ class SessionPool:
                     session = EngineSession(self.engine)
                 else:  # a conversation of its own: its own engine state
                     engine = clone_engine(self.engine, model=summary_model(self._model))
-                    session = EngineSession(engine, session_id=key)
+                    session = EngineSession(engine, session_id=str(session_id))
                 self._sessions[key] = session
             else:
                 self._sessions.move_to_end(key)
@@ -380,13 +381,13 @@ class SessionPool:
 
     def _evict_locked(self) -> list[EngineSession]:
         excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
-        victims: list[str | None] = []
+        victims: list[Hashable] = []
         for key, session in self._sessions.items():  # oldest first
             if len(victims) >= excess:
                 break
             if key is not None and not self._running.get(session):
-                logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner, key,
-                             self.max_sessions)
+                logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner,
+                             session.session_id, self.max_sessions)
                 victims.append(key)
         return [self._sessions.pop(key) for key in victims]
 
@@ -403,18 +404,18 @@ class SessionPool:
                     logger.warning("%s: ending a session raised %s; ignored",
                                    self._owner, type(exc).__name__)
 
-    def end(self, session_id: Any = None) -> None:
-        """End ``session_id``'s session and forget it (without one: end, keep, the
-        session of runs that gave none)."""
-        key = None if session_id is None else str(session_id)
+    def end(self, session_id: Any = None, scope: Hashable = None) -> None:
+        """End ``session_id``'s session of ``scope`` and forget it (without one: end, keep,
+        the session of runs that gave none)."""
+        key = None if session_id is None else (scope, str(session_id))
         with self._lock:
             session = self._sessions.get(key) if key is None else self._sessions.pop(key, None)
         if session is not None:
             session.end()
 
-    def reset(self, session_id: Any = None) -> None:
+    def reset(self, session_id: Any = None, scope: Hashable = None) -> None:
         """``on_session_end`` then ``on_session_reset`` on ``session_id``'s session."""
-        session = self.get(session_id)
+        session = self.get(session_id, scope)
         if session is not None:
             session.reset()
 

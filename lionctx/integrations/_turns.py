@@ -16,6 +16,7 @@ from .._context import RunContext, _read, bind_run_context, bound_run_context, c
 from .._exceptions import InvalidType
 from .._log import logger_for
 from .._report import Report
+from .._scope import scope_text
 from .._stability import PrefixHistory
 from .._weakid import WeakIdMap
 from ..resolve import DEFAULT_TIMEOUT, Resolution, resolve_pass, resolve_with
@@ -205,7 +206,7 @@ class HostHook:
             named = ctx.session_id if ctx.session_id is not None else session
             # The baseline's key: the session (the context's, else the host's), user, tenant.
             scope = (None if not keyed or named is None
-                     else (repr(ctx.tenant_id), repr(ctx.user_id), repr(named)))
+                     else tuple(map(scope_text, (ctx.tenant_id, ctx.user_id, named))))
             # Bound for the providers too, so nested lionctx code sees the same user.
             with bind_run_context(ctx):
                 resolution = await resolve_with(self._pass, self.providers, text_of(query), ctx,

@@ -21,7 +21,7 @@ from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue, SharedFetchError, SourceUnavailable
 from .._safe_text import error_text, safe_text
 from .._scope import context_fields as scoped_fields
-from .._scope import scope_of
+from .._scope import scope_of, scope_text
 from .._scope import source_identity as scoped_identity
 from ..cache._base import BoundCache, Codec, bind_cache
 from ._base import ContextSource, check_count, check_duration, check_name, provided
@@ -36,7 +36,7 @@ KeyFunc = Callable[[str, Any], Hashable]
 def _identity(value: Any) -> Hashable:
     """An id as a key part: typed, so ``1``, ``True`` and ``"1"`` stay different users."""
     kind = type(value).__qualname__
-    return (kind, value) if hashable(value) else (kind, "unhashable", repr(value))
+    return (kind, value) if hashable(value) else (kind, "unhashable", scope_text(value))
 
 
 def default_key(query: str, ctx: Any) -> Hashable:

@@ -51,6 +51,7 @@ import anyio
 from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue
 from .._log import logger_for
+from .._scope import scope_text
 from ._base import ContextSource, SourceUnavailable, check_count, check_duration, check_name
 from ._mcp_connection import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -418,7 +419,7 @@ class McpResourceProvider(ContextSource):
         assert self._cache is not None
         cache = self._cache
         notes: list[str | None] = []
-        private = ("private", uri, *(repr(context_value(ctx, f))
+        private = ("private", uri, *(scope_text(context_value(ctx, f))
                                      for f in ("tenant_id", "user_id")))
         key: tuple[str, ...] = ("public", uri) if uri in self._public else private
 
@@ -484,9 +485,10 @@ class McpResourceProvider(ContextSource):
 
     def _remember(self, uri: str, key: tuple[str, ...]) -> None:
         """Note ``key`` as holding ``uri``'s text, and subscribe to ``uri``'s updates."""
-        self._watch(uri)
-        keys = self._cached_keys.setdefault(uri, set())
-        if len(keys) < _MAX_TRACKED and len(self._cached_keys) < _MAX_TRACKED:
+        self._watch(uri)  # past the caps nothing is noted: the text expires by its TTL alone
+        keys = self._cached_keys.get(uri) if len(self._cached_keys) >= _MAX_TRACKED \
+            else self._cached_keys.setdefault(uri, set())
+        if keys is not None and len(keys) < _MAX_TRACKED:
             keys.add(key)
 
     def _watch(self, uri: str) -> None:

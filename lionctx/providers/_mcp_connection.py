@@ -128,6 +128,8 @@ class Connection:
         :data:`MAX_WATCHED` URIs per connection: past that, cached texts expire by
         their TTL alone.
         """
+        if uri not in self._updated and len(self._updated) >= MAX_WATCHED:
+            return  # past the cap: nothing is kept for it, not even a callback
         self.on_updated(uri, callback)
         if (uri in self._watched or len(self._watched) >= MAX_WATCHED
                 or self._group is None or self._client is None):

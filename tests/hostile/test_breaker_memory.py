@@ -184,3 +184,42 @@ def test_the_loop_lag_heartbeat_keeps_no_finished_event_loop_alive():
         asyncio.run(turn())
     gc.collect()
     assert [r for r in loops if r() is not None] == []
+
+
+
+def _live_boards() -> int:
+    gc.collect()
+    return sum(isinstance(o, Breakers) for o in gc.get_objects())
+
+
+async def test_breaker_settings_made_per_request_keep_a_bounded_number_of_boards():
+    # A service reading each tenant's (or each request's jittered) settings passes a
+    # new BreakerSettings value every time; each value got a process-wide board, kept
+    # for ever. The boards kept must stay bounded however many values come.
+    before = _live_boards()
+    for i in range(2000):
+        settings = BreakerSettings(threshold=3, cooldown=30.0 + i / 1000)
+        res = await resolve_context([UserNotes("u", b"")], "q", breaker=settings)
+        assert res.outcomes[0].status is Status.FIRED
+    assert _live_boards() - before <= 600
+
+
+async def test_settings_in_use_keep_their_board_through_a_flood_of_other_settings():
+    # The other side of the bound: a tenant calling with its own settings keeps its
+    # failure count while other tenants' values come and go between its calls (fewer
+    # than the bound each time), so its failing source still opens. An observer makes
+    # every call build its pass anew: the board is looked up by its settings each time.
+    class Down:
+        name = "down"
+
+        async def fetch(self, query, ctx):
+            raise SourceUnavailable("down")
+
+    mine, down = BreakerSettings(threshold=3, cooldown=99.0), Down()
+    for round_ in range(4):
+        res = await resolve_context([down], "q", breaker=mine, on_outcome=lambda o: None)
+        for i in range(200):
+            other = BreakerSettings(threshold=3, cooldown=100.0 + round_ + i / 1000)
+            await resolve_context([UserNotes("u", b"")], "q", breaker=other,
+                                  on_outcome=lambda o: None)
+    assert res.outcomes[0].status is Status.SKIPPED and res.outcomes[0].circuit == "open"

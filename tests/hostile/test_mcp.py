@@ -20,6 +20,7 @@ import pytest
 from lionctx import McpResourceProvider, RunContext, Status, resolve_context
 from lionctx.providers import close_mcp_connections
 from lionctx.providers._mcp_connection import connection_for, live_connections
+from mcp.server.mcpserver import Context
 
 from tests.providers.mcp_servers import ESCAPE_TEXT, STATIC_TEXT
 
@@ -157,3 +158,76 @@ async def test_an_http_server_redirecting_elsewhere_gets_no_request_through() ->
         assert "not followed" in res.outcomes[0].error
         assert "s3cret-key-value" not in res.outcomes[0].error  # a query value is a secret
         assert srv.count("/redirect") >= 1 and other.count() == 0
+
+
+async def test_a_flood_of_users_costs_no_growth_past_the_caps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A per-user resource read through the cache: each user is one more URI. The
+    # provider noted an (empty) entry for every URI past its cap and the connection a
+    # callback list for every URI past the watch cap, each for ever: a service's
+    # memory grew with every user it ever served. Small caps show it at a test's size.
+    from lionctx.providers import _mcp, _mcp_connection
+    from mcp.server.mcpserver import MCPServer
+
+    monkeypatch.setattr(_mcp, "_MAX_TRACKED", 4)
+    monkeypatch.setattr(_mcp_connection, "MAX_WATCHED", 4)
+    server = MCPServer("profiles", log_level="CRITICAL")
+
+    @server.resource("users://{user_id}/profile")
+    def profile(user_id: str) -> str:
+        return f"profile of {user_id}"
+
+    p = McpResourceProvider(server, "users://{user_id}/profile", cache_ttl=60)
+    try:
+        for i in range(20):
+            assert await p.retrieve("q", RunContext(user_id=f"u{i}")) == f"profile of u{i}"
+        conn = connection_for(p._target)
+        assert len(p._cached_keys) <= 4 and len(conn._updated) <= 4
+        assert len(conn._watched) <= 4
+        again = await p.retrieve("q", RunContext(user_id="u19"))  # still served, cached
+        assert again == "profile of u19" and getattr(again, "cached", False)
+    finally:
+        await close_mcp_connections()
+
+
+async def test_a_flood_of_users_does_not_stop_updates_of_a_watched_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The other side of the caps: the users noted before a flood keep their updates
+    # (a changed profile is read again), and a flood past the caps changes none of it.
+    from lionctx.providers import _mcp, _mcp_connection
+    from mcp.server.mcpserver import MCPServer
+
+    monkeypatch.setattr(_mcp, "_MAX_TRACKED", 4)
+    monkeypatch.setattr(_mcp_connection, "MAX_WATCHED", 4)
+    server = MCPServer("profiles", log_level="CRITICAL")
+    reads = {"n": 0}
+
+    @server.resource("users://{user_id}/profile")
+    def profile(user_id: str) -> str:
+        reads["n"] += 1
+        return f"profile of {user_id}, read {reads['n']}"
+
+    @server.tool()
+    async def touch(uri: str, ctx: Context) -> str:
+        await ctx.notify_resource_updated(uri)
+        return "ok"
+
+    p = McpResourceProvider(server, "users://{user_id}/profile", cache_ttl=3600)
+    try:
+        first = await p.retrieve("q", RunContext(user_id="u0"))
+        for i in range(1, 20):
+            await p.retrieve("q", RunContext(user_id=f"u{i}"))
+        conn = connection_for(p._target)
+        client = await conn.client()
+        with anyio.fail_after(10):
+            while "users://u0/profile" not in conn.listening:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        assert await p.retrieve("q", RunContext(user_id="u0")) == first  # cached
+        before = conn.updates
+        await client.call_tool("touch", {"uri": "users://u0/profile"})
+        with anyio.fail_after(10):
+            while conn.updates == before:  # noqa: ASYNC110 - the notification is the event
+                await anyio.sleep(0.01)
+        assert await p.retrieve("q", RunContext(user_id="u0")) == "profile of u0, read 21"
+    finally:
+        await close_mcp_connections()

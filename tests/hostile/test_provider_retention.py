@@ -67,3 +67,30 @@ async def test_a_sync_fetch_closure_built_per_request_is_freed() -> None:
         del conn, provider, registry
     gc.collect()
     assert [ref() for ref in watched] == [None, None]
+
+
+async def test_a_run_contexts_dependencies_are_freed_while_other_turns_go_on() -> None:
+    # A host binds each request's run context (its dependencies: the tenant's
+    # connection) for the turn. Timed calls start the loop's heartbeat, whose timers
+    # ran in the context they were scheduled from: while turns kept coming, the first
+    # tenant's run context stayed reachable from the loop, connection and all.
+    import anyio
+    from lionctx import RunContext, bind_run_context
+
+    async def turn(tenant: str) -> weakref.ref[TenantConnection]:
+        conn = TenantConnection(tenant)
+        with bind_run_context(RunContext(tenant_id=tenant, dependencies={"db": conn})):
+            res = await resolve_context([SyncClosureProvider(conn)], "q", timeout=0.2)
+        assert f"profile of {tenant}" in res.text
+        return weakref.ref(conn)
+
+    first = await turn("acme")
+    # Other tenants' turns go on past the first turn's timeout (when the loop drops
+    # that turn's own cancelled timer), so the heart never stops beating.
+    loop_time = anyio.current_time
+    until = loop_time() + 0.6
+    while loop_time() < until:
+        await turn("globex")
+        await anyio.sleep(0.02)
+    gc.collect()
+    assert first() is None, "the first tenant's connection is still held"

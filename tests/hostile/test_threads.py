@@ -353,3 +353,91 @@ async def test_a_busy_healthy_source_still_gets_every_call_done() -> None:
         for _ in range(100):
             tg.start_soon(turn)
     assert results == [Status.FIRED] * 100
+
+
+class _PerRequest:
+    """A sync provider a service builds per request (one object per turn): one source."""
+
+    name = "crm"
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def fetch(self, query: str, ctx: Any) -> str:
+        self.release.wait(30)  # the CRM behind it hangs
+        return "never"
+
+
+class _Healthy:
+    name = "rules"
+
+    def fetch(self, query: str, ctx: Any) -> str:
+        return "healthy answer"
+
+
+async def test_a_hung_source_built_per_request_cannot_take_the_pool(
+        release: threading.Event) -> None:
+    # Each turn's provider is a new object; counted per object, its stuck calls never
+    # reached the per-source cap, and one tenant's hung CRM took every thread: every
+    # other sync source in the process then failed.
+    rows: list[Any] = []
+
+    async def turn() -> None:
+        res = await resolve_context([_PerRequest(release)], "q", None, timeout=0.1)
+        rows.append(res.outcomes[0])
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(44):
+            tg.start_soon(turn)
+            await anyio.sleep(0.03)
+    res = await resolve_context([_Healthy()], "q", None, timeout=1.0)
+    assert res.outcomes[0].status is Status.FIRED, res.outcomes[0].reason
+    assert _threads.stats()["abandoned"] <= max(_threads._per_key, _threads.max_threads() // 4)
+    refused = [o for o in rows if o.status is Status.FAILED]
+    assert refused and all("still stuck in worker threads" in o.reason for o in refused)
+
+
+class _Named:
+    """One class, a source per name: a sync reader of one of several backends."""
+
+    def __init__(self, name: str, release: threading.Event | None) -> None:
+        self.name, self.release = name, release
+
+    def fetch(self, query: str, ctx: Any) -> str:
+        if self.release is not None:
+            self.release.wait(30)
+        return f"{self.name} answer"
+
+
+class _Unreadable:
+    """Neither its identity nor its name can be read: still one source, contained."""
+
+    @property
+    def source_identity(self) -> str:
+        raise RuntimeError("no identity")
+
+    @property
+    def name(self) -> str:
+        raise RuntimeError("no name")
+
+    def fetch(self, query: str, ctx: Any) -> str:
+        return "unreadable answer"
+
+
+async def test_a_hung_source_does_not_stop_another_source_of_its_class(
+        release: threading.Event) -> None:
+    # Counting stuck calls per source, not per object, must not join two sources that
+    # share a class: the hung one's cap is its own.
+    async def hung_turn() -> None:
+        await resolve_context([_Named("crm-a", release)], "q", None, timeout=0.1)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(12):
+            tg.start_soon(hung_turn)
+            await anyio.sleep(0.03)
+    assert (await resolve_context([_Named("crm-a", release)], "q", None, timeout=1.0)
+            ).outcomes[0].error_type == "WorkersExhausted"
+    res = await resolve_context([_Named("crm-b", None), _Unreadable()], "q", None,
+                                timeout=1.0)
+    assert [o.status for o in res.outcomes] == [Status.FIRED, Status.FIRED], res.outcomes
+    assert "crm-b answer" in res.text and "unreadable answer" in res.text
