@@ -213,6 +213,8 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
         while running := [t for t in left if not t.done()]:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait(running)
+        for t in left:  # retrieved, as a TaskGroup does: the loop logs none as lost
+            t.cancelled() or t.exception()
         raise
 
 
