@@ -441,3 +441,28 @@ async def test_a_fatal_error_raised_on_the_callers_cancellation_is_retrieved():
     finally:
         loop.set_exception_handler(None)
     assert logged == []
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])  # the pass's shared timeout, or none
+@pytest.mark.parametrize("steps_first", [0, 1, 3])  # 3: raised by an earlier batch's task
+async def test_no_provider_starts_once_a_fatal_error_is_seen(steps_first, timeout, spawner):  # noqa: ASYNC109 - the pass's setting
+    """A fatal error stops the pass as a TaskGroup stops: providers of a later batch
+    (64 start at a time) are never called, only those of the batch running then."""
+    if spawner != "asyncio-taskgroup":
+        pytest.skip("anyio's task group starts every task before any runs")
+    started = []
+
+    async def stops():
+        for _ in range(steps_first):
+            await asyncio.sleep(0)
+        raise Stop()
+
+    async def counted():
+        started.append(1)
+        await asyncio.sleep(0.01)
+        return "x"
+
+    with anyio.fail_after(5), pytest.raises((Stop, BaseExceptionGroup)):
+        await gather([call("stops", stops)] + [call(f"p{i}", counted) for i in range(1000)],
+                     counter=len, concurrent=True, timeout=timeout)
+    assert len(started) < 64 * (2 + steps_first)
