@@ -202,6 +202,8 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
             if i & 63 == 63 or i == len(calls) - 1:
                 await asyncio.sleep(0)
                 left = [t for t in left if not t.done() or not t.cancelled() and t.exception()]
+                if any(t.done() for t in left):
+                    break  # a task's error: no more tasks start (it is raised below)
         if left:  # a task's error cancels the others (below) and is raised
             await asyncio.wait(left, return_when=asyncio.FIRST_EXCEPTION)
         for t in left:
@@ -213,6 +215,8 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
         while running := [t for t in left if not t.done()]:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait(running)
+        for t in left:  # retrieved, as a TaskGroup does: the loop logs none as lost
+            t.cancelled() or t.exception()
         raise
 
 

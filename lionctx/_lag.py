@@ -241,7 +241,7 @@ class _Timed:
     __slots__ = ("_index", "_it", "_steps")
 
     def __init__(self, awaitable: Awaitable[T], steps: dict[int, float], index: int) -> None:
-        self._it = awaitable.__await__()
+        self._it = _awaited(awaitable).__await__()  # any awaitable, as ``await`` takes it
         self._steps, self._index = steps, index
 
     def _note(self, began: float) -> None:
@@ -267,6 +267,10 @@ class _Timed:
                 raise
             except BaseException as exc:  # a cancellation, thrown in: its step's to see
                 value, error = None, exc
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int) -> Awaitable[T]:

@@ -374,3 +374,95 @@ def test_a_concurrent_pass_runs_in_asyncio_debug_mode(spawner):
     out, shown = asyncio.run(main(), debug=True)
     assert [o.text for o in out] == ["a", "later", "c"]
     assert len(shown) >= 2
+
+
+async def test_a_second_fatal_error_raised_while_the_rest_is_cancelled_is_retrieved():
+    """One provider's fatal error cancels another, which raises a fatal error of its own
+    on its cancellation: the pass raises, and the loop never logs a task exception that
+    nobody retrieved (as a TaskGroup retrieves each)."""
+    import gc
+
+    logged = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: logged.append(context["message"]))
+
+    async def stops():
+        await asyncio.sleep(0.01)
+        raise Stop()
+
+    async def stops_on_its_cancellation():
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            raise Stop() from None
+
+    try:
+        with anyio.fail_after(5), pytest.raises((Stop, BaseExceptionGroup)):
+            await gather([call("a", stops), call("b", stops_on_its_cancellation)],
+                         counter=len, concurrent=True)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert logged == []
+
+
+async def test_a_fatal_error_raised_on_the_callers_cancellation_is_retrieved():
+    """The caller cancels the pass and a provider raises a fatal error on its own
+    cancellation: the caller's cancellation ends the pass, and the loop logs no task
+    exception that nobody retrieved."""
+    import gc
+
+    logged = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: logged.append(context["message"]))
+    started = anyio.Event()
+
+    async def stops_on_its_cancellation():
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            raise Stop() from None
+
+    async def run():
+        await gather([call("a", stops_on_its_cancellation), call("b", returning("x"))],
+                     counter=len, concurrent=True)
+
+    try:
+        task = asyncio.ensure_future(run())
+        await started.wait()
+        task.cancel()
+        with anyio.fail_after(5), pytest.raises((asyncio.CancelledError, Stop,
+                                                 BaseExceptionGroup)):
+            await task
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert logged == []
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])  # the pass's shared timeout, or none
+@pytest.mark.parametrize("steps_first", [0, 1, 3])  # 3: raised by an earlier batch's task
+async def test_no_provider_starts_once_a_fatal_error_is_seen(steps_first, timeout, spawner):  # noqa: ASYNC109 - the pass's setting
+    """A fatal error stops the pass as a TaskGroup stops: providers of a later batch
+    (64 start at a time) are never called, only those of the batch running then."""
+    if spawner != "asyncio-taskgroup":
+        pytest.skip("anyio's task group starts every task before any runs")
+    started = []
+
+    async def stops():
+        for _ in range(steps_first):
+            await asyncio.sleep(0)
+        raise Stop()
+
+    async def counted():
+        started.append(1)
+        await asyncio.sleep(0.01)
+        return "x"
+
+    with anyio.fail_after(5), pytest.raises((Stop, BaseExceptionGroup)):
+        await gather([call("stops", stops)] + [call(f"p{i}", counted) for i in range(1000)],
+                     counter=len, concurrent=True, timeout=timeout)
+    assert len(started) < 64 * (2 + steps_first)

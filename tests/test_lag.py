@@ -93,6 +93,71 @@ async def test_closing_an_unfinished_timed_call_closes_the_call():
     assert closed == [True]
 
 
+
+class _PlainIterator:
+    """An awaitable whose ``__await__`` is a plain iterator (no ``send`` nor ``throw``),
+    as Python's ``await`` accepts it."""
+
+    def __await__(self):
+        return iter(())
+
+
+class _YieldsNone:
+    """An awaitable that yields a bare ``None`` (one loop iteration) before answering."""
+
+    def __await__(self):
+        yield
+        return "after a bare yield"
+
+
+async def test_a_timed_awaitable_of_any_kind_is_awaited_as_await_does():
+    assert await _PlainIterator() is None
+    assert await timed(_PlainIterator(), {}, 0) is None
+    assert await timed(_YieldsNone(), {}, 0) == "after a bare yield"
+
+
+async def test_a_timed_value_that_is_not_awaitable_fails_as_await_does():
+    with pytest.raises(TypeError) as native:
+        await "text"  # type: ignore[misc]
+    with pytest.raises(TypeError) as stepped:
+        await timed("text", {}, 0)  # type: ignore[arg-type]
+    assert str(stepped.value) == str(native.value)
+
+
 def test_the_note_names_a_step_of_half_the_limit_only():
     assert held_note(None, 0.1) == "" and held_note(0.04, 0.1) == ""
     assert held_note(0.3, 0.1) == "; its own step held the event loop for 0.30s"
+
+
+async def test_rows_in_the_suspect_window_equal_the_rows_outside_it():
+    """Calls that time their steps (after an overload verdict) report what the same
+    calls report otherwise, whatever awaitable their invoke gives."""
+    from lionctx._call import ProviderCall
+    from lionctx._gather import gather
+    from lionctx._lag import _heart
+
+    async def coroutine():
+        await asyncio.sleep(0)
+        return "text"
+
+    invokes = {"plain": _PlainIterator, "bare-yield": _YieldsNone, "coroutine": coroutine,
+               "not-awaitable": lambda: "text"}
+
+    async def rows(concurrent):
+        calls = [ProviderCall(name, None, fn, timeout=5.0 if concurrent is None else None)
+                 for name, fn in invokes.items()]
+        out = await gather(calls, counter=len, concurrent=bool(concurrent),
+                           timeout=None if concurrent is None else 5.0)
+        return [(o.name, o.status, o.text, o.reason) for o in out]
+
+    heart = _heart()
+    assert heart is not None
+    for concurrent in (None, True):  # each call's own timeout; the pass's shared one
+        heart.suspect_until = 0.0
+        outside = await rows(concurrent)
+        heart.suspect_until = heart.loop.time() + 60.0
+        try:
+            assert heart.suspect()
+            assert await rows(concurrent) == outside
+        finally:
+            heart.suspect_until = 0.0

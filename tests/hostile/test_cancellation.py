@@ -189,3 +189,36 @@ async def test_a_provider_cancelling_the_other_providers_tasks_costs_their_rows_
     assert cancelled, "the saboteur cancelled tasks that had not run yet"
     assert all(o.status is Status.FAILED and o.error_type == "CancelledError" for o in cancelled)
     assert not caller.cancelling()  # the caller was never cancelled
+
+
+class Hangs:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def fetch(self, query, ctx):
+        await asyncio.sleep(30)
+
+
+@pytest.mark.parametrize("timeout", [None, 5])
+async def test_an_outer_timeout_ends_a_concurrent_pass_and_the_task_goes_on(timeout):  # noqa: ASYNC109 - the face's own setting
+    """asyncio.timeout and anyio's scopes around a concurrent pass (more providers than
+    a batch) end it as theirs, and leave the caller's task uncancelled: its next pass
+    runs whole (asyncio.timeout tells its own cancellation by the task's count)."""
+    caller = asyncio.current_task()
+    assert caller is not None
+    outside = asyncio.all_tasks()
+    hanging = [Hangs(f"h{i}") for i in range(100)]
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await resolve_context(hanging, "q", timeout=timeout)
+    assert caller.cancelling() == 0
+    with anyio.move_on_after(0.05) as scope:
+        await resolve_context(hanging, "q", timeout=timeout)
+    assert scope.cancelled_caught and caller.cancelling() == 0
+    with pytest.raises(TimeoutError):
+        with anyio.fail_after(0.05):
+            await resolve_context(hanging, "q", timeout=timeout)
+    assert caller.cancelling() == 0
+    assert asyncio.all_tasks() <= outside, "no provider's task outlives its pass"
+    res = await resolve_context([Fine()], "q", timeout=timeout)
+    assert [o.status for o in res.outcomes] == [Status.FIRED]
