@@ -204,7 +204,7 @@ class Probe:
         overload, or ``None`` when it is the source's; ``answered``: a group's call did;
         ``held``: its longest own step, when its steps were timed."""
         self.disarm()
-        if held is not None and held >= limit / 2:
+        if held_note(held, limit):
             return None  # its own step held the loop for half its limit: the source's
         heart = self.heart
         lag = heart.behind(ran)
@@ -229,8 +229,9 @@ class Probe:
 
 
 def held_note(held: float | None, limit: float) -> str:
-    """What a reason adds when a call's own step held the loop for half its ``limit``."""
-    if held is None or held < limit / 2:
+    """What a reason adds when a call's own step held the loop for half its ``limit`` and
+    :data:`MIN_BEHIND` (a busy machine stretches a short step below that)."""
+    if held is None or held < max(limit / 2, MIN_BEHIND):
         return ""
     return f"; its own step held the event loop for {held:.2f}s"
 

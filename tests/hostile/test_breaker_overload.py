@@ -172,7 +172,7 @@ class HoldsTheLoop:
 
     async def fetch(self, query, ctx):
         await asyncio.sleep(0.01)
-        time.sleep(0.3)  # noqa: ASYNC251 - the attack: its own step holds the loop
+        time.sleep(0.4)  # noqa: ASYNC251 - the attack: its own step holds the loop
         return "holds ok"
 
     async def provide(self, branch, instruction):
