@@ -249,8 +249,21 @@ def _extend(looked: Probe, cut: list[bool], starts: list[float | None], limit: f
         looked.rearm(latest + limit + offset)
         return
     cut.append(True)
-    for t in running.values():  # after the tasks already queued to run, as a scope's cancel
-        looked.heart.loop.call_soon(t.cancel)
+    # after the tasks already queued to run, as a scope's cancel
+    looked.heart.loop.call_soon(_cancel_running, list(running.values()))
+
+
+#: Seconds after which a task that swallowed the shared timeout's cancellation and went
+#: on waiting is cancelled again (a cleanup it runs on cancellation gets that long).
+RECANCEL = 1.0
+
+
+def _cancel_running(tasks: list[asyncio.Task[None]]) -> None:
+    running = [t for t in tasks if not t.done()]
+    for t in running:
+        t.cancel()
+    if running:
+        asyncio.get_running_loop().call_later(RECANCEL, _cancel_running, running)
 
 
 def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,

@@ -222,3 +222,43 @@ async def test_an_outer_timeout_ends_a_concurrent_pass_and_the_task_goes_on(time
     assert asyncio.all_tasks() <= outside, "no provider's task outlives its pass"
     res = await resolve_context([Fine()], "q", timeout=timeout)
     assert [o.status for o in res.outcomes] == [Status.FIRED]
+
+
+class SwallowsThenWaits:
+    """Catches its timeout's cancellation, then waits on its source again."""
+
+    name = "swallows-then-waits"
+
+    def __init__(self, cleanup: float = 0.0) -> None:
+        self.cleanup = cleanup
+        self.cancelled = 0
+        self.cleaned = False
+
+    async def fetch(self, query, ctx):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+        if self.cleanup:  # a cleanup it runs when cancelled, shorter than the grace
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(self.cleanup)
+            self.cleaned = True
+            raise asyncio.CancelledError
+        await asyncio.sleep(30)  # the pass must not wait this out
+        return "never"
+
+
+async def test_a_provider_that_swallows_the_shared_timeout_and_waits_again_is_cut_again():
+    provider = SwallowsThenWaits()
+    with anyio.move_on_after(20) as guard:
+        res = await resolve_context([provider, Fine()], "q", timeout=0.1, breaker=False)
+    assert not guard.cancelled_caught, "the pass ended: the second wait was cancelled too"
+    assert provider.cancelled == 1
+    assert [o.status for o in res.outcomes] == [Status.TIMEOUT, Status.FIRED]
+
+
+async def test_a_cleanup_run_on_the_shared_timeouts_cancellation_is_not_cut_short():
+    provider = SwallowsThenWaits(cleanup=0.3)
+    res = await resolve_context([provider, Fine()], "q", timeout=0.1, breaker=False)
+    assert provider.cleaned, "the cleanup ran to its end: the next cancel waits a second"
+    assert [o.status for o in res.outcomes] == [Status.TIMEOUT, Status.FIRED]
