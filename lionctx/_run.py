@@ -179,7 +179,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
                       degraded, False, False, call.priority, call.max_tokens)
         # The hot path first: a plain, non-empty str (the others are checked in turn).
         if result.__class__ is str and result:
-            text = result
+            text, size = result, len(result)
         elif result is None or (isinstance(result, str) and not str.__len__(result)):
             row.status, row.reason = _EMPTY, _empty_reason(result)
             return row
@@ -195,8 +195,8 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
                 row.stale = bool(getattr(result, "stale", False))
             except Exception:  # a str subclass's properties are the provider's business
                 row.cached = row.stale = False
-            text = None
-        size = str.__len__(result)
+            # its length by str's own __len__: the subclass's may lie
+            text, size = None, str.__len__(result)
         limit = call.max_chars
         if limit is None:
             limit = ps.max_chars
