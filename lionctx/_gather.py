@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from time import perf_counter
@@ -70,7 +71,8 @@ async def gather(
     if timing is not None:
         timing["tokenizer_load_ms"] = load_ms
     bundled = getattr(counter, "bundled", None)  # registry pass vs the tokenizer's floor
-    ps = _Pass(counter, timeout, budget, DEFAULT_MAX_CHARS if max_chars is None else max_chars,
+    ps = _Pass(counter, timeout, math.inf if budget is None else float(budget),
+               DEFAULT_MAX_CHARS if max_chars is None else max_chars,
                args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None),
                encode=bundled().encode_ordinary if bundled and counter_ready(counter) else None,
                digests=digests)

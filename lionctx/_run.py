@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
 from typing import Any
@@ -120,7 +119,7 @@ class _Pass:
 
     counter: TokenCounter
     timeout: float | None
-    budget: float | None
+    bound: float  # the budget (counting stops past it) where a provider has no cap
     max_chars: int
     args: tuple[Any, ...] = ()
     join_cost: int = 0
@@ -140,36 +139,12 @@ class _Pass:
 
 @dataclass(slots=True)
 class _Big:
-    """A text to count in a worker thread: everything else about the outcome is known."""
+    """A text :func:`_finish` finishes in a worker thread, stopped once ``stop`` is set."""
 
-    counted: str
-    stored: str
-    bound: float
-    row: Outcome  # its row, still to be given its text and count
-    key: Any = None
-    frame: Callable[[str], str] | None = None  # still to frame (framing reads it all)
-    known: int | None = None  # its count, when the memo knew it
-    raw: Any = None  # what the provider returned, still to be made encodable
-    extra: int = 0  # tokens of a frame counted apart from the text
-
-
-def _counted(call: ProviderCall, ps: _Pass, row: Outcome, stored: str, tokens: int,
-             exact: bool, key: Any = None, fresh: bool = False) -> Outcome:
-    """``row`` with its text and count; a ``fresh`` count is remembered under ``key``."""
-    if fresh and exact and key is not None:
-        ps.remember(key, tokens)  # type: ignore[misc]
-    if call.frame is not None:
-        tokens += ps.join_cost
-    # A text counted whole may be kept: its digest now (a stopped count is never kept).
-    # A tag block's is found by its memo key (the realistic benchmark's resolve rows);
-    # a text new to the token memo skips the digest memo (that benchmark's features row).
-    if ps.digests and exact:
-        if fresh:
-            row.digest = blake(stored)
-        else:
-            row.digest = digest(stored) if key is None else digest_under(key, stored)
-    row.text, row.tokens, row.exact = stored, tokens, exact
-    return row
+    row: Outcome
+    result: Any
+    text: str
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 def _count_failed(call: ProviderCall, start: float, exc: BaseException, row: Outcome
@@ -180,128 +155,147 @@ def _count_failed(call: ProviderCall, start: float, exc: BaseException, row: Out
                    row.degradation_reason)
 
 
-def _finish(call: ProviderCall, index: int, result: Any, start: float,
-            ps: _Pass) -> Outcome | _Big:
-    """Validate, size-check, sanitize and count what a provider returned (a large
-    text as a :class:`_Big`). ``duration_ms`` is the provider's own time, not counting."""
-    elapsed = (perf_counter() - start) * 1000.0
-    try:
-        degraded = getattr(call.provider, "degradation_reason", None)
-    except Exception:  # a property that raises is no reason
-        degraded = None
-    if degraded is not None:
-        degraded = _degradation(call, degraded)
-    # The row is made once and filled in as its text is checked and counted, not passed
-    # on as its fields (sequential registry vs LionAGI; registry pass vs the floor).
-    row = Outcome(call.name, index, _FIRED, duration_ms=elapsed, degradation_reason=degraded,
-                  priority=call.priority, max_tokens=call.max_tokens)
-    # The hot path first: a plain, non-empty str (the others are checked in turn).
-    if result.__class__ is str and result:
-        plain = True
-    elif result is None or (isinstance(result, str) and not str.__len__(result)):
-        row.status, row.reason = _EMPTY, _empty_reason(result)
-        return row
-    elif not isinstance(result, str):
-        kind = type_name(result)
-        logger.warning("context provider %r returned %s; skipping", call.name, kind)
-        return _failed(call, index, start, TypeError(
-            f"provider returned {kind}, expected str or None"),
-            "", elapsed, degraded)
+def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass,
+            big: _Big | None = None) -> Outcome | _Big:
+    """What a provider returned, validated, size-checked, made encodable, framed and
+    counted into its row (``duration_ms``: the provider's own time, not counting). A text
+    over 64K characters is a :class:`_Big` on the event loop, returned before anything
+    past its row is changed or logged: this function then finishes it in a worker
+    thread (``big``), where a set ``big.stop`` stops it between pieces."""
+    # One function from answer to row, the large text's route included (sequential
+    # registry vs LionAGI; registry pass vs the floor).
+    if big is not None:
+        row, text, stop, large = big.row, big.text, big.stop, False
     else:
-        plain = False
+        stop = None
+        elapsed = (perf_counter() - start) * 1000.0
         try:
-            row.cached = bool(getattr(result, "cached", False))
-            row.stale = bool(getattr(result, "stale", False))
-        except Exception:  # a str subclass's properties are the provider's business
-            row.cached = row.stale = False
-    size = str.__len__(result)
-    limit = call.max_chars
-    if limit is None:
-        limit = ps.max_chars
-    if size > limit:
-        logger.warning("context provider %r returned %d characters, over its size limit "
-                       "of %d; skipped uncounted", call.name, size, limit)
-        row.status = Status.SKIPPED_SIZE
-        row.reason = f"{size} characters over the size limit of {limit}"
-        return row
+            degraded = getattr(call.provider, "degradation_reason", None)
+        except Exception:  # a property that raises is no reason
+            degraded = None
+        if degraded is not None:
+            degraded = _degradation(call, degraded)
+        # The row is made once (its fields by position) and filled in as its text is
+        # checked and counted.
+        row = Outcome(call.name, index, _FIRED, None, 0, elapsed, None, None, None,
+                      degraded, False, False, call.priority, call.max_tokens)
+        # The hot path first: a plain, non-empty str (the others are checked in turn).
+        if result.__class__ is str and result:
+            text, size = result, len(result)
+        elif result is None or (isinstance(result, str) and not str.__len__(result)):
+            row.status, row.reason = _EMPTY, _empty_reason(result)
+            return row
+        elif not isinstance(result, str):
+            kind = type_name(result)
+            logger.warning("context provider %r returned %s; skipping", call.name, kind)
+            return _failed(call, index, start, TypeError(
+                f"provider returned {kind}, expected str or None"),
+                "", elapsed, degraded)
+        else:
+            try:
+                row.cached = bool(getattr(result, "cached", False))
+                row.stale = bool(getattr(result, "stale", False))
+            except Exception:  # a str subclass's properties are the provider's business
+                row.cached = row.stale = False
+            # its length by str's own __len__: the subclass's may lie
+            text, size = None, str.__len__(result)
+        limit = call.max_chars
+        if limit is None:
+            limit = ps.max_chars
+        if size > limit:
+            logger.warning("context provider %r returned %d characters, over its size "
+                           "limit of %d; skipped uncounted", call.name, size, limit)
+            row.status = Status.SKIPPED_SIZE
+            row.reason = f"{size} characters over the size limit of {limit}"
+            return row
+        large = size > _THREAD_CHARS
     try:
-        # Plain str, whatever subclass came back: what we count is what we send.
-        text = result if plain else _plain_of(result, size)
+        if text is None:  # Plain str, whatever subclass came back: what we count is what we send.
+            text = _plain_of(result, size)
         replaced = 0
         if not text.isascii():
-            if size > _THREAD_CHARS:  # made encodable in the worker, piece by piece
-                return _Big(text, text, 0.0, row, raw=result)
-            text, replaced = make_encodable(text)
-        return _count_text(call, ps, row, result, text, replaced)
-    except BaseException as exc:
-        if _fatal(exc):
-            raise
-        return _count_failed(call, start, exc, row)
-
-
-def _count_text(call: ProviderCall, ps: _Pass, row: Outcome, result: Any, text: str,
-                replaced: int) -> Outcome | _Big:
-    """``row`` for ``text`` (``result`` made encodable, ``replaced`` surrogates): framed
-    and counted, or a :class:`_Big` to count in a worker."""
-    if replaced:
-        why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
-               "as UTF-8, with U+FFFD")
-        logger.warning("context provider %r: %s", call.name, why)
-        degraded = row.degradation_reason
-        row.degradation_reason = why if degraded is None else f"{degraded}; {why}"
-    frame = call.frame
-    tag = None if frame is None else _tag_name(call, frame)
-    memo = ps.memo
-    key: Any = None
-    if memo is not None and (frame is None or tag is not None):
-        # One look-up per text, under a key that is never the text: a framed text's
-        # is its name and text (what the block is a pure function of).
-        if _HASH_IS_SECRET:
-            key = (len(text), hash(text)) if tag is None else (tag, len(text), hash(text))
-        else:
-            key = memo_key(text) if tag is None else (tag, *memo_key(text))
-        # A text seen before is found by its cached hash, without framing or
-        # reading it again (a warm source returns the same string object).
-        known = memo.get(key)
-        if known.__class__ is int and known >= 0:
-            if frame is None or not call.keep_frame:
-                stored = text
-            elif len(text) > _THREAD_CHARS:
-                return _Big(text, text, 0.0, row, key, frame, known)
+            if large:
+                return _Big(row, result, text)
+            text, replaced = make_encodable(text, stop)
+            if replaced:
+                why = (f"replaced {replaced} lone surrogate(s), which cannot be encoded "
+                       "as UTF-8, with U+FFFD")
+                logger.warning("context provider %r: %s", call.name, why)
+                degraded = row.degradation_reason
+                row.degradation_reason = why if degraded is None else f"{degraded}; {why}"
+        frame = call.frame
+        tag = None if frame is None else _tag_name(call, frame)
+        memo = ps.memo
+        key: Any = None
+        tokens: int | None = None
+        if memo is not None and (frame is None or tag is not None):
+            # One look-up per text, under a key that is never the text: a framed text's
+            # is its name and text (what the block is a pure function of).
+            if _HASH_IS_SECRET:
+                key = (len(text), hash(text)) if tag is None else (tag, len(text), hash(text))
             else:
+                key = memo_key(text) if tag is None else (tag, *memo_key(text))
+            # A text seen before is found by its cached hash, without framing or
+            # reading it again (a warm source returns the same string object).
+            known = memo.get(key)
+            if known.__class__ is int and known >= 0:
+                tokens = known
+        fresh = exact = True
+        stored = text
+        if tokens is not None:  # counted before: framed for the row only
+            fresh = False
+            if frame is not None and call.keep_frame:
+                if large:
+                    return _Big(row, result, text)
                 stored = _framed(call, frame, text)
-            return _counted(call, ps, row, stored, known, True,
-                            key if tag is not None and call.keep_frame else None)
-    # A text over its cap is a cap skip whatever the budget; with no cap, over the
-    # whole budget is a budget skip. Stopping past these keeps LionAGI's labels.
-    cap, budget = call.max_tokens, ps.budget
-    bound = float(cap) if cap else math.inf if budget is None else float(budget)
-    if frame is not None:
-        bound -= ps.join_cost
-        if len(text) > _THREAD_CHARS:
-            return _Big(text, text, bound, row, key, frame)
-        # framed here, no _Big made and read back (the realistic table's resolve rows)
-        counted, stored, bound, extra = _frame(call, frame, tag, text, bound, ps)
-    else:
-        counted = stored = text
-        extra = 0
-        if result.__class__ is not str and not replaced and hasattr(result, "token_count"):
+            if tag is None or not call.keep_frame:
+                key = None  # a bare text's digest is found by the text itself
+        elif result.__class__ is not str and frame is None and not replaced and hasattr(
+                result, "token_count"):
             # A shared-cache hit carries the count its fetcher made (RedisCache).
             from .providers._base import known_token_count
 
-            carried = known_token_count(result, ps.counter)
-            if carried is not None:
-                return _counted(call, ps, row, stored, carried, True)
-    size = len(counted)
-    if size > _THREAD_CHARS:
-        return _Big(counted, stored, bound, row, key, None, None, None, extra)
-    if ps.encode is not None and key is not None and 4 * size <= bound:
-        # A text of n characters is at most 4n tokens: one call to the encoder, no
-        # bound to watch (the registry rows of the realistic benchmark).
-        tokens, exact = len(ps.encode(counted)), True
-    else:
-        tokens, exact = count_bounded(ps.counter, counted, bound, None, key is None)
-    return _counted(call, ps, row, stored, tokens + extra, exact, key, True)
+            tokens = known_token_count(result, ps.counter)
+            if tokens is not None:
+                fresh, key = False, None
+        if tokens is None:
+            if large:
+                return _Big(row, result, text)
+            # A text over its cap is a cap skip whatever the budget; with no cap, over
+            # the whole budget is a budget skip. Stopping past these keeps LionAGI's labels.
+            cap = call.max_tokens
+            bound = float(cap) if cap else ps.bound
+            counted, extra = text, 0
+            if frame is not None:
+                counted, stored, bound, extra = _frame(call, frame, tag, text,
+                                                       bound - ps.join_cost, ps, stop)
+            if stop is None and ps.encode is not None and key is not None and (
+                    4 * len(counted) <= bound):
+                # A text of n characters is at most 4n tokens: one call to the encoder,
+                # no bound to watch (the registry rows of the realistic benchmark).
+                tokens, exact = len(ps.encode(counted)), True
+            else:
+                tokens, exact = count_bounded(ps.counter, counted, bound, stop, key is None)
+            tokens += extra
+            if exact and key is not None:
+                ps.remember(key, tokens)  # type: ignore[misc]
+        if frame is not None:
+            tokens += ps.join_cost
+        # A text counted whole may be kept: its digest now (a stopped count is never
+        # kept). A tag block's is found by its memo key (the realistic benchmark's
+        # resolve rows); a text new to the token memo skips the digest memo (that
+        # benchmark's features row).
+        if ps.digests and exact:
+            if fresh:
+                row.digest = blake(stored)
+            else:
+                row.digest = digest(stored) if key is None else digest_under(key, stored)
+        row.text, row.tokens, row.exact = stored, tokens, exact
+        return row
+    except BaseException as exc:
+        if stop is not None or _fatal(exc):
+            raise  # in a worker, its caller's to contain (a stopped count is nobody's)
+        return _count_failed(call, start, exc, row)
 
 
 def _plain_of(result: str, size: int) -> str:
@@ -363,35 +357,18 @@ def _frame(call: ProviderCall, frame: Callable[[str], str], tag: str | None, tex
 
 
 async def _count_big(call: ProviderCall, start: float, big: _Big, ps: _Pass) -> Outcome:
-    # Set once this call is over, whichever way: a count the turn gave up on (its
-    # timeout, its deadline) stops at its next piece instead of burning a core.
-    stop = threading.Event()
     try:
-        if big.raw is not None:
-            text, replaced = await run_in_worker(partial(make_encodable, big.counted, stop),
-                                                 key=_COUNT_KEY)
-            out = _count_text(call, ps, big.row, big.raw, text, replaced)
-            if not isinstance(out, _Big):
-                return out
-            big = out
-        dkey = big.key if big.frame is not None and call.keep_frame else None
-        if big.frame is not None:
-            big.counted, big.stored, big.bound, big.extra = await run_in_worker(partial(
-                _frame, call, big.frame, _tag_name(call, big.frame), big.counted, big.bound,
-                ps, stop), key=_COUNT_KEY)
-            if big.known is not None:  # the memo knew its count: framed for the row only
-                return _counted(call, ps, big.row, big.stored, big.known, True, dkey)
-        tokens, exact = await run_in_worker(
-            partial(count_bounded, ps.counter, big.counted, big.bound, stop, big.key is None),
-            key=_COUNT_KEY)
-        return _counted(call, ps, big.row, big.stored, tokens + big.extra, exact, big.key,
-                        True)
+        out = await run_in_worker(
+            partial(_finish, call, big.row.index, big.result, start, ps, big), key=_COUNT_KEY)
+        return out  # type: ignore[return-value]  # in a worker, never a _Big
     except BaseException as exc:
         if _fatal(exc) or isinstance(exc, anyio.get_cancelled_exc_class()):
             raise  # a timeout's cancellation is the scope's to absorb
         return _count_failed(call, start, exc, big.row)
     finally:
-        stop.set()
+        # Once this call is over, whichever way: a count the turn gave up on (its
+        # timeout, its deadline) stops at its next piece instead of burning a core.
+        big.stop.set()
 
 
 def _notify(observe: Observer | None, outcome: Outcome) -> Outcome:
