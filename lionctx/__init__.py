@@ -63,10 +63,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
 __version__ = "0.1.0"
 
 __all__ = [

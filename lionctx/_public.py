@@ -21,8 +21,10 @@ def publish_one(value: Any, name: str, package: str) -> None:
 
 
 def publish(namespace: dict[str, Any]) -> None:
-    """Publish every name of ``namespace['__all__']`` already bound."""
+    """Publish every name of ``namespace['__all__']`` already bound; the module's
+    ``dir()`` lists those names."""
     package = namespace["__name__"]
+    namespace["__dir__"] = lambda: sorted(namespace["__all__"])
     for name in namespace["__all__"]:
         if name in namespace:
             publish_one(namespace[name], name, package)

@@ -13,9 +13,6 @@ __all__ = ["TEXT_CODEC", "BoundCache", "CacheBackend", "Codec", "CountedText",
            "InProcessCache", "RedisCache", "known_token_count", "provided", "resolve_cache"]
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
 from .._public import publish  # noqa: E402  (after the exports it rewrites)
 
 publish(globals())

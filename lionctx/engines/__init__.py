@@ -29,9 +29,6 @@ __all__ = ["DEFAULT_ENGINE", "DEFAULT_SELECT_TIMEOUT", "ENTRY_POINT_GROUP", "FAL
            "registered_context_engine", "resolve_context_engine", "usage_counts"]
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
 from .._public import publish  # noqa: E402  (after the exports it rewrites)
 
 publish(globals())

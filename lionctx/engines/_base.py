@@ -11,10 +11,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from .._exceptions import InvalidType, InvalidValue
+from .._exceptions import InvalidValue
 from .._safe_text import NAME_LIMIT, cut, type_name
+from ..providers._base import check_count
 
-__all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_int", "check_select_timeout",
+__all__ = ["DEFAULT_SELECT_TIMEOUT", "ContextEngine", "check_select_timeout",
            "engine_label", "overrides", "usage_counts"]
 
 #: Seconds a host waits for ``select_context`` unless the engine says otherwise.
@@ -94,7 +95,7 @@ class ContextEngine(ABC):
                      **kwargs: Any) -> None:
         """The host switched models; ``context_length`` is the new window when known."""
         if context_length is not None:
-            self.context_length = check_int("context_length", context_length, 0)
+            self.context_length = check_count(context_length, "context_length", 0)
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         """Tools this engine offers the model: ``{"name", "description", "parameters"}``."""
@@ -126,15 +127,6 @@ class ContextEngine(ABC):
                          **kwargs: Any) -> None:
         """Observe a finished turn (copies of the transcript); the return value is ignored."""
         return None
-
-
-def check_int(name: str, value: object, minimum: int) -> int:
-    """``value`` when it is an int >= ``minimum``; else InvalidType/InvalidValue naming it."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidType(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise InvalidValue(f"{name} must be >= {minimum}, got {value!r}")
-    return value
 
 
 def check_select_timeout(seconds: object) -> float:

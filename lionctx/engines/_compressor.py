@@ -13,7 +13,8 @@ from .._log import logger_for
 from .._messages import is_uid, message_text, new_uid
 from .._policy import check_number
 from .._tokens import TokenCounter, resolve_counter
-from ._base import ContextEngine, check_int, usage_counts
+from ..providers._base import check_count
+from ._base import ContextEngine, usage_counts
 from ._checks import SYSTEM_ROLES, UID_FIELD, record_merge, role_of, system_prefix_len
 
 __all__ = ["FALLBACK_NOTE", "SUMMARY_MARKER", "CompactionPlan", "ContextCompressor",
@@ -313,14 +314,14 @@ class ContextCompressor(ContextEngine):
             raise InvalidValue("give either model or summarize, not both")
         self.model = model
         self.summarize = summarize
-        self.context_length = check_int("context_length", context_length, 1)
+        self.context_length = check_count(context_length, "context_length", 1)
         self.threshold_percent = _check_fraction("threshold_percent", threshold_percent)
-        self.threshold_floor = check_int("threshold_floor", threshold_floor, 0)
-        self.protect_first_n = check_int("protect_first_n", protect_first_n, 0)
-        self.protect_last_n = check_int("protect_last_n", protect_last_n, 1)
+        self.threshold_floor = check_count(threshold_floor, "threshold_floor", 0)
+        self.protect_first_n = check_count(protect_first_n, "protect_first_n", 0)
+        self.protect_last_n = check_count(protect_last_n, "protect_last_n", 1)
         self.tail_percent = _check_fraction("tail_percent", tail_percent)
         self.summary_percent = _check_fraction("summary_percent", summary_percent)
-        self.max_message_chars = check_int("max_message_chars", max_message_chars, 200)
+        self.max_message_chars = check_count(max_message_chars, "max_message_chars", 200)
         self._counter_spec = counter
         self._count = resolve_counter(counter)
         #: uids of the messages the last pass replaced with the summary.
@@ -359,7 +360,7 @@ class ContextCompressor(ContextEngine):
     def update_model(self, model: str | None = None, *, context_length: int | None = None,
                      **kwargs: Any) -> None:
         if context_length is not None:
-            check_int("context_length", context_length, 1)
+            check_count(context_length, "context_length", 1)
         super().update_model(model, context_length=context_length, **kwargs)
         self._recompute_threshold()
 

@@ -20,9 +20,6 @@ __all__ = ["DEFAULT_MODEL", "ActionResponse", "ChatModel", "ChatResponse", "Chat
            "run_tool_call"]
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
 from .._public import publish  # noqa: E402  (after the exports it rewrites)
 
 publish(globals())

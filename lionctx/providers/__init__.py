@@ -31,9 +31,6 @@ __all__ = [
 ]
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
 from .._public import publish  # noqa: E402  (after the exports it rewrites)
 
 publish(globals())

@@ -12,10 +12,6 @@ __all__ = ["ECHO_LABEL", "LocalOpenAIServer", "LocalRedisServer", "RecordedReque
            "echo_reply"]
 
 
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
 from .._public import publish  # noqa: E402  (after the exports it rewrites)
 
 publish(globals())

@@ -4,6 +4,7 @@ the scripted-reply queue (answers and their encoding: :mod:`._openai_wire`)."""
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import threading
 import time
@@ -261,7 +262,7 @@ class LocalOpenAIServer(ThreadedServer):
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
         self._received: deque[RecordedRequest] = deque(maxlen=max_records)
-        self._counter = 0
+        self._next_id = itertools.count(1).__next__  # thread-safe: one C call
 
     def __repr__(self) -> str:
         where = self.base_url if self._httpd is not None else "stopped"
@@ -327,8 +328,3 @@ class LocalOpenAIServer(ThreadedServer):
             return True
         got = req.headers.get("authorization", "")
         return hmac.compare_digest(got.encode(), f"Bearer {self._api_key}".encode())
-
-    def _next_id(self) -> int:
-        with self._lock:
-            self._counter += 1
-            return self._counter
