@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import types
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
@@ -236,47 +237,34 @@ def held_note(held: float | None, limit: float) -> str:
     return f"; its own step held the event loop for {held:.2f}s"
 
 
-class _Timed:
-    """An awaitable run step by step, noting its longest step in ``steps[index]``."""
-
-    __slots__ = ("_index", "_it", "_steps")
-
-    def __init__(self, awaitable: Awaitable[T], steps: dict[int, float], index: int) -> None:
-        self._it = _awaited(awaitable).__await__()  # any awaitable, as ``await`` takes it
-        self._steps, self._index = steps, index
-
-    def _note(self, began: float) -> None:
-        took = perf_counter() - began
-        if took > self._steps.get(self._index, 0.0):
-            self._steps[self._index] = took
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        it, value, error = self._it, None, None
-        while True:
-            began = perf_counter()
-            try:
-                yielded = it.send(value) if error is None else it.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                self._note(began)
-            error = None
-            try:
-                value = yield yielded
-            except GeneratorExit:
-                it.close()
-                raise
-            except BaseException as exc:  # a cancellation, thrown in: its step's to see
-                value, error = None, exc
-
-
 async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
-def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int) -> Awaitable[T]:
-    """``awaitable``, its longest step (the time it held the loop) kept in ``steps[index]``."""
-    return _Timed(awaitable, steps, index)
+@types.coroutine
+def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int
+          ) -> Generator[Any, Any, T]:
+    """``awaitable`` run step by step (any awaitable, as ``await`` takes it), its longest
+    step (the time it held the loop) kept in ``steps[index]``."""
+    it, value, error = _awaited(awaitable).__await__(), None, None
+    while True:
+        began = perf_counter()
+        try:
+            yielded = it.send(value) if error is None else it.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        finally:
+            took = perf_counter() - began
+            if took > steps.get(index, 0.0):
+                steps[index] = took
+        error = None
+        try:
+            value = yield yielded
+        except GeneratorExit:
+            it.close()
+            raise
+        except BaseException as exc:  # a cancellation, thrown in: its step's to see
+            value, error = None, exc
 
 
 _UNKNOWN: Any = object()

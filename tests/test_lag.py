@@ -87,7 +87,7 @@ async def test_closing_an_unfinished_timed_call_closes_the_call():
             closed.append(True)
             raise
 
-    it = timed(waits(), {}, 0).__await__()
+    it = timed(waits(), {}, 0)  # a generator-based coroutine: driven as await drives it
     next(it)  # its first step: waiting on the sleep
     it.close()
     assert closed == [True]
