@@ -191,9 +191,9 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
 async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
                     limiter: anyio.CapacityLimiter | None, observe: Observer | None,
                     results: list[Outcome | None], looked: Probe | None) -> None:
-    """Each call in an asyncio task, as a TaskGroup runs them, in batches of 64 given one loop
-    iteration each: a task that answered at once is done then and dropped, with no done callback,
-    iteration more or garbage left (the realistic table's resolve rows, N=10 and N=30,000)."""
+    """Each call in an asyncio task, held as a TaskGroup holds them, in batches of 64 given one
+    loop iteration each: a task that answered at once is done then and dropped (no done
+    callback, no loop iteration more: the realistic table's resolve rows)."""
     loop = asyncio.get_running_loop()
     left: list[asyncio.Task[None]] = []
     try:
