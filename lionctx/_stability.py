@@ -9,19 +9,23 @@ import hashlib
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ._context import context_value
+from ._context import bound_run_context, context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._tokens import _HASH_IS_SECRET
 from ._weakid import WeakIdMap
+
+if TYPE_CHECKING:
+    from ._outcome import Outcome
 
 __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 
 BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
+Pairs = tuple[tuple[str, Hashable], ...]  # digests, or a baseline's fingerprints
 
 #: A key that determines a text exactly ((length, str hash), or a tag block's (name,
 #: length, hash)) -> its digest: context repeats from turn to turn. No text is held.
@@ -54,6 +58,15 @@ def _blake(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
+def fingerprints(rows: Sequence[Outcome]) -> Pairs:
+    """``(name, fingerprint of its text)`` of each row, for a baseline that never leaves
+    this process: the secret str hash (as for the memo keys), the rows' digests then made
+    only when read (the registry and features rows); with a fixed hash seed, the digest."""
+    if _SECRET:
+        return tuple([(o.name, hash(o.text or "")) for o in rows])
+    return tuple([(o.name, o.digest or _blake(o.text or "")) for o in rows])
+
+
 @dataclass(frozen=True)
 class CacheBreak:
     """The first block whose bytes differ from the previous turn's."""
@@ -71,8 +84,9 @@ class CacheBreak:
         return {"name": self.name, "kind": self.kind, "index": self.index}
 
 
-def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
-    """The first difference between two turns' ``(name, digest)`` sequences, or ``None``."""
+def compare(previous: Pairs | None, current: Pairs) -> CacheBreak | None:
+    """The first difference between two turns' ``(name, digest)`` sequences (or
+    fingerprints), or ``None``."""
     if previous is None or previous == current:
         return None
     n = min(len(previous), len(current))
@@ -129,6 +143,10 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
 def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
     """Whose previous turn a turn compares with: the run context's tenant, user and
     session ids, and without a session id ``owner`` (its conversation, e.g. a Branch)."""
+    if ctx is None:  # where unset, the ids are the bound run context's
+        ctx = bound_run_context()
+        if ctx is None:  # none at all (the realistic registry rows)
+            return (None, None, None, _owner_number(owner))
     tenant, user, session = map(context_value, (ctx, ctx, ctx), _FIELDS)  # no generator
     return (_plain(tenant), _plain(user), _plain(session),
             _owner_number(owner) if session is None else None)
@@ -140,9 +158,9 @@ class PrefixHistory:
     def __init__(self, max_sessions: int = 1024) -> None:
         self.max_sessions = check_max_sessions(max_sessions)
         self._lock = threading.Lock()
-        self._turns: OrderedDict[Hashable, Digests] = OrderedDict()
+        self._turns: OrderedDict[Hashable, Pairs] = OrderedDict()
 
-    def swap(self, key: Hashable, current: Digests) -> Digests | None:
+    def swap(self, key: Hashable, current: Pairs) -> Pairs | None:
         """Store ``current`` as ``key``'s latest turn; return the one it replaces."""
         with self._lock:
             previous = self._turns.pop(key, None)
@@ -151,7 +169,7 @@ class PrefixHistory:
                 self._turns.popitem(last=False)
             return previous
 
-    def latest(self, key: Hashable) -> Digests | None:
+    def latest(self, key: Hashable) -> Pairs | None:
         """``key``'s latest turn, or ``None`` (it stays the latest)."""
         with self._lock:
             return self._turns.get(key)
