@@ -133,4 +133,4 @@ class _Digest:
         _DIGEST.__set__(row, value)
 
 
-setattr(Outcome, "digest", _Digest())  # (setattr: mypy takes the field for the slot)
+setattr(Outcome, "digest", _Digest())  # noqa: B010  # mypy takes the field for the slot
