@@ -117,20 +117,16 @@ DIGEST_LATER: Any = object()
 _DIGEST: Any = vars(Outcome)["digest"]  # the slot
 
 
-class _Digest:
-    def __get__(self, row: Any, owner: Any = None) -> Any:
-        if row is None:
-            return _DIGEST
-        found = _DIGEST.__get__(row, owner)
-        if found is DIGEST_LATER:
-            from ._stability import _blake  # imports this module
+def _digest(row: Outcome) -> str | None:
+    found = _DIGEST.__get__(row)
+    if found is DIGEST_LATER:
+        from ._stability import _blake  # imports this module
 
-            found = _blake(row.text or "")
-            _DIGEST.__set__(row, found)
-        return found
-
-    def __set__(self, row: Any, value: Any) -> None:
-        _DIGEST.__set__(row, value)
+        found = _blake(row.text or "")
+        _DIGEST.__set__(row, found)
+    return found  # type: ignore[no-any-return]
 
 
-setattr(Outcome, "digest", _Digest())  # noqa: B010  # mypy takes the field for the slot
+# Set straight into the slot (no Python call per row made); read through _digest.
+setattr(Outcome, "digest", property(  # noqa: B010
+    _digest, _DIGEST.__set__, doc="Digest of the kept block's text (made when first read)."))

@@ -153,7 +153,8 @@ def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
 
 
 class PrefixHistory:
-    """Each session's last-turn digests (``max_sessions``, oldest out first); thread-safe."""
+    """Each session's last-turn blocks, as :func:`fingerprints` (``max_sessions``, oldest
+    out first); thread-safe."""
 
     def __init__(self, max_sessions: int = 1024) -> None:
         self.max_sessions = check_max_sessions(max_sessions)
