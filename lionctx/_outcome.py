@@ -111,8 +111,7 @@ class Outcome:
         return data
 
 
-#: A kept row's ``digest`` made when first read: its pass compared cheaper fingerprints
-#: (the registry rows and the features row of the realistic benchmark).
+#: A kept row's ``digest``, made when first read (the realistic registry, features rows).
 DIGEST_LATER: Any = object()
 _DIGEST: Any = vars(Outcome)["digest"]  # the slot
 
@@ -121,12 +120,10 @@ def _digest(row: Outcome) -> str | None:
     found = _DIGEST.__get__(row)
     if found is DIGEST_LATER:
         from ._stability import _blake  # imports this module
-
         found = _blake(row.text or "")
         _DIGEST.__set__(row, found)
     return found  # type: ignore[no-any-return]
 
 
-# Set straight into the slot (no Python call per row made); read through _digest.
-setattr(Outcome, "digest", property(  # noqa: B010
+setattr(Outcome, "digest", property(  # noqa: B010  # set in C: no call per row made
     _digest, _DIGEST.__set__, doc="Digest of the kept block's text (made when first read)."))

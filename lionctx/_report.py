@@ -116,8 +116,7 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
     """Admission (caps, ``budget``, ``dedupe``: a row's text key) over ``outcomes``,
     then the report; a skipped row is a new outcome with its reason. ``digests``:
     ``True`` digests and compares with ``previous``; ``None`` digests when read.
-    ``baseline`` (with ``digests``): stores the kept blocks' fingerprints, returns the
-    previous pass's to compare with (the digests then made when read)."""
+    ``baseline``: stores this pass's fingerprints, returns the previous pass's to compare."""
     rows = list(outcomes)
     texted: list[int] = []
     sized: list[int] = []
@@ -160,8 +159,7 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
     brk: CacheBreak | None = None
     stable: bool | None = None
     if digests and baseline is not None:
-        # A session's baseline: fingerprints compared, the digests made when read (every
-        # row gather made carries its own; the registry rows and the features row).
+        # fingerprints compared, digests made when read (the registry and features rows)
         shown = kept_in_order(rows)
         pairs = fingerprints(shown)
         before = baseline(pairs)

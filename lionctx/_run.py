@@ -157,10 +157,9 @@ def _counted(call: ProviderCall, ps: _Pass, row: Outcome, stored: str, tokens: i
         ps.remember(key, tokens)  # type: ignore[misc]
     if call.frame is not None:
         tokens += ps.join_cost
-    # A text counted whole may be kept: its digest (a stopped count is never kept). A
-    # tag block's is found by its memo key (the realistic benchmark's resolve rows); any
-    # other is made when read (the registry and features rows: a baseline compares
-    # fingerprints).
+    # A text counted whole may be kept: its digest (a stopped count is never kept), a tag
+    # block's found by its memo key (the realistic resolve rows), any other's made when
+    # read (the registry and features rows: a baseline compares fingerprints).
     if ps.digests and exact:
         row.digest = DIGEST_LATER if fresh or key is None else digest_under(key, stored)
     row.text, row.tokens, row.exact = stored, tokens, exact

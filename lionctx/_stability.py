@@ -9,17 +9,14 @@ import hashlib
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from ._context import bound_run_context, context_value
+from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._tokens import _HASH_IS_SECRET
 from ._weakid import WeakIdMap
-
-if TYPE_CHECKING:
-    from ._outcome import Outcome
 
 __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 
@@ -58,13 +55,10 @@ def _blake(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
-def fingerprints(rows: Sequence[Outcome]) -> Pairs:
-    """``(name, fingerprint of its text)`` of each row, for a baseline that never leaves
-    this process: the secret str hash (as for the memo keys), the rows' digests then made
-    only when read (the registry and features rows); with a fixed hash seed, the digest."""
-    if _SECRET:
-        return tuple([(o.name, hash(o.text or "")) for o in rows])
-    return tuple([(o.name, o.digest or _blake(o.text or "")) for o in rows])
+def fingerprints(rows: list[Any]) -> Pairs:
+    """``(name, fingerprint of its text)`` of each kept row, for a baseline that stays in
+    this process: the secret str hash (as the memo keys), else (a fixed seed) its digest."""
+    return tuple([(o.name, hash(o.text) if _SECRET else o.digest) for o in rows])
 
 
 @dataclass(frozen=True)
@@ -85,8 +79,7 @@ class CacheBreak:
 
 
 def compare(previous: Pairs | None, current: Pairs) -> CacheBreak | None:
-    """The first difference between two turns' ``(name, digest)`` sequences (or
-    fingerprints), or ``None``."""
+    """The first difference between two turns' ``(name, digest or fingerprint)`` pairs."""
     if previous is None or previous == current:
         return None
     n = min(len(previous), len(current))
@@ -143,18 +136,13 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
 def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
     """Whose previous turn a turn compares with: the run context's tenant, user and
     session ids, and without a session id ``owner`` (its conversation, e.g. a Branch)."""
-    if ctx is None:  # where unset, the ids are the bound run context's
-        ctx = bound_run_context()
-        if ctx is None:  # none at all (the realistic registry rows)
-            return (None, None, None, _owner_number(owner))
     tenant, user, session = map(context_value, (ctx, ctx, ctx), _FIELDS)  # no generator
     return (_plain(tenant), _plain(user), _plain(session),
             _owner_number(owner) if session is None else None)
 
 
 class PrefixHistory:
-    """Each session's last-turn blocks, as :func:`fingerprints` (``max_sessions``, oldest
-    out first); thread-safe."""
+    """Each session's last-turn :func:`fingerprints` (``max_sessions``, LRU); thread-safe."""
 
     def __init__(self, max_sessions: int = 1024) -> None:
         self.max_sessions = check_max_sessions(max_sessions)
