@@ -8,7 +8,7 @@ from typing import Any
 
 from ._exceptions import SourceUnavailable
 
-__all__ = ["NoText", "Outcome", "SourceUnavailable", "Status"]
+__all__ = ["DIGEST_LATER", "NoText", "Outcome", "SourceUnavailable", "Status"]
 
 
 class NoText(str):
@@ -109,3 +109,21 @@ class Outcome:
         if not include_text:
             data.pop("text")
         return data
+
+
+#: A kept row's ``digest``, made when first read (the realistic registry, features rows).
+DIGEST_LATER: Any = object()
+_DIGEST: Any = vars(Outcome)["digest"]  # the slot
+
+
+def _digest(row: Outcome) -> str | None:
+    found = _DIGEST.__get__(row)
+    if found is DIGEST_LATER:
+        from ._stability import _blake  # imports this module
+        found = _blake(row.text or "")
+        _DIGEST.__set__(row, found)
+    return found  # type: ignore[no-any-return]
+
+
+setattr(Outcome, "digest", property(  # noqa: B010  # set in C: no call per row made
+    _digest, _DIGEST.__set__, doc="Digest of the kept block's text (made when first read)."))

@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from operator import attrgetter
 from time import perf_counter
 from typing import Any
@@ -167,8 +168,6 @@ class ContextPass:
         started, started_ns = perf_counter(), time.time_ns()
         ctx = _context(context)
         keyed = session is not _UNSET and self.baselines is not None and self.digests
-        if keyed:
-            previous = self.baselines.latest(session)  # type: ignore[union-attr]
         traced = telemetry.enabled() and telemetry.live()
         arrived: dict[int, int] | None = {} if traced else None
         # The stages in one call each, none a method of its own (the registry rows'
@@ -201,9 +200,9 @@ class ContextPass:
         report = build_report(
             outcomes, self._budget, previous=previous, digests=self.digests and (eager or None),
             framed=framed, started=started, tokenizer_load_ms=timing["tokenizer_load_ms"],
-            dedupe=(_untagged_key if framed else _text_key) if self.dedupe else None)
-        if keyed:  # the session's baseline replaced, then the spans
-            self.baselines.swap(session, report.digests)  # type: ignore[union-attr]
+            dedupe=(_untagged_key if framed else _text_key) if self.dedupe else None,
+            # the session's baseline replaced by this pass's, the one it replaces compared
+            baseline=partial(self.baselines.swap, session) if keyed else None)  # type: ignore[union-attr]
         if traced:
             telemetry.record_report(self.face, report, started_ns=started_ns,
                                     concurrent=self.concurrent)

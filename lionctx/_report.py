@@ -14,7 +14,7 @@ from ._admission import admit_columns
 from ._exceptions import InvalidValue
 from ._outcome import Outcome, Status
 from ._render import kept_in_order, render_context, render_lionagi
-from ._stability import CacheBreak, Digests, compare, digest
+from ._stability import CacheBreak, Digests, Pairs, compare, digest, fingerprints
 from ._types import Number
 
 __all__ = ["Report", "build_report"]
@@ -111,10 +111,12 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
                  previous: Digests | None = None, digests: bool | None = True,
                  framed: bool = False, started: float | None = None,
                  tokenizer_load_ms: float = 0.0,
-                 dedupe: Callable[[Outcome], Hashable] | None = None) -> Report:
+                 dedupe: Callable[[Outcome], Hashable] | None = None,
+                 baseline: Callable[[Pairs], Pairs | None] | None = None) -> Report:
     """Admission (caps, ``budget``, ``dedupe``: a row's text key) over ``outcomes``,
     then the report; a skipped row is a new outcome with its reason. ``digests``:
-    ``True`` digests and compares with ``previous``; ``None`` digests when read."""
+    ``True`` digests and compares with ``previous``; ``None`` digests when read.
+    ``baseline``: stores this pass's fingerprints, returns the previous pass's to compare."""
     rows = list(outcomes)
     texted: list[int] = []
     sized: list[int] = []
@@ -156,7 +158,17 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
     current: Digests | None = None if digests is None else ()
     brk: CacheBreak | None = None
     stable: bool | None = None
-    if digests:
+    if digests and baseline is not None:
+        # fingerprints compared, digests made when read (the registry and features rows)
+        shown = kept_in_order(rows)
+        pairs = fingerprints(shown)
+        before = baseline(pairs)
+        if before and before[0][1].__class__ is str:  # digests (say a stored turn's)
+            pairs = tuple(map(_NAME_DIGEST, shown))
+        brk = compare(before, pairs)
+        stable = None if before is None else brk is None
+        current = None
+    elif digests:
         for i in kept:
             o = rows[i]
             if o.digest is None:  # gather digests what it counts; a row made elsewhere

@@ -20,11 +20,10 @@ from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
 from ._exceptions import WorkersExhausted, _CountStopped
 from ._lag import Probe, held_note, probe, timed
-from ._outcome import Outcome, SourceUnavailable, Status
+from ._outcome import DIGEST_LATER, Outcome, SourceUnavailable, Status
 from ._render import TAG_TAIL, neutralize, splits_at_frame, tag_block, tag_head
 from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
-from ._stability import _blake as blake
-from ._stability import digest, digest_under
+from ._stability import digest_under
 from ._text import make_encodable
 from ._threads import run_in_worker
 from ._tokens import _HASH_IS_SECRET, TokenCounter, count_bounded, memo_key
@@ -281,15 +280,11 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
                 ps.remember(key, tokens)  # type: ignore[misc]
         if frame is not None:
             tokens += ps.join_cost
-        # A text counted whole may be kept: its digest now (a stopped count is never
-        # kept). A tag block's is found by its memo key (the realistic benchmark's
-        # resolve rows); a text new to the token memo skips the digest memo (that
-        # benchmark's features row).
+        # A text counted whole may be kept: its digest (a stopped count is never kept), a
+        # tag block's found by its memo key (the realistic resolve rows), any other's made
+        # when read (the registry and features rows: a baseline compares fingerprints).
         if ps.digests and exact:
-            if fresh:
-                row.digest = blake(stored)
-            else:
-                row.digest = digest(stored) if key is None else digest_under(key, stored)
+            row.digest = DIGEST_LATER if fresh or key is None else digest_under(key, stored)
         row.text, row.tokens, row.exact = stored, tokens, exact
         return row
     except BaseException as exc:

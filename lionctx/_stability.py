@@ -23,6 +23,7 @@ __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 
 BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
+Pairs = tuple[tuple[str, Hashable], ...]  # digests, or a baseline's fingerprints
 
 #: A key that determines a text exactly ((length, str hash), or a tag block's (name,
 #: length, hash)) -> its digest: context repeats from turn to turn. No text is held.
@@ -55,6 +56,12 @@ def _blake(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
+def fingerprints(rows: list[Any]) -> Pairs:
+    """``(name, fingerprint of its text)`` of each kept row, for a baseline that stays in
+    this process: the secret str hash (as the memo keys), else (a fixed seed) its digest."""
+    return tuple([(o.name, hash(o.text) if _SECRET else o.digest) for o in rows])
+
+
 @dataclass(frozen=True)
 class CacheBreak:
     """The first block whose bytes differ from the previous turn's."""
@@ -72,8 +79,8 @@ class CacheBreak:
         return {"name": self.name, "kind": self.kind, "index": self.index}
 
 
-def compare(previous: Digests | None, current: Digests) -> CacheBreak | None:
-    """The first difference between two turns' ``(name, digest)`` sequences, or ``None``."""
+def compare(previous: Pairs | None, current: Pairs) -> CacheBreak | None:
+    """The first difference between two turns' ``(name, digest or fingerprint)`` pairs."""
     if previous is None or previous == current:
         return None
     n = min(len(previous), len(current))
@@ -136,14 +143,14 @@ def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
 
 
 class PrefixHistory:
-    """Each session's last-turn digests (``max_sessions``, oldest out first); thread-safe."""
+    """Each session's last-turn :func:`fingerprints` (``max_sessions``, LRU); thread-safe."""
 
     def __init__(self, max_sessions: int = 1024) -> None:
         self.max_sessions = check_max_sessions(max_sessions)
         self._lock = threading.Lock()
-        self._turns: OrderedDict[Hashable, Digests] = OrderedDict()
+        self._turns: OrderedDict[Hashable, Pairs] = OrderedDict()
 
-    def swap(self, key: Hashable, current: Digests) -> Digests | None:
+    def swap(self, key: Hashable, current: Pairs) -> Pairs | None:
         """Store ``current`` as ``key``'s latest turn; return the one it replaces."""
         with self._lock:
             previous = self._turns.pop(key, None)
@@ -152,7 +159,7 @@ class PrefixHistory:
                 self._turns.popitem(last=False)
             return previous
 
-    def latest(self, key: Hashable) -> Digests | None:
+    def latest(self, key: Hashable) -> Pairs | None:
         """``key``'s latest turn, or ``None`` (it stays the latest)."""
         with self._lock:
             return self._turns.get(key)

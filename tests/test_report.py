@@ -451,7 +451,7 @@ def test_digests_are_the_kept_blocks_pairs_and_reuse_an_equal_previous(
         assert report.prefix_stable is False and report.cache_break is not None
 
 
-async def test_a_steady_registry_keeps_one_digest_tuple_until_a_block_changes() -> None:
+async def test_a_steady_registry_keeps_its_digests_until_a_block_changes() -> None:
     class Source:
         def __init__(self, name: str, text: str) -> None:
             self.name, self.text = name, text
@@ -465,10 +465,10 @@ async def test_a_steady_registry_keeps_one_digest_tuple_until_a_block_changes() 
         registry.register(s)
     first = (await registry.gather(None, "q")).report
     second = (await registry.gather(None, "q")).report
-    assert second.digests is first.digests and second.prefix_stable is True
+    assert second.digests == first.digests and second.prefix_stable is True
     sources[7].text = "changed"
     third = (await registry.gather(None, "q")).report
-    assert third.digests is not second.digests
+    assert third.digests != second.digests
     assert third.digests[7] == ("s7", digest("changed")) and third.digests[8] == second.digests[8]
     assert third.cache_break == CacheBreak("s7", "changed", 7)
 

@@ -26,7 +26,7 @@ from lionctx import (
     resolve_context,
 )
 from lionctx._context import context_value
-from lionctx._stability import PrefixHistory, session_key
+from lionctx._stability import PrefixHistory, compare, fingerprints, session_key
 
 pytestmark = pytest.mark.anyio
 
@@ -168,8 +168,10 @@ async def test_resolve_context_reads_and_records_the_sessions_baseline() -> None
                                         baselines=store, breaker=False)
             stable.append(res.prefix_stable)
     assert stable == [None, None, True, True]
-    assert store.latest(session_key({"user_id": "bob"})) == res.digests  # bob's was last
-    assert store.latest(session_key({"user_id": "ann"})) != res.digests
+    # bob's was last: his baseline is this pass's blocks, ann's another's
+    shown = fingerprints(res.outcomes)
+    assert compare(store.latest(session_key({"user_id": "bob"})), shown) is None
+    assert compare(store.latest(session_key({"user_id": "ann"})), shown) is not None
     with pytest.raises(InvalidType, match="previous or baselines"):
         await resolve_context([Rules()], "q", previous=res, baselines=store)
 
@@ -221,3 +223,50 @@ async def test_no_baseline_written_under_one_run_context_is_read_under_another(
     assert store.latest(session_key(two)) is None
     res = await resolve_context([Profile()], "q", two, baselines=store, breaker=False)
     assert res.prefix_stable is None
+
+
+# --- the texts compared: fingerprints a text cannot choose ---------------------------------
+class SameHash(str):
+    """A text whose own ``__hash__`` says it never changes."""
+
+    def __hash__(self) -> int:
+        return 0
+
+
+class Changing:
+    name = "status"
+
+    def __init__(self) -> None:
+        self.turn = 0
+
+    async def provide(self, branch: Any, instruction: Any) -> str:
+        self.turn += 1
+        return SameHash(f"status {self.turn}")
+
+
+async def test_a_text_that_claims_one_hash_still_breaks_the_cache_when_it_changes() -> None:
+    reg = ContextProviderRegistry(breaker=False)
+    reg.register(Rules())
+    reg.register(Changing())
+    await reg.gather(None, None)
+    second = await reg.gather(None, None)
+    assert second.prefix_stable is False
+    assert second.cache_break is not None and second.cache_break.name == "status"
+    assert second.cache_break.kind == "changed"
+
+
+async def test_a_baseline_of_digests_kept_from_another_process_is_compared_as_digests() -> None:
+    # A host that stored last turn's digests (they are the same in every process) and
+    # seeds its baseline store with them: the next turn compares with them as digests.
+    first = await resolve_context([Rules(), Profile()], "q", {"user_id": "ann"},
+                                  breaker=False)
+    store = PrefixHistory()
+    store.swap(session_key({"user_id": "ann"}), first.digests)
+    again = await resolve_context([Rules(), Profile()], "q", {"user_id": "ann"},
+                                  baselines=store, breaker=False)
+    assert again.prefix_stable is True and again.cache_break is None
+    store.swap(session_key({"user_id": "bob"}), first.digests)  # ann's blocks
+    bob = await resolve_context([Rules(), Profile()], "q", {"user_id": "bob"},
+                                baselines=store, breaker=False)
+    assert bob.prefix_stable is False and bob.cache_break is not None
+    assert (bob.cache_break.name, bob.cache_break.kind) == ("profile", "changed")
