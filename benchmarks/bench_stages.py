@@ -29,7 +29,7 @@ from lionctx._admission import admit_columns
 from lionctx._dedupe import HistoryIndex, text_key
 from lionctx._exceptions import _CountRefused
 from lionctx._render import neutralize, prepare_reader, tag_block
-from lionctx._stability import _blake
+from lionctx._stability import digest
 from lionctx._text import make_encodable
 from lionctx._tokens import clear_token_cache, count_bounded, get_counter
 
@@ -91,7 +91,7 @@ STAGES: dict[str, Callable[[str], object]] = {
     "neutralize (tag rule)": neutralize,
     "frame (tag block)": lambda text: tag_block("source", text),
     "count (budget 100K, stoppable)": _count,
-    "digest (blake2b of the block)": _blake,
+    "digest (blake2b of the block)": digest,
     "dedupe (strip, hash, compare)": _dedupe,
 }
 

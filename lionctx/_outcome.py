@@ -119,8 +119,8 @@ _DIGEST: Any = vars(Outcome)["digest"]  # the slot
 def _digest(row: Outcome) -> str | None:
     found = _DIGEST.__get__(row)
     if found is DIGEST_LATER:
-        from ._stability import _blake  # imports this module
-        found = _blake(row.text or "")
+        from ._stability import digest  # imports this module
+        found = digest(row.text or "")
         _DIGEST.__set__(row, found)
     return found  # type: ignore[no-any-return]
 

@@ -25,26 +25,25 @@ BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 Pairs = tuple[tuple[str, Hashable], ...]  # digests, or a baseline's fingerprints
 
-#: A key that determines a text exactly ((length, str hash), or a tag block's (name,
-#: length, hash)) -> its digest: context repeats from turn to turn. No text is held.
-#: With PYTHONHASHSEED fixed the hash is no secret, so nothing is memoized.
+#: A tag block's key ((name, length, str hash): it determines the block) -> its digest:
+#: context repeats from turn to turn. No text is held.
 _MEMO: dict[Hashable, str] = {}
 _MEMO_MAX = 65_536
-_SECRET = _HASH_IS_SECRET
 
 
 def digest(text: str) -> str:
     """A 16-hex-digit BLAKE2b digest of ``text``'s UTF-8 bytes (lone surrogates kept)."""
-    return digest_under((len(text), hash(text)), text) if _SECRET else _blake(text)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def digest_under(key: Hashable, text: str) -> str:
-    """:func:`digest` of ``text``, memoized under ``key`` (which determines ``text``)."""
-    if not _SECRET:
-        return _blake(text)
+    """:func:`digest` of ``text``, memoized under ``key`` (which determines ``text``); with
+    PYTHONHASHSEED fixed the hash is no secret, so nothing is memoized."""
+    if not _HASH_IS_SECRET:
+        return digest(text)
     found = _MEMO.get(key)
     if found is None:
-        found = _blake(text)
+        found = digest(text)
         if len(_MEMO) >= _MEMO_MAX:
             for old in list(itertools.islice(_MEMO, _MEMO_MAX // 4)):
                 _MEMO.pop(old, None)
@@ -52,14 +51,10 @@ def digest_under(key: Hashable, text: str) -> str:
     return found
 
 
-def _blake(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-
-
 def fingerprints(rows: list[Any]) -> Pairs:
     """``(name, fingerprint of its text)`` of each kept row, for a baseline that stays in
-    this process: the secret str hash (as the memo keys), else (a fixed seed) its digest."""
-    return tuple([(o.name, hash(o.text) if _SECRET else o.digest) for o in rows])
+    this process: the secret str hash, else (a fixed seed) its digest."""
+    return tuple([(o.name, hash(o.text) if _HASH_IS_SECRET else o.digest) for o in rows])
 
 
 @dataclass(frozen=True)

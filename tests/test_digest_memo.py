@@ -27,6 +27,7 @@ def plain(text: str) -> str:
 def test_memoized_digests_are_the_digests(texts):
     for t in texts + texts:  # the second time from the memo
         assert digest(t) == plain(t)
+        assert stability.digest_under(("n", len(t), hash(t)), t) == plain(t)
 
 
 class Says:
@@ -54,20 +55,23 @@ def test_a_passes_digests_are_the_digests_of_its_blocks(texts):
 def test_no_cliff_past_thousands_of_distinct_blocks_and_no_text_held(monkeypatch):
     monkeypatch.setattr(stability, "_MEMO", {})
     texts = [f"block {i} of a server with many branches" for i in range(10_000)]
-    first = [digest(t) for t in texts]
+    keys = [("n", len(t), hash(t)) for t in texts]  # a tag block's key, as a pass makes it
+    first = [stability.digest_under(k, t) for k, t in zip(keys, texts, strict=True)]
     # All 10,000 are remembered (the old memo of 4,096 texts was cleared over and
     # over), under keys that are not the text.
     assert len(stability._MEMO) == 10_000
     assert not any(isinstance(k, str) or t in k
                    for k, t in zip(stability._MEMO, texts, strict=True))
-    assert [digest(t) for t in texts] == first == [plain(t) for t in texts]
+    again = [stability.digest_under(k, t) for k, t in zip(keys, texts, strict=True)]
+    assert again == first == [plain(t) for t in texts]
 
 
 def test_the_memo_is_bounded(monkeypatch):
     monkeypatch.setattr(stability, "_MEMO", {})
     monkeypatch.setattr(stability, "_MEMO_MAX", 100)
     for i in range(1_000):
-        assert digest(f"t{i}") == plain(f"t{i}")
+        text = f"t{i}"
+        assert stability.digest_under((len(text), hash(text)), text) == plain(text)
         assert len(stability._MEMO) <= 100
 
 
@@ -76,7 +80,7 @@ def test_with_a_fixed_hash_seed_nothing_is_memoized():
     # block's: a memo would then call a changed prefix stable.
     code = ("from lionctx import _stability as stability\n"
             "import hashlib\n"
-            "d = stability.digest('some block')\n"
+            "d = stability.digest_under(('n', 10, hash('some block')), 'some block')\n"
             "assert d == hashlib.blake2b(b'some block', digest_size=8).hexdigest()\n"
             "assert stability._MEMO == {}\n"
             "print('ok')")
