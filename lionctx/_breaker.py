@@ -207,17 +207,6 @@ def _value_key(key: Any) -> Hashable | None:
     return ("class", type(key), provider_name(key, agentium=True))
 
 
-def _declared(key: Any) -> tuple[str, ...]:
-    """The fields ``key`` reads; unreadable ones count as the caller's (the fair guess)."""
-    try:
-        return context_fields(key)
-    except Exception as exc:
-        logger.warning("context provider %s: unreadable context_fields (%s); its "
-                       "failures are counted per user and tenant", type(key).__name__,
-                       type(exc).__name__)
-        return CALLER_FIELDS
-
-
 def _evict(table: dict[Any, CircuitBreaker]) -> None:
     """Drop the oldest healthy breaker among the first few, else the oldest (fails open)."""
     oldest = next(iter(table), None)
@@ -278,7 +267,13 @@ class Breakers:
 
     def _new(self, key: Any) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
-        breaker.context_fields = _declared(key)
+        try:  # the fields it reads; unreadable ones count as the caller's (the fair guess)
+            breaker.context_fields = context_fields(key)
+        except Exception as exc:
+            logger.warning("context provider %s: unreadable context_fields (%s); its "
+                           "failures are counted per user and tenant", type(key).__name__,
+                           type(exc).__name__)
+            breaker.context_fields = CALLER_FIELDS
         breaker._sick = self._sick
         return breaker
 

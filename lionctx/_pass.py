@@ -80,8 +80,7 @@ _ALL: _Gate = ((), None, {}, None)
 
 
 def _context(read: Callable[[], Any] | None) -> Callable[[], Any]:
-    """The pass's run context, read once, and only when a stage asks for it (a plain
-    closure, not ``functools.cache``: the fixed cost of the registry rows)."""
+    """The pass's run context, read once when a stage first asks (the registry rows)."""
     box: list[Any] = []
 
     def ctx() -> Any:
@@ -170,8 +169,7 @@ class ContextPass:
         keyed = session is not _UNSET and self.baselines is not None and self.digests
         traced = telemetry.enabled() and telemetry.live()
         arrived: dict[int, int] | None = {} if traced else None
-        # The stages in one call each, none a method of its own (the registry rows'
-        # fixed cost). The breakers decide which sources are called:
+        # The stages inline (the registry rows' fixed cost); the breakers pick who is called
         board, policy, timing = self.breakers, self.policy, {"tokenizer_load_ms": 0.0}
         gate = _ALL
         if board is not None:
@@ -194,8 +192,7 @@ class ContextPass:
             outcomes = skip_seen(outcomes, history, _untagged if framed else None)
         if self.note_missing:
             outcomes = note_missing(outcomes, sources.keys, ctx())
-        # -> admission -> report (digests now when a stage or a span reads them, else
-        # when a caller does)
+        # -> admission -> report (digests now when a stage or a span reads them, else later)
         eager = keyed or previous is not None or traced
         report = build_report(
             outcomes, self._budget, previous=previous, digests=self.digests and (eager or None),

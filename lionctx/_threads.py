@@ -15,11 +15,10 @@ import anyio.to_thread
 from anyio.lowlevel import RunVar
 
 from ._exceptions import WorkersExhausted
+from ._log import logger_for
 from ._policy import check_count
 
 __all__ = ["WorkersExhausted", "max_threads", "run_in_worker", "set_max_threads", "stats"]
-
-from ._log import logger_for
 
 logger = logger_for(__name__)
 
@@ -135,9 +134,8 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
 
 
 def _unbounded() -> anyio.CapacityLimiter:
-    # Our own accounting above is the bound; anyio's default limiter (40 tokens,
-    # shared with the host application) must not be consumed by lionctx's threads.
-    # One per event loop: anyio's primitives belong to a loop.
+    # Our accounting is the bound: anyio's default limiter (40 tokens, the host's too)
+    # is left alone. One per event loop: anyio's primitives belong to a loop.
     try:
         return _LIMITER.get()
     except LookupError:
