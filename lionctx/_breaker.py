@@ -84,8 +84,7 @@ class CircuitBreaker:
         self._open_until = 0.0
         self._trial_since = 0.0
         self.context_fields: tuple[str, ...] = ()
-        # A whole source's: its failing callers' breakers (a healed one goes), and the
-        # caller scopes counted toward it since its last success (each counts once).
+        # A whole source's: failing callers' breakers, callers counted since its last success
         self._callers: dict[Scope, CircuitBreaker] | None = None
         self._seen: set[Scope] | None = None
         self._label: str | None = None  # a caller's: the names of its scope's fields
@@ -127,8 +126,7 @@ class CircuitBreaker:
                 self._state = HALF_OPEN
                 self._trial_since = now
                 return True, HALF_OPEN
-            # Half-open: one trial at a time. A trial abandoned by a cancelled pass
-            # never records; after another cool-down the next caller may try.
+            # Half-open: one trial at a time (one a cancelled pass dropped: again after a cool-down)
             if now - self._trial_since >= self._cooldown:
                 self._trial_since = now
                 return True, HALF_OPEN
@@ -378,8 +376,7 @@ class Breakers:
             scope = caller if blame == "user" or not declared else declared
             self._count(self._caller(breaker, scope), outcome.name, False)
             was = breaker._state
-            # Toward the whole source, a caller is who the source answers for: its
-            # declared scope (a tenant, for a source that reads only that).
+            # Toward the whole source a caller is its declared scope (whom the source serves)
             if breaker.count_caller(declared or caller):
                 self._log(breaker, outcome.name, was)
 

@@ -39,10 +39,8 @@ _VOUCHED = object()
 
 def _system_side(role: object, position: int) -> bool:
     # The leading system message is the instructions, sent every turn: not history.
-    if role is _VOUCHED:
-        return True
-    return (isinstance(role, str) and role in SYSTEM_SIDE_ROLES
-            and not (role == "system" and position == 0))
+    return role is _VOUCHED or (isinstance(role, str) and role in SYSTEM_SIDE_ROLES
+                                and not (role == "system" and position == 0))
 
 
 def _fingerprint(role: object, text: str) -> bytes:
@@ -134,9 +132,7 @@ class HistoryIndex:
     def find(self, text: str) -> int | None:
         """The position of a message holding ``text`` as a whole block, or ``None``."""
         key = text_key(text)
-        if not key:
-            return None
-        return self._blocks.get(_digest(key))
+        return self._blocks.get(_digest(key)) if key else None
 
 
 def skip_seen(outcomes: Sequence[Outcome], index: HistoryIndex,

@@ -41,8 +41,7 @@ class Report:
     _digests: Digests | None = field(default=(), repr=False)
     # the digests; None: made when first read (no stage of the pass compared them)
     prefix_stable: bool | None = None
-    """The injected blocks equal the previous pass's byte for byte (``None``: no
-    previous pass)."""
+    """The injected blocks equal the previous pass's byte for byte (``None``: no previous)."""
     cache_break: CacheBreak | None = None
     """The first block that differs from the previous pass's, ``None`` when none does."""
     skip_order: tuple[int, ...] = ()

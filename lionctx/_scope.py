@@ -13,8 +13,7 @@ from ._weakid import WeakIdMap
 
 __all__ = ["Scope", "context_fields", "scope_of", "scope_text", "source_identity"]
 
-#: ``((field, value), ...)`` in the provider's field order; values as ``repr`` so that
-#: ``1`` and ``"1"`` stay apart.
+#: ``((field, value), ...)`` in the provider's field order, values as ``repr`` (1 != "1").
 Scope = tuple[tuple[str, str], ...]
 
 

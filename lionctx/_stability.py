@@ -25,8 +25,7 @@ BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 Pairs = tuple[tuple[str, Hashable], ...]  # digests, or a baseline's fingerprints
 
-#: A tag block's key ((name, length, str hash): it determines the block) -> its digest:
-#: context repeats from turn to turn. No text is held.
+#: A tag block's key ((name, length, str hash)) -> its digest; no text is held.
 _MEMO: dict[Hashable, str] = {}
 _MEMO_MAX = 65_536
 

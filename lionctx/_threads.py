@@ -103,8 +103,7 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
     def work() -> T:
         with _lock:
             if state["gave_up"]:
-                # Cancelled before this thread picked the call up: nobody waits for
-                # it and its slot is already free, so do not run it at all.
+                # Cancelled before it began: nobody waits and its slot is free, so skip it
                 return None  # type: ignore[return-value]
             state["started"] = True
         try:
@@ -122,8 +121,7 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
     except BaseException:
         with _lock:
             if not state["started"]:
-                # Cancelled before any thread ran it (at anyio's checkpoint, or while
-                # queued: anyio then skips it). Free the slot now; nothing is stuck.
+                # Cancelled before any thread ran it (anyio then skips it): free the slot
                 state["gave_up"] = True
                 _less(_held, key)
             elif not state["done"]:

@@ -73,8 +73,7 @@ class _View:
 
     budget = _Field[Number | None]("The pass's token budget, or ``None``.")
     used_tokens = _Field[int]("Tokens of the kept blocks.")
-    duration_ms = _Field[float]("Wall time of the pass, not counting the one-time "
-                                "tokenizer load.")
+    duration_ms = _Field[float]("Wall time of the pass, not counting the one-time tokenizer load.")
     tokenizer_load_ms = _Field[float]("Time spent loading the token encoding (the first "
                                       "pass in a process only).")
     cache_break = _Field[CacheBreak | None]("The first block that differs from the "

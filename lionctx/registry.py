@@ -241,8 +241,7 @@ class ContextProviderRegistry:
             context=partial(run_context_from_branch, branch),
             session=session_key(getattr(branch, "run_context", None), branch)
             if context_pass.digests else None, history=history)
-        # The stats from the rows' columns, read in C (no view lists or ``fired`` dicts):
-        # the concurrent registry rows of the curves benchmark, the realistic registry rows.
+        # The stats from the rows' columns, read in C (the realistic and curves registry rows)
         rows, stats = report.outcomes, self.stats
         statuses = list(map(_STATUS, rows))
         kept = statuses.count(_FIRED)
