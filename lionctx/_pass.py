@@ -8,12 +8,11 @@ gathered rows are never changed."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from operator import attrgetter
-from time import perf_counter
+from time import perf_counter, time_ns
 from typing import Any
 
 from . import telemetry
@@ -164,7 +163,7 @@ class ContextPass:
         """One pass over ``calls`` (``invoke(*args)`` each). ``session``: the key of the
         baseline in :attr:`baselines` (else ``previous``); ``framed``: rows hold tag
         blocks (the agentium face)."""
-        started, started_ns = perf_counter(), time.time_ns()
+        started, started_ns = perf_counter(), time_ns()
         ctx = _context(context)
         keyed = session is not _UNSET and self.baselines is not None and self.digests
         traced = telemetry.enabled() and telemetry.live()
@@ -263,7 +262,7 @@ def _noting(arrived: dict[int, int],
             observe: Callable[[Outcome], None] | None) -> Callable[[Outcome], None]:
     """The observer of a traced pass: notes when each outcome's call started."""
     def noted(o: Outcome) -> None:
-        arrived[o.index] = time.time_ns() - int(o.duration_ms * 1e6)
+        arrived[o.index] = time_ns() - int(o.duration_ms * 1e6)
         if observe is not None:
             observe(o)
     return noted

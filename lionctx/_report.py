@@ -3,9 +3,8 @@ admission over the gathered rows to make it; the faces view it (:mod:`lionctx._v
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from time import perf_counter
 from typing import Any, Literal
@@ -78,7 +77,7 @@ class Report:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # by value (a frozen slots dataclass does not unpickle on Python 3.10)
-        return (Report, tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+        return (Report, tuple(getattr(self, f.name) for f in fields(self)))
 
     def to_dict(self, *, include_text: bool = False) -> dict[str, Any]:
         """A JSON-ready view of every figure (the outcomes' text only when asked for)."""

@@ -88,11 +88,9 @@ def compare(previous: Pairs | None, current: Pairs) -> CacheBreak | None:
     now_name, was_name = current[i][0], previous[i][0]
     if now_name == was_name:
         return CacheBreak(now_name, "changed", i)
-    before = {name for name, _ in previous}
-    after = {name for name, _ in current}
-    if now_name not in before:
+    if now_name not in dict(previous):
         return CacheBreak(now_name, "appeared", i)
-    if was_name not in after:
+    if was_name not in dict(current):
         return CacheBreak(was_name, "vanished", i)
     return CacheBreak(now_name, "moved", i)
 

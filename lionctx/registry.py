@@ -4,9 +4,8 @@ concurrency, timeouts, a deadline and the production features are options."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from operator import attrgetter
 from typing import Any, Protocol, runtime_checkable
@@ -194,7 +193,7 @@ class ContextProviderRegistry:
             dedupe=self.dedupe, digests=self.digests,
             max_sessions=self._baselines.max_sessions,
         )
-        new._entries = [dataclasses.replace(e) for e in self._entries]
+        new._entries = [replace(e) for e in self._entries]
         return new
 
     @property
