@@ -38,9 +38,8 @@ __all__ = ["UNKEYED", "ContextPass", "Sources", "note_missing", "pass_knob", "po
 
 logger = logger_for(__name__)
 
-_UNSET: Any = object()
 #: ``session=`` of a pass that keeps no baseline (its ``previous`` is given or none).
-UNKEYED: Any = _UNSET
+UNKEYED: Any = object()
 
 
 def policy_knob(field: str, doc: str) -> Any:
@@ -157,7 +156,7 @@ class ContextPass:
 
     # -- one pass ------------------------------------------------------------------
     async def run(self, calls: Sequence[ProviderCall], args: tuple[Any, ...], sources: Sources,
-                  *, context: Callable[[], Any] | None = None, session: Any = _UNSET,
+                  *, context: Callable[[], Any] | None = None, session: Any = UNKEYED,
                   previous: Digests | None = None, history: HistoryIndex | None = None,
                   framed: bool = False) -> Report:
         """One pass over ``calls`` (``invoke(*args)`` each). ``session``: the key of the
@@ -165,7 +164,7 @@ class ContextPass:
         blocks (the agentium face)."""
         started, started_ns = perf_counter(), time_ns()
         ctx = _context(context)
-        keyed = session is not _UNSET and self.baselines is not None and self.digests
+        keyed = session is not UNKEYED and self.baselines is not None and self.digests
         traced = telemetry.enabled() and telemetry.live()
         arrived: dict[int, int] | None = {} if traced else None
         # The stages inline (the registry rows' fixed cost); the breakers pick who is called

@@ -21,7 +21,6 @@ from ._weakid import WeakIdMap
 
 __all__ = ["CacheBreak", "PrefixHistory", "compare", "digest", "session_key"]
 
-BreakKind = Literal["changed", "appeared", "vanished", "moved"]
 Digests = tuple[tuple[str, str], ...]
 Pairs = tuple[tuple[str, Hashable], ...]  # digests, or a baseline's fingerprints
 
@@ -61,7 +60,7 @@ class CacheBreak:
     """The first block whose bytes differ from the previous turn's."""
 
     name: str
-    kind: BreakKind
+    kind: Literal["changed", "appeared", "vanished", "moved"]
     index: int
     """Position of the difference among the rendered blocks."""
 
@@ -95,8 +94,6 @@ def compare(previous: Pairs | None, current: Pairs) -> CacheBreak | None:
     return CacheBreak(now_name, "moved", i)
 
 
-SessionKey = tuple[Any, Any, Any, int | None]
-
 #: owner object -> a number never given to another owner (so a new object at a dead
 #: one's address cannot read its baseline); entries go with their objects.
 _OWNERS: WeakIdMap[int] = WeakIdMap()
@@ -126,7 +123,7 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
     return value
 
 
-def session_key(ctx: Any = None, owner: Any = None) -> SessionKey:
+def session_key(ctx: Any = None, owner: Any = None) -> tuple[Any, Any, Any, int | None]:
     """Whose previous turn a turn compares with: the run context's tenant, user and
     session ids, and without a session id ``owner`` (its conversation, e.g. a Branch)."""
     tenant, user, session = map(context_value, (ctx, ctx, ctx), _FIELDS)  # no generator
