@@ -71,10 +71,9 @@ class Sources:
         self.held: tuple[Breakers, list[Any] | None] | None = None
 
 
-#: The breakers' answer for one pass (:meth:`Breakers.admit`): ``(breakers, positions
-#: called, {position: reason refused}, circuit states or None)``; with no breakers:
+#: Breakers.admit's answer: (breakers, positions called, {position: reason refused}, states)
 _Gate = tuple[Any, Any, dict[int, str], "list[str | None] | None"]
-_ALL: _Gate = ((), None, {}, None)
+_ALL: _Gate = ((), None, {}, None)  # with no breakers
 
 
 def _context(read: Callable[[], Any] | None) -> Callable[[], Any]:
@@ -154,7 +153,6 @@ class ContextPass:
         index.update(messages)
         return index
 
-    # -- one pass ------------------------------------------------------------------
     async def run(self, calls: Sequence[ProviderCall], args: tuple[Any, ...], sources: Sources,
                   *, context: Callable[[], Any] | None = None, session: Any = UNKEYED,
                   previous: Digests | None = None, history: HistoryIndex | None = None,

@@ -171,7 +171,7 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
             o = rows[i]
             if o.digest is None:  # gather digests what it counts; a row made elsewhere
                 rows[i] = o.replace(digest=digest(o.text or ""))
-        current = tuple(map(_NAME_DIGEST, kept_in_order(rows)))  # each kept row's digest
+        current = tuple(map(_NAME_DIGEST, kept_in_order(rows)))
         if current == previous:
             current = previous  # the previous pass's pairs kept, not a new tuple of them
         brk = compare(previous, current)

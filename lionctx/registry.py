@@ -136,7 +136,6 @@ class ContextProviderRegistry:
     def budget(self, value: Number) -> None:
         self._pass.budget = check_number(value, "budget", allow_none=False)
 
-    # -- registration ------------------------------------------------------------
     def register(
         self,
         provider: Any,
@@ -200,7 +199,6 @@ class ContextProviderRegistry:
     def _baselines(self) -> PrefixHistory:
         return self._pass.baselines  # type: ignore[return-value]  # always set here
 
-    # -- passes ----------------------------------------------------------------
     def skipped_report(self) -> ProviderReport:
         """The report of a pass that called nobody (a systemless branch)."""
         outcomes = tuple(
