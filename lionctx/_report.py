@@ -44,8 +44,7 @@ class Report:
     cache_break: CacheBreak | None = None
     """The first block that differs from the previous pass's, ``None`` when none does."""
     skip_order: tuple[int, ...] = ()
-    """Positions of the rows LionAGI lists as ``skipped``, in its order (size, cap,
-    then budget skips as admission met them)."""
+    """Rows LionAGI lists as ``skipped``, in its order (size, cap, then budget skips as met)."""
     framed: bool = False
     """The outcomes hold their blocks framed in ``<context>`` tags (agentium face)."""
 
