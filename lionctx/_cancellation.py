@@ -24,7 +24,7 @@ def _cancelling_of_current_task() -> Callable[[], int] | None:
 
 def on_asyncio() -> bool:
     """True on a running asyncio loop of Python 3.11+: its tasks can tell who cancelled
-    them, and asyncio's TaskGroup runs a concurrent pass (trio: anyio's)."""
+    them, and a concurrent pass runs in asyncio tasks (trio: anyio's task group)."""
     if not _CAN_TELL:
         return False
     try:
