@@ -43,9 +43,8 @@ def provider_name(provider: Any, explicit: str | None = None, *,
     return type(provider).__name__
 
 
-# Whether a provide/fetch function is ``async def``, by function object (the check
-# costs more than the call); held weakly, so a closure built per request (and the
-# tenant's connection it holds) is freed with its provider.
+# Whether a provide/fetch function is ``async def`` (the check costs more than the call);
+# weakly: a closure built per request (and the connection it holds) goes with its provider.
 _IS_ASYNC: WeakKeyDictionary[Any, bool] = WeakKeyDictionary()
 
 

@@ -282,9 +282,8 @@ def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
                                                         held)
     why += held_note(held, limit)
     waited = (perf_counter() if start is None else start) - begun
-    if lagged is None and held_note(held, limit) == "" and looked is not None and (
-            waited >= limit / 2) and (
-            behind(ran) >= limit / 2):
+    if lagged is None and looked is not None and not held_note(held, limit) and (
+            waited >= limit / 2 and behind(ran) >= limit / 2):
         # Started late by a loop that stayed behind for half its own time too: overload
         # (one that started late, then waited with the loop free, had its whole limit).
         lagged = (f"this process's event loop was {waited:.2f}s behind in starting it "

@@ -48,8 +48,7 @@ class _Heart:
         self.beats: deque[tuple[float, float]] = deque(maxlen=512)
         self.marks = 0  # marks the loop has run (one queued with an iteration's first call)
         self._marking = False
-        # Probes by the millisecond their calls' time runs out: one timer each, due at
-        # its start (before any of their timeouts).
+        # probes by the millisecond their time runs out: one timer each, due at its start
         self._looks: dict[int, list[Probe]] = {}
 
     def look_at(self, probe: Probe) -> None:

@@ -135,8 +135,7 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return counter
 
     def encode_len(text: str) -> int:
-        # encode_ordinary == encode(text, disallowed_special=()): special-token text
-        # is split like any other text.
+        # encode_ordinary: special-token text is split like any other (disallowed_special=())
         return len(get_encoding(encoding).encode_ordinary(text))
 
     memo: dict[Any, int] = {}
@@ -167,14 +166,12 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return bounded(text, math.inf)[0]
 
     count.encoding_name = encoding  # type: ignore[attr-defined]  # read by prepare_counter
-    # Read by gather: look a count up without counting (and before a thread hop),
-    # and keep counts under keys of its own (a framed text by its name and text).
+    # Read by gather: counts looked up before any thread hop, kept under keys of its own.
     count.memo = memo  # type: ignore[attr-defined]
     count.remember = remember  # type: ignore[attr-defined]
     # Only the bundled encoding's split pattern is known to allow the cut rule below.
     count.count_bounded = bounded if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
-    # Read by gather: its own encode_ordinary counts a text that cannot pass its bound and
-    # tag frames apart from their text (a rule of this split pattern), with no wrapper.
+    # Read by gather: encode_ordinary itself, for a text within its bound and tag frames.
     count.bundled = (lambda: get_encoding(encoding)) if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
     with _lock:
         return _counters.setdefault(encoding, count)
