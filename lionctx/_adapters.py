@@ -1,8 +1,7 @@
 """Where the two provider shapes meet: LionAGI's ``provide(branch, instruction)`` and
 agentium's ``fetch(query, ctx)`` (or ``fetchContext``), each callable from either face.
 A ``ContextSource`` is called through ``retrieve``, which raises ``SourceUnavailable``
-(a ``failed`` row) where ``fetch`` returns ``None``.
-"""
+(a ``failed`` row) where ``fetch`` returns ``None``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Cancellation in a pass: the caller's propagates, a provider's own (it awaited a task
 someone else cancelled) is its failure; where that cannot be told apart (trio, Python
-3.10) every cancellation propagates.
-"""
+3.10) every cancellation propagates."""
 
 from __future__ import annotations
 

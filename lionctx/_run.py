@@ -143,10 +143,8 @@ class _Big:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-def _count_failed(call: ProviderCall, start: float, exc: BaseException, row: Outcome
-                  ) -> Outcome:
-    logger.warning("context provider %r output could not be counted", call.name,
-                   exc_info=exc)
+def _count_failed(call: ProviderCall, start: float, exc: BaseException, row: Outcome) -> Outcome:
+    logger.warning("context provider %r output could not be counted", call.name, exc_info=exc)
     return _failed(call, row.index, start, exc, "token counting failed: ", row.duration_ms,
                    row.degradation_reason)
 

@@ -224,10 +224,7 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
         # refused): the scan is one bounded call too.
         far = n if stop is None else pos + MAX_UNCUT + 1
         found = _CUT.search(text, pos + size, far) if pos + size < n else None
-        cut = -1 if found is None else found.start()
-        if found is None and far < n:
-            cut = far
-        end = n if cut == -1 else cut
+        end = min(far, n) if found is None else found.start()
         if _LONGEST_TOKEN and total + -(-(end - pos) // _LONGEST_TOKEN) > bound:
             # Never start a piece that cannot fit however it splits into tokens.
             return total + -(-(end - pos) // _LONGEST_TOKEN), False
