@@ -1,6 +1,5 @@
 """One concept, one provider run into one Outcome: its call, time limit, containment, sanitizing,
-framing and count (see :mod:`lionctx._gather` for the guarantees). A text over 64K
-characters is made encodable, framed and counted in a worker thread."""
+framing and count (see :mod:`lionctx._gather` for the guarantees)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from time import perf_counter
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
