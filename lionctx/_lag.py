@@ -205,9 +205,8 @@ class Probe:
             if heart.marks == self.mark:
                 return None
             late, ready = heart.loop.time() - self.due, True
-        # Ready: the loop, behind for half the call's time (the look's own lateness
-        # counts: a burst's first calls), had not run it. Waiting on its source: only a
-        # loop as far behind as the whole limit (and MIN_BEHIND) could hide an answer.
+        # Ready: a loop behind for half the call's time (a burst's first calls: the look's
+        # lateness) had not run it; waiting: only a max(MIN_BEHIND, limit) lag could hide one.
         lag = max(lag, late) if ready else lag
         if (ready and lag >= limit / 2) or late >= max(MIN_BEHIND, limit):
             # Which call held the loop is not known yet: calls time their steps a while.

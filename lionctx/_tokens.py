@@ -220,8 +220,7 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
         if stop is not None and stop.is_set():
             raise _CountStopped
         size = min(step, MAX_PIECE)
-        # With a stop flag, no cut past MAX_UNCUT is looked for (a longer piece is
-        # refused): the scan is one bounded call too.
+        # with a stop flag, no cut is looked for past MAX_UNCUT (a longer piece is refused)
         far = n if stop is None else pos + MAX_UNCUT + 1
         found = _CUT.search(text, pos + size, far) if pos + size < n else None
         end = min(far, n) if found is None else found.start()
