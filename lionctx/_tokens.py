@@ -252,8 +252,7 @@ def count_bounded(counter: TokenCounter, text: str, bound: float,
         if type(n) is not int or n < 0:
             raise TypeError(f"token counter returned {n!r}, not an int >= 0")
         return n, True
-    result: tuple[int, bool] = fn(text, bound, stop, memoize)
-    return result
+    return fn(text, bound, stop, memoize)  # type: ignore[no-any-return]
 
 
 def counter_ready(counter: TokenCounter) -> bool:
