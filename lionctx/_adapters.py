@@ -1,8 +1,7 @@
 """Where the two provider shapes meet: LionAGI's ``provide(branch, instruction)`` and
 agentium's ``fetch(query, ctx)`` (or ``fetchContext``), each callable from either face.
 A ``ContextSource`` is called through ``retrieve``, which raises ``SourceUnavailable``
-(a ``failed`` row) where ``fetch`` returns ``None``.
-"""
+(a ``failed`` row) where ``fetch`` returns ``None``."""
 
 from __future__ import annotations
 
@@ -43,9 +42,8 @@ def provider_name(provider: Any, explicit: str | None = None, *,
     return type(provider).__name__
 
 
-# Whether a provide/fetch function is ``async def``, by function object (the check
-# costs more than the call); held weakly, so a closure built per request (and the
-# tenant's connection it holds) is freed with its provider.
+# Whether a provide/fetch function is ``async def`` (the check costs more than the call);
+# weakly: a closure built per request (and the connection it holds) goes with its provider.
 _IS_ASYNC: WeakKeyDictionary[Any, bool] = WeakKeyDictionary()
 
 

@@ -1,7 +1,6 @@
 """Cancellation in a pass: the caller's propagates, a provider's own (it awaited a task
 someone else cancelled) is its failure; where that cannot be told apart (trio, Python
-3.10) every cancellation propagates.
-"""
+3.10) every cancellation propagates."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ def _cancelling_of_current_task() -> Callable[[], int] | None:
 
 def on_asyncio() -> bool:
     """True on a running asyncio loop of Python 3.11+: its tasks can tell who cancelled
-    them, and asyncio's TaskGroup runs a concurrent pass (trio: anyio's)."""
+    them, and a concurrent pass runs in asyncio tasks (trio: anyio's task group)."""
     if not _CAN_TELL:
         return False
     try:

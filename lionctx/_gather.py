@@ -1,6 +1,6 @@
 """The one engine both faces sit on: :func:`gather` runs providers against one
 request, one :class:`Outcome` each, in the order given whatever order they end in:
-in order (LionAGI), or ``concurrent`` in a task group, at most ``limit`` at once.
+in order (LionAGI), or ``concurrent`` in tasks, at most ``limit`` at once.
 ``timeout`` (per provider) and ``deadline`` (whole pass) cut a late provider off as
 ``timeout``. What a provider causes costs that provider only; the caller's
 cancellation (even one a provider swallowed), ``KeyboardInterrupt``, ``SystemExit``
@@ -64,8 +64,7 @@ async def gather(
         try:
             await prepare_counter(counter)
         except Exception:
-            # A missing or corrupt encoding fails each provider's count inside its
-            # own containment below, with the reason; it never costs the pass.
+            # each provider's count then fails in its own containment, with the reason
             logger.warning("could not load the token encoding", exc_info=True)
         load_ms = (perf_counter() - loading) * 1000.0
     if timing is not None:
@@ -76,8 +75,7 @@ async def gather(
                args, 0, getattr(counter, "memo", None), getattr(counter, "remember", None),
                encode=bundled().encode_ordinary if bundled and counter_ready(counter) else None,
                digests=digests)
-    # o200k adds no token for the blank line (see _join_cost)
-    if ps.encode is None and any(c.frame is not None for c in calls):
+    if ps.encode is None and any(c.frame is not None for c in calls):  # o200k: none added
         ps.join_cost = _join_cost(counter)
     # The pass runs in this one task: its cancellation is asked of it, not the loop.
     cancelling = _cancelling_of_current_task()
@@ -89,8 +87,7 @@ async def gather(
         if cancelling():
             await _reraise_cancellation()
     else:
-        # trio (and asyncio before 3.11): cancellation is a scope's state, so a
-        # checkpoint re-raises a cancellation a provider swallowed.
+        # trio, asyncio before 3.11: a checkpoint re-raises a cancellation swallowed
         await anyio.lowlevel.checkpoint_if_cancelled()
     return outcomes
 
@@ -117,7 +114,6 @@ async def _sequential(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     with scope:
         for i, call in enumerate(calls):
             o = await _run_one(call, i, ps)
-            # The whole pass runs in this one task: ask it (not the loop) each time.
             if cancelling is not None and cancelling():
                 await _reraise_cancellation()
             outcomes.append(o if observe is None else _notify(observe, o))
@@ -180,8 +176,7 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
             logger.warning("context provider %r: %s", calls[i].name, o.reason)
             o = _notify(observe, o)
         elif o is None:
-            # No time ran out and the caller's cancellation would have propagated: the
-            # provider cancelled its own task, a failure like its own CancelledError.
+            # no time ran out, nor did the caller cancel: the provider cancelled its task
             o = _notify(observe, _failed(calls[i], i, perf_counter(), asyncio.CancelledError(
                 "the provider's task was cancelled while the turn was not")))
         out.append(o)
@@ -287,12 +282,10 @@ def _late(call: ProviderCall, index: int, outcome: Outcome | None, begun: float,
                                                         held)
     why += held_note(held, limit)
     waited = (perf_counter() if start is None else start) - begun
-    if lagged is None and held_note(held, limit) == "" and looked is not None and (
-            waited >= limit / 2) and (
-            behind(ran) >= limit / 2):
-        # Started late by a loop that stayed behind for half its own time as well:
-        # the loop's overload, not the source (one that started late and then waited
-        # on its source with the loop free had its whole limit, see _extend).
+    if lagged is None and looked is not None and not held_note(held, limit) and (
+            waited >= limit / 2 and behind(ran) >= limit / 2):
+        # Started late by a loop that stayed behind for half its own time too: overload
+        # (one that started late, then waited with the loop free, had its whole limit).
         lagged = (f"this process's event loop was {waited:.2f}s behind in starting it "
                   "and stayed behind (overloaded): not counted against the source")
     if lagged is not None:  # the loop could not run it: not the source's failure

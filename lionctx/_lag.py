@@ -33,8 +33,8 @@ SUSPECT_SECONDS = 60.0
 class _Heart:
     """One event loop's heartbeat."""
 
-    __slots__ = ("__weakref__", "_ctx", "_loop", "_looks", "_mark", "beats", "due", "pending",
-                 "suspect_until", "until")
+    __slots__ = ("__weakref__", "_ctx", "_loop", "_looks", "_marking", "beats", "due", "marks",
+                 "pending", "suspect_until", "until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         # Weakly: a heart holding its loop would keep every finished loop alive.
@@ -46,9 +46,9 @@ class _Heart:
         self.pending = False  # a beat is scheduled (no handle kept: it holds its loop)
         # (time the beat ran, how late): windows of seconds even when far behind.
         self.beats: deque[tuple[float, float]] = deque(maxlen=512)
-        self._mark: _Mark | None = None
-        # Probes by the millisecond their calls' time runs out: one timer each, due at
-        # its start (before any of their timeouts).
+        self.marks = 0  # marks the loop has run (one queued with an iteration's first call)
+        self._marking = False
+        # probes by the millisecond their time runs out: one timer each, due at its start
         self._looks: dict[int, list[Probe]] = {}
 
     def look_at(self, probe: Probe) -> None:
@@ -74,18 +74,16 @@ class _Heart:
         """Whether a call was lately excused as overload: then calls time their steps."""
         return self.suspect_until > self.loop.time()
 
-    def mark(self) -> _Mark:
-        """The mark of this loop iteration (queued with the iteration's first call)."""
-        mark = self._mark
-        if mark is None:
-            mark = self._mark = _Mark()
+    def mark(self) -> int:
+        """:attr:`marks` before this loop iteration's mark runs (it is queued if not yet)."""
+        if not self._marking:
+            self._marking = True
             self.loop.call_soon(self._marked, context=self._ctx)
-        return mark
+        return self.marks
 
     def _marked(self) -> None:
-        if self._mark is not None:
-            self._mark.ran = True
-            self._mark = None
+        self._marking = False
+        self.marks += 1
 
     def want(self, seconds: float) -> None:
         now = self.loop.time()
@@ -153,15 +151,6 @@ def behind(seconds: float) -> float:
     return 0.0 if heart is None else heart.behind(seconds)
 
 
-class _Mark:
-    """Set once the loop has run a callback queued when a call started."""
-
-    __slots__ = ("ran",)
-
-    def __init__(self) -> None:
-        self.ran = False
-
-
 class Probe:
     """Looks at timed calls' tasks just before their timeout (one call's, or the one a
     pass's calls share): which were ``ready`` (what they wait on is done), how ``late`` the
@@ -213,12 +202,11 @@ class Probe:
         if late is None or (answered and not ready):
             # Not looked (or it answered): the task runs now, after the limit. If the
             # loop never got control back since the calls started, its own step held it.
-            if not self.mark.ran:
+            if heart.marks == self.mark:
                 return None
             late, ready = heart.loop.time() - self.due, True
-        # Ready: the loop, behind for half the call's time (the look's own lateness
-        # counts: a burst's first calls), had not run it. Waiting on its source: only a
-        # loop as far behind as the whole limit (and MIN_BEHIND) could hide an answer.
+        # Ready: a loop behind for half the call's time (a burst's first calls: the look's
+        # lateness) had not run it; waiting: only a max(MIN_BEHIND, limit) lag could hide one.
         lag = max(lag, late) if ready else lag
         if (ready and lag >= limit / 2) or late >= max(MIN_BEHIND, limit):
             # Which call held the loop is not known yet: calls time their steps a while.

@@ -71,7 +71,6 @@ class Outcome:
     exact: bool = True
     """False when counting stopped early: ``tokens`` is then a lower bound that
     already exceeds the cap or the budget (the text was skipped, never sent)."""
-    # -- production fields; gather leaves them at their defaults ------------------
     started_ns: int | None = None
     """Wall-clock start of the call (``time.time_ns()``), for trace spans."""
     digest: str | None = None

@@ -1,6 +1,5 @@
 """One concept, one provider run into one Outcome: its call, time limit, containment, sanitizing,
-framing and count (see :mod:`lionctx._gather` for the guarantees). A text over 64K
-characters is made encodable, framed and counted in a worker thread."""
+framing and count (see :mod:`lionctx._gather` for the guarantees)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from time import perf_counter
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _fatal, _fatal_from_provider
@@ -126,14 +124,11 @@ class _Pass:
     remember: Callable[[Any, int], None] | None = None
     starts: list[float | None] | None = None  # when a deadline may have to report them
     counting: set[int] | None = None  # counting a large text, for a shared timeout
-    # the timeout every provider of a concurrent pass shares (one timer), and its
-    # probe (which notes the loop iteration each provider starts in)
-    shared: float | None = None
-    probe: Probe | None = None
+    shared: float | None = None  # the one timeout a concurrent pass's providers share
+    probe: Probe | None = None  # its probe (notes the loop iteration each provider starts in)
     encode: Callable[[str], list[int]] | None = None  # the bundled encoding's, loaded
     digests: bool = False  # each text counted whole gets its digest as its row is made
-    # each call's longest own step, while calls time their steps (see lionctx._lag)
-    steps: dict[int, float] | None = None
+    steps: dict[int, float] | None = None  # each call's longest own step, when timed (_lag)
 
 
 @dataclass(slots=True)
@@ -146,10 +141,8 @@ class _Big:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-def _count_failed(call: ProviderCall, start: float, exc: BaseException, row: Outcome
-                  ) -> Outcome:
-    logger.warning("context provider %r output could not be counted", call.name,
-                   exc_info=exc)
+def _count_failed(call: ProviderCall, start: float, exc: BaseException, row: Outcome) -> Outcome:
+    logger.warning("context provider %r output could not be counted", call.name, exc_info=exc)
     return _failed(call, row.index, start, exc, "token counting failed: ", row.duration_ms,
                    row.degradation_reason)
 
@@ -157,12 +150,10 @@ def _count_failed(call: ProviderCall, start: float, exc: BaseException, row: Out
 def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass,
             big: _Big | None = None) -> Outcome | _Big:
     """What a provider returned, validated, size-checked, made encodable, framed and
-    counted into its row (``duration_ms``: the provider's own time, not counting). A text
-    over 64K characters is a :class:`_Big` on the event loop, returned before anything
-    past its row is changed or logged: this function then finishes it in a worker
-    thread (``big``), where a set ``big.stop`` stops it between pieces."""
-    # One function from answer to row, the large text's route included (sequential
-    # registry vs LionAGI; registry pass vs the floor).
+    counted into its row (``duration_ms``: the provider's own time). A text over 64K
+    characters is a :class:`_Big`, returned before its row is changed or logged: this
+    function then finishes it in a worker (``big``), stopped between pieces by ``big.stop``."""
+    # One function, the large text's route included (sequential registry vs LionAGI rows).
     if big is not None:
         row, text, stop, large = big.row, big.text, big.stop, False
     else:
@@ -174,8 +165,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
             degraded = None
         if degraded is not None:
             degraded = _degradation(call, degraded)
-        # The row is made once (its fields by position) and filled in as its text is
-        # checked and counted.
+        # made once (its fields by position), filled in as its text is checked and counted
         row = Outcome(call.name, index, _FIRED, None, 0, elapsed, None, None, None,
                       degraded, False, False, call.priority, call.max_tokens)
         # The hot path first: a plain, non-empty str (the others are checked in turn).
@@ -228,14 +218,12 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
         key: Any = None
         tokens: int | None = None
         if memo is not None and (frame is None or tag is not None):
-            # One look-up per text, under a key that is never the text: a framed text's
-            # is its name and text (what the block is a pure function of).
+            # One look-up per text, under a key that is never the text (a framed one's: its
+            # name and text); a warm source's same str object is found by its cached hash.
             if _HASH_IS_SECRET:
                 key = (len(text), hash(text)) if tag is None else (tag, len(text), hash(text))
             else:
                 key = memo_key(text) if tag is None else (tag, *memo_key(text))
-            # A text seen before is found by its cached hash, without framing or
-            # reading it again (a warm source returns the same string object).
             known = memo.get(key)
             if known.__class__ is int and known >= 0:
                 tokens = known
@@ -270,8 +258,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
                                                        bound - ps.join_cost, ps, stop)
             if stop is None and ps.encode is not None and key is not None and (
                     4 * len(counted) <= bound):
-                # A text of n characters is at most 4n tokens: one call to the encoder,
-                # no bound to watch (the registry rows of the realistic benchmark).
+                # at most 4 tokens a character: one encoder call, no bound (the registry rows)
                 tokens, exact = len(ps.encode(counted)), True
             else:
                 tokens, exact = count_bounded(ps.counter, counted, bound, stop, key is None)
@@ -280,9 +267,8 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
                 ps.remember(key, tokens)  # type: ignore[misc]
         if frame is not None:
             tokens += ps.join_cost
-        # A text counted whole may be kept: its digest (a stopped count is never kept), a
-        # tag block's found by its memo key (the realistic resolve rows), any other's made
-        # when read (the registry and features rows: a baseline compares fingerprints).
+        # A text counted whole (never a stopped count) gets its digest: a tag block's by its
+        # memo key (the resolve rows), any other's made when read (registry, features rows).
         if ps.digests and exact:
             row.digest = DIGEST_LATER if fresh or key is None else digest_under(key, stored)
         row.text, row.tokens, row.exact = stored, tokens, exact
@@ -361,8 +347,7 @@ async def _count_big(call: ProviderCall, start: float, big: _Big, ps: _Pass) -> 
             raise  # a timeout's cancellation is the scope's to absorb
         return _count_failed(call, start, exc, big.row)
     finally:
-        # Once this call is over, whichever way: a count the turn gave up on (its
-        # timeout, its deadline) stops at its next piece instead of burning a core.
+        # however the call ended: a count the turn gave up on stops, not burning a core
         big.stop.set()
 
 
@@ -405,8 +390,7 @@ async def _run_limited(call: ProviderCall, index: int, ps: _Pass, start: float,
                        limit: float) -> Outcome:
     outcome: Outcome | None = None
     answered = False
-    # On asyncio a probe looks at the task when its time runs out (just before the
-    # timeout fires): the loop's overload or the source's slowness? (lionctx._lag)
+    # a look at the task as its time runs out: the loop's overload or the source's? (_lag)
     looked = probe(limit)
     steps: dict[int, float] | None = (
         {} if looked is not None and looked.heart.suspect() else None)

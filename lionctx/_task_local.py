@@ -27,7 +27,6 @@ class TaskLocal(Generic[T]):
 
     def __init__(self) -> None:
         self._by_task: weakref.WeakKeyDictionary[Any, T] = weakref.WeakKeyDictionary()
-        #: The last value set from any task (None before any).
         self.last: T | None = None
 
     def get(self) -> T | None:

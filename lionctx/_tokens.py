@@ -135,8 +135,7 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return counter
 
     def encode_len(text: str) -> int:
-        # encode_ordinary == encode(text, disallowed_special=()): special-token text
-        # is split like any other text.
+        # encode_ordinary: special-token text is split like any other (disallowed_special=())
         return len(get_encoding(encoding).encode_ordinary(text))
 
     memo: dict[Any, int] = {}
@@ -167,14 +166,12 @@ def get_counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
         return bounded(text, math.inf)[0]
 
     count.encoding_name = encoding  # type: ignore[attr-defined]  # read by prepare_counter
-    # Read by gather: look a count up without counting (and before a thread hop),
-    # and keep counts under keys of its own (a framed text by its name and text).
+    # Read by gather: counts looked up before any thread hop, kept under keys of its own.
     count.memo = memo  # type: ignore[attr-defined]
     count.remember = remember  # type: ignore[attr-defined]
     # Only the bundled encoding's split pattern is known to allow the cut rule below.
     count.count_bounded = bounded if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
-    # Read by gather: its own encode_ordinary counts a text that cannot pass its bound and
-    # tag frames apart from their text (a rule of this split pattern), with no wrapper.
+    # Read by gather: encode_ordinary itself, for a text within its bound and tag frames.
     count.bundled = (lambda: get_encoding(encoding)) if encoding == DEFAULT_ENCODING else None  # type: ignore[attr-defined]
     with _lock:
         return _counters.setdefault(encoding, count)
@@ -223,14 +220,10 @@ def _count_in_pieces(encode_len: TokenCounter, text: str, bound: float,
         if stop is not None and stop.is_set():
             raise _CountStopped
         size = min(step, MAX_PIECE)
-        # With a stop flag, no cut past MAX_UNCUT is looked for (a longer piece is
-        # refused): the scan is one bounded call too.
+        # with a stop flag, no cut is looked for past MAX_UNCUT (a longer piece is refused)
         far = n if stop is None else pos + MAX_UNCUT + 1
         found = _CUT.search(text, pos + size, far) if pos + size < n else None
-        cut = -1 if found is None else found.start()
-        if found is None and far < n:
-            cut = far
-        end = n if cut == -1 else cut
+        end = min(far, n) if found is None else found.start()
         if _LONGEST_TOKEN and total + -(-(end - pos) // _LONGEST_TOKEN) > bound:
             # Never start a piece that cannot fit however it splits into tokens.
             return total + -(-(end - pos) // _LONGEST_TOKEN), False
@@ -259,8 +252,7 @@ def count_bounded(counter: TokenCounter, text: str, bound: float,
         if type(n) is not int or n < 0:
             raise TypeError(f"token counter returned {n!r}, not an int >= 0")
         return n, True
-    result: tuple[int, bool] = fn(text, bound, stop, memoize)
-    return result
+    return fn(text, bound, stop, memoize)  # type: ignore[no-any-return]
 
 
 def counter_ready(counter: TokenCounter) -> bool:

@@ -82,9 +82,8 @@ class _HeldCall(_Call):
         return MethodType(self._func, self._ref())
 
 
-# Each provider's call, kept while it lives, so a resolve builds no call, invoker or
-# name per provider: the realistic table's "resolve N=30,000 vs N=1,000" row and the
-# curves' concurrent resolve rows (per-pass objects made the collector walk the heap).
+# Each provider's call, kept while it lives (no call, invoker or name made per resolve, so
+# the collector walks no heap): "resolve N=30,000 vs N=1,000", the curves' resolve rows.
 _HELD: WeakIdMap[_HeldCall] = WeakIdMap()
 #: Providers held at most (live ones only: each entry goes with its provider).
 _HELD_MAX = 65_536
@@ -218,9 +217,8 @@ async def resolve_context(
                               history=_history_index(history))
 
 
-# A pass kept per set of plain options (typed: timeout=True is refused, not taken for 1),
-# not built per call: the realistic "resolve_context, stable texts" row. It keeps nothing
-# between calls but the process-wide breakers (an observer, baselines: built per call).
+# A pass kept per set of plain options (typed: timeout=True is refused, not taken for 1):
+# "resolve_context, stable texts". It keeps only the process-wide breakers between calls.
 _PLAIN = frozenset({type(None), bool, int, float, str, BreakerSettings})
 _kept_pass = functools.lru_cache(maxsize=256, typed=True)(resolve_pass)
 
