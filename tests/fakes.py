@@ -19,6 +19,9 @@ is one ``clock.advance(...)`` instead of a sleep on the real clock.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import anyio
@@ -165,3 +168,12 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def run_with_fixed_hash_seed(code: str) -> str:
+    """``code`` run in a new interpreter whose ``str`` hashes are not secret
+    (``PYTHONHASHSEED=0``): what it prints, after asserting it exited cleanly."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

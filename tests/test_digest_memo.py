@@ -5,9 +5,6 @@ hashing every time."""
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 
 import anyio
 from hypothesis import given, settings
@@ -16,6 +13,8 @@ from lionctx import _stability as stability
 from lionctx import resolve_context
 from lionctx._render import tag_block
 from lionctx._stability import digest
+
+from tests.fakes import run_with_fixed_hash_seed
 
 
 def plain(text: str) -> str:
@@ -84,9 +83,7 @@ def test_with_a_fixed_hash_seed_nothing_is_memoized():
             "assert d == hashlib.blake2b(b'some block', digest_size=8).hexdigest()\n"
             "assert stability._MEMO == {}\n"
             "print('ok')")
-    fixed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONHASHSEED": "0"})
-    assert fixed.stdout.strip() == "ok", fixed.stderr
+    assert run_with_fixed_hash_seed(code) == "ok"
 
 
 @settings(max_examples=30, deadline=None)

@@ -5,10 +5,7 @@ when every block was digested and compared by digest."""
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import subprocess
-import sys
 from typing import Any
 
 import anyio
@@ -18,6 +15,8 @@ from hypothesis import strategies as st
 from lionctx import ContextProviderRegistry, Status
 from lionctx._outcome import DIGEST_LATER, Outcome
 from lionctx._stability import compare
+
+from tests.fakes import run_with_fixed_hash_seed
 
 pytestmark = pytest.mark.anyio
 
@@ -96,6 +95,4 @@ def test_with_a_fixed_hash_seed_the_baseline_compares_digests() -> None:
             "stored = reg._baselines.latest(next(iter(reg._baselines._turns)))\n"
             "assert stored == third.report.digests, stored\n"
             "print('ok')")
-    fixed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONHASHSEED": "0"})
-    assert fixed.stdout.strip() == "ok", fixed.stderr
+    assert run_with_fixed_hash_seed(code) == "ok"
