@@ -20,7 +20,6 @@ import pytest
 from lionctx import McpResourceProvider, RunContext, Status, resolve_context
 from lionctx.providers import close_mcp_connections
 from lionctx.providers._mcp_connection import connection_for, live_connections
-from mcp.server.mcpserver import Context
 
 from tests.providers.mcp_servers import ESCAPE_TEXT, STATIC_TEXT
 
@@ -197,6 +196,8 @@ async def test_a_flood_of_users_does_not_stop_updates_of_a_watched_one(
     from lionctx.providers import _mcp, _mcp_connection
     from mcp.server.mcpserver import MCPServer
 
+    from tests.providers.test_mcp_cache import with_touch
+
     monkeypatch.setattr(_mcp, "_MAX_TRACKED", 4)
     monkeypatch.setattr(_mcp_connection, "MAX_WATCHED", 4)
     server = MCPServer("profiles", log_level="CRITICAL")
@@ -207,12 +208,7 @@ async def test_a_flood_of_users_does_not_stop_updates_of_a_watched_one(
         reads["n"] += 1
         return f"profile of {user_id}, read {reads['n']}"
 
-    @server.tool()
-    async def touch(uri: str, ctx: Context) -> str:
-        await ctx.notify_resource_updated(uri)
-        return "ok"
-
-    p = McpResourceProvider(server, "users://{user_id}/profile", cache_ttl=3600)
+    p = McpResourceProvider(with_touch(server), "users://{user_id}/profile", cache_ttl=3600)
     try:
         first = await p.retrieve("q", RunContext(user_id="u0"))
         for i in range(1, 20):

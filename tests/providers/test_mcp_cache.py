@@ -40,6 +40,12 @@ def counting_server(scope: Literal["public", "private"] = "private",
         reads["n"] += 1
         return f"other {reads['n']}"
 
+    return with_touch(server)
+
+
+def with_touch(server: MCPServer) -> MCPServer:
+    """``server`` with a ``touch(uri)`` tool that says the resource at ``uri`` changed."""
+
     @server.tool()
     async def touch(uri: str, ctx: Context) -> str:
         await ctx.notify_resource_updated(uri)
