@@ -90,7 +90,8 @@ class Outcome:
         new = Outcome(self.name, self.index, self.status, self.text, self.tokens,
                       self.duration_ms, self.error_type, self.error, self.reason,
                       self.degradation_reason, self.cached, self.stale, self.priority,
-                      self.max_tokens, self.exact, self.started_ns, self.digest,
+                      self.max_tokens, self.exact, self.started_ns,
+                      _DIGEST.__get__(self),  # as it is: a digest not read yet stays unmade
                       self.volatile, self.circuit, self.blame)
         for key, value in changes.items():
             setattr(new, key, value)  # the new row, not yet seen by anyone

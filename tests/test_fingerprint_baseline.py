@@ -12,7 +12,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import ContextProviderRegistry, Status
+from lionctx import ContextProviderRegistry, Status, _outcome
 from lionctx._outcome import DIGEST_LATER, Outcome
 from lionctx._stability import compare
 
@@ -73,6 +73,13 @@ async def test_a_kept_rows_digest_made_when_read_is_its_digest_everywhere() -> N
     late = Outcome("x", 0, Status.FIRED, "y", digest=DIGEST_LATER)
     assert late == Outcome("x", 0, Status.FIRED, "y", digest=plain("y"))
     assert late.replace(digest=None).digest is None
+    # A stage's new row (a budget skip, a volatile flag) makes no digest of its own: one
+    # not read yet is carried over unmade, and made right when read.
+    fresh = Outcome("z", 0, Status.FIRED, "w", digest=DIGEST_LATER)
+    moved = fresh.replace(index=1)
+    assert _outcome._DIGEST.__get__(moved) is DIGEST_LATER
+    assert _outcome._DIGEST.__get__(fresh) is DIGEST_LATER
+    assert moved.digest == plain("w")
 
 
 def test_with_a_fixed_hash_seed_the_baseline_compares_digests() -> None:
