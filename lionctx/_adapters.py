@@ -23,8 +23,7 @@ __all__ = ["call_fetch", "call_provide", "fetch_invoker", "fetch_method", "provi
            "run_context_from_branch"]
 
 
-def provider_name(provider: Any, explicit: str | None = None, *,
-                  agentium: bool = False) -> str:
+def provider_name(provider: Any, explicit: str | None = None, *, agentium: bool = False) -> str:
     """Explicit name, then a truthy str ``name`` (then agentium's ``label`` with
     ``agentium=True``), then the class name: a plain ``str`` in which what UTF-8 cannot
     encode (a lone surrogate) is U+FFFD, since names go to the model in the tag."""
@@ -158,8 +157,7 @@ async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:
     if provide is None:
         return await call_fetch(provider, query_from_instruction(instruction),
                                 run_context_from_branch(branch))
-    return await _call_blocking_or_async(provider, provide, branch, instruction,
-                                         must_await=True)
+    return await _call_blocking_or_async(provider, provide, branch, instruction, must_await=True)
 
 
 async def call_fetch(provider: Any, query: str, ctx: Any) -> Any:

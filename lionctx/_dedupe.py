@@ -57,21 +57,14 @@ def _blocks(text: str) -> Iterable[str]:
         part = part.strip()
         if part and part != whole:
             yield part
-    if "<context" in whole:
-        yield from _context_blocks(whole)
-
-
-def _context_blocks(text: str) -> Iterable[str]:
-    """The texts of the ``<context>`` blocks in ``text``, in one linear walk."""
-    pos = 0
-    while True:
-        opening = _CONTEXT_OPEN.search(text, pos)
-        if opening is None:
-            return
-        end = text.find(_CONTEXT_CLOSE, opening.end() - 1)
+    if "<context" not in whole:
+        return
+    pos = 0  # the texts of the <context> blocks, in one linear walk
+    while (opening := _CONTEXT_OPEN.search(whole, pos)) is not None:
+        end = whole.find(_CONTEXT_CLOSE, opening.end() - 1)
         if end < 0:
             return
-        inner = text[opening.end():end].strip()
+        inner = whole[opening.end():end].strip()
         if inner:
             yield inner
         pos = end + len(_CONTEXT_CLOSE)

@@ -115,10 +115,8 @@ def instruction_text(content: Any) -> str:
     plain = getattr(content, "plain_content", None)
     if isinstance(plain, str) and plain:
         return plain
-    with_updates = getattr(content, "with_updates", None)
-    target = content
-    if callable(with_updates):
-        target = with_updates(tool_schemas=[], response_format=None)
+    update = getattr(content, "with_updates", None)
+    target = update(tool_schemas=[], response_format=None) if callable(update) else content
     rendered = getattr(target, "rendered", None)
     if isinstance(rendered, str):
         return rendered

@@ -116,8 +116,7 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
                     _less(_abandoned, key)
 
     try:
-        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True,
-                                              limiter=_unbounded())
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=_unbounded())
     except BaseException:
         with _lock:
             if not state["started"]:
@@ -134,12 +133,11 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
 def _unbounded() -> anyio.CapacityLimiter:
     # Our accounting is the bound: anyio's default limiter (40 tokens, the host's too)
     # is left alone. One per event loop: anyio's primitives belong to a loop.
-    try:
-        return _LIMITER.get()
-    except LookupError:
+    limiter = _LIMITER.get(None)
+    if limiter is None:
         limiter = anyio.CapacityLimiter(1_000_000)
         _LIMITER.set(limiter)
-        return limiter
+    return limiter
 
 
 _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("lionctx_limiter")

@@ -46,8 +46,7 @@ def chat_model(model: Any) -> Any:
 
         return OpenAIChatModel()
     if not callable(getattr(model, "complete", None)):
-        raise InvalidType(f"model must have complete() (a ChatModel), got "
-                          f"{type(model).__name__}")
+        raise InvalidType(f"model must have complete() (a ChatModel), got {type(model).__name__}")
     return model
 
 
@@ -99,8 +98,7 @@ class Conversation:
         else:
             msgs.insert(0, ensure_uid(system_message(value)))
 
-    def splice(self, snapshot: Sequence[dict[str, Any]],
-               compacted: list[dict[str, Any]]) -> bool:
+    def splice(self, snapshot: Sequence[dict[str, Any]], compacted: list[dict[str, Any]]) -> bool:
         """Replace the ``snapshot`` prefix of the history with ``compacted``; False (and
         nothing changed) when that prefix changed meanwhile: the compaction is stale."""
         current = self._messages

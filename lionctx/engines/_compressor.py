@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -145,8 +146,7 @@ def plan_compaction(messages: Sequence[Mapping[str, Any]], *, protect_first_n: i
     while tail_unit > head_end and tail_unit - 1 not in summary_units:
         start, end = groups[tail_unit - 1]
         cost = sum(tokens(messages[i]) for i in range(start, end))
-        fits = (tail_messages + end - start <= protect_last_n
-                and tail_tokens + cost <= tail_budget)
+        fits = tail_messages + end - start <= protect_last_n and tail_tokens + cost <= tail_budget
         if tail_unit < len(groups) and not fits:
             break  # the last unit is tail whatever it costs
         tail_unit -= 1
@@ -231,14 +231,10 @@ def cut_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
     """``text``, or its longest prefix within ``limit`` tokens with an ellipsis after it."""
     if count(text) <= limit:
         return text
-    low, high = 0, len(text)
-    while low < high:  # binary search: token counts grow with the prefix
-        mid = (low + high + 1) // 2
-        if count(text[:mid]) + 1 <= limit:
-            low = mid
-        else:
-            high = mid - 1
-    return text[:low].rstrip() + "…"
+    # Token counts grow with the prefix: the last one leaving a token for the ellipsis.
+    end = bisect.bisect_right(range(len(text) + 1), limit, lo=1,
+                              key=lambda n: count(text[:n]) + 1) - 1
+    return text[:end].rstrip() + "…"
 
 
 def summary_body(message: Mapping[str, Any]) -> str:
@@ -398,8 +394,7 @@ class ContextCompressor(ContextEngine):
             raise InvalidType(f"messages must be a list of dicts, got {type(messages).__name__}")
         for index, message in enumerate(messages):
             if not isinstance(message, dict):
-                raise InvalidType(
-                    f"messages[{index}] must be a dict, got {type(message).__name__}")
+                raise InvalidType(f"messages[{index}] must be a dict, got {type(message).__name__}")
         if focus_topic is not None and not isinstance(focus_topic, str):
             raise InvalidType(f"focus_topic must be a str or None, got {focus_topic!r}")
         plan = self.plan_compaction(messages)

@@ -234,8 +234,7 @@ def _run_register(register: Callable[[PluginContext], Any], source: str,
     try:
         returned = register(ctx)
     except Exception as exc:
-        raise PluginLoadError(
-            f"register(ctx) {what} raised {type(exc).__name__}: {exc}") from exc
+        raise PluginLoadError(f"register(ctx) {what} raised {type(exc).__name__}: {exc}") from exc
     return ctx.engine, returned
 
 
@@ -297,8 +296,7 @@ def load_entry_point(ep: Any) -> ContextEngine:
         try:
             obj = ep.load()
         except Exception as exc:
-            raise PluginLoadError(
-                f"loading {source} failed: {type(exc).__name__}: {exc}") from exc
+            raise PluginLoadError(f"loading {source} failed: {type(exc).__name__}: {exc}") from exc
         return engine_from_object(obj, source)
 
     return _shared(f"ep:{ep.name}={ep.value}", build)

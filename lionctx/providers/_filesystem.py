@@ -128,9 +128,7 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
             self.degradation_reason = None
             raise
         self.last_error = None
-        if scan is None:
-            return self._same_again()
-        return self._publish(scan)
+        return self._same_again() if scan is None else self._publish(scan)
 
     def invalidate(self) -> None:
         """Forget what was read; the next call reads every file again."""

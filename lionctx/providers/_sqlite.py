@@ -71,9 +71,8 @@ def format_rows(rows: list[Row]) -> str | None:
 
 
 def _bindable(value: Any) -> Any:
-    if value is None or isinstance(value, (int, float, str, bytes)):
-        return value
-    return str(value)  # a UUID, say: bind its text rather than fail the turn
+    # A UUID, say: bind its text rather than fail the turn.
+    return value if value is None or isinstance(value, (int, float, str, bytes)) else str(value)
 
 
 def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, ...]]:
@@ -225,10 +224,8 @@ class SqliteContextProvider(ContextSource):
         if self.busy_timeout is not None:
             return self.busy_timeout
         left = anyio.current_effective_deadline() - anyio.current_time()
-        if math.isinf(left):
-            return _DEFAULT_BUSY
         # Give up on the lock a little before the timeout, so the row says why.
-        return max(0.0, left * 0.9)
+        return _DEFAULT_BUSY if math.isinf(left) else max(0.0, left * 0.9)
 
     def _run(self, bind: dict[str, Any], running: _Running, busy: float) -> list[Row]:
         # sqlite3's messages never hold a bound value: they can be the reason as they are.

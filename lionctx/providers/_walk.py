@@ -114,9 +114,7 @@ class DirectoryWalk:
 
     def _refresh(self, last: Scan | None, stop: threading.Event) -> Scan | None:
         """In the worker thread: ``None`` if nothing changed since ``last``, else a new walk."""
-        if last is not None and self._unchanged(last):
-            return None
-        return self._scan(stop)
+        return None if last is not None and self._unchanged(last) else self._scan(stop)
 
     def _scan(self, stop: threading.Event) -> Scan:
         """Walk the tree depth first in relative-path order (``stop``: abandoned)."""
@@ -252,8 +250,7 @@ class DirectoryWalk:
             tally.reads += 1
         tally.saw(rel, path, seen)
 
-    def _list(self, fd: Any, real: str, states: States,
-              stopped: Callable[[], bool]) -> list[Entry]:
+    def _list(self, fd: Any, real: str, states: States, stopped: Callable[[], bool]) -> list[Entry]:
         """The entries of one directory worth visiting, in relative-path order."""
         matcher = self._matcher
         is_match = matcher.file_test(states)

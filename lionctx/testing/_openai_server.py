@@ -197,8 +197,7 @@ class _Handler(JsonHandler):
             reply = wire.reply_for(item, body)
         except Exception as exc:  # a broken script must show up in the test, as a 500
             logger.exception("scripted reply failed")
-            self.send_json(500, wire.error_body(f"scripted reply failed: {exc}",
-                                                 "server_error"))
+            self.send_json(500, wire.error_body(f"scripted reply failed: {exc}", "server_error"))
             return
         if reply.status != 200:
             kind = "authentication_error" if reply.status in (401, 403) else "server_error"

@@ -58,8 +58,7 @@ ScriptItem = Reply | str | Mapping[str, Any] | Callable[[dict[str, Any]], Any]
 def echo_reply(body: Mapping[str, Any]) -> str:
     """The offline echo model's deterministic answer to a chat request body."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
-    last_user = next((message_text(m) for m in reversed(messages)
-                      if m.get("role") == "user"), "")
+    last_user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
     names: list[str] = []
     for m in messages:
         if m.get("role") in ("system", "developer", "user"):
