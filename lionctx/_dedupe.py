@@ -37,12 +37,6 @@ def _digest(text: str) -> bytes:
 _VOUCHED = object()
 
 
-def _system_side(role: object, position: int) -> bool:
-    # The leading system message is the instructions, sent every turn: not history.
-    return role is _VOUCHED or (isinstance(role, str) and role in SYSTEM_SIDE_ROLES
-                                and not (role == "system" and position == 0))
-
-
 def _fingerprint(role: object, text: str) -> bytes:
     return _digest(f"{'' if role is _VOUCHED else role!r}\0{text}")
 
@@ -96,7 +90,9 @@ class HistoryIndex:
             start = 0
         for i in range(max(start, n - self.max_messages), n):
             role, text = self._look(messages[i])
-            if _system_side(role, i):
+            # The leading system message is the instructions, sent every turn: not history.
+            if role is _VOUCHED or (isinstance(role, str) and role in SYSTEM_SIDE_ROLES
+                                    and not (role == "system" and i == 0)):
                 self._remember(text, i)
             if i == n - 1:
                 self._last = _fingerprint(role, text)
@@ -147,8 +143,7 @@ def skip_seen(outcomes: Sequence[Outcome], index: HistoryIndex,
 
 def untag(name: str, framed: str, tag: Callable[[str, str], str]) -> str:
     """``framed`` without the frame ``tag(name, ...)`` puts around a text, if it has it."""
-    empty = tag(name, "\0")
-    head, _, tail = empty.partition("\0")
+    head, _, tail = tag(name, "\0").partition("\0")
     if framed.startswith(head) and framed.endswith(tail) and len(framed) >= len(head) + len(tail):
         return framed[len(head):len(framed) - len(tail)]
     return framed

@@ -34,8 +34,7 @@ def plain(text: str, limit: int) -> tuple[str, int]:
     """The first ``limit`` characters of ``text`` and its length, read through ``str``'s
     own methods (a subclass's overrides are never called)."""
     size = str.__len__(text)
-    head = str.__getitem__(text, slice(0, min(size, max(limit, 0))))
-    return head, size
+    return str.__getitem__(text, slice(0, min(size, max(limit, 0)))), size
 
 
 def cut(text: str, limit: int = TEXT_LIMIT) -> str:

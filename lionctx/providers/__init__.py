@@ -12,23 +12,10 @@ from ._http import HttpContextProvider, HttpFetchError
 from ._mcp import McpResourceProvider, close_mcp_connections
 from ._sqlite import SqliteContextProvider, format_rows
 
-__all__ = [
-    "CachedContextProvider",
-    "ContextSource",
-    "DatabaseContextProvider",
-    "FilesystemContextProvider",
-    "FlightCache",
-    "HttpContextProvider",
-    "HttpFetchError",
-    "McpResourceProvider",
-    "ProvidedText",
-    "SharedFetchError",
-    "SourceUnavailable",
-    "SqliteContextProvider",
-    "close_mcp_connections",
-    "default_key",
-    "format_rows",
-]
+__all__ = ["CachedContextProvider", "ContextSource", "DatabaseContextProvider",
+           "FilesystemContextProvider", "FlightCache", "HttpContextProvider", "HttpFetchError",
+           "McpResourceProvider", "ProvidedText", "SharedFetchError", "SourceUnavailable",
+           "SqliteContextProvider", "close_mcp_connections", "default_key", "format_rows"]
 
 
 from .._public import publish  # noqa: E402  (after the exports it rewrites)

@@ -134,19 +134,10 @@ class CachedContextProvider(ContextSource):
     ``degradation_reason`` travels with the value it made.
     """
 
-    def __init__(
-        self,
-        inner: Any,
-        ttl: float,
-        *,
-        key: KeyFunc | None = None,
-        maxsize: int = 1024,
-        stale_on_error: bool = False,
-        name: str | None = None,
-        cache: Any = None,
-        source_identity: str | None = None,
-        context_fields: Iterable[str] | None = None,
-    ) -> None:
+    def __init__(self, inner: Any, ttl: float, *, key: KeyFunc | None = None, maxsize: int = 1024,
+                 stale_on_error: bool = False, name: str | None = None, cache: Any = None,
+                 source_identity: str | None = None,
+                 context_fields: Iterable[str] | None = None) -> None:
         if fetch_method(inner) is None and not callable(getattr(inner, "provide", None)):
             raise InvalidType(f"inner must be a context provider with fetch() or provide(), "
                             f"got {inner!r}")
@@ -199,8 +190,7 @@ class CachedContextProvider(ContextSource):
         """LionAGI face; a provide-only inner provider is called through ``provide``."""
         if fetch_method(self.inner) is not None:
             return await super().provide(branch, instruction)
-        query = query_from_instruction(instruction)
-        key = self.cache_key(query, run_context_from_branch(branch))
+        key = self.cache_key(query_from_instruction(instruction), run_context_from_branch(branch))
         if self.key in (default_key, query_key):
             key = (key, _Same(branch))  # what it returns may depend on the branch
         return await self._get(key, functools.partial(call_provide, self.inner, branch,
@@ -219,8 +209,7 @@ class CachedContextProvider(ContextSource):
             raise
         stored = hit.value
         if hit.source is Source.STALE:
-            why = _why(hit.error)
-            self.last_error = why
+            self.last_error = why = _why(hit.error)
             self.degradation_reason = _note(f"served a stale value: {why}", hit.note)
             assert stored is not None  # only a good value is served stale
             return provided(stored.text, cached=True, stale=True)

@@ -51,16 +51,9 @@ class DatabaseContextProvider(ContextSource):
             (``("tenant_id", "user_id")``); state every one it reads.
     """
 
-    def __init__(
-        self,
-        name: str | None = None,
-        fetch: Callable[..., Any] | None = None,
-        *,
-        label: str | None = None,
-        takes_query: bool | None = None,
-        source_identity: str | None = None,
-        context_fields: Iterable[str] = (),
-    ) -> None:
+    def __init__(self, name: str | None = None, fetch: Callable[..., Any] | None = None, *,
+                 label: str | None = None, takes_query: bool | None = None,
+                 source_identity: str | None = None, context_fields: Iterable[str] = ()) -> None:
         if name is not None and label is not None and name != label:
             raise InvalidValue(f"give name or label, not both (got name={name!r}, label={label!r})")
         self.name = check_name(name if name is not None else label, "name (or label)")

@@ -96,8 +96,7 @@ class BodyDecoder:
         self.cap = cap
         self.total = 0
         # An inner layer's output is compressed input: about the text's size, plus slack.
-        inner = cap + cap // 64 + 4096
-        self.layers = [_Layer(c, inner) for c in reversed(stack)]
+        self.layers = [_Layer(c, cap + cap // 64 + 4096) for c in reversed(stack)]
 
     def feed(self, data: bytes, final: bool = False) -> bytes:
         """The decoded output of ``data`` (and whatever earlier input still held)."""

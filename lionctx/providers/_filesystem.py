@@ -64,16 +64,9 @@ class FilesystemContextProvider(ContextSource, DirectoryWalk):
     are not valid UTF-8 shown with U+FFFD, and the call reported ``degraded``).
     """
 
-    def __init__(
-        self,
-        base_path: str | os.PathLike[str],
-        *,
-        glob: str = DEFAULT_GLOB,
-        encoding: str = "utf-8",
-        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
-        max_files: int = DEFAULT_MAX_FILES,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, base_path: str | os.PathLike[str], *, glob: str = DEFAULT_GLOB,
+                 encoding: str = "utf-8", max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+                 max_files: int = DEFAULT_MAX_FILES, name: str | None = None) -> None:
         raw = check_path(base_path, "base_path")
         if not isinstance(encoding, str):
             raise InvalidType(f"encoding must be a str, got {encoding!r}")

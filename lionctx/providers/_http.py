@@ -89,24 +89,13 @@ class HttpContextProvider(ContextSource):
             request per TTL across every worker process).
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        method: str = "GET",
-        headers: Mapping[str, str] | None = None,
-        body: Body = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        cache_ttl: float = 0.0,
-        name: str | None = None,
-        allowed_hosts: Iterable[str] | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        max_redirects: int = DEFAULT_MAX_REDIRECTS,
-        transform: Transform | None = None,
-        stale_on_error: bool = False,
-        client: httpx.AsyncClient | None = None,
-        cache: Any = None,
-    ) -> None:
+    def __init__(self, url: str, *, method: str = "GET", headers: Mapping[str, str] | None = None,
+                 body: Body = None, timeout: float = DEFAULT_TIMEOUT, cache_ttl: float = 0.0,
+                 name: str | None = None, allowed_hosts: Iterable[str] | None = None,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 max_redirects: int = DEFAULT_MAX_REDIRECTS, transform: Transform | None = None,
+                 stale_on_error: bool = False, client: httpx.AsyncClient | None = None,
+                 cache: Any = None) -> None:
         import httpx  # deferred: importing lionctx should not import httpx
 
         self.url = rq.check_url(url)

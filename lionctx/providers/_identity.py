@@ -160,6 +160,5 @@ def name_from_path(path: str | os.PathLike[str], *, fallback: str,
     last = last.rsplit("@", 1)[-1]  # "user:password@host": never the secret
     if strip_suffix and "." in last.strip("."):
         last = last.rsplit(".", 1)[0]
-    name = _UNSAFE.sub("-", last).strip("-.")[:_MAX_LEN].strip("-.")
     # \w excludes lone surrogates (undecodable bytes), so the name encodes as UTF-8.
-    return name or fallback
+    return _UNSAFE.sub("-", last).strip("-.")[:_MAX_LEN].strip("-.") or fallback

@@ -123,17 +123,9 @@ class SqliteContextProvider(ContextSource):
             tenths of the time left to the call's timeout or deadline, else 5 s).
     """
 
-    def __init__(
-        self,
-        database: str | os.PathLike[str],
-        sql: str,
-        *,
-        params: Params = None,
-        formatter: Formatter | None = None,
-        max_rows: int = 20,
-        name: str | None = None,
-        busy_timeout: float | None = None,
-    ) -> None:
+    def __init__(self, database: str | os.PathLike[str], sql: str, *, params: Params = None,
+                 formatter: Formatter | None = None, max_rows: int = 20, name: str | None = None,
+                 busy_timeout: float | None = None) -> None:
         raw = check_path(database, "database")
         if raw == ":memory:":
             raise InvalidValue(f"database must be the path of a SQLite file, got {database!r}")

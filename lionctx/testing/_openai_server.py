@@ -215,11 +215,10 @@ class _Handler(JsonHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
-        for payload in wire.stream_chunks(plain, bool(opts.get("include_usage"))):
-            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+        chunks = wire.stream_chunks(plain, bool(opts.get("include_usage")))
+        for event in [*map(json.dumps, chunks), "[DONE]"]:
+            self.wfile.write(f"data: {event}\n\n".encode())
             self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
 
 
 class LocalOpenAIServer(ThreadedServer):

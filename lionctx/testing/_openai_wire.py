@@ -59,10 +59,8 @@ def echo_reply(body: Mapping[str, Any]) -> str:
     """The offline echo model's deterministic answer to a chat request body."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
     last_user = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
-    names: list[str] = []
-    for m in messages:
-        if m.get("role") in ("system", "developer", "user"):
-            names.extend(_TAG_NAME.findall(message_text(m)))
+    names = [name for m in messages if m.get("role") in ("system", "developer", "user")
+             for name in _TAG_NAME.findall(message_text(m))]
     said = " ".join(last_user.split())
     if len(said) > 200:
         said = said[:197] + "..."
@@ -104,13 +102,10 @@ def tool_calls(reply: Reply, next_id: Callable[[], int]) -> list[dict[str, Any]]
     calls = []
     for call in reply.tool_calls:
         args = call.get("arguments", {})
-        calls.append({
-            "id": call.get("id") or f"call_{next_id():012d}",
-            "type": "function",
-            "function": {"name": call["name"],
-                         "arguments": args if isinstance(args, str)
-                         else json.dumps(args, sort_keys=True)},
-        })
+        if not isinstance(args, str):
+            args = json.dumps(args, sort_keys=True)
+        calls.append({"id": call.get("id") or f"call_{next_id():012d}", "type": "function",
+                      "function": {"name": call["name"], "arguments": args}})
     return calls
 
 
@@ -133,12 +128,9 @@ def completion(cid: str, model: str, created: int, reply: Reply,
     if calls:
         message["tool_calls"] = calls
     finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-    return {
-        "id": cid, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                     "logprobs": None}],
-        "usage": used,
-    }
+    return {"id": cid, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                         "logprobs": None}], "usage": used}
 
 
 def stream_chunks(plain: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
