@@ -54,8 +54,7 @@ _LAZY = {name: module for module, names in {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if (module := _LAZY.get(name)) is None:
         raise AttributeError(f"module 'lionctx' has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
     publish_one(value, name, __name__)  # ``lionctx.Report``, not ``lionctx._report``

@@ -114,8 +114,7 @@ def query_from_instruction(instruction: Any) -> str:
     if content is not None and hasattr(content, "prompt_context"):  # a LionAGI Instruction
         return instruction_text(content)
     for attr in ("instruction", "content", "text"):
-        value = getattr(instruction, attr, None)
-        if isinstance(value, str):
+        if isinstance(value := getattr(instruction, attr, None), str):
             return value
     return str(instruction)
 
@@ -153,8 +152,7 @@ async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:
     """LionAGI face: ``provide(branch, instruction)``, or :func:`call_fetch` on the
     instruction's text and the branch's run context. A sync ``provide`` runs in a worker
     thread and fails unless it returned an awaitable (as in LionAGI)."""
-    provide = getattr(provider, "provide", None)
-    if provide is None:
+    if (provide := getattr(provider, "provide", None)) is None:
         return await call_fetch(provider, query_from_instruction(instruction),
                                 run_context_from_branch(branch))
     return await _call_blocking_or_async(provider, provide, branch, instruction, must_await=True)
@@ -163,11 +161,9 @@ async def call_provide(provider: Any, branch: Any, instruction: Any) -> Any:
 async def call_fetch(provider: Any, query: str, ctx: Any) -> Any:
     """agentium face: ``fetch(query, ctx)`` (or ``fetchContext``), sync or async; a
     ContextSource through ``retrieve``."""
-    retrieve = retrieve_method(provider)
-    if retrieve is not None:
+    if (retrieve := retrieve_method(provider)) is not None:
         return await retrieve(query, ctx)
-    fetch = fetch_method(provider)
-    if fetch is None:
+    if (fetch := fetch_method(provider)) is None:
         raise AttributeError(
             f"context provider {type(provider).__name__} has no fetch() or fetchContext()"
         )

@@ -58,8 +58,7 @@ def _blocks(text: str) -> Iterable[str]:
         end = whole.find(_CONTEXT_CLOSE, opening.end() - 1)
         if end < 0:
             return
-        inner = whole[opening.end():end].strip()
-        if inner:
+        if inner := whole[opening.end():end].strip():
             yield inner
         pos = end + len(_CONTEXT_CLOSE)
 
@@ -134,8 +133,7 @@ def skip_seen(outcomes: Sequence[Outcome], index: HistoryIndex,
     for i, o in enumerate(rows):
         if o.status is not Status.FIRED or o.text is None:
             continue
-        hit = index.find(body(o) if body is not None else o.text)
-        if hit is not None:
+        if (hit := index.find(body(o) if body is not None else o.text)) is not None:
             rows[i] = o.replace(status=Status.SKIPPED, reason=f"duplicate of message {hit}",
                                 digest=None)
     return rows

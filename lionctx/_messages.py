@@ -83,8 +83,7 @@ def strip_persistence_fields(messages: Iterable[Mapping[str, Any]]) -> list[dict
 
 def message_text(msg: Mapping[str, Any]) -> str:
     """The text of a message: its ``content`` string, or its text parts joined."""
-    content = msg.get("content")
-    if content is None:
+    if (content := msg.get("content")) is None:
         return ""
     if isinstance(content, str):
         return content

@@ -115,8 +115,7 @@ def traceback_text(exc: BaseException) -> str:
         seen.add(id(current))
         name, message = error_text(current)
         block = ["Traceback (most recent call last):\n"]
-        tb = current.__traceback__
-        if isinstance(tb, TracebackType):
+        if isinstance(tb := current.__traceback__, TracebackType):
             try:
                 block += traceback.format_tb(tb, limit=-TRACEBACK_FRAMES)
             except Exception:  # a frame whose source cannot be read

@@ -31,8 +31,7 @@ def closest(key: str, known: Iterable[str]) -> str | None:
         held = by_fold.get(folded)
         if held is None or (("_" in name) == snake and ("_" in held) != snake):
             by_fold[folded] = name
-    folded = _folded(key)
-    if folded in by_fold:
+    if (folded := _folded(key)) in by_fold:
         return by_fold[folded]
     match = difflib.get_close_matches(folded, list(by_fold), n=1, cutoff=0.75)
     return by_fold[match[0]] if match else None

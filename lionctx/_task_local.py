@@ -35,7 +35,6 @@ class TaskLocal(Generic[T]):
         return self.last if value is None else value
 
     def set(self, value: T) -> None:
-        key = current_task()
-        if key is not None:
+        if (key := current_task()) is not None:
             self._by_task[key] = value
         self.last = value

@@ -59,8 +59,7 @@ _ALL_HELD = "all"
 def _try_take(key: Hashable) -> str | None:
     """Take a slot; ``None`` when taken, else why waiting is pointless ("" = wait)."""
     with _lock:
-        stuck = _abandoned[key]
-        if stuck >= _per_key:
+        if (stuck := _abandoned[key]) >= _per_key:
             return (f"{stuck} earlier calls of this source are still stuck in worker "
                     "threads after their timeout")
         if key is not None and _held[key] >= max(_per_key, _max // 4):
@@ -133,8 +132,7 @@ async def run_in_worker(fn: Callable[[], T], *, key: Hashable = None) -> T:
 def _unbounded() -> anyio.CapacityLimiter:
     # Our accounting is the bound: anyio's default limiter (40 tokens, the host's too)
     # is left alone. One per event loop: anyio's primitives belong to a loop.
-    limiter = _LIMITER.get(None)
-    if limiter is None:
+    if (limiter := _LIMITER.get(None)) is None:
         limiter = anyio.CapacityLimiter(1_000_000)
         _LIMITER.set(limiter)
     return limiter

@@ -211,8 +211,7 @@ class Turn:
                 yield delta
         finally:
             await chat_stream.aclose()
-        response = chat_stream.response
-        if response is None:
+        if (response := chat_stream.response) is None:
             raise ModelResponseError("the model stream ended without a response")
         self._received(response)
         self.add(response.to_message())
@@ -321,8 +320,7 @@ class Turn:
     async def __aexit__(self, exc_type: Any, error: BaseException | None, tb: Any) -> None:
         # Compaction (when record), then on_turn_complete; an error is reported as a
         # failure (an Exception) or an interruption.
-        session = self.session
-        if session is None:
+        if (session := self.session) is None:
             return
         if error is None and self.record:
             try:

@@ -110,8 +110,7 @@ def tools_by_name(tools: Sequence[Any]) -> dict[str, Tool]:
         raise InvalidType(f"tools must be a list of callables, Tools or specs, got {tools!r}")
     by_name: dict[str, Tool] = {}
     for obj in tools:
-        tool = as_tool(obj)
-        if tool.name in by_name:
+        if (tool := as_tool(obj)).name in by_name:
             raise InvalidValue(f"two tools are named {tool.name!r}")
         by_name[tool.name] = tool
     return by_name

@@ -28,8 +28,7 @@ class WeakIdMap(Generic[V]):
     def setdefault(self, obj: Any, factory: Callable[[], V]) -> V | None:
         """The value tied to ``obj``, made first if none; ``None``: no weak reference."""
         with self._lock:
-            found = self.get(obj)
-            if found is not None:
+            if (found := self.get(obj)) is not None:
                 return found
             key = id(obj)
             items = self._items

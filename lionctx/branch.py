@@ -144,8 +144,7 @@ class Branch(Conversation):
         """Clear the history and ``last_response``, keeping the system message and the
         providers. A context engine's session ends (``on_session_end``, then
         ``on_session_reset``); the next turn starts a new one."""
-        session = self._engine_session
-        if session is not None:
+        if (session := self._engine_session) is not None:
             session.reset(self.messages)
         self._messages = self._messages[:1] if self.system is not None else []
         self.last_response = None
@@ -153,8 +152,7 @@ class Branch(Conversation):
     def end_session(self) -> None:
         """End the context engine's session (``on_session_end``); a later turn starts a
         new one. Does nothing without an engine or before the first turn."""
-        session = self._engine_session
-        if session is not None:
+        if (session := self._engine_session) is not None:
             session.end(self.messages)
 
     async def aclose(self) -> None:

@@ -140,8 +140,7 @@ def check_select_timeout(seconds: object) -> float:
 
 def overrides(engine: object, hook: str) -> bool:
     """True when ``engine``'s ``hook`` is not :class:`ContextEngine`'s own default."""
-    base = ContextEngine.__dict__.get(hook)
-    if base is None:
+    if (base := ContextEngine.__dict__.get(hook)) is None:
         raise InvalidValue(f"ContextEngine has no hook named {hook!r}")
     attr = getattr(engine, hook, None)
     return callable(attr) and getattr(attr, "__func__", attr) is not base

@@ -168,8 +168,7 @@ def usage_dict(usage: Any) -> dict[str, Any] | None:
     if isinstance(usage, Mapping):
         return copy.deepcopy(dict(usage))
     with contextlib.suppress(Exception):  # no model_dump, or a broken one
-        dumped = usage.model_dump()
-        if isinstance(dumped, dict):
+        if isinstance(dumped := usage.model_dump(), dict):
             return dumped
     counts = usage_counts(usage)
     keys = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -241,8 +240,7 @@ def carry_identity(original: Sequence[Mapping[str, Any]], result: list[dict[str,
     by_key: dict[str | None, list[Mapping[str, Any]]] = {}
     for message in original:
         if is_uid(message.get(UID_FIELD)):
-            key = _wire_key(message)
-            if key is not None:
+            if (key := _wire_key(message)) is not None:
                 by_key.setdefault(key, []).append(message)
     taken = {m[UID_FIELD] for m in result if is_uid(m.get(UID_FIELD))}
     for message in result:

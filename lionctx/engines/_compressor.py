@@ -69,8 +69,7 @@ def message_tokens(message: Mapping[str, Any], counter: TokenCounter | None = No
             total += count(text) if isinstance(text, str) else MEDIA_PART_TOKENS
     elif content is not None:
         total += count(content if isinstance(content, str) else str(content))
-    name = message.get("name")
-    if isinstance(name, str):
+    if isinstance(name := message.get("name"), str):
         total += count(name)
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, Mapping) else None
@@ -192,8 +191,7 @@ def render_for_summary(message: Mapping[str, Any], limit: int) -> str:
     if who in RESULT_ROLES and message.get("tool_call_id") is not None:
         label += f" result of {message['tool_call_id']}"
     lines = [f"[{label}]"]
-    text = shorten(message_text(message), limit)
-    if text:
+    if text := shorten(message_text(message), limit):
         lines.append(text)
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, Mapping) else None
@@ -345,8 +343,7 @@ class ContextCompressor(ContextEngine):
         self.threshold_tokens = max(int(self.context_length * self.threshold_percent), floor)
 
     def update_from_response(self, usage: Mapping[str, Any]) -> None:
-        counts = usage_counts(usage)
-        if counts is not None:
+        if (counts := usage_counts(usage)) is not None:
             self.last_prompt_tokens, self.last_completion_tokens, self.last_total_tokens = counts
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:

@@ -118,8 +118,7 @@ def context_section(config: ConfigArg) -> dict[str, Any]:
     if not isinstance(config, Mapping):
         raise InvalidType(
             f"config must be a mapping, a path to a YAML/TOML file, or None; got {config!r}")
-    section = config.get("context", {})
-    if section is None:
+    if (section := config.get("context", {})) is None:
         return {}
     if not isinstance(section, Mapping):
         raise InvalidValue(f"configuration 'context' must be a mapping, got {section!r}")

@@ -200,8 +200,7 @@ def import_plugin(directory: Path) -> ModuleType:
     directory = directory.resolve()
     with lock:
         name = module_name(directory)
-        module = sys.modules.get(name)
-        if module is not None:
+        if (module := sys.modules.get(name)) is not None:
             return module
         spec = importlib.util.spec_from_file_location(
             name, directory / "__init__.py", submodule_search_locations=[str(directory)])
@@ -240,8 +239,7 @@ def _run_register(register: Callable[[PluginContext], Any], source: str,
 
 def engine_from_module(module: ModuleType, source: str) -> ContextEngine:
     """Its ``register(ctx)``'s engine, else its first ContextEngine subclass, built."""
-    register = getattr(module, "register", None)
-    if callable(register):
+    if callable(register := getattr(module, "register", None)):
         engine, _ = _run_register(register, source, f"of context engine plugin {source}")
         if engine is not None:
             return engine
@@ -276,8 +274,7 @@ def engine_from_object(obj: object, source: str) -> ContextEngine:
 
 def _shared(key: str, build: Callable[[], ContextEngine]) -> ContextEngine:
     with lock:
-        engine = _instances.get(key)
-        if engine is None:
+        if (engine := _instances.get(key)) is None:
             engine = _instances[key] = build()
         return engine
 
@@ -322,8 +319,7 @@ class EngineInfo:
 def _found(paths: Sequence[Path]) -> list[tuple[EngineInfo, Callable[[], ContextEngine]]]:
     """Every engine after the built-in, in resolution order, and what loads it."""
     found: list[tuple[EngineInfo, Callable[[], ContextEngine]]] = []
-    registered = registered_context_engine()
-    if registered is not None:
+    if (registered := registered_context_engine()) is not None:
         doc = inspect.getdoc(type(registered)) or ""
         found.append((EngineInfo(engine_label(registered), doc.split("\n", 1)[0], None,
                                  "registered", True), lambda: registered))
@@ -463,8 +459,7 @@ def resolve_context_engine(engine: ContextEngine | str | None = None, config: Co
     compressor with a warning.
     """
     if isinstance(config, Mapping) and "context" not in config:
-        unknown = sorted(str(k) for k in config if k not in SECTION_KEYS)
-        if unknown:
+        if unknown := sorted(str(k) for k in config if k not in SECTION_KEYS):
             raise InvalidValue(
                 f"engine_config has unknown key(s) {unknown}: give a configuration with a "
                 f"'context' section, or the section itself with {sorted(SECTION_KEYS)}")

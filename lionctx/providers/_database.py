@@ -28,9 +28,8 @@ def _wants_query(fn: Any) -> bool:
         return False  # a builtin we cannot inspect: assume the page's fetch(ctx)
     params = sig.parameters.values()
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = sum(p.default is p.empty for p in positional)
     # Required parameters decide: fetch(ctx, limit=5) is the page's form.
-    if required:
+    if required := sum(p.default is p.empty for p in positional):
         return required >= 2
     return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 

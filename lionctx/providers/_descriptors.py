@@ -190,8 +190,7 @@ def read_capped(fd: int, size_hint: int, limit: int) -> bytes | None:
     parts: list[bytes] = []
     total = 0
     while True:
-        chunk = os.read(fd, max(want, 1))
-        if not chunk:
+        if not (chunk := os.read(fd, max(want, 1))):
             break
         parts.append(chunk)
         total += len(chunk)

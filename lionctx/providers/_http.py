@@ -173,8 +173,7 @@ class HttpContextProvider(ContextSource):
 
     async def aclose(self) -> None:
         """Close the client this provider made (a client passed in stays open)."""
-        client = self._client.take()
-        if client is not None:
+        if (client := self._client.take()) is not None:
             await client.aclose()
 
     async def __aenter__(self) -> HttpContextProvider:
@@ -210,8 +209,7 @@ class HttpContextProvider(ContextSource):
         if text is None or self.transform is None:
             return text
         try:
-            out = self.transform(text)
-            if inspect.isawaitable(out):
+            if inspect.isawaitable(out := self.transform(text)):
                 out = await out
         except Exception as exc:
             raise HttpFetchError(self._scrub(

@@ -106,8 +106,7 @@ def parse_hosts(value: Any) -> list[Host]:
             raise InvalidType(f"allowed_hosts entries must be str, got {entry!r}")
         bad = (f"allowed_hosts entry {entry!r} is not a host name, 'host:port', "
                f"'*.domain' or '[ipv6]'")
-        m = _HOST_ENTRY.match(entry.strip())
-        if m is None:
+        if (m := _HOST_ENTRY.match(entry.strip())) is None:
             raise InvalidValue(bad)
         host = m["host"]
         wildcard = bool(m["wild"])
@@ -166,8 +165,7 @@ def check_url(url: object) -> httpx.URL:
         parsed = httpx.URL(url)
     except Exception:
         raise InvalidValue("url is not a valid URL") from None
-    problem = target_problem(parsed)
-    if problem is not None:
+    if (problem := target_problem(parsed)) is not None:
         raise InvalidValue(f"url must be an http or https URL with a host, got {problem}")
     return parsed
 
@@ -246,8 +244,7 @@ def redirect_target(url: httpx.URL, location: str) -> httpx.URL:
         nxt = url.join(location)
     except Exception:
         raise HttpFetchError("refused: redirect to an invalid URL") from None
-    problem = target_problem(nxt)
-    if problem is not None:
+    if (problem := target_problem(nxt)) is not None:
         raise HttpFetchError(f"refused: redirect to {problem}")
     return nxt
 

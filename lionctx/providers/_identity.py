@@ -62,8 +62,7 @@ def callable_identity(fn: Any) -> str | None:
         return "none"
     with contextlib.suppress(KeyError, TypeError):  # not seen, or not weak-referenceable
         return _NAMED[fn]
-    shown = _shown(_material(fn, 0))
-    if shown is None:
+    if (shown := _shown(_material(fn, 0))) is None:
         return None
     target = fn
     while isinstance(target, functools.partial):

@@ -266,8 +266,7 @@ class SecretIndex(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if self.counts:
             message = record.getMessage()
-            clean = self.redact(message)
-            if clean != message:
+            if (clean := self.redact(message)) != message:
                 record.msg, record.args = clean, None
         return True
 

@@ -45,8 +45,7 @@ _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ,
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
-    if code is not None:
+    if (code := getattr(exc, "sqlite_errorcode", None)) is not None:  # Python 3.11+
         return code & 0xFF in (sqlite3.SQLITE_BUSY, getattr(sqlite3, "SQLITE_LOCKED", 6))
     return "locked" in str(exc)
 
@@ -232,8 +231,7 @@ class SqliteContextProvider(ContextSource):
                     return []
                 running.conn = conn
             conn.set_authorizer(_authorize)
-            cur = conn.execute(self.sql, bind)
-            if cur.description is None:
+            if (cur := conn.execute(self.sql, bind)).description is None:
                 return []
             columns = [d[0] for d in cur.description]
             return [dict(zip(columns, row, strict=False)) for row in cur.fetchmany(self.max_rows)]

@@ -135,8 +135,7 @@ class DirectoryWalk:
                                          or not self._reopen(stack, base_real, tally)):
                     tally.walking.discard(stack.pop().ident)  # done, or out of reach
                     continue
-                child = self._visit(frame, base_real, tally, stopped)
-                if child is not None:
+                if (child := self._visit(frame, base_real, tally, stopped)) is not None:
                     stack.append(child)
                     tally.walking.add(child.ident)
                     self._bound_open(stack, len(stack))
@@ -184,8 +183,7 @@ class DirectoryWalk:
         if tally.dirs >= _MAX_DIRS:
             tally.doubt(rel + "/", f"not listed: over {_MAX_DIRS} directories")
             return None
-        child = self._enter(frame, name, target, base_real, tally)
-        if child is None:
+        if (child := self._enter(frame, name, target, base_real, tally)) is None:
             tally.trusted = False
             return None
         fd, real, st = child
@@ -239,8 +237,7 @@ class DirectoryWalk:
             tally.doubt(rel, os_reason(exc))
             return
         key = fs.file_key(st)
-        problem = fs.file_problem(st.st_mode, st.st_size, self.max_file_size)
-        if problem is not None:
+        if (problem := fs.file_problem(st.st_mode, st.st_size, self.max_file_size)) is not None:
             tally.plan_files.append((path, key))
             tally.skipped.append((rel, problem))
             return
@@ -266,8 +263,7 @@ class DirectoryWalk:
                 except OSError:
                     is_link, is_dir = False, False
                 if is_dir:
-                    inner = matcher.step(states, name)
-                    if inner:
+                    if inner := matcher.step(states, name):
                         # "a/" sorts after "a.md" and "a-b/": the order of full paths
                         out.append((name + "/", name, True, is_link, entry, inner))
                 elif is_match(name):
