@@ -128,7 +128,7 @@ class _Pass:
     probe: Probe | None = None  # its probe (notes the loop iteration each provider starts in)
     encode: Callable[[str], list[int]] | None = None  # the bundled encoding's, loaded
     digests: bool = False  # each text counted whole gets its digest as its row is made
-    steps: dict[int, float] | None = None  # each call's longest own step, when timed (_lag)
+    steps: dict[int, float] | None = None  # each call's own steps summed, when timed (_lag)
 
 
 @dataclass(slots=True)
