@@ -95,3 +95,23 @@ async def test_a_run_sharing_an_id_after_others_ended_still_reads_no_other_repor
     del c, late, streamed
     gc.collect()
     assert "r" not in pai._BY_RUN_ID
+
+
+def test_runs_sharing_one_usage_object_keep_a_bounded_number_of_reports(server):
+    # A host that passes one usage= to every run of a conversation (to add its usage
+    # up) keeps that object alive: what lionctx ties to it must not grow per run.
+    from lionctx.integrations._turns import _REPORTS, RUNS_PER_HOLDER
+    from pydantic_ai.usage import RunUsage, UsageLimits
+
+    async def runs():
+        hook = pai.context_instructions([Named()])
+        agent = pydantic_agent(server, [hook])
+        usage = RunUsage()
+        for i in range(RUNS_PER_HOLDER + 20):
+            result = await agent.run("hi", deps={"user_id": f"u{i}"}, usage=usage,
+                                     usage_limits=UsageLimits(request_limit=None))
+            assert pai.report(result).outcomes[0].text.endswith(f"notes of u{i}\n</context>")
+        assert len(hook._turns.get(usage)) <= RUNS_PER_HOLDER
+        assert len(_REPORTS.get(usage)) <= RUNS_PER_HOLDER
+
+    anyio.run(runs)
