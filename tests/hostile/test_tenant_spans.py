@@ -67,7 +67,7 @@ async def test_each_tenants_spans_are_its_own(otel):
         for tenant in USERS:
             tg.start_soon(turn, tenant)
     spans = exporter.get_finished_spans()
-    for tenant, user in USERS.items():
+    for tenant in USERS:
         [root] = [s for s in spans if s.name == f"request {tenant}"]
         mine = _subtree(spans, root)
         assert [s.name for s in mine].count("lionctx.gather") == 3, "its own passes only"
