@@ -304,9 +304,8 @@ def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
     return call.framed(text) if frame is TAG_FRAME else frame(text)
 
 
-#: Each tag name's head and the o200k tokens of its head and tail, counted once (names
-#: are few): at most 65,536 names of up to 256 characters, and _FRAMES_HELD[1]
-#: characters of names and heads in all; a flood of them is forgotten.
+#: Each tag name's head and the o200k tokens of its head and tail, counted once: at most
+#: 65,536 names of up to 256 characters and _FRAMES_HELD[1] characters in all.
 _FRAMES: dict[str, tuple[str, int]] = {}
 _FRAMES_HELD = [0, 1 << 22]  # characters held, most held
 

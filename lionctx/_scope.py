@@ -4,6 +4,7 @@ secrets) and equal :func:`scope_of` (the values of the ``context_fields`` it rea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import reprlib
 import secrets
@@ -14,8 +15,7 @@ from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._weakid import WeakIdMap
 
-__all__ = ["MAX_FIELDS", "MAX_SCOPE_CHARS", "Scope", "context_fields", "scope_of",
-           "scope_text", "source_identity"]
+__all__ = ["Scope", "context_fields", "scope_of", "scope_text", "source_identity"]
 
 #: Most run-context fields one provider reads (names of at most 64 characters each).
 MAX_FIELDS = 64
@@ -47,9 +47,8 @@ def context_fields(provider: Any) -> tuple[str, ...]:
         raise InvalidType(f"context_fields of {type(provider).__name__} must be a tuple "
                           f"of field names, got {reprlib.repr(fields)}")
     if len(names) > MAX_FIELDS or any(len(f) > 64 for f in names):
-        raise InvalidValue(f"context_fields of {type(provider).__name__} must be at most "
-                           f"{MAX_FIELDS} names of at most 64 characters, got more than "
-                           f"{MAX_FIELDS} or a longer one")
+        raise InvalidValue(f"context_fields of {type(provider).__name__}: more than {MAX_FIELDS}"
+                           " names, or one over 64 characters")
     return names
 
 
@@ -68,10 +67,8 @@ def scope_text(value: Any) -> str:
     weak refs). Over :data:`MAX_SCOPE_CHARS`, its type and a digest: never the value."""
     text = None
     if type(value).__repr__ is not object.__repr__:  # type: ignore[comparison-overlap]
-        try:  # an int past repr's digits in hex
+        with contextlib.suppress(Exception):  # an int past repr's digits in hex
             text = hex(value) if type(value) is int and value.bit_length() > 2000 else repr(value)
-        except Exception:
-            text = None
     if text is None:
         name = _NAMES.setdefault(value, lambda: secrets.token_hex(16)) or secrets.token_hex(16)
         text = f"<{type(value).__qualname__} at 0x{name}>"  # an object of this process alone

@@ -132,12 +132,6 @@ _REPORTS: WeakIdMap[dict[Any, Report]] = WeakIdMap()
 RUNS_PER_HOLDER = 64
 
 
-def _keep(table: dict[Any, Any], key: Any, value: Any) -> None:
-    table[key] = value
-    if len(table) > RUNS_PER_HOLDER:
-        del table[next(iter(table))]  # the oldest run's
-
-
 def tie_report(holder: Any, report: Report, key: Any = None) -> None:
     """Tie ``report`` to ``holder`` (and ``key``, for a holder shared by several runs)."""
     reports = _REPORTS.setdefault(holder, dict)
@@ -152,6 +146,13 @@ def tied_report(holder: Any, key: Any = None) -> Report | None:
 
 
 V = TypeVar("V")
+
+
+def _keep(table: dict[Any, Any], key: Any, value: V) -> V:
+    table[key] = value
+    if len(table) > RUNS_PER_HOLDER:
+        del table[next(iter(table))]  # the oldest run's
+    return value
 
 
 class Once(Generic[V]):
@@ -228,8 +229,4 @@ class HostHook:
         turns = self._turns.setdefault(holder, dict)
         if turns is None:  # a holder that cannot be tied: one resolve per call
             return await make()
-        once = turns.get(key)
-        if once is None:
-            once = Once()
-            _keep(turns, key, once)
-        return await once.get(make)
+        return await (turns.get(key) or _keep(turns, key, Once[Resolution]())).get(make)
