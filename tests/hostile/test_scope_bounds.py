@@ -22,6 +22,7 @@ from lionctx import (
 )
 from lionctx._scope import MAX_FIELDS, MAX_SCOPE_CHARS, context_fields, scope_of, scope_text
 
+from tests.cache.conftest import namespace, redis_server  # noqa: F401 - fixtures
 from tests.fakes import Clock
 
 pytestmark = pytest.mark.anyio
@@ -173,3 +174,37 @@ async def test_tenants_with_huge_ids_keep_their_breakers_apart_and_short():
     assert again.outcomes[0].status is Status.SKIPPED, "the first user's circuit is open"
     keys = [k for b in board.breakers() for k in (b._callers or {})]
     assert keys and all(len(repr(k)) < 4 * MAX_SCOPE_CHARS for k in keys)
+
+
+class Private:
+    """One tenant's private notes; states its identity and the fields it reads."""
+
+    name = "private"
+    source_identity = "notes:private"
+    context_fields = ("tenant_id", "user_id")
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def fetch(self, query, ctx):
+        self.calls += 1
+        return f"notes of {ctx.tenant_id[-1]}/{ctx.user_id[-1]}"
+
+
+async def test_long_ids_that_differ_late_share_no_redis_entry(redis_server, namespace):  # noqa: F811
+    # Two workers on one Redis; two tenants whose ids differ past the scope text's
+    # length: each reads its own entry, never the other's.
+    from lionctx.cache import RedisCache
+    from lionctx.providers import CachedContextProvider
+
+    prefix = "t" * (4 * MAX_SCOPE_CHARS)
+    tenants = {"a": RunContext(tenant_id=prefix + "a", user_id=prefix + "1"),
+               "b": RunContext(tenant_id=prefix + "b", user_id=prefix + "1")}
+    workers = [CachedContextProvider(Private(), ttl=60,
+                                     cache=RedisCache(redis_server.url, namespace=namespace))
+               for _ in range(2)]
+    for worker in workers:
+        for tenant, ctx in tenants.items():
+            res = await resolve_context([worker], "q", ctx, breaker=False)
+            assert res.outcomes[0].text.endswith(f"notes of {tenant}/1\n</context>")
+    assert workers[0].inner.calls == 2 and workers[1].inner.calls == 0, "shared per tenant"
