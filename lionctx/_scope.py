@@ -4,7 +4,6 @@ secrets) and equal :func:`scope_of` (the values of the ``context_fields`` it rea
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import reprlib
 import secrets
@@ -67,8 +66,10 @@ def scope_text(value: Any) -> str:
     weak refs). Over :data:`MAX_SCOPE_CHARS`, its type and a digest: never the value."""
     text = None
     if type(value).__repr__ is not object.__repr__:  # type: ignore[comparison-overlap]
-        with contextlib.suppress(Exception):  # an int past repr's digits in hex
+        try:  # an int past repr's digits in hex
             text = hex(value) if type(value) is int and value.bit_length() > 2000 else repr(value)
+        except Exception:  # a failing repr: named as an object shown by its address
+            pass
     if text is None:
         name = _NAMES.setdefault(value, lambda: secrets.token_hex(16)) or secrets.token_hex(16)
         text = f"<{type(value).__qualname__} at 0x{name}>"  # an object of this process alone
