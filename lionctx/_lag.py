@@ -192,10 +192,10 @@ class Probe:
                 held: float | None = None) -> str | None:
         """Why call ``index``, which ran ``ran`` seconds against ``limit``, is this process's
         overload, or ``None`` when it is the source's; ``answered``: a group's call did;
-        ``held``: its longest own step, when its steps were timed."""
+        ``held``: the time its own steps held the loop, when they were timed."""
         self.disarm()
         if held_note(held, limit):
-            return None  # its own step held the loop for half its limit: the source's
+            return None  # its own steps held the loop for half its limit: the source's
         heart = self.heart
         lag = heart.behind(ran)
         late, ready = self.late, index in self.ready
@@ -218,7 +218,7 @@ class Probe:
 
 
 def held_note(held: float | None, limit: float) -> str:
-    """What a reason adds when a call's own step held the loop for half its ``limit`` and
+    """What a reason adds when a call's own steps held the loop for half its ``limit`` and
     :data:`MIN_BEHIND` (a busy machine stretches a short step below that)."""
     if held is None or held < max(limit / 2, MIN_BEHIND):
         return ""
@@ -232,8 +232,8 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
 @types.coroutine
 def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int
           ) -> Generator[Any, Any, T]:
-    """``awaitable`` run step by step (any awaitable, as ``await`` takes it), its longest
-    step (the time it held the loop) kept in ``steps[index]``."""
+    """``awaitable`` run step by step (any awaitable, as ``await`` takes it), the time
+    its own steps held the loop, summed (many short ones hold it too), in ``steps[index]``."""
     it, value, error = _awaited(awaitable).__await__(), None, None
     while True:
         began = perf_counter()
@@ -242,9 +242,7 @@ def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         finally:
-            took = perf_counter() - began
-            if took > steps.get(index, 0.0):
-                steps[index] = took
+            steps[index] = steps.get(index, 0.0) + perf_counter() - began
         error = None
         try:
             value = yield yielded

@@ -128,7 +128,7 @@ class _Pass:
     probe: Probe | None = None  # its probe (notes the loop iteration each provider starts in)
     encode: Callable[[str], list[int]] | None = None  # the bundled encoding's, loaded
     digests: bool = False  # each text counted whole gets its digest as its row is made
-    steps: dict[int, float] | None = None  # each call's longest own step, when timed (_lag)
+    steps: dict[int, float] | None = None  # each call's own steps summed, when timed (_lag)
 
 
 @dataclass(slots=True)
@@ -304,8 +304,10 @@ def _framed(call: ProviderCall, frame: Callable[[str], str], text: str) -> str:
     return call.framed(text) if frame is TAG_FRAME else frame(text)
 
 
-#: Each tag name's head and the o200k tokens of its head and tail, counted once.
+#: Each tag name's head and the o200k tokens of its head and tail, counted once: at most
+#: 65,536 names of up to 256 characters and _FRAMES_HELD[1] characters in all.
 _FRAMES: dict[str, tuple[str, int]] = {}
+_FRAMES_HELD = [0, 1 << 22]  # characters held, most held
 
 
 def _frame(call: ProviderCall, frame: Callable[[str], str], tag: str | None, text: str,
@@ -323,10 +325,15 @@ def _frame(call: ProviderCall, frame: Callable[[str], str], tag: str | None, tex
     else:
         found = _FRAMES.get(tag)
         if found is None:
-            if len(_FRAMES) >= 65_536:  # names are few; a flood of them is forgotten
-                _FRAMES.clear()
             head = tag_head(tag)
-            found = _FRAMES[tag] = (head, len(ps.encode(head)) + len(ps.encode(TAG_TAIL)))
+            found = (head, len(ps.encode(head)) + len(ps.encode(TAG_TAIL)))
+            size = len(tag) + len(head)
+            if len(tag) <= 256:  # a longer name is framed anew each time
+                if len(_FRAMES) >= 65_536 or _FRAMES_HELD[0] + size > _FRAMES_HELD[1]:
+                    _FRAMES.clear()
+                    _FRAMES_HELD[0] = 0
+                _FRAMES[tag] = found
+                _FRAMES_HELD[0] += size
         head, frame_tokens = found
         body = neutralize(text)
         framed = counted = head + body + TAG_TAIL

@@ -127,13 +127,16 @@ async def host_context(mapper: Any, native: Any, *host: Any) -> RunContext:
 
 #: holder -> {key: Report}: the reports of the runs a host object carries.
 _REPORTS: WeakIdMap[dict[Any, Report]] = WeakIdMap()
+#: Runs one host object keeps a report of (the latest): a host may give one object
+#: (Pydantic AI's usage=) to every run of a long conversation.
+RUNS_PER_HOLDER = 64
 
 
 def tie_report(holder: Any, report: Report, key: Any = None) -> None:
     """Tie ``report`` to ``holder`` (and ``key``, for a holder shared by several runs)."""
     reports = _REPORTS.setdefault(holder, dict)
     if reports is not None:
-        reports[key] = report
+        _keep(reports, key, report)
 
 
 def tied_report(holder: Any, key: Any = None) -> Report | None:
@@ -143,6 +146,13 @@ def tied_report(holder: Any, key: Any = None) -> Report | None:
 
 
 V = TypeVar("V")
+
+
+def _keep(table: dict[Any, Any], key: Any, value: V) -> V:
+    table[key] = value
+    if len(table) > RUNS_PER_HOLDER:
+        del table[next(iter(table))]  # the oldest run's
+    return value
 
 
 class Once(Generic[V]):
@@ -219,4 +229,4 @@ class HostHook:
         turns = self._turns.setdefault(holder, dict)
         if turns is None:  # a holder that cannot be tied: one resolve per call
             return await make()
-        return await turns.setdefault(key, Once()).get(make)
+        return await (turns.get(key) or _keep(turns, key, Once[Resolution]())).get(make)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._report import Report
+from .._weakid import WeakIdMap
 from ._turns import DEFAULT_TIMEOUT, HostHook, tied_report
 
 __all__ = ["DEFAULT_TIMEOUT", "ContextInstructions", "context_instructions", "report",
@@ -45,7 +46,8 @@ class ContextInstructions(HostHook):
 
 #: run_id -> the run's usage object (weakly), for results whose ``usage`` is computed
 #: anew (a streamed result's); a run_id that two live runs share maps to a marker that
-#: holds no report, never to another run's.
+#: holds no report, never to another run's, kept alive by those runs' usage objects
+#: alone (:data:`_MARKERS`): it goes when they end.
 _BY_RUN_ID: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 _INDEX_LOCK = threading.Lock()
 
@@ -54,7 +56,8 @@ class _Ambiguous:
     """The holder of a run_id two live runs share: it has no report."""
 
 
-_AMBIGUOUS = _Ambiguous()
+#: usage object -> the markers of the run_ids it shares (dropped with it).
+_MARKERS: WeakIdMap[list[_Ambiguous]] = WeakIdMap()
 
 
 def _index_run(run_id: str, usage: Any) -> None:
@@ -64,7 +67,12 @@ def _index_run(run_id: str, usage: Any) -> None:
             with contextlib.suppress(TypeError):  # not weakly referenceable: not indexed
                 _BY_RUN_ID[run_id] = usage
         elif held is not usage:
-            _BY_RUN_ID[run_id] = _AMBIGUOUS
+            shared = type(held) is _Ambiguous
+            marker = _BY_RUN_ID[run_id] = held if shared else _Ambiguous()
+            for owner in (usage,) if shared else (held, usage):
+                kept = _MARKERS.setdefault(owner, list)
+                if kept is not None and marker not in kept:
+                    kept.append(marker)
 
 
 def _run_of(run: Any) -> tuple[Any, Any]:

@@ -189,6 +189,7 @@ class McpResourceProvider(ContextSource):
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
         self._cache = self._bind_cache(cache) if self.cache_ttl > 0 else None
         self._cached_keys: dict[str, set[tuple[str, ...]]] = {}
+        self._tracked = 0  # keys noted across every URI (at most _MAX_TRACKED)
         self._public: set[str] = set()
         self.last_error: str | None = None
         self.degradation_reason = None
@@ -240,6 +241,7 @@ class McpResourceProvider(ContextSource):
         if self._cache is not None:
             self._cache.clear()
         self._cached_keys.clear()
+        self._tracked = 0
         self._public.clear()
 
     @classmethod
@@ -485,10 +487,10 @@ class McpResourceProvider(ContextSource):
 
     def _remember(self, uri: str, key: tuple[str, ...]) -> None:
         """Note ``key`` as holding ``uri``'s text, and subscribe to ``uri``'s updates."""
-        self._watch(uri)  # past the caps nothing is noted: the text expires by its TTL alone
-        keys = self._cached_keys.get(uri) if len(self._cached_keys) >= _MAX_TRACKED \
-            else self._cached_keys.setdefault(uri, set())
-        if keys is not None and len(keys) < _MAX_TRACKED:
+        self._watch(uri)  # past the cap nothing is noted: the text expires by its TTL alone
+        if self._tracked < _MAX_TRACKED:
+            keys = self._cached_keys.setdefault(uri, set())
+            self._tracked += key not in keys
             keys.add(key)
 
     def _watch(self, uri: str) -> None:
@@ -502,11 +504,13 @@ class McpResourceProvider(ContextSource):
     def _invalidate(self, uri: str) -> None:
         if self._cache is None:
             return
-        for key in self._cached_keys.pop(uri, ()):
+        keys = self._cached_keys.pop(uri, ())
+        self._tracked -= len(keys)
+        for key in keys:
             self._cache.invalidate(key)
 
 
-#: URIs (and keys per URI) remembered at most, per provider.
+#: Keys (of any URIs) remembered at most, per provider.
 _MAX_TRACKED = 65536
 
 

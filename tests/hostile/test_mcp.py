@@ -189,6 +189,34 @@ async def test_a_flood_of_users_costs_no_growth_past_the_caps(
         await close_mcp_connections()
 
 
+async def test_a_flood_of_users_across_uris_is_bounded_in_total(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each URI read by many users: a cap per URI times a cap of URIs is no bound at
+    # all (their product); the keys noted across every URI are what is capped.
+    from lionctx.providers import _mcp
+    from mcp.server.mcpserver import MCPServer
+
+    monkeypatch.setattr(_mcp, "_MAX_TRACKED", 4)
+    server = MCPServer("docs", log_level="CRITICAL")
+
+    @server.resource("docs://{session_id}/notes")
+    def notes(session_id: str) -> str:
+        return f"notes of {session_id}"
+
+    p = McpResourceProvider(server, "docs://{session_id}/notes", cache_ttl=60)
+    try:
+        for s in range(6):
+            for u in range(6):
+                ctx = RunContext(user_id=f"u{u}", session_id=f"s{s}")
+                assert await p.retrieve("q", ctx) == f"notes of s{s}"
+        assert sum(len(keys) for keys in p._cached_keys.values()) <= 4
+        p.clear_cache()
+        await p.retrieve("q", RunContext(user_id="after", session_id="s0"))
+        assert sum(map(len, p._cached_keys.values())) == 1, "cleared: noting starts again"
+    finally:
+        await close_mcp_connections()
+
+
 async def test_a_flood_of_users_does_not_stop_updates_of_a_watched_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The other side of the caps: the users noted before a flood keep their updates
