@@ -377,13 +377,11 @@ class SessionPool:
             else:  # a conversation of its own: its own engine state
                 engine = clone_engine(self.engine, model=summary_model(self._model))
                 session = EngineSession(engine, session_id=str(session_id))
-                self._running[session] += 1  # not evicted for its own place
                 self._sessions.maxsize = self.max_sessions
-                for _, old in self._sessions.put(key, session):
+                for old in self._sessions.put(key, session):
                     logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner,
                                  old.session_id, self.max_sessions)
                     evicted.append(old)
-                self._running[session] -= 1
             self._running[session] += 1
         try:
             await self._end(evicted)

@@ -4,7 +4,6 @@ failures are never kept; a cancelled leader's waiters lead anew. One event loop.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from contextvars import ContextVar
@@ -18,12 +17,9 @@ from .._exceptions import SharedFetchError
 from .._fair import UNSCOPED, FairLRU, Path
 from ._base import check_count, check_duration
 
-__all__ = ["CALLER", "FlightCache", "Hit", "SharedFetchError", "Source", "join_flight",
-           "lead_flight"]
+__all__ = ["FlightCache", "Hit", "SharedFetchError", "Source", "join_flight", "lead_flight"]
 
 V = TypeVar("V")
-
-_MISSING: Any = object()
 
 #: The ``(tenant, user)`` a cache call serves (its provider sets it around the call): a
 #: stored value is charged to it, so the values kept are evicted fairly (:class:`FairLRU`).
@@ -120,16 +116,12 @@ class FlightCache(Generic[V]):
 
     def peek(self, key: Hashable) -> V | None:
         """The stored, unexpired value for ``key``, or ``None``; never loads."""
-        value = self._fresh(key)
-        return None if value is _MISSING else value
-
-    def _fresh(self, key: Hashable) -> Any:
         kept = self._kept.get(key)
         if kept is None or self._timer() < kept[0]:
-            return _MISSING if kept is None else kept[1]
+            return None if kept is None else kept[1]
         if not self.stale_on_error:
             self._kept.pop(key)  # expired, and no use as a last good value
-        return _MISSING
+        return None
 
     def clear(self) -> None:
         """Forget every stored and last-good value (in-flight loads are unaffected)."""
@@ -145,8 +137,8 @@ class FlightCache(Generic[V]):
         hash(key)  # an unhashable key fails here, before any load starts
         if self.ttl <= 0:
             return await self._load(key, load)  # nothing stored: nothing to share
-        value = self._fresh(key)
-        if value is not _MISSING:
+        value = self.peek(key)  # None is never stored
+        if value is not None:
             return Hit(value, Source.CACHED)
         flight = await join_flight(self._flights, key)
         if flight is None:
@@ -176,7 +168,7 @@ class FlightCache(Generic[V]):
         if value is None:
             self._kept.pop(key)
         elif self.ttl > 0 or self.stale_on_error:
-            self._kept.put(key, (self._timer() + self.ttl if self.ttl > 0 else -math.inf, value))
+            self._kept.put(key, (self._timer() + self.ttl, value))  # ttl=0: never fresh
 
     def _stale(self, key: Hashable, exc: BaseException) -> Hit[V] | None:
         kept = self._kept.get(key) if self.stale_on_error else None
