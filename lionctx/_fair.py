@@ -25,8 +25,14 @@ class _Tally:
         self.by_count: dict[int, dict[Hashable, None]] = {}
         self.most = 0
 
+    def touch(self, name: Hashable) -> None:
+        """``name`` is the most recently used of its count."""
+        bucket = self.by_count[self.count[name]]
+        del bucket[name]
+        bucket[name] = None
+
     def step(self, name: Hashable, by: int) -> None:
-        """``name`` holds ``by`` (-1, 0, 1) more and is the most recently touched."""
+        """``name`` holds ``by`` (-1, 1) more and is the most recently touched."""
         old = self.count.pop(name, 0)
         if old:
             del self.by_count[old][name]
@@ -58,7 +64,8 @@ class FairLRU(Generic[K, V]):
 
     def _step(self, path: Path, by: int) -> None:
         self._tenants.step(path[0], by)
-        users = self._by_tenant.setdefault(path[0], _Tally())
+        if (users := self._by_tenant.get(path[0])) is None:
+            users = self._by_tenant[path[0]] = _Tally()
         users.step(path[1], by)
         if not users.count:
             del self._by_tenant[path[0]]
@@ -72,18 +79,26 @@ class FairLRU(Generic[K, V]):
         """``key``'s value, now the most recently used, or ``None``."""
         if (path := self._where.get(key)) is None:
             return None
-        self._users[path].move_to_end(key)
-        self._step(path, 0)
-        return self._users[path][key]
+        (entries := self._users[path]).move_to_end(key)
+        self._touch(path)
+        return entries[key]
+
+    def _touch(self, path: Path) -> None:
+        self._tenants.touch(path[0])
+        self._by_tenant[path[0]].touch(path[1])
 
     def put(self, key: K, value: V) -> list[V]:
-        """Store ``value``, charged to ``partition(key)``; the values evicted for it."""
-        if self._where.get(key) != (path := self.partition(key)):
-            self.pop(key)
-            self._where[key] = path
-            self._step(path, 1)
-        self._users.setdefault(path, OrderedDict())[key] = value
-        self.get(key)
+        """Store ``value`` (a new key charged to ``partition(key)``); the values evicted."""
+        if (path := self._where.get(key)) is not None:  # the hot path: a key kept
+            (kept := self._users[path])[key] = value
+            kept.move_to_end(key)
+            self._touch(path)
+            return []
+        self._where[key] = path = self.partition(key)
+        if (entries := self._users.get(path)) is None:
+            entries = self._users[path] = OrderedDict()
+        entries[key] = value
+        self._step(path, 1)
         evicted: list[V] = []
         while len(self._where) > self.maxsize:
             tenant = next(iter(self._tenants.by_count[self._tenants.most]))

@@ -143,7 +143,7 @@ class PrefixHistory:
     def swap(self, key: Hashable, current: Pairs) -> Pairs | None:
         """Store ``current`` as ``key``'s latest turn; return the one it replaces."""
         with self._lock:
-            previous = self._turns.get(key)
+            previous = self._turns.peek(key)  # put makes it the most recent
             self._turns.maxsize = self.max_sessions
             self._turns.put(key, current)
             return previous

@@ -22,7 +22,7 @@ __all__ = ["FlightCache", "Hit", "SharedFetchError", "Source", "join_flight", "l
 V = TypeVar("V")
 
 #: The ``(tenant, user)`` a cache call serves (its provider sets it around the call): a
-#: stored value is charged to it, so the values kept are evicted fairly (:class:`FairLRU`).
+#: new key is charged to it while it stays, so values are evicted fairly (:class:`FairLRU`).
 CALLER: ContextVar[Path] = ContextVar("lionctx_cache_caller", default=UNSCOPED)
 
 
