@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
@@ -57,23 +57,20 @@ class FairLRU(Generic[K, V]):
         self.maxsize, self.partition, self._keep = maxsize, partition, keep
         self._where: dict[K, Path] = {}
         self._users: dict[Path, OrderedDict[K, V]] = {}  # least recently used first
-        self._tenants, self._by_tenant = _Tally(), dict[Hashable, _Tally]()
+        self._tenants, self._by_tenant = _Tally(), defaultdict[Hashable, _Tally](_Tally)
 
     def __len__(self) -> int:
         return len(self._where)
 
     def _step(self, path: Path, by: int) -> None:
         self._tenants.step(path[0], by)
-        if (users := self._by_tenant.get(path[0])) is None:
-            users = self._by_tenant[path[0]] = _Tally()
-        users.step(path[1], by)
+        (users := self._by_tenant[path[0]]).step(path[1], by)
         if not users.count:
             del self._by_tenant[path[0]]
 
     def peek(self, key: K) -> V | None:
         """``key``'s value (its recency unchanged), or ``None``."""
-        path = self._where.get(key)
-        return None if path is None else self._users[path][key]
+        return None if (path := self._where.get(key)) is None else self._users[path][key]
 
     def get(self, key: K) -> V | None:
         """``key``'s value, now the most recently used, or ``None``."""
