@@ -8,7 +8,6 @@ gathered rows are never changed."""
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from operator import attrgetter
@@ -21,6 +20,7 @@ from ._call import ProviderCall
 from ._context import context_value
 from ._dedupe import HistoryIndex, skip_seen, text_key, untag
 from ._exceptions import LionctxError
+from ._fair import FairLRU, tenant_user
 from ._gather import gather
 from ._log import logger_for
 from ._outcome import Outcome, Status
@@ -118,7 +118,7 @@ class ContextPass:
         self._lock = threading.Lock()
         # each conversation's HistoryIndex: by its owner (weakly), else by key
         self._owners: WeakIdMap[HistoryIndex] = WeakIdMap()
-        self._sessions: OrderedDict[Hashable, HistoryIndex] = OrderedDict()
+        self._sessions: FairLRU[Hashable, HistoryIndex] = FairLRU(1024, tenant_user)
 
     @property
     def budget(self) -> Number | None:
@@ -141,13 +141,13 @@ class ContextPass:
         updated with ``messages`` (only new ones are read)."""
         index = self._owners.setdefault(owner, HistoryIndex)
         if index is None:  # not weakly referenceable: kept by key, least recent out
-            limit = self.baselines.max_sessions if self.baselines is not None else 1024
-            with self._lock:
+            with self._lock:  # fair per tenant and user, as the baselines
+                self._sessions.maxsize = (self.baselines.max_sessions
+                                          if self.baselines is not None else 1024)
                 try:
-                    found = self._sessions.pop(owner, None)  # an empty index is falsy
-                    index = self._sessions[owner] = found if found is not None else HistoryIndex()
-                    while len(self._sessions) > limit:
-                        self._sessions.popitem(last=False)
+                    index = self._sessions.get(owner)  # an empty index is falsy
+                    if index is None:
+                        self._sessions.put(owner, index := HistoryIndex())
                 except TypeError:  # unhashable too: a fresh, bounded index
                     index = HistoryIndex()
         index.update(messages)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
+from ._fair import FairLRU, tenant_user
 from ._scope import scope_text
 from ._tokens import _HASH_IS_SECRET
 from ._weakid import WeakIdMap
@@ -132,20 +132,20 @@ def session_key(ctx: Any = None, owner: Any = None) -> tuple[Any, Any, Any, int 
 
 
 class PrefixHistory:
-    """Each session's last-turn :func:`fingerprints` (``max_sessions``, LRU); thread-safe."""
+    """Each session's last-turn :func:`fingerprints` (``max_sessions``, evicted fairly per
+    tenant and user: :class:`~lionctx._fair.FairLRU`); thread-safe."""
 
     def __init__(self, max_sessions: int = 1024) -> None:
         self.max_sessions = check_max_sessions(max_sessions)
         self._lock = threading.Lock()
-        self._turns: OrderedDict[Hashable, Pairs] = OrderedDict()
+        self._turns: FairLRU[Hashable, Pairs] = FairLRU(max_sessions, tenant_user)
 
     def swap(self, key: Hashable, current: Pairs) -> Pairs | None:
         """Store ``current`` as ``key``'s latest turn; return the one it replaces."""
         with self._lock:
-            previous = self._turns.pop(key, None)
-            self._turns[key] = current
-            while len(self._turns) > self.max_sessions:
-                self._turns.popitem(last=False)
+            previous = self._turns.peek(key)  # put makes it the most recent
+            self._turns.maxsize = self.max_sessions
+            self._turns.put(key, current)
             return previous
 
     def latest(self, key: Hashable) -> Pairs | None:
@@ -160,4 +160,4 @@ class PrefixHistory:
     def forget(self, key: Hashable) -> None:
         """Drop ``key``'s history (its next turn has nothing to compare with)."""
         with self._lock:
-            self._turns.pop(key, None)
+            self._turns.pop(key)

@@ -99,7 +99,7 @@ def test_with_a_fixed_hash_seed_the_baseline_compares_digests() -> None:
             "b.text = 'three'\n"
             "third = anyio.run(reg.gather, None, 'q')\n"
             "assert third.cache_break == CacheBreak('b', 'changed', 1), third.cache_break\n"
-            "stored = reg._baselines.latest(next(iter(reg._baselines._turns)))\n"
+            "stored = reg._baselines.latest(next(iter(reg._baselines._turns._where)))\n"
             "assert stored == third.report.digests, stored\n"
             "print('ok')")
     assert run_with_fixed_hash_seed(code) == "ok"

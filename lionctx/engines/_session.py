@@ -12,7 +12,7 @@ import inspect
 import json
 import math
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +23,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._exceptions import InvalidType
+from .._fair import FairLRU, tenant_user
 from .._log import logger_for
 from .._messages import new_uid
 from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
@@ -328,9 +329,14 @@ class EngineSession:
             tool_call_id=tool_call_id))
 
 
+def _key(scope: Hashable, session_id: Any) -> tuple[Hashable, str]:
+    return (scope, str(session_id))
+
+
 class SessionPool:
     """A host's engine sessions: runs without a session id use ``engine``, each id of a scope
-    (tenant, user) a ``clone_for_agent()``; past ``max_sessions`` the least recent idle end."""
+    (tenant, user) a ``clone_for_agent()``; past ``max_sessions`` the least recent idle one
+    ends of the user holding the most in the tenant holding the most (:class:`FairLRU`)."""
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,
                  owner: str = "") -> None:
@@ -338,38 +344,45 @@ class SessionPool:
         self.max_sessions = max_sessions
         self._model = model
         self._owner = owner
-        # session key (None: runs without a session id) -> session, least recent first
-        self._sessions: OrderedDict[Hashable, EngineSession] = OrderedDict()
+        self._default: EngineSession | None = None  # of runs without a session id
+        # (scope, session id) -> its session, charged to the scope; the busy stay
+        self._sessions: FairLRU[tuple[Hashable, str], EngineSession] = FairLRU(
+            max_sessions, lambda key: tenant_user(key[0]),
+            keep=lambda session: bool(self._running.get(session)))
         # session -> runs in flight; entries leave at zero, so it stays small
         self._running: Counter[EngineSession] = Counter()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (f"SessionPool(engine={engine_label(self.engine)!r}, sessions="
-                f"{len(self._sessions)}, max_sessions={self.max_sessions})")
+                f"{len(self._sessions) + (self._default is not None)}, "
+                f"max_sessions={self.max_sessions})")
 
     def get(self, session_id: Any = None, scope: Hashable = None) -> EngineSession | None:
         """The session serving ``session_id`` of ``scope``, or None before its first run."""
-        return self._sessions.get(None if session_id is None else (scope, str(session_id)))
+        if session_id is None:
+            return self._default
+        return self._sessions.peek(_key(scope, session_id))
 
     @asynccontextmanager
     async def session(self, session_id: Any = None,
                       scope: Hashable = None) -> AsyncIterator[EngineSession]:
         """``session_id``'s session of ``scope``, in flight for the ``async with`` body."""
-        key = None if session_id is None else (scope, str(session_id))
+        evicted: list[EngineSession] = []
         with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
-                if key is None:
-                    session = EngineSession(self.engine)
-                else:  # a conversation of its own: its own engine state
-                    engine = clone_engine(self.engine, model=summary_model(self._model))
-                    session = EngineSession(engine, session_id=str(session_id))
-                self._sessions[key] = session
-            else:
-                self._sessions.move_to_end(key)
+            if session_id is None:
+                session = self._default = self._default or EngineSession(self.engine)
+            elif (found := self._sessions.get(key := _key(scope, session_id))) is not None:
+                session = found
+            else:  # a conversation of its own: its own engine state
+                engine = clone_engine(self.engine, model=summary_model(self._model))
+                session = EngineSession(engine, session_id=str(session_id))
+                self._sessions.maxsize = self.max_sessions
+                for old in self._sessions.put(key, session):
+                    logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner,
+                                 old.session_id, self.max_sessions)
+                    evicted.append(old)
             self._running[session] += 1
-            evicted = self._evict_locked()
         try:
             await self._end(evicted)
             yield session
@@ -378,18 +391,6 @@ class SessionPool:
                 self._running[session] -= 1
                 if self._running[session] <= 0:
                     del self._running[session]
-
-    def _evict_locked(self) -> list[EngineSession]:
-        excess = len(self._sessions) - (None in self._sessions) - self.max_sessions
-        victims: list[Hashable] = []
-        for key, session in self._sessions.items():  # oldest first
-            if len(victims) >= excess:
-                break
-            if key is not None and not self._running.get(session):
-                logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner,
-                             session.session_id, self.max_sessions)
-                victims.append(key)
-        return [self._sessions.pop(key) for key in victims]
 
     async def _end(self, sessions: list[EngineSession]) -> None:
         # Shielded: a session gone from the pool is gone either way, so its
@@ -407,9 +408,9 @@ class SessionPool:
     def end(self, session_id: Any = None, scope: Hashable = None) -> None:
         """End ``session_id``'s session of ``scope`` and forget it (without one: end, keep,
         the session of runs that gave none)."""
-        key = None if session_id is None else (scope, str(session_id))
         with self._lock:
-            session = self._sessions.get(key) if key is None else self._sessions.pop(key, None)
+            session = (self._default if session_id is None
+                       else self._sessions.pop(_key(scope, session_id)))
         if session is not None:
             session.end()
 
@@ -423,7 +424,7 @@ class SessionPool:
         """End every session (in a worker thread), even when cancelled: each is forgotten
         either way; forget every session id's."""
         with self._lock:
-            sessions = list(self._sessions.values())
-            self._sessions = OrderedDict((k, v) for k, v in self._sessions.items() if k is None)
+            sessions = [*self._sessions.values(), *filter(None, [self._default])]
+            self._sessions.clear()
         await self._end(sessions)
         await anyio.lowlevel.checkpoint_if_cancelled()  # the caller's cancellation lands here

@@ -23,9 +23,10 @@ from .._safe_text import error_text, safe_text
 from .._scope import context_fields as scoped_fields
 from .._scope import scope_of, scope_text
 from .._scope import source_identity as scoped_identity
+from .._stability import session_key
 from ..cache._base import BoundCache, Codec, bind_cache
 from ._base import ContextSource, check_count, check_duration, check_name, provided
-from ._flight import Source
+from ._flight import CALLER, Source
 from ._identity import check_fields, check_identity, hashable
 
 __all__ = ["CachedContextProvider", "default_key", "query_key"]
@@ -184,19 +185,22 @@ class CachedContextProvider(ContextSource):
     async def retrieve(self, query: str, ctx: Any) -> str | None:
         """The inner provider's text for ``(query, ctx)``, from the cache when fresh."""
         call = functools.partial(call_fetch, self.inner, query, ctx)
-        return await self._get(self.cache_key(query, ctx), call)
+        return await self._get(self.cache_key(query, ctx), call, ctx)
 
     async def provide(self, branch: Any, instruction: Any) -> str | None:
         """LionAGI face; a provide-only inner provider is called through ``provide``."""
         if fetch_method(self.inner) is not None:
             return await super().provide(branch, instruction)
-        key = self.cache_key(query_from_instruction(instruction), run_context_from_branch(branch))
+        key = self.cache_key(query_from_instruction(instruction),
+                             ctx := run_context_from_branch(branch))
         if self.key in (default_key, query_key):
             key = (key, _Same(branch))  # what it returns may depend on the branch
         return await self._get(key, functools.partial(call_provide, self.inner, branch,
-                                                      instruction))
+                                                      instruction), ctx)
 
-    async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]]) -> str | None:
+    async def _get(self, key: Hashable, call: Callable[[], Awaitable[Any]],
+                   ctx: Any) -> str | None:
+        caller = CALLER.set(session_key(ctx)[:2])  # whose share a stored value takes
         try:
             hit = await self._cache.get(key, functools.partial(self._load, call))
         except Exception as exc:
@@ -207,6 +211,8 @@ class CachedContextProvider(ContextSource):
                 # Waiters share the leader's failure: the same reason, the same kind.
                 raise SourceUnavailable(str(original)) from exc
             raise
+        finally:
+            CALLER.reset(caller)
         stored = hit.value
         if hit.source is Source.STALE:
             self.last_error = why = _why(hit.error)

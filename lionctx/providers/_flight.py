@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Hashable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar, cast
 
 import anyio
-from cachetools import LRUCache, TTLCache
 
 from .._exceptions import SharedFetchError
+from .._fair import UNSCOPED, FairLRU, Path
 from ._base import check_count, check_duration
 
 __all__ = ["FlightCache", "Hit", "SharedFetchError", "Source", "join_flight", "lead_flight"]
 
 V = TypeVar("V")
 
-_MISSING: Any = object()
+#: The ``(tenant, user)`` a cache call serves (its provider sets it around the call): a
+#: new key is charged to it while it stays, so values are evicted fairly (:class:`FairLRU`).
+CALLER: ContextVar[Path] = ContextVar("lionctx_cache_caller", default=UNSCOPED)
 
 
 class Source(str, Enum):
@@ -87,7 +90,8 @@ async def join_flight(flights: dict[Any, _Flight], key: Hashable) -> _Flight | N
 
 class FlightCache(Generic[V]):
     """TTL cache plus single flight for async loads; ``ttl=0`` stores and shares nothing
-    (``stale_on_error`` still remembers the last good value)."""
+    (``stale_on_error`` still remembers the last good value). At most ``maxsize`` keys,
+    evicted fairly between the callers (:data:`CALLER`) they are charged to."""
 
     def __init__(
         self,
@@ -100,39 +104,41 @@ class FlightCache(Generic[V]):
         self.ttl = check_duration(ttl, "ttl", allow_zero=True)
         self.maxsize = check_count(maxsize, "maxsize", 1)
         self.stale_on_error = bool(stale_on_error)
-        self._fresh: TTLCache[Hashable, V] | None = (TTLCache(maxsize, self.ttl, timer)
-                                                     if self.ttl > 0 else None)
-        self._last_good: LRUCache[Hashable, V] | None = (LRUCache(maxsize)
-                                                         if self.stale_on_error else None)
+        self._timer = timer
+        # key -> (fresh until, value); past that time, only the last good value
+        self._kept: FairLRU[Hashable, tuple[float, V]] = FairLRU(
+            self.maxsize, lambda key: CALLER.get())
         self._flights: dict[Hashable, _Flight] = {}
 
     def __len__(self) -> int:
-        return 0 if self._fresh is None else len(self._fresh)
+        now = self._timer()
+        return sum(now < until for until, _ in self._kept.values())
 
     def peek(self, key: Hashable) -> V | None:
         """The stored, unexpired value for ``key``, or ``None``; never loads."""
-        return None if self._fresh is None else self._fresh.get(key)
+        kept = self._kept.get(key)
+        if kept is None or self._timer() < kept[0]:
+            return None if kept is None else kept[1]
+        if not self.stale_on_error:
+            self._kept.pop(key)  # expired, and no use as a last good value
+        return None
 
     def clear(self) -> None:
         """Forget every stored and last-good value (in-flight loads are unaffected)."""
-        for kept in (self._fresh, self._last_good):
-            if kept is not None:
-                kept.clear()
+        self._kept.clear()
 
     def invalidate(self, key: Hashable) -> None:
         """Forget the stored and last-good value for ``key``."""
-        for kept in (self._fresh, self._last_good):
-            if kept is not None:
-                kept.pop(key, None)
+        self._kept.pop(key)
 
     async def get(self, key: Hashable, load: Callable[[], Awaitable[V | None]]) -> Hit[V]:
         """The value for ``key``: stored, shared from an in-flight load, or loaded now; a
         failure raises in the loader, SharedFetchError in its waiters (unless stale is served)."""
         hash(key)  # an unhashable key fails here, before any load starts
-        if self._fresh is None:
+        if self.ttl <= 0:
             return await self._load(key, load)  # nothing stored: nothing to share
-        value = self._fresh.get(key, _MISSING)
-        if value is not _MISSING:
+        value = self.peek(key)  # None is never stored
+        if value is not None:
             return Hit(value, Source.CACHED)
         flight = await join_flight(self._flights, key)
         if flight is None:
@@ -160,17 +166,10 @@ class FlightCache(Generic[V]):
     def put(self, key: Hashable, value: V | None) -> None:
         """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
         if value is None:
-            if self._last_good is not None:
-                self._last_good.pop(key, None)
-            return
-        if self._fresh is not None:
-            self._fresh[key] = value
-        if self._last_good is not None:
-            self._last_good[key] = value
+            self._kept.pop(key)
+        elif self.ttl > 0 or self.stale_on_error:
+            self._kept.put(key, (self._timer() + self.ttl, value))  # ttl=0: never fresh
 
     def _stale(self, key: Hashable, exc: BaseException) -> Hit[V] | None:
-        if self._last_good is not None:
-            stale = self._last_good.get(key, _MISSING)
-            if stale is not _MISSING:
-                return Hit(stale, Source.STALE, exc)
-        return None
+        kept = self._kept.get(key) if self.stale_on_error else None
+        return None if kept is None else Hit(kept[1], Source.STALE, exc)
