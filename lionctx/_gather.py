@@ -154,7 +154,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
         with scope:
             if tasks:
                 await _in_tasks(calls, ps, limiter, observe, results, partial(
-                    _arm, ps, cut, starts, shared, asyncio.get_running_loop().time(), begun)
+                    _arm, ps, cut, starts, shared,  # type: ignore[arg-type]  # lazy: set
+                    asyncio.get_running_loop().time(), begun)
                     if lazy else None)
             else:
                 async with anyio.create_task_group() as atg:

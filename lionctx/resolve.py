@@ -89,8 +89,9 @@ _HELD: WeakIdMap[_HeldCall] = WeakIdMap()
 _HELD_MAX = 65_536
 
 
-def _calls_of(providers: Sequence[Any]) -> list[ProviderCall]:
-    """Each provider's call: the held one while it still stands for the provider."""
+def _calls_of(providers: Sequence[Any], only_held: bool = False) -> list[ProviderCall]:
+    """Each provider's call: the held one while it still stands for the provider
+    (``only_held``: none unless every call is held)."""
     held_get = _HELD.get
     out: list[ProviderCall] = []
     for p in providers:
@@ -104,6 +105,8 @@ def _calls_of(providers: Sequence[Any]) -> list[ProviderCall]:
                     continue
             except Exception:  # a property that raises: built the long way below
                 pass
+        if only_held:
+            return []
         out.append(_call_of(p))
     return out
 
@@ -141,14 +144,16 @@ def resolve_pass(*, timeout: float | None = DEFAULT_TIMEOUT, deadline: float | N
 
 async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], query: str,
                        ctx: Any = None, *, previous: Digests | None = None, session: Any = None,
-                       history: HistoryIndex | None = None) -> Resolution:
-    """One agentium-face pass over checked ``providers``; the baseline is ``previous``,
-    or ``session``'s (a key, or a function of the run context) in ``baselines``."""
+                       history: HistoryIndex | None = None,
+                       calls: list[ProviderCall] | None = None) -> Resolution:
+    """One agentium-face pass over checked ``providers`` (``calls``: theirs, if made);
+    the baseline is ``previous``, or ``session``'s (a key, or a function of the run
+    context) in ``baselines``."""
     run_ctx = coerce_run_context(ctx)
     if callable(session):
         session = session(run_ctx)
     keyed = session is not None and context_pass.baselines is not None
-    calls = _calls_of(providers)
+    calls = calls or _calls_of(providers)
     sources = Sources(providers, lambda i: (calls[i].name, 0, None),
                       [_volatile(p) for p in providers])
     report = await context_pass.run(calls, (query, run_ctx), sources, context=lambda: run_ctx,
@@ -201,7 +206,10 @@ async def resolve_context(
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
-    providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
+    # every call held: no object literal ({"name", "fetch"}) among them (the stable row)
+    calls = _calls_of(providers, only_held=True)
+    if not calls:
+        providers = with_object_literals(providers, "providers")
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
     options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
@@ -214,7 +222,7 @@ async def resolve_context(
         raise InvalidType("pass previous or baselines, not both")
     return await resolve_with(context_pass, providers, query, ctx, previous=prior,
                               session=session_key if baselines is not None else None,
-                              history=_history_index(history))
+                              history=_history_index(history), calls=calls)
 
 
 # A pass kept per set of plain options (typed: timeout=True is refused, not taken for 1):
