@@ -22,7 +22,7 @@ import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _cancelling_of_current_task, _reraise_cancellation, on_asyncio
-from ._lag import Probe, behind, held_note, overloaded, probe, suspect, watch
+from ._lag import Probe, _heart, behind, held_note, overloaded, probe, watch
 from ._log import logger_for
 from ._outcome import Outcome
 from ._run import DEFAULT_MAX_CHARS, _failed, _notify, _Pass, _run_one, _timed_out
@@ -136,27 +136,26 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     bound = deadline if shared is None else shared
     starts: list[float | None] | None = None if bound is None else [None] * n
     ps.starts = starts
-    # Providers that all start at once under the pass's own timeout share one probe, armed
-    # only once a task outlives the first loop iteration; its look cancels the tasks still
-    # running (no scope at all): the realistic resolve rows.
-    tasks = on_asyncio()
-    lazy = shared is not None and tasks
+    # Providers that all start at once under the pass's own timeout share one probe, armed once
+    # a task outlives the first loop iteration: its look cancels the tasks still running (no
+    # scope at all): the realistic resolve rows.
+    in_tasks = on_asyncio()
     if shared is not None:
         ps.timeout, ps.shared, ps.counting = None, shared, set()
-        if suspect():
+        if (heart := _heart()) is not None and heart.suspect():
             ps.steps = {}  # a call was lately excused as overload: which one holds the loop?
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
+    lazy = shared is not None and in_tasks
     scope: Any = _NO_SCOPE if bound is None or lazy else anyio.move_on_after(bound)
     begun = perf_counter()
     cut: list[bool] = []  # not empty once the shared timeout has run out
+    arm = partial(_arm, ps, cut, starts, shared,  # type: ignore[arg-type]  # lazy: not None
+                  asyncio.get_running_loop().time(), begun) if lazy else None
     try:
         with scope:
-            if tasks:
-                await _in_tasks(calls, ps, limiter, observe, results, partial(
-                    _arm, ps, cut, starts, shared,  # type: ignore[arg-type]  # lazy: set
-                    asyncio.get_running_loop().time(), begun)
-                    if lazy else None)
+            if in_tasks:
+                await _in_tasks(calls, ps, limiter, observe, results, arm)
             else:
                 async with anyio.create_task_group() as atg:
                     for i, c in enumerate(calls):
@@ -187,32 +186,27 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
 
 async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
                     limiter: anyio.CapacityLimiter | None, observe: Observer | None,
-                    results: list[Outcome | None],
-                    arm: Callable[[dict[int, asyncio.Task[None]]], Probe | None] | None
-                    ) -> None:
+                    results: list[Outcome | None], arm: Callable[..., None] | None) -> None:
     """Each call in an asyncio task, held as a TaskGroup holds them, in batches of 64 given one
     loop iteration each: a task that answered at once is done then and dropped (no done
-    callback, no loop iteration more: the realistic table's resolve rows). ``arm``: the
-    shared timeout's probe of the tasks left after the first batch's iteration (none if
-    every task is done by then)."""
+    callback, no loop iteration more: the realistic table's resolve rows). ``arm(tasks)``
+    makes the shared timeout's probe of the tasks still running after the first batch."""
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[None]] = []
     left: list[asyncio.Task[None]] = []
-    looked: Probe | None = None
-    last = len(calls) - 1
     try:
         for i, call in enumerate(calls):
             tasks.append(t := loop.create_task(_run_task(call, i, ps, limiter, observe, results)))
             left.append(t)
-            if looked is not None and not t.done():  # done: eager (3.12's task factory)
-                looked.tasks[i] = t
-            if i & 63 == 63 or i == last:
+            if ps.probe is not None and not t.done():  # done: eager (3.12's task factory)
+                ps.probe.tasks[i] = t
+            if i & 63 == 63 or i == len(calls) - 1:
                 await asyncio.sleep(0)
-                if arm is not None and (i < last or not all(t.done() for t in left)):
-                    looked = arm({j: t for j, t in enumerate(tasks) if not t.done()})
-                arm = None
                 left = [t for t in left if not t.done() or not t.cancelled() and t.exception()]
-                if any(t.done() for t in left):
+                if arm is not None and (left or i < len(calls) - 1):
+                    arm({j: t for j, t in enumerate(tasks) if not t.done()})
+                arm = None
+                if left and any(t.done() for t in left):
                     break  # a task's error: no more tasks start (it is raised below)
         if left:  # a task's error cancels the others (below) and is raised
             await asyncio.wait(left, return_when=asyncio.FIRST_EXCEPTION)
@@ -244,19 +238,17 @@ async def _run_task(call: ProviderCall, index: int, ps: _Pass,
     if ps.probe is not None:
         ps.probe.tasks.pop(index, None)
     results[index] = o  # dropped if its provider cancelled this task (asyncio: _in_tasks)
-    if observe is not None and (ps.shared is None or o.duration_ms <= ps.shared * 1000.0):
-        cancelling = _cancelling_of_current_task()
-        if cancelling is None or not cancelling():
-            _notify(observe, o)
+    if observe is not None and (ps.shared is None or o.duration_ms <= ps.shared * 1000.0) and (
+            (own := _cancelling_of_current_task()) is None or not own()):
+        _notify(observe, o)
 
 
 def _arm(ps: _Pass, cut: list[bool], starts: list[float | None], limit: float,
-         loop_begun: float, begun: float, tasks: dict[int, asyncio.Task[None]]) -> Probe | None:
+         loop_begun: float, begun: float, tasks: dict[int, asyncio.Task[None]]) -> None:
     """The shared timeout's probe of ``tasks``, due ``limit`` after the pass began."""
     looked = ps.probe = probe(limit, tasks, loop_begun)
     if looked is not None:
         looked.after = partial(_extend, looked, cut, starts, limit, loop_begun - begun)
-    return looked
 
 
 def _extend(looked: Probe, cut: list[bool], starts: list[float | None], limit: float,

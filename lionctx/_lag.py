@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Generator
 from time import perf_counter
 from typing import Any, TypeVar
 
-__all__ = ["INTERVAL", "Probe", "behind", "overloaded", "probe", "suspect", "timed", "watch"]
+__all__ = ["INTERVAL", "Probe", "behind", "overloaded", "probe", "timed", "watch"]
 
 T = TypeVar("T")
 
@@ -268,8 +268,7 @@ def _ready(task: asyncio.Task[Any]) -> bool:
 def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None,
           begun: float | None = None) -> Probe | None:
     """A :class:`Probe` of ``tasks`` (default: the running task) for calls bounded by
-    ``limit`` that began at the loop's time ``begun`` (default now); ``None`` outside
-    asyncio."""
+    ``limit`` from the loop's time ``begun`` (default now); ``None`` outside asyncio."""
     heart = _heart()
     if heart is None:
         return None
@@ -280,12 +279,6 @@ def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None,
         tasks = {0: task}
     heart.want(limit)
     return Probe(heart, tasks, (heart.loop.time() if begun is None else begun) + limit)
-
-
-def suspect() -> bool:
-    """Whether calls on this loop time their own steps now (see :meth:`_Heart.suspect`)."""
-    heart = _heart()
-    return heart is not None and heart.suspect()
 
 
 def overloaded(ran: float, limit: float) -> str | None:
