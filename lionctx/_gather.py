@@ -136,9 +136,8 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     bound = deadline if shared is None else shared
     starts: list[float | None] | None = None if bound is None else [None] * n
     ps.starts = starts
-    # Providers that all start at once under the pass's own timeout share one probe, armed once
-    # a task outlives the first loop iteration: its look cancels the tasks still running (no
-    # scope at all): the realistic resolve rows.
+    # Providers that all start at once under the pass's own timeout share one probe, made once a
+    # task outlives the first loop iteration; its look cancels those still running (resolve rows)
     in_tasks = on_asyncio()
     if shared is not None:
         ps.timeout, ps.shared, ps.counting = None, shared, set()
@@ -146,12 +145,12 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
             ps.steps = {}  # a call was lately excused as overload: which one holds the loop?
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
-    lazy = shared is not None and in_tasks
-    scope: Any = _NO_SCOPE if bound is None or lazy else anyio.move_on_after(bound)
     begun = perf_counter()
     cut: list[bool] = []  # not empty once the shared timeout has run out
-    arm = partial(_arm, ps, cut, starts, shared,  # type: ignore[arg-type]  # lazy: not None
-                  asyncio.get_running_loop().time(), begun) if lazy else None
+    arm = None if shared is None or not in_tasks else partial(
+        probe, shared, begun=(at := asyncio.get_running_loop().time()),
+        after=partial(_extend, cut, starts, shared, at - begun))  # type: ignore[arg-type]
+    scope: Any = _NO_SCOPE if bound is None or arm is not None else anyio.move_on_after(bound)
     try:
         with scope:
             if in_tasks:
@@ -186,11 +185,12 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
 
 async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
                     limiter: anyio.CapacityLimiter | None, observe: Observer | None,
-                    results: list[Outcome | None], arm: Callable[..., None] | None) -> None:
+                    results: list[Outcome | None], arm: Callable[..., Probe | None] | None
+                    ) -> None:
     """Each call in an asyncio task, held as a TaskGroup holds them, in batches of 64 given one
     loop iteration each: a task that answered at once is done then and dropped (no done
-    callback, no loop iteration more: the realistic table's resolve rows). ``arm(tasks)``
-    makes the shared timeout's probe of the tasks still running after the first batch."""
+    callback, no loop iteration more: the realistic table's resolve rows). ``arm(tasks)``:
+    the shared timeout's probe of the tasks still running after the first batch."""
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[None]] = []
     left: list[asyncio.Task[None]] = []
@@ -204,7 +204,7 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
                 await asyncio.sleep(0)
                 left = [t for t in left if not t.done() or not t.cancelled() and t.exception()]
                 if arm is not None and (left or i < len(calls) - 1):
-                    arm({j: t for j, t in enumerate(tasks) if not t.done()})
+                    ps.probe = arm({j: t for j, t in enumerate(tasks) if not t.done()})
                 arm = None
                 if left and any(t.done() for t in left):
                     break  # a task's error: no more tasks start (it is raised below)
@@ -243,16 +243,8 @@ async def _run_task(call: ProviderCall, index: int, ps: _Pass,
         _notify(observe, o)
 
 
-def _arm(ps: _Pass, cut: list[bool], starts: list[float | None], limit: float,
-         loop_begun: float, begun: float, tasks: dict[int, asyncio.Task[None]]) -> None:
-    """The shared timeout's probe of ``tasks``, due ``limit`` after the pass began."""
-    looked = ps.probe = probe(limit, tasks, loop_begun)
-    if looked is not None:
-        looked.after = partial(_extend, looked, cut, starts, limit, loop_begun - begun)
-
-
-def _extend(looked: Probe, cut: list[bool], starts: list[float | None], limit: float,
-            offset: float, now: float) -> None:
+def _extend(cut: list[bool], starts: list[float | None], limit: float, offset: float,
+            looked: Probe, now: float) -> None:
     """At the shared timeout the tasks still running are cancelled (noted in ``cut``),
     but a provider the loop started late still gets its whole limit from its own start."""
     clock = now - offset  # the loop's time on perf_counter's clock

@@ -90,8 +90,7 @@ _HELD_MAX = 65_536
 
 
 def _calls_of(providers: Sequence[Any], only_held: bool = False) -> list[ProviderCall]:
-    """Each provider's call: the held one while it still stands for the provider
-    (``only_held``: none unless every call is held)."""
+    """Each provider's call, the held one while it stands for it (``only_held``: all or none)."""
     held_get = _HELD.get
     out: list[ProviderCall] = []
     for p in providers:
@@ -144,11 +143,9 @@ def resolve_pass(*, timeout: float | None = DEFAULT_TIMEOUT, deadline: float | N
 
 async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], query: str,
                        ctx: Any = None, *, previous: Digests | None = None, session: Any = None,
-                       history: HistoryIndex | None = None,
-                       calls: list[ProviderCall] | None = None) -> Resolution:
-    """One agentium-face pass over checked ``providers`` (``calls``: theirs, if made);
-    the baseline is ``previous``, or ``session``'s (a key, or a function of the run
-    context) in ``baselines``."""
+                       history: HistoryIndex | None = None, calls: Any = None) -> Resolution:
+    """One agentium-face pass over checked ``providers`` (``calls``: theirs); the baseline is
+    ``previous``, or ``session``'s (a key, or a function of the run context) in ``baselines``."""
     run_ctx = coerce_run_context(ctx)
     if callable(session):
         session = session(run_ctx)
@@ -206,10 +203,9 @@ async def resolve_context(
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
-    # every call held: no object literal ({"name", "fetch"}) among them (the stable row)
-    calls = _calls_of(providers, only_held=True)
+    calls = _calls_of(providers, only_held=True)  # all held: no literal among them (stable row)
     if not calls:
-        providers = with_object_literals(providers, "providers")
+        providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
     options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
