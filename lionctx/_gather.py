@@ -136,9 +136,6 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     bound = deadline if shared is None else shared
     starts: list[float | None] | None = None if bound is None else [None] * n
     ps.starts = starts
-    # Providers that all start at once under the pass's own timeout share one probe, made once a
-    # task outlives the first loop iteration; its look cancels those still running (resolve rows)
-    in_tasks = on_asyncio()
     if shared is not None:
         ps.timeout, ps.shared, ps.counting = None, shared, set()
         if (heart := _heart()) is not None and heart.suspect():
@@ -147,13 +144,15 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
     begun = perf_counter()
     cut: list[bool] = []  # not empty once the shared timeout has run out
-    arm = None if shared is None or not in_tasks else partial(
+    # Providers that all start at once under the pass's own timeout share one probe, made once a
+    # task outlives the first loop iteration; its look cancels those still running (resolve rows)
+    arm = None if shared is None or not on_asyncio() else partial(
         probe, shared, begun=(at := asyncio.get_running_loop().time()),
         after=partial(_extend, cut, starts, shared, at - begun))  # type: ignore[arg-type]
     scope: Any = _NO_SCOPE if bound is None or arm is not None else anyio.move_on_after(bound)
     try:
         with scope:
-            if in_tasks:
+            if arm is not None or on_asyncio():
                 await _in_tasks(calls, ps, limiter, observe, results, arm)
             else:
                 async with anyio.create_task_group() as atg:
@@ -185,12 +184,10 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
 
 async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
                     limiter: anyio.CapacityLimiter | None, observe: Observer | None,
-                    results: list[Outcome | None], arm: Callable[..., Probe | None] | None
-                    ) -> None:
+                    results: list[Outcome | None], arm: Callable[..., Any] | None) -> None:
     """Each call in an asyncio task, held as a TaskGroup holds them, in batches of 64 given one
-    loop iteration each: a task that answered at once is done then and dropped (no done
-    callback, no loop iteration more: the realistic table's resolve rows). ``arm(tasks)``:
-    the shared timeout's probe of the tasks still running after the first batch."""
+    loop iteration each: a task that answered at once is done then and dropped (no done callback,
+    no loop iteration more: the resolve rows); ``arm(tasks)``: the probe of those left then."""
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[None]] = []
     left: list[asyncio.Task[None]] = []
@@ -213,9 +210,8 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
         for t in left:
             if t.done() and not t.cancelled() and (e := t.exception()) is not None:
                 raise e
-        for i, t in enumerate(tasks):
-            if t.cancelling():  # its provider cancelled it: it ends cancelled, no row
-                results[i] = None
+        # a task its provider cancelled ends cancelled: no row
+        results[:] = [None if t.cancelling() else o for t, o in zip(tasks, results, strict=True)]
     except BaseException:  # the caller's cancellation too: no task outlives the pass
         for t in left:
             t.cancel()

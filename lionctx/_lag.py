@@ -267,11 +267,9 @@ def _ready(task: asyncio.Task[Any]) -> bool:
 
 
 def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None,
-          begun: float | None = None, after: Callable[[Probe, float], None] | None = None
-          ) -> Probe | None:
-    """A :class:`Probe` (``after`` each look) of ``tasks`` (default: the running task) for
-    calls bounded by ``limit`` from the loop's time ``begun`` (default now); ``None``
-    outside asyncio."""
+          begun: float | None = None, after: Callable[..., None] | None = None) -> Probe | None:
+    """A :class:`Probe` of ``tasks`` (default: the running task) for calls bounded by ``limit``
+    from the loop's time ``begun`` (default now), calling ``after``; ``None`` outside asyncio."""
     heart = _heart()
     if heart is None:
         return None
