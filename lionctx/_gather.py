@@ -22,7 +22,7 @@ import anyio.lowlevel
 
 from ._call import TAG_FRAME, Observer, ProviderCall
 from ._cancellation import _cancelling_of_current_task, _reraise_cancellation, on_asyncio
-from ._lag import Probe, behind, held_note, overloaded, probe, watch
+from ._lag import Probe, _heart, behind, held_note, overloaded, probe, watch
 from ._log import logger_for
 from ._outcome import Outcome
 from ._run import DEFAULT_MAX_CHARS, _failed, _notify, _Pass, _run_one, _timed_out
@@ -131,36 +131,35 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
     n = len(calls)
     results: list[Outcome | None] = [None] * n
     limiter = anyio.CapacityLimiter(limit) if limit is not None and limit < n else None
-    # Providers that all start at once under the pass's own timeout share one probe, whose look
-    # at it cancels the tasks still running (no scope at all): the realistic resolve rows.
     shared = ps.timeout if limiter is None and deadline is None and all(
         c.timeout is None for c in calls) else None
     bound = deadline if shared is None else shared
     starts: list[float | None] | None = None if bound is None else [None] * n
     ps.starts = starts
-    looked = None if shared is None else probe(shared, {})
     if shared is not None:
-        ps.timeout, ps.shared, ps.counting, ps.probe = None, shared, set(), looked
-        if looked is not None and looked.heart.suspect():
+        ps.timeout, ps.shared, ps.counting = None, shared, set()
+        if (heart := _heart()) is not None and heart.suspect():
             ps.steps = {}  # a call was lately excused as overload: which one holds the loop?
     elif deadline is not None:
         watch(deadline)  # the loop's heartbeat, to tell the deadline from overload
-    scope: Any = _NO_SCOPE if bound is None or looked is not None else anyio.move_on_after(bound)
     begun = perf_counter()
     cut: list[bool] = []  # not empty once the shared timeout has run out
-    if looked is not None and starts is not None and shared is not None:
-        looked.after = partial(_extend, looked, cut, starts, shared,
-                               looked.heart.loop.time() - begun)
+    # Providers that all start at once under the pass's own timeout share one probe, made once a
+    # task outlives the first loop iteration; its look cancels those still running (resolve rows)
+    arm = None if shared is None or not on_asyncio() else partial(
+        probe, shared, begun=(at := asyncio.get_running_loop().time()),
+        after=partial(_extend, cut, starts, shared, at - begun))  # type: ignore[arg-type]
+    scope: Any = _NO_SCOPE if bound is None or arm is not None else anyio.move_on_after(bound)
     try:
         with scope:
-            if on_asyncio():
-                await _in_tasks(calls, ps, limiter, observe, results, looked)
+            if arm is not None or on_asyncio():
+                await _in_tasks(calls, ps, limiter, observe, results, arm)
             else:
                 async with anyio.create_task_group() as atg:
                     for i, c in enumerate(calls):
                         atg.start_soon(_run_task, c, i, ps, limiter, observe, results)
     finally:
-        if looked is not None:
+        if (looked := ps.probe) is not None:
             looked.disarm()
     expired = bool(cut) or scope is not _NO_SCOPE and scope.cancel_called
     out: list[Outcome] = []
@@ -185,27 +184,34 @@ async def _concurrent(calls: Sequence[ProviderCall], ps: _Pass, deadline: float 
 
 async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
                     limiter: anyio.CapacityLimiter | None, observe: Observer | None,
-                    results: list[Outcome | None], looked: Probe | None) -> None:
+                    results: list[Outcome | None], arm: Callable[..., Any] | None) -> None:
     """Each call in an asyncio task, held as a TaskGroup holds them, in batches of 64 given one
-    loop iteration each: a task that answered at once is done then and dropped (no done
-    callback, no loop iteration more: the realistic table's resolve rows)."""
+    loop iteration each: a task that answered at once is done then and dropped (no done callback,
+    no loop iteration more: the resolve rows); ``arm(tasks)``: the probe of those left then."""
     loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[None]] = []
     left: list[asyncio.Task[None]] = []
     try:
         for i, call in enumerate(calls):
-            left.append(t := loop.create_task(_run_task(call, i, ps, limiter, observe, results)))
-            if looked is not None and not t.done():  # done: eager (3.12's task factory)
-                looked.tasks[i] = t
+            tasks.append(t := loop.create_task(_run_task(call, i, ps, limiter, observe, results)))
+            left.append(t)
+            if ps.probe is not None and not t.done():  # done: eager (3.12's task factory)
+                ps.probe.tasks[i] = t
             if i & 63 == 63 or i == len(calls) - 1:
                 await asyncio.sleep(0)
                 left = [t for t in left if not t.done() or not t.cancelled() and t.exception()]
-                if any(t.done() for t in left):
+                if arm is not None and (left or i < len(calls) - 1):
+                    ps.probe = arm({j: t for j, t in enumerate(tasks) if not t.done()})
+                arm = None
+                if left and any(t.done() for t in left):
                     break  # a task's error: no more tasks start (it is raised below)
         if left:  # a task's error cancels the others (below) and is raised
             await asyncio.wait(left, return_when=asyncio.FIRST_EXCEPTION)
         for t in left:
             if t.done() and not t.cancelled() and (e := t.exception()) is not None:
                 raise e
+        # a task its provider cancelled ends cancelled: no row
+        results[:] = [None if t.cancelling() else o for t, o in zip(tasks, results, strict=True)]
     except BaseException:  # the caller's cancellation too: no task outlives the pass
         for t in left:
             t.cancel()
@@ -227,16 +233,14 @@ async def _run_task(call: ProviderCall, index: int, ps: _Pass,
         o = await _run_one(call, index, ps)
     if ps.probe is not None:
         ps.probe.tasks.pop(index, None)
-    cancelling = _cancelling_of_current_task()
-    if cancelling is not None and cancelling():
-        return  # its provider cancelled this task, which ends cancelled: no row here
-    results[index] = o
-    if observe is not None and (ps.shared is None or o.duration_ms <= ps.shared * 1000.0):
+    results[index] = o  # dropped if its provider cancelled this task (asyncio: _in_tasks)
+    if observe is not None and (ps.shared is None or o.duration_ms <= ps.shared * 1000.0) and (
+            (own := _cancelling_of_current_task()) is None or not own()):
         _notify(observe, o)
 
 
-def _extend(looked: Probe, cut: list[bool], starts: list[float | None], limit: float,
-            offset: float, now: float) -> None:
+def _extend(cut: list[bool], starts: list[float | None], limit: float, offset: float,
+            looked: Probe, now: float) -> None:
     """At the shared timeout the tasks still running are cancelled (noted in ``cut``),
     but a provider the loop started late still gets its whole limit from its own start."""
     clock = now - offset  # the loop's time on perf_counter's clock

@@ -158,7 +158,8 @@ class Probe:
 
     __slots__ = ("after", "done", "due", "heart", "late", "mark", "ready", "tasks")
 
-    def __init__(self, heart: _Heart, tasks: dict[int, asyncio.Task[Any]], due: float) -> None:
+    def __init__(self, heart: _Heart, tasks: dict[int, asyncio.Task[Any]], due: float,
+                 after: Callable[[Probe, float], None] | None = None) -> None:
         self.heart = heart
         self.tasks = tasks
         self.due = due
@@ -166,8 +167,8 @@ class Probe:
         self.ready: set[int] = set()
         self.done = False
         self.mark = heart.mark()
-        #: Called with the loop's time after each look (it may :meth:`rearm`).
-        self.after: Callable[[float], None] | None = None
+        #: Called with the probe and the loop's time after each look (it may :meth:`rearm`).
+        self.after = after
         heart.look_at(self)
 
     def rearm(self, due: float) -> None:
@@ -181,7 +182,7 @@ class Probe:
         self.late = now - self.due
         self.ready = {i for i, task in self.tasks.items() if _ready(task)}
         if self.after is not None:
-            self.after(now)
+            self.after(self, now)
 
     def disarm(self) -> None:
         """The calls are over: no look is needed (nor their tasks, kept alive otherwise)."""
@@ -263,9 +264,10 @@ def _ready(task: asyncio.Task[Any]) -> bool:
                               and not waiter.cancelled())
 
 
-def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None) -> Probe | None:
-    """A :class:`Probe` of ``tasks`` (default: the running task) for calls bounded by
-    ``limit``; ``None`` outside asyncio."""
+def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None,
+          begun: float | None = None, after: Callable[..., None] | None = None) -> Probe | None:
+    """A :class:`Probe` of ``tasks`` (default: the running task) for calls bounded by ``limit``
+    from the loop's time ``begun`` (default now), calling ``after``; ``None`` outside asyncio."""
     heart = _heart()
     if heart is None:
         return None
@@ -275,7 +277,7 @@ def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None) -> Pr
             return None
         tasks = {0: task}
     heart.want(limit)
-    return Probe(heart, tasks, heart.loop.time() + limit)
+    return Probe(heart, tasks, (heart.loop.time() if begun is None else begun) + limit, after)
 
 
 def overloaded(ran: float, limit: float) -> str | None:

@@ -89,8 +89,8 @@ _HELD: WeakIdMap[_HeldCall] = WeakIdMap()
 _HELD_MAX = 65_536
 
 
-def _calls_of(providers: Sequence[Any]) -> list[ProviderCall]:
-    """Each provider's call: the held one while it still stands for the provider."""
+def _calls_of(providers: Sequence[Any], only_held: bool = False) -> list[ProviderCall]:
+    """Each provider's call, the held one while it stands for it (``only_held``: all or none)."""
     held_get = _HELD.get
     out: list[ProviderCall] = []
     for p in providers:
@@ -104,6 +104,8 @@ def _calls_of(providers: Sequence[Any]) -> list[ProviderCall]:
                     continue
             except Exception:  # a property that raises: built the long way below
                 pass
+        if only_held:
+            return []
         out.append(_call_of(p))
     return out
 
@@ -141,14 +143,14 @@ def resolve_pass(*, timeout: float | None = DEFAULT_TIMEOUT, deadline: float | N
 
 async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], query: str,
                        ctx: Any = None, *, previous: Digests | None = None, session: Any = None,
-                       history: HistoryIndex | None = None) -> Resolution:
-    """One agentium-face pass over checked ``providers``; the baseline is ``previous``,
-    or ``session``'s (a key, or a function of the run context) in ``baselines``."""
+                       history: HistoryIndex | None = None, calls: Any = None) -> Resolution:
+    """One agentium-face pass over checked ``providers`` (``calls``: theirs); the baseline is
+    ``previous``, or ``session``'s (a key, or a function of the run context) in ``baselines``."""
     run_ctx = coerce_run_context(ctx)
     if callable(session):
         session = session(run_ctx)
     keyed = session is not None and context_pass.baselines is not None
-    calls = _calls_of(providers)
+    calls = calls or _calls_of(providers)
     sources = Sources(providers, lambda i: (calls[i].name, 0, None),
                       [_volatile(p) for p in providers])
     report = await context_pass.run(calls, (query, run_ctx), sources, context=lambda: run_ctx,
@@ -201,7 +203,9 @@ async def resolve_context(
     """
     if isinstance(providers, (str, bytes)) or not isinstance(providers, Sequence):
         raise InvalidType(f"providers must be a list of context providers, got {providers!r}")
-    providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
+    calls = _calls_of(providers, only_held=True)  # all held: no literal among them (stable row)
+    if not calls:
+        providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
     options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
@@ -214,7 +218,7 @@ async def resolve_context(
         raise InvalidType("pass previous or baselines, not both")
     return await resolve_with(context_pass, providers, query, ctx, previous=prior,
                               session=session_key if baselines is not None else None,
-                              history=_history_index(history))
+                              history=_history_index(history), calls=calls)
 
 
 # A pass kept per set of plain options (typed: timeout=True is refused, not taken for 1):
