@@ -13,7 +13,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._context import context_value
+from ._context import bound_run_context, context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._scope import scope_text
 from ._tokens import _HASH_IS_SECRET
@@ -126,6 +126,8 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
 def session_key(ctx: Any = None, owner: Any = None) -> tuple[Any, Any, Any, int | None]:
     """Whose previous turn a turn compares with: the run context's tenant, user and
     session ids, and without a session id ``owner`` (its conversation, e.g. a Branch)."""
+    if ctx is None and bound_run_context() is None:  # no ids to read (the registry rows)
+        return None, None, None, _owner_number(owner)
     tenant, user, session = map(context_value, (ctx, ctx, ctx), _FIELDS)  # no generator
     return (_plain(tenant), _plain(user), _plain(session),
             _owner_number(owner) if session is None else None)
