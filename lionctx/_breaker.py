@@ -347,12 +347,9 @@ class Breakers:
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
-        if not self._sick:  # a calm board records only a failure (the realistic features row)
-            for outcome in outcomes:
-                if outcome.status is _FAILED or outcome.status is _TIMEOUT:
-                    break
-            else:
-                return
+        failed = [o for o in outcomes if o.status is _FAILED or o.status is _TIMEOUT]
+        if not failed and not self._sick:
+            return  # a calm board records only a failure (the realistic features row)
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
             if status is not _FAILED and status is not _TIMEOUT:

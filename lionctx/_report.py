@@ -122,8 +122,7 @@ def build_report(outcomes: Sequence[Outcome], budget: Number | None, *,
             offered += o.tokens
             if o.max_tokens:
                 capped = True
-            if o.volatile:
-                volatile = True
+            volatile = volatile or o.volatile
         elif status is _SIZE:
             sized.append(i)
     fired = outcomes if len(texted) == len(rows) else [rows[i] for i in texted]

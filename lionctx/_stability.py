@@ -9,7 +9,7 @@ import hashlib
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,10 +49,12 @@ def digest_under(key: Hashable, text: str) -> str:
     return found
 
 
-def fingerprints(rows: list[Any]) -> Pairs:
+def fingerprints(rows: Sequence[Any]) -> Pairs:
     """``(name, fingerprint of its text)`` of each kept row, for a baseline that stays in
     this process: the secret str hash, else (a fixed seed) its digest."""
-    return tuple([(o.name, hash(o.text) if _HASH_IS_SECRET else o.digest) for o in rows])
+    if _HASH_IS_SECRET:  # decided once per call, not per row (the registry rows)
+        return tuple([(o.name, hash(o.text)) for o in rows])
+    return tuple([(o.name, o.digest) for o in rows])
 
 
 @dataclass(frozen=True)

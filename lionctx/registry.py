@@ -246,9 +246,8 @@ class ContextProviderRegistry:
             if o.degradation_reason is not None:
                 degraded = 1
         stats = self.stats
-        if kept:
-            stats["recall_turns"] += 1
-            stats["blocks_injected"] += kept
+        stats["recall_turns"] += kept > 0
+        stats["blocks_injected"] += kept
         stats["failed"] += failed
         stats["degraded_turns"] += degraded
         return ProviderReport(report)
