@@ -14,7 +14,6 @@ import time
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 from ._context import context_value
@@ -41,7 +40,7 @@ NOT_COUNTED = frozenset({"deadline", "overload"})
 CALLER_FIELDS = ("user_id", "tenant_id")
 #: Key types the board holds as they are (values, not objects with a lifetime).
 _VALUE_TYPES = (str, int, tuple)
-_STATUS = attrgetter("status")
+_FAILED, _TIMEOUT = Status.FAILED, Status.TIMEOUT  # a module global reads faster than an Enum's
 
 
 @dataclass(frozen=True)
@@ -348,12 +347,12 @@ class Breakers:
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
-        statuses = list(map(_STATUS, outcomes))  # read in C: the realistic features row
-        if not self._sick and Status.FAILED not in statuses and Status.TIMEOUT not in statuses:
-            return  # a calm board and no failure: nothing to record
+        failed = [o for o in outcomes if o.status is _FAILED or o.status is _TIMEOUT]
+        if not failed and not self._sick:
+            return  # a calm board records only a failure (the realistic features row)
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
-            if status is not Status.FAILED and status is not Status.TIMEOUT:
+            if status is not _FAILED and status is not _TIMEOUT:
                 if not breaker.healthy and outcome.circuit != OPEN:  # a success
                     if breaker._failures or breaker._state is not CLOSED:
                         self._count(breaker, outcome.name, True)

@@ -160,10 +160,11 @@ class ContextPass:
         """One pass over ``calls`` (``invoke(*args)`` each). ``session``: the key of the
         baseline in :attr:`baselines` (else ``previous``); ``framed``: rows hold tag
         blocks (the agentium face)."""
-        started, started_ns = perf_counter(), time_ns()
+        started = perf_counter()
         ctx = _context(context)
         keyed = session is not UNKEYED and self.baselines is not None and self.digests
-        traced = telemetry.enabled() and telemetry.live()
+        traced = telemetry.live()
+        started_ns = time_ns() if traced else 0
         arrived: dict[int, int] | None = {} if traced else None
         # The stages inline (the registry rows' fixed cost); the breakers pick who is called
         board, policy, timing = self.breakers, self.policy, {"tokenizer_load_ms": 0.0}

@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._context import context_value
+from ._context import bound_run_context, context_value
 from ._exceptions import InvalidType, InvalidValue
 from ._fair import FairLRU, tenant_user
 from ._scope import scope_text
@@ -49,10 +49,12 @@ def digest_under(key: Hashable, text: str) -> str:
     return found
 
 
-def fingerprints(rows: list[Any]) -> Pairs:
+def fingerprints(rows: Sequence[Any]) -> Pairs:
     """``(name, fingerprint of its text)`` of each kept row, for a baseline that stays in
     this process: the secret str hash, else (a fixed seed) its digest."""
-    return tuple([(o.name, hash(o.text) if _HASH_IS_SECRET else o.digest) for o in rows])
+    if _HASH_IS_SECRET:  # decided once per call, not per row (the registry rows)
+        return tuple([(o.name, hash(o.text)) for o in rows])
+    return tuple([(o.name, o.digest) for o in rows])
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,13 @@ _FIELDS = ("tenant_id", "user_id", "session_id")
 
 
 def _plain(value: Any) -> Any:
-    # ids are mostly str or int; anything else by its scope text (1 != "1", no address)
-    return value if value is None or type(value) in (str, int) else scope_text(value)
+    # ids are mostly short str or int; anything else (a huge one too) by its bounded scope text,
+    # in a tuple no plain id equals (1 != "1", no address, no megabyte key)
+    kind = type(value)
+    if value is None or kind is str and len(value) <= 256 or kind is int and (
+            value.bit_length() <= 512):
+        return value
+    return ("scope", scope_text(value))
 
 
 def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
@@ -126,6 +133,8 @@ def check_max_sessions(value: Any, label: str = "max_sessions") -> int:
 def session_key(ctx: Any = None, owner: Any = None) -> tuple[Any, Any, Any, int | None]:
     """Whose previous turn a turn compares with: the run context's tenant, user and
     session ids, and without a session id ``owner`` (its conversation, e.g. a Branch)."""
+    if ctx is None and bound_run_context() is None:  # no ids to read (the registry rows)
+        return None, None, None, _owner_number(owner)
     tenant, user, session = map(context_value, (ctx, ctx, ctx), _FIELDS)  # no generator
     return (_plain(tenant), _plain(user), _plain(session),
             _owner_number(owner) if session is None else None)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import partial
-from operator import attrgetter
 from typing import Any, Protocol, runtime_checkable
 
 from ._adapters import provide_invoker, provider_name, run_context_from_branch
@@ -60,7 +59,6 @@ class _Entry:
 
 
 _FIRED, _FAILED, _TIMEOUT = Status.FIRED, Status.FAILED, Status.TIMEOUT
-_STATUS, _DEGRADED = attrgetter("status"), attrgetter("degradation_reason")
 _STAT_KEYS = ("recall_turns", "blocks_injected", "failed", "degraded_turns",
               "writeback_records", "writeback_failed")
 
@@ -238,15 +236,20 @@ class ContextProviderRegistry:
             context=partial(run_context_from_branch, branch),
             session=session_key(getattr(branch, "run_context", None), branch)
             if context_pass.digests else None, history=history)
-        # The stats from the rows' columns, read in C (the realistic and curves registry rows)
-        rows, stats = report.outcomes, self.stats
-        statuses = list(map(_STATUS, rows))
-        kept = statuses.count(_FIRED)
-        if kept:
-            stats["recall_turns"] += 1
-            stats["blocks_injected"] += kept
-        stats["failed"] += statuses.count(_FAILED) + statuses.count(_TIMEOUT)
-        stats["degraded_turns"] += list(map(_DEGRADED, rows)).count(None) < len(rows)
+        kept = failed = degraded = 0
+        for o in report.outcomes:  # one walk for the stats (the realistic registry rows)
+            status = o.status
+            if status is _FIRED:
+                kept += 1
+            elif status is _FAILED or status is _TIMEOUT:
+                failed += 1
+            if o.degradation_reason is not None:
+                degraded = 1
+        stats = self.stats
+        stats["recall_turns"] += kept > 0
+        stats["blocks_injected"] += kept
+        stats["failed"] += failed
+        stats["degraded_turns"] += degraded
         return ProviderReport(report)
 
     async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
