@@ -4,6 +4,8 @@ the names a hostile caller registers; and every block is still framed with its o
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from lionctx import _run, resolve_context
 
@@ -14,11 +16,12 @@ HELD_BOUND = 1 << 22
 
 
 class Named:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, text: str = "ok") -> None:
         self.name = name
+        self.text = text
 
     async def fetch(self, query, ctx):
-        return "ok"
+        return self.text
 
 
 def held() -> int:
@@ -47,8 +50,10 @@ async def test_short_names_are_remembered_once_each():
     _run._FRAMES.clear()  # a flood before this test may have filled it to its bound
     _run._FRAMES_HELD[0] = 0
     names = [f"source-{i}" for i in range(50)]
-    await resolve_context([Named(n) for n in names], "q")
+    # a text no earlier test counted: a counted block never reaches the frame memo
+    fresh = f"ok {uuid.uuid4()}"
+    await resolve_context([Named(n, fresh) for n in names], "q")
     first = {n: _run._FRAMES.get(n) for n in names}
     assert all(first.values()), "a short name's frame is counted once and kept"
-    await resolve_context([Named(n) for n in names], "q")
+    await resolve_context([Named(n, fresh) for n in names], "q")
     assert all(_run._FRAMES.get(n) is first[n] for n in names)
