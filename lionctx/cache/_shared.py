@@ -133,8 +133,7 @@ class SharedCache:
     async def _lead(self, key: Hashable, names: dict[str, str], token: str,
                     load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """With the lease: load, unless the value was stored since it was read."""
-        raw = await self._read(names["val"])
-        if raw is None:
+        if (raw := await self._read(names["val"])) is None:
             return await self._own(key, names, token, load)
         await self.owner._op(lambda r: _settle(r, names, token))
         return self._hit(key, raw, Source.SHARED)
@@ -154,8 +153,7 @@ class SharedCache:
             pause = min(pause * 2, 0.05)
             size, err_size, left = await op(lambda r: _poll(r, names))
             if size:
-                raw = await self._read(names["val"])
-                if raw is not None:
+                if (raw := await self._read(names["val"])) is not None:
                     return self._hit(key, raw, Source.SHARED)
             if err_size and holder:
                 reason = await self._owner_failure(names, holder)
@@ -247,8 +245,7 @@ class SharedCache:
         """The last good value, marked stale, if wanted; else raise (``shared``: wrapped)."""
         if self.stale_on_error:
             try:
-                raw = await self._read(names["last"])
-                if raw is not None:
+                if (raw := await self._read(names["last"])) is not None:
                     return Hit(self._decode(raw), Source.STALE, error, note)
             except _Garbage:
                 # Not a value to serve: gone, so the next good one can take its place.

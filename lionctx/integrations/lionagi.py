@@ -57,8 +57,7 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
                   or Path(tempfile.gettempdir()) / "lionctx-tiktoken")
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / hashlib.sha1(O200K_URL.encode()).hexdigest()
-    if not (target.is_file()
-            and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256):
+    if not (target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256):
         raw = gzip.decompress(O200K_FILE.read_bytes())
         if hashlib.sha256(raw).hexdigest() != O200K_SHA256:
             raise TokenizerDataError(f"lionctx's bundled tokenizer data {O200K_FILE} is corrupt; "
@@ -118,8 +117,7 @@ class _Installed:
         self.run_context = run_context
         self.call: ContextVar[Once[ProviderReport] | None] = ContextVar("lionctx_lionagi_call",
                                                                        default=None)
-        self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report",
-                                                          default=None)
+        self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report", default=None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.registry, name)
