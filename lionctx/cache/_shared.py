@@ -69,8 +69,7 @@ class SharedCache:
             return await self._local(key, load, self.owner.circuit.reason)
         key_digest = digest(self._scope, key)
         # One caller per process talks to Redis for a key; the others share its result.
-        flight = await join_flight(self._flights, key_digest)
-        if flight is None:
+        if (flight := await join_flight(self._flights, key_digest)) is None:
             names = _entries.key_names(self._prefix, key_digest)
             return await lead_flight(self._flights, key_digest,
                                      lambda: self._shared_get(key, names, load))
@@ -114,8 +113,7 @@ class SharedCache:
                 if await self.owner._op(lambda r: r.set(names["lease"], token, nx=True,
                                                         px=self._lease_ms)):
                     return await self._lead(key, names, token, load)
-                hit = await self._wait_for_owner(key, names, deadline)
-                if hit is not None:
+                if (hit := await self._wait_for_owner(key, names, deadline)) is not None:
                     return hit
                 # The owner is gone (done, failed or dead): try to lead.
         except SharedCacheError as exc:
@@ -156,8 +154,7 @@ class SharedCache:
                 if (raw := await self._read(names["val"])) is not None:
                     return self._hit(key, raw, Source.SHARED)
             if err_size and holder:
-                reason = await self._owner_failure(names, holder)
-                if reason is not None:
+                if (reason := await self._owner_failure(names, holder)) is not None:
                     return await self._stale_or_raise(
                         key, names, self.remote_error(reason), shared=True)
             if left == -2:  # no lease any more
@@ -194,8 +191,7 @@ class SharedCache:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(keep_lease)
                 try:
-                    value = await load()
-                    if value is not None:
+                    if (value := await load()) is not None:
                         payload = self._encode(value)
                 except Exception as exc:
                     error = exc
@@ -252,8 +248,7 @@ class SharedCache:
                 await self._quietly(lambda r: r.delete(names["last"]))
             except SharedCacheError as exc:
                 note = note or f"shared cache unavailable ({exc})"
-            stale = self.local._stale(key, error)
-            if stale is not None:
+            if (stale := self.local._stale(key, error)) is not None:
                 return Hit(stale.value, Source.STALE, error, note)
         if shared:
             raise SharedFetchError(error)

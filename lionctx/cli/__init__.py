@@ -200,8 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lionctx`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
+    if (handler := getattr(args, "handler", None)) is None:
         parser.print_help()
         return EXIT_OK
     _configure_logging(getattr(args, "verbose", 0))

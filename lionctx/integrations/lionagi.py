@@ -231,8 +231,7 @@ def install(branch: Any, registry: ContextProviderRegistry | None = None, *,
     branch._context_providers = _Installed(registry, run_context)
     if not already:
         for name in (*_ENTRIES, *_STREAMS):
-            method = getattr(branch, name, None)
-            if method is not None:
+            if (method := getattr(branch, name, None)) is not None:
                 wrap = _stream if name in _STREAMS else _entry
                 # An instance attribute shadows the class's method for this branch only.
                 object.__setattr__(branch, name, wrap(branch, method))
