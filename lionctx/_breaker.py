@@ -157,8 +157,7 @@ class CircuitBreaker:
     def count_caller(self, scope: Scope) -> bool:
         """Count a caller once until the next success (one alone never opens); True if so."""
         with self._lock:
-            seen = self._seen
-            if seen is None:
+            if (seen := self._seen) is None:
                 seen = self._seen = set()
             if scope in seen:
                 return False

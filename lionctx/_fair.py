@@ -25,14 +25,8 @@ class _Tally:
         self.by_count: dict[int, dict[Hashable, None]] = {}
         self.most = 0
 
-    def touch(self, name: Hashable) -> None:
-        """``name`` is the most recently used of its count."""
-        bucket = self.by_count[self.count[name]]
-        del bucket[name]
-        bucket[name] = None
-
     def step(self, name: Hashable, by: int) -> None:
-        """``name`` holds ``by`` (-1, 1) more and is the most recently touched."""
+        """``name`` holds ``by`` (-1, 0, 1) more and is the most recently touched."""
         old = self.count.pop(name, 0)
         if old:
             del self.by_count[old][name]
@@ -56,7 +50,7 @@ class FairLRU(Generic[K, V]):
                  keep: Callable[[V], bool] = lambda value: False) -> None:
         self.maxsize, self.partition, self._keep = maxsize, partition, keep
         self._where: dict[K, Path] = {}
-        self._users: dict[Path, OrderedDict[K, V]] = {}  # least recently used first
+        self._users = defaultdict[Path, OrderedDict[K, V]](OrderedDict)  # least recent first
         self._tenants, self._by_tenant = _Tally(), defaultdict[Hashable, _Tally](_Tally)
 
     def __len__(self) -> int:
@@ -77,24 +71,18 @@ class FairLRU(Generic[K, V]):
         if (path := self._where.get(key)) is None:
             return None
         (entries := self._users[path]).move_to_end(key)
-        self._touch(path)
+        self._step(path, 0)
         return entries[key]
-
-    def _touch(self, path: Path) -> None:
-        self._tenants.touch(path[0])
-        self._by_tenant[path[0]].touch(path[1])
 
     def put(self, key: K, value: V) -> list[V]:
         """Store ``value`` (a new key charged to ``partition(key)``); the values evicted."""
         if (path := self._where.get(key)) is not None:  # the hot path: a key kept
             (kept := self._users[path])[key] = value
             kept.move_to_end(key)
-            self._touch(path)
+            self._step(path, 0)
             return []
         self._where[key] = path = self.partition(key)
-        if (entries := self._users.get(path)) is None:
-            entries = self._users[path] = OrderedDict()
-        entries[key] = value
+        self._users[path][key] = value
         self._step(path, 1)
         evicted: list[V] = []
         while len(self._where) > self.maxsize:

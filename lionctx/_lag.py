@@ -132,8 +132,7 @@ def _heart() -> _Heart | None:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio (trio): no heartbeat
         return None
-    heart = _HEARTS.get(loop)
-    if heart is None:
+    if (heart := _HEARTS.get(loop)) is None:
         heart = _HEARTS[loop] = _Heart(loop)
     return heart
 
@@ -231,8 +230,7 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
 
 
 @types.coroutine
-def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int
-          ) -> Generator[Any, Any, T]:
+def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int) -> Generator[Any, Any, T]:
     """``awaitable`` run step by step (any awaitable, as ``await`` takes it), the time
     its own steps held the loop, summed (many short ones hold it too), in ``steps[index]``."""
     it, value, error = _awaited(awaitable).__await__(), None, None
@@ -260,8 +258,7 @@ _UNKNOWN: Any = object()
 def _ready(task: asyncio.Task[Any]) -> bool:
     # asyncio's Task keeps what it awaits in _fut_waiter (None when scheduled).
     waiter = getattr(task, "_fut_waiter", _UNKNOWN)
-    return waiter is None or (waiter is not _UNKNOWN and waiter.done()
-                              and not waiter.cancelled())
+    return waiter is None or (waiter is not _UNKNOWN and waiter.done() and not waiter.cancelled())
 
 
 def probe(limit: float, tasks: dict[int, asyncio.Task[Any]] | None = None,

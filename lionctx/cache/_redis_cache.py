@@ -168,8 +168,7 @@ class RedisCache:
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}"
             if "WRONGTYPE" in message[:200]:
-                raise _Garbage("a key of another type than a string",
-                               wrong_type=True) from None
+                raise _Garbage("a key of another type than a string", wrong_type=True) from None
             raise SharedCacheError(redact_url_passwords(message[:1000])) from None
         finally:
             slots.release()

@@ -69,8 +69,7 @@ class SharedCache:
             return await self._local(key, load, self.owner.circuit.reason)
         key_digest = digest(self._scope, key)
         # One caller per process talks to Redis for a key; the others share its result.
-        flight = await join_flight(self._flights, key_digest)
-        if flight is None:
+        if (flight := await join_flight(self._flights, key_digest)) is None:
             names = _entries.key_names(self._prefix, key_digest)
             return await lead_flight(self._flights, key_digest,
                                      lambda: self._shared_get(key, names, load))
@@ -114,8 +113,7 @@ class SharedCache:
                 if await self.owner._op(lambda r: r.set(names["lease"], token, nx=True,
                                                         px=self._lease_ms)):
                     return await self._lead(key, names, token, load)
-                hit = await self._wait_for_owner(key, names, deadline)
-                if hit is not None:
+                if (hit := await self._wait_for_owner(key, names, deadline)) is not None:
                     return hit
                 # The owner is gone (done, failed or dead): try to lead.
         except SharedCacheError as exc:
@@ -133,8 +131,7 @@ class SharedCache:
     async def _lead(self, key: Hashable, names: dict[str, str], token: str,
                     load: Callable[[], Awaitable[Any]]) -> Hit[Any]:
         """With the lease: load, unless the value was stored since it was read."""
-        raw = await self._read(names["val"])
-        if raw is None:
+        if (raw := await self._read(names["val"])) is None:
             return await self._own(key, names, token, load)
         await self.owner._op(lambda r: _settle(r, names, token))
         return self._hit(key, raw, Source.SHARED)
@@ -154,12 +151,10 @@ class SharedCache:
             pause = min(pause * 2, 0.05)
             size, err_size, left = await op(lambda r: _poll(r, names))
             if size:
-                raw = await self._read(names["val"])
-                if raw is not None:
+                if (raw := await self._read(names["val"])) is not None:
                     return self._hit(key, raw, Source.SHARED)
             if err_size and holder:
-                reason = await self._owner_failure(names, holder)
-                if reason is not None:
+                if (reason := await self._owner_failure(names, holder)) is not None:
                     return await self._stale_or_raise(
                         key, names, self.remote_error(reason), shared=True)
             if left == -2:  # no lease any more
@@ -196,8 +191,7 @@ class SharedCache:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(keep_lease)
                 try:
-                    value = await load()
-                    if value is not None:
+                    if (value := await load()) is not None:
                         payload = self._encode(value)
                 except Exception as exc:
                     error = exc
@@ -247,16 +241,14 @@ class SharedCache:
         """The last good value, marked stale, if wanted; else raise (``shared``: wrapped)."""
         if self.stale_on_error:
             try:
-                raw = await self._read(names["last"])
-                if raw is not None:
+                if (raw := await self._read(names["last"])) is not None:
                     return Hit(self._decode(raw), Source.STALE, error, note)
             except _Garbage:
                 # Not a value to serve: gone, so the next good one can take its place.
                 await self._quietly(lambda r: r.delete(names["last"]))
             except SharedCacheError as exc:
                 note = note or f"shared cache unavailable ({exc})"
-            stale = self.local._stale(key, error)
-            if stale is not None:
+            if (stale := self.local._stale(key, error)) is not None:
                 return Hit(stale.value, Source.STALE, error, note)
         if shared:
             raise SharedFetchError(error)

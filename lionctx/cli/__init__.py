@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -199,8 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lionctx`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
+    if (handler := getattr(args, "handler", None)) is None:
         parser.print_help()
         return EXIT_OK
     _configure_logging(getattr(args, "verbose", 0))
@@ -216,10 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `lionctx resolve ... | head`: the reader left; that is not an error.
-        try:
+        with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the final flush
-        except OSError:
-            pass
         return EXIT_OK
 
 

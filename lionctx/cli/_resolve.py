@@ -188,8 +188,7 @@ class FaceRun:
         plan = self.plan
         run: Awaitable[Any]
         if plan.face == "lionagi":  # the registry keeps its own previous turn
-            run = self.branch.providers.gather(self.branch, Instruction(plan.query),
-                                               tagged=True)
+            run = self.branch.providers.gather(self.branch, Instruction(plan.query), tagged=True)
         else:
             run = resolve_context(self.providers, plan.query, self.run_context,
                                   timeout=plan.timeout, deadline=plan.deadline,

@@ -293,8 +293,7 @@ def build_provider(spec: SourceSpec, timeout: float | None) -> Any:
         if spec.kind == "mcp":
             if "uri" not in kwargs:
                 raise UsageError(f"{spec.origin}: kind 'mcp' needs 'uri'")
-            return McpResourceProvider(spec.target, kwargs.pop("uri"), name=spec.name,
-                                       **kwargs)
+            return McpResourceProvider(spec.target, kwargs.pop("uri"), name=spec.name, **kwargs)
         if spec.sql is None:
             raise UsageError(f"{spec.origin}: needs a query (--sql after it, or sql = "
                              "\"SELECT ...\" in the config)")

@@ -47,8 +47,7 @@ def json_safe(document: str) -> str:
 class Style:
     """ANSI styling that is a no-op when colour is off."""
 
-    _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33",
-              "cyan": "36"}
+    _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
     _STATUS = {Status.FIRED: ("green",), Status.FAILED: ("red", "bold"),
                Status.TIMEOUT: ("red", "bold"), Status.SKIPPED_CAP: ("yellow",),
                Status.SKIPPED_BUDGET: ("yellow",), Status.SKIPPED: ("yellow",)}

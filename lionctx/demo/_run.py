@@ -140,8 +140,7 @@ async def _agent_turn(run: _Run, providers: list[Any], resolution: Any) -> int:
                   context_providers=providers, context_budget=BUDGET,
                   context_timeout=run.timeout)
     try:
-        result = await agent.run(samples.QUESTION, user_id=samples.USER_ID,
-                                 context=resolution)
+        result = await agent.run(samples.QUESTION, user_id=samples.USER_ID, context=resolution)
     except ModelError as exc:
         shown = visible(str(exc), multiline=False)
         run.say(run.style(f"   the model call failed: {shown}", "red", "bold"))

@@ -209,8 +209,7 @@ class EngineSession:
 
     def after_response(self, usage: Any) -> None:
         """Give the engine one reply's usage as a dict copy (none: not reported)."""
-        as_dict = usage_dict(usage)
-        if as_dict is not None:
+        if (as_dict := usage_dict(usage)) is not None:
             self._hook("update_from_response", as_dict)
 
     def compression_due(self, prompt_tokens: int | None) -> bool:
@@ -293,8 +292,7 @@ class EngineSession:
             tools.append({"type": "function", "function": function})
         return tools
 
-    def tool_result(self, name: str, args: Mapping[str, Any] | str | None,
-                    **kwargs: Any) -> str:
+    def tool_result(self, name: str, args: Mapping[str, Any] | str | None, **kwargs: Any) -> str:
         """One engine tool call's result text (``args`` may be raw JSON); a failure
         becomes a JSON error result."""
         shown = safe_repr(name, NAME_LIMIT)  # the model's text: any length, any type
@@ -329,10 +327,6 @@ class EngineSession:
             tool_call_id=tool_call_id))
 
 
-def _key(scope: Hashable, session_id: Any) -> tuple[Hashable, str]:
-    return (scope, str(session_id))
-
-
 class SessionPool:
     """A host's engine sessions: runs without a session id use ``engine``, each id of a scope
     (tenant, user) a ``clone_for_agent()``; past ``max_sessions`` the least recent idle one
@@ -362,7 +356,7 @@ class SessionPool:
         """The session serving ``session_id`` of ``scope``, or None before its first run."""
         if session_id is None:
             return self._default
-        return self._sessions.peek(_key(scope, session_id))
+        return self._sessions.peek((scope, str(session_id)))
 
     @asynccontextmanager
     async def session(self, session_id: Any = None,
@@ -372,7 +366,7 @@ class SessionPool:
         with self._lock:
             if session_id is None:
                 session = self._default = self._default or EngineSession(self.engine)
-            elif (found := self._sessions.get(key := _key(scope, session_id))) is not None:
+            elif (found := self._sessions.get(key := (scope, str(session_id)))) is not None:
                 session = found
             else:  # a conversation of its own: its own engine state
                 engine = clone_engine(self.engine, model=summary_model(self._model))
@@ -410,14 +404,13 @@ class SessionPool:
         the session of runs that gave none)."""
         with self._lock:
             session = (self._default if session_id is None
-                       else self._sessions.pop(_key(scope, session_id)))
+                       else self._sessions.pop((scope, str(session_id))))
         if session is not None:
             session.end()
 
     def reset(self, session_id: Any = None, scope: Hashable = None) -> None:
         """``on_session_end`` then ``on_session_reset`` on ``session_id``'s session."""
-        session = self.get(session_id, scope)
-        if session is not None:
+        if (session := self.get(session_id, scope)) is not None:
             session.reset()
 
     async def aclose(self) -> None:

@@ -134,8 +134,7 @@ RUNS_PER_HOLDER = 64
 
 def tie_report(holder: Any, report: Report, key: Any = None) -> None:
     """Tie ``report`` to ``holder`` (and ``key``, for a holder shared by several runs)."""
-    reports = _REPORTS.setdefault(holder, dict)
-    if reports is not None:
+    if (reports := _REPORTS.setdefault(holder, dict)) is not None:
         _keep(reports, key, report)
 
 

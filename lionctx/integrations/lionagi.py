@@ -57,8 +57,7 @@ def use_bundled_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Pa
                   or Path(tempfile.gettempdir()) / "lionctx-tiktoken")
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / hashlib.sha1(O200K_URL.encode()).hexdigest()
-    if not (target.is_file()
-            and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256):
+    if not (target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256):
         raw = gzip.decompress(O200K_FILE.read_bytes())
         if hashlib.sha256(raw).hexdigest() != O200K_SHA256:
             raise TokenizerDataError(f"lionctx's bundled tokenizer data {O200K_FILE} is corrupt; "
@@ -118,8 +117,7 @@ class _Installed:
         self.run_context = run_context
         self.call: ContextVar[Once[ProviderReport] | None] = ContextVar("lionctx_lionagi_call",
                                                                        default=None)
-        self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report",
-                                                          default=None)
+        self.last: ContextVar[Report | None] = ContextVar("lionctx_lionagi_report", default=None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.registry, name)
@@ -233,8 +231,7 @@ def install(branch: Any, registry: ContextProviderRegistry | None = None, *,
     branch._context_providers = _Installed(registry, run_context)
     if not already:
         for name in (*_ENTRIES, *_STREAMS):
-            method = getattr(branch, name, None)
-            if method is not None:
+            if (method := getattr(branch, name, None)) is not None:
                 wrap = _stream if name in _STREAMS else _entry
                 # An instance attribute shadows the class's method for this branch only.
                 object.__setattr__(branch, name, wrap(branch, method))

@@ -62,8 +62,7 @@ _MARKERS: WeakIdMap[list[_Ambiguous]] = WeakIdMap()
 
 def _index_run(run_id: str, usage: Any) -> None:
     with _INDEX_LOCK:
-        held = _BY_RUN_ID.get(run_id)
-        if held is None:
+        if (held := _BY_RUN_ID.get(run_id)) is None:
             with contextlib.suppress(TypeError):  # not weakly referenceable: not indexed
                 _BY_RUN_ID[run_id] = usage
         elif held is not usage:

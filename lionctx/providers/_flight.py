@@ -140,14 +140,12 @@ class FlightCache(Generic[V]):
         value = self.peek(key)  # None is never stored
         if value is not None:
             return Hit(value, Source.CACHED)
-        flight = await join_flight(self._flights, key)
-        if flight is None:
+        if (flight := await join_flight(self._flights, key)) is None:
             return await lead_flight(self._flights, key, lambda: self._load(key, load))
         error = flight.error if flight.hit is None else flight.hit.error
         if error is None:
             return Hit(cast(Hit[V], flight.hit).value, Source.SHARED)
-        stale = self._stale(key, error)
-        if stale is None:
+        if (stale := self._stale(key, error)) is None:
             raise SharedFetchError(error) from error
         return stale
 
@@ -156,8 +154,7 @@ class FlightCache(Generic[V]):
         try:
             value = await load()
         except Exception as exc:
-            stale = self._stale(key, exc)
-            if stale is None:
+            if (stale := self._stale(key, exc)) is None:
                 raise
             return stale
         self.put(key, value)
