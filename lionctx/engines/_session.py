@@ -356,7 +356,8 @@ class SessionPool:
         """The session serving ``session_id`` of ``scope``, or None before its first run."""
         if session_id is None:
             return self._default
-        return self._sessions.peek((scope, str(session_id)))
+        with self._lock:  # a read of the fair store while another thread evicts from it
+            return self._sessions.peek((scope, str(session_id)))
 
     @asynccontextmanager
     async def session(self, session_id: Any = None,
