@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from lionctx import Branch, RunContext
-from lionctx._scope import MAX_SCOPE_CHARS
+from lionctx._scope import MAX_SCOPE_CHARS, scope_text
 from lionctx.branch import Instruction
 
 pytestmark = pytest.mark.anyio
@@ -43,3 +43,24 @@ async def test_sessions_with_huge_ids_stay_apart():
     branch.run_context = RunContext(session_id="s" * 1_000_000)
     again = await branch.providers.gather(branch, Instruction("q"))
     assert again.prefix_stable is True, "the same session compares with its own turn"
+
+
+async def test_a_huge_int_id_is_held_bounded_and_apart():
+    branch = Branch(run_context=RunContext(session_id=10**3000))
+    branch.providers.register(Notes())
+    first = await branch.providers.gather(branch, Instruction("q"))
+    assert _key_chars(branch.providers) <= 8 * MAX_SCOPE_CHARS
+    branch.run_context = RunContext(session_id=10**3000 + 1)
+    other = await branch.providers.gather(branch, Instruction("q"))
+    assert first.prefix_stable is None and other.prefix_stable is None, "no baseline shared"
+
+
+async def test_a_plain_id_spelled_as_a_long_ids_scope_text_is_another_session():
+    # a caller who learns how a long id is held cannot name that session with a short one
+    long_id = "s" * 100_000
+    branch = Branch(run_context=RunContext(session_id=long_id))
+    branch.providers.register(Notes())
+    await branch.providers.gather(branch, Instruction("q"))
+    branch.run_context = RunContext(session_id=scope_text(long_id))
+    spelled = await branch.providers.gather(branch, Instruction("q"))
+    assert spelled.prefix_stable is None, "the long id's baseline is not the short id's"
