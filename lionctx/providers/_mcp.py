@@ -399,7 +399,7 @@ class McpResourceProvider(ContextSource):
                  None if self.decode_blob is None
                  else getattr(self.decode_blob, "__qualname__", repr(self.decode_blob)))
         return resolve_cache(cache).bind(
-            kind="mcp", ttl=self.cache_ttl, maxsize=4096, stale_on_error=False,
+            kind="mcp", ttl=self.cache_ttl, maxsize=_CACHE_SIZE, stale_on_error=False,
             wait=self.timeout,
             codec=Codec(text=lambda e: e.text, meta=_entry_meta, build=_entry_build),
             remote_error=SourceUnavailable, scope=scope)
@@ -415,8 +415,9 @@ class McpResourceProvider(ContextSource):
         per-user keys. A text is kept ``cache_ttl`` seconds, or less when the server's
         ``ttlMs`` says so (``0``, the SDK's default, is no hint).
         """
+        from .._stability import session_key
         from ._base import provided
-        from ._flight import SharedFetchError, Source
+        from ._flight import CALLER, SharedFetchError, Source
 
         assert self._cache is not None
         cache = self._cache
@@ -459,6 +460,7 @@ class McpResourceProvider(ContextSource):
                 hit = await cache.get(key, load)
             return hit
 
+        caller = CALLER.set(session_key(ctx)[:2])  # whose share a stored text takes
         try:
             try:
                 hit = await get(key)
@@ -476,6 +478,8 @@ class McpResourceProvider(ContextSource):
             raise self._unavailable(str(exc.original)) from None
         except SourceUnavailable as exc:
             raise self._unavailable(str(exc)) from None
+        finally:
+            CALLER.reset(caller)
         self.last_error = None
         self.degradation_reason = notes[0] if notes else None
         if hit.value is None:
@@ -512,6 +516,8 @@ class McpResourceProvider(ContextSource):
 
 #: Keys (of any URIs) remembered at most, per provider.
 _MAX_TRACKED = 65536
+#: Texts an in-process cache holds, evicted fairly per tenant and user (providers/_flight.py).
+_CACHE_SIZE = 4096
 
 
 def _now() -> float:

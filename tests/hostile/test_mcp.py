@@ -255,3 +255,35 @@ async def test_a_flood_of_users_does_not_stop_updates_of_a_watched_one(
         assert await p.retrieve("q", RunContext(user_id="u0")) == "profile of u0, read 21"
     finally:
         await close_mcp_connections()
+
+
+async def test_another_tenants_flood_keeps_my_cached_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The in-process cache of read texts is bounded; a full cache evicts from the tenant
+    # and user holding the most. Every text was charged to no one, so one tenant's flood
+    # of users pushed out another tenant's texts and sent its every turn to the server.
+    from lionctx.providers import _mcp
+    from mcp.server.mcpserver import MCPServer
+
+    monkeypatch.setattr(_mcp, "_CACHE_SIZE", 6)
+    server = MCPServer("profiles", log_level="CRITICAL")
+    reads: list[str] = []
+
+    @server.resource("users://{user_id}/profile")
+    def profile(user_id: str) -> str:
+        reads.append(user_id)
+        return f"profile of {user_id}"
+
+    p = McpResourceProvider(server, "users://{user_id}/profile", cache_ttl=60)
+    mine = RunContext(user_id="alice", tenant_id="t1")
+    try:
+        assert await p.retrieve("q", mine) == "profile of alice"
+        for i in range(20):
+            await p.retrieve("q", RunContext(user_id=f"u{i}", tenant_id="t2"))
+        again = await p.retrieve("q", mine)
+        assert again == "profile of alice" and getattr(again, "cached", False)
+        assert reads.count("alice") == 1
+        # the flooding tenant's own least recent texts went: its first user reads again
+        await p.retrieve("q", RunContext(user_id="u0", tenant_id="t2"))
+        assert reads.count("u0") == 2
+    finally:
+        await close_mcp_connections()
