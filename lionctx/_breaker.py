@@ -7,7 +7,6 @@ succeeds, so ``threshold`` callers open it for everyone and one never does.
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import time
@@ -395,8 +394,24 @@ class Breakers:
 
 #: The board ``resolve_context`` uses by default: per provider instance, process-wide.
 DEFAULT_BREAKERS = Breakers()
-#: The process-wide board of each settings value (the 256 last used: one forgotten fails open).
-_board_of = functools.lru_cache(maxsize=256)(Breakers)
+#: Process-wide boards, one per settings value, least recently used first (at most this many).
+MAX_BOARDS = 256
+_boards: dict[BreakerSettings, Breakers] = {}
+_boards_lock = threading.Lock()
+
+
+def _board_of(settings: BreakerSettings) -> Breakers:
+    """``settings``' process-wide board; past MAX_BOARDS a calm one goes first (a flood of new
+    settings makes no open breaker forget its failures), else the least recently used."""
+    with _boards_lock:
+        board = _boards.pop(settings, None)
+        if board is None:
+            board = Breakers(settings)
+            if len(_boards) >= MAX_BOARDS:
+                gone = next((k for k, b in _boards.items() if not b._sick), next(iter(_boards)))
+                del _boards[gone]
+        _boards[settings] = board
+        return board
 
 
 def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | None:
