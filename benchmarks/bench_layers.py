@@ -6,8 +6,9 @@ rounds (loop-thread CPU, median of per-round ratios), N = 10 providers each retu
 a new ~50-token text every call:
 
 * the floor: tiktoken encoding as many new texts;
-* a bare loop: await each provider, time it, look its count up in the bounded memo
-  (insert on a miss) and make its row: what any pass that reports per provider does;
+* a bare loop built up one part at a time: await each provider, time it, look its
+  count up in the bounded memo (insert on a miss), make its row: what any pass that
+  reports per provider does;
 * the engine (``_gather.gather``): the same, with containment, size limits, encodable
   text, caps and the budget bound;
 * the pass (``ContextPass.run``): breakers, admission and the report over the engine;
@@ -42,7 +43,8 @@ from .common import Row, format_table, machine_line, row
 
 N = 10
 PASSES_PER_ROUND = 200  # rounds of a few milliseconds: steadier ratios than the table's 30
-LAYERS = ("floor", "bare loop", "engine", "pass", "registry, features off", "registry")
+LAYERS = ("floor", "+ await each provider", "+ time it", "+ its count in the memo",
+          "bare loop", "engine", "pass", "registry, features off", "registry")
 
 
 def _layers(pool_size: int) -> dict[str, Callable[[], Awaitable[Any]]]:
@@ -62,20 +64,25 @@ def _layers(pool_size: int) -> dict[str, Callable[[], Awaitable[Any]]]:
         for _ in range(N):
             len(encode(next(pool)))
 
-    async def bare() -> list[Outcome]:
-        rows = []
-        for i, feed in enumerate(feeds):
-            start = perf_counter()
-            text = await feed.provide(None, "q")
-            elapsed = (perf_counter() - start) * 1000.0
-            key = (len(text), hash(text))
-            tokens = memo.get(key)
-            if tokens is None:
-                tokens = len(encode(text))
-                remember(key, tokens)
-            rows.append(Outcome(feed.name, i, Status.FIRED, text, tokens, elapsed,
-                                digest=DIGEST_LATER))
-        return rows
+    def bare(parts: int) -> Callable[[], Awaitable[Any]]:
+        """The floor plus the first ``parts`` of: await the provider, time it, the memo, a row."""
+        async def one_pass() -> list[Outcome]:
+            rows = []
+            for i, feed in enumerate(feeds):
+                start = perf_counter()
+                text = await feed.provide(None, "q") if parts >= 1 else next(pool)
+                elapsed = (perf_counter() - start) * 1000.0 if parts >= 2 else 0.0
+                key = (len(text), hash(text)) if parts >= 3 else None
+                tokens = None if key is None else memo.get(key)
+                if tokens is None:
+                    tokens = len(encode(text))
+                    if key is not None:
+                        remember(key, tokens)
+                if parts >= 4:
+                    rows.append(Outcome(feed.name, i, Status.FIRED, text, tokens, elapsed,
+                                        digest=DIGEST_LATER))
+            return rows
+        return one_pass
 
     async def engine() -> Any:
         calls = await _calls(registry)
@@ -85,9 +92,9 @@ def _layers(pool_size: int) -> dict[str, Callable[[], Awaitable[Any]]]:
         calls = await _calls(registry)
         return await registry._pass.run(calls, (None, "q"), registry._calls[False][1])
 
-    return {"floor": floor, "bare loop": bare, "engine": engine, "pass": run_pass,
-            "registry, features off": lambda: off.gather(None, "q"),
-            "registry": lambda: registry.gather(None, "q")}
+    return dict(zip(LAYERS, (floor, bare(1), bare(2), bare(3), bare(4), engine, run_pass,
+                             lambda: off.gather(None, "q"), lambda: registry.gather(None, "q")),
+                    strict=True))
 
 
 async def _calls(registry: ContextProviderRegistry) -> Any:
