@@ -17,6 +17,7 @@ from typing import Any
 
 from ._context import context_value
 from ._exceptions import InvalidType, InvalidValue
+from ._fair import FairLRU
 from ._log import logger_for
 from ._outcome import Outcome, Status
 from ._policy import check_count
@@ -83,7 +84,7 @@ class CircuitBreaker:
         self._trial_since = 0.0
         self.context_fields: tuple[str, ...] = ()
         # A whole source's: failing callers' breakers, callers counted since its last success
-        self._callers: dict[Scope, CircuitBreaker] | None = None
+        self._callers: FairLRU[Scope, CircuitBreaker] | None = None
         self._seen: set[Scope] | None = None
         self._label: str | None = None  # a caller's: the names of its scope's fields
         # A board's source: the board's set of unhealthy sources
@@ -214,6 +215,11 @@ def _evict(table: dict[Any, CircuitBreaker]) -> None:
     table.pop(oldest, None)
 
 
+def _tenant_user_of(scope: Scope) -> tuple[Any, Any]:
+    fields = dict(scope)
+    return fields.get("tenant_id"), fields.get("user_id")
+
+
 def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
     """``(declared, caller)``: the fields the source reads, then with user and tenant."""
     declared = scope_of(breaker, ctx)
@@ -224,8 +230,9 @@ def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
 
 def _failing_callers(breaker: CircuitBreaker, ctx: Any) -> list[tuple[Scope, CircuitBreaker]]:
     """This call's caller's ``(scope, breaker)`` pairs kept on ``breaker``'s source."""
-    callers = breaker._callers or {}
-    return [(s, c) for s in _caller_scopes(breaker, ctx) if (c := callers.get(s)) is not None]
+    scopes, callers = _caller_scopes(breaker, ctx), breaker._callers
+    with breaker._lock:  # a fair store's look-up is several steps
+        return [(s, c) for s in scopes if callers and (c := callers.get(s)) is not None]
 
 
 def _read(context: Callable[[], Any] | None) -> Any:
@@ -235,7 +242,7 @@ def _read(context: Callable[[], Any] | None) -> Any:
 class Breakers:
     """The breakers of a set of sources (keyed by ``source_identity``, else the provider
     held weakly, else its class and name; at most ``max_sources`` held by value), and of
-    at most ``max_callers`` failing callers per source (healthy ones dropped first)."""
+    at most ``max_callers`` failing callers per source (fairly per tenant and user)."""
 
     def __init__(self, settings: BreakerSettings | None = None, *,
                  clock: Clock = time.monotonic, max_sources: int = 4096,
@@ -295,14 +302,12 @@ class Breakers:
     def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
         """One caller scope's breaker on ``breaker``'s source, made on its first failure."""
         with breaker._lock:
-            callers = breaker._callers
-            if callers is None:
-                callers = breaker._callers = {}
+            if (callers := breaker._callers) is None:  # evicted fairly per tenant and user
+                callers = breaker._callers = FairLRU(self.max_callers, _tenant_user_of)
             found = callers.get(scope)
             if found is None:
-                if len(callers) >= self.max_callers:
-                    _evict(callers)
-                found = callers[scope] = CircuitBreaker(self.settings, self.clock)
+                callers.maxsize = self.max_callers
+                callers.put(scope, found := CircuitBreaker(self.settings, self.clock))
                 found._label = ", ".join(name for name, _ in scope)
                 breaker._note()
             return found
@@ -359,8 +364,8 @@ class Breakers:
                         for scope, mine in _failing_callers(breaker, _read(context)):
                             self._count(mine, outcome.name, True)
                             with breaker._lock:  # healed: nothing left to remember
-                                if callers.get(scope) is mine and mine.healthy:
-                                    del callers[scope]
+                                if callers.peek(scope) is mine and mine.healthy:
+                                    callers.pop(scope)
                                     breaker._note()
                 continue
             blame = outcome.blame

@@ -24,7 +24,16 @@ import pytest
 from agentium_compat import Agent, openai
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lionctx import ContextProviderRegistry, RunContext, bind_run_context
+from lionctx import (
+    Breakers,
+    BreakerSettings,
+    ContextProviderRegistry,
+    RunContext,
+    Status,
+    bind_run_context,
+    resolve_context,
+)
+from lionctx._breaker import OPEN
 from lionctx._fair import FairLRU
 from lionctx._pass import ContextPass
 from lionctx._stability import PrefixHistory, session_key
@@ -157,6 +166,41 @@ async def test_a_flood_of_users_of_one_tenant_keeps_another_tenants_fresh_values
     for query in ("a", "b"):
         assert await cached.retrieve(query, mine) == f"{query} of ann"
     assert loads["acme/a"] == loads["acme/b"] == 1, "my values were loaded again"
+
+
+async def test_another_tenants_flood_of_failing_users_keeps_my_open_caller_breaker() -> None:
+    # A source that reads the caller keeps a breaker per failing caller (at most
+    # max_callers). One store for all: another tenant's users, each failing once, pushed
+    # my open breaker out and my failing requests went to the source again.
+    class Rows:
+        name = "rows"
+        context_fields = ("tenant_id", "user_id")
+
+        def __init__(self) -> None:
+            self.calls: Counter[str] = Counter()
+
+        async def fetch(self, query: str, ctx: Any) -> str:
+            self.calls[ctx.user_id] += 1
+            if ctx.user_id == "ok":
+                return "a row"
+            raise LookupError("no row for this caller")
+
+    board = Breakers(BreakerSettings(threshold=2, cooldown=3600.0, max_cooldown=3600.0),
+                     max_callers=8)
+    source, mine = Rows(), RunContext(tenant_id="acme", user_id="ann")
+    for _ in range(2):
+        await resolve_context([source], "q", mine, breaker=board)
+    assert (await resolve_context([source], "q", mine, breaker=board)).outcomes[0].circuit == OPEN
+    ok = RunContext(tenant_id="evil", user_id="ok")
+    for i in range(40):  # each failing once, a success between (the source is not down)
+        assert (await resolve_context([source], "q", ok, breaker=board)).text
+        await resolve_context([source], "q", RunContext(tenant_id="evil", user_id=f"u{i}"),
+                              breaker=board)
+    again = (await resolve_context([source], "q", mine, breaker=board)).outcomes[0]
+    assert again.status is Status.SKIPPED and again.circuit == OPEN
+    assert source.calls["ann"] == 2, "my open breaker was forgotten"
+    held = board.get(source)._callers
+    assert held is not None and len(held) <= 8
 
 
 # --- from another side: a flood of new tenants ------------------------------------------
