@@ -94,7 +94,7 @@ _LAST_HELD: list[tuple[Any, Any]] = [((), None)]
 
 def _calls_of(providers: Sequence[Any], only_held: bool = False) -> list[ProviderCall]:
     """Each provider's call, the held one while it stands for it (``only_held``: all or none)."""
-    held_get = _HELD._items.get  # WeakIdMap.get inline: the "resolve_context, stable texts" row
+    held_get: Callable[[int], Any] = _HELD._items.get  # WeakIdMap.get inline: the stable row
     out: list[ProviderCall] = []
     for p in providers:
         item = held_get(id(p))
@@ -221,11 +221,16 @@ async def resolve_context(
         providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
-    options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
-               "counter": counter, "on_outcome": on_outcome, "max_chars": max_chars,
-               "breaker": breaker, "dedupe": dedupe, "baselines": baselines}
-    plain = _PLAIN.issuperset(map(type, options.values()))
-    context_pass = (_kept_pass if plain else resolve_pass)(**options)
+    if (timeout is DEFAULT_TIMEOUT and breaker is True and dedupe is False and deadline is None
+            and budget is None and limit is None and counter is None and on_outcome is None
+            and max_chars is None and baselines is None):
+        context_pass = _kept_pass()  # every option its default: the stable row
+    else:
+        options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
+                   "counter": counter, "on_outcome": on_outcome, "max_chars": max_chars,
+                   "breaker": breaker, "dedupe": dedupe, "baselines": baselines}
+        plain = _PLAIN.issuperset(map(type, options.values()))
+        context_pass = (_kept_pass if plain else resolve_pass)(**options)
     prior = _previous_digests(previous)
     if baselines is not None and previous is not None:
         raise InvalidType("pass previous or baselines, not both")
