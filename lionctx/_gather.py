@@ -220,9 +220,9 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
         while running := [t for t in left if not t.done()]:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait(running)
-        for i, t in enumerate(tasks):  # retrieved, as a TaskGroup does: the loop logs none as lost
-            if t.done() and not t.cancelled() and t.exception() is None:
-                results[i] = t.result()  # its row (a deadline's: the calls that answered)
+        # retrieved, as a TaskGroup does (the loop logs none as lost); the rows of those that ended
+        results[:] = [t.result() if t.done() and not t.cancelled() and t.exception() is None
+                      else None for t in tasks]
         raise
 
 

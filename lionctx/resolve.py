@@ -88,7 +88,7 @@ class _HeldCall(_Call):
 _HELD: WeakIdMap[_HeldCall] = WeakIdMap()
 #: Providers held at most (live ones only: each entry goes with its provider).
 _HELD_MAX = 65_536
-# The last pass's held calls and their breakers (no provider held): "resolve_context, stable texts"
+# The last pass's held calls and their breakers, not looked up again: "resolve_context, stable"
 _LAST_HELD: list[tuple[Any, Any]] = [((), None)]
 
 
@@ -154,20 +154,15 @@ async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], quer
     if callable(session):
         session = session(run_ctx)
     keyed = session is not None and context_pass.baselines is not None
-    held_all = bool(calls)  # given: all held (resolve_context)
-    calls = calls or _calls_of(providers)
-    try:
-        volatile = [getattr(p, "volatile", False) is True for p in providers]
-    except Exception:  # a property that raises declares nothing
-        volatile = [_volatile(p) for p in providers]
-    sources = Sources(providers, lambda i: (calls[i].name, 0, None), volatile)
-    last, held = _LAST_HELD[0]  # the same held calls as the last pass: the same providers
-    if len(last) == len(calls) and all(map(is_, last, calls)):
-        sources.held = held
+    given, calls = bool(calls), calls or _calls_of(providers)  # given: all held
+    sources = Sources(providers, lambda i: (calls[i].name, 0, None),
+                      [_volatile(p) for p in providers])
+    last = _LAST_HELD[0]  # the same held calls as the last pass: the same live providers
+    sources.held = last[1] if len(last[0]) == len(calls) and all(map(is_, last[0], calls)) else None
     report = await context_pass.run(calls, (query, run_ctx), sources, context=lambda: run_ctx,
                                     session=session if keyed else _UNKEYED, previous=previous,
                                     history=history, framed=True)
-    if held_all:  # held calls hold their providers weakly
+    if given:  # held calls hold their providers weakly: none kept alive here
         _LAST_HELD[0] = (calls, sources.held)
     return Resolution(report)  # its text: stable blocks first, then volatile
 
@@ -221,16 +216,11 @@ async def resolve_context(
         providers = with_object_literals(providers, "providers")  # {"name", "fetch"} mappings
     if not isinstance(query, str):
         raise InvalidType(f"query must be a str, got {type(query).__name__}")
-    if (timeout is DEFAULT_TIMEOUT and breaker is True and dedupe is False and deadline is None
-            and budget is None and limit is None and counter is None and on_outcome is None
-            and max_chars is None and baselines is None):
-        context_pass = _kept_pass()  # every option its default: the stable row
-    else:
-        options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
-                   "counter": counter, "on_outcome": on_outcome, "max_chars": max_chars,
-                   "breaker": breaker, "dedupe": dedupe, "baselines": baselines}
-        plain = _PLAIN.issuperset(map(type, options.values()))
-        context_pass = (_kept_pass if plain else resolve_pass)(**options)
+    options = {"timeout": timeout, "deadline": deadline, "budget": budget, "limit": limit,
+               "counter": counter, "on_outcome": on_outcome, "max_chars": max_chars,
+               "breaker": breaker, "dedupe": dedupe, "baselines": baselines}
+    plain = _PLAIN.issuperset(map(type, options.values()))
+    context_pass = (_kept_pass if plain else resolve_pass)(**options)
     prior = _previous_digests(previous)
     if baselines is not None and previous is not None:
         raise InvalidType("pass previous or baselines, not both")
