@@ -189,11 +189,13 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
     loop iteration each: a task that answered at once is done then and dropped (no done callback,
     no loop iteration more: the resolve rows); ``arm(tasks)``: the probe of those left then."""
     loop = asyncio.get_running_loop()
-    tasks: list[asyncio.Task[None]] = []
-    left: list[asyncio.Task[None]] = []
+    tasks: list[asyncio.Task[Outcome]] = []
+    left: list[asyncio.Task[Outcome]] = []
+    plain = limiter is None and observe is None  # one coroutine less a task (the resolve rows)
     try:
         for i, call in enumerate(calls):
-            tasks.append(t := loop.create_task(_run_task(call, i, ps, limiter, observe, results)))
+            tasks.append(t := loop.create_task(_run_one(call, i, ps) if plain else _run_task(
+                call, i, ps, limiter, observe, results)))
             left.append(t)
             if ps.probe is not None and not t.done():  # done: eager (3.12's task factory)
                 ps.probe.tasks[i] = t
@@ -211,32 +213,32 @@ async def _in_tasks(calls: Sequence[ProviderCall], ps: _Pass,
             if t.done() and not t.cancelled() and (e := t.exception()) is not None:
                 raise e
         # a task its provider cancelled ends cancelled: no row
-        results[:] = [None if t.cancelling() else o for t, o in zip(tasks, results, strict=True)]
+        results[:] = [None if t.cancelling() or t.cancelled() else t.result() for t in tasks]
     except BaseException:  # the caller's cancellation too: no task outlives the pass
         for t in left:
             t.cancel()
         while running := [t for t in left if not t.done()]:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait(running)
-        for t in left:  # retrieved, as a TaskGroup does: the loop logs none as lost
-            t.cancelled() or t.exception()
+        # retrieved, as a TaskGroup does (the loop logs none as lost); the rows of those that ended
+        results[:] = [t.result() if t.done() and not t.cancelled() and t.exception() is None
+                      else None for t in tasks]
         raise
 
 
 async def _run_task(call: ProviderCall, index: int, ps: _Pass,
                     limiter: anyio.CapacityLimiter | None, observe: Observer | None,
-                    results: list[Outcome | None]) -> None:
+                    results: list[Outcome | None]) -> Outcome:
     if limiter is not None:
         async with limiter:
             o = await _run_one(call, index, ps)
     else:
         o = await _run_one(call, index, ps)
-    if ps.probe is not None:
-        ps.probe.tasks.pop(index, None)
     results[index] = o  # dropped if its provider cancelled this task (asyncio: _in_tasks)
     if observe is not None and (ps.shared is None or o.duration_ms <= ps.shared * 1000.0) and (
             (own := _cancelling_of_current_task()) is None or not own()):
         _notify(observe, o)
+    return o
 
 
 def _extend(cut: list[bool], starts: list[float | None], limit: float, offset: float,

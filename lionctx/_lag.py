@@ -179,7 +179,7 @@ class Probe:
         if self.done:
             return
         self.late = now - self.due
-        self.ready = {i for i, task in self.tasks.items() if _ready(task)}
+        self.ready = {i for i, task in self.tasks.items() if not task.done() and _ready(task)}
         if self.after is not None:
             self.after(self, now)
 

@@ -9,6 +9,7 @@ import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from operator import is_
 from types import MethodType
 from typing import Any
 
@@ -87,15 +88,18 @@ class _HeldCall(_Call):
 _HELD: WeakIdMap[_HeldCall] = WeakIdMap()
 #: Providers held at most (live ones only: each entry goes with its provider).
 _HELD_MAX = 65_536
+# The last pass's held calls and their breakers, not looked up again: "resolve_context, stable"
+_LAST_HELD: list[tuple[Any, Any]] = [((), None)]
 
 
 def _calls_of(providers: Sequence[Any], only_held: bool = False) -> list[ProviderCall]:
     """Each provider's call, the held one while it stands for it (``only_held``: all or none)."""
-    held_get = _HELD.get
+    held_get: Callable[[int], Any] = _HELD._items.get  # WeakIdMap.get inline: the stable row
     out: list[ProviderCall] = []
     for p in providers:
-        held = held_get(p)
-        if held is not None:
+        item = held_get(id(p))
+        if item is not None and item[0]() is p:
+            held = item[1]
             try:  # the same class, name and fetch function as when it was built
                 fetch = p.fetch
                 if (type(p) is held.cls and p.name is held.raw and type(fetch) is MethodType
@@ -150,12 +154,16 @@ async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], quer
     if callable(session):
         session = session(run_ctx)
     keyed = session is not None and context_pass.baselines is not None
-    calls = calls or _calls_of(providers)
+    given, calls = bool(calls), calls or _calls_of(providers)  # given: all held
     sources = Sources(providers, lambda i: (calls[i].name, 0, None),
                       [_volatile(p) for p in providers])
+    last = _LAST_HELD[0]  # the same held calls as the last pass: the same live providers
+    sources.held = last[1] if len(last[0]) == len(calls) and all(map(is_, last[0], calls)) else None
     report = await context_pass.run(calls, (query, run_ctx), sources, context=lambda: run_ctx,
                                     session=session if keyed else _UNKEYED, previous=previous,
                                     history=history, framed=True)
+    if given:  # held calls hold their providers weakly: none kept alive here
+        _LAST_HELD[0] = (calls, sources.held)
     return Resolution(report)  # its text: stable blocks first, then volatile
 
 
