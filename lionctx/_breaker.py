@@ -215,11 +215,6 @@ def _evict(table: dict[Any, CircuitBreaker]) -> None:
     table.pop(oldest, None)
 
 
-def _tenant_user_of(scope: Scope) -> tuple[Any, Any]:
-    fields = dict(scope)
-    return fields.get("tenant_id"), fields.get("user_id")
-
-
 def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
     """``(declared, caller)``: the fields the source reads, then with user and tenant."""
     declared = scope_of(breaker, ctx)
@@ -303,7 +298,8 @@ class Breakers:
         """One caller scope's breaker on ``breaker``'s source, made on its first failure."""
         with breaker._lock:
             if (callers := breaker._callers) is None:  # evicted fairly per tenant and user
-                callers = breaker._callers = FairLRU(self.max_callers, _tenant_user_of)
+                callers = breaker._callers = FairLRU(self.max_callers, lambda scope: (
+                    dict(scope).get("tenant_id"), dict(scope).get("user_id")))
             found = callers.get(scope)
             if found is None:
                 callers.maxsize = self.max_callers

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -55,9 +55,6 @@ class FairLRU(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._where)
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(list(self._where))
 
     def _step(self, path: Path, by: int) -> None:
         self._tenants.step(path[0], by)

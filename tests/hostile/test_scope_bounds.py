@@ -172,7 +172,7 @@ async def test_tenants_with_huge_ids_keep_their_breakers_apart_and_short():
     assert other.outcomes[0].status is Status.FAILED, "another user's circuit stays closed"
     again = await resolve_context([source], "q", RunContext(user_id=HUGE), breaker=board)
     assert again.outcomes[0].status is Status.SKIPPED, "the first user's circuit is open"
-    keys = [k for b in board.breakers() for k in (b._callers or {})]
+    keys = [k for b in board.breakers() if b._callers for k in b._callers._where]
     assert keys and all(len(repr(k)) < 4 * MAX_SCOPE_CHARS for k in keys)
 
 
