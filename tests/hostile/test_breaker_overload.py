@@ -93,7 +93,10 @@ async def test_a_burst_that_saturates_the_loop_opens_no_healthy_breaker():
     assert counted == [], [o.reason for o in counted[:3]]
     assert not [o for o in rows if o.status is Status.SKIPPED], "no circuit opened"
     assert all(b.state == "closed" for b in board.breakers()), "no healthy breaker opened"
-    assert all(p.answered for p in providers)
+    # Healthy indeed, and let through: with the burst over, each answers (whether any
+    # answered during it is the machine's speed; the timeout here is only a hang guard).
+    calm = await resolve_context(providers, "q", timeout=30, breaker=board)
+    assert [o.status for o in calm.outcomes] == [Status.FIRED] * len(providers)
 
 
 class Hangs:
