@@ -29,6 +29,9 @@ INTERVAL = 0.05
 MIN_BEHIND = 0.25
 #: Seconds after an overload verdict during which timed calls time their own steps.
 SUSPECT_SECONDS = 60.0
+#: The garbage collector's pauses, summed, and the running one's start: a collection (a
+#: big heap, a busy machine) is the process's pause, not that of the step it fell in.
+_gc = [0.0, 0.0]
 
 
 class _Heart:
@@ -226,12 +229,6 @@ def held_note(held: float | None, limit: float) -> str:
     return f"; its own step held the event loop for {held:.2f}s"
 
 
-#: Seconds the cyclic garbage collector paused this process, summed, and when the running
-#: collection began: a full collection (a big heap, a busy machine) is the process's pause,
-#: not the step's it fell in. Counted once calls are timed.
-_gc = [0.0, 0.0]
-
-
 def _gc_timer(phase: str, info: dict[str, int]) -> None:
     if phase == "start":
         _gc[1] = perf_counter()
@@ -245,9 +242,9 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
 
 @types.coroutine
 def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int) -> Generator[Any, Any, T]:
-    """``awaitable`` run step by step (any awaitable, as ``await`` takes it), the time
-    its own steps held the loop (less the garbage collector's pauses), summed (many short
-    ones hold it too), in ``steps[index]``."""
+    """``awaitable`` run step by step (any awaitable, as ``await`` takes it), the time its
+    own steps held the loop (GC pauses aside), summed (many short ones hold it too), in
+    ``steps[index]``."""
     if _gc_timer not in gc.callbacks:
         gc.callbacks.append(_gc_timer)
     it, value, error = _awaited(awaitable).__await__(), None, None
