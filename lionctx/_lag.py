@@ -29,9 +29,7 @@ INTERVAL = 0.05
 MIN_BEHIND = 0.25
 #: Seconds after an overload verdict during which timed calls time their own steps.
 SUSPECT_SECONDS = 60.0
-#: The garbage collector's pauses, summed, and the running one's start: a collection (a
-#: big heap, a busy machine) is the process's pause, not that of the step it fell in.
-_gc = [0.0, 0.0]
+_gc = [0.0, 0.0]  # GC pauses summed, the running one's start: the process's, not a step's
 
 
 class _Heart:
