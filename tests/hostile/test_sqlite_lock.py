@@ -8,7 +8,9 @@ the turn (or a worker thread) for 5 s.
 That tenth left over is all the time the lock failure has to get back from the
 worker thread before the call's own timer fires, and sqlite3 sums the sleeps it
 asked for, not the time they took: on a busy machine a 0.45 s wait ran 0.55 s. The
-bounds here are long enough that the tenth (0.3 s) outlasts that overrun.
+bounds here leave a tenth of 0.3 s, past that overrun unless the process is starved
+of CPU for seconds (a race the provider's design keeps: a thread's wait against a
+timer on the loop).
 """
 
 from __future__ import annotations
