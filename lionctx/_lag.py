@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import types
 import weakref
 from collections import deque
@@ -28,6 +29,7 @@ INTERVAL = 0.05
 MIN_BEHIND = 0.25
 #: Seconds after an overload verdict during which timed calls time their own steps.
 SUSPECT_SECONDS = 60.0
+_gc = [0.0, 0.0]  # GC pauses summed, the running one's start: the process's, not a step's
 
 
 class _Heart:
@@ -225,23 +227,33 @@ def held_note(held: float | None, limit: float) -> str:
     return f"; its own step held the event loop for {held:.2f}s"
 
 
+def _gc_timer(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc[1] = perf_counter()
+    else:
+        _gc[0] += perf_counter() - _gc[1]
+
+
 async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
 @types.coroutine
 def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int) -> Generator[Any, Any, T]:
-    """``awaitable`` run step by step (any awaitable, as ``await`` takes it), the time
-    its own steps held the loop, summed (many short ones hold it too), in ``steps[index]``."""
+    """``awaitable`` run step by step (any awaitable, as ``await`` takes it), the time its
+    own steps held the loop (GC pauses aside), summed (many short ones hold it too), in
+    ``steps[index]``."""
+    if _gc_timer not in gc.callbacks:
+        gc.callbacks.append(_gc_timer)
     it, value, error = _awaited(awaitable).__await__(), None, None
     while True:
-        began = perf_counter()
+        began, paused = perf_counter(), _gc[0]
         try:
             yielded = it.send(value) if error is None else it.throw(error)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         finally:
-            steps[index] = steps.get(index, 0.0) + perf_counter() - began
+            steps[index] = steps.get(index, 0.0) + perf_counter() - began - (_gc[0] - paused)
         error = None
         try:
             value = yield yielded

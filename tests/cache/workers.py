@@ -65,7 +65,10 @@ def users_worker(redis_url: str, namespace: str, requests: list[tuple[str, str, 
     from lionctx import RunContext
 
     async def main() -> tuple[int, list[tuple[tuple[str, str, str], str | None]], list[str]]:
-        cache = RedisCache(redis_url, namespace=namespace)
+        # What is shown is the keys and the lease: no Redis command late past op_timeout,
+        # no lease lapsed, no wait given up on a busy machine may hand a request to this
+        # process's own cache instead, so every bound is far past any pause (hang guards).
+        cache = RedisCache(redis_url, namespace=namespace, op_timeout=30, lease=60, wait=60)
         inner = Profiles()
         provider = CachedContextProvider(inner, 60, cache=cache)
         got: list[tuple[tuple[str, str, str], str | None]] = []
