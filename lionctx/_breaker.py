@@ -401,20 +401,6 @@ _boards: dict[BreakerSettings, Breakers] = {}
 _boards_lock = threading.Lock()
 
 
-def _board_of(settings: BreakerSettings) -> Breakers:
-    """``settings``' process-wide board; past MAX_BOARDS a calm one goes first (a flood of new
-    settings makes no open breaker forget its failures), else the least recently used."""
-    with _boards_lock:
-        board = _boards.pop(settings, None)
-        if board is None:
-            board = Breakers(settings)
-            if len(_boards) >= MAX_BOARDS:
-                gone = next((k for k, b in _boards.items() if not b._sick), next(iter(_boards)))
-                del _boards[gone]
-        _boards[settings] = board
-        return board
-
-
 def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | None:
     """``True`` (the default board or a new one), ``False``/``None`` (off), a
     :class:`BreakerSettings` (the process-wide board of those settings) or a
@@ -426,7 +412,15 @@ def coerce_breakers(value: Any, default: Breakers | None = None) -> Breakers | N
     if isinstance(value, Breakers):
         return value
     if isinstance(value, BreakerSettings):
-        # One board per value, so a per-call option (resolve_context's) remembers failures.
-        return _board_of(value)
+        # One board per value, so a per-call option (resolve_context's) remembers failures;
+        # past MAX_BOARDS a calm one goes first (no open breaker forgets), else the least recent
+        with _boards_lock:
+            if (board := _boards.pop(value, None)) is None:
+                board = Breakers(value)
+                if len(_boards) >= MAX_BOARDS:
+                    gone = next((k for k, b in _boards.items() if not b._sick), next(iter(_boards)))
+                    del _boards[gone]
+            _boards[value] = board
+            return board
     raise InvalidType(f"breaker must be True, False, a BreakerSettings or a Breakers, "
                       f"got {value!r}")

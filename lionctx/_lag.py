@@ -224,7 +224,7 @@ def held_note(held: float | None, limit: float) -> str:
     :data:`MIN_BEHIND` (a busy machine stretches a short step below that)."""
     if held is None or held < max(limit / 2, MIN_BEHIND):
         return ""
-    return f"; its own step held the event loop for {held:.2f}s"
+    return f"; its own steps held the event loop for {held:.2f}s"
 
 
 def _gc_timer(phase: str, info: dict[str, int]) -> None:
@@ -240,9 +240,8 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
 
 @types.coroutine
 def timed(awaitable: Awaitable[T], steps: dict[int, float], index: int) -> Generator[Any, Any, T]:
-    """``awaitable`` run step by step (any awaitable, as ``await`` takes it), the time its
-    own steps held the loop (GC pauses aside), summed (many short ones hold it too), in
-    ``steps[index]``."""
+    """``awaitable`` (any, as ``await`` takes it) run step by step; the time its own steps
+    held the loop, summed (many short ones hold it too; GC pauses aside), in ``steps[index]``."""
     if _gc_timer not in gc.callbacks:
         gc.callbacks.append(_gc_timer)
     it, value, error = _awaited(awaitable).__await__(), None, None

@@ -360,9 +360,8 @@ def _neutralize_general(text: str) -> str:
 
 
 def _read_in_pieces(reader: _Reader, text: str) -> str:
-    """Replace the openers ``reader`` finds, each regex call reading a bounded piece (the
-    openers before a cut read on into a squeezed copy of what follows; another thread may
-    run between pieces)."""
+    """Replace the openers ``reader`` finds, each regex call on a bounded piece (openers
+    before a cut read on into a squeezed copy of what follows; other threads run between)."""
     if len(text) <= _PIECE:
         return reader.tag.sub("&lt;", text)
     parts: list[str] = []

@@ -141,7 +141,7 @@ def test_the_note_names_a_step_of_half_the_limit_and_a_quarter_second_only():
     assert held_note(None, 0.1) == "" and held_note(0.04, 0.1) == ""
     # A busy machine stretches a short step: under MIN_BEHIND it is never the source's.
     assert held_note(0.2, 0.1) == ""
-    assert held_note(0.3, 0.1) == "; its own step held the event loop for 0.30s"
+    assert held_note(0.3, 0.1) == "; its own steps held the event loop for 0.30s"
     assert held_note(0.9, 2.0) == "" and held_note(1.0, 2.0) != ""
 
 

@@ -212,7 +212,7 @@ async def test_a_source_whose_own_step_holds_the_loop_opens_its_breaker_alone(ma
             assert row.status is not Status.TIMEOUT or row.blame == "overload", row.reason
         if holds.status is Status.TIMEOUT and holds.blame is None:
             blamed += 1
-            assert "its own step held the event loop for" in holds.reason
+            assert "its own steps held the event loop for" in holds.reason
     assert blamed == 2, "counted from the pass after the first overload, up to the threshold"
     assert holds.status is Status.SKIPPED, "its circuit is open"
     assert [b.healthy for b in board.breakers()].count(False) == 1, "its breaker alone"

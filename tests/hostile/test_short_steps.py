@@ -93,7 +93,7 @@ async def test_many_short_steps_are_the_sources_own_blame(suspect, run):
     row, _kept = await run(ManyShortSteps(suspect), board)
     assert row.status is Status.TIMEOUT
     assert row.blame is None, row.reason
-    assert "its own step held the event loop for" in row.reason
+    assert "its own steps held the event loop for" in row.reason
     assert [b.healthy for b in board.breakers()] == [False], "its breaker counted it"
 
 
