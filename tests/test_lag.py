@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 
 import anyio
 import pytest
@@ -48,6 +49,32 @@ async def test_a_timed_call_answers_as_itself_and_notes_its_steps_summed(monkeyp
     assert await timed(_steps(clock), steps, 3) == "answer"
     assert steps == {3: 8.0}, "every step it held the loop for, the short ones too"
     assert seen.get() == "set inside", "it runs in the caller's task and context"
+
+
+async def test_a_collection_inside_a_step_is_left_out_of_its_hold(monkeypatch):
+    # The collector's pause holds the loop whichever step allocates when it runs: it is
+    # the process's, so the step's own hold leaves it out (a healthy source is not blamed).
+    clock = Clock()
+    monkeypatch.setattr(lag, "perf_counter", clock)
+
+    def pause(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            clock.now += 4.0  # a long full collection on a busy machine
+
+    async def collected() -> str:
+        clock.now += 1.0  # the step's own work
+        gc.callbacks.append(pause)  # after the step timer's own callback
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(pause)
+        await asyncio.sleep(0)
+        clock.now += 0.5
+        return "done"
+
+    steps: dict[int, float] = {}
+    assert await timed(collected(), steps, 0) == "done"
+    assert steps == {0: 1.5}, "the collection's 4 s left out of the step's own 5.5"
 
 
 async def test_a_timed_call_raises_what_it_raises():

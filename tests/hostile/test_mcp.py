@@ -159,6 +159,20 @@ async def test_an_http_server_redirecting_elsewhere_gets_no_request_through() ->
         assert srv.count("/redirect") >= 1 and other.count() == 0
 
 
+def profiles_provider(reads: list[str]) -> McpResourceProvider:
+    """A cached per-user resource on an in-process server; ``reads`` notes each user read."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("profiles", log_level="CRITICAL")
+
+    @server.resource("users://{user_id}/profile")
+    def profile(user_id: str) -> str:
+        reads.append(user_id)
+        return f"profile of {user_id}"
+
+    return McpResourceProvider(server, "users://{user_id}/profile", cache_ttl=60)
+
+
 async def test_a_flood_of_users_costs_no_growth_past_the_caps(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # A per-user resource read through the cache: each user is one more URI. The
@@ -166,17 +180,10 @@ async def test_a_flood_of_users_costs_no_growth_past_the_caps(
     # callback list for every URI past the watch cap, each for ever: a service's
     # memory grew with every user it ever served. Small caps show it at a test's size.
     from lionctx.providers import _mcp, _mcp_connection
-    from mcp.server.mcpserver import MCPServer
 
     monkeypatch.setattr(_mcp, "_MAX_TRACKED", 4)
     monkeypatch.setattr(_mcp_connection, "MAX_WATCHED", 4)
-    server = MCPServer("profiles", log_level="CRITICAL")
-
-    @server.resource("users://{user_id}/profile")
-    def profile(user_id: str) -> str:
-        return f"profile of {user_id}"
-
-    p = McpResourceProvider(server, "users://{user_id}/profile", cache_ttl=60)
+    p = profiles_provider([])
     try:
         for i in range(20):
             assert await p.retrieve("q", RunContext(user_id=f"u{i}")) == f"profile of u{i}"
@@ -262,18 +269,10 @@ async def test_another_tenants_flood_keeps_my_cached_text(monkeypatch: pytest.Mo
     # and user holding the most. Every text was charged to no one, so one tenant's flood
     # of users pushed out another tenant's texts and sent its every turn to the server.
     from lionctx.providers import _mcp
-    from mcp.server.mcpserver import MCPServer
 
     monkeypatch.setattr(_mcp, "_CACHE_SIZE", 6)
-    server = MCPServer("profiles", log_level="CRITICAL")
     reads: list[str] = []
-
-    @server.resource("users://{user_id}/profile")
-    def profile(user_id: str) -> str:
-        reads.append(user_id)
-        return f"profile of {user_id}"
-
-    p = McpResourceProvider(server, "users://{user_id}/profile", cache_ttl=60)
+    p = profiles_provider(reads)
     mine = RunContext(user_id="alice", tenant_id="t1")
     try:
         assert await p.retrieve("q", mine) == "profile of alice"

@@ -33,12 +33,13 @@ LOCKED = "database is locked by another connection"
 BOUND = 3.0
 
 
-def waited(reason: str) -> float:
-    """The lock wait a locked row says it used (``... (waited 0.45s, busy_timeout)``):
-    the bound the provider set on sqlite3, checked instead of timing the turn."""
+def follows_the_bound(reason: str) -> bool:
+    """The lock wait a locked row names (``... (waited 0.45s, busy_timeout)``) is the one
+    the provider set on sqlite3 from the time left (at most nine tenths of ``BOUND``),
+    never sqlite3's own 5 s: a setting read off the row, no clock read by the test."""
     match = re.search(r"\(waited ([0-9.e-]+)s, busy_timeout\)", reason)
     assert match, reason
-    return float(match.group(1))
+    return 0 < float(match.group(1)) <= 0.9 * BOUND
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ async def test_default_wait_follows_the_timeout(locked: Path) -> None:
     row = res.outcomes[0]
     assert row.status is Status.FAILED, row
     assert row.reason is not None and LOCKED in row.reason
-    assert 0 < waited(row.reason) < BOUND  # sqlite3 alone would wait 5 s
+    assert follows_the_bound(row.reason), row.reason
     assert p.last_error is not None and LOCKED in p.last_error
 
 
@@ -78,7 +79,7 @@ async def test_default_wait_follows_the_registry_deadline(locked: Path) -> None:
     report = await reg.gather(SimpleNamespace(run_context=RunContext(user_id="u1")), "q")
     assert report.failed == ["profile"]
     assert LOCKED in (report.outcomes[0].reason or "")
-    assert 0 < waited(report.outcomes[0].reason or "") < BOUND
+    assert follows_the_bound(report.outcomes[0].reason or ""), report.outcomes[0].reason
 
 
 async def test_explicit_busy_timeout(locked: Path) -> None:
