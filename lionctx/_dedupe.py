@@ -47,12 +47,13 @@ def _blocks(text: str) -> Iterable[str]:
     if not whole:
         return
     yield whole
-    for part in _PARAGRAPH_BREAK.split(whole):
-        part = part.strip()
-        if part and part != whole:
+    start = 0  # paragraphs found one at a time: a reader takes only as many as it keeps
+    for brk in _PARAGRAPH_BREAK.finditer(whole):
+        if part := whole[start:brk.start()].strip():
             yield part
-    if "<context" not in whole:
-        return
+        start = brk.end()
+    if start and (part := whole[start:].strip()):
+        yield part
     pos = 0  # the texts of the <context> blocks, in one linear walk
     while (opening := _CONTEXT_OPEN.search(whole, pos)) is not None:
         end = whole.find(_CONTEXT_CLOSE, opening.end() - 1)
@@ -110,12 +111,13 @@ class HistoryIndex:
             return None, ""
 
     def _remember(self, text: str, position: int) -> None:
-        for block in _blocks(text):
+        # At most max_blocks of a message, trimmed as they come: never more digests held
+        for _, block in zip(range(self.max_blocks), _blocks(text), strict=False):
             key = _digest(block)
             self._blocks.pop(key, None)
             self._blocks[key] = position
-        while len(self._blocks) > self.max_blocks:
-            self._blocks.popitem(last=False)
+            if len(self._blocks) > self.max_blocks:
+                self._blocks.popitem(last=False)
 
     def find(self, text: str) -> int | None:
         """The position of a message holding ``text`` as a whole block, or ``None``."""
