@@ -20,6 +20,7 @@ import anyio
 from .._context import context_value, spellings
 from .._exceptions import InvalidType, InvalidValue, SourceUnavailable
 from .._outcome import NoText
+from .._run import DEFAULT_MAX_CHARS
 from .._threads import WorkersExhausted, run_in_worker
 from ._base import ContextSource, check_count, check_duration, check_name, check_path
 from ._identity import callable_identity, identity_of, name_from_path, secret_digest
@@ -116,6 +117,8 @@ class SqliteContextProvider(ContextSource):
             ``(query, ctx) -> mapping`` called on each turn.
         formatter: ``rows -> str | None``, rows as dicts (default :func:`format_rows`).
         max_rows: Rows read at most (default 20).
+        max_chars: Most characters of values read (4,000,000; a value: bytes as stored);
+            more fails the call, and no value over it is ever read (Python 3.11+).
         name: The name in reports and ``<context name="...">``; by default the file's
             name without its extension (``profile.db`` -> ``profile``), else ``sqlite``.
         busy_timeout: Seconds to wait for another connection's lock (``None``: nine
@@ -124,7 +127,7 @@ class SqliteContextProvider(ContextSource):
 
     def __init__(self, database: str | os.PathLike[str], sql: str, *, params: Params = None,
                  formatter: Formatter | None = None, max_rows: int = 20, name: str | None = None,
-                 busy_timeout: float | None = None) -> None:
+                 busy_timeout: float | None = None, max_chars: int = DEFAULT_MAX_CHARS) -> None:
         raw = check_path(database, "database")
         if raw == ":memory:":
             raise InvalidValue(f"database must be the path of a SQLite file, got {database!r}")
@@ -143,6 +146,7 @@ class SqliteContextProvider(ContextSource):
         if formatter is not None and not callable(formatter):
             raise InvalidType(f"formatter must be callable or None, got {formatter!r}")
         self.max_rows = check_count(max_rows, "max_rows", 1)
+        self.max_chars = check_count(max_chars, "max_chars", 1)
         self.busy_timeout = (None if busy_timeout is None else
                              check_duration(busy_timeout, "busy_timeout", allow_zero=True))
         self.database = str(Path(raw).absolute())
@@ -231,14 +235,23 @@ class SqliteContextProvider(ContextSource):
                     return []
                 running.conn = conn
             conn.set_authorizer(_authorize)
+            if hasattr(conn, "setlimit"):  # SQLite refuses a longer value before reading it
+                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.max_chars)
             if (cur := conn.execute(self.sql, bind)).description is None:
                 return []
-            columns = [d[0] for d in cur.description]
-            return [dict(zip(columns, row, strict=False)) for row in cur.fetchmany(self.max_rows)]
+            columns, rows, size = [d[0] for d in cur.description], [], 0
+            for _, row in zip(range(self.max_rows), cur, strict=False):  # a row at a time
+                size += sum(len(v) for v in row if isinstance(v, (str, bytes)))
+                if size > self.max_chars:
+                    raise sqlite3.DataError("values over the length limit")
+                rows.append(dict(zip(columns, row, strict=False)))
+            return rows
         except sqlite3.Error as exc:
             if _is_busy(exc):
                 raise SourceUnavailable(f"database is locked by another connection (waited "
                                         f"{busy:.3g}s, busy_timeout)") from None
+            if isinstance(exc, sqlite3.DataError):  # SQLite's "string or blob too big" too
+                raise SourceUnavailable(f"rows are over max_chars ({self.max_chars:,})") from None
             raise SourceUnavailable(f"query failed: {type(exc).__name__}: {exc}") from None
         finally:
             with running.lock:
