@@ -27,14 +27,14 @@ def provider_name(provider: Any, explicit: str | None = None, *, agentium: bool 
     """Explicit name, then a truthy str ``name`` (then agentium's ``label`` with
     ``agentium=True``), then the class name: a plain ``str`` in which what UTF-8 cannot
     encode (a lone surrogate) is U+FFFD, since names go to the model in the tag."""
-    if explicit:
+    if isinstance(explicit, str) and str.__len__(explicit):  # never a subclass's __len__
         return make_encodable(str.__str__(explicit))[0]
     for attr in (("name", "label") if agentium else ("name",)):
         try:
             value = getattr(provider, attr, None)
         except Exception:
             value = None
-        if value and isinstance(value, str):
+        if isinstance(value, str) and str.__len__(value):
             # A plain copy: a str subclass's __format__ would write the tag's name itself.
             value = str.__str__(value)
             return value if value.isascii() else make_encodable(value)[0]
