@@ -107,7 +107,7 @@ def _empty_reason(result: Any) -> str:
         why = getattr(result, "reason", None)
     except Exception:  # a str subclass's property is its own business
         why = None
-    return why if isinstance(why, str) and why else _NO_STR
+    return safe_text(why) if issubclass(type(why), str) and str.__len__(why) else _NO_STR
 
 
 @dataclass(slots=True)
@@ -168,13 +168,14 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
         # made once (its fields by position), filled in as its text is checked and counted
         row = Outcome(call.name, index, _FIRED, None, 0, elapsed, None, None, None,
                       degraded, False, False, call.priority, call.max_tokens)
-        # The hot path first: a plain, non-empty str (the others are checked in turn).
-        if result.__class__ is str and result:
+        # The hot path first: a plain, non-empty str (the others are checked in turn), each
+        # by its real type: nothing the object says about itself runs (it may raise).
+        if type(result) is str and result:
             text, size = result, len(result)
-        elif result is None or (isinstance(result, str) and not str.__len__(result)):
+        elif result is None or (issubclass(type(result), str) and not str.__len__(result)):
             row.status, row.reason = _EMPTY, _empty_reason(result)
             return row
-        elif not isinstance(result, str):
+        elif not issubclass(type(result), str):
             kind = type_name(result)
             logger.warning("context provider %r returned %s; skipping", call.name, kind)
             return _failed(call, index, start, TypeError(
@@ -237,8 +238,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
                 stored = _framed(call, frame, text)
             if tag is None or not call.keep_frame:
                 key = None  # a bare text's digest is found by the text itself
-        elif result.__class__ is not str and frame is None and not replaced and hasattr(
-                result, "token_count"):
+        elif type(result) is not str and frame is None and not replaced:
             # A shared-cache hit carries the count its fetcher made (RedisCache).
             from .providers._base import known_token_count
 

@@ -65,7 +65,7 @@ def provided(value: str, *, cached: bool = False, stale: bool = False) -> Provid
 
 def known_token_count(text: Any, counter: Any) -> int | None:
     """The count ``text`` carries if made with ``counter``'s encoding (of the bare text)."""
-    if not isinstance(text, CountedText):
+    if not issubclass(type(text), CountedText):  # its real type: a __class__ may raise
         return None
     count, encoding = text.token_count, text.token_encoding
     if type(count) is not int or count < 0 or encoding is None:
