@@ -106,7 +106,7 @@ def _empty_reason(result: Any) -> str:
     try:
         why = getattr(result, "reason", None)
     except Exception:  # a str subclass's property is its own business
-        why = None
+        why = ""
     return safe_text(why) if issubclass(type(why), str) and str.__len__(why) else _NO_STR
 
 
