@@ -104,7 +104,7 @@ def _empty_reason(result: Any) -> str:
     if result is None:
         return _NO_TEXT
     try:
-        why = getattr(result, "reason", None)
+        why = getattr(result, "reason", "")
     except Exception:  # a str subclass's property is its own business
         why = ""
     return safe_text(why) if issubclass(type(why), str) and str.__len__(why) else _NO_STR
