@@ -143,12 +143,12 @@ class StreamAssembly:
                 continue
             for tc in getattr(delta, "tool_calls", None) or []:
                 slot = self.calls.setdefault(tc.index, {
-                    "id": None, "type": "function", "function": {"name": None, "arguments": ""}})
+                    "id": None, "type": "function", "function": {"name": None, "arguments": []}})
                 slot["id"] = tc.id or slot["id"]
                 fn = getattr(tc, "function", None)
                 if fn is not None:
                     slot["function"]["name"] = fn.name or slot["function"]["name"]
-                    slot["function"]["arguments"] += fn.arguments or ""
+                    slot["function"]["arguments"].append(fn.arguments or "")
             text = getattr(delta, "content", None)
             if text:
                 self.parts.append(text)
@@ -157,6 +157,8 @@ class StreamAssembly:
 
     def response(self) -> ChatResponse:
         """The whole reply: no text (None) only when it made tool calls and said nothing."""
+        for call in self.calls.values():  # pieces joined once here ("+=" per piece: quadratic)
+            call["function"]["arguments"] = "".join(call["function"]["arguments"])
         return ChatResponse(
             content="".join(self.parts) if self.parts or not self.calls else None,
             tool_calls=[self.calls[i] for i in sorted(self.calls)],
@@ -368,8 +370,12 @@ class OpenAIChatStream(AsyncIterator[str], AbstractAsyncContextManager["OpenAICh
         self._gen = self._events()  # the request is made on the first iteration
         self.response: ChatResponse | None = None
         self.usage: dict[str, Any] | None = None
-        self.content: str = ""
+        self._assembly = StreamAssembly()
+
+    @property
+    def content(self) -> str:
         """The text received so far."""
+        return "".join(self._assembly.parts)
 
     async def __anext__(self) -> str:
         return await self._gen.__anext__()
@@ -386,13 +392,12 @@ class OpenAIChatStream(AsyncIterator[str], AbstractAsyncContextManager["OpenAICh
 
         stream = await self._model._create(self._body)
         error: ModelError | None = None
-        assembly = StreamAssembly()
+        assembly = self._assembly
         try:
             async for chunk in stream:
                 texts = assembly.feed(chunk)
                 self.usage = assembly.usage
                 for text in texts:
-                    self.content += text
                     yield text
         except openai.OpenAIError as exc:
             error = self._model._wrap(exc)
