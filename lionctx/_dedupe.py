@@ -105,8 +105,9 @@ class HistoryIndex:
             return _VOUCHED, message
         if not isinstance(message, Mapping):
             return None, ""
-        try:
-            return message.get("role"), message_text(message)
+        try:  # a role as a plain str copy: a subclass's hash, == or repr may raise
+            role = message.get("role")
+            return (str.__str__(role) if isinstance(role, str) else None), message_text(message)
         except Exception:  # a message that cannot be read is compared with nothing
             return None, ""
 
