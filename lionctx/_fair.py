@@ -44,11 +44,14 @@ class FairLRU(Generic[K, V]):
     it, the least recently used entry goes of the user holding the most entries in the
     tenant holding the most (ties: the least recently used), so a tenant at or under its
     share (``maxsize`` / tenants holding entries) never loses one to another's inserts.
-    ``keep(value)``: not evicted now. Every step O(1); callers lock."""
+    ``keep(value)``: not evicted now. ``weigh(value)``: its size, the sizes held kept
+    under ``maxweight`` the same way. Every step O(1); callers lock."""
 
     def __init__(self, maxsize: int, partition: Callable[[K], Path] = lambda key: UNSCOPED,
-                 keep: Callable[[V], bool] = lambda value: False) -> None:
+                 keep: Callable[[V], bool] = lambda value: False,
+                 weigh: Callable[[V], int] = lambda value: 0, maxweight: float = 0) -> None:
         self.maxsize, self.partition, self._keep = maxsize, partition, keep
+        self._weigh, self.maxweight, self.weight = weigh, maxweight or float("inf"), 0
         self._where: dict[K, Path] = {}
         self._users = defaultdict[Path, OrderedDict[K, V]](OrderedDict)  # least recent first
         self._tenants, self._by_tenant = _Tally(), defaultdict[Hashable, _Tally](_Tally)
@@ -77,15 +80,18 @@ class FairLRU(Generic[K, V]):
     def put(self, key: K, value: V) -> list[V]:
         """Store ``value`` (a new key charged to ``partition(key)``); the values evicted."""
         if (path := self._where.get(key)) is not None:  # the hot path: a key kept
-            (kept := self._users[path])[key] = value
+            kept = self._users[path]
+            self.weight += self._weigh(value) - self._weigh(kept[key])
+            kept[key] = value
             kept.move_to_end(key)
             self._step(path, 0)
             return []
         self._where[key] = path = self.partition(key)
         self._users[path][key] = value
+        self.weight += self._weigh(value)
         self._step(path, 1)
         evicted: list[V] = []
-        while len(self._where) > self.maxsize:
+        while len(self._where) > self.maxsize or self.weight > self.maxweight:
             tenant = next(iter(self._tenants.by_count[self._tenants.most]))
             users = self._by_tenant[tenant]
             entries = self._users[tenant, next(iter(users.by_count[users.most]))]
@@ -101,6 +107,7 @@ class FairLRU(Generic[K, V]):
         if (path := self._where.pop(key, None)) is None:
             return None
         value = (entries := self._users[path]).pop(key)
+        self.weight -= self._weigh(value)
         if not entries:
             del self._users[path]
         self._step(path, -1)
@@ -112,4 +119,5 @@ class FairLRU(Generic[K, V]):
 
     def clear(self) -> None:
         """Remove every entry."""
-        self.__init__(self.maxsize, self.partition, self._keep)  # type: ignore[misc]
+        self.__init__(self.maxsize, self.partition, self._keep,  # type: ignore[misc]
+                      self._weigh, self.maxweight)

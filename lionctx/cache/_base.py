@@ -68,7 +68,9 @@ class InProcessCache:
         """A new :class:`FlightCache`."""
         from ..providers._flight import FlightCache  # deferred: providers import this module
 
-        return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error)
+        text = (codec or TEXT_CODEC).text
+        return FlightCache(ttl, maxsize=maxsize, stale_on_error=stale_on_error,
+                           chars=lambda value: len(text(value)))
 
     def __repr__(self) -> str:
         return "InProcessCache()"

@@ -121,7 +121,7 @@ class RedisCache:
         check_duration(ttl, "ttl", allow_zero=False)
         if scope is None:
             return InProcessCache().bind(kind=kind, scope=scope, ttl=ttl, maxsize=maxsize,
-                                         stale_on_error=stale_on_error)
+                                         stale_on_error=stale_on_error, codec=codec)
         return SharedCache(self, kind, scope, ttl, maxsize, stale_on_error,
                             self.wait if wait is None else wait, codec, remote_error)
 

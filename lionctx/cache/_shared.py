@@ -43,8 +43,9 @@ class SharedCache:
         self._prefix = _entries.key_prefix(owner.namespace, kind)
         self._lease_ms = milliseconds(owner.lease)
         # This process's cache: the fallback when Redis fails, and the last good values.
-        self.local: FlightCache[Any] = FlightCache(ttl, maxsize=maxsize,
-                                                   stale_on_error=stale_on_error)
+        self.local: FlightCache[Any] = FlightCache(
+            ttl, maxsize=maxsize, stale_on_error=stale_on_error,
+            chars=lambda value: len(codec.text(value)))
         # One entry per key being read now; each leaves when its call ends.
         self._flights: dict[str, _Flight] = {}
 

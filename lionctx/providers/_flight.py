@@ -24,6 +24,8 @@ V = TypeVar("V")
 #: The ``(tenant, user)`` a cache call serves (its provider sets it around the call): a
 #: new key is charged to it while it stays, so values are evicted fairly (:class:`FairLRU`).
 CALLER: ContextVar[Path] = ContextVar("lionctx_cache_caller", default=UNSCOPED)
+#: Most characters of text one provider's cache holds (a larger text is served, not kept).
+MAX_HELD_CHARS = 32_000_000
 
 
 class Source(str, Enum):
@@ -90,8 +92,9 @@ async def join_flight(flights: dict[Any, _Flight], key: Hashable) -> _Flight | N
 
 class FlightCache(Generic[V]):
     """TTL cache plus single flight for async loads; ``ttl=0`` stores and shares nothing
-    (``stale_on_error`` still remembers the last good value). At most ``maxsize`` keys,
-    evicted fairly between the callers (:data:`CALLER`) they are charged to."""
+    (``stale_on_error`` still remembers the last good value). At most ``maxsize`` keys
+    and :data:`MAX_HELD_CHARS` characters (``chars(value)``), evicted fairly between the
+    callers (:data:`CALLER`) they are charged to."""
 
     def __init__(
         self,
@@ -100,6 +103,7 @@ class FlightCache(Generic[V]):
         maxsize: int = 1024,
         stale_on_error: bool = False,
         timer: Callable[[], float] = time.monotonic,
+        chars: Callable[[V], int] = lambda value: 0,
     ) -> None:
         self.ttl = check_duration(ttl, "ttl", allow_zero=True)
         self.maxsize = check_count(maxsize, "maxsize", 1)
@@ -107,7 +111,8 @@ class FlightCache(Generic[V]):
         self._timer = timer
         # key -> (fresh until, value); past that time, only the last good value
         self._kept: FairLRU[Hashable, tuple[float, V]] = FairLRU(
-            self.maxsize, lambda key: CALLER.get())
+            self.maxsize, lambda key: CALLER.get(), weigh=lambda kept: chars(kept[1]),
+            maxweight=MAX_HELD_CHARS)
         self._flights: dict[Hashable, _Flight] = {}
 
     def __len__(self) -> int:
@@ -166,6 +171,8 @@ class FlightCache(Generic[V]):
             self._kept.pop(key)
         elif self.ttl > 0 or self.stale_on_error:
             self._kept.put(key, (self._timer() + self.ttl, value))  # ttl=0: never fresh
+            if self._kept.weight > MAX_HELD_CHARS:  # alone over the bound: not kept
+                self._kept.pop(key)
 
     def _stale(self, key: Hashable, exc: BaseException) -> Hit[V] | None:
         kept = self._kept.get(key) if self.stale_on_error else None
