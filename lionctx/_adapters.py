@@ -15,6 +15,7 @@ from weakref import WeakKeyDictionary
 from ._context import RunContext, coerce_run_context
 from ._exceptions import InvalidType
 from ._messages import instruction_text
+from ._safe_text import read_attr
 from ._text import make_encodable
 from ._threads import run_in_worker
 
@@ -30,10 +31,7 @@ def provider_name(provider: Any, explicit: str | None = None, *, agentium: bool 
     if isinstance(explicit, str) and str.__len__(explicit):  # never a subclass's __len__
         return make_encodable(str.__str__(explicit))[0]
     for attr in (("name", "label") if agentium else ("name",)):
-        try:
-            value = getattr(provider, attr, None)
-        except Exception:
-            value = None
+        value = read_attr(provider, attr)
         if isinstance(value, str) and str.__len__(value):
             # A plain copy: a str subclass's __format__ would write the tag's name itself.
             value = str.__str__(value)

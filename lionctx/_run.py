@@ -20,7 +20,7 @@ from ._exceptions import WorkersExhausted, _CountStopped
 from ._lag import Probe, held_note, probe, timed
 from ._outcome import DIGEST_LATER, Outcome, SourceUnavailable, Status
 from ._render import TAG_TAIL, neutralize, splits_at_frame, tag_block, tag_head
-from ._safe_text import bound_tracebacks, error_text, safe_text, type_name
+from ._safe_text import bound_tracebacks, error_text, read_attr, safe_text, type_name
 from ._stability import digest_under
 from ._text import make_encodable
 from ._threads import run_in_worker
@@ -103,10 +103,7 @@ def _empty_reason(result: Any) -> str:
     """Why a row is ``empty``: the source's own words (a NoText), or what it returned."""
     if result is None:
         return _NO_TEXT
-    try:
-        why = getattr(result, "reason", "")
-    except Exception:  # a str subclass's property is its own business
-        why = ""
+    why = read_attr(result, "reason", "")
     return safe_text(why) if issubclass(type(why), str) and str.__len__(why) else _NO_STR
 
 
@@ -159,10 +156,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
     else:
         stop = None
         elapsed = (perf_counter() - start) * 1000.0
-        try:
-            degraded = getattr(call.provider, "degradation_reason", None)
-        except Exception:  # a property that raises is no reason
-            degraded = None
+        degraded = read_attr(call.provider, "degradation_reason")
         if degraded is not None:
             degraded = _degradation(call, degraded)
         # made once (its fields by position), filled in as its text is checked and counted
@@ -182,11 +176,8 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
                 f"provider returned {kind}, expected str or None"),
                 "", elapsed, degraded)
         else:
-            try:
-                row.cached = bool(getattr(result, "cached", False))
-                row.stale = bool(getattr(result, "stale", False))
-            except Exception:  # a str subclass's properties are the provider's business
-                row.cached = row.stale = False
+            row.cached = read_attr(result, "cached") is True
+            row.stale = read_attr(result, "stale") is True
             # its length by str's own __len__: the subclass's may lie
             text, size = None, str.__len__(result)
         limit = call.max_chars
@@ -282,10 +273,7 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
 def _plain_of(result: str, size: int) -> str:
     """The plain ``str`` of a str subclass: the one it was made from when it says so
     (:class:`~lionctx.providers.ProvidedText`'s ``plain``, same length), else a copy."""
-    try:
-        inner = getattr(result, "plain", None)
-    except Exception:  # a subclass's property is its own business
-        inner = None
+    inner = read_attr(result, "plain")
     if type(inner) is str and str.__len__(inner) == size:
         return inner
     return str.__add__("", result)

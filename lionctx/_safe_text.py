@@ -9,12 +9,13 @@ import logging
 import re
 import traceback
 from types import TracebackType
-from typing import cast
+from typing import Any, cast
 
 from ._text import make_encodable
 
 __all__ = ["NAME_LIMIT", "TEXT_LIMIT", "TRACEBACK_LIMIT", "bound_tracebacks", "cut",
-           "error_text", "plain", "safe_repr", "safe_text", "split_cut", "type_name"]
+           "error_text", "plain", "read_attr", "safe_repr", "safe_text", "split_cut",
+           "type_name"]
 
 #: Most characters of one outside text in a reason, a log line or a span.
 TEXT_LIMIT = 1000
@@ -80,6 +81,15 @@ def type_name(obj: object) -> str:
             raise
         return "?"
     return cut(name, NAME_LIMIT) if isinstance(name, str) else "?"
+
+
+def read_attr(obj: object, name: str, default: Any = None) -> Any:
+    """``getattr(obj, name, default)``, and ``default`` when reading it raises (a property
+    of an outside object is no reason to fail)."""
+    try:
+        return getattr(obj, name, default)
+    except Exception:
+        return default
 
 
 def safe_text(obj: object, limit: int = TEXT_LIMIT) -> str:

@@ -19,6 +19,7 @@ from ._pass import ContextPass, Sources, pass_knob, policy_knob
 from ._policy import Policy, check_max_chars, check_number, check_seconds
 from ._render import tag_block
 from ._report import Report
+from ._safe_text import read_attr
 from ._stability import PrefixHistory, check_max_sessions, session_key
 from ._tokens import TokenCounter
 from ._types import Number
@@ -158,7 +159,7 @@ class ContextProviderRegistry:
         timeout = check_seconds(timeout, "timeout")
         max_chars = check_max_chars(max_chars)
         if volatile is None:
-            volatile = getattr(provider, "volatile", False) is True
+            volatile = read_attr(provider, "volatile") is True
         if not isinstance(volatile, bool):
             raise InvalidType(f"volatile must be a bool, got {volatile!r}")
         self._entries.append(

@@ -23,6 +23,7 @@ from ._literals import with_object_literals
 from ._pass import UNKEYED as _UNKEYED
 from ._pass import ContextPass, Sources
 from ._policy import Policy
+from ._safe_text import read_attr
 from ._stability import Digests, PrefixHistory, session_key
 from ._suggest import checked_keywords
 from ._tokens import TokenCounter
@@ -156,7 +157,7 @@ async def resolve_with(context_pass: ContextPass, providers: Sequence[Any], quer
     keyed = session is not None and context_pass.baselines is not None
     given, calls = bool(calls), calls or _calls_of(providers)  # given: all held
     sources = Sources(providers, lambda i: (calls[i].name, 0, None),
-                      [_volatile(p) for p in providers])
+                      [read_attr(p, "volatile") is True for p in providers])
     last = _LAST_HELD[0]  # the same held calls as the last pass: the same live providers
     sources.held = last[1] if len(last[0]) == len(calls) and all(map(is_, last[0], calls)) else None
     report = await context_pass.run(calls, (query, run_ctx), sources, context=lambda: run_ctx,
@@ -233,13 +234,6 @@ async def resolve_context(
 # "resolve_context, stable texts". It keeps only the process-wide breakers between calls.
 _PLAIN = frozenset({type(None), bool, int, float, str, BreakerSettings})
 _kept_pass = functools.lru_cache(maxsize=256, typed=True)(resolve_pass)
-
-
-def _volatile(provider: Any) -> bool:
-    try:
-        return getattr(provider, "volatile", False) is True
-    except Exception:  # a property that raises declares nothing
-        return False
 
 
 def _history_index(history: Any) -> HistoryIndex | None:

@@ -19,7 +19,7 @@ from .._adapters import (
 )
 from .._context import context_value
 from .._exceptions import InvalidType, InvalidValue, SharedFetchError, SourceUnavailable
-from .._safe_text import error_text, safe_text
+from .._safe_text import error_text, read_attr, safe_text
 from .._scope import context_fields as scoped_fields
 from .._scope import scope_of, scope_text
 from .._scope import source_identity as scoped_identity
@@ -65,11 +65,8 @@ class _Same:
 
 
 def _reason_of(provider: Any) -> str | None:
-    try:
-        reason = getattr(provider, "degradation_reason", None)
-    except Exception:  # a property that raises is no reason
-        return None
-    return reason if isinstance(reason, str) and reason else None
+    reason = read_attr(provider, "degradation_reason")
+    return reason if issubclass(type(reason), str) and str.__len__(reason) else None
 
 
 def _why(exc: BaseException | None) -> str:

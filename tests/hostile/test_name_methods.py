@@ -1,6 +1,8 @@
-"""A provider name whose own methods raise (or would hold the loop): a ``str`` subclass
-overriding ``__len__``, ``__bool__``, ``__hash__``, ``__eq__``... A name is read through
-``str``'s own methods only, so such a name costs no turn and none of its methods runs.
+"""A provider whose own attributes fight back: a name whose methods raise (or would hold
+the loop), a ``str`` subclass overriding ``__len__``, ``__bool__``, ``__hash__``,
+``__eq__``...; a ``volatile`` property that raises. A name is read through ``str``'s own
+methods only and a raising property declares nothing: neither costs the registration or
+a turn, and none of the name's methods runs.
 """
 
 from __future__ import annotations
@@ -72,3 +74,19 @@ async def test_the_agentium_face_reads_the_name_without_its_methods() -> None:
             ("notes", Status.FIRED)]
         assert '<context name="notes">' in resolution.text
     assert called == []
+
+
+class RaisingVolatile(Notes):
+    @property
+    def volatile(self) -> bool:
+        called.append("volatile")
+        raise RuntimeError("volatile")
+
+
+async def test_a_raising_volatile_property_declares_nothing_on_either_face() -> None:
+    reg = ContextProviderRegistry()
+    reg.register(RaisingVolatile("notes"))  # raised RuntimeError out of register
+    rows = (await reg.gather(None, "q")).report.outcomes
+    resolution = await resolve_context([RaisingVolatile("notes")], "q", None)
+    for row in (*rows, *resolution.report.outcomes):
+        assert (row.status, row.volatile) == (Status.FIRED, False)
