@@ -84,8 +84,7 @@ def type_name(obj: object) -> str:
 
 
 def read_attr(obj: object, name: str, default: Any = None) -> Any:
-    """``getattr(obj, name, default)``, and ``default`` when reading it raises (a property
-    of an outside object is no reason to fail)."""
+    """``getattr(obj, name, default)``, or ``default`` when the read raises."""
     try:
         return getattr(obj, name, default)
     except Exception:
