@@ -131,9 +131,9 @@ class HttpContextProvider(ContextSource):
         self.source_identity: str | None = stated if stated is not None else request
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
-        # Keyed by the request as sent: two callers' tokens are two answers.
+        # By the request as sent (unnamed: this process only), never a class's stated identity
         self._cache: FlightCache[str] = bind_cache(
-            cache, self, self.name, kind="http", scope=request or stated, ttl=self.cache_ttl,
+            cache, self, self.name, kind="http", scope=request, ttl=self.cache_ttl,
             maxsize=1, stale_on_error=self.stale_on_error, wait=self.timeout,
             codec=TEXT_CODEC, remote_error=HttpFetchError)
         if self._secrets:
