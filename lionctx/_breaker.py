@@ -294,16 +294,16 @@ class Breakers:
                 found = self._keyed[where] = self._new(key)
             return found
 
-    def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
-        """One caller scope's breaker on ``breaker``'s source, made on its first failure."""
+    def _caller(self, breaker: CircuitBreaker, scope: Scope, caller: Scope) -> CircuitBreaker:
+        """A caller scope's breaker on a source, made on its first failure: ``caller``'s share."""
         with breaker._lock:
             if (callers := breaker._callers) is None:  # evicted fairly per tenant and user
-                callers = breaker._callers = FairLRU(self.max_callers, lambda scope: (
-                    dict(scope).get("tenant_id"), dict(scope).get("user_id")))
+                callers = breaker._callers = FairLRU(self.max_callers)
             found = callers.get(scope)
             if found is None:
                 callers.maxsize = self.max_callers
-                callers.put(scope, found := CircuitBreaker(self.settings, self.clock))
+                found, whose = CircuitBreaker(self.settings, self.clock), dict(caller)
+                callers.put(scope, found, (whose["tenant_id"], whose["user_id"]))
                 found._label = ", ".join(name for name, _ in scope)
                 breaker._note()
             return found
@@ -372,7 +372,7 @@ class Breakers:
                 continue
             declared, caller = _caller_scopes(breaker, _read(context))
             scope = caller if blame == "user" or not declared else declared
-            self._count(self._caller(breaker, scope), outcome.name, False)
+            self._count(self._caller(breaker, scope, caller), outcome.name, False)
             was = breaker._state
             # Toward the whole source a caller is its declared scope (whom the source serves)
             if breaker.count_caller(declared or caller):

@@ -74,14 +74,14 @@ class FairLRU(Generic[K, V]):
         self._step(path, 0)
         return entries[key]
 
-    def put(self, key: K, value: V) -> list[V]:
-        """Store ``value`` (a new key charged to ``partition(key)``); the values evicted."""
+    def put(self, key: K, value: V, whose: Path | None = None) -> list[V]:
+        """Store ``value`` (a new key charged to ``whose``, else its partition): evicted values."""
         if (path := self._where.get(key)) is not None:  # the hot path: a key kept
             (kept := self._users[path])[key] = value
             kept.move_to_end(key)
             self._step(path, 0)
             return []
-        self._where[key] = path = self.partition(key)
+        self._where[key] = path = self.partition(key) if whose is None else whose
         self._users[path][key] = value
         self._step(path, 1)
         evicted: list[V] = []
