@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from ._exceptions import InvalidType
+from ._exceptions import InvalidType, InvalidValue
 
 __all__ = ["RunContext", "bind_run_context", "bound_run_context", "coerce_run_context",
            "context_value"]
@@ -121,6 +121,9 @@ class RunContext:
                 name = _SPELLED.get(key)
                 if name is None:
                     extra[key] = value
+                elif name in values and (was := values[name]) is not value and not (
+                        type(was) is type(value) and was == value):  # never the last one's
+                    raise InvalidValue(f"run context gives {name} two values (one as {key!r})")
                 else:
                     values[name] = value
         for key, value in overrides.items():
