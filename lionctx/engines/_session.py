@@ -327,13 +327,6 @@ class EngineSession:
             tool_call_id=tool_call_id))
 
 
-def _key(session_id: Any, scope: Hashable) -> tuple[Hashable, str | None] | None:
-    """The pool's key of ``session_id`` of ``scope``; None: a run naming no one (``engine``'s)."""
-    if session_id is None and scope in (None, UNSCOPED):
-        return None
-    return scope, None if session_id is None else str(session_id)
-
-
 class SessionPool:
     """A host's engine sessions: runs naming no session, tenant or user use ``engine``, each
     session id of a scope (tenant, user), and no id, a ``clone_for_agent()``; past ``max_sessions``
@@ -359,9 +352,16 @@ class SessionPool:
                 f"{len(self._sessions) + (self._default is not None)}, "
                 f"max_sessions={self.max_sessions})")
 
+    @staticmethod
+    def _key(session_id: Any, scope: Hashable) -> tuple[Hashable, str | None] | None:
+        """The key of ``session_id`` of ``scope``; None: a run naming no one (``engine``'s)."""
+        if session_id is None and scope in (None, UNSCOPED):
+            return None
+        return scope, None if session_id is None else str(session_id)
+
     def get(self, session_id: Any = None, scope: Hashable = None) -> EngineSession | None:
         """The session serving ``session_id`` of ``scope``, or None before its first run."""
-        if (key := _key(session_id, scope)) is None:
+        if (key := self._key(session_id, scope)) is None:
             return self._default
         with self._lock:  # a read of the fair store while another thread evicts from it
             return self._sessions.peek(key)
@@ -372,7 +372,7 @@ class SessionPool:
         """``session_id``'s session of ``scope``, in flight for the ``async with`` body."""
         evicted: list[EngineSession] = []
         with self._lock:
-            if (key := _key(session_id, scope)) is None:
+            if (key := self._key(session_id, scope)) is None:
                 session = self._default = self._default or EngineSession(self.engine)
             elif (found := self._sessions.get(key)) is not None:
                 session = found
@@ -411,7 +411,7 @@ class SessionPool:
         """End ``session_id``'s session of ``scope`` and forget it (without one: end, keep,
         the session of runs that gave none)."""
         with self._lock:
-            key = _key(session_id, scope)
+            key = self._key(session_id, scope)
             session = self._default if key is None else self._sessions.pop(key)
         if session is not None:
             session.end()
