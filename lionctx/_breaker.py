@@ -197,7 +197,7 @@ def _value_key(key: Any) -> Hashable | None:
         return key
     if type(key).__weakrefoffset__:
         return None
-    # No weak reference: never held (it would be kept alive); its class and name.
+    # No weak reference: never held (it would be kept alive); its class and name (per caller).
     from ._adapters import provider_name
 
     return ("class", type(key), provider_name(key, agentium=True))
@@ -262,10 +262,10 @@ class Breakers:
         """The whole sources' breakers this board holds (a snapshot)."""
         return self._objects.values() + list(self._keyed.values())
 
-    def _new(self, key: Any) -> CircuitBreaker:
+    def _new(self, key: Any, by_class: bool = False) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
-        try:  # the fields it reads; unreadable ones count as the caller's (the fair guess)
-            breaker.context_fields = context_fields(key)
+        try:  # the fields it reads; unreadable, or none of a class's objects: the caller's
+            breaker.context_fields = context_fields(key) or (CALLER_FIELDS if by_class else ())
         except Exception as exc:
             logger.warning("context provider %s: unreadable context_fields (%s); its "
                            "failures are counted per user and tenant", type(key).__name__,
@@ -291,7 +291,8 @@ class Breakers:
             if found is None:
                 if len(self._keyed) >= self.max_sources:
                     _evict(self._keyed)
-                found = self._keyed[where] = self._new(key)
+                by_class = where is not key and where[0] == "class"  # type: ignore[index]
+                found = self._keyed[where] = self._new(key, by_class)
             return found
 
     def _caller(self, breaker: CircuitBreaker, scope: Scope, caller: Scope) -> CircuitBreaker:
