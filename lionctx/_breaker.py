@@ -13,6 +13,7 @@ import time
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from ._context import context_value
@@ -205,14 +206,8 @@ def _value_key(key: Any) -> Hashable | None:
 
 def _evict(table: dict[Any, CircuitBreaker]) -> None:
     """Drop the oldest healthy breaker among the first few, else the oldest (fails open)."""
-    oldest = next(iter(table), None)
-    for n, (k, b) in enumerate(table.items()):
-        if b.healthy:
-            oldest = k
-            break
-        if n >= 64:
-            break
-    table.pop(oldest, None)
+    first = islice(table.items(), 65)
+    table.pop(next((k for k, b in first if b.healthy), next(iter(table), None)), None)
 
 
 def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
@@ -347,8 +342,7 @@ class Breakers:
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
-        failed = [o for o in outcomes if o.status is _FAILED or o.status is _TIMEOUT]
-        if not failed and not self._sick:
+        if not self._sick and not any(o.status in (_FAILED, _TIMEOUT) for o in outcomes):
             return  # a calm board records only a failure (the realistic features row)
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
