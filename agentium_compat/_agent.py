@@ -194,9 +194,7 @@ class Agent:
     async def _resolve_instructions(self, ictx: InstructionContext) -> str:
         instructions = self.instructions
         if isinstance(instructions, str):
-            if instructions and ictx.context:
-                return f"{instructions}\n\n{ictx.context}"
-            return instructions or ictx.context
+            return "\n\n".join(filter(None, (instructions, ictx.context)))
         result = instructions(ictx)
         if inspect.isawaitable(result):
             result = await result

@@ -121,8 +121,7 @@ class RunContext:
                 name = _SPELLED.get(key)
                 if name is None:
                     extra[key] = value
-                elif name in values and (was := values[name]) is not value and not (
-                        type(was) is type(value) and was == value):  # never the last one's
+                elif (type(was := values.get(name, value)), was) != (type(value), value):
                     raise InvalidValue(f"run context gives {name} two values (one as {key!r})")
                 else:
                     values[name] = value

@@ -355,9 +355,8 @@ class SessionPool:
     @staticmethod
     def _key(session_id: Any, scope: Hashable) -> tuple[Hashable, str | None] | None:
         """The key of ``session_id`` of ``scope``; None: a run naming no one (``engine``'s)."""
-        if session_id is None and scope in (None, UNSCOPED):
-            return None
-        return scope, None if session_id is None else str(session_id)
+        named = session_id is not None or scope not in (None, UNSCOPED)
+        return (scope, None if session_id is None else str(session_id)) if named else None
 
     def get(self, session_id: Any = None, scope: Hashable = None) -> EngineSession | None:
         """The session serving ``session_id`` of ``scope``, or None before its first run."""
