@@ -113,8 +113,7 @@ class RunContext:
             values = {n: getattr(ctx, n) for n in _FIELD_NAMES}
             values["extra"] = dict(ctx.extra)
         else:
-            extra: dict[str, Any] = {}
-            values["extra"] = extra
+            values["extra"] = extra = dict[str, Any]()
             for key, value in _items(ctx).items():
                 if not isinstance(key, str):
                     raise InvalidType(f"run context keys must be str, got {key!r}")

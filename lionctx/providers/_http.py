@@ -229,10 +229,9 @@ class HttpContextProvider(ContextSource):
                                      content=content,
                                      follow_redirects=False, timeout=self.timeout) as resp:
                 if resp.is_redirect:
-                    nxt = rq.redirect_target(url, resp.headers["location"])
+                    url = rq.redirect_target(url, resp.headers["location"])
                     method, content, headers = rq.after_redirect(
-                        resp.status_code, method, content, headers, first, rq.origin(nxt))
-                    url = nxt
+                        resp.status_code, method, content, headers, first, rq.origin(url))
                     continue
                 if not 200 <= resp.status_code < 300:
                     # A 401/403/404 on a per-user request is the caller's, not the source's.
