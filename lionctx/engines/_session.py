@@ -27,6 +27,7 @@ from .._fair import UNSCOPED, FairLRU, tenant_user
 from .._log import logger_for
 from .._messages import new_uid
 from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
+from .._scope import MAX_SCOPE_CHARS, scope_text
 from ..models._tools import parse_arguments
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides, usage_counts
 from ._checks import carry_identity, function_spec, schema_name, usage_dict, vetted
@@ -354,9 +355,11 @@ class SessionPool:
 
     @staticmethod
     def _key(session_id: Any, scope: Hashable) -> tuple[Hashable, str | None] | None:
-        """The key of ``session_id`` of ``scope``; None: a run naming no one (``engine``'s)."""
-        named = session_id is not None or scope not in (None, UNSCOPED)
-        return (scope, None if session_id is None else str(session_id)) if named else None
+        """``session_id``'s key in ``scope`` (a long id: its digest); None: a run naming no one."""
+        sid = None if session_id is None else str(session_id)
+        if sid is not None and len(sid) > MAX_SCOPE_CHARS:
+            sid = scope_text(sid)
+        return (scope, sid) if sid is not None or scope not in (None, UNSCOPED) else None
 
     def get(self, session_id: Any = None, scope: Hashable = None) -> EngineSession | None:
         """The session serving ``session_id`` of ``scope``, or None before its first run."""
