@@ -237,12 +237,10 @@ class Breakers:
     def __init__(self, settings: BreakerSettings | None = None, *,
                  clock: Clock = time.monotonic, max_sources: int = 4096,
                  max_callers: int = 1024) -> None:
-        check_count(max_sources, "max_sources")
-        check_count(max_callers, "max_callers")
+        self.max_sources = check_count(max_sources, "max_sources")
+        self.max_callers = check_count(max_callers, "max_callers")
         self.settings = settings if settings is not None else BreakerSettings()
         self.clock = clock
-        self.max_sources = max_sources
-        self.max_callers = max_callers
         self._lock = threading.Lock()
         # Held weakly: a dead provider's breaker never keeps the board from being calm.
         self._sick: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
@@ -350,8 +348,7 @@ class Breakers:
                 if not breaker.healthy and outcome.circuit != OPEN:  # a success
                     if breaker._failures or breaker._state is not CLOSED:
                         self._count(breaker, outcome.name, True)
-                    callers = breaker._callers
-                    if callers:
+                    if callers := breaker._callers:
                         for scope, mine in _failing_callers(breaker, _read(context)):
                             self._count(mine, outcome.name, True)
                             with breaker._lock:  # healed: nothing left to remember
