@@ -153,16 +153,17 @@ class Agent:
 
     @property
     def context_engine(self) -> ContextEngine | None:
-        """The engine of runs without a session id (``None``: the agent has no engine)."""
+        """The engine of runs naming no session, tenant or user (``None``: no engine)."""
         return self._engine
 
     def context_engine_for(self, session_id: Any = None, *, tenant_id: Any = None,
                            user_id: Any = None) -> ContextEngine | None:
         """The engine serving ``session_id``'s runs (of ``tenant_id`` and ``user_id``, as
         given to :meth:`run`), or ``None`` before its first run (and always without an engine)."""
-        if session_id is None or self._pool is None:
+        whose = _whose({"tenant_id": tenant_id, "user_id": user_id})
+        if self._pool is None or session_id is None and whose == (None, None):
             return self._engine
-        session = self._pool.get(session_id, _whose({"tenant_id": tenant_id, "user_id": user_id}))
+        session = self._pool.get(session_id, whose)
         return session.engine if session is not None else None
 
     def end_session(self, session_id: Any = None, *, tenant_id: Any = None,
@@ -193,9 +194,7 @@ class Agent:
     async def _resolve_instructions(self, ictx: InstructionContext) -> str:
         instructions = self.instructions
         if isinstance(instructions, str):
-            if instructions and ictx.context:
-                return f"{instructions}\n\n{ictx.context}"
-            return instructions or ictx.context
+            return "\n\n".join(filter(None, (instructions, ictx.context)))
         result = instructions(ictx)
         if inspect.isawaitable(result):
             result = await result

@@ -13,6 +13,7 @@ import time
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from ._context import context_value
@@ -197,7 +198,7 @@ def _value_key(key: Any) -> Hashable | None:
         return key
     if type(key).__weakrefoffset__:
         return None
-    # No weak reference: never held (it would be kept alive); its class and name.
+    # No weak reference: never held (it would be kept alive); its class and name (per caller).
     from ._adapters import provider_name
 
     return ("class", type(key), provider_name(key, agentium=True))
@@ -205,14 +206,8 @@ def _value_key(key: Any) -> Hashable | None:
 
 def _evict(table: dict[Any, CircuitBreaker]) -> None:
     """Drop the oldest healthy breaker among the first few, else the oldest (fails open)."""
-    oldest = next(iter(table), None)
-    for n, (k, b) in enumerate(table.items()):
-        if b.healthy:
-            oldest = k
-            break
-        if n >= 64:
-            break
-    table.pop(oldest, None)
+    first = islice(table.items(), 65)
+    table.pop(next((k for k, b in first if b.healthy), next(iter(table), None)), None)
 
 
 def _caller_scopes(breaker: CircuitBreaker, ctx: Any) -> tuple[Scope, Scope]:
@@ -242,12 +237,10 @@ class Breakers:
     def __init__(self, settings: BreakerSettings | None = None, *,
                  clock: Clock = time.monotonic, max_sources: int = 4096,
                  max_callers: int = 1024) -> None:
-        check_count(max_sources, "max_sources")
-        check_count(max_callers, "max_callers")
+        self.max_sources = check_count(max_sources, "max_sources")
+        self.max_callers = check_count(max_callers, "max_callers")
         self.settings = settings if settings is not None else BreakerSettings()
         self.clock = clock
-        self.max_sources = max_sources
-        self.max_callers = max_callers
         self._lock = threading.Lock()
         # Held weakly: a dead provider's breaker never keeps the board from being calm.
         self._sick: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
@@ -262,10 +255,10 @@ class Breakers:
         """The whole sources' breakers this board holds (a snapshot)."""
         return self._objects.values() + list(self._keyed.values())
 
-    def _new(self, key: Any) -> CircuitBreaker:
+    def _new(self, key: Any, by_class: bool = False) -> CircuitBreaker:
         breaker = CircuitBreaker(self.settings, self.clock)
-        try:  # the fields it reads; unreadable ones count as the caller's (the fair guess)
-            breaker.context_fields = context_fields(key)
+        try:  # the fields it reads; unreadable, or none of a class's objects: the caller's
+            breaker.context_fields = context_fields(key) or (CALLER_FIELDS if by_class else ())
         except Exception as exc:
             logger.warning("context provider %s: unreadable context_fields (%s); its "
                            "failures are counted per user and tenant", type(key).__name__,
@@ -291,19 +284,20 @@ class Breakers:
             if found is None:
                 if len(self._keyed) >= self.max_sources:
                     _evict(self._keyed)
-                found = self._keyed[where] = self._new(key)
+                by_class = where is not key and where[0] == "class"  # type: ignore[index]
+                found = self._keyed[where] = self._new(key, by_class)
             return found
 
-    def _caller(self, breaker: CircuitBreaker, scope: Scope) -> CircuitBreaker:
-        """One caller scope's breaker on ``breaker``'s source, made on its first failure."""
+    def _caller(self, breaker: CircuitBreaker, scope: Scope, caller: Scope) -> CircuitBreaker:
+        """A caller scope's breaker on a source, made on its first failure: ``caller``'s share."""
         with breaker._lock:
             if (callers := breaker._callers) is None:  # evicted fairly per tenant and user
-                callers = breaker._callers = FairLRU(self.max_callers, lambda scope: (
-                    dict(scope).get("tenant_id"), dict(scope).get("user_id")))
+                callers = breaker._callers = FairLRU(self.max_callers)
             found = callers.get(scope)
             if found is None:
                 callers.maxsize = self.max_callers
-                callers.put(scope, found := CircuitBreaker(self.settings, self.clock))
+                found, whose = CircuitBreaker(self.settings, self.clock), dict(caller)
+                callers.put(scope, found, (whose["tenant_id"], whose["user_id"]))
                 found._label = ", ".join(name for name, _ in scope)
                 breaker._note()
             return found
@@ -346,8 +340,7 @@ class Breakers:
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
-        failed = [o for o in outcomes if o.status is _FAILED or o.status is _TIMEOUT]
-        if not failed and not self._sick:
+        if not self._sick and not any(o.status in (_FAILED, _TIMEOUT) for o in outcomes):
             return  # a calm board records only a failure (the realistic features row)
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status
@@ -355,8 +348,7 @@ class Breakers:
                 if not breaker.healthy and outcome.circuit != OPEN:  # a success
                     if breaker._failures or breaker._state is not CLOSED:
                         self._count(breaker, outcome.name, True)
-                    callers = breaker._callers
-                    if callers:
+                    if callers := breaker._callers:
                         for scope, mine in _failing_callers(breaker, _read(context)):
                             self._count(mine, outcome.name, True)
                             with breaker._lock:  # healed: nothing left to remember
@@ -372,7 +364,7 @@ class Breakers:
                 continue
             declared, caller = _caller_scopes(breaker, _read(context))
             scope = caller if blame == "user" or not declared else declared
-            self._count(self._caller(breaker, scope), outcome.name, False)
+            self._count(self._caller(breaker, scope, caller), outcome.name, False)
             was = breaker._state
             # Toward the whole source a caller is its declared scope (whom the source serves)
             if breaker.count_caller(declared or caller):

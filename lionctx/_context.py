@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from ._exceptions import InvalidType
+from ._exceptions import InvalidType, InvalidValue
 
 __all__ = ["RunContext", "bind_run_context", "bound_run_context", "coerce_run_context",
            "context_value"]
@@ -113,14 +113,15 @@ class RunContext:
             values = {n: getattr(ctx, n) for n in _FIELD_NAMES}
             values["extra"] = dict(ctx.extra)
         else:
-            extra: dict[str, Any] = {}
-            values["extra"] = extra
+            values["extra"] = extra = dict[str, Any]()
             for key, value in _items(ctx).items():
                 if not isinstance(key, str):
                     raise InvalidType(f"run context keys must be str, got {key!r}")
                 name = _SPELLED.get(key)
                 if name is None:
                     extra[key] = value
+                elif (type(was := values.get(name, value)), was) != (type(value), value):
+                    raise InvalidValue(f"run context gives {name} two values (one as {key!r})")
                 else:
                     values[name] = value
         for key, value in overrides.items():

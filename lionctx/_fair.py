@@ -77,8 +77,8 @@ class FairLRU(Generic[K, V]):
         self._step(path, 0)
         return entries[key]
 
-    def put(self, key: K, value: V) -> list[V]:
-        """Store ``value`` (a new key charged to ``partition(key)``); the values evicted."""
+    def put(self, key: K, value: V, whose: Path | None = None) -> list[V]:
+        """Store ``value`` (a new key charged to ``whose``, else its partition): evicted values."""
         if (path := self._where.get(key)) is not None:  # the hot path: a key kept
             kept = self._users[path]
             self.weight += self._weigh(value) - self._weigh(kept[key])
@@ -86,7 +86,7 @@ class FairLRU(Generic[K, V]):
             kept.move_to_end(key)
             self._step(path, 0)
             return []
-        self._where[key] = path = self.partition(key)
+        self._where[key] = path = self.partition(key) if whose is None else whose
         self._users[path][key] = value
         self.weight += self._weigh(value)
         self._step(path, 1)

@@ -23,10 +23,11 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._exceptions import InvalidType
-from .._fair import FairLRU, tenant_user
+from .._fair import UNSCOPED, FairLRU, tenant_user
 from .._log import logger_for
 from .._messages import new_uid
 from .._safe_text import NAME_LIMIT, safe_repr, safe_text, type_name
+from .._scope import MAX_SCOPE_CHARS, scope_text
 from ..models._tools import parse_arguments
 from ._base import DEFAULT_SELECT_TIMEOUT, ContextEngine, engine_label, overrides, usage_counts
 from ._checks import carry_identity, function_spec, schema_name, usage_dict, vetted
@@ -328,9 +329,9 @@ class EngineSession:
 
 
 class SessionPool:
-    """A host's engine sessions: runs without a session id use ``engine``, each id of a scope
-    (tenant, user) a ``clone_for_agent()``; past ``max_sessions`` the least recent idle one
-    ends of the user holding the most in the tenant holding the most (:class:`FairLRU`)."""
+    """A host's engine sessions: runs naming no session, tenant or user use ``engine``, each
+    session id of a scope (tenant, user), and no id, a ``clone_for_agent()``; past ``max_sessions``
+    the least recent idle one ends of the user holding the most in the tenant holding the most."""
 
     def __init__(self, engine: ContextEngine, *, model: Any, max_sessions: int,
                  owner: str = "") -> None:
@@ -338,9 +339,9 @@ class SessionPool:
         self.max_sessions = max_sessions
         self._model = model
         self._owner = owner
-        self._default: EngineSession | None = None  # of runs without a session id
-        # (scope, session id) -> its session, charged to the scope; the busy stay
-        self._sessions: FairLRU[tuple[Hashable, str], EngineSession] = FairLRU(
+        self._default: EngineSession | None = None  # of runs naming no one
+        # (scope, session id or None) -> its session, charged to the scope; the busy stay
+        self._sessions: FairLRU[tuple[Hashable, str | None], EngineSession] = FairLRU(
             max_sessions, lambda key: tenant_user(key[0]),
             keep=lambda session: bool(self._running.get(session)))
         # session -> runs in flight; entries leave at zero, so it stays small
@@ -352,12 +353,20 @@ class SessionPool:
                 f"{len(self._sessions) + (self._default is not None)}, "
                 f"max_sessions={self.max_sessions})")
 
+    @staticmethod
+    def _key(session_id: Any, scope: Hashable) -> tuple[Hashable, str | None] | None:
+        """``session_id``'s key in ``scope`` (a long id: its digest); None: a run naming no one."""
+        sid = None if session_id is None else str(session_id)
+        if sid is not None and len(sid) > MAX_SCOPE_CHARS:
+            sid = scope_text(sid)
+        return (scope, sid) if sid is not None or scope not in (None, UNSCOPED) else None
+
     def get(self, session_id: Any = None, scope: Hashable = None) -> EngineSession | None:
         """The session serving ``session_id`` of ``scope``, or None before its first run."""
-        if session_id is None:
+        if (key := self._key(session_id, scope)) is None:
             return self._default
         with self._lock:  # a read of the fair store while another thread evicts from it
-            return self._sessions.peek((scope, str(session_id)))
+            return self._sessions.peek(key)
 
     @asynccontextmanager
     async def session(self, session_id: Any = None,
@@ -365,13 +374,13 @@ class SessionPool:
         """``session_id``'s session of ``scope``, in flight for the ``async with`` body."""
         evicted: list[EngineSession] = []
         with self._lock:
-            if session_id is None:
+            if (key := self._key(session_id, scope)) is None:
                 session = self._default = self._default or EngineSession(self.engine)
-            elif (found := self._sessions.get(key := (scope, str(session_id)))) is not None:
+            elif (found := self._sessions.get(key)) is not None:
                 session = found
             else:  # a conversation of its own: its own engine state
                 engine = clone_engine(self.engine, model=summary_model(self._model))
-                session = EngineSession(engine, session_id=str(session_id))
+                session = EngineSession(engine, session_id=key[1])
                 self._sessions.maxsize = self.max_sessions
                 for old in self._sessions.put(key, session):
                     logger.debug("%s: session %r evicted (max_sessions=%d)", self._owner,
@@ -404,8 +413,8 @@ class SessionPool:
         """End ``session_id``'s session of ``scope`` and forget it (without one: end, keep,
         the session of runs that gave none)."""
         with self._lock:
-            session = (self._default if session_id is None
-                       else self._sessions.pop((scope, str(session_id))))
+            key = self._key(session_id, scope)
+            session = self._default if key is None else self._sessions.pop(key)
         if session is not None:
             session.end()
 

@@ -131,9 +131,9 @@ class HttpContextProvider(ContextSource):
         self.source_identity: str | None = stated if stated is not None else request
         if cache is not None and self.cache_ttl <= 0:
             raise InvalidValue(f"cache={cache!r} needs cache_ttl > 0 (got {self.cache_ttl:g})")
-        # Keyed by the request as sent: two callers' tokens are two answers.
+        # By the request as sent (unnamed: this process only), never a class's stated identity
         self._cache: FlightCache[str] = bind_cache(
-            cache, self, self.name, kind="http", scope=request or stated, ttl=self.cache_ttl,
+            cache, self, self.name, kind="http", scope=request, ttl=self.cache_ttl,
             maxsize=1, stale_on_error=self.stale_on_error, wait=self.timeout,
             codec=TEXT_CODEC, remote_error=HttpFetchError)
         if self._secrets:
@@ -229,10 +229,9 @@ class HttpContextProvider(ContextSource):
                                      content=content,
                                      follow_redirects=False, timeout=self.timeout) as resp:
                 if resp.is_redirect:
-                    nxt = rq.redirect_target(url, resp.headers["location"])
+                    url = rq.redirect_target(url, resp.headers["location"])
                     method, content, headers = rq.after_redirect(
-                        resp.status_code, method, content, headers, first, rq.origin(nxt))
-                    url = nxt
+                        resp.status_code, method, content, headers, first, rq.origin(url))
                     continue
                 if not 200 <= resp.status_code < 300:
                     # A 401/403/404 on a per-user request is the caller's, not the source's.

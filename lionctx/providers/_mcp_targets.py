@@ -103,7 +103,7 @@ def server_target(server: Any, *, headers: Mapping[str, str] | None,
 
 
 def _stdio_identity(params: Any) -> str:
-    # The command line and folder name the server; env values (secrets) never do.
+    # The command line and folder name the server; env values (secrets) only as a digest.
     return "stdio:" + json.dumps([params.command, *params.args, str(params.cwd or "")])
 
 
@@ -111,6 +111,8 @@ def _stdio_target(params: Any) -> tuple[Target, str | None, list[str]]:
     import mcp
 
     identity = _stdio_identity(params)
+    if params.env:  # another env (a tenant's token) is another source: named by its digest
+        identity += f" env:sha256:{_digest(json.dumps(sorted(params.env.items())))}"
     env_secrets = sorted((v for v in (params.env or {}).values() if len(v) >= 4),
                          key=len, reverse=True)
     label = shlex.join([params.command, *params.args])[:120]

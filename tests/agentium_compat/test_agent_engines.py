@@ -67,7 +67,7 @@ async def test_agent_run_calls_every_hook_in_order(server, model):
     agent = Agent(name="bot", model=model, instructions=INSTRUCTIONS, context_engine=rec,
                   context_providers=[Fetch("notes", "status: all green")])
     assert agent.context_engine is rec
-    result = await agent.run("is it up?", user_id="u1")
+    result = await agent.run("is it up?")  # naming no one: the agent's own engine
     assert rec.names() == ["on_session_start", "select_context", "update_from_response",
                            "should_compress", "on_turn_complete"]
     _, request, conversation, incoming, budget = rec.calls[1]
