@@ -340,7 +340,8 @@ class Breakers:
     def record(self, breakers: Sequence[CircuitBreaker], outcomes: Sequence[Outcome],
                context: Callable[[], Any] | None = None) -> None:
         """After a pass: each called source's outcome, ``breakers`` as :meth:`admit` gave."""
-        if not self._sick and not any(o.status in (_FAILED, _TIMEOUT) for o in outcomes):
+        failed = [o for o in outcomes if o.status is _FAILED or o.status is _TIMEOUT]
+        if not failed and not self._sick:
             return  # a calm board records only a failure (the realistic features row)
         for breaker, outcome in zip(breakers, outcomes, strict=False):
             status = outcome.status

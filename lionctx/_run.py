@@ -156,7 +156,10 @@ def _finish(call: ProviderCall, index: int, result: Any, start: float, ps: _Pass
     else:
         stop = None
         elapsed = (perf_counter() - start) * 1000.0
-        degraded = read_attr(call.provider, "degradation_reason")
+        try:  # inline, not read_attr: a call less per provider (the registry rows)
+            degraded = getattr(call.provider, "degradation_reason", None)
+        except Exception:  # a property that raises is no reason
+            degraded = None
         if degraded is not None:
             degraded = _degradation(call, degraded)
         # made once (its fields by position), filled in as its text is checked and counted
