@@ -60,9 +60,7 @@ def _is_async(method: Any) -> bool:
 
 def _worker_key(provider: Any) -> Hashable:
     """Whose stuck threads a sync call counts toward: its stated source, else class and name."""
-    identity = None
-    with suppress(Exception):  # a property that raises states nothing
-        identity = getattr(provider, "source_identity", None)
+    identity = read_attr(provider, "source_identity")  # a property that raises states nothing
     if type(identity) is str:
         return ("source", identity)
     return (type(provider), provider_name(provider))

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from ._log import logger_for
 from ._outcome import Status
 from ._policy import check_limit
 
@@ -21,8 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["LABEL_CHARS", "MAX_LABEL_VALUES", "OVERFLOW_LABEL", "configure", "enabled",
            "live", "metric_label", "record_report", "scrub", "set_enabled"]
-
-from ._log import logger_for
 
 logger = logger_for(__name__)
 
