@@ -24,6 +24,16 @@ def model(server):
 
 
 @pytest.fixture
+def agent_model(server):
+    """agentium's ``openai()`` model on the local server, for an ``Agent``; closed after."""
+    from agentium_compat import openai
+
+    m = openai("gpt-4o", base_url=server.base_url, api_key="k", max_retries=0)
+    yield m
+    m.close()
+
+
+@pytest.fixture
 def release() -> Iterator[threading.Event]:
     """An event stuck work waits on; set at teardown, then abandoned threads drain.
 

@@ -12,22 +12,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from agentium_compat import Agent, openai
+from agentium_compat import Agent
 
 from tests.hostile.test_engine_session_tenants import Memory
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def model(server):
-    m = openai("gpt-4o", base_url=server.base_url, api_key="k", max_retries=0)
-    yield m
-    m.close()
-
-
-async def test_runs_without_a_session_id_of_two_tenants_share_no_engine(server, model) -> None:
-    agent = Agent(name="bot", model=model, instructions="Be brief.", context_engine=Memory())
+async def test_runs_without_a_session_id_of_two_tenants_share_no_engine(
+        server, agent_model) -> None:
+    agent = Agent(name="bot", model=agent_model, instructions="Be brief.", context_engine=Memory())
     await agent.run("acme merger plan is code BLUEFIN", tenant_id="acme", user_id="ann")
     await agent.run("acme again", tenant_id="acme", user_id="ann")
     assert "BLUEFIN" in json.dumps(server.requests[-1])  # ann's own memory serves ann
@@ -42,11 +36,11 @@ async def test_runs_without_a_session_id_of_two_tenants_share_no_engine(server, 
     assert own is not ann and isinstance(own, Memory) and own.seen == []
 
 
-async def test_a_run_naming_nobody_keeps_the_agents_own_engine(server, model) -> None:
+async def test_a_run_naming_nobody_keeps_the_agents_own_engine(server, agent_model) -> None:
     # From the other side: no tenant, user or session id is the agent's own engine, as
     # before, and it is never a named user's.
     engine = Memory()
-    agent = Agent(name="bot", model=model, instructions="Be brief.", context_engine=engine)
+    agent = Agent(name="bot", model=agent_model, instructions="Be brief.", context_engine=engine)
     assert agent.context_engine_for() is engine
     await agent.run("anonymous note WALRUS")
     await agent.run("hello", user_id="ann")

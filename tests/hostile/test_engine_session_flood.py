@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from agentium_compat import Agent, openai
+from agentium_compat import Agent
 from lionctx._scope import MAX_SCOPE_CHARS
 
 from tests.hostile.test_engine_session_tenants import Memory
@@ -18,15 +18,8 @@ from tests.hostile.test_engine_session_tenants import Memory
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def model(server):
-    m = openai("gpt-4o", base_url=server.base_url, api_key="k", max_retries=0)
-    yield m
-    m.close()
-
-
-async def test_huge_session_ids_hold_bounded_memory_and_stay_apart(server, model) -> None:
-    agent = Agent(name="bot", model=model, instructions="Be brief.", context_engine=Memory())
+async def test_huge_session_ids_hold_bounded_memory_and_stay_apart(server, agent_model) -> None:
+    agent = Agent(name="bot", model=agent_model, instructions="Be brief.", context_engine=Memory())
     huge = "s" * 1_000_000
     await agent.run("secret BLUEFIN", tenant_id="acme", user_id="ann", session_id=huge + "1")
     for i in range(2, 12):

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import pytest
-from agentium_compat import Agent, openai
+from agentium_compat import Agent
 from lionctx import bind_run_context
 from lionctx.engines import ContextEngine
 
@@ -61,15 +61,8 @@ class Memory(ContextEngine):
         return Memory()
 
 
-@pytest.fixture
-def model(server):
-    m = openai("gpt-4o", base_url=server.base_url, api_key="k", max_retries=0)
-    yield m
-    m.close()
-
-
-async def test_one_session_id_in_two_tenants_is_two_engine_sessions(server, model) -> None:
-    agent = Agent(name="bot", model=model, instructions="Be brief.", context_engine=Memory())
+async def test_one_session_id_in_two_tenants_is_two_engine_sessions(server, agent_model) -> None:
+    agent = Agent(name="bot", model=agent_model, instructions="Be brief.", context_engine=Memory())
     await agent.run("acme merger plan is code BLUEFIN", tenant_id="acme", user_id="ann",
                     session_id="main")
     await agent.run("acme again", tenant_id="acme", user_id="ann", session_id="main")
@@ -87,10 +80,10 @@ async def test_one_session_id_in_two_tenants_is_two_engine_sessions(server, mode
 
 
 async def test_sessions_by_bound_run_context_and_by_object_ids_stay_apart(server,
-                                                                          model) -> None:
+                                                                          agent_model) -> None:
     # From another side: tenants named by the bound run context, and user ids that are
     # objects (two users whose ids print alike but are two users).
-    agent = Agent(name="bot", model=model, instructions="Be brief.", context_engine=Memory())
+    agent = Agent(name="bot", model=agent_model, instructions="Be brief.", context_engine=Memory())
     with bind_run_context(tenant_id="acme", user_id="ann"):
         await agent.run("secret BLUEFIN", session_id="main")
     with bind_run_context(tenant_id="globex", user_id="ann"):
