@@ -108,7 +108,7 @@ class FlightCache(Generic[V]):
         self.ttl = check_duration(ttl, "ttl", allow_zero=True)
         self.maxsize = check_count(maxsize, "maxsize", 1)
         self.stale_on_error = bool(stale_on_error)
-        self._timer = timer
+        self._timer, self._chars = timer, chars
         # key -> (fresh until, value); past that time, only the last good value
         self._kept: FairLRU[Hashable, tuple[float, V]] = FairLRU(
             self.maxsize, lambda key: CALLER.get(), weigh=lambda kept: chars(kept[1]),
@@ -169,10 +169,10 @@ class FlightCache(Generic[V]):
         """Store ``value`` for ``key`` as a load would (``None`` forgets the last good one)."""
         if value is None:
             self._kept.pop(key)
+        elif self._chars(value) > MAX_HELD_CHARS:  # served, not kept: never stored first,
+            self._kept.pop(key)  # which would evict every other caller's entry to make room
         elif self.ttl > 0 or self.stale_on_error:
             self._kept.put(key, (self._timer() + self.ttl, value))  # ttl=0: never fresh
-            if self._kept.weight > MAX_HELD_CHARS:  # alone over the bound: not kept
-                self._kept.pop(key)
 
     def _stale(self, key: Hashable, exc: BaseException) -> Hit[V] | None:
         kept = self._kept.get(key) if self.stale_on_error else None

@@ -83,7 +83,8 @@ def _identity(provider: SqliteContextProvider) -> tuple[str | None, tuple[str, .
         return None, fields
     fixed = sorted((k, repr(v)) for k, v in (provider.params or {}).items())
     return identity_of("sqlite", provider.database, os.path.realpath(provider.database),
-                       provider.sql, provider.max_rows, formatter, secret_digest(fixed)), fields
+                       provider.sql, provider.max_rows, provider.max_chars, formatter,
+                       secret_digest(fixed)), fields
 
 
 @dataclass(slots=True)

@@ -68,3 +68,17 @@ async def test_another_tenants_flood_of_large_texts_keeps_my_entry() -> None:
         await provider.fetch("q", RunContext(tenant_id="flood", user_id=f"u{i}"))
     again = await provider.fetch("q", mine)
     assert getattr(again, "cached", False) and inner.calls.count("me") == 1
+
+
+async def test_another_tenants_text_over_the_whole_bound_evicts_nothing_of_mine() -> None:
+    # Stored first and then dropped, the oversized text made room for itself by evicting
+    # every other caller's entry: one request of another tenant emptied my cache.
+    inner = PerUser()
+    provider = CachedContextProvider(inner, ttl=600)
+    mine = RunContext(tenant_id="small", user_id="me")
+    await provider.fetch("q", mine)
+    inner.size = MAX_HELD_CHARS + 1
+    await provider.fetch("q", RunContext(tenant_id="evil", user_id="huge"))
+    inner.size = BIG
+    again = await provider.fetch("q", mine)
+    assert getattr(again, "cached", False) and inner.calls.count("me") == 1

@@ -73,3 +73,12 @@ async def test_both_spellings_with_one_value_are_still_one_context(
     for ctx in (Aliased(), {"tenant_id": "globex", "tenantId": "globex"}):
         res = await resolve_context([plans], "plans?", ctx)
         assert "globex: hiring" in res.text and "acme" not in res.text
+
+
+@pytest.mark.parametrize(("one", "other"), [(1, True), (1, "1"), (1, 1.0), (0, False)])
+def test_look_alike_values_in_two_spellings_are_two_values(one: Any, other: Any) -> None:
+    # Equal by == yet not the same id: 1 == True == 1.0 would let a caller's True stand
+    # for tenant 1, so two spellings must carry the same type and value.
+    with pytest.raises(InvalidValue, match="tenant_id"):
+        RunContext.coerce({"tenant_id": one, "tenantId": other})
+    assert RunContext.coerce({"tenant_id": one, "tenantId": one}).tenant_id == one

@@ -34,12 +34,12 @@ BOUND = 3.0
 
 
 def follows_the_bound(reason: str) -> bool:
-    """The lock wait a locked row names (``... (waited 0.45s, busy_timeout)``) is the one
-    the provider set on sqlite3 from the time left (at most nine tenths of ``BOUND``),
-    never sqlite3's own 5 s: a setting read off the row, no clock read by the test."""
+    """The lock wait a locked row names (``... (waited 0.45s, busy_timeout)``) is the
+    setting the provider gave sqlite3 from its bound (nine tenths of the time left, never
+    over ``0.9 * BOUND``), not sqlite3's own 5 s: no elapsed time is judged here."""
     match = re.search(r"\(waited ([0-9.e-]+)s, busy_timeout\)", reason)
     assert match, reason
-    return 0 < float(match.group(1)) <= 0.9 * BOUND
+    return float(match.group(1)) <= 0.9 * BOUND
 
 
 @pytest.fixture

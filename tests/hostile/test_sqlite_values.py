@@ -92,3 +92,14 @@ async def test_values_up_to_max_chars_are_read_whole(tmp_path: Path) -> None:
 def test_max_chars_is_checked_where_it_is_set(tmp_path: Path, bad: Any, error: type) -> None:
     with pytest.raises(error, match="max_chars"):
         SqliteContextProvider(tmp_path / "x.db", "SELECT 1", max_chars=bad)
+
+
+def test_two_max_chars_are_two_sources(tmp_path: Path) -> None:
+    # One identity names a shared cache entry: a provider reading at most 1,000 characters
+    # must never be served what one allowed 4,000,000 fetched and cached.
+    db = database(tmp_path / "notes.db", "z")
+    small, large = (SqliteContextProvider(db, "SELECT body FROM notes", max_chars=n)
+                    for n in (1_000, 4_000_000))
+    assert small.source_identity != large.source_identity
+    same = SqliteContextProvider(db, "SELECT body FROM notes", max_chars=1_000)
+    assert same.source_identity == small.source_identity
